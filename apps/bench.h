@@ -1,0 +1,30 @@
+/* pc-bench: shared declarations of the benchmark subcommands. */
+#ifndef PC_BENCH_H
+#define PC_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_topo.h"
+
+/* Exit statuses of pc-bench: 0 ok, 1 failure while running, 2 bad usage. */
+#define BENCH_EXIT_FAIL 1
+#define BENCH_EXIT_USAGE 2
+
+/* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */
+int bench_spsc_main(int argc, char **argv);
+int bench_topo_main(int argc, char **argv);
+
+/* Median of n doubles (sorts v in place). */
+double bench_median(double *v, size_t n);
+
+/* Two threads pinned to two different cores when the machine has them: fn(arg, 0) and
+ * fn(arg, 1) run concurrently after a common start barrier. Returns 0 or -1 with a message
+ * printed. */
+typedef struct bench_pair bench_pair_t;
+int bench_pair_create(bench_pair_t **out);
+void bench_pair_destroy(bench_pair_t *p);
+const char *bench_pair_placement(const bench_pair_t *p);
+int bench_pair_run(bench_pair_t *p, void (*fn)(void *arg, int side), void *arg);
+
+#endif /* PC_BENCH_H */

@@ -1,0 +1,55 @@
+// pc_probe: the CUDA build probe. One kernel and its launcher, the shape every PipeCompress
+// kernel follows: a __global__ <op>_kernel plus an extern "C" launcher that takes an
+// explicit stream, computes the grid and checks the launch. CPU reference: pc_cuda.c.
+#include <cuda_runtime.h>
+
+#include "pc_cuda_kernels.h"
+
+__global__ static void affine_kernel(float *out, int n) // out (n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = 0.5f * (float)i + 1.0f;
+}
+
+extern "C" int pc_cuda_device_count_raw(int *count)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); // clear the sticky-free error so later calls start clean
+        *count = 0;
+        return (int)e;
+    }
+    *count = n;
+    return 0;
+}
+
+extern "C" const char *pc_cuda_error_string(int code)
+{
+    return cudaGetErrorString((cudaError_t)code);
+}
+
+extern "C" int pc_cuda_affine_launch(float *out_host, int n)
+{
+    float *d = NULL;
+    cudaStream_t s;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return (int)e;
+    e = cudaMallocAsync((void **)&d, sizeof(float) * (size_t)n, s);
+    if (e == cudaSuccess) {
+        const int block = 256; // a multiple of the warp; occupancy is irrelevant here
+        affine_kernel<<<(n + block - 1) / block, block, 0, s>>>(d, n);
+        e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(out_host, d, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost, s);
+        cudaError_t f = cudaFreeAsync(d, s);
+        if (e == cudaSuccess)
+            e = f;
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+    }
+    cudaStreamDestroy(s);
+    return (int)e;
+}

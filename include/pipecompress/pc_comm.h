@@ -1,0 +1,38 @@
+/* pc_comm: the MPI transport, the one module that calls MPI.
+ *
+ * Our communicators use MPI_ERRORS_RETURN: every MPI failure comes back as PC_EMPI with a
+ * message naming the call, the MPI error string, and the file and line. */
+#ifndef PC_COMM_H
+#define PC_COMM_H
+
+#include <stddef.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_topo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Turn an MPI return code into PC_OK or PC_EMPI, writing "what: MPI message (file:line)"
+ * into err on failure. Thread-safe. */
+int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
+                  size_t errlen);
+#define PC_MPI_CHECK(call, err, errlen) pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)
+
+/* Plan thread placement for the node the caller is on: split `comm` by shared memory,
+ * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),
+ * and plan with `bind`. Collective over comm. On success *plan owns the node's plan and
+ * *local_rank is the caller's index in it. Every rank of the node gets the same plan or
+ * the same planning error (PC_EUSAGE, PC_ETOPO), with a message in err; MPI failures give
+ * PC_EMPI. Call from one thread per rank. */
+int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
+                      int nthreads, const char *const names[], pc_topo_plan_t **plan,
+                      int *local_rank, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_COMM_H */

@@ -1,0 +1,51 @@
+/* pc_error: the project's error codes, their names and messages.
+ *
+ * Every library function that can fail returns an int: PC_OK (0) on success, a negative
+ * PC_E* code on failure. One X-macro table yields the enum, pc_strerror() and
+ * pc_errname(), so a code can never lack its message. */
+#ifndef PC_ERROR_H
+#define PC_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(NAME, value, message). Values are stable: they may appear in logs and exit paths. */
+#define PC_ERROR_TABLE(X)                                                                          \
+    X(OK, 0, "success")                                                                            \
+    X(EINVAL, -1, "invalid argument")                                                              \
+    X(ENOMEM, -2, "out of memory")                                                                 \
+    X(EUSAGE, -3, "bad command-line usage")                                                        \
+    X(ERANGE, -4, "value out of range")                                                            \
+    X(EFULL, -5, "queue full")                                                                     \
+    X(EEMPTY, -6, "queue empty")                                                                   \
+    X(ETIMEDOUT, -7, "timed out")                                                                  \
+    X(ETOPO, -8, "topology or thread binding failed")                                              \
+    X(EMPI, -9, "MPI call failed")                                                                 \
+    X(ECUDA, -10, "CUDA call failed")                                                              \
+    X(ENODEV, -11, "no such device")                                                               \
+    X(EIO, -12, "input/output error")                                                              \
+    X(EFORMAT, -13, "malformed data")                                                              \
+    X(ECODEC, -14, "unknown or misconfigured compressor")                                          \
+    X(ETHREAD, -15, "thread creation or join failed")                                              \
+    X(ESTATE, -16, "call not valid in the current state")                                          \
+    X(EINTR, -17, "interrupted by a signal")
+
+typedef enum pc_error {
+#define PC_ERROR_ENUM(name, value, msg) PC_##name = (value),
+    PC_ERROR_TABLE(PC_ERROR_ENUM)
+#undef PC_ERROR_ENUM
+} pc_error_t;
+
+/* Human-readable message for an error code; never NULL (unknown codes give a fixed
+ * string). The returned string is static: do not free. Thread-safe. */
+const char *pc_strerror(int err);
+
+/* Symbolic name of an error code without the PC_ prefix ("EINVAL"), or "UNKNOWN".
+ * Static string; thread-safe. */
+const char *pc_errname(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_ERROR_H */

@@ -1,0 +1,214 @@
+/* pc_spsc: a lock-free single-producer/single-consumer ring of fixed-size slots.
+ *
+ * What it is for. The worker's backprop thread hands small descriptors (which tensor,
+ * which part, which iteration) to its compressor thread, and the compressor thread hands
+ * buffer releases and events back. One ring per direction, exactly one producer thread and
+ * one consumer thread each: that contract is in every name (_spsc) and lets the ring work
+ * with two indices and C11 acquire/release alone, no read-modify-write instructions.
+ *
+ * Representation.
+ * - Capacity is a power of two; an index maps to its slot with a mask.
+ * - head (next slot to read) and tail (next slot to write) run freely as size_t and are
+ *   never wrapped; tail - head is the number of full slots (a 64-bit counter does not wrap
+ *   in the life of a job).
+ * - The producer's line holds tail and the producer's cached copy of head; the consumer's
+ *   line holds head and its cached copy of tail. Each side reads the other's index only
+ *   when its cached copy says the ring looks full (producer) or empty (consumer), so in
+ *   steady state each cache line moves between cores once per burst, not once per slot.
+ * - Slot contents are copied in and out (memcpy of slot_size bytes): descriptors are a few
+ *   dozen bytes, never gradient data.
+ *
+ * Memory ordering (the whole protocol):
+ * - push: write the slot, then store tail with release. pop: load tail with acquire, then
+ *   read the slot. The release/acquire pair makes the slot's bytes visible before the
+ *   consumer can see the index that covers them.
+ * - pop: read the slot, then store head with release. push: load head with acquire, then
+ *   overwrite the slot. That pair keeps the producer from overwriting a slot whose
+ *   contents the consumer has not finished copying out.
+ * - Each side loads its own index relaxed: only it writes that index.
+ *
+ * The hot operations are static inline (the one exception to opaque handles in this
+ * project): a descriptor hand-off must cost a few nanoseconds, not a call. The try_
+ * operations never block; the _wait helpers spin, yield, then sleep (pc_backoff). */
+#ifndef PC_SPSC_H
+#define PC_SPSC_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Destructive-interference distance on the machines we target (x86-64, Arm Neoverse). */
+#define PC_SPSC_CACHELINE 64
+/* Largest capacity accepted: 2^30 slots. Far above any sensible queue of descriptors;
+ * keeps capacity * slot_size from overflowing on 64-bit size_t for slots up to 4 GiB. */
+#define PC_SPSC_MAX_CAPACITY ((size_t)1 << 30)
+/* Largest slot: descriptors are small; a bigger slot means someone is copying data. */
+#define PC_SPSC_MAX_SLOT 4096
+
+typedef struct pc_spsc {
+    /* Producer's cache line. */
+    alignas(PC_SPSC_CACHELINE) _Atomic size_t tail; /* next slot to write: producer stores
+                                                       (release), consumer loads (acquire) */
+    size_t head_cache;                              /* producer's last seen head */
+    /* Consumer's cache line. */
+    alignas(PC_SPSC_CACHELINE) _Atomic size_t head; /* next slot to read: consumer stores
+                                                       (release), producer loads (acquire) */
+    size_t tail_cache;                              /* consumer's last seen tail */
+    /* Constant after pc_spsc_create: shared read-only by both sides. */
+    alignas(PC_SPSC_CACHELINE) size_t mask;         /* capacity - 1 */
+    size_t slot_size;                               /* bytes per slot */
+    unsigned char *slots;                           /* capacity * slot_size bytes */
+} pc_spsc_t;
+
+_Static_assert(offsetof(pc_spsc_t, head) - offsetof(pc_spsc_t, tail) >= PC_SPSC_CACHELINE,
+               "producer and consumer indices must sit on different cache lines");
+_Static_assert(offsetof(pc_spsc_t, mask) - offsetof(pc_spsc_t, head) >= PC_SPSC_CACHELINE,
+               "consumer index must not share a line with the constants");
+
+/* Create a ring of `capacity` slots (a power of two, 2..PC_SPSC_MAX_CAPACITY) of
+ * `slot_size` bytes each (1..PC_SPSC_MAX_SLOT). On success *out owns the ring; free it
+ * with pc_spsc_destroy. Returns PC_EINVAL for a bad size, PC_ENOMEM; on error *out is
+ * untouched. Call before the threads that use the ring start (their creation publishes
+ * it). */
+int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out);
+
+/* Free a ring (NULL is fine). Neither side may use it afterwards; the caller joins or
+ * otherwise synchronises with both threads first. */
+void pc_spsc_destroy(pc_spsc_t *q);
+
+static inline size_t pc_spsc_capacity(const pc_spsc_t *q)
+{
+    return q->mask + 1;
+}
+
+static inline unsigned char *pc_spsc__slot(const pc_spsc_t *q, size_t idx)
+{
+    return q->slots + (idx & q->mask) * q->slot_size;
+}
+
+/* Producer only. Copy one slot_size-byte item from `item` into the ring. Returns false,
+ * changing nothing, when the ring is full. */
+static inline bool pc_spsc_try_push(pc_spsc_t *q, const void *item)
+{
+    /* Relaxed: only this thread writes tail. */
+    size_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    if (t - q->head_cache > q->mask) {
+        /* Acquire pairs with the consumer's release store of head in try_pop/try_pop_burst:
+         * the slots it has left are fully read before we overwrite them. */
+        q->head_cache = atomic_load_explicit(&q->head, memory_order_acquire);
+        if (t - q->head_cache > q->mask)
+            return false;
+    }
+    memcpy(pc_spsc__slot(q, t), item, q->slot_size);
+    /* Release pairs with the consumer's acquire load of tail: the slot's bytes are
+     * visible before the index that covers them. */
+    atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+    return true;
+}
+
+/* Producer only. Push up to n items stored back to back at `items` (n * slot_size bytes)
+ * and publish them with one index store. Returns how many were pushed (0..n), a prefix
+ * of `items`. */
+static inline size_t pc_spsc_try_push_burst(pc_spsc_t *q, const void *items, size_t n)
+{
+    size_t cap = q->mask + 1;
+    size_t t = atomic_load_explicit(&q->tail, memory_order_relaxed); /* own index */
+    size_t space = cap - (t - q->head_cache);
+    if (space < n) {
+        /* Acquire pairs with the consumer's release store of head (see try_push). */
+        q->head_cache = atomic_load_explicit(&q->head, memory_order_acquire);
+        space = cap - (t - q->head_cache);
+    }
+    if (n > space)
+        n = space;
+    if (n == 0)
+        return 0;
+    size_t first = t & q->mask;
+    size_t run = cap - first < n ? cap - first : n; /* slots before the wrap */
+    memcpy(q->slots + first * q->slot_size, items, run * q->slot_size);
+    if (run < n)
+        memcpy(q->slots, (const unsigned char *)items + run * q->slot_size,
+               (n - run) * q->slot_size);
+    /* Release pairs with the consumer's acquire load of tail: all n slots at once. */
+    atomic_store_explicit(&q->tail, t + n, memory_order_release);
+    return n;
+}
+
+/* Consumer only. Copy the oldest item into `item` (slot_size bytes) and free its slot.
+ * Returns false, changing nothing, when the ring is empty. */
+static inline bool pc_spsc_try_pop(pc_spsc_t *q, void *item)
+{
+    /* Relaxed: only this thread writes head. */
+    size_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    if (h == q->tail_cache) {
+        /* Acquire pairs with the producer's release store of tail in try_push/_burst:
+         * the slot's bytes written before that store are visible to the memcpy below. */
+        q->tail_cache = atomic_load_explicit(&q->tail, memory_order_acquire);
+        if (h == q->tail_cache)
+            return false;
+    }
+    memcpy(item, pc_spsc__slot(q, h), q->slot_size);
+    /* Release pairs with the producer's acquire load of head: our read of the slot
+     * completes before the producer may reuse it. */
+    atomic_store_explicit(&q->head, h + 1, memory_order_release);
+    return true;
+}
+
+/* Consumer only. Pop up to max items into `items` (max * slot_size bytes), freeing their
+ * slots with one index store. Returns how many were popped (0..max), oldest first. */
+static inline size_t pc_spsc_try_pop_burst(pc_spsc_t *q, void *items, size_t max)
+{
+    size_t h = atomic_load_explicit(&q->head, memory_order_relaxed); /* own index */
+    size_t avail = q->tail_cache - h;
+    if (avail < max) {
+        /* Acquire pairs with the producer's release store of tail (see try_pop). */
+        q->tail_cache = atomic_load_explicit(&q->tail, memory_order_acquire);
+        avail = q->tail_cache - h;
+    }
+    size_t n = avail < max ? avail : max;
+    if (n == 0)
+        return 0;
+    size_t cap = q->mask + 1;
+    size_t first = h & q->mask;
+    size_t run = cap - first < n ? cap - first : n;
+    memcpy(items, q->slots + first * q->slot_size, run * q->slot_size);
+    if (run < n)
+        memcpy((unsigned char *)items + run * q->slot_size, q->slots, (n - run) * q->slot_size);
+    /* Release pairs with the producer's acquire load of head (see try_pop). */
+    atomic_store_explicit(&q->head, h + n, memory_order_release);
+    return n;
+}
+
+/* Either side. Number of full slots at some instant during the call; exact only when the
+ * other side is idle. For metrics (high-water marks), never for correctness. */
+static inline size_t pc_spsc_size_approx(pc_spsc_t *q)
+{
+    /* Acquire loads order nothing we depend on here; they keep the two reads fresh.
+     * Load head first: tail only grows, so tail - head cannot underflow. */
+    size_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    size_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+    return t - h;
+}
+
+/* Producer only. Push one item, waiting (spin, yield, then sleep: pc_backoff) while the
+ * ring is full, for at most timeout_ns nanoseconds (negative: no limit). Returns PC_OK or
+ * PC_ETIMEDOUT (nothing pushed). If waited_ns is not NULL it receives the time spent
+ * waiting (0 when the first try succeeded), so callers can account back-pressure. */
+int pc_spsc_push_wait(pc_spsc_t *q, const void *item, int64_t timeout_ns, int64_t *waited_ns);
+
+/* Consumer only. Pop one item, waiting while the ring is empty, for at most timeout_ns
+ * (negative: no limit). Returns PC_OK or PC_ETIMEDOUT (nothing popped); waited_ns as
+ * above. */
+int pc_spsc_pop_wait(pc_spsc_t *q, void *item, int64_t timeout_ns, int64_t *waited_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_SPSC_H */

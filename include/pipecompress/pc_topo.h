@@ -1,0 +1,98 @@
+/* pc_topo: hardware topology (hwloc) and the placement of PipeCompress threads on cores.
+ *
+ * Each worker rank runs a backprop thread and a compressor thread; the compressor must
+ * have a core of its own, or compression is not hidden but merely time-shared. Placement
+ * is a plan computed for all ranks of a node at once, from what each rank contributes
+ * (pc_topo_rank_t: its launcher-given cpuset and its threads), so that every rank computes
+ * the same plan without further talk:
+ * - ranks whose launcher cpusets are equal (e.g. all unbound) share that cpuset's cores,
+ *   taking consecutive cores in local-rank order, each thread its own core;
+ * - a rank confined by the launcher (mpirun --bind-to core) places its threads only inside
+ *   its own cpuset;
+ * - with fewer cores than threads, threads wrap around and share cores; the plan says so
+ *   (pc_topo_plan_describe) and the job goes on;
+ * - --bind none leaves threads unbound; --bind LIST gives the node's threads these logical
+ *   cores in order (explicit lists override the launcher's cpusets).
+ * The plan is pure (no MPI, no binding), so it is tested on synthetic topologies such as
+ * "pack:2 core:8 pu:2". The MPI exchange of pc_topo_rank_t records is the transport's job. */
+#ifndef PC_TOPO_H
+#define PC_TOPO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pipecompress/pc_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads one rank may place: backprop + compressor today, room for a communication
+ * thread and a CUDA-stream feeder later. */
+#define PC_TOPO_MAX_THREADS 4
+/* A cpuset in hwloc list syntax ("0-3,8,10-11"); 256 characters cover any realistic
+ * node's allowed set. */
+#define PC_TOPO_CPUSET_LEN 256
+#define PC_TOPO_NAME_LEN 16
+
+/* What one rank contributes to its node's plan. Plain bytes: ranks exchange it with an
+ * MPI allgather of MPI_BYTE. */
+typedef struct pc_topo_rank {
+    int rank;                                          /* global rank, for messages */
+    int nthreads;                                      /* 1..PC_TOPO_MAX_THREADS */
+    char cpuset[PC_TOPO_CPUSET_LEN];                   /* allowed PUs; "" = whole machine */
+    char names[PC_TOPO_MAX_THREADS][PC_TOPO_NAME_LEN]; /* thread roles, for messages */
+} pc_topo_rank_t;
+
+typedef struct pc_topo pc_topo_t;
+typedef struct pc_topo_plan pc_topo_plan_t;
+
+/* Load a topology: this machine's when synthetic is NULL, else an hwloc synthetic
+ * description ("pack:2 core:8 pu:2"). Returns PC_OK, PC_ETOPO (message in err) or
+ * PC_ENOMEM. The handle is read-only after creation: concurrent plan and bind calls are
+ * thread-safe. */
+int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t errlen);
+void pc_topo_destroy(pc_topo_t *topo);
+
+int pc_topo_ncores(const pc_topo_t *topo);
+int pc_topo_npus(const pc_topo_t *topo);
+/* True for a topology of this machine (binding is possible), false for a synthetic one. */
+bool pc_topo_is_real(const pc_topo_t *topo);
+
+/* Fill *me for the calling process: its current CPU binding (the launcher's cpuset) and
+ * the given thread names (nthreads of them, each cut to PC_TOPO_NAME_LEN - 1). Returns
+ * PC_OK, PC_EINVAL or PC_ETOPO. */
+int pc_topo_self(const pc_topo_t *topo, int rank, int nthreads, const char *const names[],
+                 pc_topo_rank_t *me);
+
+/* Plan placement for the nranks ranks of one node (index = local rank). On success *out
+ * owns the plan (pc_topo_plan_destroy). Errors (PC_EUSAGE for a --bind list that names a
+ * missing core or is too short, PC_ETOPO for a cpuset outside the topology, PC_EINVAL,
+ * PC_ENOMEM) leave a one-line message in err and *out untouched. Thread-safe. */
+int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind,
+                        const pc_topo_rank_t *ranks, int nranks, pc_topo_plan_t **out,
+                        char *err, size_t errlen);
+void pc_topo_plan_destroy(pc_topo_plan_t *plan);
+
+/* Logical core index planned for thread t of local rank r, or -1 when unbound. */
+int pc_topo_plan_core(const pc_topo_plan_t *plan, int r, int t);
+/* True when another planned thread of the node has the same core. */
+bool pc_topo_plan_shared(const pc_topo_plan_t *plan, int r, int t);
+/* Number of cores that carry more than one planned thread. */
+int pc_topo_plan_nshared(const pc_topo_plan_t *plan);
+/* One line describing the plan, naming which threads share which core when any do:
+ *   "placement: 6 threads on 2 cores; sharing: core 0 {r0.backprop r1.compressor}, ..."
+ * Cut to len. */
+void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len);
+
+/* Bind the calling thread to its planned cpuset (thread t of local rank r) and verify it
+ * with hwloc: the binding read back must equal the plan and the thread must be running
+ * inside it. A no-op returning PC_OK for unbound threads. PC_ETOPO with a message on any
+ * failure, including a synthetic topology. Thread-safe; binds only the caller. */
+int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t,
+                      char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_TOPO_H */

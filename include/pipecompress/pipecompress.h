@@ -1,0 +1,15 @@
+/* pipecompress.h: the umbrella header of libpipecompress. */
+#ifndef PIPECOMPRESS_H
+#define PIPECOMPRESS_H
+
+#include "pipecompress/pc_backoff.h"
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_log.h"
+#include "pipecompress/pc_spsc.h"
+#include "pipecompress/pc_time.h"
+#include "pipecompress/pc_topo.h"
+
+#endif /* PIPECOMPRESS_H */

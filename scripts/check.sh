@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# scripts/check.sh: install what is missing, build, and run every test:
+#  1. the normal build: all unit tests and the MPI tests (make check);
+#  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
+#  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit).
+# Exit status is non-zero on any failure. Logs: build*/tests/*.log.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+pc_setup
+
+run_suite() { # DIR TARGET
+    local dir="$PC_TOP/$1" target=$2
+    pc_say "make $target (in $1)"
+    if ! make -C "$dir" -j"$(nproc)" "$target" >"$dir/$target.out" 2>&1; then
+        grep -E '^(FAIL|ERROR|XPASS)' "$dir/$target.out" >&2 || true
+        for log in "$dir"/tests/*.log; do
+            grep -qE '^(FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
+        done
+        tail -n 20 "$dir/$target.out" >&2
+        pc_die "$target failed in $1"
+    fi
+    grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir/$target.out" || true
+}
+
+pc_build build
+run_suite build check
+
+pc_build build-tsan --enable-tsan --without-cuda
+run_suite build-tsan check-concurrency
+
+pc_build build-asan --enable-asan --without-cuda
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
+
+pc_say "all tests passed"

@@ -1,0 +1,61 @@
+# scripts/lib.sh: shared set-up for scripts/demo.sh and scripts/check.sh (sourced).
+# pc_setup installs what is missing; pc_build DIR [configure flags] builds out of tree.
+
+PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian packages PipeCompress needs to build, test and run. Keep in step with README.md.
+PC_PACKAGES="gcc make autoconf automake autoconf-archive pkg-config
+  libopenmpi-dev openmpi-bin libhwloc-dev hwloc libcmocka-dev libopenblas-dev zlib1g-dev
+  libck-dev clang"
+
+pc_say() { printf '== %s\n' "$*"; }
+pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+pc_setup() {
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        pc_say "not a Debian system: make sure the equivalents of these are installed: $PC_PACKAGES"
+        return 0
+    fi
+    local missing="" p
+    for p in $PC_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        pc_die "missing packages; install them with: sudo apt-get install -y --no-install-recommends$missing"
+    fi
+    pc_say "installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || pc_die "apt-get update failed"
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null \
+        || pc_die "apt-get install failed for:$missing"
+}
+
+# pc_build DIR [configure flags...]: (re)configure when needed and build in $PC_TOP/DIR.
+pc_build() {
+    local dir="$PC_TOP/$1"
+    shift
+    if [ -f "$PC_TOP/config.status" ]; then
+        pc_die "the source tree is configured in place; run 'make distclean' there first (these scripts build out of tree)"
+    fi
+    if [ ! -x "$PC_TOP/configure" ] || [ "$PC_TOP/configure.ac" -nt "$PC_TOP/configure" ] \
+        || [ "$PC_TOP/Makefile.am" -nt "$PC_TOP/configure" ]; then
+        pc_say "autoreconf"
+        (cd "$PC_TOP" && autoreconf -fi >/dev/null 2>&1) || (cd "$PC_TOP" && autoreconf -fi) \
+            || pc_die "autoreconf failed"
+    fi
+    mkdir -p "$dir"
+    local want="$*"
+    if [ ! -f "$dir/Makefile" ] || [ "$(cat "$dir/.pc-configure-flags" 2>/dev/null)" != "$want" ] \
+        || [ "$PC_TOP/configure" -nt "$dir/Makefile" ]; then
+        pc_say "configure $want (in ${dir#"$PC_TOP"/})"
+        (cd "$dir" && "$PC_TOP/configure" -q "$@" >configure.out 2>&1) \
+            || { tail -n 5 "$dir/configure.out" >&2; pc_die "configure failed (see ${dir#"$PC_TOP"/}/config.log)"; }
+        printf '%s' "$want" >"$dir/.pc-configure-flags"
+    fi
+    pc_say "make (in ${dir#"$PC_TOP"/})"
+    make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
+        || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in ${dir#"$PC_TOP"/}"; }
+}

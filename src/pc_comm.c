@@ -1,0 +1,68 @@
+/* pc_comm: MPI transport (today: node-local exchange for thread placement). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+
+int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
+                  size_t errlen)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return PC_OK;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof(msg), "MPI error %d", mpi_rc);
+    if (err && errlen)
+        snprintf(err, errlen, "%s: %s (%s:%d)", what, msg, file, line);
+    return PC_EMPI;
+}
+
+int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
+                      int nthreads, const char *const names[], pc_topo_plan_t **plan,
+                      int *local_rank, char *err, size_t errlen)
+{
+    int rc, rank, lrank, lsize;
+    MPI_Comm node = MPI_COMM_NULL;
+    pc_topo_rank_t me, *all = NULL;
+
+    rc = PC_MPI_CHECK(MPI_Comm_rank(comm, &rank), err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    rc = pc_topo_self(topo, rank, nthreads, names, &me);
+    if (rc != PC_OK) {
+        snprintf(err, errlen, "rank %d: cannot read its CPU binding: %s", rank, pc_strerror(rc));
+        return rc;
+    }
+    rc = PC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                      err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+    if ((rc = PC_MPI_CHECK(MPI_Comm_rank(node, &lrank), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_size(node, &lsize), err, errlen)) != PC_OK)
+        goto out;
+    all = malloc(sizeof(*all) * (size_t)lsize);
+    if (!all) {
+        rc = PC_ENOMEM;
+        snprintf(err, errlen, "out of memory gathering placement");
+        goto out;
+    }
+    rc = PC_MPI_CHECK(MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
+                                    MPI_BYTE, node),
+                      err, errlen);
+    if (rc != PC_OK)
+        goto out;
+    /* Every rank plans from the same records, so all get the same plan or error. */
+    rc = pc_topo_plan_create(topo, bind, all, lsize, plan, err, errlen);
+    if (rc == PC_OK)
+        *local_rank = lrank;
+out:
+    free(all);
+    if (node != MPI_COMM_NULL)
+        MPI_Comm_free(&node);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* pc_cuda: CUDA presence and the probe kernel's check against its CPU reference. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_error.h"
+
+#ifdef PC_HAVE_CUDA
+#include "../cuda/pc_cuda_kernels.h"
+#endif
+
+/* Probe size: 2^20 floats = 4 MiB, enough to need many blocks, small for any device. */
+#define PROBE_N (1 << 20)
+
+bool pc_cuda_built(void)
+{
+#ifdef PC_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+int pc_cuda_device_count(void)
+{
+#ifdef PC_HAVE_CUDA
+    int n = 0;
+    if (pc_cuda_device_count_raw(&n) != 0)
+        return 0;
+    return n;
+#else
+    return 0;
+#endif
+}
+
+int pc_cuda_selftest(char *err, size_t errlen)
+{
+#ifdef PC_HAVE_CUDA
+    if (pc_cuda_device_count() == 0)
+        return PC_ENODEV;
+    float *out = malloc(sizeof(float) * PROBE_N);
+    if (!out)
+        return PC_ENOMEM;
+    int rc = PC_OK;
+    int e = pc_cuda_affine_launch(out, PROBE_N);
+    if (e != 0) {
+        snprintf(err, errlen, "probe kernel: %s", pc_cuda_error_string(e));
+        rc = PC_ECUDA;
+    } else {
+        for (int i = 0; i < PROBE_N; i++) {
+            float want = 0.5f * (float)i + 1.0f; /* CPU reference */
+            if (out[i] != want) {
+                snprintf(err, errlen, "probe kernel: out[%d] = %g, CPU reference %g", i,
+                         (double)out[i], (double)want);
+                rc = PC_ECUDA;
+                break;
+            }
+        }
+    }
+    free(out);
+    return rc;
+#else
+    (void)err;
+    (void)errlen;
+    return PC_ENODEV;
+#endif
+}

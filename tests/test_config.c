@@ -1,0 +1,276 @@
+/* test_config: every runtime flag parses (long and short forms, = and separate values),
+ * every value type is validated with a one-line message naming the flag, and the generic
+ * table parser handles help, version, operands and multiple groups. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_log.h"
+
+#define ARGV(...) ((char *[]){"prog", __VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){"prog", __VA_ARGS__}) / sizeof(char *)))
+
+static int parse_cfg(pc_config_t *cfg, int argc, char **argv, char *err)
+{
+    pc_config_defaults(cfg);
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    pc_opt_group_t g = {"Runtime", opts, n, cfg};
+    return pc_opt_parse(&g, 1, argc, argv, NULL, err, 256);
+}
+#define PARSE(cfg, err, ...) parse_cfg(cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), err)
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    char *argv[] = {"prog", NULL};
+    assert_int_equal(parse_cfg(&cfg, 1, argv, err), PC_OK);
+    assert_int_equal(cfg.servers, 1);
+    assert_string_equal(cfg.bind, "auto");
+    assert_int_equal(cfg.log_level, PC_LOG_INFO);
+}
+
+static void test_servers(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--servers", "3"), PC_OK);
+    assert_int_equal(cfg.servers, 3);
+    assert_int_equal(PARSE(&cfg, err, "--servers=2"), PC_OK);
+    assert_int_equal(cfg.servers, 2);
+    assert_int_equal(PARSE(&cfg, err, "-s", "4"), PC_OK);
+    assert_int_equal(cfg.servers, 4);
+    assert_int_equal(PARSE(&cfg, err, "--serv", "5"), PC_OK); /* unique abbreviation */
+    assert_int_equal(cfg.servers, 5);
+    assert_int_equal(PARSE(&cfg, err, "--servers", "0"), PC_EUSAGE);
+    assert_string_equal(err, "--servers: 0 is out of range (1..4096)");
+    assert_int_equal(PARSE(&cfg, err, "--servers", "abc"), PC_EUSAGE);
+    assert_string_equal(err, "--servers: 'abc' is not an integer");
+    assert_int_equal(PARSE(&cfg, err, "--servers", "2x"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--servers", ""), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--servers", "99999999999999999999"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--servers"), PC_EUSAGE);
+    assert_string_equal(err, "--servers: missing value");
+    assert_int_equal(PARSE(&cfg, err, "-s"), PC_EUSAGE);
+    assert_string_equal(err, "--servers: missing value");
+}
+
+static void test_bind(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--bind", "none"), PC_OK);
+    assert_string_equal(cfg.bind, "none");
+    assert_int_equal(PARSE(&cfg, err, "--bind", "0,2,4-7"), PC_OK);
+    pc_bind_t b;
+    assert_int_equal(pc_config_bind_parse(cfg.bind, &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(b.mode, PC_BIND_LIST);
+    assert_int_equal(b.ncores, 6);
+    int want[] = {0, 2, 4, 5, 6, 7};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(b.cores[i], want[i]);
+    assert_int_equal(pc_config_bind_parse("auto", &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(b.mode, PC_BIND_AUTO);
+    assert_int_equal(pc_config_bind_parse("none", &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(b.mode, PC_BIND_NONE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "sometimes"), PC_EUSAGE);
+    assert_string_equal(err, "--bind: 'sometimes' is not auto, none or a list of cores like 0,2,4-7");
+    assert_int_equal(PARSE(&cfg, err, "--bind", "3-1"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "1,"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "1-"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "-1"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "0-70000"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--bind", "0-300"), PC_EUSAGE); /* > 256 cores */
+    assert_int_equal(PARSE(&cfg, err, "--bind", ""), PC_EUSAGE);
+}
+
+static void test_log_level(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--log-level", "debug"), PC_OK);
+    assert_int_equal(cfg.log_level, PC_LOG_DEBUG);
+    assert_int_equal(PARSE(&cfg, err, "-v", "error"), PC_OK);
+    assert_int_equal(cfg.log_level, PC_LOG_ERROR);
+    assert_int_equal(PARSE(&cfg, err, "--log-level=trace"), PC_OK);
+    assert_int_equal(cfg.log_level, PC_LOG_TRACE);
+    assert_int_equal(PARSE(&cfg, err, "--log-level", "loud"), PC_EUSAGE);
+    assert_string_equal(err, "--log-level: 'loud' is not one of error|warn|info|debug|trace");
+}
+
+static void test_unknown_help_version_operands(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--frobnicate"), PC_EUSAGE);
+    assert_string_equal(err, "unknown flag '--frobnicate' (see --help)");
+    assert_int_equal(PARSE(&cfg, err, "-q"), PC_EUSAGE);
+    assert_string_equal(err, "unknown flag '-q' (see --help)");
+    assert_int_equal(PARSE(&cfg, err, "--help"), PC_CONFIG_HELP);
+    assert_int_equal(PARSE(&cfg, err, "-h"), PC_CONFIG_HELP);
+    assert_int_equal(PARSE(&cfg, err, "--version"), PC_CONFIG_VERSION);
+    assert_int_equal(PARSE(&cfg, err, "stray"), PC_EUSAGE);
+    assert_string_equal(err, "unexpected argument 'stray' (see --help)");
+}
+
+/* A table with every value type, as programs define their own flags. */
+typedef struct bench_opts {
+    int reps;
+    int64_t count;
+    int64_t bytes;
+    double ratio;
+    char json[32];
+    int mode;
+    int quick;
+} bench_opts_t;
+
+static const pc_opt_t bench_table[] = {
+    {.name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(bench_opts_t, reps),
+     .min = 1, .max = 100},
+    {.name = "count", .type = PC_OPT_INT64, .offset = offsetof(bench_opts_t, count), .min = 1,
+     .max = 1e12},
+    {.name = "bytes", .type = PC_OPT_SIZE, .offset = offsetof(bench_opts_t, bytes), .min = 1,
+     .max = 1099511627776.0},
+    {.name = "ratio", .type = PC_OPT_DOUBLE, .offset = offsetof(bench_opts_t, ratio), .min = 0,
+     .max = 1},
+    {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(bench_opts_t, json), .size = 32},
+    {.name = "mode", .type = PC_OPT_CHOICE, .offset = offsetof(bench_opts_t, mode),
+     .choices = "ps|allreduce"},
+    {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(bench_opts_t, quick)},
+};
+
+static int parse_two(bench_opts_t *b, pc_config_t *cfg, int argc, char **argv, int *operand,
+                     char *err)
+{
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    memset(b, 0, sizeof(*b));
+    b->reps = 5;
+    b->ratio = 0.01;
+    pc_config_defaults(cfg);
+    pc_opt_group_t groups[] = {{"Runtime", opts, n, cfg},
+                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b}};
+    return pc_opt_parse(groups, 2, argc, argv, operand, err, 256);
+}
+#define PARSE2(b, cfg, op, err, ...) parse_two(b, cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), op, err)
+
+static void test_every_type(void **state)
+{
+    (void)state;
+    bench_opts_t b;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--reps", "7", "--count", "10000000000", "--bytes",
+                            "4MiB", "--ratio", "0.001", "--json", "out.json", "--mode",
+                            "allreduce", "--quick", "-s", "2"),
+                     PC_OK);
+    assert_int_equal(b.reps, 7);
+    assert_true(b.count == 10000000000ll);
+    assert_true(b.bytes == 4 << 20);
+    assert_true(b.ratio == 0.001);
+    assert_string_equal(b.json, "out.json");
+    assert_int_equal(b.mode, 1);
+    assert_int_equal(b.quick, 1);
+    assert_int_equal(cfg.servers, 2);
+    /* Sizes: units, case, suffixes. */
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "64k"), PC_OK);
+    assert_true(b.bytes == 65536);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "1G"), PC_OK);
+    assert_true(b.bytes == 1 << 30);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "512"), PC_OK);
+    assert_true(b.bytes == 512);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "4X"), PC_EUSAGE);
+    assert_string_equal(err, "--bytes: '4X' is not a size (bytes, or with K, M, G, T)");
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "-4"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "0"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--bytes", "99999999999T"), PC_EUSAGE);
+    /* Doubles: out-of-range ratio, garbage, non-finite. */
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "1.5"), PC_EUSAGE);
+    assert_string_equal(err, "--ratio: 1.5 is out of range (0..1)");
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "-0.1"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "nan"), PC_EUSAGE);
+    assert_string_equal(err, "--ratio: 'nan' is not a finite number");
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "inf"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "0.1x"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "1e-400"), PC_EUSAGE);
+    /* Strings: too long, empty. */
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--json",
+                            "a-very-long-file-name-that-does-not-fit.json"),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--json: value is longer than 31 characters");
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--json", ""), PC_EUSAGE);
+    /* Integers: range on the int type itself. */
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--reps", "101"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--reps", "4294967297"), PC_EUSAGE);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--count", "0"), PC_EUSAGE);
+    /* Flags take no value. */
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--quick=yes"), PC_EUSAGE);
+}
+
+static void test_operands(void **state)
+{
+    (void)state;
+    bench_opts_t b;
+    pc_config_t cfg;
+    char err[256];
+    int op = -1;
+    assert_int_equal(PARSE2(&b, &cfg, &op, err, "--reps", "2", "spsc", "--other"), PC_OK);
+    assert_int_equal(op, 3);
+    assert_int_equal(b.reps, 2);
+    assert_int_equal(PARSE2(&b, &cfg, &op, err, "--reps", "2"), PC_OK);
+    assert_int_equal(op, 3); /* argc: none */
+    assert_int_equal(PARSE2(&b, &cfg, &op, err, "--", "-x"), PC_OK);
+    assert_int_equal(op, 2);
+}
+
+static void test_usage_and_print(void **state)
+{
+    (void)state;
+    bench_opts_t b;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--mode", "ps", "--servers", "3"), PC_OK);
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    pc_opt_group_t groups[] = {{"Runtime", opts, n, &cfg},
+                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b}};
+    char buf[8192];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    assert_non_null(f);
+    pc_opt_usage(groups, 2, f);
+    pc_opt_print(groups, 2, "cfg ", f);
+    fclose(f);
+    assert_non_null(strstr(buf, "-s, --servers S"));
+    assert_non_null(strstr(buf, "--help"));
+    assert_non_null(strstr(buf, "cfg servers          = 3"));
+    assert_non_null(strstr(buf, "cfg mode             = ps"));
+    assert_non_null(strstr(buf, "cfg log-level        = info"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_servers),
+        cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_log_level),
+        cmocka_unit_test(test_unknown_help_version_operands),
+        cmocka_unit_test(test_every_type),
+        cmocka_unit_test(test_operands),
+        cmocka_unit_test(test_usage_and_print),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
