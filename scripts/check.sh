@@ -8,6 +8,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 pc_setup
 
+PASSED=0
+FAILED=0
 run_suite() { # DIR TARGET
     local dir="$PC_TOP/$1" target=$2
     pc_say "make $target (in $1)"
@@ -17,9 +19,20 @@ run_suite() { # DIR TARGET
             grep -qE '^(FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
         done
         tail -n 20 "$dir/$target.out" >&2
+        count "$dir/$target.out"
+        echo "check: $PASSED passed, $FAILED failed"
         pc_die "$target failed in $1"
     fi
     grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir/$target.out" || true
+    count "$dir/$target.out"
+}
+count() { # add an automake test-suite summary to the totals
+    local p f e
+    p=$(sed -n 's/^# PASS: *//p' "$1" | tail -n 1)
+    f=$(sed -n 's/^# FAIL: *//p' "$1" | tail -n 1)
+    e=$(sed -n 's/^# ERROR: *//p' "$1" | tail -n 1)
+    PASSED=$((PASSED + ${p:-0}))
+    FAILED=$((FAILED + ${f:-0} + ${e:-0}))
 }
 
 pc_build build
@@ -32,3 +45,4 @@ pc_build build-asan --enable-asan --without-cuda
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
 
 pc_say "all tests passed"
+echo "check: $PASSED passed, $FAILED failed"

@@ -9,7 +9,7 @@ out=${OUT:-$PC_TOP/build-gpu}
 mkdir -p "$out"
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-    pc_setup
+    pc_setup || echo "(set-up failed: building with what is installed)"
     pc_build build-gpu --with-cuda
     make -C "$PC_TOP/build-gpu" check TESTS=tests/test_cuda
     cat "$PC_TOP/build-gpu/tests/test_cuda.log"
