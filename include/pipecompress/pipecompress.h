@@ -3,13 +3,17 @@
 #define PIPECOMPRESS_H
 
 #include "pipecompress/pc_backoff.h"
+#include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_log.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_select.h"
 #include "pipecompress/pc_spsc.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_topo.h"
+#include "pipecompress/pc_wire.h"
 
 #endif /* PIPECOMPRESS_H */

@@ -1,0 +1,161 @@
+/* pc_codec: gradient compressors ("codecs") with error feedback, and their messages.
+ *
+ * A codec turns one chunk of a gradient (n floats) into a self-describing message (pc_wire)
+ * and back. The sender keeps per-chunk state (pc_codec_state_t: the error-feedback
+ * residual, DGC's momentum, the iteration count for warm-up); the receiver needs none but
+ * the codec's configuration. Codecs:
+ *
+ *   none        dense fp32
+ *   fp16        dense binary16, round to nearest even
+ *   topk        exactly k = ceil(ratio * n) largest magnitudes; ties to the lower index
+ *   dgc         Deep Gradient Compression: sampled threshold, momentum correction and
+ *               factor masking, local clipping, density warm-up
+ *   randomk     k indices drawn by Philox from (seed, iteration, chunk): only values travel
+ *   threshold   every |v| >= tau
+ *   qsgd        s levels, stochastic rounding (Philox), L2-norm scaling; unbiased
+ *   terngrad    {-1, 0, +1} * max|v|, stochastic; unbiased
+ *   efsign      1-bit signs times the mean magnitude
+ *
+ * Error feedback (on by default for the biased codecs topk, dgc, randomk, threshold and
+ * efsign): the codec compresses v = residual + gradient and keeps residual = v - sent, so
+ * nothing is lost, only delayed. For sparsifiers sent + new residual == old residual +
+ * gradient holds exactly, bit for bit.
+ *
+ * Threads: a pc_codec_t holds scratch memory for compression, so one thread at a time may
+ * compress with it (each compressor thread creates its own); pc_codec_decode_add and the
+ * other const functions are thread-safe. Everything is deterministic: the same spec, seed,
+ * iteration, chunk and input give the same message bytes. */
+#ifndef PC_CODEC_H
+#define PC_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Wire ids: stable, they travel in every message header. */
+typedef enum pc_codec_id {
+    PC_CODEC_NONE = 0,
+    PC_CODEC_FP16 = 1,
+    PC_CODEC_TOPK = 2,
+    PC_CODEC_DGC = 3,
+    PC_CODEC_RANDOMK = 4,
+    PC_CODEC_THRESHOLD = 5,
+    PC_CODEC_QSGD = 6,
+    PC_CODEC_TERNGRAD = 7,
+    PC_CODEC_EFSIGN = 8,
+    PC_CODEC_COUNT
+} pc_codec_id_t;
+
+typedef enum pc_codec_values { PC_VALUES_FP32 = 0, PC_VALUES_FP16 = 1 } pc_codec_values_t;
+typedef enum pc_codec_index { PC_INDEX_U32 = 0, PC_INDEX_DELTA = 1 } pc_codec_index_t;
+
+/* Largest chunk a codec accepts: indices and counts travel as u32. */
+#define PC_CODEC_MAX_N 0xFFFFFFF0u
+/* Most quantisation levels for qsgd: codes take at most 8 bits (2s + 1 <= 255). */
+#define PC_CODEC_MAX_LEVELS 127
+
+/* A codec's configuration, from a spec string such as "topk:ratio=0.01,values=fp16".
+ * Fields a codec does not use keep their defaults. */
+typedef struct pc_codec_spec {
+    pc_codec_id_t id;
+    double ratio;      /* topk, dgc, randomk: fraction of elements kept, [0, 1] */
+    double sample;     /* dgc: fraction sampled to estimate the threshold, (0, 1] */
+    double momentum;   /* dgc: momentum of the correction, [0, 1) */
+    double clip;       /* dgc: local gradient clipping L2 norm; 0 = off */
+    int warmup;        /* dgc: iterations of exponentially decreasing density; 0 = off */
+    double tau;        /* threshold: |v| >= tau is sent, > 0 */
+    int levels;        /* qsgd: s, 1..PC_CODEC_MAX_LEVELS */
+    bool ef;           /* error feedback */
+    pc_codec_values_t values; /* sparsifiers: value encoding */
+    pc_codec_index_t index;   /* topk, dgc, threshold: index encoding */
+    uint64_t seed;     /* randomk, qsgd, terngrad: Philox key (set by the caller, --seed) */
+} pc_codec_spec_t;
+
+/* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,
+ * warmup, tau, levels (per codec, see above) and, where they apply, ef=on|off,
+ * values=fp32|fp16, index=u32|delta. Unknown names or keys, keys the codec does not take,
+ * malformed or out-of-range values are PC_EUSAGE with a one-line message naming the
+ * problem ("topk: ratio=1.5 is out of range [0, 1]"). On error *out is untouched. The seed
+ * is left 0. Thread-safe. */
+int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_t errlen);
+
+/* Write the canonical spec string (every parameter the codec uses) into buf. */
+void pc_codec_spec_format(const pc_codec_spec_t *spec, char *buf, size_t len);
+
+/* Name of a codec id ("topk"), or "?" . Static string. */
+const char *pc_codec_name(int id);
+
+typedef struct pc_codec pc_codec_t;
+typedef struct pc_codec_state pc_codec_state_t;
+
+/* Counters a codec keeps across compress calls (for metrics and tests). */
+typedef struct pc_codec_stats {
+    uint64_t messages;      /* compress calls */
+    uint64_t entries;       /* entries sent in all messages */
+    uint64_t bytes;         /* message bytes produced */
+    uint64_t dgc_sampled;   /* dgc: sampled threshold accepted as is */
+    uint64_t dgc_adapted;   /* dgc: accepted after one threshold adaptation */
+    uint64_t dgc_exact;     /* dgc: fell back to exact top-k */
+} pc_codec_stats_t;
+
+/* Create a codec from a (valid) spec; the spec is copied. Returns PC_OK, PC_EINVAL (bad
+ * spec) or PC_ENOMEM. */
+int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out);
+void pc_codec_destroy(pc_codec_t *c);
+const pc_codec_spec_t *pc_codec_spec(const pc_codec_t *c);
+pc_codec_stats_t pc_codec_stats(const pc_codec_t *c);
+
+/* Largest message compress can produce for a chunk of n elements (header included): the
+ * size of the caller's buffer. Thread-safe. */
+size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n);
+
+/* Per-chunk sender state for chunk `chunk` of n elements (1..PC_CODEC_MAX_N): residual
+ * (zeroed) when error feedback is on, momentum for dgc. Owned by the caller; one thread at
+ * a time. */
+int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out);
+void pc_codec_state_destroy(pc_codec_state_t *st);
+size_t pc_codec_state_n(const pc_codec_state_t *st);
+/* The residual (n floats) or NULL when error feedback is off; the momentum (dgc) or NULL.
+ * The state owns them; callers may read them or restore them (checkpoints). */
+float *pc_codec_state_residual(pc_codec_state_t *st);
+float *pc_codec_state_momentum(pc_codec_state_t *st);
+/* Compress calls made with this state (drives dgc warm-up); settable for resume. */
+uint64_t pc_codec_state_steps(const pc_codec_state_t *st);
+void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps);
+
+/* Compress grad (st's n floats; not modified, may alias nothing in st) for `iteration`
+ * into out[0..cap), cap >= pc_codec_max_bytes(c, n); *len gets the message size. Folds the
+ * gradient into the residual first and leaves the residual holding what was not sent.
+ * Errors: PC_EINVAL (cap too small, sizes), PC_ERANGE (the gradient or residual holds NaN
+ * or infinity: training has diverged; the residual then holds the non-finite values).
+ * Uses c's scratch: one thread at a time per codec. */
+int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, uint64_t iteration,
+                      void *out, size_t cap, size_t *len);
+
+/* What the receiver expects of a message. */
+typedef struct pc_codec_expect {
+    uint32_t chunk;
+    uint32_t n;
+    uint64_t iteration;
+    bool any_iteration; /* accept any iteration (iteration is then ignored) */
+} pc_codec_expect_t;
+
+/* Validate msg[0..len) completely against c's configuration and `want` (codec, flags,
+ * chunk, n, iteration, entry count, payload size, every index < n and strictly increasing,
+ * every value and the scale finite, every code in range), then add scale * decoded values
+ * into dense[0..n). On any problem returns PC_EFORMAT with a one-line reason in err and
+ * writes nothing to dense. hdr (optional) receives the header. Thread-safe. */
+int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
+                        const pc_codec_expect_t *want, float scale, float *dense,
+                        pc_wire_header_t *hdr, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_CODEC_H */

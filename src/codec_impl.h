@@ -1,0 +1,87 @@
+/* codec_impl.h: what the codec files share (private to the library).
+ *
+ * A codec is a pc_codec_spec_t plus an ops table. pc_codec.c owns the generic parts:
+ * parsing specs, headers, sizes, stats, the checks every message gets; each codec file
+ * supplies, per codec: the largest payload for n elements, compress (fill the payload and
+ * the header's entries/scale/flags), validate (every byte of a payload, writing nothing)
+ * and apply (add a validated payload into a dense buffer). */
+#ifndef PC_CODEC_IMPL_H
+#define PC_CODEC_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_select.h"
+#include "pipecompress/pc_wire.h"
+
+typedef struct codec_ops {
+    size_t (*max_payload)(const pc_codec_t *c, size_t n);
+    /* Fill payload[0..cap) (cap >= max_payload) and h->entries, h->payload, h->scale,
+     * h->flags. grad is the chunk's gradient; st its state. */
+    int (*compress)(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
+                    uint8_t *payload, size_t cap);
+    /* Check a payload whose header passed the generic checks; PC_EFORMAT + err if bad. */
+    int (*validate)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    char *err, size_t errlen);
+    /* Add scale * values of a validated payload into dense[0..h->n). May fail only with
+     * PC_ENOMEM, and then before writing anything. */
+    int (*apply)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                 float scale, float *dense);
+} codec_ops_t;
+
+struct pc_codec {
+    pc_codec_spec_t spec;
+    const codec_ops_t *ops;
+    pc_codec_stats_t stats;
+    /* Compression scratch (one thread at a time), grown on demand. */
+    pc_select_t *sel;
+    uint32_t *idx;
+    size_t idx_cap;
+    float *tmp;
+    size_t tmp_cap;
+    uint64_t *bits;
+    size_t bits_cap; /* in words */
+};
+
+struct pc_codec_state {
+    uint32_t chunk;
+    size_t n;
+    float *residual; /* n, error feedback; NULL when off */
+    float *momentum; /* n, dgc's u; NULL otherwise */
+    uint64_t steps;
+};
+
+extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk,
+    pc_codec_ops_dgc, pc_codec_ops_randomk, pc_codec_ops_threshold, pc_codec_ops_qsgd,
+    pc_codec_ops_terngrad, pc_codec_ops_efsign;
+
+/* Scratch growers: PC_OK or PC_ENOMEM. */
+int pc_codec__reserve_idx(pc_codec_t *c, size_t n);
+int pc_codec__reserve_tmp(pc_codec_t *c, size_t n);
+int pc_codec__reserve_bits(pc_codec_t *c, size_t nbits);
+
+/* The header flags a message of this codec carries (values/index encodings). */
+uint16_t pc_codec__flags(const pc_codec_t *c);
+
+/* k for a ratio: ceil(ratio * n) clamped to n, computed identically by sender and receiver. */
+size_t pc_codec__k(double ratio, size_t n);
+
+/* printf into err; returns PC_EFORMAT. */
+int pc_codec__bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* True when the float's bits are NaN or infinity. */
+static inline bool pc_codec__nonfinite(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    return (v.u & 0x7f800000u) == 0x7f800000u;
+}
+
+/* Largest finite binary16: fp16 values saturate here rather than overflow to infinity. */
+#define PC_CODEC_F16_MAX 65504.0f
+
+#endif /* PC_CODEC_IMPL_H */

@@ -1,0 +1,492 @@
+/* codec_sparse: the sparsifying codecs: topk, dgc, randomk, threshold.
+ *
+ * Payload: the selected indices, ascending (absolute u32, or the first index then gaps - 1
+ * as LEB128 varints), then one value per index (binary32 or binary16). randomk sends no
+ * indices: the receiver regenerates them from (seed, iteration, chunk).
+ *
+ * Error feedback: v = residual + gradient is what gets selected from; after encoding,
+ * residual[i] = v[i] - sent[i] for the selected i (exactly 0 for fp32 values; for fp16 the
+ * subtraction of a value and its rounding is exact), and untouched elsewhere, so
+ * sent + new residual == old residual + gradient holds bit for bit. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_philox.h"
+
+/* Worst-case bytes of one index: a u32, or a 5-byte varint. */
+static size_t index_bytes(const pc_codec_t *c)
+{
+    return c->spec.index == PC_INDEX_DELTA ? 5 : 4;
+}
+
+static size_t value_bytes(const pc_codec_t *c)
+{
+    return c->spec.values == PC_VALUES_FP16 ? 2 : 4;
+}
+
+/* v += g over n elements (when g), and whether everything in v is finite. */
+static bool fold_finite(float *v, const float *g, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = g ? v[i] + g[i] : v[i];
+        if (g)
+            v[i] = x;
+        uint32_t u;
+        memcpy(&u, &x, sizeof(u));
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+/* The array selection works on: the residual after folding the gradient in (error
+ * feedback), or the gradient itself. */
+static float *source(pc_codec_state_t *st, const float *grad, bool ef)
+{
+    return ef ? st->residual : (float *)(uintptr_t)grad; /* read-only when !ef */
+}
+
+/* Encode values v[idx[0..k)] (and, when with_index, the indices) into payload; subtract
+ * what was sent from v when ef. Returns payload bytes. */
+static size_t encode(const pc_codec_t *c, float *v, const uint32_t *idx, size_t k, bool with_index,
+                     bool ef, uint8_t *payload)
+{
+    uint8_t *p = payload;
+    if (with_index) {
+        if (c->spec.index == PC_INDEX_DELTA) {
+            uint32_t prev = 0;
+            for (size_t j = 0; j < k; j++) {
+                p += pc_wire_varint_put(p, j == 0 ? idx[0] : idx[j] - prev - 1);
+                prev = idx[j];
+            }
+        } else {
+            for (size_t j = 0; j < k; j++, p += 4)
+                pc_wire_put_u32(p, idx[j]);
+        }
+    }
+    if (c->spec.values == PC_VALUES_FP16) {
+        for (size_t j = 0; j < k; j++, p += 2) {
+            float x = v[idx[j]];
+            /* Saturate instead of overflowing to infinity (the excess stays in the residual). */
+            if (x > PC_CODEC_F16_MAX)
+                x = PC_CODEC_F16_MAX;
+            else if (x < -PC_CODEC_F16_MAX)
+                x = -PC_CODEC_F16_MAX;
+            uint16_t h = pc_wire_f32_to_f16(x);
+            pc_wire_put_u16(p, h);
+            if (ef)
+                v[idx[j]] -= pc_wire_f16_to_f32(h);
+        }
+    } else {
+        for (size_t j = 0; j < k; j++, p += 4) {
+            uint32_t u;
+            memcpy(&u, &v[idx[j]], sizeof(u));
+            pc_wire_put_u32(p, u);
+            if (ef)
+                v[idx[j]] = 0.0f; /* v - v */
+        }
+    }
+    return (size_t)(p - payload);
+}
+
+/* Parse the index section of a payload: k indices, strictly increasing, < n. On success
+ * *values points past it. When out is not NULL the indices are stored there. */
+static int parse_indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         uint32_t *out, const uint8_t **values, char *err, size_t errlen)
+{
+    const uint8_t *p = payload, *end = payload + h->payload;
+    uint32_t prev = 0;
+    for (uint32_t j = 0; j < h->entries; j++) {
+        uint32_t ix;
+        if (c->spec.index == PC_INDEX_DELTA) {
+            uint32_t gap;
+            size_t used = pc_wire_varint_get(p, end, &gap);
+            if (!used)
+                return pc_codec__bad(err, errlen, "chunk %u: index %u: truncated or bad varint",
+                                     h->chunk, j);
+            p += used;
+            uint64_t next = j == 0 ? gap : (uint64_t)prev + 1 + gap;
+            if (next >= h->n)
+                return pc_codec__bad(err, errlen, "chunk %u: index %llu out of range (n = %u)",
+                                     h->chunk, (unsigned long long)next, h->n);
+            ix = (uint32_t)next;
+        } else {
+            if ((size_t)(end - p) < 4)
+                return pc_codec__bad(err, errlen, "chunk %u: payload ends inside index %u",
+                                     h->chunk, j);
+            ix = pc_wire_get_u32(p);
+            p += 4;
+            if (ix >= h->n)
+                return pc_codec__bad(err, errlen, "chunk %u: index %u out of range (n = %u)",
+                                     h->chunk, ix, h->n);
+            if (j > 0 && ix <= prev)
+                return pc_codec__bad(err, errlen,
+                                     "chunk %u: indices not strictly increasing (%u after %u)",
+                                     h->chunk, ix, prev);
+        }
+        prev = ix;
+        if (out)
+            out[j] = ix;
+    }
+    *values = p;
+    return PC_OK;
+}
+
+/* Check the value section: exactly entries values to the end of the payload, all finite. */
+static int check_values(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                        const uint8_t *values, char *err, size_t errlen)
+{
+    size_t vb = value_bytes(c);
+    size_t left = (size_t)(payload + h->payload - values);
+    if (left != (size_t)h->entries * vb)
+        return pc_codec__bad(err, errlen, "chunk %u: %zu value bytes for %u entries of %zu bytes",
+                             h->chunk, left, h->entries, vb);
+    for (uint32_t j = 0; j < h->entries; j++) {
+        bool bad;
+        if (vb == 2) {
+            bad = (pc_wire_get_u16(values + 2 * (size_t)j) & 0x7c00u) == 0x7c00u;
+        } else {
+            bad = (pc_wire_get_u32(values + 4 * (size_t)j) & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad)
+            return pc_codec__bad(err, errlen, "chunk %u: value %u is not finite", h->chunk, j);
+    }
+    return PC_OK;
+}
+
+static float value_at(const pc_codec_t *c, const uint8_t *values, size_t j)
+{
+    if (c->spec.values == PC_VALUES_FP16)
+        return pc_wire_f16_to_f32(pc_wire_get_u16(values + 2 * j));
+    uint32_t u = pc_wire_get_u32(values + 4 * j);
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static int validate_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                            char *err, size_t errlen)
+{
+    const uint8_t *values;
+    int rc = parse_indices(c, h, payload, NULL, &values, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    return check_values(c, h, payload, values, err, errlen);
+}
+
+/* Indices are decoded a second time while applying (validation wrote nothing). */
+static int apply_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         float scale, float *dense)
+{
+    const uint8_t *p = payload;
+    const uint8_t *values = payload + h->payload - (size_t)h->entries * value_bytes(c);
+    uint32_t prev = 0;
+    for (uint32_t j = 0; j < h->entries; j++) {
+        uint32_t ix;
+        if (c->spec.index == PC_INDEX_DELTA) {
+            uint32_t gap;
+            p += pc_wire_varint_get(p, values, &gap);
+            ix = j == 0 ? gap : prev + 1 + gap;
+        } else {
+            ix = pc_wire_get_u32(p);
+            p += 4;
+        }
+        prev = ix;
+        dense[ix] += scale * value_at(c, values, j);
+    }
+    return PC_OK;
+}
+
+/* ---- topk ---------------------------------------------------------------------------- */
+
+static size_t topk_max_payload(const pc_codec_t *c, size_t n)
+{
+    return pc_codec__k(c->spec.ratio, n) * (index_bytes(c) + value_bytes(c));
+}
+
+static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
+                         pc_wire_header_t *h, uint8_t *payload, size_t cap)
+{
+    (void)cap;
+    size_t n = st->n, k = pc_codec__k(c->spec.ratio, n);
+    if (pc_codec__reserve_idx(c, k) != PC_OK)
+        return PC_ENOMEM;
+    bool ef = c->spec.ef;
+    float *v = source(st, grad, ef);
+    long got = pc_select_topk(c->sel, v, ef ? grad : NULL, n, k, c->idx);
+    if (got < 0)
+        return (int)got;
+    h->entries = (uint32_t)got;
+    h->payload = (uint32_t)encode(c, v, c->idx, (size_t)got, true, ef, payload);
+    return PC_OK;
+}
+
+static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         char *err, size_t errlen)
+{
+    size_t k = pc_codec__k(c->spec.ratio, h->n);
+    if (h->entries != k)
+        return pc_codec__bad(err, errlen, "chunk %u: topk message with %u entries, expected %zu",
+                             h->chunk, h->entries, k);
+    return validate_indexed(c, h, payload, err, errlen);
+}
+
+const codec_ops_t pc_codec_ops_topk = {topk_max_payload, topk_compress, topk_validate,
+                                       apply_indexed};
+
+/* ---- threshold ------------------------------------------------------------------------ */
+
+static size_t threshold_max_payload(const pc_codec_t *c, size_t n)
+{
+    return n * (index_bytes(c) + value_bytes(c));
+}
+
+static int threshold_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
+                              pc_wire_header_t *h, uint8_t *payload, size_t cap)
+{
+    (void)cap;
+    size_t n = st->n;
+    bool ef = c->spec.ef;
+    float *v = source(st, grad, ef);
+    if (!fold_finite(v, ef ? grad : NULL, n))
+        return PC_ERANGE;
+    if (pc_codec__reserve_idx(c, n) != PC_OK)
+        return PC_ENOMEM;
+    size_t k = pc_select_above(v, n, (float)c->spec.tau, c->idx, n);
+    h->entries = (uint32_t)k;
+    h->payload = (uint32_t)encode(c, v, c->idx, k, true, ef, payload);
+    return PC_OK;
+}
+
+static int threshold_validate(const pc_codec_t *c, const pc_wire_header_t *h,
+                              const uint8_t *payload, char *err, size_t errlen)
+{
+    return validate_indexed(c, h, payload, err, errlen); /* any count up to n */
+}
+
+const codec_ops_t pc_codec_ops_threshold = {threshold_max_payload, threshold_compress,
+                                            threshold_validate, apply_indexed};
+
+/* ---- dgc ------------------------------------------------------------------------------
+ * Lin et al., "Deep Gradient Compression" (ICLR 2018), per chunk:
+ *   g <- g * min(1, clip / ||g||)           local gradient clipping (clip > 0)
+ *   u <- momentum * u + g                   momentum correction
+ *   v <- v + u                              accumulation (the residual)
+ *   select ~k = density * n of v by a threshold estimated on a strided sample
+ *   sent: v[sel]; then v[sel] <- v - sent, u[sel] <- 0   (momentum factor masking)
+ * The density warms up from ratio^(1/W) to ratio over the first W compress calls
+ * (exponentially, as in the paper's 25%, 6.25%, ... schedule). The sampled threshold is
+ * accepted when it selects between 0.8k and 1.3k elements; otherwise it is re-estimated
+ * once from the same sample for the count it gave; failing that, exact top-k is used. */
+
+/* Smallest sample: with fewer than this many sampled elements above the threshold its
+ * estimate is too noisy for the [0.8k, 1.3k] window (relative error ~ 1/sqrt(count)). */
+#define DGC_MIN_SAMPLE_HITS 128
+
+static double dgc_density(const pc_codec_spec_t *s, uint64_t step)
+{
+    if (s->warmup > 0 && step < (uint64_t)s->warmup && s->ratio > 0)
+        return pow(s->ratio, (double)(step + 1) / (double)s->warmup);
+    return s->ratio;
+}
+
+static size_t dgc_max_entries(const pc_codec_t *c, size_t n)
+{
+    size_t k = pc_codec__k(dgc_density(&c->spec, 0), n); /* the densest step */
+    size_t hi = (size_t)floor(1.3 * (double)k);
+    return hi > n ? n : (hi < k ? k : hi);
+}
+
+static size_t dgc_max_payload(const pc_codec_t *c, size_t n)
+{
+    return dgc_max_entries(c, n) * (index_bytes(c) + value_bytes(c));
+}
+
+static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
+                        pc_wire_header_t *h, uint8_t *payload, size_t cap)
+{
+    (void)cap;
+    const pc_codec_spec_t *s = &c->spec;
+    size_t n = st->n;
+    float *u = st->momentum, *v = st->residual;
+    /* Clipping factor from the gradient's L2 norm (double accumulation: deterministic). */
+    float f = 1.0f;
+    if (s->clip > 0) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (double)grad[i] * grad[i];
+        double norm = sqrt(ss);
+        if (!isfinite(norm))
+            return PC_ERANGE;
+        if (norm > s->clip)
+            f = (float)(s->clip / norm);
+    }
+    float m = (float)s->momentum;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        u[i] = m * u[i] + f * grad[i];
+        v[i] += u[i];
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof(bits));
+        bad |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad)
+        return PC_ERANGE;
+    double density = dgc_density(s, st->steps);
+    size_t k = pc_codec__k(density, n);
+    size_t lo = (size_t)ceil(0.8 * (double)k), hi = (size_t)floor(1.3 * (double)k);
+    if (hi < k)
+        hi = k;
+    size_t cap_idx = dgc_max_entries(c, n);
+    if (pc_codec__reserve_idx(c, cap_idx > k ? cap_idx : k) != PC_OK)
+        return PC_ENOMEM;
+    size_t got = 0;
+    bool done = k == 0;
+    if (!done && k < n) {
+        /* Strided sample of |v|: ns elements, at least DGC_MIN_SAMPLE_HITS / density. */
+        size_t ns = (size_t)ceil(s->sample * (double)n);
+        size_t floor_ns = (size_t)ceil(DGC_MIN_SAMPLE_HITS / density);
+        if (ns < floor_ns)
+            ns = floor_ns;
+        if (ns > n)
+            ns = n;
+        if (pc_codec__reserve_tmp(c, ns) != PC_OK)
+            return PC_ENOMEM;
+        size_t stride = n / ns;
+        for (size_t j = 0; j < ns; j++)
+            c->tmp[j] = v[j * stride];
+        size_t ks = pc_codec__k(density, ns);
+        if (ks == 0)
+            ks = 1;
+        for (int attempt = 0; attempt < 2 && !done; attempt++) {
+            float t = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks);
+            size_t cnt = t > 0 ? pc_select_above(v, n, t, c->idx, cap_idx) : n;
+            if (cnt >= lo && cnt <= hi && cnt <= cap_idx) {
+                got = cnt;
+                done = true;
+                if (attempt == 0)
+                    c->stats.dgc_sampled++;
+                else
+                    c->stats.dgc_adapted++;
+            } else {
+                /* Re-aim: the sample rank that should give k, given what ks gave. */
+                double scaled = (double)ks * (double)k / (double)(cnt ? cnt : 1);
+                size_t ks2 = (size_t)llround(scaled);
+                ks = ks2 < 1 ? 1 : (ks2 > ns ? ns : ks2);
+            }
+        }
+    }
+    if (!done) {
+        long r = pc_select_topk(c->sel, v, NULL, n, k, c->idx);
+        if (r < 0)
+            return (int)r;
+        got = (size_t)r;
+        if (k > 0 && k < n)
+            c->stats.dgc_exact++;
+    }
+    for (size_t j = 0; j < got; j++)
+        u[c->idx[j]] = 0.0f; /* momentum factor masking */
+    h->entries = (uint32_t)got;
+    h->payload = (uint32_t)encode(c, v, c->idx, got, true, true, payload);
+    return PC_OK;
+}
+
+static int dgc_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                        char *err, size_t errlen)
+{
+    size_t max = dgc_max_entries(c, h->n);
+    if (h->entries > max)
+        return pc_codec__bad(err, errlen, "chunk %u: dgc message with %u entries, at most %zu",
+                             h->chunk, h->entries, max);
+    return validate_indexed(c, h, payload, err, errlen);
+}
+
+const codec_ops_t pc_codec_ops_dgc = {dgc_max_payload, dgc_compress, dgc_validate, apply_indexed};
+
+/* ---- randomk --------------------------------------------------------------------------
+ * k distinct indices, uniformly, by Floyd's algorithm on Philox draws from the stream
+ * (seed, subsequence(iteration, chunk)): for j = n-k .. n-1, t = draw mod (j+1) (by
+ * multiply-shift); take t unless already taken, else j. The set is read out ascending
+ * from a bitmap. Sender and receiver run the same code. */
+
+static int randomk_indices(const pc_codec_spec_t *s, uint64_t iteration, uint32_t chunk, size_t n,
+                           size_t k, uint64_t *bits, uint32_t *idx)
+{
+    pc_philox_t g;
+    pc_philox_init(&g, s->seed, pc_philox_subsequence(iteration, chunk), 0);
+    for (size_t j = n - k; j < n; j++) {
+        uint32_t t = (uint32_t)(((uint64_t)pc_philox_next(&g) * (uint64_t)(j + 1)) >> 32);
+        if (bits[t / 64] & (1ull << (t % 64)))
+            t = (uint32_t)j;
+        bits[t / 64] |= 1ull << (t % 64);
+    }
+    size_t o = 0;
+    for (size_t w = 0; w < (n + 63) / 64; w++) {
+        uint64_t b = bits[w];
+        bits[w] = 0; /* leave the bitmap clean for the next call */
+        while (b) {
+            idx[o++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+            b &= b - 1;
+        }
+    }
+    return (int)o;
+}
+
+static size_t randomk_max_payload(const pc_codec_t *c, size_t n)
+{
+    return pc_codec__k(c->spec.ratio, n) * value_bytes(c);
+}
+
+static int randomk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
+                            pc_wire_header_t *h, uint8_t *payload, size_t cap)
+{
+    (void)cap;
+    size_t n = st->n, k = pc_codec__k(c->spec.ratio, n);
+    bool ef = c->spec.ef;
+    float *v = source(st, grad, ef);
+    if (!fold_finite(v, ef ? grad : NULL, n))
+        return PC_ERANGE;
+    if (pc_codec__reserve_idx(c, k) != PC_OK || pc_codec__reserve_bits(c, n) != PC_OK)
+        return PC_ENOMEM;
+    randomk_indices(&c->spec, h->iteration, h->chunk, n, k, c->bits, c->idx);
+    h->entries = (uint32_t)k;
+    h->payload = (uint32_t)encode(c, v, c->idx, k, false, ef, payload);
+    return PC_OK;
+}
+
+static int randomk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                            char *err, size_t errlen)
+{
+    size_t k = pc_codec__k(c->spec.ratio, h->n);
+    if (h->entries != k)
+        return pc_codec__bad(err, errlen, "chunk %u: randomk message with %u entries, expected %zu",
+                             h->chunk, h->entries, k);
+    return check_values(c, h, payload, payload, err, errlen);
+}
+
+static int randomk_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         float scale, float *dense)
+{
+    size_t n = h->n, k = h->entries;
+    uint64_t *bits = calloc((n + 63) / 64, sizeof(uint64_t));
+    uint32_t *idx = malloc(sizeof(uint32_t) * (k ? k : 1));
+    if (!bits || !idx) {
+        free(bits);
+        free(idx);
+        return PC_ENOMEM;
+    }
+    randomk_indices(&c->spec, h->iteration, h->chunk, n, k, bits, idx);
+    for (size_t j = 0; j < k; j++)
+        dense[idx[j]] += scale * value_at(c, payload, j);
+    free(bits);
+    free(idx);
+    return PC_OK;
+}
+
+const codec_ops_t pc_codec_ops_randomk = {randomk_max_payload, randomk_compress, randomk_validate,
+                                          randomk_apply};

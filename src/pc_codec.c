@@ -1,0 +1,561 @@
+/* pc_codec: spec strings, codec and per-chunk state objects, and the generic halves of
+ * compress and decode (header, sizes, checks every message gets). The codecs themselves
+ * are in codec_dense.c (none, fp16, qsgd, terngrad, efsign) and codec_sparse.c (topk, dgc,
+ * randomk, threshold). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "pipecompress/pc_error.h"
+
+/* ---- the codec table ---------------------------------------------------------------- */
+
+enum {
+    K_RATIO = 1 << 0,
+    K_SAMPLE = 1 << 1,
+    K_MOMENTUM = 1 << 2,
+    K_CLIP = 1 << 3,
+    K_WARMUP = 1 << 4,
+    K_TAU = 1 << 5,
+    K_LEVELS = 1 << 6,
+    K_EF = 1 << 7,
+    K_VALUES = 1 << 8,
+    K_INDEX = 1 << 9,
+};
+
+typedef struct codec_info {
+    const char *name;
+    const codec_ops_t *ops;
+    unsigned keys;   /* options it takes */
+    bool ef_default; /* error feedback on by default: the biased codecs */
+} codec_info_t;
+
+static const codec_info_t codecs[PC_CODEC_COUNT] = {
+    [PC_CODEC_NONE] = {"none", &pc_codec_ops_none, 0, false},
+    [PC_CODEC_FP16] = {"fp16", &pc_codec_ops_fp16, K_EF, false},
+    [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk, K_RATIO | K_EF | K_VALUES | K_INDEX, true},
+    /* DGC accumulates by construction: its residual is not optional. */
+    [PC_CODEC_DGC] = {"dgc", &pc_codec_ops_dgc,
+                      K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_VALUES | K_INDEX,
+                      true},
+    [PC_CODEC_RANDOMK] = {"randomk", &pc_codec_ops_randomk, K_RATIO | K_EF | K_VALUES, true},
+    [PC_CODEC_THRESHOLD] = {"threshold", &pc_codec_ops_threshold,
+                            K_TAU | K_EF | K_VALUES | K_INDEX, true},
+    [PC_CODEC_QSGD] = {"qsgd", &pc_codec_ops_qsgd, K_LEVELS | K_EF, false},
+    [PC_CODEC_TERNGRAD] = {"terngrad", &pc_codec_ops_terngrad, K_EF, false},
+    [PC_CODEC_EFSIGN] = {"efsign", &pc_codec_ops_efsign, K_EF, true},
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} key_names[] = {
+    {"ratio", K_RATIO},   {"sample", K_SAMPLE}, {"momentum", K_MOMENTUM}, {"clip", K_CLIP},
+    {"warmup", K_WARMUP}, {"tau", K_TAU},       {"levels", K_LEVELS},     {"ef", K_EF},
+    {"values", K_VALUES}, {"index", K_INDEX},
+};
+#define NKEYS (sizeof(key_names) / sizeof(key_names[0]))
+
+const char *pc_codec_name(int id)
+{
+    return id >= 0 && id < PC_CODEC_COUNT ? codecs[id].name : "?";
+}
+
+static int usage(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int usage(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return PC_EUSAGE;
+}
+
+int pc_codec__bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return PC_EFORMAT;
+}
+
+static void defaults(pc_codec_spec_t *s, pc_codec_id_t id)
+{
+    memset(s, 0, sizeof(*s));
+    s->id = id;
+    s->ratio = 0.01;
+    s->sample = 0.01;
+    s->momentum = 0.9;
+    s->clip = 0.0;
+    s->warmup = 0;
+    s->tau = 1e-3;
+    s->levels = 16;
+    s->ef = codecs[id].ef_default;
+    s->values = PC_VALUES_FP32;
+    s->index = PC_INDEX_U32;
+}
+
+static void keys_list(unsigned keys, char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys & key_names[i].bit) {
+            int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", key_names[i].name);
+            if (w < 0 || (size_t)w >= len - pos)
+                return;
+            pos += (size_t)w;
+        }
+}
+
+static bool parse_double(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    if (!*v || isspace((unsigned char)*v))
+        return false;
+    double d = strtod(v, &end);
+    if (*end || errno == ERANGE || !isfinite(d))
+        return false;
+    *out = d;
+    return true;
+}
+
+static bool parse_int(const char *v, long *out)
+{
+    char *end;
+    errno = 0;
+    if (!*v || isspace((unsigned char)*v))
+        return false;
+    long x = strtol(v, &end, 10);
+    if (*end || errno == ERANGE)
+        return false;
+    *out = x;
+    return true;
+}
+
+/* Apply one key=value to s. */
+static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const char *key,
+                   const char *val, char *err, size_t errlen)
+{
+    double d;
+    long l;
+    switch (bit) {
+    case K_RATIO:
+    case K_SAMPLE:
+    case K_MOMENTUM:
+    case K_CLIP:
+    case K_TAU:
+        if (!parse_double(val, &d))
+            return usage(err, errlen, "%s: %s=%s is not a finite number", codec, key, val);
+        if (bit == K_RATIO && !(d >= 0 && d <= 1))
+            return usage(err, errlen, "%s: ratio=%s is out of range [0, 1]", codec, val);
+        if (bit == K_SAMPLE && !(d > 0 && d <= 1))
+            return usage(err, errlen, "%s: sample=%s is out of range (0, 1]", codec, val);
+        if (bit == K_MOMENTUM && !(d >= 0 && d < 1))
+            return usage(err, errlen, "%s: momentum=%s is out of range [0, 1)", codec, val);
+        if (bit == K_CLIP && !(d >= 0))
+            return usage(err, errlen, "%s: clip=%s must be >= 0 (0 = off)", codec, val);
+        if (bit == K_TAU && !(d > 0))
+            return usage(err, errlen, "%s: tau=%s must be > 0", codec, val);
+        if (bit == K_RATIO)
+            s->ratio = d;
+        else if (bit == K_SAMPLE)
+            s->sample = d;
+        else if (bit == K_MOMENTUM)
+            s->momentum = d;
+        else if (bit == K_CLIP)
+            s->clip = d;
+        else
+            s->tau = d;
+        return PC_OK;
+    case K_WARMUP:
+    case K_LEVELS:
+        if (!parse_int(val, &l))
+            return usage(err, errlen, "%s: %s=%s is not an integer", codec, key, val);
+        if (bit == K_WARMUP && (l < 0 || l > 1000000000))
+            return usage(err, errlen, "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
+        if (bit == K_LEVELS && (l < 1 || l > PC_CODEC_MAX_LEVELS))
+            return usage(err, errlen, "%s: levels=%s is out of range [1, %d]", codec, val,
+                         PC_CODEC_MAX_LEVELS);
+        if (bit == K_WARMUP)
+            s->warmup = (int)l;
+        else
+            s->levels = (int)l;
+        return PC_OK;
+    case K_EF:
+        if (strcmp(val, "on") == 0)
+            s->ef = true;
+        else if (strcmp(val, "off") == 0)
+            s->ef = false;
+        else
+            return usage(err, errlen, "%s: ef=%s is not on or off", codec, val);
+        return PC_OK;
+    case K_VALUES:
+        if (strcmp(val, "fp32") == 0)
+            s->values = PC_VALUES_FP32;
+        else if (strcmp(val, "fp16") == 0)
+            s->values = PC_VALUES_FP16;
+        else
+            return usage(err, errlen, "%s: values=%s is not fp32 or fp16", codec, val);
+        return PC_OK;
+    case K_INDEX:
+        if (strcmp(val, "u32") == 0)
+            s->index = PC_INDEX_U32;
+        else if (strcmp(val, "delta") == 0)
+            s->index = PC_INDEX_DELTA;
+        else
+            return usage(err, errlen, "%s: index=%s is not u32 or delta", codec, val);
+        return PC_OK;
+    default:
+        return usage(err, errlen, "%s: internal error on option %s", codec, key);
+    }
+}
+
+/* Longest spec accepted: far above any real one, keeps the parser's copy on the stack. */
+#define SPEC_MAX 512
+
+int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_t errlen)
+{
+    if (!text || !*text)
+        return usage(err, errlen, "empty compressor spec");
+    if (strlen(text) >= SPEC_MAX)
+        return usage(err, errlen, "compressor spec longer than %d characters", SPEC_MAX - 1);
+    char buf[SPEC_MAX];
+    snprintf(buf, sizeof(buf), "%s", text);
+    char *opts = strchr(buf, ':');
+    if (opts)
+        *opts++ = '\0';
+    int id = -1;
+    for (int i = 0; i < PC_CODEC_COUNT; i++)
+        if (strcmp(buf, codecs[i].name) == 0)
+            id = i;
+    if (id < 0)
+        return usage(err, errlen,
+                     "unknown compressor '%s' (none, fp16, topk, dgc, randomk, threshold, qsgd, "
+                     "terngrad, efsign)",
+                     buf);
+    const char *name = codecs[id].name;
+    pc_codec_spec_t s;
+    defaults(&s, (pc_codec_id_t)id);
+    if (opts) {
+        if (!*opts)
+            return usage(err, errlen, "%s: ':' must be followed by options (key=value,...)", name);
+        unsigned seen = 0;
+        char *save = NULL;
+        for (char *item = strtok_r(opts, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(item, '=');
+            if (!eq)
+                return usage(err, errlen, "%s: option '%s' has no value (key=value)", name, item);
+            *eq = '\0';
+            const char *val = eq + 1;
+            unsigned bit = 0;
+            for (size_t k = 0; k < NKEYS; k++)
+                if (strcmp(item, key_names[k].name) == 0)
+                    bit = key_names[k].bit;
+            if (!bit || !(codecs[id].keys & bit)) {
+                char takes[128];
+                keys_list(codecs[id].keys, takes, sizeof(takes));
+                return usage(err, errlen, "%s: unknown option '%s' (%s takes: %s)", name, item,
+                             name, takes[0] ? takes : "no options");
+            }
+            if (seen & bit)
+                return usage(err, errlen, "%s: option '%s' given twice", name, item);
+            seen |= bit;
+            if (!*val)
+                return usage(err, errlen, "%s: option '%s' has an empty value", name, item);
+            int rc = set_key(&s, name, bit, item, val, err, errlen);
+            if (rc != PC_OK)
+                return rc;
+        }
+        /* strtok_r skips empty items ("ratio=0.1,,ef=on"): reject them explicitly. */
+        if (strstr(text, ",,") || text[strlen(text) - 1] == ',' || strstr(text, ":,"))
+            return usage(err, errlen, "%s: empty option in '%s'", name, text);
+    }
+    *out = s;
+    return PC_OK;
+}
+
+void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
+{
+    if (s->id >= PC_CODEC_COUNT) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    unsigned keys = codecs[s->id].keys;
+    size_t pos = 0;
+    int w = snprintf(buf, len, "%s", codecs[s->id].name);
+    char sep = ':';
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (w >= 0 && (size_t)w < len - pos) {                                                     \
+            pos += (size_t)w;                                                                      \
+            w = snprintf(buf + pos, len - pos, __VA_ARGS__);                                       \
+            sep = ',';                                                                             \
+        }                                                                                          \
+    } while (0)
+    if (keys & K_RATIO)
+        ADD("%cratio=%g", sep, s->ratio);
+    if (keys & K_SAMPLE)
+        ADD("%csample=%g", sep, s->sample);
+    if (keys & K_MOMENTUM)
+        ADD("%cmomentum=%g", sep, s->momentum);
+    if (keys & K_CLIP)
+        ADD("%cclip=%g", sep, s->clip);
+    if (keys & K_WARMUP)
+        ADD("%cwarmup=%d", sep, s->warmup);
+    if (keys & K_TAU)
+        ADD("%ctau=%g", sep, s->tau);
+    if (keys & K_LEVELS)
+        ADD("%clevels=%d", sep, s->levels);
+    if (keys & K_EF)
+        ADD("%cef=%s", sep, s->ef ? "on" : "off");
+    if (keys & K_VALUES)
+        ADD("%cvalues=%s", sep, s->values == PC_VALUES_FP16 ? "fp16" : "fp32");
+    if (keys & K_INDEX)
+        ADD("%cindex=%s", sep, s->index == PC_INDEX_DELTA ? "delta" : "u32");
+#undef ADD
+}
+
+/* ---- objects ------------------------------------------------------------------------ */
+
+int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out)
+{
+    if (!spec || !out || spec->id >= PC_CODEC_COUNT || (int)spec->id < 0)
+        return PC_EINVAL;
+    if (!(spec->ratio >= 0 && spec->ratio <= 1) || !(spec->sample > 0 && spec->sample <= 1) ||
+        spec->levels < 1 || spec->levels > PC_CODEC_MAX_LEVELS || !(spec->tau > 0) ||
+        !(spec->momentum >= 0 && spec->momentum < 1) || !(spec->clip >= 0) || spec->warmup < 0)
+        return PC_EINVAL;
+    pc_codec_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return PC_ENOMEM;
+    c->spec = *spec;
+    if (spec->id == PC_CODEC_DGC)
+        c->spec.ef = true;
+    c->ops = codecs[spec->id].ops;
+    if (pc_select_create(&c->sel) != PC_OK) {
+        free(c);
+        return PC_ENOMEM;
+    }
+    *out = c;
+    return PC_OK;
+}
+
+void pc_codec_destroy(pc_codec_t *c)
+{
+    if (!c)
+        return;
+    pc_select_destroy(c->sel);
+    free(c->idx);
+    free(c->tmp);
+    free(c->bits);
+    free(c);
+}
+
+const pc_codec_spec_t *pc_codec_spec(const pc_codec_t *c)
+{
+    return &c->spec;
+}
+
+pc_codec_stats_t pc_codec_stats(const pc_codec_t *c)
+{
+    return c->stats;
+}
+
+int pc_codec__reserve_idx(pc_codec_t *c, size_t n)
+{
+    if (c->idx_cap >= n)
+        return PC_OK;
+    uint32_t *p = realloc(c->idx, sizeof(uint32_t) * (n ? n : 1));
+    if (!p)
+        return PC_ENOMEM;
+    c->idx = p;
+    c->idx_cap = n;
+    return PC_OK;
+}
+
+int pc_codec__reserve_tmp(pc_codec_t *c, size_t n)
+{
+    if (c->tmp_cap >= n)
+        return PC_OK;
+    float *p = realloc(c->tmp, sizeof(float) * (n ? n : 1));
+    if (!p)
+        return PC_ENOMEM;
+    c->tmp = p;
+    c->tmp_cap = n;
+    return PC_OK;
+}
+
+int pc_codec__reserve_bits(pc_codec_t *c, size_t nbits)
+{
+    size_t words = (nbits + 63) / 64;
+    if (c->bits_cap >= words)
+        return PC_OK;
+    uint64_t *p = realloc(c->bits, sizeof(uint64_t) * (words ? words : 1));
+    if (!p)
+        return PC_ENOMEM;
+    memset(p, 0, sizeof(uint64_t) * (words ? words : 1)); /* kept all-zero between uses */
+    c->bits = p;
+    c->bits_cap = words;
+    return PC_OK;
+}
+
+uint16_t pc_codec__flags(const pc_codec_t *c)
+{
+    unsigned keys = codecs[c->spec.id].keys;
+    uint16_t f = 0;
+    if ((keys & K_VALUES) && c->spec.values == PC_VALUES_FP16)
+        f |= PC_WIRE_F_FP16;
+    if ((keys & K_INDEX) && c->spec.index == PC_INDEX_DELTA)
+        f |= PC_WIRE_F_DELTA;
+    return f;
+}
+
+size_t pc_codec__k(double ratio, size_t n)
+{
+    double k = ceil(ratio * (double)n);
+    return k >= (double)n ? n : (size_t)k;
+}
+
+int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out)
+{
+    if (!c || !out || n == 0 || n > PC_CODEC_MAX_N)
+        return PC_EINVAL;
+    pc_codec_state_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        return PC_ENOMEM;
+    st->chunk = chunk;
+    st->n = n;
+    if (c->spec.ef && !(st->residual = calloc(n, sizeof(float))))
+        goto err;
+    if (c->spec.id == PC_CODEC_DGC && !(st->momentum = calloc(n, sizeof(float))))
+        goto err;
+    *out = st;
+    return PC_OK;
+err:
+    pc_codec_state_destroy(st);
+    return PC_ENOMEM;
+}
+
+void pc_codec_state_destroy(pc_codec_state_t *st)
+{
+    if (!st)
+        return;
+    free(st->residual);
+    free(st->momentum);
+    free(st);
+}
+
+size_t pc_codec_state_n(const pc_codec_state_t *st)
+{
+    return st->n;
+}
+
+float *pc_codec_state_residual(pc_codec_state_t *st)
+{
+    return st->residual;
+}
+
+float *pc_codec_state_momentum(pc_codec_state_t *st)
+{
+    return st->momentum;
+}
+
+uint64_t pc_codec_state_steps(const pc_codec_state_t *st)
+{
+    return st->steps;
+}
+
+void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
+{
+    st->steps = steps;
+}
+
+/* ---- compress and decode ------------------------------------------------------------- */
+
+size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n)
+{
+    return PC_WIRE_HEADER_BYTES + c->ops->max_payload(c, n);
+}
+
+int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, uint64_t iteration,
+                      void *out, size_t cap, size_t *len)
+{
+    if (!c || !st || !grad || !out || !len || cap < pc_codec_max_bytes(c, st->n) ||
+        (c->spec.ef && !st->residual))
+        return PC_EINVAL;
+    pc_wire_header_t h = {
+        .magic = PC_WIRE_MAGIC,
+        .version = PC_WIRE_VERSION,
+        .codec = (uint8_t)c->spec.id,
+        .chunk = st->chunk,
+        .n = (uint32_t)st->n,
+        .iteration = iteration,
+        .flags = pc_codec__flags(c),
+    };
+    uint8_t *msg = out;
+    int rc = c->ops->compress(c, st, grad, &h, msg + PC_WIRE_HEADER_BYTES,
+                              cap - PC_WIRE_HEADER_BYTES);
+    if (rc != PC_OK)
+        return rc;
+    pc_wire_header_write(&h, msg);
+    *len = PC_WIRE_HEADER_BYTES + h.payload;
+    st->steps++;
+    c->stats.messages++;
+    c->stats.entries += h.entries;
+    c->stats.bytes += *len;
+    return PC_OK;
+}
+
+int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
+                        const pc_codec_expect_t *want, float scale, float *dense,
+                        pc_wire_header_t *hdr, char *err, size_t errlen)
+{
+    pc_wire_header_t h;
+    if (!c || !want || !dense)
+        return pc_codec__bad(err, errlen, "decode called without codec, expectation or buffer");
+    if (!isfinite(scale))
+        return pc_codec__bad(err, errlen, "non-finite scale %g", (double)scale);
+    int rc = pc_wire_header_read(msg, len, &h, err, errlen);
+    if (hdr)
+        *hdr = h;
+    if (rc != PC_OK)
+        return rc;
+    if (h.codec != (uint8_t)c->spec.id)
+        return pc_codec__bad(err, errlen, "message from codec %s (%u), expected %s",
+                             pc_codec_name(h.codec), h.codec, pc_codec_name(c->spec.id));
+    if (h.chunk != want->chunk)
+        return pc_codec__bad(err, errlen, "message for chunk %u, expected chunk %u", h.chunk,
+                             want->chunk);
+    if (h.n != want->n)
+        return pc_codec__bad(err, errlen, "chunk %u: message has %u elements, expected %u",
+                             h.chunk, h.n, want->n);
+    if (!want->any_iteration && h.iteration != want->iteration)
+        return pc_codec__bad(err, errlen, "chunk %u: message of iteration %llu, expected %llu",
+                             h.chunk, (unsigned long long)h.iteration,
+                             (unsigned long long)want->iteration);
+    if (h.flags != pc_codec__flags(c))
+        return pc_codec__bad(err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
+                             h.chunk, h.flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
+    rc = c->ops->validate(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    rc = c->ops->apply(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, scale, dense);
+    if (rc != PC_OK)
+        pc_codec__bad(err, errlen, "chunk %u: out of memory decoding", h.chunk);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/* test_select: radix top-k against a sort-based reference (ties, k = 0, 1, n, repeated
+ * values, heavy tails, negative zeros), the fused fold, non-finite inputs, threshold
+ * selection and the k-th magnitude. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_select.h"
+
+static const float *ref_x;
+
+/* Larger magnitude first; equal magnitudes: lower index first. */
+static int by_mag_then_index(const void *a, const void *b)
+{
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    float x = fabsf(ref_x[i]), y = fabsf(ref_x[j]);
+    if (x != y)
+        return x > y ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static int by_index(const void *a, const void *b)
+{
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    return (i > j) - (i < j);
+}
+
+/* The naive reference: sort all indices, take k, sort them by index. */
+static void ref_topk(const float *x, size_t n, size_t k, uint32_t *out)
+{
+    uint32_t *all = malloc(sizeof(uint32_t) * n);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (uint32_t)i;
+    ref_x = x;
+    qsort(all, n, sizeof(uint32_t), by_mag_then_index);
+    memcpy(out, all, sizeof(uint32_t) * k);
+    qsort(out, k, sizeof(uint32_t), by_index);
+    free(all);
+}
+
+enum dist { UNIFORM, HEAVY, TIES, CONSTANT, SIGNED_ZEROS };
+
+static void fill(float *x, size_t n, enum dist d, uint64_t seed)
+{
+    pc_philox_t g;
+    pc_philox_init(&g, seed, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        float u = pc_philox_uniform(pc_philox_next(&g));
+        float s = (pc_philox_next(&g) & 1) ? -1.0f : 1.0f;
+        switch (d) {
+        case UNIFORM:
+            x[i] = s * u;
+            break;
+        case HEAVY: /* Pareto-like tail, as gradients have, spanning many octaves */
+            x[i] = s * 1e-4f * powf(u, -1.5f);
+            break;
+        case TIES: /* few distinct magnitudes: many ties at the boundary */
+            x[i] = s * (float)(1 + pc_philox_next(&g) % 5);
+            break;
+        case CONSTANT:
+            x[i] = 0.25f;
+            break;
+        case SIGNED_ZEROS:
+            x[i] = (i % 3 == 0) ? s * 0.0f : s * u * 1e-30f; /* zeros and denormal-ish */
+            break;
+        }
+    }
+}
+
+static void check(size_t n, size_t k, enum dist d, uint64_t seed, pc_select_t *s)
+{
+    float *x = malloc(sizeof(float) * n), *copy = malloc(sizeof(float) * n);
+    uint32_t *got = malloc(sizeof(uint32_t) * (n + 1)), *want = malloc(sizeof(uint32_t) * (n + 1));
+    fill(x, n, d, seed);
+    memcpy(copy, x, sizeof(float) * n);
+    long r = pc_select_topk(s, x, NULL, n, k, got);
+    size_t kk = k > n ? n : k;
+    assert_int_equal(r, (long)kk);
+    ref_topk(x, n, kk, want);
+    if (kk && memcmp(got, want, sizeof(uint32_t) * kk) != 0)
+        fail_msg("n=%zu k=%zu dist=%d: selection differs from the sort-based reference", n, k, d);
+    assert_memory_equal(x, copy, sizeof(float) * n); /* no fold: input untouched */
+    free(x);
+    free(copy);
+    free(got);
+    free(want);
+}
+
+static void test_against_reference(void **state)
+{
+    (void)state;
+    pc_select_t *s;
+    assert_int_equal(pc_select_create(&s), PC_OK);
+    const size_t ns[] = {1, 2, 15, 16, 17, 100, 1000, 4097, 100000};
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        size_t n = ns[a];
+        const size_t ks[] = {0, 1, 2, n / 100, n / 10, n / 2, n - 1, n, n + 5};
+        for (int d = UNIFORM; d <= SIGNED_ZEROS; d++)
+            for (size_t b = 0; b < sizeof(ks) / sizeof(ks[0]); b++)
+                check(n, ks[b], (enum dist)d, n * 31 + b, s);
+    }
+    pc_select_destroy(s);
+}
+
+static void test_fold_and_nonfinite(void **state)
+{
+    (void)state;
+    pc_select_t *s;
+    assert_int_equal(pc_select_create(&s), PC_OK);
+    size_t n = 1003;
+    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *sum = malloc(sizeof(float) * n);
+    fill(v, n, HEAVY, 5);
+    fill(g, n, UNIFORM, 6);
+    for (size_t i = 0; i < n; i++)
+        sum[i] = v[i] + g[i];
+    uint32_t got[64], want[64];
+    assert_int_equal(pc_select_topk(s, v, g, n, 50, got), 50);
+    assert_memory_equal(v, sum, sizeof(float) * n); /* folded */
+    ref_topk(sum, n, 50, want);
+    assert_memory_equal(got, want, sizeof(uint32_t) * 50);
+    v[500] = NAN;
+    assert_int_equal(pc_select_topk(s, v, NULL, n, 10, got), PC_ERANGE);
+    v[500] = -INFINITY;
+    assert_int_equal(pc_select_topk(s, v, NULL, n, 10, got), PC_ERANGE);
+    free(v);
+    free(g);
+    free(sum);
+    pc_select_destroy(s);
+}
+
+static void test_above_and_kth(void **state)
+{
+    (void)state;
+    pc_select_t *s;
+    assert_int_equal(pc_select_create(&s), PC_OK);
+    size_t n = 5000;
+    float *x = malloc(sizeof(float) * n);
+    fill(x, n, HEAVY, 9);
+    uint32_t *idx = malloc(sizeof(uint32_t) * n);
+    float t = 0.01f;
+    size_t cnt = pc_select_above(x, n, t, idx, n);
+    size_t ref = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(x[i]) >= t) {
+            assert_int_equal(idx[ref], i);
+            ref++;
+        }
+    assert_int_equal(cnt, ref);
+    /* A small cap: the count is still the total, the list its prefix. */
+    uint32_t few[3];
+    assert_int_equal(pc_select_above(x, n, t, few, 3), ref);
+    assert_memory_equal(few, idx, sizeof(few));
+    /* k-th magnitude equals the reference's k-th. */
+    uint32_t *want = malloc(sizeof(uint32_t) * n);
+    for (size_t k = 1; k <= n; k += 499) {
+        float kth = pc_select_kth_magnitude(s, x, n, k);
+        uint32_t *all = malloc(sizeof(uint32_t) * n);
+        for (size_t i = 0; i < n; i++)
+            all[i] = (uint32_t)i;
+        ref_x = x;
+        qsort(all, n, sizeof(uint32_t), by_mag_then_index);
+        assert_true(kth == fabsf(x[all[k - 1]]));
+        free(all);
+    }
+    assert_true(pc_select_kth_magnitude(s, x, n, 0) == 0.0f);
+    free(want);
+    free(idx);
+    free(x);
+    pc_select_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_fold_and_nonfinite),
+        cmocka_unit_test(test_above_and_kth),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
