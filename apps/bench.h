@@ -12,6 +12,7 @@
 #define BENCH_EXIT_USAGE 2
 
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */
+int bench_compress_main(int argc, char **argv);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
 

@@ -1,12 +1,18 @@
 /* pc_select: radix selection of the largest magnitudes (see pc_select.h for the method). */
 #include "config.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_select.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#endif
 
 /* Key bits: 31 (sign cleared). Level 1: bits 30..20 (11 bits: exponent and 3 mantissa
  * bits, 1/8-octave bins). Level 2: bits 19..9. Level 3: bits 8..0. */
@@ -23,7 +29,40 @@
 /* Block of the skip test in pass 2: 16 keys = one 64-byte line of floats. */
 #define BLOCK 16
 
+/* Which collect kernel this CPU runs. */
+enum simd { SIMD_NONE = PC_SELECT_SIMD_NONE, SIMD_AVX2 = PC_SELECT_SIMD_AVX2,
+            SIMD_AVX512 = PC_SELECT_SIMD_AVX512 };
+
+static enum simd detect_simd(void)
+{
+#ifdef HAVE_AVX2_PATH
+    if (__builtin_cpu_supports("avx512f"))
+        return SIMD_AVX512;
+    if (__builtin_cpu_supports("avx2"))
+        return SIMD_AVX2;
+#endif
+    return SIMD_NONE;
+}
+
+/* The sampled fast path (see pc_select_topk) runs when n is at least this (below, the data
+ * is in L1/L2 and the radix path is as fast) and k is at most n / FAST_MAX_DENSITY (above,
+ * most blocks hold candidates and the collect pass loses its skipping). */
+#define FAST_MIN_N 65536
+#define FAST_MAX_DENSITY 4
+/* Sample sizing: aim for SAMPLE_HITS sampled elements above the k-th largest (relative
+ * error of the estimate ~ 1/sqrt(hits)), with at least SAMPLE_MIN and at most n /
+ * SAMPLE_MAX_FRACTION elements (a denser sample would cost another pass). */
+#define SAMPLE_HITS 256
+#define SAMPLE_MIN 4096
+#define SAMPLE_MAX_FRACTION 16
+
 struct pc_select {
+    int simd;       /* enum simd: the collect kernel this CPU runs */
+    uint32_t *ckeys; /* keys of the candidates (sampled path) */
+    size_t ckeys_cap;
+    uint64_t fast, fallback; /* top-k calls by path, for tests and tuning */
+    float *samp;    /* sampled values */
+    size_t samp_cap;
     uint32_t *cand; /* candidate indices (keys in the boundary bin) */
     size_t cand_cap;
     uint32_t *def;  /* indices certainly selected */
@@ -36,6 +75,7 @@ int pc_select_create(pc_select_t **out)
     pc_select_t *s = calloc(1, sizeof(*s));
     if (!s)
         return PC_ENOMEM;
+    s->simd = (int)detect_simd();
     *out = s;
     return PC_OK;
 }
@@ -44,6 +84,8 @@ void pc_select_destroy(pc_select_t *s)
 {
     if (!s)
         return;
+    free(s->samp);
+    free(s->ckeys);
     free(s->cand);
     free(s->def);
     free(s);
@@ -112,28 +154,57 @@ static int find_bin(const uint32_t *hist, int bins, size_t k, size_t *above)
     return 0;
 }
 
-/* Within candidates whose keys share level-1 bin, find the exact k-th largest key T
- * (1 <= k <= ncand); *above_t gets how many candidates have keys > T. */
-static uint32_t exact_key(const float *x, const uint32_t *cand, size_t ncand, size_t k,
-                          size_t *above_t)
+/* The exact k-th largest of keys[0..n) (1 <= k <= n), by a three-level radix select;
+ * *above_t gets how many keys are > T. */
+static uint32_t exact_key(const uint32_t *keys, size_t n, size_t k, size_t *above_t)
 {
-    uint32_t h2[L2_BINS], h3[L3_BINS];
+    uint32_t h1[L1_BINS], h2[L2_BINS], h3[L3_BINS];
+    memset(h1, 0, sizeof(h1));
+    for (size_t j = 0; j < n; j++)
+        h1[keys[j] >> L1_SHIFT]++;
+    size_t above1;
+    uint32_t b1 = (uint32_t)find_bin(h1, L1_BINS, k, &above1);
     memset(h2, 0, sizeof(h2));
-    for (size_t j = 0; j < ncand; j++)
-        h2[(key_of(x[cand[j]]) >> L2_SHIFT) & (L2_BINS - 1)]++;
+    for (size_t j = 0; j < n; j++)
+        if (keys[j] >> L1_SHIFT == b1)
+            h2[(keys[j] >> L2_SHIFT) & (L2_BINS - 1)]++;
     size_t above2;
-    uint32_t b2 = (uint32_t)find_bin(h2, L2_BINS, k, &above2);
+    uint32_t b2 = (uint32_t)find_bin(h2, L2_BINS, k - above1, &above2);
+    uint32_t prefix = b1 << L1_SHIFT | b2 << L2_SHIFT;
     memset(h3, 0, sizeof(h3));
-    for (size_t j = 0; j < ncand; j++) {
-        uint32_t key = key_of(x[cand[j]]);
-        if (((key >> L2_SHIFT) & (L2_BINS - 1)) == b2)
-            h3[key & (L3_BINS - 1)]++;
-    }
+    for (size_t j = 0; j < n; j++)
+        if ((keys[j] & ~(uint32_t)(L3_BINS - 1)) == prefix)
+            h3[keys[j] & (L3_BINS - 1)]++;
     size_t above3;
-    uint32_t b3 = (uint32_t)find_bin(h3, L3_BINS, k - above2, &above3);
-    uint32_t t = (key_of(x[cand[0]]) >> L1_SHIFT << L1_SHIFT) | b2 << L2_SHIFT | b3;
-    *above_t = above2 + above3;
-    return t;
+    uint32_t b3 = (uint32_t)find_bin(h3, L3_BINS, k - above1 - above2, &above3);
+    *above_t = above1 + above2 + above3;
+    return prefix | b3;
+}
+
+/* Keep, in order, the candidates with key > t and, while ties remain, key == t; returns
+ * how many were written to out (which may be cand itself: compaction in place). */
+static size_t keep_top(const uint32_t *keys, const uint32_t *cand, size_t ncand, uint32_t t,
+                       size_t ties, uint32_t *out)
+{
+    size_t o = 0;
+    for (size_t j = 0; j < ncand; j++) {
+        uint32_t key = keys[j];
+        if (key > t || (key == t && ties > 0)) {
+            ties -= key == t;
+            out[o++] = cand[j];
+        }
+    }
+    return o;
+}
+
+/* The keys of x[cand[0..n)] into s->ckeys. */
+static int gather_keys(pc_select_t *s, const float *x, const uint32_t *cand, size_t n)
+{
+    if (reserve(&s->ckeys, &s->ckeys_cap, n) != PC_OK)
+        return PC_ENOMEM;
+    for (size_t j = 0; j < n; j++)
+        s->ckeys[j] = key_of(x[cand[j]]);
+    return PC_OK;
 }
 
 /* Pass 2: indices with key >= hi into def (ascending), with lo <= key < hi into cand. */
@@ -168,10 +239,9 @@ static void collect(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t
     *ncand = nc;
 }
 
-long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k, uint32_t *idx)
+/* Exact top-k by radix select over all n: two passes (see the file header). */
+static long topk_radix(pc_select_t *s, float *x, const float *g, size_t n, size_t k, uint32_t *idx)
 {
-    if (k > n)
-        k = n;
     histogram_l1(s, x, g, n);
     for (int b = (int)(KEY_NONFINITE >> L1_SHIFT); b < L1_BINS; b++)
         if (s->hist[0][b])
@@ -192,18 +262,13 @@ long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k
     size_t ndef, ncand;
     collect(x, n, b1 << L1_SHIFT, (b1 + 1) << L1_SHIFT, s->def, &ndef, s->cand, &ncand);
     size_t need = k - ndef; /* 1..ncand */
-    /* Keep candidates with key > t, and key == t while ties are still needed. */
-    size_t above_t = 0;
-    uint32_t t = need == ncand ? 0 : exact_key(x, s->cand, ncand, need, &above_t);
-    size_t ties = need - above_t;
-    size_t nsel = 0;
-    for (size_t j = 0; j < ncand; j++) {
-        uint32_t key = key_of(x[s->cand[j]]);
-        if (key > t || (key == t && ties > 0)) {
-            if (key == t && need != ncand)
-                ties--;
-            s->cand[nsel++] = s->cand[j]; /* compact in place: still ascending */
-        }
+    size_t nsel = ncand;
+    if (need < ncand) {
+        if (gather_keys(s, x, s->cand, ncand) != PC_OK)
+            return PC_ENOMEM;
+        size_t above_t;
+        uint32_t t = exact_key(s->ckeys, ncand, need, &above_t);
+        nsel = keep_top(s->ckeys, s->cand, ncand, t, need - above_t, s->cand);
     }
     /* Merge the two ascending lists. */
     size_t a = 0, c = 0, o = 0;
@@ -216,32 +281,263 @@ long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k
     return (long)o;
 }
 
+/* ---- the sampled path ----------------------------------------------------------------
+ * A strided sample of m elements gives a threshold t_lo a little below the k-th largest
+ * magnitude; one pass collects (in index order) every index with |x| >= t_lo, typically
+ * 1.2k to 2k of them, folding x += g on the way when asked; the exact k-th key among those
+ * candidates finishes the job. The sample only decides how fast: when it misjudges (fewer
+ * than k candidates, or more than the buffer holds) the radix path redoes the selection
+ * from scratch, so the result is the same exact, tie-broken top-k either way. */
+
+/* Scalar collect: every i with key(x[i] (+ g[i])) >= lo, writing at most cap indices;
+ * returns the total count. Folds x += g when g is not NULL. */
+static size_t collect_ge_scalar(float *x, const float *g, size_t n, uint32_t lo, uint32_t *out,
+                                uint32_t *keys, size_t cap)
+{
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = g ? x[i] + g[i] : x[i];
+        if (g)
+            x[i] = v;
+        uint32_t key = key_of(v);
+        if (key >= lo) {
+            if (cnt < cap) {
+                out[cnt] = (uint32_t)i;
+                if (keys)
+                    keys[cnt] = key;
+            }
+            cnt++;
+        }
+    }
+    return cnt;
+}
+
+#ifdef HAVE_AVX2_PATH
+/* AVX2 collect over n (a multiple of 32) elements: 32 per step; a step whose 32 keys are all
+ * below lo costs four and+compare pairs, three ORs and one test. Keys are < 2^31, so signed
+ * compares are exact. Two loops (with and without the fold) keep everything in registers. */
+#define AVX2_EMIT(i0, m0, m1, m2, m3)                                                              \
+    do {                                                                                           \
+        __m256i any_ = _mm256_or_si256(_mm256_or_si256(m0, m1), _mm256_or_si256(m2, m3));          \
+        if (!_mm256_testz_si256(any_, any_)) {                                                     \
+            uint32_t bits_ = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m0)) |               \
+                             (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m1)) << 8 |          \
+                             (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m2)) << 16 |         \
+                             (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m3)) << 24;          \
+            while (bits_) {                                                                        \
+                if (cnt < cap) {                                                                   \
+                    size_t at_ = (i0) + (size_t)__builtin_ctz(bits_);                              \
+                    out[cnt] = (uint32_t)at_;                                                      \
+                    if (keys)                                                                      \
+                        keys[cnt] = key_of(x[at_]);                                                \
+                }                                                                                  \
+                cnt++;                                                                             \
+                bits_ &= bits_ - 1;                                                                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+__attribute__((target("avx2"))) static size_t collect_ge_avx2(const float *x, size_t n, uint32_t lo,
+                                                             uint32_t *out, uint32_t *keys,
+                                                             size_t cap)
+{
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i below = _mm256_set1_epi32((int32_t)lo - 1); /* key > lo - 1  <=>  key >= lo */
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i += 32) {
+        const __m256i *p = (const __m256i *)(const void *)(x + i);
+        __m256i m0 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p), abs_mask), below);
+        __m256i m1 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 1), abs_mask), below);
+        __m256i m2 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 2), abs_mask), below);
+        __m256i m3 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 3), abs_mask), below);
+        AVX2_EMIT(i, m0, m1, m2, m3);
+    }
+    return cnt;
+}
+
+__attribute__((target("avx2"))) static size_t collect_ge_fold_avx2(float *x, const float *g,
+                                                                  size_t n, uint32_t lo,
+                                                                  uint32_t *out, uint32_t *keys,
+                                                                  size_t cap)
+{
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i below = _mm256_set1_epi32((int32_t)lo - 1);
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i += 32) {
+        __m256 v0 = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i));
+        __m256 v1 = _mm256_add_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(g + i + 8));
+        __m256 v2 = _mm256_add_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(g + i + 16));
+        __m256 v3 = _mm256_add_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(g + i + 24));
+        _mm256_storeu_ps(x + i, v0);
+        _mm256_storeu_ps(x + i + 8, v1);
+        _mm256_storeu_ps(x + i + 16, v2);
+        _mm256_storeu_ps(x + i + 24, v3);
+        __m256i m0 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v0), abs_mask), below);
+        __m256i m1 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v1), abs_mask), below);
+        __m256i m2 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v2), abs_mask), below);
+        __m256i m3 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v3), abs_mask), below);
+        AVX2_EMIT(i, m0, m1, m2, m3);
+    }
+    return cnt;
+}
+#undef AVX2_EMIT
+
+/* AVX-512: 16 elements per step, selected indices and keys leave through register
+ * compresses and full-vector stores, with no branch on the data. Within 16 of the buffer's
+ * end it falls back to element stores (a full-vector store writes 16 lanes). */
+__attribute__((target("avx512f"))) static size_t collect_ge_avx512(float *x, const float *g,
+                                                                  size_t n, uint32_t lo,
+                                                                  uint32_t *out, uint32_t *keys,
+                                                                  size_t cap)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i low = _mm512_set1_epi32((int32_t)lo);
+    const __m512i step = _mm512_set1_epi32(16);
+    __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        if (g) {
+            v = _mm512_add_ps(v, _mm512_loadu_ps(g + i));
+            _mm512_storeu_ps(x + i, v);
+        }
+        __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+        __mmask16 m = _mm512_cmpge_epi32_mask(key, low);
+        if (cnt + 16 <= cap) {
+            /* Branch-free: compress in a register and store all 16 lanes whether or not any
+             * is selected (a data-dependent branch here mispredicts on scattered hits; a
+             * compress-store straight to memory is microcoded and slow on AMD Zen 4). Lanes
+             * past the selected ones are overwritten by the next store or ignored. */
+            _mm512_storeu_si512(out + cnt, _mm512_maskz_compress_epi32(m, iv));
+            if (keys)
+                _mm512_storeu_si512(keys + cnt, _mm512_maskz_compress_epi32(m, key));
+            cnt += (size_t)__builtin_popcount(m);
+        } else {
+            for (unsigned bb = m; bb; bb &= bb - 1) {
+                size_t at = i + (size_t)__builtin_ctz(bb);
+                if (cnt < cap) {
+                    out[cnt] = (uint32_t)at;
+                    if (keys)
+                        keys[cnt] = key_of(x[at]);
+                }
+                cnt++;
+            }
+        }
+        iv = _mm512_add_epi32(iv, step);
+    }
+    return cnt;
+}
+#endif
+
+/* Every i with key(x[i] (+ g[i])) >= lo, ascending, into out (and its key into keys when
+ * not NULL), at most cap of them; returns the total count. Folds x += g when g. */
+static size_t collect_ge(enum simd simd, float *x, const float *g, size_t n, uint32_t lo,
+                         uint32_t *out, uint32_t *keys, size_t cap)
+{
+    size_t head = 0, cnt = 0;
+#ifdef HAVE_AVX2_PATH
+    if (simd == SIMD_AVX512) {
+        head = n & ~(size_t)15;
+        cnt = collect_ge_avx512(x, g, head, lo, out, keys, cap);
+    } else if (simd == SIMD_AVX2) {
+        head = n & ~(size_t)31;
+        cnt = g ? collect_ge_fold_avx2(x, g, head, lo, out, keys, cap)
+                : collect_ge_avx2(x, head, lo, out, keys, cap);
+    }
+#else
+    (void)simd;
+#endif
+    size_t at = cnt < cap ? cnt : cap;
+    size_t rest = collect_ge_scalar(x + head, g ? g + head : NULL, n - head, lo, out + at,
+                                    keys ? keys + at : NULL, cap - at);
+    for (size_t j = at; j < at + (rest < cap - at ? rest : cap - at); j++)
+        out[j] += (uint32_t)head;
+    return cnt + rest;
+}
+
+/* topk_sampled's answer when the sample misjudged: the caller then runs the radix path on
+ * the (already folded) x. Distinct from every PC_E* code. */
+#define SAMPLE_MISSED (-1000L)
+
+static long topk_sampled(pc_select_t *s, float *x, const float *g, size_t n, size_t k,
+                         uint32_t *idx)
+{
+    double dens = (double)k / (double)n;
+    size_t m = (size_t)ceil(SAMPLE_HITS / dens);
+    if (m < SAMPLE_MIN)
+        m = SAMPLE_MIN;
+    if (m > n / SAMPLE_MAX_FRACTION)
+        m = n / SAMPLE_MAX_FRACTION;
+    size_t stride = n / m;
+    if (s->samp_cap < m) {
+        float *p = realloc(s->samp, sizeof(float) * m);
+        if (!p)
+            return PC_ENOMEM;
+        s->samp = p;
+        s->samp_cap = m;
+    }
+    for (size_t j = 0; j < m; j++) {
+        size_t i = j * stride;
+        s->samp[j] = g ? x[i] + g[i] : x[i];
+    }
+    /* Rank in the sample: expected hits h plus 3 standard deviations plus a margin, so
+     * that fewer than k candidates is a > 3-sigma event (about 1.25k expected with 256
+     * hits), and more than the 3k + 4096 the buffer holds far rarer still. */
+    double h = dens * (double)m;
+    size_t r = (size_t)ceil(h + 3.0 * sqrt(h) + 16.0);
+    if (r > m)
+        return SAMPLE_MISSED; /* cannot happen with the sizing above; kept for safety */
+    float t_lo = pc_select_kth_magnitude(s, s->samp, m, r);
+    size_t cap = 3 * k + 4096;
+    if (reserve(&s->cand, &s->cand_cap, cap) != PC_OK ||
+        reserve(&s->ckeys, &s->ckeys_cap, cap) != PC_OK)
+        return PC_ENOMEM;
+    size_t cnt = collect_ge((enum simd)s->simd, x, g, n, key_of(t_lo), s->cand, s->ckeys, cap);
+    if (cnt < k || cnt > cap)
+        return SAMPLE_MISSED;
+    for (size_t j = 0; j < cnt; j++)
+        if (s->ckeys[j] >= KEY_NONFINITE)
+            return PC_ERANGE;
+    size_t above_t;
+    uint32_t t = exact_key(s->ckeys, cnt, k, &above_t);
+    return (long)keep_top(s->ckeys, s->cand, cnt, t, k - above_t, idx);
+}
+
+long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k, uint32_t *idx)
+{
+    if (k > n)
+        k = n;
+    if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY) {
+        long r = topk_sampled(s, x, g, n, k, idx);
+        if (r != SAMPLE_MISSED) {
+            s->fast += r >= 0;
+            return r;
+        }
+        s->fallback++;
+        /* The collect pass folded x already when g was given; a NaN among the non-sampled
+         * elements is found by the radix pass. */
+        return topk_radix(s, x, NULL, n, k, idx);
+    }
+    return topk_radix(s, x, g, n, k, idx);
+}
+
+int pc_select_limit_simd(pc_select_t *s, int max_level)
+{
+    if (max_level < s->simd)
+        s->simd = max_level < 0 ? SIMD_NONE : max_level;
+    return s->simd;
+}
+
+void pc_select_stats(const pc_select_t *s, uint64_t *fast, uint64_t *fallback)
+{
+    *fast = s->fast;
+    *fallback = s->fallback;
+}
+
 size_t pc_select_above(const float *x, size_t n, float t, uint32_t *idx, size_t cap)
 {
-    uint32_t lo = key_of(t);
-    size_t count = 0, i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        uint32_t m = 0;
-        for (int j = 0; j < BLOCK; j++) {
-            uint32_t key = key_of(x[i + (size_t)j]);
-            m = key > m ? key : m;
-        }
-        if (m < lo)
-            continue;
-        for (int j = 0; j < BLOCK; j++)
-            if (key_of(x[i + (size_t)j]) >= lo) {
-                if (count < cap)
-                    idx[count] = (uint32_t)(i + (size_t)j);
-                count++;
-            }
-    }
-    for (; i < n; i++)
-        if (key_of(x[i]) >= lo) {
-            if (count < cap)
-                idx[count] = (uint32_t)i;
-            count++;
-        }
-    return count;
+    /* No fold (g is NULL): collect_ge only reads x. */
+    return collect_ge(detect_simd(), (float *)(uintptr_t)x, NULL, n, key_of(t), idx, NULL, cap);
 }
 
 float pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k)
@@ -258,8 +554,10 @@ float pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k
         return 0.0f;
     size_t ndef, ncand;
     collect(x, n, b1 << L1_SHIFT, (b1 + 1) << L1_SHIFT, s->def, &ndef, s->cand, &ncand);
+    if (gather_keys(s, x, s->cand, ncand) != PC_OK)
+        return 0.0f;
     size_t above_t;
-    uint32_t t = exact_key(x, s->cand, ncand, k - ndef, &above_t);
+    uint32_t t = exact_key(s->ckeys, ncand, k - ndef, &above_t);
     float f;
     memcpy(&f, &t, sizeof(f));
     return f;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -94,20 +95,96 @@ static void check(size_t n, size_t k, enum dist d, uint64_t seed, pc_select_t *s
     free(want);
 }
 
+/* Every collect kernel this CPU has (AVX-512, AVX2, scalar) gives the reference's answer. */
 static void test_against_reference(void **state)
+{
+    (void)state;
+    int last = -1;
+    for (int level = PC_SELECT_SIMD_AVX512; level >= PC_SELECT_SIMD_NONE; level--) {
+        pc_select_t *s;
+        assert_int_equal(pc_select_create(&s), PC_OK);
+        int used = pc_select_limit_simd(s, level);
+        assert_true(used <= level);
+        if (used != last) { /* each kernel once */
+            last = used;
+            const size_t ns[] = {1, 2, 15, 16, 17, 100, 1000, 4097, 100000, 131075};
+            for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+                size_t n = ns[a];
+                const size_t ks[] = {0, 1, 2, n / 100, n / 10, n / 2, n - 1, n, n + 5};
+                for (int d = UNIFORM; d <= SIGNED_ZEROS; d++)
+                    for (size_t b = 0; b < sizeof(ks) / sizeof(ks[0]); b++)
+                        check(n, ks[b], (enum dist)d, n * 31 + b, s);
+            }
+            fprintf(stderr, "collect kernel level %d checked\n", used);
+        }
+        pc_select_destroy(s);
+    }
+}
+
+/* Large inputs take the sampled path; inputs that fool the sample (the largest values sit
+ * exactly on the sampled positions, or all values are equal) take the radix fallback.
+ * Either way the result is the reference's. */
+static void test_sampled_path_and_fallback(void **state)
 {
     (void)state;
     pc_select_t *s;
     assert_int_equal(pc_select_create(&s), PC_OK);
-    const size_t ns[] = {1, 2, 15, 16, 17, 100, 1000, 4097, 100000};
-    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
-        size_t n = ns[a];
-        const size_t ks[] = {0, 1, 2, n / 100, n / 10, n / 2, n - 1, n, n + 5};
-        for (int d = UNIFORM; d <= SIGNED_ZEROS; d++)
-            for (size_t b = 0; b < sizeof(ks) / sizeof(ks[0]); b++)
-                check(n, ks[b], (enum dist)d, n * 31 + b, s);
-    }
+    uint64_t fast, fallback;
+    check(1 << 18, 2621, HEAVY, 1, s);
+    check(1 << 18, 26, UNIFORM, 2, s);
+    check((1 << 18) + 13, 65536, TIES, 3, s);
+    pc_select_stats(s, &fast, &fallback);
+    assert_true(fast >= 2);
+    uint64_t fast0 = fast, fb0 = fallback;
+    check(1 << 18, 5000, CONSTANT, 4, s); /* every element a candidate: buffer overflows */
+    pc_select_stats(s, &fast, &fallback);
+    assert_int_equal(fallback, fb0 + 1);
+    /* Big values only at multiples of every stride the sampler may use. */
+    size_t n = 1 << 18, k = 2000;
+    float *x = malloc(sizeof(float) * n);
+    uint32_t *got = malloc(sizeof(uint32_t) * k), *want = malloc(sizeof(uint32_t) * k);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (i % 4 == 0) ? 100.0f + (float)(i % 1000) : 1.0f + (float)(i % 7) * 1e-3f;
+    assert_int_equal(pc_select_topk(s, x, NULL, n, k, got), (long)k);
+    ref_topk(x, n, k, want);
+    assert_memory_equal(got, want, sizeof(uint32_t) * k);
+    pc_select_stats(s, &fast, &fallback);
+    assert_true(fast + fallback == fast0 + fb0 + 2);
+    free(x);
+    free(got);
+    free(want);
     pc_select_destroy(s);
+}
+
+/* The fused fold (error feedback) on the sampled path, with every kernel. */
+static void test_fold_every_kernel(void **state)
+{
+    (void)state;
+    const size_t n = 131075, k = 1311;
+    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *sum = malloc(sizeof(float) * n);
+    uint32_t *got = malloc(sizeof(uint32_t) * k), *want = malloc(sizeof(uint32_t) * k);
+    for (int level = PC_SELECT_SIMD_AVX512; level >= PC_SELECT_SIMD_NONE; level--) {
+        pc_select_t *s;
+        assert_int_equal(pc_select_create(&s), PC_OK);
+        pc_select_limit_simd(s, level);
+        fill(v, n, HEAVY, 11);
+        fill(g, n, HEAVY, 12);
+        for (size_t i = 0; i < n; i++)
+            sum[i] = v[i] + g[i];
+        assert_int_equal(pc_select_topk(s, v, g, n, k, got), (long)k);
+        assert_memory_equal(v, sum, sizeof(float) * n);
+        ref_topk(sum, n, k, want);
+        assert_memory_equal(got, want, sizeof(uint32_t) * k);
+        uint64_t fast, fallback;
+        pc_select_stats(s, &fast, &fallback);
+        assert_int_equal(fast, 1);
+        pc_select_destroy(s);
+    }
+    free(v);
+    free(g);
+    free(sum);
+    free(got);
+    free(want);
 }
 
 static void test_fold_and_nonfinite(void **state)
@@ -128,6 +205,18 @@ static void test_fold_and_nonfinite(void **state)
     assert_memory_equal(got, want, sizeof(uint32_t) * 50);
     v[500] = NAN;
     assert_int_equal(pc_select_topk(s, v, NULL, n, 10, got), PC_ERANGE);
+    /* On the sampled path too, whether or not the NaN is among the sampled elements. */
+    size_t big = 1 << 17;
+    float *w = calloc(big, sizeof(float));
+    uint32_t *wi = malloc(sizeof(uint32_t) * big);
+    fill(w, big, HEAVY, 8);
+    w[12345] = NAN;
+    assert_int_equal(pc_select_topk(s, w, NULL, big, 100, wi), PC_ERANGE);
+    w[12345] = 0;
+    w[0] = INFINITY;
+    assert_int_equal(pc_select_topk(s, w, NULL, big, 100, wi), PC_ERANGE);
+    free(w);
+    free(wi);
     v[500] = -INFINITY;
     assert_int_equal(pc_select_topk(s, v, NULL, n, 10, got), PC_ERANGE);
     free(v);
@@ -181,6 +270,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_sampled_path_and_fallback),
+        cmocka_unit_test(test_fold_every_kernel),
         cmocka_unit_test(test_fold_and_nonfinite),
         cmocka_unit_test(test_above_and_kth),
     };

@@ -16,6 +16,12 @@
  * Two passes over the data: about twice the cost of reading it once. Ties are broken by
  * the lower index, so the result is deterministic. NaN or infinity anywhere is reported.
  *
+ * For large n and k <= n/4 a faster path comes first: a strided sample estimates a
+ * threshold a little below the k-th magnitude, and a single pass (AVX2 where the CPU has
+ * it: 32 elements per compare-and-skip step) collects every index above it, about 1.2k to
+ * 2k of them; the exact k-th key among those finishes. One pass instead of two. When the
+ * sample misjudges, the radix path above redoes it: same exact result, more time.
+ *
  * A pc_select_t owns scratch buffers (grown on demand, kept): one thread at a time. */
 #ifndef PC_SELECT_H
 #define PC_SELECT_H
@@ -37,6 +43,18 @@ void pc_select_destroy(pc_select_t *s);
  * PC_ERANGE if x holds NaN or infinity, PC_ENOMEM. When g is not NULL, first folds
  * x[i] += g[i] for every i (the error-feedback accumulation) in the same pass. */
 long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k, uint32_t *idx);
+
+/* Vector kernels of the collect pass. The fastest the CPU supports is chosen at create;
+ * pc_select_limit_simd lowers it (never raises it), so tests cover every kernel and its
+ * scalar reference on one machine. Returns the level now in use. */
+#define PC_SELECT_SIMD_NONE 0
+#define PC_SELECT_SIMD_AVX2 1
+#define PC_SELECT_SIMD_AVX512 2
+int pc_select_limit_simd(pc_select_t *s, int max_level);
+
+/* How many top-k calls took the sampled path and how many fell back to radix select after
+ * the sample misjudged (results are identical; only the time differs). */
+void pc_select_stats(const pc_select_t *s, uint64_t *fast, uint64_t *fallback);
 
 /* Indices of every |x[i]| >= t (t >= 0), ascending: writes at most cap of them to idx and
  * returns how many there are in total (so a return > cap means idx holds only the first

@@ -1,0 +1,335 @@
+/* pc-bench compress: every codec on heavy-tailed synthetic gradients of n floats, with two
+ * baselines measured in the same run on the same data:
+ *   read   one streaming pass over the 4n input bytes on one core (a sum with independent
+ *          accumulators): the memory-bandwidth bound any O(n) compressor pays at least once;
+ *   sort   top-k by a full sort (qsort of the indices by magnitude): what a naive top-k costs.
+ * For each codec, size and ratio: median compress and decompress-add times over --reps,
+ * elements per second, message bytes and compression ratio. The headline ratios compare
+ * exact top-k (topk, ef=off: selection and encoding, no error-feedback fold) with both
+ * baselines; topk with ef=on adds the fold (read gradient, read and write residual). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_select.h"
+#include "pipecompress/pc_time.h"
+
+typedef struct opts {
+    int reps;
+    int quick;
+    int no_sort;
+    char sizes[128];
+    char ratios[128];
+    char json[512];
+} opts_t;
+
+static const pc_opt_t compress_opts[] = {
+    {.name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(opts_t, reps),
+     .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"},
+    {.name = "sizes", .type = PC_OPT_STRING, .offset = offsetof(opts_t, sizes), .size = 128,
+     .metavar = "N,N,...", .help = "element counts"},
+    {.name = "ratios", .type = PC_OPT_STRING, .offset = offsetof(opts_t, ratios), .size = 128,
+     .metavar = "R,R,...", .help = "kept fractions for topk, dgc, randomk, threshold"},
+    {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(opts_t, quick),
+     .help = "sizes 1e6,1e7 and 3 repetitions"},
+    {.name = "no-sort", .type = PC_OPT_FLAG, .offset = offsetof(opts_t, no_sort),
+     .help = "skip the sort baseline (slow: seconds per repetition at 1e7)"},
+    {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(opts_t, json), .size = 512,
+     .metavar = "FILE", .help = "also write the results as JSON to FILE"},
+};
+
+/* Parse "a,b,c" of positive numbers into out (at most max); 0 on a bad list. */
+static int parse_list(const char *s, double *out, int max, double lo, double hi)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= lo && v <= hi) || n == max)
+            return 0;
+        out[n++] = v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return 0;
+    }
+    return n;
+}
+
+static void heavy(float *x, size_t n)
+{
+    pc_philox_t g;
+    pc_philox_init(&g, 2022, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = pc_philox_next(&g);
+        float u = pc_philox_uniform(a | 1);
+        x[i] = ((a & 1) ? -1e-3f : 1e-3f) * powf(u, -1.2f);
+    }
+}
+
+static double read_pass(const float *x, size_t n)
+{
+    /* Eight independent sums: the adds are never the bottleneck, the loads are. */
+    float acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += x[i + (size_t)j];
+    for (; i < n; i++)
+        acc[0] += x[i];
+    double s = 0;
+    for (int j = 0; j < 8; j++)
+        s += acc[j];
+    return s;
+}
+
+static const float *sort_x;
+static int by_mag_desc(const void *a, const void *b)
+{
+    float p = fabsf(sort_x[*(const uint32_t *)a]), q = fabsf(sort_x[*(const uint32_t *)b]);
+    return (p < q) - (p > q);
+}
+
+typedef struct row {
+    char spec[128];
+    size_t n;
+    double ratio; /* < 0: not a ratio codec */
+    double t_comp, t_dec;
+    size_t bytes;
+} row_t;
+
+int bench_compress_main(int argc, char **argv)
+{
+    opts_t o = {.reps = 5};
+    snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000,25000000");
+    snprintf(o.ratios, sizeof(o.ratios), "0.001,0.01");
+    pc_opt_group_t g = {"pc-bench compress flags", compress_opts,
+                        sizeof(compress_opts) / sizeof(compress_opts[0]), &o};
+    char err[512];
+    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    if (rc == PC_CONFIG_HELP) {
+        printf("usage: pc-bench compress [flags]\n");
+        pc_opt_usage(&g, 1, stdout);
+        return 0;
+    }
+    if (rc == PC_CONFIG_VERSION) {
+        printf("pc-bench (PipeCompress) %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (rc != PC_OK) {
+        fprintf(stderr, "pc-bench: %s\n", err);
+        return BENCH_EXIT_USAGE;
+    }
+    if (o.quick) {
+        snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000");
+        o.reps = o.reps < 3 ? o.reps : 3;
+    }
+    double sizes[8], ratios[8];
+    int nsizes = parse_list(o.sizes, sizes, 8, 1, (double)PC_CODEC_MAX_N);
+    int nratios = parse_list(o.ratios, ratios, 8, 0, 1);
+    if (!nsizes) {
+        fprintf(stderr, "pc-bench: --sizes: '%s' is not a list of element counts\n", o.sizes);
+        return BENCH_EXIT_USAGE;
+    }
+    if (!nratios) {
+        fprintf(stderr, "pc-bench: --ratios: '%s' is not a list of fractions in [0, 1]\n",
+                o.ratios);
+        return BENCH_EXIT_USAGE;
+    }
+    FILE *json = NULL;
+    if (o.json[0] && !(json = fopen(o.json, "w"))) {
+        fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o.json);
+        return BENCH_EXIT_FAIL;
+    }
+    size_t nmax = 0;
+    for (int i = 0; i < nsizes; i++)
+        nmax = (size_t)sizes[i] > nmax ? (size_t)sizes[i] : nmax;
+    float *x = malloc(sizeof(float) * nmax), *dense = malloc(sizeof(float) * nmax);
+    uint32_t *ord = o.no_sort ? NULL : malloc(sizeof(uint32_t) * nmax);
+    double *samples = malloc(sizeof(double) * (size_t)o.reps * 2);
+    row_t *rows = calloc(256, sizeof(row_t));
+    pc_select_t *sel = NULL;
+    if (!x || !dense || (!o.no_sort && !ord) || !samples || !rows ||
+        pc_select_create(&sel) != PC_OK) {
+        fprintf(stderr, "pc-bench: out of memory for %zu elements\n", nmax);
+        return BENCH_EXIT_FAIL;
+    }
+    heavy(x, nmax);
+    memset(dense, 0, sizeof(float) * nmax);
+    int nrows = 0;
+    double t_read[8] = {0}, t_sort[8] = {0};
+    printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core\n\n",
+           o.reps);
+    printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
+           "decomp ms", "Melem/s", "bytes", "x less");
+    for (int si = 0; si < nsizes; si++) {
+        size_t n = (size_t)sizes[si];
+        /* Baselines first. */
+        volatile double sink = 0;
+        for (int r = 0; r < o.reps; r++) {
+            int64_t t0 = pc_time_ns();
+            sink += read_pass(x, n);
+            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+        }
+        (void)sink;
+        t_read[si] = bench_median(samples, (size_t)o.reps);
+        if (!o.no_sort) {
+            int sreps = o.reps < 3 ? o.reps : 3; /* seconds each at 1e7 */
+            for (int r = 0; r < sreps; r++) {
+                for (size_t i = 0; i < n; i++)
+                    ord[i] = (uint32_t)i;
+                sort_x = x;
+                int64_t t0 = pc_time_ns();
+                qsort(ord, n, sizeof(uint32_t), by_mag_desc);
+                samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+            }
+            t_sort[si] = bench_median(samples, (size_t)sreps);
+        }
+        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
+               t_read[si], "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
+        if (!o.no_sort)
+            printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n,
+                   "-", t_sort[si], "-", (double)n / t_sort[si] * 1e-3, "-", "-");
+        /* Codecs: ratio codecs once per ratio, the others once. */
+        const char *base[] = {"none", "fp16", "qsgd:levels=16", "terngrad", "efsign",
+                              "topk:ef=off", "topk", "topk:index=delta,values=fp16", "dgc",
+                              "randomk", "threshold"};
+        for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++) {
+            bool uses_ratio = strncmp(base[b], "topk", 4) == 0 || strncmp(base[b], "dgc", 3) == 0 ||
+                              strncmp(base[b], "randomk", 7) == 0 ||
+                              strncmp(base[b], "threshold", 9) == 0;
+            for (int ri = 0; ri < (uses_ratio ? nratios : 1); ri++) {
+                char spec_text[128];
+                double ratio = uses_ratio ? ratios[ri] : -1;
+                const char *colon = strchr(base[b], ':');
+                if (strncmp(base[b], "threshold", 9) == 0) {
+                    /* tau at the ratio's quantile of this data: about ratio * n sent. */
+                    size_t k = (size_t)ceil(ratio * (double)n);
+                    float tau = pc_select_kth_magnitude(sel, x, n, k ? k : 1);
+                    snprintf(spec_text, sizeof(spec_text), "threshold:tau=%.9g", (double)tau);
+                } else if (uses_ratio) {
+                    snprintf(spec_text, sizeof(spec_text), "%.*s:ratio=%g%s%s",
+                             (int)(colon ? (size_t)(colon - base[b]) : strlen(base[b])), base[b],
+                             ratio, colon ? "," : "", colon ? colon + 1 : "");
+                } else {
+                    snprintf(spec_text, sizeof(spec_text), "%s", base[b]);
+                }
+                pc_codec_spec_t spec;
+                if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK) {
+                    fprintf(stderr, "pc-bench: internal spec '%s': %s\n", spec_text, err);
+                    return BENCH_EXIT_FAIL;
+                }
+                spec.seed = 1;
+                pc_codec_t *c;
+                pc_codec_state_t *st;
+                if (pc_codec_create(&spec, &c) != PC_OK ||
+                    pc_codec_state_create(c, 0, n, &st) != PC_OK) {
+                    fprintf(stderr, "pc-bench: cannot create %s for n = %zu\n", spec_text, n);
+                    return BENCH_EXIT_FAIL;
+                }
+                size_t cap = pc_codec_max_bytes(c, n), len = 0;
+                uint8_t *msg = malloc(cap);
+                if (!msg) {
+                    fprintf(stderr, "pc-bench: out of memory for a %zu-byte message\n", cap);
+                    return BENCH_EXIT_FAIL;
+                }
+                pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+                for (int r = 0; r < o.reps; r++) {
+                    int64_t t0 = pc_time_ns();
+                    rc = pc_codec_compress(c, st, x, (uint64_t)r, msg, cap, &len);
+                    int64_t t1 = pc_time_ns();
+                    int rc2 = rc == PC_OK ? pc_codec_decode_add(c, msg, len, &want, 1.0f, dense,
+                                                                NULL, err, sizeof(err))
+                                          : rc;
+                    int64_t t2 = pc_time_ns();
+                    if (rc != PC_OK || rc2 != PC_OK) {
+                        fprintf(stderr, "pc-bench: %s failed: %s\n", spec_text,
+                                rc != PC_OK ? pc_strerror(rc) : err);
+                        return BENCH_EXIT_FAIL;
+                    }
+                    samples[r] = (double)(t1 - t0) * 1e-6;
+                    samples[o.reps + r] = (double)(t2 - t1) * 1e-6;
+                }
+                if (nrows == 256) {
+                    fprintf(stderr, "pc-bench: more than 256 result rows\n");
+                    return BENCH_EXIT_USAGE;
+                }
+                row_t *row = &rows[nrows++];
+                snprintf(row->spec, sizeof(row->spec), "%s", spec_text);
+                row->n = n;
+                row->ratio = ratio;
+                row->t_comp = bench_median(samples, (size_t)o.reps);
+                row->t_dec = bench_median(samples + o.reps, (size_t)o.reps);
+                row->bytes = len;
+                char rbuf[16];
+                snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
+                printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f\n", spec_text, n, rbuf,
+                       row->t_comp, row->t_dec, (double)n / row->t_comp * 1e-3, len,
+                       4.0 * (double)n / (double)len);
+                free(msg);
+                pc_codec_state_destroy(st);
+                pc_codec_destroy(c);
+            }
+        }
+        printf("\n");
+    }
+    /* Headline: exact top-k (ef=off) at each size and ratio against the baselines. */
+    printf("top-k (ef=off) against the baselines:\n");
+    for (int i = 0; i < nrows; i++) {
+        if (strncmp(rows[i].spec, "topk:", 5) != 0 || !strstr(rows[i].spec, "ef=off"))
+            continue;
+        int si = 0;
+        while ((size_t)sizes[si] != rows[i].n)
+            si++;
+        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e7, 1%%)",
+               rows[i].n, rows[i].ratio, rows[i].t_comp / t_read[si]);
+        if (!o.no_sort)
+            printf(", %.1f x faster than sort (target >= 10)", t_sort[si] / rows[i].t_comp);
+        printf("\n");
+    }
+    if (json) {
+        fprintf(json, "{\n  \"benchmark\": \"compress\",\n  \"reps\": %d,\n  \"baselines\": [\n",
+                o.reps);
+        for (int si = 0; si < nsizes; si++)
+            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_ms\": %.4f}%s\n",
+                    sizes[si], t_read[si], o.no_sort ? 0.0 : t_sort[si],
+                    si + 1 < nsizes ? "," : "");
+        fprintf(json, "  ],\n  \"codecs\": [\n");
+        for (int i = 0; i < nrows; i++) {
+            int si = 0;
+            while ((size_t)sizes[si] != rows[i].n)
+                si++;
+            fprintf(json,
+                    "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
+                    "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, "
+                    "\"vs_read\": %.4f, \"sort_vs\": %.4f}%s\n",
+                    rows[i].spec, rows[i].n, rows[i].ratio, rows[i].t_comp, rows[i].t_dec,
+                    (double)rows[i].n / rows[i].t_comp * 1e3, rows[i].bytes,
+                    rows[i].t_comp / t_read[si], o.no_sort ? 0.0 : t_sort[si] / rows[i].t_comp,
+                    i + 1 < nrows ? "," : "");
+        }
+        fprintf(json, "  ]\n}\n");
+        if (fclose(json) != 0) {
+            fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o.json);
+            return BENCH_EXIT_FAIL;
+        }
+    }
+    pc_select_destroy(sel);
+    free(x);
+    free(dense);
+    free(ord);
+    free(samples);
+    free(rows);
+    return 0;
+}
