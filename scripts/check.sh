@@ -2,7 +2,9 @@
 # scripts/check.sh: install what is missing, build, and run every test:
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
-#  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit).
+#  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
+#  4. the decoder fuzz target (libFuzzer, when clang is installed) for a bounded run:
+#     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Exit status is non-zero on any failure. Logs: build*/tests/*.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -43,6 +45,27 @@ run_suite build-tsan check-concurrency
 
 pc_build build-asan --enable-asan --without-cuda
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
+
+if command -v clang >/dev/null 2>&1; then
+    runs=${PC_FUZZ_RUNS:-1500000}
+    secs=${PC_FUZZ_SECONDS:-300}
+    pc_say "make fuzz; fuzz_decode for $runs runs (at most $secs s)"
+    make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
+        || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; pc_die "make fuzz failed"; }
+    mkdir -p "$PC_TOP/build/fuzz-corpus"
+    if ! (cd "$PC_TOP/build/fuzz" && ./fuzz_decode -runs="$runs" -max_total_time="$secs" \
+            -print_final_stats=1 "$PC_TOP/build/fuzz-corpus" >fuzz.log 2>&1); then
+        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/fuzz.log" >&2
+        FAILED=$((FAILED + 1))
+        echo "check: $PASSED passed, $FAILED failed"
+        pc_die "the fuzz target found a crash (input saved in build/fuzz/)"
+    fi
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/fuzz.log")
+    echo "fuzz_decode: ${execs:-?} executions, no crash"
+    PASSED=$((PASSED + 1))
+else
+    pc_say "clang not installed: fuzz target skipped"
+fi
 
 pc_say "all tests passed"
 echo "check: $PASSED passed, $FAILED failed"

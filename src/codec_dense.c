@@ -242,6 +242,13 @@ static unsigned qsgd_bits(int s)
     return b;
 }
 
+/* The value of level q (-s..s) of s: norm * (q / s). Dividing first keeps it within
+ * |norm| (no overflow for any finite norm); sender (error feedback) and receiver share it. */
+static inline float qsgd_value(float norm, int q, int s)
+{
+    return norm * ((float)q / (float)s);
+}
+
 static size_t qsgd_max_payload(const pc_codec_t *c, size_t n)
 {
     return packed_bytes(n, qsgd_bits(c->spec.levels));
@@ -279,7 +286,7 @@ static int qsgd_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
         uint32_t code = (uint32_t)(v[i] < 0 ? s - lev : s + lev);
         bitw_put(&w, code, b);
         if (c->spec.ef)
-            st->residual[i] -= norm * (float)((int)code - s) / (float)s;
+            st->residual[i] -= qsgd_value(norm, (int)code - s, s);
     }
     bitw_flush(&w);
     h->entries = (uint32_t)st->n;
@@ -303,7 +310,7 @@ static int qsgd_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint
     bitr_t r = {payload, 0, 0};
     for (uint32_t i = 0; i < h->n; i++) {
         int q = (int)bitr_get(&r, b) - s;
-        dense[i] += scale * (h->scale * (float)q / (float)s);
+        dense[i] += scale * qsgd_value(h->scale, q, s);
     }
     return PC_OK;
 }
