@@ -18,32 +18,12 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 
-static bool finite_fold(float *v, const float *g, size_t n)
-{
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = g ? v[i] + g[i] : v[i];
-        if (g)
-            v[i] = x;
-        uint32_t u;
-        memcpy(&u, &x, sizeof(u));
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return !bad;
-}
-
-/* The values to encode: the residual after folding in the gradient, or the gradient. */
+/* The values to encode: the residual after folding in the gradient, the gradient, or (grad
+ * NULL) what pc_codec_fold left in the state. Checks they are finite. */
 static const float *prepare(const pc_codec_t *c, pc_codec_state_t *st, const float *grad, int *rc)
 {
-    const float *v = grad;
-    bool ok;
-    if (c->spec.ef) {
-        ok = finite_fold(st->residual, grad, st->n);
-        v = st->residual;
-    } else {
-        ok = finite_fold((float *)(uintptr_t)grad, NULL, st->n); /* reads only */
-    }
-    *rc = ok ? PC_OK : PC_ERANGE;
+    float *v = pc_codec__source(c, st, grad);
+    *rc = pc_codec__fold_finite(v, c->spec.ef ? grad : NULL, st->n) ? PC_OK : PC_ERANGE;
     return v;
 }
 
@@ -131,12 +111,12 @@ static size_t none_max_payload(const pc_codec_t *c, size_t n)
 static int none_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                          pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
-    (void)c;
     (void)cap;
+    const float *v = pc_codec__source(c, st, grad);
     uint32_t bad = 0;
     for (size_t i = 0; i < st->n; i++) {
         uint32_t u;
-        memcpy(&u, &grad[i], sizeof(u));
+        memcpy(&u, &v[i], sizeof(u));
         bad |= (u & 0x7f800000u) == 0x7f800000u;
         pc_wire_put_u32(payload + 4 * i, u);
     }
@@ -152,8 +132,10 @@ static int none_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
 {
     (void)c;
     if (h->entries != h->n || h->payload != 4 * (size_t)h->n)
-        return pc_codec__bad(err, errlen, "chunk %u: dense message of %u entries in %u bytes, "
-                             "expected %u entries", h->chunk, h->entries, h->payload, h->n);
+        return pc_codec__bad(err, errlen,
+                             "chunk %u: dense message of %u entries in %u bytes, "
+                             "expected %u entries",
+                             h->chunk, h->entries, h->payload, h->n);
     for (uint32_t i = 0; i < h->n; i++)
         if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
             return pc_codec__bad(err, errlen, "chunk %u: value %u is not finite", h->chunk, i);
@@ -173,7 +155,10 @@ static int none_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_none = {none_max_payload, none_compress, none_validate, none_apply};
+const codec_ops_t pc_codec_ops_none = {.max_payload = none_max_payload,
+                                       .compress = none_compress,
+                                       .validate = none_validate,
+                                       .apply = none_apply};
 
 /* ---- fp16 -------------------------------------------------------------------------------- */
 
@@ -193,7 +178,8 @@ static int fp16_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
         return rc;
     for (size_t i = 0; i < st->n; i++) {
         float x = v[i];
-        x = x > PC_CODEC_F16_MAX ? PC_CODEC_F16_MAX : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
+        x = x > PC_CODEC_F16_MAX ? PC_CODEC_F16_MAX
+                                 : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
         uint16_t q = pc_wire_f32_to_f16(x);
         pc_wire_put_u16(payload + 2 * i, q);
         if (c->spec.ef)
@@ -209,8 +195,10 @@ static int fp16_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
 {
     (void)c;
     if (h->entries != h->n || h->payload != 2 * (size_t)h->n)
-        return pc_codec__bad(err, errlen, "chunk %u: fp16 message of %u entries in %u bytes, "
-                             "expected %u entries", h->chunk, h->entries, h->payload, h->n);
+        return pc_codec__bad(err, errlen,
+                             "chunk %u: fp16 message of %u entries in %u bytes, "
+                             "expected %u entries",
+                             h->chunk, h->entries, h->payload, h->n);
     for (uint32_t i = 0; i < h->n; i++)
         if ((pc_wire_get_u16(payload + 2 * (size_t)i) & 0x7c00u) == 0x7c00u)
             return pc_codec__bad(err, errlen, "chunk %u: value %u is not finite", h->chunk, i);
@@ -226,7 +214,10 @@ static int fp16_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_fp16 = {fp16_max_payload, fp16_compress, fp16_validate, fp16_apply};
+const codec_ops_t pc_codec_ops_fp16 = {.max_payload = fp16_max_payload,
+                                       .compress = fp16_compress,
+                                       .validate = fp16_validate,
+                                       .apply = fp16_apply};
 
 /* ---- qsgd ----------------------------------------------------------------------------------
  * Alistarh et al., "QSGD" (NeurIPS 2017): with s levels and norm = ||v||_2, element i is
@@ -315,7 +306,10 @@ static int qsgd_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_qsgd = {qsgd_max_payload, qsgd_compress, qsgd_validate, qsgd_apply};
+const codec_ops_t pc_codec_ops_qsgd = {.max_payload = qsgd_max_payload,
+                                       .compress = qsgd_compress,
+                                       .validate = qsgd_validate,
+                                       .apply = qsgd_apply};
 
 /* ---- terngrad ------------------------------------------------------------------------------
  * Wen et al., "TernGrad" (NeurIPS 2017): with m = max|v|, element i is sign(v_i) * m with
@@ -357,8 +351,8 @@ static int terngrad_compress(pc_codec_t *c, pc_codec_state_t *st, const float *g
     return PC_OK;
 }
 
-static int terngrad_validate(const pc_codec_t *c, const pc_wire_header_t *h,
-                             const uint8_t *payload, char *err, size_t errlen)
+static int terngrad_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                             char *err, size_t errlen)
 {
     (void)c;
     return check_codes(h, payload, 2, 2, "terngrad", err, errlen);
@@ -377,8 +371,10 @@ static int terngrad_apply(const pc_codec_t *c, const pc_wire_header_t *h, const 
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_terngrad = {terngrad_max_payload, terngrad_compress,
-                                           terngrad_validate, terngrad_apply};
+const codec_ops_t pc_codec_ops_terngrad = {.max_payload = terngrad_max_payload,
+                                           .compress = terngrad_compress,
+                                           .validate = terngrad_validate,
+                                           .apply = terngrad_apply};
 
 /* ---- efsign ----------------------------------------------------------------------------------
  * Error-feedback signSGD (Karimireddy et al., ICML 2019): element i is sign(v_i) * mean|v|,
@@ -433,5 +429,7 @@ static int efsign_apply(const pc_codec_t *c, const pc_wire_header_t *h, const ui
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_efsign = {efsign_max_payload, efsign_compress, efsign_validate,
-                                         efsign_apply};
+const codec_ops_t pc_codec_ops_efsign = {.max_payload = efsign_max_payload,
+                                         .compress = efsign_compress,
+                                         .validate = efsign_validate,
+                                         .apply = efsign_apply};

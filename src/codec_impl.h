@@ -19,7 +19,8 @@
 typedef struct codec_ops {
     size_t (*max_payload)(const pc_codec_t *c, size_t n);
     /* Fill payload[0..cap) (cap >= max_payload) and h->entries, h->payload, h->scale,
-     * h->flags. grad is the chunk's gradient; st its state. */
+     * h->flags. grad is the chunk's gradient, or NULL when pc_codec_fold already folded it
+     * into st (residual with error feedback, stage without); st is the chunk's state. */
     int (*compress)(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
                     uint8_t *payload, size_t cap);
     /* Check a payload whose header passed the generic checks; PC_EFORMAT + err if bad. */
@@ -29,6 +30,8 @@ typedef struct codec_ops {
      * PC_ENOMEM, and then before writing anything. */
     int (*apply)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                  float scale, float *dense);
+    /* Optional codec-specific fold (DGC's momentum correction); NULL: the generic one. */
+    int (*fold)(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 } codec_ops_t;
 
 struct pc_codec {
@@ -50,6 +53,7 @@ struct pc_codec_state {
     size_t n;
     float *residual; /* n, error feedback; NULL when off */
     float *momentum; /* n, dgc's u; NULL otherwise */
+    float *stage;    /* n, the folded copy of the gradient when error feedback is off */
     uint64_t steps;
 };
 
@@ -70,6 +74,13 @@ size_t pc_codec__k(double ratio, size_t n);
 
 /* printf into err; returns PC_EFORMAT. */
 int pc_codec__bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* v += g over n elements (when g is not NULL), and whether all of v is finite. */
+bool pc_codec__fold_finite(float *v, const float *g, size_t n);
+
+/* The values a codec encodes: the residual (error feedback), the gradient, or the stage
+ * holding the folded gradient when grad is NULL. */
+float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 
 /* True when the float's bits are NaN or infinity. */
 static inline bool pc_codec__nonfinite(float f)

@@ -29,28 +29,6 @@ static size_t value_bytes(const pc_codec_t *c)
     return c->spec.values == PC_VALUES_FP16 ? 2 : 4;
 }
 
-/* v += g over n elements (when g), and whether everything in v is finite. */
-static bool fold_finite(float *v, const float *g, size_t n)
-{
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = g ? v[i] + g[i] : v[i];
-        if (g)
-            v[i] = x;
-        uint32_t u;
-        memcpy(&u, &x, sizeof(u));
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return !bad;
-}
-
-/* The array selection works on: the residual after folding the gradient in (error
- * feedback), or the gradient itself. */
-static float *source(pc_codec_state_t *st, const float *grad, bool ef)
-{
-    return ef ? st->residual : (float *)(uintptr_t)grad; /* read-only when !ef */
-}
-
 /* Encode values v[idx[0..k)] (and, when with_index, the indices) into payload; subtract
  * what was sent from v when ef. Returns payload bytes. */
 static size_t encode(const pc_codec_t *c, float *v, const uint32_t *idx, size_t k, bool with_index,
@@ -217,7 +195,7 @@ static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
     if (pc_codec__reserve_idx(c, k) != PC_OK)
         return PC_ENOMEM;
     bool ef = c->spec.ef;
-    float *v = source(st, grad, ef);
+    float *v = pc_codec__source(c, st, grad);
     long got = pc_select_topk(c->sel, v, ef ? grad : NULL, n, k, c->idx);
     if (got < 0)
         return (int)got;
@@ -236,8 +214,10 @@ static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
     return validate_indexed(c, h, payload, err, errlen);
 }
 
-const codec_ops_t pc_codec_ops_topk = {topk_max_payload, topk_compress, topk_validate,
-                                       apply_indexed};
+const codec_ops_t pc_codec_ops_topk = {.max_payload = topk_max_payload,
+                                       .compress = topk_compress,
+                                       .validate = topk_validate,
+                                       .apply = apply_indexed};
 
 /* ---- threshold ------------------------------------------------------------------------ */
 
@@ -252,8 +232,8 @@ static int threshold_compress(pc_codec_t *c, pc_codec_state_t *st, const float *
     (void)cap;
     size_t n = st->n;
     bool ef = c->spec.ef;
-    float *v = source(st, grad, ef);
-    if (!fold_finite(v, ef ? grad : NULL, n))
+    float *v = pc_codec__source(c, st, grad);
+    if (!pc_codec__fold_finite(v, ef ? grad : NULL, n))
         return PC_ERANGE;
     if (pc_codec__reserve_idx(c, n) != PC_OK)
         return PC_ENOMEM;
@@ -269,8 +249,10 @@ static int threshold_validate(const pc_codec_t *c, const pc_wire_header_t *h,
     return validate_indexed(c, h, payload, err, errlen); /* any count up to n */
 }
 
-const codec_ops_t pc_codec_ops_threshold = {threshold_max_payload, threshold_compress,
-                                            threshold_validate, apply_indexed};
+const codec_ops_t pc_codec_ops_threshold = {.max_payload = threshold_max_payload,
+                                            .compress = threshold_compress,
+                                            .validate = threshold_validate,
+                                            .apply = apply_indexed};
 
 /* ---- dgc ------------------------------------------------------------------------------
  * Lin et al., "Deep Gradient Compression" (ICLR 2018), per chunk:
@@ -307,10 +289,9 @@ static size_t dgc_max_payload(const pc_codec_t *c, size_t n)
     return dgc_max_entries(c, n) * (index_bytes(c) + value_bytes(c));
 }
 
-static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
-                        pc_wire_header_t *h, uint8_t *payload, size_t cap)
+/* DGC's fold: clip, momentum correction, accumulation. */
+static int dgc_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
-    (void)cap;
     const pc_codec_spec_t *s = &c->spec;
     size_t n = st->n;
     float *u = st->momentum, *v = st->residual;
@@ -335,8 +316,21 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
         memcpy(&bits, &v[i], sizeof(bits));
         bad |= (bits & 0x7f800000u) == 0x7f800000u;
     }
-    if (bad)
-        return PC_ERANGE;
+    return bad ? PC_ERANGE : PC_OK;
+}
+
+static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
+                        uint8_t *payload, size_t cap)
+{
+    (void)cap;
+    const pc_codec_spec_t *s = &c->spec;
+    size_t n = st->n;
+    float *u = st->momentum, *v = st->residual;
+    if (grad) {
+        int rc = dgc_fold(c, st, grad);
+        if (rc != PC_OK)
+            return rc;
+    }
     double density = dgc_density(s, st->steps);
     size_t k = pc_codec__k(density, n);
     size_t lo = (size_t)ceil(0.8 * (double)k), hi = (size_t)floor(1.3 * (double)k);
@@ -406,7 +400,11 @@ static int dgc_validate(const pc_codec_t *c, const pc_wire_header_t *h, const ui
     return validate_indexed(c, h, payload, err, errlen);
 }
 
-const codec_ops_t pc_codec_ops_dgc = {dgc_max_payload, dgc_compress, dgc_validate, apply_indexed};
+const codec_ops_t pc_codec_ops_dgc = {.max_payload = dgc_max_payload,
+                                      .compress = dgc_compress,
+                                      .validate = dgc_validate,
+                                      .apply = apply_indexed,
+                                      .fold = dgc_fold};
 
 /* ---- randomk --------------------------------------------------------------------------
  * k distinct indices, uniformly, by Floyd's algorithm on Philox draws from the stream
@@ -448,8 +446,8 @@ static int randomk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *gr
     (void)cap;
     size_t n = st->n, k = pc_codec__k(c->spec.ratio, n);
     bool ef = c->spec.ef;
-    float *v = source(st, grad, ef);
-    if (!fold_finite(v, ef ? grad : NULL, n))
+    float *v = pc_codec__source(c, st, grad);
+    if (!pc_codec__fold_finite(v, ef ? grad : NULL, n))
         return PC_ERANGE;
     if (pc_codec__reserve_idx(c, k) != PC_OK || pc_codec__reserve_bits(c, n) != PC_OK)
         return PC_ENOMEM;
@@ -488,5 +486,7 @@ static int randomk_apply(const pc_codec_t *c, const pc_wire_header_t *h, const u
     return PC_OK;
 }
 
-const codec_ops_t pc_codec_ops_randomk = {randomk_max_payload, randomk_compress, randomk_validate,
-                                          randomk_apply};
+const codec_ops_t pc_codec_ops_randomk = {.max_payload = randomk_max_payload,
+                                          .compress = randomk_compress,
+                                          .validate = randomk_validate,
+                                          .apply = randomk_apply};

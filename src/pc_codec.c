@@ -457,6 +457,7 @@ void pc_codec_state_destroy(pc_codec_state_t *st)
         return;
     free(st->residual);
     free(st->momentum);
+    free(st->stage);
     free(st);
 }
 
@@ -487,15 +488,58 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
 
 /* ---- compress and decode ------------------------------------------------------------- */
 
+bool pc_codec__fold_finite(float *v, const float *g, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = g ? v[i] + g[i] : v[i];
+        if (g)
+            v[i] = x;
+        uint32_t u;
+        memcpy(&u, &x, sizeof(u));
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    if (c->spec.ef)
+        return st->residual;
+    return grad ? (float *)(uintptr_t)grad : st->stage; /* grad is only read when !ef */
+}
+
+int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    if (!c || !st || !grad)
+        return PC_EINVAL;
+    if (c->ops->fold)
+        return c->ops->fold(c, st, grad);
+    if (c->spec.ef)
+        return pc_codec__fold_finite(st->residual, grad, st->n) ? PC_OK : PC_ERANGE;
+    if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))
+        return PC_ENOMEM;
+    memcpy(st->stage, grad, sizeof(float) * st->n);
+    return pc_codec__fold_finite(st->stage, NULL, st->n) ? PC_OK : PC_ERANGE;
+}
+
 size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n)
 {
     return PC_WIRE_HEADER_BYTES + c->ops->max_payload(c, n);
 }
 
+int pc_codec_compress_folded(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                             size_t cap, size_t *len)
+{
+    if (!c || !st || (!c->spec.ef && !st->stage))
+        return PC_EINVAL; /* nothing folded yet */
+    return pc_codec_compress(c, st, NULL, iteration, out, cap, len);
+}
+
 int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, uint64_t iteration,
                       void *out, size_t cap, size_t *len)
 {
-    if (!c || !st || !grad || !out || !len || cap < pc_codec_max_bytes(c, st->n) ||
+    if (!c || !st || !out || !len || cap < pc_codec_max_bytes(c, st->n) ||
         (c->spec.ef && !st->residual))
         return PC_EINVAL;
     pc_wire_header_t h = {

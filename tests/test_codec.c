@@ -398,6 +398,55 @@ static void test_determinism(void **state)
     free(g);
 }
 
+/* fold + compress_folded == compress: same bytes, same state, for every codec; the
+ * gradient buffer may be overwritten between the two. */
+static void test_fold_then_compress(void **state)
+{
+    (void)state;
+    const char *specs[] = {"none", "fp16", "fp16:ef=on", "topk", "topk:ef=off", "dgc:ratio=0.01",
+                           "dgc:clip=1,warmup=2", "randomk", "randomk:ef=off", "threshold",
+                           "qsgd", "qsgd:ef=on", "terngrad", "efsign"};
+    const size_t n = 70000; /* large enough for the sampled top-k path */
+    float *g = malloc(sizeof(float) * n), *scratch = malloc(sizeof(float) * n);
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+        pc_codec_t *a = make(specs[s], 3), *b = make(specs[s], 3);
+        pc_codec_state_t *sa, *sb;
+        assert_int_equal(pc_codec_state_create(a, 1, n, &sa), PC_OK);
+        assert_int_equal(pc_codec_state_create(b, 1, n, &sb), PC_OK);
+        uint8_t dummy[64];
+        size_t dl;
+        if (!pc_codec_spec(b)->ef) /* nothing folded yet */
+            assert_int_equal(pc_codec_compress_folded(b, sb, 0, dummy, sizeof(dummy), &dl),
+                             PC_EINVAL);
+        for (uint64_t it = 0; it < 3; it++) {
+            heavy(g, n, 300 + it);
+            msg_t ma = compress(a, sa, g, it);
+            memcpy(scratch, g, sizeof(float) * n);
+            assert_int_equal(pc_codec_fold(b, sb, scratch), PC_OK);
+            memset(scratch, 0xff, sizeof(float) * n); /* the caller reuses its buffer */
+            msg_t mb;
+            mb.cap = pc_codec_max_bytes(b, n);
+            mb.buf = malloc(mb.cap);
+            assert_int_equal(pc_codec_compress_folded(b, sb, it, mb.buf, mb.cap, &mb.len), PC_OK);
+            assert_int_equal(ma.len, mb.len);
+            if (memcmp(ma.buf, mb.buf, ma.len) != 0)
+                fail_msg("%s: fold + compress_folded differs from compress at iteration %llu",
+                         specs[s], (unsigned long long)it);
+            if (pc_codec_state_residual(sa))
+                assert_memory_equal(pc_codec_state_residual(sa), pc_codec_state_residual(sb),
+                                    sizeof(float) * n);
+            free(ma.buf);
+            free(mb.buf);
+        }
+        pc_codec_state_destroy(sa);
+        pc_codec_state_destroy(sb);
+        pc_codec_destroy(a);
+        pc_codec_destroy(b);
+    }
+    free(g);
+    free(scratch);
+}
+
 /* random-k: the receiver regenerates the sender's indices: decoded entries sit exactly
  * where the sender's residual was emptied; another iteration picks another set. */
 static void test_randomk_agreement(void **state)
@@ -714,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_dense_codecs),
         cmocka_unit_test(test_qsgd_terngrad_unbiased),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_fold_then_compress),
         cmocka_unit_test(test_randomk_agreement),
         cmocka_unit_test(test_dgc_count_window),
         cmocka_unit_test(test_dgc_warmup_and_clip),

@@ -138,6 +138,19 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps);
 int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, uint64_t iteration,
                       void *out, size_t cap, size_t *len);
 
+/* The two halves of pc_codec_compress, for a caller that wants the gradient buffer back
+ * before compression runs (the worker pipeline releases it to backprop in between):
+ * pc_codec_fold folds grad into st (residual += grad with error feedback, DGC's momentum
+ * correction, or a copy into the state's stage without) and checks it is finite (else
+ * PC_ERANGE); afterwards the caller may overwrite grad. pc_codec_compress_folded then
+ * compresses what was folded (PC_EINVAL if nothing was). fold + compress_folded give the
+ * same bytes and state as pc_codec_compress. One thread at a time per state; fold does not
+ * touch c's scratch, so it may run on another thread than compress (never concurrently on
+ * the same state). */
+int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
+int pc_codec_compress_folded(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                             size_t cap, size_t *len);
+
 /* What the receiver expects of a message. */
 typedef struct pc_codec_expect {
     uint32_t chunk;
