@@ -6,12 +6,18 @@
 #include "pipecompress/pc_backoff.h"
 #include "pipecompress/pc_time.h"
 
-void pc_backoff_init(pc_backoff_t *b)
+void pc_backoff_init_capped(pc_backoff_t *b, int64_t max_sleep_ns)
 {
     b->spins = 0;
     b->yields = 0;
     b->sleep_ns = PC_BACKOFF_MIN_SLEEP_NS;
+    b->max_sleep_ns = max_sleep_ns < PC_BACKOFF_MIN_SLEEP_NS ? PC_BACKOFF_MIN_SLEEP_NS : max_sleep_ns;
     b->sleeps = 0;
+}
+
+void pc_backoff_init(pc_backoff_t *b)
+{
+    pc_backoff_init_capped(b, PC_BACKOFF_MAX_SLEEP_NS);
 }
 
 void pc_backoff_cpu_relax(void)
@@ -38,6 +44,6 @@ void pc_backoff_pause(pc_backoff_t *b)
     pc_time_sleep_ns(b->sleep_ns);
     b->sleeps++;
     b->sleep_ns *= 2;
-    if (b->sleep_ns > PC_BACKOFF_MAX_SLEEP_NS)
-        b->sleep_ns = PC_BACKOFF_MAX_SLEEP_NS;
+    if (b->sleep_ns > b->max_sleep_ns)
+        b->sleep_ns = b->max_sleep_ns;
 }

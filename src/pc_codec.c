@@ -565,15 +565,13 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
     return PC_OK;
 }
 
-int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
-                        const pc_codec_expect_t *want, float scale, float *dense,
-                        pc_wire_header_t *hdr, char *err, size_t errlen)
+int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
+                      const pc_codec_expect_t *want, pc_wire_header_t *hdr, char *err,
+                      size_t errlen)
 {
     pc_wire_header_t h;
-    if (!c || !want || !dense)
-        return pc_codec__bad(err, errlen, "decode called without codec, expectation or buffer");
-    if (!isfinite(scale))
-        return pc_codec__bad(err, errlen, "non-finite scale %g", (double)scale);
+    if (!c || !want)
+        return pc_codec__bad(err, errlen, "validate called without codec or expectation");
     int rc = pc_wire_header_read(msg, len, &h, err, errlen);
     if (hdr)
         *hdr = h;
@@ -595,7 +593,21 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
     if (h.flags != pc_codec__flags(c))
         return pc_codec__bad(err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
                              h.chunk, h.flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
-    rc = c->ops->validate(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, err, errlen);
+    return c->ops->validate(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, err, errlen);
+}
+
+int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
+                        const pc_codec_expect_t *want, float scale, float *dense,
+                        pc_wire_header_t *hdr, char *err, size_t errlen)
+{
+    pc_wire_header_t h;
+    if (!dense)
+        return pc_codec__bad(err, errlen, "decode called without a buffer");
+    if (!isfinite(scale))
+        return pc_codec__bad(err, errlen, "non-finite scale %g", (double)scale);
+    int rc = pc_codec_validate(c, msg, len, want, &h, err, errlen);
+    if (hdr)
+        *hdr = h;
     if (rc != PC_OK)
         return rc;
     rc = c->ops->apply(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, scale, dense);

@@ -427,6 +427,43 @@ static const pc_opt_t config_opts[] = {
     {.name = "log-level", .short_name = 'v', .type = PC_OPT_CHOICE,
      .offset = offsetof(pc_config_t, log_level), .choices = PC_LOG_LEVEL_CHOICES,
      .help = "messages to print"},
+    {.name = "compress", .short_name = 'c', .type = PC_OPT_STRING,
+     .offset = offsetof(pc_config_t, compress), .size = PC_CONFIG_SPEC_LEN, .metavar = "SPEC",
+     .help = "compressor, e.g. topk:ratio=0.01 (see README: none fp16 topk dgc randomk ...)"},
+    {.name = "pipeline", .type = PC_OPT_CHOICE, .offset = offsetof(pc_config_t, pipeline),
+     .choices = "off|on", .help = "compress on a pinned compressor thread (off: inline)"},
+    {.name = "mode", .type = PC_OPT_CHOICE, .offset = offsetof(pc_config_t, mode),
+     .choices = "ps|allreduce", .help = "parameter servers, or dense MPI_Allreduce (baseline)"},
+    {.name = "chunk-bytes", .type = PC_OPT_SIZE, .offset = offsetof(pc_config_t, chunk_bytes),
+     .min = 64, .max = 1073741824.0, .metavar = "SIZE", .help = "largest chunk of a tensor"},
+    {.name = "pull", .type = PC_OPT_CHOICE, .offset = offsetof(pc_config_t, pull),
+     .choices = "auto|dense|sparse", .help = "how updated parameters travel back"},
+    {.name = "seed", .type = PC_OPT_INT64, .offset = offsetof(pc_config_t, seed), .min = 0,
+     .max = 9007199254740991.0, .metavar = "N", .help = "seed of every random choice"},
+    {.name = "timeout", .type = PC_OPT_DOUBLE, .offset = offsetof(pc_config_t, timeout),
+     .min = 0.001, .max = 1e6, .metavar = "SECONDS",
+     .help = "abort when a wait (a peer died or hung) lasts longer"},
+    {.name = "iters", .type = PC_OPT_INT64, .offset = offsetof(pc_config_t, iters), .min = 0,
+     .max = 1e12, .metavar = "N", .help = "stop after N iterations (0: the program decides)"},
+    {.name = "lr", .type = PC_OPT_DOUBLE, .offset = offsetof(pc_config_t, lr), .min = 0,
+     .max = 1e6, .metavar = "RATE", .help = "learning rate"},
+    {.name = "momentum", .type = PC_OPT_DOUBLE, .offset = offsetof(pc_config_t, momentum),
+     .min = 0, .max = 0.999999, .metavar = "M", .help = "SGD momentum"},
+    {.name = "nesterov", .type = PC_OPT_FLAG, .offset = offsetof(pc_config_t, nesterov),
+     .help = "Nesterov momentum"},
+    {.name = "weight-decay", .type = PC_OPT_DOUBLE, .offset = offsetof(pc_config_t, weight_decay),
+     .min = 0, .max = 1, .metavar = "WD", .help = "L2 weight decay"},
+    {.name = "lr-schedule", .type = PC_OPT_CHOICE, .offset = offsetof(pc_config_t, lr_schedule),
+     .choices = "constant|step|cosine", .help = "learning-rate schedule"},
+    {.name = "lr-step", .type = PC_OPT_INT64, .offset = offsetof(pc_config_t, lr_step), .min = 1,
+     .max = 1e12, .metavar = "N", .help = "step schedule: iterations between decays"},
+    {.name = "lr-gamma", .type = PC_OPT_DOUBLE, .offset = offsetof(pc_config_t, lr_gamma),
+     .min = 0, .max = 1, .metavar = "G", .help = "step schedule: decay factor"},
+    {.name = "lr-warmup", .type = PC_OPT_INT64, .offset = offsetof(pc_config_t, lr_warmup),
+     .min = 0, .max = 1e12, .metavar = "N", .help = "linear warm-up iterations"},
+    {.name = "metrics", .type = PC_OPT_STRING, .offset = offsetof(pc_config_t, metrics),
+     .size = PC_CONFIG_PATH_LEN, .metavar = "FILE",
+     .help = "write per-iteration metrics of every rank as JSON lines"},
 };
 
 void pc_config_defaults(pc_config_t *cfg)
@@ -435,6 +472,23 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->servers = 1;
     snprintf(cfg->bind, sizeof(cfg->bind), "auto");
     cfg->log_level = PC_LOG_INFO;
+    snprintf(cfg->compress, sizeof(cfg->compress), "topk:ratio=0.01");
+    cfg->pipeline = 1;
+    cfg->mode = PC_MODE_PS;
+    cfg->chunk_bytes = 4 << 20; /* 4 MiB: ~1 ms on a 40 Gbit/s link, many chunks per big layer */
+    cfg->pull = PC_PULL_AUTO;
+    cfg->seed = 42;
+    cfg->timeout = 300;
+    cfg->iters = 0;
+    cfg->lr = 0.05;
+    cfg->momentum = 0.9;
+    cfg->nesterov = 0;
+    cfg->weight_decay = 0;
+    cfg->lr_schedule = 0;
+    cfg->lr_step = 1000;
+    cfg->lr_gamma = 0.1;
+    cfg->lr_warmup = 0;
+    cfg->metrics[0] = '\0';
 }
 
 const pc_opt_t *pc_config_options(size_t *nopts)

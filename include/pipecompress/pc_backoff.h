@@ -30,11 +30,16 @@ typedef struct pc_backoff {
     uint32_t spins;    /* pauses done in the spin phase */
     uint32_t yields;   /* sched_yield calls done */
     int64_t sleep_ns;  /* next nap length once sleeping */
+    int64_t max_sleep_ns; /* longest nap */
     uint64_t sleeps;   /* naps taken since init, for metrics */
 } pc_backoff_t;
 
 /* Reset a waiter to the spinning phase. Call when the awaited condition came true. */
 void pc_backoff_init(pc_backoff_t *b);
+
+/* The same with a shorter longest nap, for a waiter whose wake-up latency matters (a
+ * thread polling for a message the next computation waits on). */
+void pc_backoff_init_capped(pc_backoff_t *b, int64_t max_sleep_ns);
 
 /* Wait one step: a pause, a yield or a nap, depending on how long this waiter has
  * waited. Only the owning thread may call it. */

@@ -159,6 +159,12 @@ typedef struct pc_codec_expect {
     bool any_iteration; /* accept any iteration (iteration is then ignored) */
 } pc_codec_expect_t;
 
+/* The checks of pc_codec_decode_add without the decoding: PC_OK, or PC_EFORMAT with a
+ * reason. Thread-safe. */
+int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
+                      const pc_codec_expect_t *want, pc_wire_header_t *hdr, char *err,
+                      size_t errlen);
+
 /* Validate msg[0..len) completely against c's configuration and `want` (codec, flags,
  * chunk, n, iteration, entry count, payload size, every index < n and strictly increasing,
  * every value and the scale finite, every code in range), then add scale * decoded values

@@ -103,10 +103,34 @@ typedef struct pc_bind {
  * PC_EUSAGE with a message (without the flag name) in err. Thread-safe. */
 int pc_config_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errlen);
 
+/* Longest --compress spec and file name kept. */
+#define PC_CONFIG_SPEC_LEN 256
+#define PC_CONFIG_PATH_LEN 1024
+
+typedef enum pc_config_mode { PC_MODE_PS = 0, PC_MODE_ALLREDUCE = 1 } pc_config_mode_t;
+typedef enum pc_config_pull { PC_PULL_AUTO = 0, PC_PULL_DENSE = 1, PC_PULL_SPARSE = 2 } pc_config_pull_t;
+
 typedef struct pc_config {
-    int servers;                  /* --servers S: ranks acting as parameter servers */
+    int servers;                   /* --servers S: ranks acting as parameter servers */
     char bind[PC_CONFIG_BIND_LEN]; /* --bind auto|none|LIST (see pc_topo.h) */
-    int log_level;                /* --log-level: a pc_log_level_t */
+    int log_level;                 /* --log-level: a pc_log_level_t */
+    char compress[PC_CONFIG_SPEC_LEN]; /* --compress SPEC (pc_codec_spec_parse) */
+    int pipeline;                  /* --pipeline off|on: compress on the compressor thread */
+    int mode;                      /* --mode ps|allreduce: a pc_config_mode_t */
+    int64_t chunk_bytes;           /* --chunk-bytes: largest chunk of a tensor */
+    int pull;                      /* --pull auto|dense|sparse: a pc_config_pull_t */
+    int64_t seed;                  /* --seed: every random choice derives from it */
+    double timeout;                /* --timeout SECONDS: longest wait before aborting */
+    int64_t iters;                 /* --iters N: stop after N iterations (0: the program's) */
+    double lr;                     /* --lr and the optimizer (pc_optim.h) */
+    double momentum;
+    int nesterov;
+    double weight_decay;
+    int lr_schedule;               /* a pc_lr_schedule_t */
+    int64_t lr_step;
+    double lr_gamma;
+    int64_t lr_warmup;
+    char metrics[PC_CONFIG_PATH_LEN]; /* --metrics FILE: JSON lines, every rank; "" = off */
 } pc_config_t;
 
 /* Fill cfg with the defaults. */

@@ -1,0 +1,61 @@
+/* pc_optim: the optimizer applied to a parameter shard (on servers, or on every worker in
+ * allreduce mode), and the learning-rate schedule.
+ *
+ * SGD with momentum (PyTorch's convention):
+ *   d = g + weight_decay * p
+ *   m = momentum * m + d                (m starts at 0)
+ *   p = p - lr * (nesterov ? d + momentum * m : m)
+ * With momentum 0 the buffer is unused and p = p - lr * d.
+ * Schedule at iteration t (0-based): a linear warm-up over the first `warmup` iterations
+ * (lr * (t + 1) / warmup), then constant, step (lr * gamma^floor(t / step)) or cosine
+ * (lr * (1 + cos(pi * t / total)) / 2 over `total` iterations). */
+#ifndef PC_OPTIM_H
+#define PC_OPTIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pc_lr_schedule {
+    PC_LR_CONSTANT = 0,
+    PC_LR_STEP = 1,
+    PC_LR_COSINE = 2,
+} pc_lr_schedule_t;
+
+#define PC_LR_SCHEDULE_CHOICES "constant|step|cosine"
+
+typedef struct pc_optim_cfg {
+    double lr;
+    double momentum;
+    bool nesterov;
+    double weight_decay;
+    pc_lr_schedule_t schedule;
+    int64_t step;   /* PC_LR_STEP: iterations between decays */
+    double gamma;   /* PC_LR_STEP: decay factor */
+    int64_t warmup; /* linear warm-up iterations; 0 = none */
+    int64_t total;  /* PC_LR_COSINE: iterations of the whole run */
+} pc_optim_cfg_t;
+
+/* Learning rate at iteration t. Pure. */
+double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t);
+
+/* One SGD step on n parameters with learning rate lr: p and mom (NULL allowed when
+ * momentum is 0) updated in place from g. Deterministic: element by element, float
+ * arithmetic in the order written above. Returns how many parameters changed value and,
+ * when changed is not NULL, writes their indices there in ascending order (n entries
+ * must fit). */
+size_t pc_optim_sgd(const pc_optim_cfg_t *cfg, float lr, float *p, float *mom, const float *g,
+                    size_t n, uint32_t *changed);
+
+/* True when a step changes only parameters whose gradient entry is non-zero (plain SGD:
+ * no momentum, no weight decay): then updates are as sparse as the aggregated gradient. */
+bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_OPTIM_H */

@@ -1,0 +1,60 @@
+/* pc_plan: how a model's tensors are cut into chunks and which server owns each chunk.
+ *
+ * Workers register tensors in forward order. A tensor larger than the chunk size is cut
+ * into near-equal chunks of at most chunk_elems elements; consecutive small tensors whose
+ * parameter and gradient buffers are adjacent in memory (one slab per buffer class, as
+ * the training engine allocates them) are grouped into one chunk up to chunk_elems, so a
+ * network of many small tensors does not pay per-message costs per tensor. Chunks are then
+ * assigned to servers so that bytes are balanced: largest chunk first to the least loaded
+ * server (ties: lowest server), a deterministic greedy plan every rank computes alike.
+ * Pure functions: no MPI. */
+#ifndef PC_PLAN_H
+#define PC_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_plan_tensor {
+    size_t n;            /* elements */
+    const float *param;  /* for adjacency only; may be NULL (then never grouped) */
+    const float *grad;
+} pc_plan_tensor_t;
+
+typedef struct pc_plan_chunk {
+    uint32_t id;         /* index in the plan, forward order */
+    int first_tensor;    /* tensors [first_tensor, last_tensor] */
+    int last_tensor;
+    size_t offset;       /* element offset of the chunk in first_tensor */
+    size_t n;            /* elements */
+    int server;          /* owning server, 0..nservers-1 */
+} pc_plan_chunk_t;
+
+typedef struct pc_plan {
+    int ntensors;
+    int nchunks;
+    int nservers;
+    pc_plan_chunk_t *chunks;      /* nchunks, in forward order */
+    int *tensor_first_chunk;      /* per tensor: its chunks are [first, last] */
+    int *tensor_last_chunk;
+    size_t *server_elems;         /* per server: elements owned */
+} pc_plan_t;
+
+/* Plan ntensors tensors into chunks of at most chunk_elems (>= 1) over nservers (>= 1).
+ * On success *out owns the plan (pc_plan_destroy). Returns PC_OK, PC_EINVAL (a tensor of
+ * 0 elements, bad sizes) or PC_ENOMEM. Thread-safe. */
+int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_elems, int nservers,
+                   pc_plan_t **out);
+void pc_plan_destroy(pc_plan_t *plan);
+
+/* Print the plan, one line per chunk and a per-server summary, each line prefixed. */
+void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, const char *prefix);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_PLAN_H */

@@ -1,0 +1,145 @@
+/* pc_runtime: the parameter-server runtime: roles, the worker pipeline, the server loop.
+ *
+ * Under mpirun -np N (or srun) with --servers S, the last S ranks are servers and ranks
+ * 0..N-S-1 workers (rank 0 reports). A worker's training code, on its "backprop thread":
+ *
+ *     pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, len);     every rank
+ *     if (pc_runtime_role(rt) == PC_ROLE_SERVER)
+ *         return pc_server_run(rt, err, len);                          servers: that's all
+ *     pc_worker_create(rt, &w, err, len);
+ *     for each parameter tensor, in forward order:
+ *         pc_worker_register(w, "fc1.weight", param, grad, n);
+ *     pc_worker_start(w);                  plan chunks, share initial parameters, spawn
+ *                                          the pinned compressor thread
+ *     for each iteration:
+ *         for each layer L forward:  pc_worker_param_wait(w, L's tensors) ... forward L
+ *         for each layer L backward: ... backward L; pc_worker_grad_ready(w, L's tensors)
+ *         pc_worker_iteration_end(w, &stop)
+ *     pc_worker_finish(w); pc_worker_destroy(w); pc_runtime_destroy(rt);
+ *
+ * Buffer lifetimes (the zero-copy contract, as in ps-lite):
+ * - gradient buffers: after grad_ready(t) the runtime reads t's gradient until it has
+ *   folded it into the chunk's error-feedback state; the caller must not write it again
+ *   before pc_worker_iteration_end returns (which waits for every release).
+ * - parameter buffers: after grad_ready(t) the runtime may overwrite t's parameters with the
+ *   iteration's update at any time; the caller must not read them until
+ *   pc_worker_param_wait(t) returns in the next iteration (it returns as soon as t's update
+ *   is in).
+ * Threads: every pc_worker_* call comes from one thread (the backprop thread); the runtime
+ * owns the compressor thread. Results are deterministic: the same seed and flags give
+ * bitwise the same parameters with --pipeline on and off. */
+#ifndef PC_RUNTIME_H
+#define PC_RUNTIME_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pc_role { PC_ROLE_WORKER = 0, PC_ROLE_SERVER = 1 } pc_role_t;
+
+typedef struct pc_runtime pc_runtime_t;
+typedef struct pc_worker pc_worker_t;
+
+/* Check the flags that only make sense together, for a job of world_size ranks: the
+ * --compress spec, the worker/server split, a cosine schedule without --iters. Returns
+ * PC_OK or PC_EUSAGE with a one-line message naming the flag. Thread-safe. */
+int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, size_t errlen);
+
+/* Collective over comm (MPI must be initialised with MPI_THREAD_MULTIPLE). Duplicates comm
+ * (with MPI_ERRORS_RETURN), assigns roles, plans and binds the calling thread's core
+ * (pc_topo). cfg is copied; log is borrowed (must outlive the runtime; NULL: stderr).
+ * Errors: PC_EUSAGE (bad flags), PC_EMPI, PC_ETOPO, PC_ENOMEM with a message. */
+int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,
+                      char *err, size_t errlen);
+void pc_runtime_destroy(pc_runtime_t *rt);
+
+pc_role_t pc_runtime_role(const pc_runtime_t *rt);
+int pc_runtime_rank(const pc_runtime_t *rt);
+int pc_runtime_workers(const pc_runtime_t *rt);
+int pc_runtime_servers(const pc_runtime_t *rt);
+
+/* A flag a signal handler sets (SIGINT, SIGTERM): workers then agree to stop at the next
+ * iteration boundary (pc_worker_iteration_end reports stop) and shut down cleanly. The
+ * flag is only read. Call before pc_worker_start. */
+void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag);
+
+/* The server loop: receive, validate and aggregate the workers' compressed gradients, step
+ * the optimizer on this server's chunks, push the updated parameters back, until every
+ * worker has finished. Returns PC_OK, or an error with a message (a malformed message
+ * names its sender; PC_ETIMEDOUT names what was awaited). Server ranks only. */
+int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen);
+
+/* ---- workers -------------------------------------------------------------------------- */
+
+int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errlen);
+
+/* Register a tensor (before pc_worker_start), in forward order. param and grad (n floats
+ * each) stay owned by the caller and must outlive the worker. Returns the tensor's id
+ * (0, 1, ...) or a negative PC_E* code. name is copied. */
+int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n);
+
+/* Freeze the registration (collective over all ranks with pc_server_run): every worker
+ * must have registered the same tensors. Worker 0's parameters become everyone's initial
+ * parameters. Starts the compressor thread (--pipeline on). */
+int pc_worker_start(pc_worker_t *w);
+
+/* Block until tensor t holds this iteration's parameters (immediately in iteration 0).
+ * Waits longer than --timeout fail with PC_ETIMEDOUT. */
+int pc_worker_param_wait(pc_worker_t *w, int tensor);
+
+/* Tensor t's gradient for this iteration is complete (whole tensor, or [begin, end) of it
+ * for a big layer handed over in pieces; every element exactly once per iteration). Never
+ * blocks on compression or the network, except for a bounded, counted back-pressure wait
+ * when the hand-off queue is full. --pipeline off: compresses and sends inline. */
+int pc_worker_grad_ready(pc_worker_t *w, int tensor);
+int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end);
+
+/* End of an iteration: waits until every gradient buffer is released, records the
+ * iteration's metrics, and agrees with the other workers whether to stop (*stop, when not
+ * NULL: a stop flag was raised on some worker). */
+int pc_worker_iteration_end(pc_worker_t *w, bool *stop);
+
+/* After the last iteration (collective with the servers): wait for the last updates, tell
+ * the servers, stop the compressor thread, write --metrics. */
+int pc_worker_finish(pc_worker_t *w);
+void pc_worker_destroy(pc_worker_t *w);
+
+/* The message of the last error a pc_worker_* call returned ("" if none). */
+const char *pc_worker_error(const pc_worker_t *w);
+
+/* Iterations completed (pc_worker_iteration_end calls). */
+int64_t pc_worker_iteration(const pc_worker_t *w);
+
+/* Metrics of one iteration of one worker. Times in seconds. */
+typedef struct pc_worker_metrics {
+    int64_t iteration;
+    double t_iteration;  /* iteration_end to iteration_end */
+    double t_forward;    /* iteration start to the first grad_ready (includes param waits) */
+    double t_backward;   /* first grad_ready to iteration_end */
+    double t_param_wait; /* in param_wait: waiting for updates (communication + servers) */
+    double t_compress;   /* folding and compressing this iteration's chunks, any thread */
+    double t_exposed;    /* the backprop thread waiting on compression: back-pressure,
+                            buffer releases, and inline compression with --pipeline off */
+    uint64_t bytes_sent; /* compressed gradients (or allreduce payload) */
+    uint64_t bytes_received;
+    uint64_t dense_bytes; /* what dense fp32 gradients would have been */
+    uint32_t queue_high_water;
+} pc_worker_metrics_t;
+
+/* The newest complete iteration's metrics; false before any is complete. */
+bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_RUNTIME_H */

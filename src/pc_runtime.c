@@ -1,0 +1,341 @@
+/* pc_runtime: roles, communicators, thread placement, pull messages and metrics shared
+ * by the worker pipeline (pc_worker.c) and the server loop (pc_server.c). */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "runtime_proto.h"
+
+static int say(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int say(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, size_t errlen)
+{
+    pc_codec_spec_t spec;
+    char why[256];
+    if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
+        return say(PC_EUSAGE, err, errlen, "--compress: %s", why);
+    if (cfg->mode == PC_MODE_PS) {
+        if (world_size < 2)
+            return say(PC_EUSAGE, err, errlen,
+                       "--mode ps needs at least 2 ranks (a worker and a server); got %d "
+                       "(use mpirun -np N, or --mode allreduce)",
+                       world_size);
+        if (cfg->servers >= world_size)
+            return say(PC_EUSAGE, err, errlen, "--servers %d leaves no worker among %d ranks",
+                       cfg->servers, world_size);
+    }
+    if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
+        return say(PC_EUSAGE, err, errlen, "--lr-schedule cosine needs --iters N");
+    return PC_OK;
+}
+
+int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,
+                      char *err, size_t errlen)
+{
+    int provided = 0, size = 0, rc;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+        return say(PC_EMPI, err, errlen,
+                   "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)", provided);
+    MPI_Comm_size(comm, &size);
+    if ((rc = pc_runtime_check_config(cfg, size, err, errlen)) != PC_OK)
+        return rc;
+    pc_runtime_t *rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return say(PC_ENOMEM, err, errlen, "out of memory");
+    rt->cfg = *cfg;
+    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
+    pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
+    rt->spec.seed = (uint64_t)cfg->seed;
+    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr, .momentum = cfg->momentum,
+                                 .nesterov = cfg->nesterov != 0, .weight_decay = cfg->weight_decay,
+                                 .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
+                                 .step = cfg->lr_step, .gamma = cfg->lr_gamma,
+                                 .warmup = cfg->lr_warmup, .total = cfg->iters};
+    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &rt->comm), err, errlen)) != PC_OK)
+        goto fail;
+    MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(rt->comm, &rt->rank);
+    rt->size = size;
+    rt->nservers = cfg->mode == PC_MODE_PS ? cfg->servers : 0;
+    rt->nworkers = size - rt->nservers;
+    rt->role = rt->rank < rt->nworkers ? PC_ROLE_WORKER : PC_ROLE_SERVER;
+    if (log) {
+        rt->log = log;
+    } else {
+        if (pc_log_create(stderr, rt->rank, (pc_log_level_t)cfg->log_level, &rt->own_log) !=
+            PC_OK) {
+            rc = say(PC_ENOMEM, err, errlen, "out of memory");
+            goto fail;
+        }
+        rt->log = rt->own_log;
+    }
+    rc = PC_MPI_CHECK(MPI_Comm_split(rt->comm, rt->role == PC_ROLE_WORKER ? 0 : MPI_UNDEFINED,
+                                     rt->rank, &rt->workers),
+                      err, errlen);
+    if (rc != PC_OK)
+        goto fail;
+    if (rt->workers != MPI_COMM_NULL) {
+        MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN);
+        if ((rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) != PC_OK)
+            goto fail;
+        MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN);
+    }
+    /* Placement: a worker's backprop thread (this one) and compressor thread; a server's
+     * one thread. In allreduce mode the second thread carries the allreduces. */
+    static const char *const worker_names[] = {"backprop", "compressor"};
+    static const char *const server_names[] = {"server"};
+    bool server = rt->role == PC_ROLE_SERVER;
+    int nthreads = server ? 1 : (cfg->pipeline ? 2 : 1);
+    pc_bind_t bind;
+    if ((rc = pc_config_bind_parse(cfg->bind, &bind, err, errlen)) != PC_OK)
+        goto fail;
+    if ((rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
+        goto fail;
+    rc = pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
+                           &rt->place, &rt->local_rank, err, errlen);
+    if (rc != PC_OK)
+        goto fail;
+    if (rt->local_rank == 0) {
+        char d[1024];
+        pc_topo_plan_describe(rt->place, d, sizeof(d));
+        pc_log_write(rt->log, pc_topo_plan_nshared(rt->place) ? PC_LOG_WARN : PC_LOG_INFO, NULL,
+                     "%s", d);
+    }
+    if ((rc = rt_bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
+        say(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
+        goto fail;
+    }
+    *out = rt;
+    return PC_OK;
+fail:
+    pc_runtime_destroy(rt);
+    return rc;
+}
+
+void pc_runtime_destroy(pc_runtime_t *rt)
+{
+    if (!rt)
+        return;
+    if (rt->workers_ctl != MPI_COMM_NULL)
+        MPI_Comm_free(&rt->workers_ctl);
+    if (rt->workers != MPI_COMM_NULL)
+        MPI_Comm_free(&rt->workers);
+    if (rt->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&rt->comm);
+    pc_topo_plan_destroy(rt->place);
+    pc_topo_destroy(rt->topo);
+    pc_log_destroy(rt->own_log);
+    free(rt->metrics);
+    free(rt);
+}
+
+pc_role_t pc_runtime_role(const pc_runtime_t *rt)
+{
+    return rt->role;
+}
+
+int pc_runtime_rank(const pc_runtime_t *rt)
+{
+    return rt->rank;
+}
+
+int pc_runtime_workers(const pc_runtime_t *rt)
+{
+    return rt->nworkers;
+}
+
+int pc_runtime_servers(const pc_runtime_t *rt)
+{
+    return rt->nservers;
+}
+
+void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag)
+{
+    rt->stop_flag = flag;
+}
+
+int rt_bind(pc_runtime_t *rt, int t, const char *who)
+{
+    char err[256];
+    int rc = pc_topo_plan_bind(rt->topo, rt->place, rt->local_rank, t, err, sizeof(err));
+    if (rc != PC_OK)
+        pc_log_write(rt->log, PC_LOG_ERROR, who, "%s", err);
+    return rc;
+}
+
+void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...)
+{
+    if (!rt->cfg.metrics[0])
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+    line[len++] = '\n';
+    if (rt->metrics_len + len > rt->metrics_cap) {
+        size_t cap = rt->metrics_cap ? rt->metrics_cap * 2 : 65536;
+        while (cap < rt->metrics_len + len)
+            cap *= 2;
+        char *p = realloc(rt->metrics, cap);
+        if (!p)
+            return; /* metrics are best effort; training goes on */
+        rt->metrics = p;
+        rt->metrics_cap = cap;
+    }
+    memcpy(rt->metrics + rt->metrics_len, line, len);
+    rt->metrics_len += len;
+}
+
+int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    if (!rt->cfg.metrics[0])
+        return PC_OK;
+    int mine = (int)(rt->metrics_len > INT32_MAX ? INT32_MAX : rt->metrics_len), rc;
+    int *counts = NULL, *displs = NULL;
+    char *all = NULL;
+    if (rt->rank == 0) {
+        counts = calloc((size_t)rt->size, sizeof(int));
+        displs = calloc((size_t)rt->size, sizeof(int));
+        if (!counts || !displs) {
+            free(counts);
+            free(displs);
+            return say(PC_ENOMEM, err, errlen, "out of memory gathering metrics");
+        }
+    }
+    rc = PC_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->comm), err, errlen);
+    long total = 0;
+    if (rc == PC_OK && rt->rank == 0) {
+        for (int r = 0; r < rt->size; r++) {
+            displs[r] = (int)total;
+            total += counts[r];
+        }
+        all = malloc((size_t)total + 1);
+    }
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Gatherv(rt->metrics, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0,
+                                      rt->comm),
+                          err, errlen);
+    if (rc == PC_OK && rt->rank == 0) {
+        char tmp[PC_CONFIG_PATH_LEN + 32];
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%d", rt->cfg.metrics, (int)getpid());
+        FILE *f = all ? fopen(tmp, "w") : NULL;
+        if (!f || fwrite(all, 1, (size_t)total, f) != (size_t)total || fflush(f) != 0 ||
+            fsync(fileno(f)) != 0) {
+            rc = say(PC_EIO, err, errlen, "--metrics: cannot write '%s': %s", rt->cfg.metrics,
+                     strerror(errno));
+            if (f)
+                fclose(f);
+            unlink(tmp);
+        } else if (fclose(f) != 0 || rename(tmp, rt->cfg.metrics) != 0) {
+            rc = say(PC_EIO, err, errlen, "--metrics: cannot write '%s': %s", rt->cfg.metrics,
+                     strerror(errno));
+            unlink(tmp);
+        }
+    }
+    free(all);
+    free(counts);
+    free(displs);
+    return rc;
+}
+
+/* ---- pull messages -------------------------------------------------------------------- */
+
+size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                   const uint32_t *changed, size_t nchanged, int mode)
+{
+    /* A sparse entry costs 8 bytes, a dense one 4: sparse must at least halve the entries
+     * to pay; auto wants it to quarter them (decode work, margin). */
+    bool sparse = (mode == PC_PULL_SPARSE && nchanged * 2 < n) ||
+                  (mode == PC_PULL_AUTO && nchanged * 4 < n);
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC, .version = PC_WIRE_VERSION,
+                          .codec = sparse ? PULL_SPARSE : PULL_DENSE, .chunk = chunk,
+                          .n = (uint32_t)n, .iteration = it};
+    uint8_t *q = buf + PC_WIRE_HEADER_BYTES;
+    if (sparse) {
+        for (size_t j = 0; j < nchanged; j++)
+            pc_wire_put_u32(q + 4 * j, changed[j]);
+        q += 4 * nchanged;
+        for (size_t j = 0; j < nchanged; j++) {
+            uint32_t u;
+            memcpy(&u, &p[changed[j]], sizeof(u));
+            pc_wire_put_u32(q + 4 * j, u);
+        }
+        h.entries = (uint32_t)nchanged;
+        h.payload = (uint32_t)(8 * nchanged);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &p[i], sizeof(u));
+            pc_wire_put_u32(q + 4 * i, u);
+        }
+        h.entries = (uint32_t)n;
+        h.payload = (uint32_t)(4 * n);
+    }
+    pc_wire_header_write(&h, buf);
+    return PC_WIRE_HEADER_BYTES + h.payload;
+}
+
+int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
+               char *err, size_t errlen)
+{
+    pc_wire_header_t h;
+    int rc = pc_wire_header_read(msg, len, &h, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    if ((h.codec != PULL_DENSE && h.codec != PULL_SPARSE) || h.chunk != chunk || h.n != n ||
+        h.iteration != it || h.flags != 0)
+        return say(PC_EFORMAT, err, errlen,
+                   "update message (codec %u, chunk %u, n %u, iteration %llu) where chunk %u, "
+                   "n %zu, iteration %llu was expected",
+                   h.codec, h.chunk, h.n, (unsigned long long)h.iteration, chunk, n,
+                   (unsigned long long)it);
+    const uint8_t *q = msg + PC_WIRE_HEADER_BYTES;
+    size_t k = h.codec == PULL_DENSE ? n : h.entries;
+    if ((h.codec == PULL_DENSE && (h.entries != n || h.payload != 4 * (size_t)n)) ||
+        (h.codec == PULL_SPARSE && h.payload != 8 * (size_t)h.entries))
+        return say(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes", chunk,
+                   h.entries, h.payload);
+    const uint8_t *vals = h.codec == PULL_DENSE ? q : q + 4 * k;
+    for (size_t j = 0; j < k; j++) {
+        if ((pc_wire_get_u32(vals + 4 * j) & 0x7f800000u) == 0x7f800000u)
+            return say(PC_EFORMAT, err, errlen, "chunk %u: updated parameter %zu is not finite",
+                       chunk, j);
+        if (h.codec == PULL_SPARSE) {
+            uint32_t ix = pc_wire_get_u32(q + 4 * j);
+            if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
+                return say(PC_EFORMAT, err, errlen,
+                           "chunk %u: update index %u out of range or out of order", chunk, ix);
+        }
+    }
+    for (size_t j = 0; j < k; j++) {
+        uint32_t u = pc_wire_get_u32(vals + 4 * j);
+        float f;
+        memcpy(&f, &u, sizeof(f));
+        p[h.codec == PULL_DENSE ? j : pc_wire_get_u32(q + 4 * j)] = f;
+    }
+    return PC_OK;
+}

@@ -1,0 +1,418 @@
+/* pc_server: the parameter-server loop.
+ *
+ * A server owns some chunks of the model (pc_plan). For each owned chunk and iteration it
+ * collects one compressed gradient from every worker, then aggregates them, steps the
+ * optimizer on the chunk's parameters and pushes the updated parameters to every worker.
+ *
+ * - Receiving: MPI_Improbe on any source and tag, then MPI_Mrecv into a buffer of the
+ *   probed size: messages of any size, no preposted buffers. Every message is validated
+ *   completely on arrival (sender is a worker, chunk is ours, iteration is the chunk's
+ *   current one, not a duplicate, and the codec's full payload check) before anything of
+ *   the server's is touched; a bad one ends the run with an error naming the sender.
+ * - Aggregation order does not depend on arrival order: a chunk's messages are kept until
+ *   all workers' are in, then decoded into the sum in worker-rank order, each scaled by
+ *   1/W: the mean gradient, bit for bit the same in every run.
+ * - Chunks progress independently: each has its own buffers and iteration counter, so a
+ *   slow chunk holds up only itself.
+ * - Idle: the loop backs off (spin, yield, then naps up to 1 ms): an idle server costs
+ *   next to nothing. A wait with no message for --timeout seconds is an error naming what
+ *   was awaited.
+ * - Pushback (--pull): dense parameters, or only the entries that changed when they are
+ *   few (plain SGD on sparse gradients); workers end up bitwise identical either way. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_backoff.h"
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_time.h"
+#include "runtime_proto.h"
+
+typedef struct schunk {
+    uint32_t id;
+    size_t n;
+    float *p, *mom, *agg;
+    uint32_t *changed;
+    uint8_t **msgs; /* per worker: this iteration's message, or NULL */
+    size_t *lens;
+    int have;
+    uint64_t it; /* iteration being collected */
+    uint8_t *pull;
+    MPI_Request *sends; /* per worker */
+} schunk_t;
+
+typedef struct server {
+    pc_runtime_t *rt;
+    pc_codec_t *codec;
+    int nchunks_total;
+    int nmine;
+    schunk_t *mine;
+    int *local; /* chunk id -> index in mine, or -1 */
+    /* Per-iteration metrics, two slots: chunks are at most one iteration apart. */
+    struct {
+        uint64_t it;
+        int done;
+        double t_aggregate, t_update, t_push;
+        uint64_t bytes_in, bytes_out;
+    } slot[2];
+} server_t;
+
+static int fail(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void server_free(server_t *s)
+{
+    for (int i = 0; i < s->nmine; i++) {
+        schunk_t *c = &s->mine[i];
+        free(c->p);
+        free(c->mom);
+        free(c->agg);
+        free(c->changed);
+        if (c->msgs)
+            for (int w = 0; w < s->rt->nworkers; w++)
+                free(c->msgs[w]);
+        free(c->msgs);
+        free(c->lens);
+        free(c->pull);
+        free(c->sends);
+    }
+    free(s->mine);
+    free(s->local);
+    pc_codec_destroy(s->codec);
+}
+
+/* Wait for a message (source, tag) with the run's timeout, then receive it whole into a
+ * new buffer (*buf, *len). */
+static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *len,
+                         const char *what, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int64_t start = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
+    pc_backoff_t b;
+    pc_backoff_init(&b);
+    MPI_Message m;
+    MPI_Status st;
+    for (;;) {
+        int flag = 0, rc;
+        if ((rc = PC_MPI_CHECK(MPI_Improbe(source, tag, rt->comm, &flag, &m, &st), err, errlen)))
+            return rc;
+        if (flag)
+            break;
+        if (pc_time_ns() - start > limit)
+            return fail(PC_ETIMEDOUT, err, errlen, "server r%d: timed out after %g s waiting for %s",
+                        rt->rank, rt->cfg.timeout, what);
+        pc_backoff_pause(&b);
+    }
+    MPI_Get_count(&st, MPI_BYTE, len);
+    *buf = malloc(*len > 0 ? (size_t)*len : 1);
+    if (!*buf)
+        return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank, what);
+    return PC_MPI_CHECK(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen);
+}
+
+/* Receive the plan and this server's chunks' initial parameters from worker 0. */
+static int server_setup(server_t *s, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    uint8_t *lay = NULL;
+    int len = 0, rc;
+    if ((rc = recv_any_size(s, 0, TAG_LAYOUT, &lay, &len, "the model layout from worker r0", err,
+                            errlen)) != PC_OK)
+        return rc;
+    if (len < 8 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
+        (size_t)len != 8 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
+        free(lay);
+        return fail(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
+                    rt->rank);
+    }
+    int nc = (int)pc_wire_get_u32(lay + 4);
+    int me = rt->rank - rt->nworkers;
+    s->nchunks_total = nc;
+    s->local = malloc(sizeof(int) * (size_t)(nc ? nc : 1));
+    s->mine = calloc((size_t)(nc ? nc : 1), sizeof(schunk_t));
+    if (!s->local || !s->mine) {
+        free(lay);
+        return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+    }
+    for (int c = 0; c < nc; c++) {
+        uint32_t n = pc_wire_get_u32(lay + 8 + 8 * (size_t)c);
+        int owner = (int)pc_wire_get_u32(lay + 12 + 8 * (size_t)c);
+        s->local[c] = -1;
+        if (n == 0 || n > PC_CODEC_MAX_N || owner < 0 || owner >= rt->nservers) {
+            free(lay);
+            return fail(PC_EFORMAT, err, errlen, "server r%d: layout names a bad chunk %d",
+                        rt->rank, c);
+        }
+        if (owner != me)
+            continue;
+        schunk_t *k = &s->mine[s->nmine];
+        s->local[c] = s->nmine++;
+        k->id = (uint32_t)c;
+        k->n = n;
+        k->p = malloc(sizeof(float) * n);
+        k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
+        k->agg = malloc(sizeof(float) * n);
+        k->changed = malloc(sizeof(uint32_t) * n);
+        k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
+        k->lens = calloc((size_t)rt->nworkers, sizeof(size_t));
+        k->pull = malloc(pull_max_bytes(n));
+        k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
+        if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
+            !k->lens || !k->pull || !k->sends) {
+            free(lay);
+            return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
+                        c);
+        }
+        for (int w = 0; w < rt->nworkers; w++)
+            k->sends[w] = MPI_REQUEST_NULL;
+    }
+    free(lay);
+    /* Initial parameters, in chunk order (messages between a pair keep their order). */
+    for (int i = 0; i < s->nmine; i++) {
+        schunk_t *k = &s->mine[i];
+        rc = PC_MPI_CHECK(MPI_Recv(k->p, (int)k->n, MPI_FLOAT, 0, TAG_INIT, rt->comm,
+                                   MPI_STATUS_IGNORE),
+                          err, errlen);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return PC_OK;
+}
+
+/* All workers' messages for chunk k are in: aggregate, step, push. */
+static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers;
+    int64_t t0 = pc_time_ns();
+    memset(k->agg, 0, sizeof(float) * k->n);
+    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
+    char why[256];
+    uint64_t in = 0;
+    for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
+        int rc = pc_codec_decode_add(s->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
+                                     k->agg, NULL, why, sizeof(why));
+        if (rc != PC_OK)
+            return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
+                        rt->rank, w, why);
+        in += k->lens[w];
+        free(k->msgs[w]);
+        k->msgs[w] = NULL;
+    }
+    int64_t t1 = pc_time_ns();
+    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)k->it);
+    size_t nchanged = pc_optim_sgd(&rt->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    int64_t t2 = pc_time_ns();
+    /* The previous iteration's pushes of this chunk have long been received (workers sent
+     * this iteration's gradients after them); complete them locally before reusing. */
+    int rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    size_t len = pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
+    for (int w = 0; w < W; w++) {
+        rc = PC_MPI_CHECK(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id, rt->comm,
+                                    &k->sends[w]),
+                          err, errlen);
+        if (rc != PC_OK)
+            return rc;
+    }
+    int64_t t3 = pc_time_ns();
+    /* Metrics of the iteration, emitted when every owned chunk has completed it. */
+    int sl = (int)(k->it & 1);
+    if (s->slot[sl].done == 0 || s->slot[sl].it != k->it)
+        memset(&s->slot[sl], 0, sizeof(s->slot[sl]));
+    s->slot[sl].it = k->it;
+    s->slot[sl].t_aggregate += (double)(t1 - t0) * 1e-9;
+    s->slot[sl].t_update += (double)(t2 - t1) * 1e-9;
+    s->slot[sl].t_push += (double)(t3 - t2) * 1e-9;
+    s->slot[sl].bytes_in += in;
+    s->slot[sl].bytes_out += len * (size_t)W;
+    if (++s->slot[sl].done == s->nmine) {
+        rt_metrics_line(rt,
+                        "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
+                        "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
+                        "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
+                        rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
+                        s->slot[sl].t_update, s->slot[sl].t_push,
+                        (unsigned long long)s->slot[sl].bytes_in,
+                        (unsigned long long)s->slot[sl].bytes_out);
+        s->slot[sl].done = 0;
+    }
+    k->have = 0;
+    k->it++;
+    return PC_OK;
+}
+
+/* One gradient message from worker src: validate fully, keep it, maybe complete. */
+static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    pc_wire_header_t h;
+    char why[256];
+    int rc = pc_wire_header_read(buf, (size_t)len, &h, why, sizeof(why));
+    if (rc != PC_OK) {
+        free(buf);
+        return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
+                    src, why);
+    }
+    if (h.chunk >= (uint32_t)s->nchunks_total || s->local[h.chunk] < 0) {
+        free(buf);
+        return fail(PC_EFORMAT, err, errlen,
+                    "server r%d: rejected message from worker r%d: chunk %u is not served here",
+                    rt->rank, src, h.chunk);
+    }
+    schunk_t *k = &s->mine[s->local[h.chunk]];
+    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
+    rc = pc_codec_validate(s->codec, buf, (size_t)len, &want, NULL, why, sizeof(why));
+    if (rc == PC_OK && k->msgs[src]) {
+        rc = PC_EFORMAT;
+        snprintf(why, sizeof(why), "second message for chunk %u of iteration %llu", k->id,
+                 (unsigned long long)k->it);
+    }
+    if (rc != PC_OK) {
+        free(buf);
+        return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
+                    src, why);
+    }
+    k->msgs[src] = buf;
+    k->lens[src] = (size_t)len;
+    if (++k->have == rt->nworkers)
+        return complete_chunk(s, k, err, errlen);
+    return PC_OK;
+}
+
+/* What the server is waiting for, for timeout messages. */
+static void describe_wait(const server_t *s, char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->nmine && pos + 64 < len; i++) {
+        const schunk_t *k = &s->mine[i];
+        if (k->have == 0)
+            continue;
+        pos += (size_t)snprintf(buf + pos, len - pos, "%schunk %u iteration %llu from", pos ? "; " : "",
+                                k->id, (unsigned long long)k->it);
+        for (int w = 0; w < s->rt->nworkers && pos + 16 < len; w++)
+            if (!k->msgs[w])
+                pos += (size_t)snprintf(buf + pos, len - pos, " r%d", w);
+    }
+    if (!buf[0])
+        snprintf(buf, len, "any gradient from the workers");
+}
+
+int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    if (rt->role != PC_ROLE_SERVER)
+        return fail(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d", rt->rank);
+    server_t s = {.rt = rt};
+    int rc = pc_codec_create(&rt->spec, &s.codec);
+    if (rc != PC_OK) {
+        fail(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
+        goto out;
+    }
+    if ((rc = server_setup(&s, err, errlen)) != PC_OK)
+        goto out;
+    pc_log_write(rt->log, PC_LOG_DEBUG, "server", "serving %d of %d chunks", s.nmine,
+                 s.nchunks_total);
+    int done = 0;
+    bool *finished = calloc((size_t)rt->nworkers, sizeof(bool));
+    if (!finished) {
+        rc = fail(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+        goto out;
+    }
+    int64_t last = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
+    pc_backoff_t b;
+    pc_backoff_init(&b);
+    while (done < rt->nworkers) {
+        int flag = 0;
+        MPI_Message m;
+        MPI_Status st;
+        if ((rc = PC_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, rt->comm, &flag, &m, &st),
+                               err, errlen)) != PC_OK)
+            break;
+        if (!flag) {
+            if (pc_time_ns() - last > limit) {
+                char what[512];
+                describe_wait(&s, what, sizeof(what));
+                rc = fail(PC_ETIMEDOUT, err, errlen,
+                          "server r%d: timed out after %g s with no message, waiting for %s",
+                          rt->rank, rt->cfg.timeout, what);
+                break;
+            }
+            pc_backoff_pause(&b);
+            continue;
+        }
+        pc_backoff_init(&b);
+        last = pc_time_ns();
+        int src = st.MPI_SOURCE, len = 0;
+        MPI_Get_count(&st, MPI_BYTE, &len);
+        uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
+        if (!buf) {
+            rc = fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for a %d-byte message",
+                      rt->rank, len);
+            break;
+        }
+        if ((rc = PC_MPI_CHECK(MPI_Mrecv(buf, len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen)) !=
+            PC_OK) {
+            free(buf);
+            break;
+        }
+        if (src >= rt->nworkers || (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE)) {
+            free(buf);
+            rc = fail(PC_EFORMAT, err, errlen,
+                      "server r%d: rejected message with tag %d from rank r%d (not a worker's "
+                      "gradient)",
+                      rt->rank, st.MPI_TAG, src);
+            break;
+        }
+        if (st.MPI_TAG == TAG_DONE) {
+            free(buf);
+            if (finished[src]) {
+                rc = fail(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
+                          rt->rank, src);
+                break;
+            }
+            finished[src] = true;
+            done++;
+            continue;
+        }
+        if (finished[src]) {
+            free(buf);
+            rc = fail(PC_EFORMAT, err, errlen,
+                      "server r%d: rejected message from worker r%d after it finished", rt->rank,
+                      src);
+            break;
+        }
+        if ((rc = on_grad(&s, src, buf, len, err, errlen)) != PC_OK)
+            break;
+    }
+    free(finished);
+    if (rc == PC_OK) {
+        /* Every worker got every push before finishing; complete the requests locally. */
+        for (int i = 0; i < s.nmine && rc == PC_OK; i++)
+            rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s.mine[i].sends, MPI_STATUSES_IGNORE), err,
+                              errlen);
+        for (int i = 0; i < s.nmine && rc == PC_OK; i++)
+            if (s.mine[i].have)
+                rc = fail(PC_EFORMAT, err, errlen,
+                          "server r%d: workers finished with chunk %u of iteration %llu incomplete",
+                          rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
+    }
+    if (rc == PC_OK)
+        rc = rt_metrics_write(rt, err, errlen);
+out:
+    server_free(&s);
+    return rc;
+}

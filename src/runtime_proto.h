@@ -1,0 +1,100 @@
+/* runtime_proto.h: what workers and servers share (private to the library): the runtime
+ * object, message tags, the layout and pull-message formats, metrics plumbing.
+ *
+ * Messages on the runtime's communicator (a dup of the user's):
+ *   TAG_LAYOUT      worker 0 -> each server, once: the chunk plan (u32 magic, u32 count,
+ *                   then per chunk u32 elements, u32 server)
+ *   TAG_INIT        worker 0 -> each server, once per owned chunk, in chunk order: the
+ *                   chunk's initial parameters (n floats)
+ *   TAG_GRAD        worker -> the chunk's server: a compressed gradient (pc_wire message;
+ *                   chunk and iteration in its header)
+ *   TAG_PULL + c    server -> every worker: chunk c's updated parameters (a pull message)
+ *   TAG_DONE        worker -> every server: no more gradients from this worker
+ * Pull messages reuse the pc_wire header with codec PULL_DENSE (n floats) or PULL_SPARSE
+ * (entries u32 indices, strictly increasing, then entries floats: the parameters that
+ * changed); the receiver validates everything before writing. */
+#ifndef PC_RUNTIME_PROTO_H
+#define PC_RUNTIME_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_log.h"
+#include "pipecompress/pc_optim.h"
+#include "pipecompress/pc_runtime.h"
+#include "pipecompress/pc_topo.h"
+#include "pipecompress/pc_wire.h"
+
+enum {
+    TAG_LAYOUT = 1,
+    TAG_INIT = 2,
+    TAG_GRAD = 3,
+    TAG_DONE = 4,
+    TAG_PULL = 100, /* + chunk id */
+};
+
+#define LAYOUT_MAGIC 0x4c435050u /* "PPCL" */
+#define PULL_DENSE 0xF0
+#define PULL_SPARSE 0xF1
+
+struct pc_runtime {
+    pc_config_t cfg;
+    pc_codec_spec_t spec;
+    pc_optim_cfg_t optim;
+    MPI_Comm comm;    /* dup of the user's communicator, MPI_ERRORS_RETURN */
+    MPI_Comm workers; /* the workers only (the MPI thread's collectives); MPI_COMM_NULL on
+                         servers */
+    MPI_Comm workers_ctl; /* a dup of workers for the backprop thread's collectives: two
+                             threads must not run collectives on one communicator */
+    int rank, size, nworkers, nservers;
+    pc_role_t role;
+    pc_log_t *log;
+    pc_log_t *own_log; /* created when the caller gave none */
+    pc_topo_t *topo;
+    pc_topo_plan_t *place;
+    int local_rank;
+    volatile sig_atomic_t *stop_flag;
+    char *metrics; /* JSON lines of this rank */
+    size_t metrics_len, metrics_cap;
+};
+
+/* The rank of server s. */
+static inline int rt_server_rank(const pc_runtime_t *rt, int s)
+{
+    return rt->nworkers + s;
+}
+
+/* Bind the calling thread as thread t of this rank's placement; logs and returns the
+ * error. */
+int rt_bind(pc_runtime_t *rt, int t, const char *who);
+
+/* Append one JSON line (printf-style, without the newline) to this rank's metrics. */
+void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Collective over rt->comm: gather every rank's metrics lines to rank 0, which writes
+ * them to --metrics (temporary file, then rename). No-op without --metrics. */
+int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
+
+/* Largest pull message for a chunk of n elements. */
+static inline size_t pull_max_bytes(size_t n)
+{
+    return PC_WIRE_HEADER_BYTES + 4 * n;
+}
+
+/* Encode the pull message for chunk (chunk, n) at iteration it: dense, or sparse when
+ * `changed` indices (ascending) are few enough for mode (pc_config_pull_t). Returns the
+ * message length. buf holds pull_max_bytes(n). */
+size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                   const uint32_t *changed, size_t nchanged, int mode);
+
+/* Validate a pull message completely, then write its parameters into p (n floats).
+ * PC_EFORMAT with a message on any problem; p untouched then. */
+int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
+               char *err, size_t errlen);
+
+#endif /* PC_RUNTIME_PROTO_H */
