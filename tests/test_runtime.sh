@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# MPI integration tests of the parameter-server runtime (every mpirun under a timeout):
+#  - exact aggregation of known gradients: 1 and 2 servers, several chunk sizes, inline and
+#    pipelined;
+#  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers);
+#  - --pull dense and sparse give bitwise-identical parameters;
+#  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
+#  - ratio 0 (empty messages) completes;
+#  - metrics: one line per worker and server iteration; inline exposed == compress time;
+#  - malformed messages from a worker are rejected, naming the sender;
+#  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
+set -uo pipefail
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+ex="$PC_BUILDDIR/apps/examples/pc_example"
+mpi="$PC_BUILDDIR/tests/test_runtime_mpi"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Exact aggregation.
+for args in "-np 2 --servers 1 --chunk-bytes 4M" "-np 3 --servers 1 --chunk-bytes 64" \
+            "-np 4 --servers 2 --chunk-bytes 256" "-np 4 --servers 2 --chunk-bytes 4M"; do
+    np=$(awk '{print $2}' <<<"$args"); flags=${args#-np $np }
+    for pipe in on off; do
+        if out=$("$run" -t 60 -np "$np" "$mpi" exact $flags --pipeline "$pipe" --compress none \
+                 --momentum 0 --lr 0.5 --pull dense 2>&1) && grep -q 'match bit for bit' <<<"$out"; then
+            ok "exact aggregation, np $np $flags --pipeline $pipe"
+        else
+            bad "exact aggregation, np $np $flags --pipeline $pipe"; echo "$out" | tail -5
+        fi
+    done
+done
+
+# Pipelined and inline: bitwise the same.
+same() { # NAME NP FLAGS...
+    local name=$1 np=$2; shift 2
+    "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline on --save "$tmp/on.bin" >"$tmp/on.log" 2>&1 \
+        && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline off --save "$tmp/off.bin" >"$tmp/off.log" 2>&1 \
+        && cmp -s "$tmp/on.bin" "$tmp/off.bin" && ok "$name: --pipeline on == off" \
+        || { bad "$name: --pipeline on != off"; tail -3 "$tmp/on.log" "$tmp/off.log"; }
+}
+same "topk" 3 --compress topk:ratio=0.01
+same "dgc, 2 servers, 64 KiB chunks" 4 --servers 2 --chunk-bytes 64K --compress dgc:ratio=0.01
+same "randomk fp16 values" 3 --compress randomk:ratio=0.05,values=fp16
+same "allreduce" 2 --mode allreduce --compress none
+
+# Pull encodings.
+for pull in dense sparse auto; do
+    "$run" -t 120 -np 3 "$ex" --iters 25 --momentum 0 --compress topk:ratio=0.01 --pull "$pull" \
+        --save "$tmp/pull-$pull.bin" >"$tmp/pull-$pull.log" 2>&1 || bad "--pull $pull run failed"
+done
+cmp -s "$tmp/pull-dense.bin" "$tmp/pull-sparse.bin" && cmp -s "$tmp/pull-dense.bin" "$tmp/pull-auto.bin" \
+    && ok "--pull dense == sparse == auto" || bad "--pull encodings differ"
+
+# PS without compression vs allreduce.
+"$run" -t 120 -np 3 "$ex" --iters 20 --compress none --save "$tmp/ps.bin" >/dev/null 2>&1
+"$run" -t 120 -np 2 "$ex" --iters 20 --mode allreduce --compress none --save "$tmp/ar.bin" >/dev/null 2>&1
+if python3 - "$tmp/ps.bin" "$tmp/ar.bin" <<'PY'
+import sys, array
+a, b = array.array('f'), array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); b.frombytes(open(sys.argv[2], 'rb').read())
+assert len(a) == len(b) and len(a) > 0
+worst = max(abs(x - y) / max(1e-3, abs(y)) for x, y in zip(a, b))
+print("largest relative difference PS vs allreduce: %.3g" % worst)
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+then ok "--compress none: PS matches allreduce within 1e-5"; else bad "PS vs allreduce beyond tolerance"; fi
+
+# Empty messages.
+if "$run" -t 60 -np 3 "$ex" --iters 10 --compress topk:ratio=0 >"$tmp/empty.log" 2>&1; then
+    ok "ratio 0 (empty messages) completes"; else bad "ratio 0 run"; tail -3 "$tmp/empty.log"; fi
+
+# Metrics.
+"$run" -t 60 -np 3 "$ex" --iters 12 --pipeline off --metrics "$tmp/m.jsonl" >/dev/null 2>&1
+if python3 - "$tmp/m.jsonl" <<'PY'
+import sys, json
+rows = [json.loads(l) for l in open(sys.argv[1])]
+workers = [r for r in rows if r["role"] == "worker"]
+servers = [r for r in rows if r["role"] == "server"]
+assert len(workers) == 2 * 12 and len(servers) == 12, (len(workers), len(servers))
+for r in workers:
+    assert abs(r["t_exposed"] - r["t_compress"]) < 1e-6, r   # inline: all of it is exposed
+    assert r["bytes_sent"] > 0 and r["dense_bytes"] > r["bytes_sent"]
+PY
+then ok "metrics: lines for every rank; inline exposed == compress"; else bad "metrics"; fi
+
+# Malformed messages.
+for kind in magic index truncated chunk; do
+    out=$("$run" -t 60 -np 2 "$mpi" hostile "$kind" --compress topk:ratio=0.1 2>&1); rc=$?
+    if [ "$rc" != 0 ] && grep -q "rejected message from worker r0" <<<"$out"; then
+        ok "malformed message ($kind) rejected: $(grep -o 'rejected message from worker r0: .*' <<<"$out" | head -1)"
+    else
+        bad "malformed message ($kind) not rejected cleanly (rc $rc)"; echo "$out" | tail -3
+    fi
+done
+
+# A rank killed mid-run: the job ends (error or abort), well within its limit.
+start=$(date +%s)
+"$run" -t 90 -np 3 "$ex" --iters 100000000 --timeout 10 >"$tmp/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 50); do grep -q '^iter ' "$tmp/kill.log" && break; sleep 0.2; done
+# The ranks themselves (their command line starts with the program), not the launchers.
+victim=$(pgrep -f "^$ex --iters 100000000" | sort -n | sed -n 2p)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$job"; rc=$?
+took=$(( $(date +%s) - start ))
+if [ -n "$victim" ] && [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$took" -lt 60 ]; then
+    ok "killed rank: job ended in ${took}s (rc $rc)"
+else
+    bad "killed rank: rc $rc after ${took}s (victim '${victim}')"; tail -5 "$tmp/kill.log"
+fi
+
+# A hung server (SIGSTOP): workers give up after --timeout with a message naming the wait.
+start=$(date +%s)
+"$run" -t 90 -np 3 "$ex" --iters 100000000 --timeout 3 >"$tmp/hang.log" 2>&1 &
+job=$!
+for _ in $(seq 50); do grep -q '^iter ' "$tmp/hang.log" && break; sleep 0.2; done
+server=$(pgrep -f "^$ex --iters 100000000" | sort -n | tail -n 1)
+[ -n "$server" ] && kill -STOP "$server"
+wait "$job"; rc=$?
+took=$(( $(date +%s) - start ))
+[ -n "$server" ] && kill -KILL "$server" 2>/dev/null
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q 'timed out after 3 s waiting for' "$tmp/hang.log"; then
+    ok "hung server: $(grep -o 'timed out after 3 s waiting for[^(]*' "$tmp/hang.log" | head -1)(${took}s)"
+else
+    bad "hung server: rc $rc after ${took}s"; tail -5 "$tmp/hang.log"
+fi
+
+# SIGTERM to every rank (what Slurm does): all stop at one iteration boundary, cleanly.
+"$run" -t 90 -np 3 "$ex" --iters 100000000 >"$tmp/term.log" 2>&1 &
+job=$!
+for _ in $(seq 50); do grep -q '^iter ' "$tmp/term.log" && break; sleep 0.2; done
+pkill -TERM -f "^$ex --iters 100000000"
+wait "$job"; rc=$?
+if grep -q 'stopped by a signal' "$tmp/term.log" && [ "$rc" != 124 ]; then
+    ok "SIGTERM: clean stop ($(grep -o 'after [0-9]* iterations' "$tmp/term.log"), rc $rc)"
+else
+    bad "SIGTERM: no clean stop (rc $rc)"; tail -5 "$tmp/term.log"
+fi
+
+echo "test_runtime.sh: $fails failure(s)"
+[ "$fails" = 0 ]

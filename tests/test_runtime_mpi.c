@@ -1,0 +1,166 @@
+/* test_runtime_mpi: MPI scenarios of the runtime, run by tests/test_runtime.sh.
+ *   test_runtime_mpi exact [runtime flags]
+ *       Workers hand over known gradients; after every iteration each checks its
+ *       parameters bit for bit against the mean computed here in the servers' order.
+ *   test_runtime_mpi hostile KIND [runtime flags]     (2 ranks: a worker and a server)
+ *       The worker sends the server one malformed gradient message (KIND: magic, index,
+ *       truncated, chunk); the server must reject it with an error naming the sender. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pipecompress.h"
+#include "runtime_proto.h"
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "test_runtime_mpi: %s: %s\n", what, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static float grad_value(int w, int t, size_t i, int it)
+{
+    return (float)(w + 1) * 0.125f - (float)t * 0.5f + (float)i * 0.001f * (float)(it + 1);
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, size;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 2)
+        die("usage", "test_runtime_mpi exact|hostile [KIND] [flags]");
+    const char *mode = argv[1];
+    int skip = strcmp(mode, "hostile") == 0 ? 3 : 2;
+    if (argc < skip)
+        die("usage", "hostile needs a KIND");
+    const char *hostile_kind = skip == 3 ? argv[2] : "";
+    pc_config_t cfg;
+    pc_config_defaults(&cfg);
+    size_t nopts;
+    const pc_opt_t *opts = pc_config_options(&nopts);
+    pc_opt_group_t g = {"Runtime", opts, nopts, &cfg};
+    char err[1024];
+    /* Parse the flags after the mode words (argv[0] stays the program name). */
+    argv[skip - 1] = argv[0];
+    if (pc_opt_parse(&g, 1, argc - (skip - 1), argv + (skip - 1), NULL, err, sizeof(err)) != PC_OK)
+        die("flags", err);
+    cfg.timeout = cfg.timeout > 30 ? 30 : cfg.timeout;
+    pc_runtime_t *rt;
+    if (pc_runtime_create(&cfg, MPI_COMM_WORLD, NULL, &rt, err, sizeof(err)) != PC_OK)
+        die("runtime", err);
+    if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
+        if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
+            die("server", err);
+        pc_runtime_destroy(rt);
+        MPI_Finalize();
+        return 0;
+    }
+    int W = pc_runtime_workers(rt);
+    /* Three tensors in one slab (the small ones may be grouped into one chunk). */
+    enum { T = 3 };
+    const size_t sizes[T] = {37, 300, 5};
+    size_t total = 0, off[T];
+    for (int t = 0; t < T; t++) {
+        off[t] = total;
+        total += sizes[t];
+    }
+    float *p = malloc(sizeof(float) * total), *gr = malloc(sizeof(float) * total),
+          *expect = malloc(sizeof(float) * total);
+    for (size_t i = 0; i < total; i++)
+        p[i] = expect[i] = (float)i * 0.01f;
+    pc_worker_t *w;
+    if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
+        die("worker", err);
+    for (int t = 0; t < T; t++)
+        if (pc_worker_register(w, t == 0 ? "a" : t == 1 ? "b" : "c", p + off[t], gr + off[t],
+                               sizes[t]) < 0)
+            die("register", pc_worker_error(w));
+    if (pc_worker_start(w) != PC_OK)
+        die("start", pc_worker_error(w));
+
+    if (strcmp(mode, "hostile") == 0) {
+        pc_codec_spec_t spec;
+        pc_codec_spec_parse(cfg.compress, &spec, err, sizeof(err));
+        pc_codec_t *c;
+        pc_codec_state_t *st;
+        pc_codec_create(&spec, &c);
+        /* Chunk 0 of the plan: all three tensors grouped (run with the default chunk size). */
+        size_t n = total;
+        pc_codec_state_create(c, 0, n, &st);
+        for (size_t i = 0; i < n; i++)
+            gr[i] = grad_value(0, 0, i, 0);
+        size_t cap = pc_codec_max_bytes(c, n), len;
+        uint8_t *msg = malloc(cap + 8);
+        pc_codec_compress(c, st, gr, 0, msg, cap, &len);
+        const char *k = hostile_kind;
+        if (strcmp(k, "magic") == 0)
+            msg[0] ^= 0x55;
+        else if (strcmp(k, "index") == 0)
+            pc_wire_put_u32(msg + PC_WIRE_HEADER_BYTES, (uint32_t)n + 7);
+        else if (strcmp(k, "truncated") == 0)
+            len -= 3;
+        else if (strcmp(k, "chunk") == 0)
+            pc_wire_put_u32(msg + 8, 999);
+        MPI_Send(msg, (int)len, MPI_BYTE, rt_server_rank(rt, 0), TAG_GRAD, rt->comm);
+        /* The server must reject it and end the job; this wait then never returns. */
+        pc_worker_param_wait(w, 0);
+        pc_worker_param_wait(w, 0);
+        die("hostile", "the server accepted a malformed message");
+    }
+
+    /* exact: known gradients, three iterations. */
+    float lr = (float)cfg.lr;
+    for (int it = 0; it < 3; it++) {
+        for (int t = 0; t < T; t++) {
+            if (pc_worker_param_wait(w, t) != PC_OK)
+                die("param_wait", pc_worker_error(w));
+            for (size_t i = 0; i < sizes[t]; i++)
+                if (p[off[t] + i] != expect[off[t] + i]) {
+                    char msg[256];
+                    snprintf(msg, sizeof(msg),
+                             "rank %d iteration %d tensor %d element %zu: %a, expected %a", rank,
+                             it, t, i, (double)p[off[t] + i], (double)expect[off[t] + i]);
+                    die("exact", msg);
+                }
+        }
+        for (int t = T - 1; t >= 0; t--) {
+            for (size_t i = 0; i < sizes[t]; i++)
+                gr[off[t] + i] = grad_value(rank, t, i, it);
+            if (pc_worker_grad_ready(w, t) != PC_OK)
+                die("grad_ready", pc_worker_error(w));
+        }
+        /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD. */
+        for (int t = 0; t < T; t++)
+            for (size_t i = 0; i < sizes[t]; i++) {
+                float agg = 0;
+                for (int k = 0; k < W; k++)
+                    agg += (1.0f / (float)W) * grad_value(k, t, i, it);
+                float d = agg + 0.0f * expect[off[t] + i];
+                expect[off[t] + i] = expect[off[t] + i] - lr * d;
+            }
+        if (pc_worker_iteration_end(w, NULL) != PC_OK)
+            die("iteration_end", pc_worker_error(w));
+    }
+    if (pc_worker_finish(w) != PC_OK)
+        die("finish", pc_worker_error(w));
+    for (size_t i = 0; i < total; i++)
+        if (p[i] != expect[i])
+            die("exact", "final parameters differ from the expected mean-gradient steps");
+    if (rank == 0)
+        printf("exact: %d workers, %d servers: parameters match bit for bit\n", W,
+               pc_runtime_servers(rt));
+    pc_worker_destroy(w);
+    pc_runtime_destroy(rt);
+    free(p);
+    free(gr);
+    free(expect);
+    MPI_Finalize();
+    return 0;
+}
