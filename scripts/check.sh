@@ -18,7 +18,7 @@ run_suite() { # DIR TARGET
     if ! make -C "$dir" -j"$(nproc)" "$target" >"$dir/$target.out" 2>&1; then
         grep -E '^(FAIL|ERROR|XPASS)' "$dir/$target.out" >&2 || true
         for log in "$dir"/tests/*.log; do
-            grep -qE '^(FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
+            grep -qE ':test-result: (FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
         done
         tail -n 20 "$dir/$target.out" >&2
         count "$dir/$target.out"

@@ -226,6 +226,11 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
             const pc_opt_t *o = &groups[g].opts[i];
             if (n == MAX_OPTS)
                 return fail(err, errlen, "too many options defined (at most %d)", MAX_OPTS);
+            for (size_t j = 0; j < n; j++)
+                if (strcmp(by_index[j]->name, o->name) == 0 ||
+                    (o->short_name && by_index[j]->short_name == o->short_name))
+                    return fail(err, errlen, "option --%s defined twice (a program bug)",
+                                o->name);
             int has_arg = o->type == PC_OPT_FLAG ? no_argument : required_argument;
             longopts[n] = (struct option){o->name, has_arg, NULL,
                                           o->short_name ? o->short_name : LONG_ONLY_BASE + (int)n};

@@ -55,8 +55,9 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
         size_t n = tensors[t].n;
         if (n <= chunk_elems) {
             pc_plan_chunk_t *last = nc ? &p->chunks[nc - 1] : NULL;
-            /* Group with the previous chunk when it is made of whole small tensors. */
-            if (last && last->offset == 0 && last->last_tensor == t - 1 &&
+            /* A small tensor joins the previous chunk when that one is made of whole
+             * tensors, has room, and the buffers continue each other. */
+            if (last && n <= PC_PLAN_GROUP_MAX && last->offset == 0 && last->last_tensor == t - 1 &&
                 tensors[last->first_tensor].n <= chunk_elems && last->n + n <= chunk_elems &&
                 adjacent(&tensors[t - 1], &tensors[t])) {
                 last->last_tensor = t;

@@ -147,7 +147,7 @@ static const pc_opt_t bench_table[] = {
     {.name = "ratio", .type = PC_OPT_DOUBLE, .offset = offsetof(bench_opts_t, ratio), .min = 0,
      .max = 1},
     {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(bench_opts_t, json), .size = 32},
-    {.name = "mode", .type = PC_OPT_CHOICE, .offset = offsetof(bench_opts_t, mode),
+    {.name = "kind", .type = PC_OPT_CHOICE, .offset = offsetof(bench_opts_t, mode),
      .choices = "ps|allreduce"},
     {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(bench_opts_t, quick)},
 };
@@ -174,7 +174,7 @@ static void test_every_type(void **state)
     pc_config_t cfg;
     char err[256];
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--reps", "7", "--count", "10000000000", "--bytes",
-                            "4MiB", "--ratio", "0.001", "--json", "out.json", "--mode",
+                            "4MiB", "--ratio", "0.001", "--json", "out.json", "--kind",
                             "allreduce", "--quick", "-s", "2"),
                      PC_OK);
     assert_int_equal(b.reps, 7);
@@ -236,13 +236,62 @@ static void test_operands(void **state)
     assert_int_equal(op, 2);
 }
 
+/* Two tables that define the same flag are a program bug, reported, not silently merged. */
+static void test_duplicate_names(void **state)
+{
+    (void)state;
+    pc_config_t cfg, cfg2;
+    pc_config_defaults(&cfg);
+    pc_config_defaults(&cfg2);
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    pc_opt_group_t groups[] = {{"A", opts, n, &cfg}, {"B", opts, n, &cfg2}};
+    char err[256];
+    char *argv[] = {"prog", NULL};
+    assert_int_equal(pc_opt_parse(groups, 2, 1, argv, NULL, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "option --servers defined twice (a program bug)");
+}
+
+/* Every runtime flag parses, with its value stored. */
+static void test_runtime_flags(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--compress", "dgc:ratio=0.001", "--pipeline", "off", "--mode",
+                           "allreduce", "--chunk-bytes", "1M", "--pull", "sparse", "--seed", "7",
+                           "--timeout", "2.5", "--iters", "100", "--lr", "0.3", "--momentum", "0.5",
+                           "--nesterov", "--weight-decay", "1e-4", "--lr-schedule", "cosine",
+                           "--lr-step", "30", "--lr-gamma", "0.5", "--lr-warmup", "10", "--metrics",
+                           "m.jsonl"),
+                     PC_OK);
+    assert_string_equal(cfg.compress, "dgc:ratio=0.001");
+    assert_int_equal(cfg.pipeline, 0);
+    assert_int_equal(cfg.mode, PC_MODE_ALLREDUCE);
+    assert_true(cfg.chunk_bytes == 1 << 20);
+    assert_int_equal(cfg.pull, PC_PULL_SPARSE);
+    assert_true(cfg.seed == 7 && cfg.timeout == 2.5 && cfg.iters == 100);
+    assert_true(cfg.lr == 0.3 && cfg.momentum == 0.5 && cfg.nesterov == 1);
+    assert_true(cfg.weight_decay == 1e-4 && cfg.lr_schedule == 2 && cfg.lr_step == 30);
+    assert_true(cfg.lr_gamma == 0.5 && cfg.lr_warmup == 10);
+    assert_string_equal(cfg.metrics, "m.jsonl");
+    assert_int_equal(PARSE(&cfg, err, "--pipeline", "maybe"), PC_EUSAGE);
+    assert_string_equal(err, "--pipeline: 'maybe' is not one of off|on");
+    assert_int_equal(PARSE(&cfg, err, "--chunk-bytes", "16"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--timeout", "0"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--momentum", "1"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--seed", "-1"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--lr"), PC_EUSAGE);
+    assert_string_equal(err, "--lr: missing value");
+}
+
 static void test_usage_and_print(void **state)
 {
     (void)state;
     bench_opts_t b;
     pc_config_t cfg;
     char err[256];
-    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--mode", "ps", "--servers", "3"), PC_OK);
+    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--kind", "ps", "--servers", "3"), PC_OK);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
     pc_opt_group_t groups[] = {{"Runtime", opts, n, &cfg},
@@ -256,7 +305,9 @@ static void test_usage_and_print(void **state)
     assert_non_null(strstr(buf, "-s, --servers S"));
     assert_non_null(strstr(buf, "--help"));
     assert_non_null(strstr(buf, "cfg servers          = 3"));
+    assert_non_null(strstr(buf, "cfg kind             = ps"));
     assert_non_null(strstr(buf, "cfg mode             = ps"));
+    assert_non_null(strstr(buf, "cfg compress         = topk:ratio=0.01"));
     assert_non_null(strstr(buf, "cfg log-level        = info"));
 }
 
@@ -270,6 +321,8 @@ int main(void)
         cmocka_unit_test(test_unknown_help_version_operands),
         cmocka_unit_test(test_every_type),
         cmocka_unit_test(test_operands),
+        cmocka_unit_test(test_duplicate_names),
+        cmocka_unit_test(test_runtime_flags),
         cmocka_unit_test(test_usage_and_print),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

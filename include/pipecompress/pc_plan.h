@@ -1,10 +1,13 @@
 /* pc_plan: how a model's tensors are cut into chunks and which server owns each chunk.
  *
  * Workers register tensors in forward order. A tensor larger than the chunk size is cut
- * into near-equal chunks of at most chunk_elems elements; consecutive small tensors whose
- * parameter and gradient buffers are adjacent in memory (one slab per buffer class, as
- * the training engine allocates them) are grouped into one chunk up to chunk_elems, so a
- * network of many small tensors does not pay per-message costs per tensor. Chunks are then
+ * into near-equal chunks of at most chunk_elems elements. A small tensor (at most
+ * PC_PLAN_GROUP_MAX elements: biases, norms) whose parameter and gradient buffers continue
+ * the previous tensor's (one slab per buffer class, as the training engine allocates them)
+ * joins that tensor's chunk, so a network of many small tensors does not pay a message per
+ * tensor; bigger tensors keep chunks of their own, so a layer's gradient can be compressed
+ * as soon as that layer's backward pass is done (grouping two big layers would hold the
+ * later one back until the earlier is ready). Chunks are then
  * assigned to servers so that bytes are balanced: largest chunk first to the least loaded
  * server (ties: lowest server), a deterministic greedy plan every rank computes alike.
  * Pure functions: no MPI. */
@@ -18,6 +21,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Largest tensor that is grouped with its predecessor: 16 Ki elements (64 KiB), where a
+ * message's fixed costs (~ microseconds) start to matter against its transfer time. */
+#define PC_PLAN_GROUP_MAX 16384
 
 typedef struct pc_plan_tensor {
     size_t n;            /* elements */
