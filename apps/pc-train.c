@@ -1,0 +1,370 @@
+/* pc-train: train a network on Fashion-MNIST (or synthetic data), data-parallel over MPI
+ * ranks, with compressed gradients pipelined to parameter servers.
+ *
+ *   mpirun -np 3 pc-train                      2 workers + 1 server, mlp, top-k 1%
+ *   mpirun -np 3 pc-train --model cnn --epochs 5 --compress none
+ *   pc-train --eval-model model.pcm            evaluate a saved model
+ *
+ * Exit status: 0 done; 1 a failure (message on stderr; the job is aborted); 2 bad usage;
+ * 128 + N stopped cleanly by signal N (SIGINT, SIGTERM) at an iteration boundary. */
+#include "config.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <mpi.h>
+
+#include "pipecompress/pipecompress.h"
+
+typedef struct train_opts {
+    int model;
+    char data[1024];
+    int epochs;
+    int batch;
+    double dropout;
+    char timeline[1024];
+    char save_model[1024];
+    char eval_model[1024];
+    int synthetic_n;
+} train_opts_t;
+
+static const pc_opt_t train_opts[] = {
+    {.name = "model", .short_name = 'm', .type = PC_OPT_CHOICE,
+     .offset = offsetof(train_opts_t, model), .choices = PC_MODEL_CHOICES,
+     .help = "network: mlp (235 k parameters), cnn (3.3 M), wide (36.9 M)"},
+    {.name = "data", .short_name = 'd', .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, data),
+     .size = 1024, .metavar = "DIR|synthetic",
+     .help = "Fashion-MNIST IDX directory, or synthetic data"},
+    {.name = "epochs", .short_name = 'e', .type = PC_OPT_INT,
+     .offset = offsetof(train_opts_t, epochs), .min = 1, .max = 100000, .metavar = "N",
+     .help = "passes over the training set (--iters stops earlier)"},
+    {.name = "batch", .short_name = 'b', .type = PC_OPT_INT, .offset = offsetof(train_opts_t, batch),
+     .min = 1, .max = 65536, .metavar = "B", .help = "samples per worker per iteration"},
+    {.name = "dropout", .type = PC_OPT_DOUBLE, .offset = offsetof(train_opts_t, dropout), .min = 0,
+     .max = 0.95, .metavar = "P", .help = "cnn: dropout probability before the last layer"},
+    {.name = "synthetic-samples", .type = PC_OPT_INT, .offset = offsetof(train_opts_t, synthetic_n),
+     .min = 100, .max = 10000000, .metavar = "N", .help = "--data synthetic: training samples"},
+    {.name = "timeline", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, timeline),
+     .size = 1024, .metavar = "FILE", .help = "write a Chrome trace (Perfetto) of every thread"},
+    {.name = "save-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, save_model),
+     .size = 1024, .metavar = "FILE", .help = "write the final parameters (doc/model-format.md)"},
+    {.name = "eval-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, eval_model),
+     .size = 1024, .metavar = "FILE", .help = "evaluate a saved model on the test set and exit"},
+};
+
+/* Set by SIGINT/SIGTERM (its number); the runtime stops all workers at one iteration. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "pc-train: %s: %s\n", what, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+typedef struct ctx {
+    pc_worker_t *w;
+} ctx_t;
+
+static int hook_param_wait(void *ud, int t)
+{
+    return pc_worker_param_wait(((ctx_t *)ud)->w, t);
+}
+
+static int hook_grad_ready(void *ud, int t)
+{
+    return pc_worker_grad_ready(((ctx_t *)ud)->w, t);
+}
+
+static int load_data(const train_opts_t *o, int train, uint64_t seed, pc_dataset_t *ds, char *err,
+                     size_t errlen)
+{
+    if (strcmp(o->data, "synthetic") == 0) {
+        int rc = pc_data_synthetic(train ? (uint32_t)o->synthetic_n : 2000, seed, train ? 0 : 1, ds);
+        if (rc != PC_OK)
+            snprintf(err, errlen, "synthetic data: %s", pc_strerror(rc));
+        return rc;
+    }
+    return pc_data_load_fashion(o->data, train, ds, err, errlen);
+}
+
+/* Accuracy of m on ds, in batches of B. */
+static double evaluate(pc_model_t *m, const pc_dataset_t *ds, int B, float *x, double *loss_out)
+{
+    size_t P = (size_t)ds->rows * ds->cols;
+    long correct = 0;
+    double loss = 0;
+    for (uint32_t s = 0; s < ds->n; s += (uint32_t)B) {
+        int b = (int)(ds->n - s < (uint32_t)B ? ds->n - s : (uint32_t)B);
+        memcpy(x, ds->images + (size_t)s * P, sizeof(float) * P * (size_t)b);
+        float l;
+        int ok;
+        pc_model_forward(m, x, ds->labels + s, b, false, 0, 0, NULL, &l, &ok);
+        correct += ok;
+        loss += (double)l * b;
+    }
+    if (loss_out)
+        *loss_out = loss / ds->n;
+    return (double)correct / ds->n;
+}
+
+static int eval_only(const train_opts_t *o, int rank)
+{
+    char err[1024];
+    pc_model_kind_t kind;
+    int c, h, w, classes;
+    if (rank != 0)
+        return 0;
+    if (pc_model_file_info(o->eval_model, &kind, &c, &h, &w, &classes, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-train: --eval-model: %s\n", err);
+        return 1;
+    }
+    pc_dataset_t test;
+    if (load_data(o, 0, 0, &test, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-train: --data: %s\n", err);
+        return 1;
+    }
+    pc_model_t *m;
+    const int B = 256;
+    if ((uint32_t)h != test.rows || (uint32_t)w != test.cols || c != 1 ||
+        pc_model_create(kind, B, c, h, w, classes, 0.0f, &m) != PC_OK) {
+        fprintf(stderr, "pc-train: --eval-model: the model (%dx%dx%d) does not fit the data\n", c,
+                h, w);
+        pc_data_free(&test);
+        return 1;
+    }
+    if (pc_model_load(m, o->eval_model, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-train: --eval-model: %s\n", err);
+        pc_model_destroy(m);
+        pc_data_free(&test);
+        return 1;
+    }
+    float *x = malloc(sizeof(float) * (size_t)B * test.rows * test.cols);
+    double loss, acc = evaluate(m, &test, B, x, &loss);
+    printf("model %s (%s, %zu parameters): test accuracy %.2f%% (%u images), loss %.4f\n",
+           o->eval_model, pc_model_kind_name(kind), pc_model_nparams(m), 100 * acc, test.n, loss);
+    free(x);
+    pc_model_destroy(m);
+    pc_data_free(&test);
+    return 0;
+}
+
+static void fmt_eta(double s, char *buf, size_t len)
+{
+    if (!(s >= 0) || s > 1e7)
+        s = 0;
+    long t = (long)(s + 0.5);
+    snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, size;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    openblas_set_num_threads(1); /* ranks and our own threads already fill the cores */
+
+    pc_config_t cfg;
+    pc_config_defaults(&cfg);
+    train_opts_t o = {.model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5,
+                      .synthetic_n = 20000};
+    snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
+    size_t nopts;
+    const pc_opt_t *ropts = pc_config_options(&nopts);
+    pc_opt_group_t groups[] = {
+        {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o},
+        {"Runtime (parameter servers, compression)", ropts, nopts, &cfg}};
+    char err[1024];
+    int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
+    if (rc == PC_OK && !o.eval_model[0])
+        rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
+    if (rc != PC_OK) {
+        if (rank == 0) {
+            if (rc == PC_CONFIG_HELP) {
+                printf("usage: mpirun -np N pc-train [flags]   (see man pc-train)\n");
+                pc_opt_usage(groups, 2, stdout);
+            } else if (rc == PC_CONFIG_VERSION) {
+                printf("pc-train (PipeCompress) %s\n", PACKAGE_VERSION);
+            } else {
+                fprintf(stderr, "pc-train: %s\n", err);
+            }
+        }
+        MPI_Finalize();
+        return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
+    }
+    if (o.eval_model[0]) {
+        int st = eval_only(&o, rank);
+        MPI_Finalize();
+        return st;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    pc_log_t *log;
+    pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
+    if (rank == 0) {
+        printf("pc-train %s: %d ranks; effective configuration:\n", PACKAGE_VERSION, size);
+        pc_opt_print(groups, 2, "  ", stdout);
+        fflush(stdout);
+    }
+    pc_runtime_t *rt;
+    if (pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err)) != PC_OK)
+        die("runtime", err);
+    pc_runtime_set_stop_flag(rt, &stop_signal);
+    if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
+        if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
+            die("server", err);
+        pc_runtime_destroy(rt);
+        pc_log_destroy(log);
+        MPI_Finalize();
+        return 0;
+    }
+    const int W = pc_runtime_workers(rt), B = o.batch;
+    pc_dataset_t train, test = {0};
+    if (load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
+        die("--data", err);
+    if (rank == 0 && load_data(&o, 0, (uint64_t)cfg.seed, &test, err, sizeof(err)) != PC_OK)
+        die("--data", err);
+    uint32_t ipe = train.n / (uint32_t)(W * B); /* iterations per epoch */
+    if (ipe == 0)
+        die("--batch", "the training set is smaller than one iteration of all workers");
+    pc_model_t *m;
+    if (pc_model_create((pc_model_kind_t)o.model, B > 256 ? B : 256, 1, (int)train.rows,
+                        (int)train.cols, train.classes, (float)o.dropout, &m) != PC_OK)
+        die("--model", "cannot build this model for the data's shape");
+    pc_model_init(m, (uint64_t)cfg.seed);
+    pc_worker_t *w;
+    if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
+        die("worker", err);
+    for (int t = 0; t < pc_model_ntensors(m); t++)
+        if (pc_worker_register(w, pc_model_tensor_name(m, t), pc_model_tensor_param(m, t),
+                               pc_model_tensor_grad(m, t), pc_model_tensor_size(m, t)) < 0)
+            die("register", pc_worker_error(w));
+    if (pc_worker_start(w) != PC_OK)
+        die("start", pc_worker_error(w));
+    int64_t total = (int64_t)ipe * o.epochs;
+    if (cfg.iters > 0 && cfg.iters < total)
+        total = cfg.iters;
+    if (rank == 0) {
+        printf("model %s, %zu parameters; %u training samples, %d workers x batch %d, %u "
+               "iterations per epoch, %lld in all\n",
+               pc_model_kind_name((pc_model_kind_t)o.model), pc_model_nparams(m), train.n, W, B,
+               ipe, (long long)total);
+        fflush(stdout);
+    }
+
+    size_t P = (size_t)train.rows * train.cols;
+    float *x = malloc(sizeof(float) * P * (size_t)(B > 256 ? B : 256));
+    uint8_t *y = malloc((size_t)B);
+    uint32_t *perm = malloc(sizeof(uint32_t) * train.n);
+    if (!x || !y || !perm)
+        die("memory", "out of memory");
+    ctx_t cx = {w};
+    pc_model_hooks_t hooks = {.ud = &cx, .param_wait = hook_param_wait,
+                              .grad_ready = hook_grad_ready};
+    int64_t t0 = pc_time_ns(), last_print = t0;
+    double loss_sum = 0, comp_sum = 0, exp_sum = 0;
+    long seen = 0, correct_sum = 0, nmetrics = 0;
+    uint64_t bytes_sum = 0;
+    bool stop = false;
+    int64_t it = 0;
+    double test_acc = -1;
+    for (int epoch = 0; epoch < o.epochs && it < total && !stop; epoch++) {
+        pc_data_order(perm, train.n, (uint64_t)cfg.seed, (uint64_t)epoch);
+        for (uint32_t i = 0; i < ipe && it < total && !stop; i++, it++) {
+            for (int j = 0; j < B; j++) { /* this worker's shard: every W-th sample */
+                uint32_t s = perm[((size_t)i * B + (size_t)j) * W + (size_t)rank];
+                memcpy(x + (size_t)j * P, train.images + (size_t)s * P, sizeof(float) * P);
+                y[j] = train.labels[s];
+            }
+            float loss;
+            int ok;
+            if (pc_model_forward(m, x, y, B, true, (uint64_t)cfg.seed, (uint64_t)(it * W + rank),
+                                 &hooks, &loss, &ok) != PC_OK ||
+                pc_model_backward(m, y, B, &hooks) != PC_OK)
+                die("training", pc_worker_error(w));
+            if (!isfinite(loss))
+                die("training", "the loss is not finite: training diverged (lower --lr?)");
+            if (pc_worker_iteration_end(w, &stop) != PC_OK)
+                die("iteration_end", pc_worker_error(w));
+            loss_sum += loss;
+            correct_sum += ok;
+            seen += B;
+            pc_worker_metrics_t mt;
+            if (pc_worker_last_metrics(w, &mt) && mt.iteration == it - 1) {
+                comp_sum += mt.t_compress;
+                exp_sum += mt.t_exposed;
+                bytes_sum += mt.bytes_sent;
+                nmetrics++;
+            }
+            int64_t now = pc_time_ns();
+            if (rank == 0 && (now - last_print > 2000000000LL || it + 1 == total ||
+                              i + 1 == ipe)) {
+                double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1) / el;
+                char eta[32];
+                fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
+                printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | "
+                       "compress %.2f ms exposed %.2f ms /iter | %.1f KB/iter sent | ETA %s\n",
+                       epoch + 1, o.epochs, (long long)it + 1, (long long)total,
+                       loss_sum / (seen / B), 100.0 * correct_sum / seen, rate * B * W,
+                       nmetrics ? comp_sum / nmetrics * 1e3 : 0, nmetrics ? exp_sum / nmetrics * 1e3 : 0,
+                       nmetrics ? (double)bytes_sum / nmetrics / 1024 : 0, eta);
+                fflush(stdout);
+                last_print = now;
+                loss_sum = 0;
+                correct_sum = 0;
+                seen = 0;
+            }
+        }
+        if (rank == 0 && !stop) {
+            /* The epoch's last update must be in before evaluating. */
+            for (int t = 0; t < pc_model_ntensors(m); t++)
+                if (pc_worker_param_wait(w, t) != PC_OK)
+                    die("param_wait", pc_worker_error(w));
+            double tl;
+            test_acc = evaluate(m, &test, 256, x, &tl);
+            printf("epoch %d: test accuracy %.2f%%, test loss %.4f (%.1f s)\n", epoch + 1,
+                   100 * test_acc, tl, (double)(pc_time_ns() - t0) * 1e-9);
+            fflush(stdout);
+        }
+    }
+    if (pc_worker_finish(w) != PC_OK)
+        die("finish", pc_worker_error(w));
+    double wall = (double)(pc_time_ns() - t0) * 1e-9;
+    if (rank == 0) {
+        if (stop)
+            printf("stopped by signal %d after %lld iterations\n", (int)stop_signal, (long long)it);
+        else
+            printf("done: %lld iterations in %.1f s; final test accuracy %.2f%%\n", (long long)it,
+                   wall, 100 * test_acc);
+        if (o.save_model[0]) {
+            if (pc_model_save(m, o.save_model, err, sizeof(err)) != PC_OK)
+                die("--save-model", err);
+            printf("model saved to %s\n", o.save_model);
+        }
+        fflush(stdout);
+    }
+    int status = stop ? 128 + (int)stop_signal : 0;
+    pc_worker_destroy(w);
+    pc_runtime_destroy(rt);
+    pc_model_destroy(m);
+    pc_data_free(&train);
+    pc_data_free(&test);
+    free(x);
+    free(y);
+    free(perm);
+    pc_log_destroy(log);
+    MPI_Finalize();
+    return status;
+}
