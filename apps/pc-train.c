@@ -118,7 +118,7 @@ static double evaluate(pc_model_t *m, const pc_dataset_t *ds, int B, float *x, d
     return (double)correct / ds->n;
 }
 
-static int eval_only(const train_opts_t *o, int rank)
+static int eval_only(const train_opts_t *o, uint64_t seed, int rank)
 {
     char err[1024];
     pc_model_kind_t kind;
@@ -130,7 +130,7 @@ static int eval_only(const train_opts_t *o, int rank)
         return 1;
     }
     pc_dataset_t test;
-    if (load_data(o, 0, 0, &test, err, sizeof(err)) != PC_OK) {
+    if (load_data(o, 0, seed, &test, err, sizeof(err)) != PC_OK) {
         fprintf(stderr, "pc-train: --data: %s\n", err);
         return 1;
     }
@@ -204,7 +204,7 @@ int main(int argc, char **argv)
         return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
     }
     if (o.eval_model[0]) {
-        int st = eval_only(&o, rank);
+        int st = eval_only(&o, (uint64_t)cfg.seed, rank);
         MPI_Finalize();
         return st;
     }
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
                 nmetrics++;
             }
             int64_t now = pc_time_ns();
-            if (rank == 0 && (now - last_print > 2000000000LL || it + 1 == total ||
+            if (rank == 0 && (it == 0 || now - last_print > 2000000000LL || it + 1 == total ||
                               i + 1 == ipe)) {
                 double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1) / el;
                 char eta[32];

@@ -215,13 +215,14 @@ int pc_data_synthetic(uint32_t n, uint64_t seed, int which, pc_dataset_t *ds)
     pc_philox_t g;
     pc_philox_init(&g, seed, 0x5eed, 0); /* prototypes: the same for train and test */
     for (uint32_t i = 0; i < 10 * P; i++)
-        proto[i] = pc_philox_uniform(pc_philox_next(&g)) < 0.3f ? 0.8f : 0.1f;
+        proto[i] = pc_philox_uniform(pc_philox_next(&g)) < 0.5f ? 0.7f : 0.3f;
     pc_philox_init(&g, seed, 0x5eed + 1 + (uint64_t)which, 0);
     for (uint32_t s = 0; s < n; s++) {
         uint8_t y = (uint8_t)(pc_philox_next(&g) % 10);
         ds->labels[s] = y;
         for (uint32_t i = 0; i < P; i++) {
-            float noise = pc_philox_uniform(pc_philox_next(&g)) * 0.6f - 0.3f;
+            /* Noise wider than the gap between prototypes: learnable, not trivially. */
+            float noise = pc_philox_uniform(pc_philox_next(&g)) * 1.2f - 0.6f;
             float v = proto[y * P + i] + noise;
             ds->images[(size_t)s * P + i] = v < 0 ? 0 : (v > 1 ? 1 : v);
         }

@@ -44,8 +44,9 @@ int pc_data_load_idx(const char *images_path, const char *labels_path, int class
 /* Fashion-MNIST from dir (train or t10k files, .gz or not). */
 int pc_data_load_fashion(const char *dir, int train, pc_dataset_t *ds, char *err, size_t errlen);
 
-/* A synthetic 28x28, 10-class set: each class a fixed random prototype plus noise, all from
- * Philox(seed, which): learnable, deterministic. which = 0 train, 1 test. */
+/* A synthetic 28x28, 10-class set: each class a fixed random prototype (pixels 0.3 or 0.7)
+ * plus uniform noise of +-0.6, all from Philox(seed, which): learnable but not trivially,
+ * deterministic. which = 0 train, 1 test (same prototypes, other samples). */
 int pc_data_synthetic(uint32_t n, uint64_t seed, int which, pc_dataset_t *ds);
 
 void pc_data_free(pc_dataset_t *ds);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# pc-train end to end under mpirun, on synthetic data (fast, no download):
+#  - a tiny mlp training: the loss decreases and the test accuracy beats chance;
+#  - the same seed saves bitwise the same model with --pipeline on and off;
+#  - --eval-model reads the saved model back and reports the same accuracy;
+#  - a short cnn run completes; bad flags and files fail with one clear line.
+set -uo pipefail
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+train="$PC_BUILDDIR/apps/pc-train"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+common=(--data synthetic --synthetic-samples 3000 --batch 16 --epochs 2 --lr 0.01)
+
+"$run" -t 180 -np 3 "$train" "${common[@]}" --model mlp --save-model "$tmp/on.pcm" >"$tmp/on.log" 2>&1 \
+    || { bad "mlp run failed"; tail -5 "$tmp/on.log"; }
+first=$(grep -m1 -o 'loss [0-9.]*' "$tmp/on.log" | awk '{print $2}')
+last=$(grep 'iter ' "$tmp/on.log" | tail -n 1 | grep -o 'loss [0-9.]*' | awk '{print $2}')
+acc=$(grep -o 'final test accuracy [0-9.]*' "$tmp/on.log" | awk '{print $4}')
+if awk -v a="$first" -v b="$last" -v c="$acc" 'BEGIN { exit !(b < a && c > 30) }'; then
+    ok "mlp on synthetic data: loss $first -> $last, test accuracy $acc%"
+else
+    bad "mlp did not learn (loss $first -> $last, accuracy $acc)"; tail -5 "$tmp/on.log"
+fi
+
+"$run" -t 180 -np 3 "$train" "${common[@]}" --model mlp --pipeline off --save-model "$tmp/off.pcm" \
+    >"$tmp/off.log" 2>&1 || bad "mlp --pipeline off failed"
+cmp -s "$tmp/on.pcm" "$tmp/off.pcm" && ok "same seed: --pipeline on and off save identical models" \
+    || bad "--pipeline on and off saved different models"
+
+ev=$("$train" --data synthetic --eval-model "$tmp/on.pcm" 2>&1)
+evacc=$(grep -o 'test accuracy [0-9.]*' <<<"$ev" | awk '{print $3}')
+[ -n "$evacc" ] && [ "$evacc" = "$acc" ] && ok "--eval-model: $evacc%" \
+    || bad "--eval-model gave '$evacc', training reported '$acc'"
+
+if "$run" -t 180 -np 3 "$train" --data synthetic --synthetic-samples 600 --model cnn --batch 8 \
+       --iters 12 --compress dgc:ratio=0.01 >"$tmp/cnn.log" 2>&1 && grep -q '^done: 12 iterations' "$tmp/cnn.log"; then
+    ok "cnn with dgc: 12 iterations"
+else
+    bad "cnn run"; tail -5 "$tmp/cnn.log"
+fi
+
+expect() { # STATUS NEEDLE ARGS...: pc-train exits STATUS with a message containing NEEDLE
+    local want=$1 needle=$2; shift 2
+    local out rc
+    out=$("$train" "$@" 2>&1); rc=$?
+    if [ "$rc" = "$want" ] && grep -q -- "$needle" <<<"$out"; then ok "rejects $*: $(head -n1 <<<"$out")"
+    else bad "pc-train $* gave rc $rc: $out"; fi
+}
+expect 2 "pc-train: --model: 'resnet' is not one of mlp|cnn|wide" --model resnet
+expect 2 "pc-train: --batch: 0 is out of range" --batch 0
+expect 2 "--mode ps needs at least 2 ranks" --data synthetic
+expect 1 "cannot open" --eval-model "$tmp/none.pcm" --data synthetic
+printf 'not a model' >"$tmp/junk.pcm"
+expect 1 "shorter than a model header" --eval-model "$tmp/junk.pcm" --data synthetic
+out=$("$run" -t 60 -np 3 "$train" --data /nonexistent-dir 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "pc-train: --data: /nonexistent-dir/train-images-idx3-ubyte: cannot open" <<<"$out" \
+    && ok "missing data directory named" || { bad "missing data: rc $rc"; echo "$out" | tail -3; }
+
+echo "test_train.sh: $fails failure(s)"
+[ "$fails" = 0 ]
