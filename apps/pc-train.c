@@ -26,7 +26,6 @@ typedef struct train_opts {
     int epochs;
     int batch;
     double dropout;
-    char timeline[1024];
     char save_model[1024];
     char eval_model[1024];
     int synthetic_n;
@@ -48,8 +47,6 @@ static const pc_opt_t train_opts[] = {
      .max = 0.95, .metavar = "P", .help = "cnn: dropout probability before the last layer"},
     {.name = "synthetic-samples", .type = PC_OPT_INT, .offset = offsetof(train_opts_t, synthetic_n),
      .min = 100, .max = 10000000, .metavar = "N", .help = "--data synthetic: training samples"},
-    {.name = "timeline", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, timeline),
-     .size = 1024, .metavar = "FILE", .help = "write a Chrome trace (Perfetto) of every thread"},
     {.name = "save-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, save_model),
      .size = 1024, .metavar = "FILE", .help = "write the final parameters (doc/model-format.md)"},
     {.name = "eval-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, eval_model),
@@ -74,6 +71,7 @@ static void die(const char *what, const char *msg)
 
 typedef struct ctx {
     pc_worker_t *w;
+    int64_t t0; /* start of the current layer */
 } ctx_t;
 
 static int hook_param_wait(void *ud, int t)
@@ -84,6 +82,21 @@ static int hook_param_wait(void *ud, int t)
 static int hook_grad_ready(void *ud, int t)
 {
     return pc_worker_grad_ready(((ctx_t *)ud)->w, t);
+}
+
+static void hook_layer_begin(void *ud, const char *layer, bool backward)
+{
+    (void)layer;
+    (void)backward;
+    ((ctx_t *)ud)->t0 = pc_time_ns();
+}
+
+static void hook_layer_end(void *ud, const char *layer, bool backward)
+{
+    ctx_t *c = ud;
+    char name[40];
+    snprintf(name, sizeof(name), "%s %s", backward ? "backward" : "forward", layer);
+    pc_worker_trace(c->w, name, c->t0, pc_time_ns());
 }
 
 static int load_data(const train_opts_t *o, int train, uint64_t seed, pc_dataset_t *ds, char *err,
@@ -270,9 +283,13 @@ int main(int argc, char **argv)
     uint32_t *perm = malloc(sizeof(uint32_t) * train.n);
     if (!x || !y || !perm)
         die("memory", "out of memory");
-    ctx_t cx = {w};
+    ctx_t cx = {w, 0};
     pc_model_hooks_t hooks = {.ud = &cx, .param_wait = hook_param_wait,
                               .grad_ready = hook_grad_ready};
+    if (cfg.timeline[0]) {
+        hooks.layer_begin = hook_layer_begin;
+        hooks.layer_end = hook_layer_end;
+    }
     int64_t t0 = pc_time_ns(), last_print = t0;
     double loss_sum = 0, comp_sum = 0, exp_sum = 0;
     long seen = 0, correct_sum = 0, nmetrics = 0;

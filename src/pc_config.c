@@ -469,6 +469,9 @@ static const pc_opt_t config_opts[] = {
     {.name = "metrics", .type = PC_OPT_STRING, .offset = offsetof(pc_config_t, metrics),
      .size = PC_CONFIG_PATH_LEN, .metavar = "FILE",
      .help = "write per-iteration metrics of every rank as JSON lines"},
+    {.name = "timeline", .type = PC_OPT_STRING, .offset = offsetof(pc_config_t, timeline),
+     .size = PC_CONFIG_PATH_LEN, .metavar = "FILE",
+     .help = "write a Chrome trace (Perfetto) with a track per thread of every rank"},
 };
 
 void pc_config_defaults(pc_config_t *cfg)
@@ -494,6 +497,7 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->lr_gamma = 0.1;
     cfg->lr_warmup = 0;
     cfg->metrics[0] = '\0';
+    cfg->timeline[0] = '\0';
 }
 
 const pc_opt_t *pc_config_options(size_t *nopts)

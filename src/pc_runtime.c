@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_time.h"
 #include "runtime_proto.h"
 
 static int say(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -121,6 +123,17 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         pc_log_write(rt->log, pc_topo_plan_nshared(rt->place) ? PC_LOG_WARN : PC_LOG_INFO, NULL,
                      "%s", d);
     }
+    if (cfg->timeline[0]) {
+        /* A common origin for every rank's timestamps: right after a barrier. */
+        MPI_Barrier(rt->comm);
+        if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK) {
+            rc = say(PC_ENOMEM, err, errlen, "out of memory");
+            goto fail;
+        }
+        pc_timeline_track(rt->tl, server ? "server" : "backprop");
+        if (!server && cfg->pipeline)
+            pc_timeline_track(rt->tl, "compressor");
+    }
     if ((rc = rt_bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
         say(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
         goto fail;
@@ -145,6 +158,7 @@ void pc_runtime_destroy(pc_runtime_t *rt)
     pc_topo_plan_destroy(rt->place);
     pc_topo_destroy(rt->topo);
     pc_log_destroy(rt->own_log);
+    pc_timeline_destroy(rt->tl);
     free(rt->metrics);
     free(rt);
 }
@@ -210,11 +224,13 @@ void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...)
     rt->metrics_len += len;
 }
 
-int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
+/* Collective: gather len bytes of data from every rank to rank 0, which writes
+ * head + data... + tail to path through a temporary file and a rename. */
+static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const char *path,
+                        const char *head, const char *sep, const char *tail, char *err,
+                        size_t errlen)
 {
-    if (!rt->cfg.metrics[0])
-        return PC_OK;
-    int mine = (int)(rt->metrics_len > INT32_MAX ? INT32_MAX : rt->metrics_len), rc;
+    int mine = (int)(len > INT32_MAX ? INT32_MAX : len), rc;
     int *counts = NULL, *displs = NULL;
     char *all = NULL;
     if (rt->rank == 0) {
@@ -223,12 +239,12 @@ int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
         if (!counts || !displs) {
             free(counts);
             free(displs);
-            return say(PC_ENOMEM, err, errlen, "out of memory gathering metrics");
+            counts = displs = NULL;
         }
     }
     rc = PC_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->comm), err, errlen);
     long total = 0;
-    if (rc == PC_OK && rt->rank == 0) {
+    if (rc == PC_OK && rt->rank == 0 && counts) {
         for (int r = 0; r < rt->size; r++) {
             displs[r] = (int)total;
             total += counts[r];
@@ -236,29 +252,50 @@ int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
         all = malloc((size_t)total + 1);
     }
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK(MPI_Gatherv(rt->metrics, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0,
+        rc = PC_MPI_CHECK(MPI_Gatherv(data, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0,
                                       rt->comm),
                           err, errlen);
     if (rc == PC_OK && rt->rank == 0) {
         char tmp[PC_CONFIG_PATH_LEN + 32];
-        snprintf(tmp, sizeof(tmp), "%s.tmp.%d", rt->cfg.metrics, (int)getpid());
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
         FILE *f = all ? fopen(tmp, "w") : NULL;
-        if (!f || fwrite(all, 1, (size_t)total, f) != (size_t)total || fflush(f) != 0 ||
-            fsync(fileno(f)) != 0) {
-            rc = say(PC_EIO, err, errlen, "--metrics: cannot write '%s': %s", rt->cfg.metrics,
-                     strerror(errno));
-            if (f)
-                fclose(f);
-            unlink(tmp);
-        } else if (fclose(f) != 0 || rename(tmp, rt->cfg.metrics) != 0) {
-            rc = say(PC_EIO, err, errlen, "--metrics: cannot write '%s': %s", rt->cfg.metrics,
-                     strerror(errno));
+        bool ok = f != NULL && fputs(head, f) >= 0;
+        const char *s = "";
+        for (int r = 0; ok && r < rt->size; r++) {
+            if (!counts[r])
+                continue;
+            ok = fputs(s, f) >= 0 && fwrite(all + displs[r], 1, (size_t)counts[r], f) == (size_t)counts[r];
+            s = sep;
+        }
+        ok = ok && fputs(tail, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok || rename(tmp, path) != 0) {
+            rc = say(PC_EIO, err, errlen, "cannot write '%s': %s", path,
+                     all ? strerror(errno) : "out of memory");
             unlink(tmp);
         }
     }
     free(all);
     free(counts);
     free(displs);
+    return rc;
+}
+
+int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    int rc = PC_OK;
+    if (rt->cfg.metrics[0])
+        rc = gather_write(rt, rt->metrics, rt->metrics_len, rt->cfg.metrics, "", "", "", err,
+                          errlen);
+    if (rc == PC_OK && rt->cfg.timeline[0]) {
+        size_t len = 0;
+        char *json = rt->tl ? pc_timeline_json(rt->tl, &len) : NULL;
+        rc = gather_write(rt, json ? json : "", json ? len : 0, rt->cfg.timeline,
+                          "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", ",\n", "\n]}\n",
+                          err, errlen);
+        free(json);
+    }
     return rc;
 }
 

@@ -229,6 +229,13 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
             return rc;
     }
     int64_t t3 = pc_time_ns();
+    char ev[40];
+    snprintf(ev, sizeof(ev), "aggregate chunk %u", k->id);
+    rt_trace(rt, TRACK_MAIN, ev, t0, t1);
+    snprintf(ev, sizeof(ev), "update chunk %u", k->id);
+    rt_trace(rt, TRACK_MAIN, ev, t1, t2);
+    snprintf(ev, sizeof(ev), "push chunk %u", k->id);
+    rt_trace(rt, TRACK_MAIN, ev, t2, t3);
     /* Metrics of the iteration, emitted when every owned chunk has completed it. */
     int sl = (int)(k->it & 1);
     if (s->slot[sl].done == 0 || s->slot[sl].it != k->it)

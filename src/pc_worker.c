@@ -252,13 +252,17 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
         }
         return PC_OK;
     }
+    int track = w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN;
+    char ev[40];
     /* Fold every completed chunk first, so gradient buffers go back as early as possible. */
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         int64_t t0 = pc_time_ns();
         rc = pc_codec_fold(w->codec, c->st, c->g);
-        atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
-                                  memory_order_relaxed);
+        int64_t t1 = pc_time_ns();
+        atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
+        snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
+        rt_trace(rt, track, ev, t0, t1);
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
                         rt->rank, c->id, w->tensors[c->first_tensor].name,
@@ -298,6 +302,8 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
         atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
+        snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
+        rt_trace(rt, track, ev, t0, pc_time_ns());
     }
     return PC_OK;
 }
@@ -350,7 +356,11 @@ static int progress(pc_worker_t *w, int *got)
         int count = 0;
         MPI_Get_count(&w->statuses[j], MPI_BYTE, &count);
         size_t len = count > 0 ? (size_t)count : 0;
+        int64_t t0 = pc_time_ns();
         rc = pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
+        char ev[40];
+        snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
+        rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
                         rt_server_rank(rt, c->server), why);
@@ -824,6 +834,11 @@ int pc_worker_finish(pc_worker_t *w)
     if (rc != PC_OK)
         return werr(w, rc, "%s", why);
     return PC_OK;
+}
+
+void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1_ns)
+{
+    rt_trace(w->rt, TRACK_MAIN, name, t0_ns, t1_ns);
 }
 
 bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out)

@@ -27,6 +27,7 @@
 #include "pipecompress/pc_log.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
+#include "pipecompress/pc_timeline.h"
 #include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_wire.h"
 
@@ -61,7 +62,19 @@ struct pc_runtime {
     volatile sig_atomic_t *stop_flag;
     char *metrics; /* JSON lines of this rank */
     size_t metrics_len, metrics_cap;
+    pc_timeline_t *tl; /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
 };
+
+/* Timeline tracks. */
+#define TRACK_MAIN 0
+#define TRACK_COMPRESSOR 1
+
+/* Record an event on a track (no-op without --timeline). */
+static inline void rt_trace(pc_runtime_t *rt, int track, const char *name, int64_t t0, int64_t t1)
+{
+    if (rt->tl)
+        pc_timeline_event(rt->tl, track, name, t0, t1);
+}
 
 /* The rank of server s. */
 static inline int rt_server_rank(const pc_runtime_t *rt, int s)
@@ -76,8 +89,8 @@ int rt_bind(pc_runtime_t *rt, int t, const char *who);
 /* Append one JSON line (printf-style, without the newline) to this rank's metrics. */
 void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Collective over rt->comm: gather every rank's metrics lines to rank 0, which writes
- * them to --metrics (temporary file, then rename). No-op without --metrics. */
+/* Collective over rt->comm: gather every rank's metrics lines and timeline to rank 0,
+ * which writes --metrics and --timeline (temporary file, then rename). */
 int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* Largest pull message for a chunk of n elements. */

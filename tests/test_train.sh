@@ -42,6 +42,23 @@ else
     bad "cnn run"; tail -5 "$tmp/cnn.log"
 fi
 
+# --timeline and --metrics: a Chrome trace with a track per thread of every rank.
+"$run" -t 120 -np 3 "$train" --data synthetic --synthetic-samples 600 --batch 16 --iters 10 \
+    --timeline "$tmp/tl.json" --metrics "$tmp/m.jsonl" >"$tmp/tl.log" 2>&1 || bad "timeline run"
+if python3 - "$tmp/tl.json" "$tmp/m.jsonl" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+threads = {(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M"}
+want = {(0, "backprop"), (0, "compressor"), (1, "backprop"), (1, "compressor"), (2, "server")}
+assert want <= threads, threads
+names = {e["name"].split(" chunk")[0] for e in ev if e["ph"] == "X"}
+assert {"forward fc1", "backward fc3", "fold", "compress+send", "aggregate", "update", "push"} <= names, names
+assert all(e["dur"] >= 0 for e in ev if e["ph"] == "X")
+rows = [json.loads(l) for l in open(sys.argv[2])]
+assert sum(r["role"] == "worker" for r in rows) == 20 and sum(r["role"] == "server" for r in rows) == 10
+PY
+then ok "--timeline: tracks for every thread of every rank; --metrics: every rank"; else bad "timeline or metrics content"; fi
+
 expect() { # STATUS NEEDLE ARGS...: pc-train exits STATUS with a message containing NEEDLE
     local want=$1 needle=$2; shift 2
     local out rc

@@ -131,6 +131,7 @@ typedef struct pc_config {
     double lr_gamma;
     int64_t lr_warmup;
     char metrics[PC_CONFIG_PATH_LEN]; /* --metrics FILE: JSON lines, every rank; "" = off */
+    char timeline[PC_CONFIG_PATH_LEN]; /* --timeline FILE: Chrome trace of every thread */
 } pc_config_t;
 
 /* Fill cfg with the defaults. */

@@ -136,6 +136,11 @@ typedef struct pc_worker_metrics {
     uint32_t queue_high_water;
 } pc_worker_metrics_t;
 
+/* Record an event of the backprop thread (forward or backward of a layer) on the
+ * --timeline track "backprop" of this rank; a no-op without --timeline. Backprop thread
+ * only. Times from pc_time_ns. */
+void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1_ns);
+
 /* The newest complete iteration's metrics; false before any is complete. */
 bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out);
 

@@ -19,6 +19,7 @@
 #include "pipecompress/pc_select.h"
 #include "pipecompress/pc_spsc.h"
 #include "pipecompress/pc_time.h"
+#include "pipecompress/pc_timeline.h"
 #include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_wire.h"
 
