@@ -313,6 +313,7 @@ int main(int argc, char **argv)
                 die("training", pc_worker_error(w));
             if (!isfinite(loss))
                 die("training", "the loss is not finite: training diverged (lower --lr?)");
+            pc_worker_report(w, loss, (double)ok / B);
             if (pc_worker_iteration_end(w, &stop) != PC_OK)
                 die("iteration_end", pc_worker_error(w));
             loss_sum += loss;
@@ -351,8 +352,15 @@ int main(int argc, char **argv)
                     die("param_wait", pc_worker_error(w));
             double tl;
             test_acc = evaluate(m, &test, 256, x, &tl);
+            double at = (double)(pc_time_ns() - t0) * 1e-9;
             printf("epoch %d: test accuracy %.2f%%, test loss %.4f (%.1f s)\n", epoch + 1,
-                   100 * test_acc, tl, (double)(pc_time_ns() - t0) * 1e-9);
+                   100 * test_acc, tl, at);
+            char note[256];
+            snprintf(note, sizeof(note),
+                     "{\"rank\": %d, \"role\": \"eval\", \"epoch\": %d, \"iteration\": %lld, "
+                     "\"test_accuracy\": %.5f, \"test_loss\": %.6f, \"seconds\": %.3f}",
+                     rank, epoch + 1, (long long)it, test_acc, tl, at);
+            pc_worker_metrics_note(w, note);
             fflush(stdout);
         }
     }

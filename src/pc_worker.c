@@ -23,6 +23,7 @@
  * rings (relaxed atomics, read after a version acquire that orders them). */
 #include "config.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -114,6 +115,7 @@ struct pc_worker {
     /* backprop thread */
     int64_t t_start, t_first_ready;
     double param_wait, exposed;
+    double loss, accuracy; /* reported for the current iteration */
     uint32_t hwm;
     uint64_t released;
     pc_worker_metrics_t pending; /* the previous iteration, compressor side still open */
@@ -166,6 +168,7 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
     w->pipelined = rt->cfg.pipeline != 0;
     w->allreduce = rt->cfg.mode == PC_MODE_ALLREDUCE;
     atomic_init(&w->thread_rc, PC_OK);
+    w->loss = w->accuracy = NAN;
     for (int i = 0; i < RING; i++) {
         atomic_init(&w->comp_ns[i], 0);
         atomic_init(&w->sent_bytes[i], 0);
@@ -710,6 +713,10 @@ static void take_ring(pc_worker_t *w, pc_worker_metrics_t *m)
 static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
 {
     take_ring(w, m);
+    char extra[96] = "";
+    if (!isnan(m->loss))
+        snprintf(extra, sizeof(extra), ", \"loss\": %.6f, \"accuracy\": %.5f", m->loss,
+                 isnan(m->accuracy) ? -1.0 : m->accuracy);
     w->last = *m;
     w->have_last = true;
     rt_metrics_line(w->rt,
@@ -718,14 +725,14 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
                     "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
                     "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
                     "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
-                    "\"mode\": \"%s\"}",
+                    "\"mode\": \"%s\"%s}",
                     w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward,
                     m->t_backward, m->t_param_wait, m->t_compress, m->t_exposed,
                     (unsigned long long)m->bytes_sent, (unsigned long long)m->bytes_received,
                     (unsigned long long)m->dense_bytes,
                     m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0,
                     m->queue_high_water, w->pipelined ? "true" : "false",
-                    w->allreduce ? "allreduce" : "ps");
+                    w->allreduce ? "allreduce" : "ps", extra);
 }
 
 int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
@@ -775,7 +782,10 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
         .t_exposed = w->exposed,
         .dense_bytes = dense,
         .queue_high_water = w->hwm,
+        .loss = w->loss,
+        .accuracy = w->accuracy,
     };
+    w->loss = w->accuracy = NAN;
     w->have_pending = true;
     w->param_wait = w->exposed = 0;
     w->hwm = 0;
@@ -834,6 +844,17 @@ int pc_worker_finish(pc_worker_t *w)
     if (rc != PC_OK)
         return werr(w, rc, "%s", why);
     return PC_OK;
+}
+
+void pc_worker_report(pc_worker_t *w, double loss, double accuracy)
+{
+    w->loss = loss;
+    w->accuracy = accuracy;
+}
+
+void pc_worker_metrics_note(pc_worker_t *w, const char *json_object)
+{
+    rt_metrics_line(w->rt, "%s", json_object);
 }
 
 void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1_ns)

@@ -58,6 +58,17 @@ rows = [json.loads(l) for l in open(sys.argv[2])]
 assert sum(r["role"] == "worker" for r in rows) == 20 and sum(r["role"] == "server" for r in rows) == 10
 PY
 then ok "--timeline: tracks for every thread of every rank; --metrics: every rank"; else bad "timeline or metrics content"; fi
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    if "$PC_SRCDIR/scripts/plot.py" "$tmp/m.jsonl" --out "$tmp/p" >/dev/null && [ -s "$tmp/p-loss.png" ] \
+        && [ -s "$tmp/p-time.png" ] && [ "$(head -c 4 "$tmp/p-time.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then
+        ok "plot.py: loss and time charts"
+    else bad "plot.py"; fi
+    printf '{"role": "worker"\n' >"$tmp/badm.jsonl"
+    out=$("$PC_SRCDIR/scripts/plot.py" "$tmp/badm.jsonl" 2>&1); rc=$?
+    [ "$rc" = 2 ] && grep -q "badm.jsonl:1: not JSON" <<<"$out" && ok "plot.py rejects a bad line" || bad "plot.py bad input: $out"
+else
+    bad "python3-matplotlib missing (scripts/setup installs it)"
+fi
 
 expect() { # STATUS NEEDLE ARGS...: pc-train exits STATUS with a message containing NEEDLE
     local want=$1 needle=$2; shift 2

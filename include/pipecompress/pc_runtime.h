@@ -134,7 +134,17 @@ typedef struct pc_worker_metrics {
     uint64_t bytes_received;
     uint64_t dense_bytes; /* what dense fp32 gradients would have been */
     uint32_t queue_high_water;
+    double loss;          /* as reported by pc_worker_report (NAN when not reported) */
+    double accuracy;      /* training accuracy of the batch, 0..1 (NAN when not reported) */
 } pc_worker_metrics_t;
+
+/* Report this iteration's training loss and batch accuracy (before iteration_end); they
+ * go into its metrics. Backprop thread only. */
+void pc_worker_report(pc_worker_t *w, double loss, double accuracy);
+
+/* Append one JSON object (without newline, e.g. an evaluation result) to this rank's
+ * --metrics lines. Backprop thread only. */
+void pc_worker_metrics_note(pc_worker_t *w, const char *json_object);
 
 /* Record an event of the backprop thread (forward or backward of a layer) on the
  * --timeline track "backprop" of this rank; a no-op without --timeline. Backprop thread

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""plot.py: PNG charts from PipeCompress --metrics files (JSON lines) and benchmark results.
+
+  scripts/plot.py metrics.jsonl [--out PREFIX]
+      PREFIX-loss.png   training loss and accuracy of worker 0 per iteration, test accuracy
+                        per epoch (pc-train)
+      PREFIX-time.png   per-iteration time breakdown of worker 0, stacked: forward compute,
+                        waiting for parameters, backward, exposed compression (the backprop
+                        thread waiting on the pipeline); total compression as a line
+
+Uses Debian's python3-matplotlib (hence /usr/bin/python3). Exits 2 with one line on bad
+input: a missing or unreadable file, a line that is not JSON, no worker rows.
+"""
+import argparse
+import json
+import sys
+
+
+def fail(msg):
+    print("plot.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    fail("%s:%d: not JSON (%s)" % (path, n, e.msg))
+    except OSError as e:
+        fail("%s: %s" % (path, e.strerror))
+    return rows
+
+
+def smooth(values, window):
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= window:
+            acc -= values[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description="charts from --metrics files")
+    ap.add_argument("metrics")
+    ap.add_argument("--out", default=None, help="output prefix (default: the input's name)")
+    args = ap.parse_args()
+    rows = load(args.metrics)
+    prefix = args.out or args.metrics.rsplit(".", 1)[0]
+    w0 = sorted((r for r in rows if r.get("role") == "worker" and r.get("rank") == 0),
+                key=lambda r: r["iteration"])
+    if not w0:
+        fail("%s: no rows of worker rank 0" % args.metrics)
+    evals = [r for r in rows if r.get("role") == "eval"]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+
+    it = [r["iteration"] for r in w0]
+    window = max(1, len(it) // 50)
+    written = []
+    if any("loss" in r for r in w0):
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        loss = [r.get("loss", float("nan")) for r in w0]
+        ax.plot(it, smooth(loss, window), color="tab:blue", label="training loss (worker 0)")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("loss")
+        ax2 = ax.twinx()
+        acc = [100 * r.get("accuracy", float("nan")) for r in w0]
+        ax2.plot(it, smooth(acc, window), color="tab:orange", alpha=0.6, label="batch accuracy")
+        if evals:
+            ax2.plot([e["iteration"] for e in evals], [100 * e["test_accuracy"] for e in evals],
+                     "o-", color="tab:red", label="test accuracy")
+        ax2.set_ylabel("accuracy (%)")
+        lines = ax.get_legend_handles_labels()
+        lines2 = ax2.get_legend_handles_labels()
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="center right")
+        ax.set_title("training progress")
+        fig.tight_layout()
+        fig.savefig(prefix + "-loss.png", dpi=110)
+        written.append(prefix + "-loss.png")
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ms = lambda key: smooth([1e3 * r[key] for r in w0], window)
+    fwd_compute = [max(0.0, f - p) for f, p in zip(ms("t_forward"), ms("t_param_wait"))]
+    parts = [("forward compute", fwd_compute), ("waiting for parameters", ms("t_param_wait")),
+             ("backward", ms("t_backward")),
+             ("exposed compression (backprop waiting on it)", ms("t_exposed"))]
+    bottom = [0.0] * len(it)
+    for label, vals in parts:
+        ax.fill_between(it, bottom, [b + v for b, v in zip(bottom, vals)], label=label, alpha=0.7)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.plot(it, ms("t_compress"), color="black", linestyle="--",
+            label="total compression (any thread)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("milliseconds per iteration")
+    mode = "pipelined" if w0[0].get("pipeline") else "inline"
+    ax.set_title("worker 0 time per iteration (%s, %s)" % (w0[0].get("mode", "?"), mode))
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(prefix + "-time.png", dpi=110)
+    written.append(prefix + "-time.png")
+    plt.close(fig)
+    for p in written:
+        print(p)
+
+
+if __name__ == "__main__":
+    main()
