@@ -63,6 +63,17 @@ if command -v clang >/dev/null 2>&1; then
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/fuzz.log")
     echo "fuzz_decode: ${execs:-?} executions, no crash"
     PASSED=$((PASSED + 1))
+    mkdir -p "$PC_TOP/build/fuzz-idx-corpus"
+    if ! (cd "$PC_TOP/build/fuzz" && ./fuzz_idx -runs=$((runs / 3)) -max_total_time="$secs" \
+            -print_final_stats=1 "$PC_TOP/build/fuzz-idx-corpus" >fuzz-idx.log 2>&1); then
+        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/fuzz-idx.log" >&2
+        FAILED=$((FAILED + 1))
+        echo "check: $PASSED passed, $FAILED failed"
+        pc_die "the IDX fuzz target found a crash (input saved in build/fuzz/)"
+    fi
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/fuzz-idx.log")
+    echo "fuzz_idx: ${execs:-?} executions, no crash"
+    PASSED=$((PASSED + 1))
 else
     pc_say "clang not installed: fuzz target skipped"
 fi
