@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# scripts/demo.sh: install what is missing, build, and run PipeCompress's main job.
-# Until the training program (pc-train) lands, the main job is what the project has end to
-# end: the worker/server split and verified thread placement under mpirun (pc-bench topo),
-# then the SPSC hand-off queue against its baselines (pc-bench spsc, a short run), then the
-# compressors against the memory bound (pc-bench compress --quick).
+# scripts/demo.sh: install what is missing, build, and run PipeCompress's main job:
+#   mpirun -np 3 pc-train
+# 2 workers and 1 parameter server train the mlp on Fashion-MNIST for 3 epochs, with top-k
+# 1% compression and error feedback pipelined on a pinned compressor thread, printing
+# progress and the test accuracy after every epoch. Extra arguments go to pc-train, e.g.
+#   scripts/demo.sh --model cnn --epochs 5
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 pc_setup
 pc_build build
 B="$PC_TOP/build"
-pc_say "mpirun -np 3 pc-bench topo --servers 1   (2 workers + 1 server, threads pinned)"
-"$PC_TOP/scripts/pc-mpirun.sh" -t 120 -np 3 "$B/apps/pc-bench" topo --servers 1
-pc_say "pc-bench spsc (short run; the full benchmark: build/apps/pc-bench spsc)"
-"$B/apps/pc-bench" spsc --messages 5000000 --rounds 50000 --reps 3
-pc_say "pc-bench compress --quick (every codec at 10^6 and 10^7 floats vs a memory-read bound)"
-"$B/apps/pc-bench" compress --quick --no-sort
+mkdir -p "$PC_TOP/results"
+pc_say "mpirun -np 3 pc-train $*   (metrics and timeline in results/)"
+"$PC_TOP/scripts/pc-mpirun.sh" -t 3600 -np 3 "$B/apps/pc-train" \
+    --metrics "$PC_TOP/results/demo-metrics.jsonl" --timeline "$PC_TOP/results/demo-timeline.json" \
+    --save-model "$PC_TOP/results/demo-model.pcm" "$@"
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    pc_say "charts"
+    "$PC_TOP/scripts/plot.py" "$PC_TOP/results/demo-metrics.jsonl" --out "$PC_TOP/results/demo"
+fi
+pc_say "open results/demo-timeline.json in https://ui.perfetto.dev to see the pipeline"
