@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_error.h"
 #include "pipecompress/pc_select.h"
 #include "pipecompress/pc_wire.h"
 
@@ -73,7 +74,7 @@ uint16_t pc_codec__flags(const pc_codec_t *c);
 size_t pc_codec__k(double ratio, size_t n);
 
 /* printf into err; returns PC_EFORMAT. */
-int pc_codec__bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define pc_codec__bad(err, errlen, ...) pc_error_fmt(PC_EFORMAT, err, errlen, __VA_ARGS__)
 
 /* v += g over n elements (when g is not NULL), and whether all of v is finite. */
 bool pc_codec__fold_finite(float *v, const float *g, size_t n);

@@ -68,30 +68,6 @@ const char *pc_codec_name(int id)
     return id >= 0 && id < PC_CODEC_COUNT ? codecs[id].name : "?";
 }
 
-static int usage(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int usage(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return PC_EUSAGE;
-}
-
-int pc_codec__bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return PC_EFORMAT;
-}
-
 static void defaults(pc_codec_spec_t *s, pc_codec_id_t id)
 {
     memset(s, 0, sizeof(*s));
@@ -160,17 +136,17 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_CLIP:
     case K_TAU:
         if (!parse_double(val, &d))
-            return usage(err, errlen, "%s: %s=%s is not a finite number", codec, key, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not a finite number", codec, key, val);
         if (bit == K_RATIO && !(d >= 0 && d <= 1))
-            return usage(err, errlen, "%s: ratio=%s is out of range [0, 1]", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: ratio=%s is out of range [0, 1]", codec, val);
         if (bit == K_SAMPLE && !(d > 0 && d <= 1))
-            return usage(err, errlen, "%s: sample=%s is out of range (0, 1]", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: sample=%s is out of range (0, 1]", codec, val);
         if (bit == K_MOMENTUM && !(d >= 0 && d < 1))
-            return usage(err, errlen, "%s: momentum=%s is out of range [0, 1)", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: momentum=%s is out of range [0, 1)", codec, val);
         if (bit == K_CLIP && !(d >= 0))
-            return usage(err, errlen, "%s: clip=%s must be >= 0 (0 = off)", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: clip=%s must be >= 0 (0 = off)", codec, val);
         if (bit == K_TAU && !(d > 0))
-            return usage(err, errlen, "%s: tau=%s must be > 0", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: tau=%s must be > 0", codec, val);
         if (bit == K_RATIO)
             s->ratio = d;
         else if (bit == K_SAMPLE)
@@ -185,11 +161,11 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_WARMUP:
     case K_LEVELS:
         if (!parse_int(val, &l))
-            return usage(err, errlen, "%s: %s=%s is not an integer", codec, key, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key, val);
         if (bit == K_WARMUP && (l < 0 || l > 1000000000))
-            return usage(err, errlen, "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
         if (bit == K_LEVELS && (l < 1 || l > PC_CODEC_MAX_LEVELS))
-            return usage(err, errlen, "%s: levels=%s is out of range [1, %d]", codec, val,
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: levels=%s is out of range [1, %d]", codec, val,
                          PC_CODEC_MAX_LEVELS);
         if (bit == K_WARMUP)
             s->warmup = (int)l;
@@ -202,7 +178,7 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         else if (strcmp(val, "off") == 0)
             s->ef = false;
         else
-            return usage(err, errlen, "%s: ef=%s is not on or off", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: ef=%s is not on or off", codec, val);
         return PC_OK;
     case K_VALUES:
         if (strcmp(val, "fp32") == 0)
@@ -210,7 +186,7 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         else if (strcmp(val, "fp16") == 0)
             s->values = PC_VALUES_FP16;
         else
-            return usage(err, errlen, "%s: values=%s is not fp32 or fp16", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: values=%s is not fp32 or fp16", codec, val);
         return PC_OK;
     case K_INDEX:
         if (strcmp(val, "u32") == 0)
@@ -218,10 +194,10 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         else if (strcmp(val, "delta") == 0)
             s->index = PC_INDEX_DELTA;
         else
-            return usage(err, errlen, "%s: index=%s is not u32 or delta", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: index=%s is not u32 or delta", codec, val);
         return PC_OK;
     default:
-        return usage(err, errlen, "%s: internal error on option %s", codec, key);
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: internal error on option %s", codec, key);
     }
 }
 
@@ -231,9 +207,9 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
 int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_t errlen)
 {
     if (!text || !*text)
-        return usage(err, errlen, "empty compressor spec");
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "empty compressor spec");
     if (strlen(text) >= SPEC_MAX)
-        return usage(err, errlen, "compressor spec longer than %d characters", SPEC_MAX - 1);
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "compressor spec longer than %d characters", SPEC_MAX - 1);
     char buf[SPEC_MAX];
     snprintf(buf, sizeof(buf), "%s", text);
     char *opts = strchr(buf, ':');
@@ -244,7 +220,7 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
         if (strcmp(buf, codecs[i].name) == 0)
             id = i;
     if (id < 0)
-        return usage(err, errlen,
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
                      "unknown compressor '%s' (none, fp16, topk, dgc, randomk, threshold, qsgd, "
                      "terngrad, efsign)",
                      buf);
@@ -253,13 +229,13 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
     defaults(&s, (pc_codec_id_t)id);
     if (opts) {
         if (!*opts)
-            return usage(err, errlen, "%s: ':' must be followed by options (key=value,...)", name);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: ':' must be followed by options (key=value,...)", name);
         unsigned seen = 0;
         char *save = NULL;
         for (char *item = strtok_r(opts, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(item, '=');
             if (!eq)
-                return usage(err, errlen, "%s: option '%s' has no value (key=value)", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' has no value (key=value)", name, item);
             *eq = '\0';
             const char *val = eq + 1;
             unsigned bit = 0;
@@ -269,21 +245,21 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
             if (!bit || !(codecs[id].keys & bit)) {
                 char takes[128];
                 keys_list(codecs[id].keys, takes, sizeof(takes));
-                return usage(err, errlen, "%s: unknown option '%s' (%s takes: %s)", name, item,
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: unknown option '%s' (%s takes: %s)", name, item,
                              name, takes[0] ? takes : "no options");
             }
             if (seen & bit)
-                return usage(err, errlen, "%s: option '%s' given twice", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' given twice", name, item);
             seen |= bit;
             if (!*val)
-                return usage(err, errlen, "%s: option '%s' has an empty value", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' has an empty value", name, item);
             int rc = set_key(&s, name, bit, item, val, err, errlen);
             if (rc != PC_OK)
                 return rc;
         }
         /* strtok_r skips empty items ("ratio=0.1,,ef=on"): reject them explicitly. */
         if (strstr(text, ",,") || text[strlen(text) - 1] == ',' || strstr(text, ":,"))
-            return usage(err, errlen, "%s: empty option in '%s'", name, text);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: empty option in '%s'", name, text);
     }
     *out = s;
     return PC_OK;

@@ -27,19 +27,6 @@
 #define VAL_HELP (LONG_ONLY_BASE - 1)
 #define VAL_VERSION (LONG_ONLY_BASE - 2)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return PC_EUSAGE;
-}
-
 static bool has_range(const pc_opt_t *o)
 {
     return o->min <= o->max;
@@ -138,7 +125,7 @@ static void choice_name(const char *choices, int idx, char *buf, size_t len)
 
 static int range_error(const pc_opt_t *o, const char *value, char *err, size_t errlen)
 {
-    return fail(err, errlen, "--%s: %s is out of range (%.17g..%.17g)", o->name, value, o->min,
+    return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: %s is out of range (%.17g..%.17g)", o->name, value, o->min,
                 o->max);
 }
 
@@ -150,7 +137,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     case PC_OPT_INT:
     case PC_OPT_INT64:
         if (!parse_ll(value, &ll))
-            return fail(err, errlen, "--%s: '%s' is not an integer", o->name, value);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not an integer", o->name, value);
         if (o->type == PC_OPT_INT && (ll < INT32_MIN || ll > INT32_MAX))
             return range_error(o, value, err, errlen);
         if (has_range(o) && ((double)ll < o->min || (double)ll > o->max))
@@ -162,7 +149,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         break;
     case PC_OPT_SIZE:
         if (!parse_size(value, &ll))
-            return fail(err, errlen, "--%s: '%s' is not a size (bytes, or with K, M, G, T)",
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not a size (bytes, or with K, M, G, T)",
                         o->name, value);
         if (has_range(o) && ((double)ll < o->min || (double)ll > o->max))
             return range_error(o, value, err, errlen);
@@ -174,7 +161,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         double d = strtod(value, &end);
         if (!*value || isspace((unsigned char)*value) || *end != '\0' || errno == ERANGE ||
             !isfinite(d))
-            return fail(err, errlen, "--%s: '%s' is not a finite number", o->name, value);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not a finite number", o->name, value);
         if (has_range(o) && (d < o->min || d > o->max))
             return range_error(o, value, err, errlen);
         *(double *)field = d;
@@ -182,16 +169,16 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     }
     case PC_OPT_STRING:
         if (strlen(value) + 1 > o->size)
-            return fail(err, errlen, "--%s: value is longer than %zu characters", o->name,
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: value is longer than %zu characters", o->name,
                         o->size - 1);
         if (!*value)
-            return fail(err, errlen, "--%s: empty value", o->name);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: empty value", o->name);
         memcpy(field, value, strlen(value) + 1);
         break;
     case PC_OPT_CHOICE: {
         int idx = choice_index(o->choices, value);
         if (idx < 0)
-            return fail(err, errlen, "--%s: '%s' is not one of %s", o->name, value, o->choices);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not one of %s", o->name, value, o->choices);
         *(int *)field = idx;
         break;
     }
@@ -202,7 +189,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     if (o->check) {
         char why[256] = "";
         if (o->check(field, why, sizeof(why)) != 0)
-            return fail(err, errlen, "--%s: %s", o->name, why);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: %s", o->name, why);
     }
     return PC_OK;
 }
@@ -225,11 +212,11 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         for (size_t i = 0; i < groups[g].nopts; i++) {
             const pc_opt_t *o = &groups[g].opts[i];
             if (n == MAX_OPTS)
-                return fail(err, errlen, "too many options defined (at most %d)", MAX_OPTS);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "too many options defined (at most %d)", MAX_OPTS);
             for (size_t j = 0; j < n; j++)
                 if (strcmp(by_index[j]->name, o->name) == 0 ||
                     (o->short_name && by_index[j]->short_name == o->short_name))
-                    return fail(err, errlen, "option --%s defined twice (a program bug)",
+                    return pc_error_fmt(PC_EUSAGE, err, errlen, "option --%s defined twice (a program bug)",
                                 o->name);
             int has_arg = o->type == PC_OPT_FLAG ? no_argument : required_argument;
             longopts[n] = (struct option){o->name, has_arg, NULL,
@@ -264,15 +251,15 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
             return PC_CONFIG_VERSION;
         if (c == '?') {
             if (optopt && optopt < LONG_ONLY_BASE - 2)
-                return fail(err, errlen, "unknown flag '-%c' (see --help)", optopt);
-            return fail(err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)", optopt);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
         }
         if (c == ':') {
             const char *name = NULL;
             for (size_t i = 0; i < n; i++)
                 if (longopts[i].val == optopt)
                     name = by_index[i]->name;
-            return fail(err, errlen, "--%s: missing value", name ? name : argv[optind - 1]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: missing value", name ? name : argv[optind - 1]);
         }
         size_t idx = n;
         if (longidx >= 0 && (size_t)longidx < n) {
@@ -283,14 +270,14 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
                     idx = i;
         }
         if (idx == n)
-            return fail(err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
         int rc = pc_opt_set(by_index[idx], dst_of[idx], optarg ? optarg : "", err, errlen);
         if (rc != PC_OK)
             return rc;
     }
     if (optind < argc) {
         if (!first_operand)
-            return fail(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
         *first_operand = optind;
     } else if (first_operand) {
         *first_operand = argc;
@@ -381,28 +368,28 @@ int pc_config_bind_parse(const char *text, pc_bind_t *out, char *err, size_t err
     for (;;) {
         char *end;
         if (!isdigit((unsigned char)*p))
-            return fail(err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
                         text);
         long lo = strtol(p, &end, 10), hi = lo;
         p = end;
         if (*p == '-') {
             p++;
             if (!isdigit((unsigned char)*p))
-                return fail(err, errlen, "'%s': a range needs an upper bound", text);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': a range needs an upper bound", text);
             hi = strtol(p, &end, 10);
             p = end;
         }
         if (lo > 65535 || hi > 65535 || hi < lo)
-            return fail(err, errlen, "'%s': bad core range %ld-%ld", text, lo, hi);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': bad core range %ld-%ld", text, lo, hi);
         for (long c = lo; c <= hi; c++) {
             if (b.ncores == PC_CONFIG_BIND_MAX)
-                return fail(err, errlen, "'%s': more than %d cores", text, PC_CONFIG_BIND_MAX);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d cores", text, PC_CONFIG_BIND_MAX);
             b.cores[b.ncores++] = (int)c;
         }
         if (*p == '\0')
             break;
         if (*p != ',')
-            return fail(err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
                         text);
         p++;
     }

@@ -17,19 +17,6 @@
  * decompressed file over 1 GiB is refused before it fills memory. */
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
-static int oops(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int oops(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -39,21 +26,21 @@ int pc_data_parse_idx(const uint8_t *buf, size_t len, int kind, const char *name
                       uint32_t *rows, uint32_t *cols, uint8_t **data, char *err, size_t errlen)
 {
     if (kind != 1 && kind != 3)
-        return oops(PC_EINVAL, err, errlen, "%s: internal: bad IDX kind %d", name, kind);
+        return pc_error_fmt(PC_EINVAL, err, errlen, "%s: internal: bad IDX kind %d", name, kind);
     size_t hdr = 4 + 4 * (size_t)kind;
     if (len < 4)
-        return oops(PC_EFORMAT, err, errlen, "%s: %zu bytes, too short for an IDX header", name, len);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %zu bytes, too short for an IDX header", name, len);
     if (buf[0] != 0 || buf[1] != 0)
-        return oops(PC_EFORMAT, err, errlen, "%s: bad magic %02x%02x%02x%02x (not an IDX file)",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: bad magic %02x%02x%02x%02x (not an IDX file)",
                     name, buf[0], buf[1], buf[2], buf[3]);
     if (buf[2] != 0x08)
-        return oops(PC_EFORMAT, err, errlen, "%s: element type 0x%02x, expected 0x08 (unsigned byte)",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: element type 0x%02x, expected 0x08 (unsigned byte)",
                     name, buf[2]);
     if (buf[3] != kind)
-        return oops(PC_EFORMAT, err, errlen, "%s: %d dimensions, expected %d (%s)", name, buf[3],
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %d dimensions, expected %d (%s)", name, buf[3],
                     kind, kind == 3 ? "images" : "labels");
     if (len < hdr)
-        return oops(PC_EFORMAT, err, errlen, "%s: truncated header (%zu of %zu bytes)", name, len,
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated header (%zu of %zu bytes)", name, len,
                     hdr);
     uint32_t cnt = be32(buf + 4), r = 1, c = 1;
     if (kind == 3) {
@@ -61,19 +48,19 @@ int pc_data_parse_idx(const uint8_t *buf, size_t len, int kind, const char *name
         c = be32(buf + 12);
     }
     if (cnt == 0 || cnt > PC_DATA_MAX_COUNT)
-        return oops(PC_EFORMAT, err, errlen, "%s: implausible count %u", name, cnt);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible count %u", name, cnt);
     if (r == 0 || c == 0 || r > PC_DATA_MAX_SIDE || c > PC_DATA_MAX_SIDE)
-        return oops(PC_EFORMAT, err, errlen, "%s: implausible image size %ux%u", name, r, c);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible image size %ux%u", name, r, c);
     size_t want = (size_t)cnt * r * c;
     if (len - hdr < want)
-        return oops(PC_EFORMAT, err, errlen, "%s: truncated: %zu bytes of data, header announces %zu",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated: %zu bytes of data, header announces %zu",
                     name, len - hdr, want);
     if (len - hdr > want)
-        return oops(PC_EFORMAT, err, errlen, "%s: %zu bytes of trailing data after %zu announced",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %zu bytes of trailing data after %zu announced",
                     name, len - hdr - want, want);
     uint8_t *d = malloc(want);
     if (!d)
-        return oops(PC_ENOMEM, err, errlen, "%s: out of memory for %zu bytes", name, want);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory for %zu bytes", name, want);
     memcpy(d, buf + hdr, want);
     *n = cnt;
     if (rows)
@@ -89,24 +76,24 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
 {
     gzFile f = gzopen(path, "rb");
     if (!f)
-        return oops(PC_EIO, err, errlen, "%s: cannot open: %s", path,
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path,
                     errno ? strerror(errno) : "out of memory");
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap);
     int rc = PC_OK;
     for (;;) {
         if (!buf) {
-            rc = oops(PC_ENOMEM, err, errlen, "%s: out of memory", path);
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory", path);
             break;
         }
         if (n == cap) {
             if (cap >= MAX_FILE_BYTES) {
-                rc = oops(PC_EFORMAT, err, errlen, "%s: larger than %zu bytes", path, MAX_FILE_BYTES);
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: larger than %zu bytes", path, MAX_FILE_BYTES);
                 break;
             }
             uint8_t *p = realloc(buf, cap * 2);
             if (!p) {
-                rc = oops(PC_ENOMEM, err, errlen, "%s: out of memory", path);
+                rc = pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory", path);
                 break;
             }
             buf = p;
@@ -116,7 +103,7 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
         if (got < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            rc = oops(zerr == Z_ERRNO ? PC_EIO : PC_EFORMAT, err, errlen, "%s: %s", path,
+            rc = pc_error_fmt(zerr == Z_ERRNO ? PC_EIO : PC_EFORMAT, err, errlen, "%s: %s", path,
                       zerr == Z_ERRNO ? strerror(errno) : msg);
             break;
         }
@@ -125,7 +112,7 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
             int zerr;
             const char *msg = gzerror(f, &zerr);
             if (zerr != Z_OK && zerr != Z_STREAM_END)
-                rc = oops(PC_EFORMAT, err, errlen, "%s: corrupt or truncated gzip data: %s", path, msg);
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: corrupt or truncated gzip data: %s", path, msg);
             break;
         }
         n += (size_t)got;
@@ -155,16 +142,16 @@ int pc_data_load_idx(const char *images_path, const char *labels_path, int class
     if (rc == PC_OK)
         rc = pc_data_parse_idx(lb, ll, 1, labels_path, &nl, NULL, NULL, &lab, err, errlen);
     if (rc == PC_OK && nl != n)
-        rc = oops(PC_EFORMAT, err, errlen, "%s has %u labels but %s has %u images", labels_path, nl,
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s has %u labels but %s has %u images", labels_path, nl,
                   images_path, n);
     for (uint32_t i = 0; rc == PC_OK && i < n; i++)
         if (lab[i] >= classes)
-            rc = oops(PC_EFORMAT, err, errlen, "%s: label %u of sample %u is not below %d",
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: label %u of sample %u is not below %d",
                       labels_path, lab[i], i, classes);
     if (rc == PC_OK) {
         ds->images = malloc(sizeof(float) * (size_t)n * r * c);
         if (!ds->images)
-            rc = oops(PC_ENOMEM, err, errlen, "out of memory for %u images", n);
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory for %u images", n);
     }
     if (rc == PC_OK) {
         for (size_t i = 0; i < (size_t)n * r * c; i++)

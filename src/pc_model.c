@@ -386,19 +386,6 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
 #define FILE_VERSION 1
 #define HEADER_BYTES 48
 
-static int ferr(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int ferr(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -447,7 +434,7 @@ int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errle
     make_header(m, h, crc_bytes(m->params, m->nparams * sizeof(float)));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
-        return ferr(PC_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
     const uint8_t *parts[2] = {h, (const uint8_t *)m->params};
     size_t lens[2] = {HEADER_BYTES, m->nparams * sizeof(float)};
     for (int k = 0; k < 2; k++) {
@@ -460,19 +447,19 @@ int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errle
                 int e = errno;
                 close(fd);
                 unlink(tmp);
-                return ferr(PC_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(e));
+                return pc_error_fmt(PC_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(e));
             }
             done += (size_t)w;
         }
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         unlink(tmp);
-        return ferr(PC_EIO, err, errlen, "%s: cannot flush: %s", tmp, strerror(errno));
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot flush: %s", tmp, strerror(errno));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        return ferr(PC_EIO, err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
     }
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s", path);
@@ -487,13 +474,13 @@ int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errle
 static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t errlen)
 {
     if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
-        return ferr(PC_EFORMAT, err, errlen, "%s: shorter than a model header", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: shorter than a model header", path);
     if (memcmp(h, FILE_MAGIC, 8) != 0)
-        return ferr(PC_EFORMAT, err, errlen, "%s: not a PipeCompress model file (bad magic)", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: not a PipeCompress model file (bad magic)", path);
     if (get32(h + 44) != crc_bytes(h, 44))
-        return ferr(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)", path);
     if (get32(h + 8) != FILE_VERSION)
-        return ferr(PC_EFORMAT, err, errlen, "%s: model format version %u, this build reads %d",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: model format version %u, this build reads %d",
                     path, get32(h + 8), FILE_VERSION);
     return PC_OK;
 }
@@ -503,7 +490,7 @@ int pc_model_file_info(const char *path, pc_model_kind_t *kind, int *channels, i
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return ferr(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     uint8_t h[HEADER_BYTES];
     int rc = read_header(path, f, h, err, errlen);
     fclose(f);
@@ -513,7 +500,7 @@ int pc_model_file_info(const char *path, pc_model_kind_t *kind, int *channels, i
     if (k > PC_MODEL_WIDE || get32(h + 16) == 0 || get32(h + 16) > 4096 || get32(h + 20) == 0 ||
         get32(h + 20) > 4096 || get32(h + 24) == 0 || get32(h + 24) > 4096 || get32(h + 28) < 2 ||
         get32(h + 28) > 65536)
-        return ferr(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header", path);
     *kind = (pc_model_kind_t)k;
     *channels = (int)get32(h + 16);
     *height = (int)get32(h + 20);
@@ -526,25 +513,25 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return ferr(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     uint8_t h[HEADER_BYTES], want[HEADER_BYTES];
     int rc = read_header(path, f, h, err, errlen);
     float *buf = NULL;
     if (rc == PC_OK) {
         make_header(m, want, get32(h + 40)); /* same architecture -> same bytes 8..39 */
         if (memcmp(h + 8, want + 8, 32) != 0)
-            rc = ferr(PC_EFORMAT, err, errlen,
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                       "%s: holds a different model (kind %u, %u parameters; expected %s, %zu)",
                       path, get32(h + 12), get32(h + 32), pc_model_kind_name(m->kind), m->nparams);
     }
     if (rc == PC_OK && !(buf = malloc(m->nparams * sizeof(float))))
-        rc = ferr(PC_ENOMEM, err, errlen, "out of memory");
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     if (rc == PC_OK && fread(buf, sizeof(float), m->nparams, f) != m->nparams)
-        rc = ferr(PC_EFORMAT, err, errlen, "%s: truncated parameters", path);
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated parameters", path);
     if (rc == PC_OK && fgetc(f) != EOF)
-        rc = ferr(PC_EFORMAT, err, errlen, "%s: trailing bytes after the parameters", path);
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: trailing bytes after the parameters", path);
     if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != get32(h + 40))
-        rc = ferr(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)", path);
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)", path);
     if (rc == PC_OK)
         memcpy(m->params, buf, m->nparams * sizeof(float));
     free(buf);

@@ -16,37 +16,24 @@
 #include "pipecompress/pc_time.h"
 #include "runtime_proto.h"
 
-static int say(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int say(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
     char why[256];
     if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
-        return say(PC_EUSAGE, err, errlen, "--compress: %s", why);
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--compress: %s", why);
     if (cfg->mode == PC_MODE_PS) {
         if (world_size < 2)
-            return say(PC_EUSAGE, err, errlen,
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
                        "--mode ps needs at least 2 ranks (a worker and a server); got %d "
                        "(use mpirun -np N, or --mode allreduce)",
                        world_size);
         if (cfg->servers >= world_size)
-            return say(PC_EUSAGE, err, errlen, "--servers %d leaves no worker among %d ranks",
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--servers %d leaves no worker among %d ranks",
                        cfg->servers, world_size);
     }
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
-        return say(PC_EUSAGE, err, errlen, "--lr-schedule cosine needs --iters N");
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--lr-schedule cosine needs --iters N");
     return PC_OK;
 }
 
@@ -56,14 +43,14 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     int provided = 0, size = 0, rc;
     MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE)
-        return say(PC_EMPI, err, errlen,
+        return pc_error_fmt(PC_EMPI, err, errlen,
                    "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)", provided);
     MPI_Comm_size(comm, &size);
     if ((rc = pc_runtime_check_config(cfg, size, err, errlen)) != PC_OK)
         return rc;
     pc_runtime_t *rt = calloc(1, sizeof(*rt));
     if (!rt)
-        return say(PC_ENOMEM, err, errlen, "out of memory");
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     rt->cfg = *cfg;
     rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
     pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
@@ -86,7 +73,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     } else {
         if (pc_log_create(stderr, rt->rank, (pc_log_level_t)cfg->log_level, &rt->own_log) !=
             PC_OK) {
-            rc = say(PC_ENOMEM, err, errlen, "out of memory");
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
             goto fail;
         }
         rt->log = rt->own_log;
@@ -127,7 +114,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         /* A common origin for every rank's timestamps: right after a barrier. */
         MPI_Barrier(rt->comm);
         if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK) {
-            rc = say(PC_ENOMEM, err, errlen, "out of memory");
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
             goto fail;
         }
         pc_timeline_track(rt->tl, server ? "server" : "backprop");
@@ -135,7 +122,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
             pc_timeline_track(rt->tl, "compressor");
     }
     if ((rc = rt_bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
-        say(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
+        pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
         goto fail;
     }
     *out = rt;
@@ -271,7 +258,7 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
         if (f && fclose(f) != 0)
             ok = false;
         if (!ok || rename(tmp, path) != 0) {
-            rc = say(PC_EIO, err, errlen, "cannot write '%s': %s", path,
+            rc = pc_error_fmt(PC_EIO, err, errlen, "cannot write '%s': %s", path,
                      all ? strerror(errno) : "out of memory");
             unlink(tmp);
         }
@@ -345,7 +332,7 @@ int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, floa
         return rc;
     if ((h.codec != PULL_DENSE && h.codec != PULL_SPARSE) || h.chunk != chunk || h.n != n ||
         h.iteration != it || h.flags != 0)
-        return say(PC_EFORMAT, err, errlen,
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
                    "update message (codec %u, chunk %u, n %u, iteration %llu) where chunk %u, "
                    "n %zu, iteration %llu was expected",
                    h.codec, h.chunk, h.n, (unsigned long long)h.iteration, chunk, n,
@@ -354,17 +341,17 @@ int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, floa
     size_t k = h.codec == PULL_DENSE ? n : h.entries;
     if ((h.codec == PULL_DENSE && (h.entries != n || h.payload != 4 * (size_t)n)) ||
         (h.codec == PULL_SPARSE && h.payload != 8 * (size_t)h.entries))
-        return say(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes", chunk,
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes", chunk,
                    h.entries, h.payload);
     const uint8_t *vals = h.codec == PULL_DENSE ? q : q + 4 * k;
     for (size_t j = 0; j < k; j++) {
         if ((pc_wire_get_u32(vals + 4 * j) & 0x7f800000u) == 0x7f800000u)
-            return say(PC_EFORMAT, err, errlen, "chunk %u: updated parameter %zu is not finite",
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: updated parameter %zu is not finite",
                        chunk, j);
         if (h.codec == PULL_SPARSE) {
             uint32_t ix = pc_wire_get_u32(q + 4 * j);
             if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
-                return say(PC_EFORMAT, err, errlen,
+                return pc_error_fmt(PC_EFORMAT, err, errlen,
                            "chunk %u: update index %u out of range or out of order", chunk, ix);
         }
     }

@@ -61,17 +61,6 @@ typedef struct server {
     } slot[2];
 } server_t;
 
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static void server_free(server_t *s)
 {
     for (int i = 0; i < s->nmine; i++) {
@@ -111,14 +100,14 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
         if (flag)
             break;
         if (pc_time_ns() - start > limit)
-            return fail(PC_ETIMEDOUT, err, errlen, "server r%d: timed out after %g s waiting for %s",
+            return pc_error_fmt(PC_ETIMEDOUT, err, errlen, "server r%d: timed out after %g s waiting for %s",
                         rt->rank, rt->cfg.timeout, what);
         pc_backoff_pause(&b);
     }
     MPI_Get_count(&st, MPI_BYTE, len);
     *buf = malloc(*len > 0 ? (size_t)*len : 1);
     if (!*buf)
-        return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank, what);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank, what);
     return PC_MPI_CHECK(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen);
 }
 
@@ -134,7 +123,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     if (len < 8 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
         (size_t)len != 8 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
         free(lay);
-        return fail(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
                     rt->rank);
     }
     int nc = (int)pc_wire_get_u32(lay + 4);
@@ -144,7 +133,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     s->mine = calloc((size_t)(nc ? nc : 1), sizeof(schunk_t));
     if (!s->local || !s->mine) {
         free(lay);
-        return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc; c++) {
         uint32_t n = pc_wire_get_u32(lay + 8 + 8 * (size_t)c);
@@ -152,7 +141,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         s->local[c] = -1;
         if (n == 0 || n > PC_CODEC_MAX_N || owner < 0 || owner >= rt->nservers) {
             free(lay);
-            return fail(PC_EFORMAT, err, errlen, "server r%d: layout names a bad chunk %d",
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: layout names a bad chunk %d",
                         rt->rank, c);
         }
         if (owner != me)
@@ -172,7 +161,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
             !k->lens || !k->pull || !k->sends) {
             free(lay);
-            return fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
                         c);
         }
         for (int w = 0; w < rt->nworkers; w++)
@@ -205,7 +194,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
         int rc = pc_codec_decode_add(s->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
                                      k->agg, NULL, why, sizeof(why));
         if (rc != PC_OK)
-            return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
+            return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
                         rt->rank, w, why);
         in += k->lens[w];
         free(k->msgs[w]);
@@ -271,12 +260,12 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     int rc = pc_wire_header_read(buf, (size_t)len, &h, why, sizeof(why));
     if (rc != PC_OK) {
         free(buf);
-        return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
+        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
                     src, why);
     }
     if (h.chunk >= (uint32_t)s->nchunks_total || s->local[h.chunk] < 0) {
         free(buf);
-        return fail(PC_EFORMAT, err, errlen,
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
                     "server r%d: rejected message from worker r%d: chunk %u is not served here",
                     rt->rank, src, h.chunk);
     }
@@ -290,7 +279,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     }
     if (rc != PC_OK) {
         free(buf);
-        return fail(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
+        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
                     src, why);
     }
     k->msgs[src] = buf;
@@ -322,11 +311,11 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
 int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
 {
     if (rt->role != PC_ROLE_SERVER)
-        return fail(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d", rt->rank);
+        return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d", rt->rank);
     server_t s = {.rt = rt};
     int rc = pc_codec_create(&rt->spec, &s.codec);
     if (rc != PC_OK) {
-        fail(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
+        pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
         goto out;
     }
     if ((rc = server_setup(&s, err, errlen)) != PC_OK)
@@ -336,7 +325,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     int done = 0;
     bool *finished = calloc((size_t)rt->nworkers, sizeof(bool));
     if (!finished) {
-        rc = fail(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
         goto out;
     }
     int64_t last = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
@@ -353,7 +342,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             if (pc_time_ns() - last > limit) {
                 char what[512];
                 describe_wait(&s, what, sizeof(what));
-                rc = fail(PC_ETIMEDOUT, err, errlen,
+                rc = pc_error_fmt(PC_ETIMEDOUT, err, errlen,
                           "server r%d: timed out after %g s with no message, waiting for %s",
                           rt->rank, rt->cfg.timeout, what);
                 break;
@@ -367,7 +356,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         MPI_Get_count(&st, MPI_BYTE, &len);
         uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
         if (!buf) {
-            rc = fail(PC_ENOMEM, err, errlen, "server r%d: out of memory for a %d-byte message",
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for a %d-byte message",
                       rt->rank, len);
             break;
         }
@@ -378,7 +367,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         }
         if (src >= rt->nworkers || (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE)) {
             free(buf);
-            rc = fail(PC_EFORMAT, err, errlen,
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                       "server r%d: rejected message with tag %d from rank r%d (not a worker's "
                       "gradient)",
                       rt->rank, st.MPI_TAG, src);
@@ -387,7 +376,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         if (st.MPI_TAG == TAG_DONE) {
             free(buf);
             if (finished[src]) {
-                rc = fail(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
                           rt->rank, src);
                 break;
             }
@@ -397,7 +386,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         }
         if (finished[src]) {
             free(buf);
-            rc = fail(PC_EFORMAT, err, errlen,
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                       "server r%d: rejected message from worker r%d after it finished", rt->rank,
                       src);
             break;
@@ -413,7 +402,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                               errlen);
         for (int i = 0; i < s.nmine && rc == PC_OK; i++)
             if (s.mine[i].have)
-                rc = fail(PC_EFORMAT, err, errlen,
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                           "server r%d: workers finished with chunk %u of iteration %llu incomplete",
                           rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
     }

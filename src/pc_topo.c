@@ -37,20 +37,6 @@ struct pc_topo_plan {
     pc_topo_rank_t *ranks; /* copy of the input, for names in messages */
 };
 
-static int topo_fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int topo_fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t errlen)
 {
     pc_topo_t *t = calloc(1, sizeof(*t));
@@ -58,17 +44,17 @@ int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t err
         return PC_ENOMEM;
     if (hwloc_topology_init(&t->h) != 0) {
         free(t);
-        return topo_fail(PC_ETOPO, err, errlen, "hwloc_topology_init failed");
+        return pc_error_fmt(PC_ETOPO, err, errlen, "hwloc_topology_init failed");
     }
     if (synthetic && hwloc_topology_set_synthetic(t->h, synthetic) != 0) {
         hwloc_topology_destroy(t->h);
         free(t);
-        return topo_fail(PC_ETOPO, err, errlen, "bad synthetic topology '%s'", synthetic);
+        return pc_error_fmt(PC_ETOPO, err, errlen, "bad synthetic topology '%s'", synthetic);
     }
     if (hwloc_topology_load(t->h) != 0) {
         hwloc_topology_destroy(t->h);
         free(t);
-        return topo_fail(PC_ETOPO, err, errlen, "hwloc could not load the topology");
+        return pc_error_fmt(PC_ETOPO, err, errlen, "hwloc could not load the topology");
     }
     t->ncores = hwloc_get_nbobjs_by_type(t->h, HWLOC_OBJ_CORE);
     t->npus = hwloc_get_nbobjs_by_type(t->h, HWLOC_OBJ_PU);
@@ -76,7 +62,7 @@ int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t err
     if (t->ncores <= 0 || t->npus <= 0) {
         hwloc_topology_destroy(t->h);
         free(t);
-        return topo_fail(PC_ETOPO, err, errlen, "topology has no cores");
+        return pc_error_fmt(PC_ETOPO, err, errlen, "topology has no cores");
     }
     *out = t;
     return PC_OK;
@@ -138,13 +124,13 @@ static int rank_cpuset(const pc_topo_t *topo, const pc_topo_rank_t *r, hwloc_bit
     if (r->cpuset[0] == '\0') {
         hwloc_bitmap_copy(set, allowed);
     } else if (hwloc_bitmap_list_sscanf(set, r->cpuset) != 0) {
-        return topo_fail(PC_ETOPO, err, errlen, "rank %d: unreadable cpuset '%s'", r->rank,
+        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unreadable cpuset '%s'", r->rank,
                          r->cpuset);
     } else {
         hwloc_bitmap_and(set, set, allowed);
     }
     if (hwloc_bitmap_iszero(set))
-        return topo_fail(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' has no usable PU",
+        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' has no usable PU",
                          r->rank, r->cpuset);
     return PC_OK;
 }
@@ -189,7 +175,7 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
         }
         if (nc == 0) {
             free(cores);
-            return topo_fail(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' covers no core",
+            return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' covers no core",
                              plan->ranks[r].rank, plan->ranks[r].cpuset);
         }
         for (int t = 0; t < plan->ranks[r].nthreads; t++) {
@@ -210,7 +196,7 @@ static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_
     for (int r = 0; r < plan->nranks; r++)
         need += plan->ranks[r].nthreads;
     if (bind->ncores < need)
-        return topo_fail(PC_EUSAGE, err, errlen,
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
                          "--bind: the list names %d cores but this node's ranks have %d threads",
                          bind->ncores, need);
     int k = 0;
@@ -218,7 +204,7 @@ static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_
         for (int t = 0; t < plan->ranks[r].nthreads; t++, k++) {
             int c = bind->cores[k];
             if (c >= topo->ncores)
-                return topo_fail(PC_EUSAGE, err, errlen,
+                return pc_error_fmt(PC_EUSAGE, err, errlen,
                                  "--bind: core %d does not exist (this node has %d cores)", c,
                                  topo->ncores);
             hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)c);
@@ -235,10 +221,10 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind,
                         char *err, size_t errlen)
 {
     if (!topo || !bind || !ranks || nranks < 1 || !out)
-        return topo_fail(PC_EINVAL, err, errlen, "invalid placement request");
+        return pc_error_fmt(PC_EINVAL, err, errlen, "invalid placement request");
     for (int r = 0; r < nranks; r++)
         if (ranks[r].nthreads < 1 || ranks[r].nthreads > PC_TOPO_MAX_THREADS)
-            return topo_fail(PC_EINVAL, err, errlen, "rank %d asks for %d threads (1..%d)",
+            return pc_error_fmt(PC_EINVAL, err, errlen, "rank %d asks for %d threads (1..%d)",
                              ranks[r].rank, ranks[r].nthreads, PC_TOPO_MAX_THREADS);
     int rc = PC_ENOMEM;
     hwloc_bitmap_t *sets = NULL;
@@ -307,7 +293,7 @@ err:
     }
     pc_topo_plan_destroy(plan);
     if (rc == PC_ENOMEM)
-        topo_fail(rc, err, errlen, "out of memory planning placement");
+        pc_error_fmt(rc, err, errlen, "out of memory planning placement");
     return rc;
 }
 
@@ -392,17 +378,17 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
                       char *err, size_t errlen)
 {
     if (r < 0 || r >= plan->nranks || t < 0 || t >= plan->ranks[r].nthreads)
-        return topo_fail(PC_EINVAL, err, errlen, "no planned thread %d of local rank %d", t, r);
+        return pc_error_fmt(PC_EINVAL, err, errlen, "no planned thread %d of local rank %d", t, r);
     const place_t *p = place_at(plan, r, t);
     if (p->core < 0)
         return PC_OK;
     if (!topo->real)
-        return topo_fail(PC_ETOPO, err, errlen, "cannot bind threads on a synthetic topology");
+        return pc_error_fmt(PC_ETOPO, err, errlen, "cannot bind threads on a synthetic topology");
     char want[PC_TOPO_CPUSET_LEN];
     hwloc_bitmap_list_snprintf(want, sizeof(want), p->set);
     if (hwloc_set_cpubind(topo->h, p->set, HWLOC_CPUBIND_THREAD | HWLOC_CPUBIND_STRICT) != 0 &&
         hwloc_set_cpubind(topo->h, p->set, HWLOC_CPUBIND_THREAD) != 0)
-        return topo_fail(PC_ETOPO, err, errlen, "binding %s to PUs %s failed",
+        return pc_error_fmt(PC_ETOPO, err, errlen, "binding %s to PUs %s failed",
                          plan->ranks[r].names[t], want);
     hwloc_bitmap_t got = hwloc_bitmap_alloc();
     if (!got)
@@ -412,7 +398,7 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
         !hwloc_bitmap_isequal(got, p->set)) {
         char have[PC_TOPO_CPUSET_LEN];
         hwloc_bitmap_list_snprintf(have, sizeof(have), got);
-        rc = topo_fail(PC_ETOPO, err, errlen, "%s: asked for PUs %s, bound to %s",
+        rc = pc_error_fmt(PC_ETOPO, err, errlen, "%s: asked for PUs %s, bound to %s",
                        plan->ranks[r].names[t], want, have);
         goto out;
     }
@@ -426,7 +412,7 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
             sched_yield();
     }
     if (rc != PC_OK)
-        topo_fail(rc, err, errlen, "%s: bound to PUs %s but still running elsewhere",
+        pc_error_fmt(rc, err, errlen, "%s: bound to PUs %s but still running elsewhere",
                   plan->ranks[r].names[t], want);
 out:
     hwloc_bitmap_free(got);

@@ -48,12 +48,25 @@ static void test_unknown_code(void **state)
     assert_string_equal(pc_errname(42), "UNKNOWN");
 }
 
+static void test_error_fmt(void **state)
+{
+    (void)state;
+    char err[16];
+    assert_int_equal(pc_error_fmt(PC_EIO, err, sizeof(err), "file %s: %d", "a.idx", 42), PC_EIO);
+    assert_string_equal(err, "file a.idx: 42");
+    assert_int_equal(pc_error_fmt(PC_EINVAL, err, sizeof(err), "%s", "a message longer than 16"),
+                     PC_EINVAL);
+    assert_int_equal(strlen(err), sizeof(err) - 1); /* cut, terminated */
+    assert_int_equal(pc_error_fmt(PC_EFORMAT, NULL, 0, "ignored %d", 1), PC_EFORMAT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ok_is_zero),
         cmocka_unit_test(test_codes_negative_distinct_named),
         cmocka_unit_test(test_unknown_code),
+        cmocka_unit_test(test_error_fmt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

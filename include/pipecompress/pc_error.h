@@ -6,6 +6,8 @@
 #ifndef PC_ERROR_H
 #define PC_ERROR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,11 @@ typedef enum pc_error {
     PC_ERROR_TABLE(PC_ERROR_ENUM)
 #undef PC_ERROR_ENUM
 } pc_error_t;
+
+/* Write a printf-style message into err (when err is not NULL and errlen > 0) and return
+ * code: the one way library functions say why they failed. Thread-safe. */
+int pc_error_fmt(int code, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Human-readable message for an error code; never NULL (unknown codes give a fixed
  * string). The returned string is static: do not free. Thread-safe. */
