@@ -21,7 +21,9 @@ run_suite() { # DIR TARGET
             grep -qE ':test-result: (FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
         done
         tail -n 20 "$dir/$target.out" >&2
+        local before=$FAILED
         count "$dir/$target.out"
+        [ "$FAILED" = "$before" ] && FAILED=$((FAILED + 1)) # the suite broke before its summary
         echo "check: $PASSED passed, $FAILED failed"
         pc_die "$target failed in $1"
     fi
