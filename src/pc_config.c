@@ -428,6 +428,9 @@ static const pc_opt_t config_opts[] = {
      .choices = "ps|allreduce", .help = "parameter servers, or dense MPI_Allreduce (baseline)"},
     {.name = "chunk-bytes", .type = PC_OPT_SIZE, .offset = offsetof(pc_config_t, chunk_bytes),
      .min = 64, .max = 1073741824.0, .metavar = "SIZE", .help = "largest chunk of a tensor"},
+    {.name = "compress-min-bytes", .type = PC_OPT_SIZE,
+     .offset = offsetof(pc_config_t, compress_min_bytes), .min = 0, .max = 1073741824.0,
+     .metavar = "SIZE", .help = "chunks smaller than this travel uncompressed (0: compress all)"},
     {.name = "pull", .type = PC_OPT_CHOICE, .offset = offsetof(pc_config_t, pull),
      .choices = "auto|dense|sparse", .help = "how updated parameters travel back"},
     {.name = "seed", .type = PC_OPT_INT64, .offset = offsetof(pc_config_t, seed), .min = 0,
@@ -471,6 +474,10 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->pipeline = 1;
     cfg->mode = PC_MODE_PS;
     cfg->chunk_bytes = 4 << 20; /* 4 MiB: ~1 ms on a 40 Gbit/s link, many chunks per big layer */
+    /* Small layers (biases, a classifier's last layer) are a sliver of the bytes but lose
+     * the most from sparsification (top-k of a 32-element bias is one element); like
+     * BytePS's minimum compress size and DGC's treatment of small layers, they go dense. */
+    cfg->compress_min_bytes = 65536;
     cfg->pull = PC_PULL_AUTO;
     cfg->seed = 42;
     cfg->timeout = 300;

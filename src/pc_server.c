@@ -35,6 +35,7 @@
 typedef struct schunk {
     uint32_t id;
     size_t n;
+    const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
     float *p, *mom, *agg;
     uint32_t *changed;
     uint8_t **msgs; /* per worker: this iteration's message, or NULL */
@@ -48,6 +49,7 @@ typedef struct schunk {
 typedef struct server {
     pc_runtime_t *rt;
     pc_codec_t *codec;
+    pc_codec_t *codec_dense; /* chunks under --compress-min-bytes */
     int nchunks_total;
     int nmine;
     schunk_t *mine;
@@ -80,6 +82,7 @@ static void server_free(server_t *s)
     free(s->mine);
     free(s->local);
     pc_codec_destroy(s->codec);
+    pc_codec_destroy(s->codec_dense);
 }
 
 /* Wait for a message (source, tag) with the run's timeout, then receive it whole into a
@@ -150,6 +153,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         s->local[c] = s->nmine++;
         k->id = (uint32_t)c;
         k->n = n;
+        k->codec = rt_chunk_dense(rt, n) ? s->codec_dense : s->codec;
         k->p = malloc(sizeof(float) * n);
         k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
         k->agg = malloc(sizeof(float) * n);
@@ -191,7 +195,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     char why[256];
     uint64_t in = 0;
     for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
-        int rc = pc_codec_decode_add(s->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
+        int rc = pc_codec_decode_add(k->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
                                      k->agg, NULL, why, sizeof(why));
         if (rc != PC_OK)
             return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
@@ -271,7 +275,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     }
     schunk_t *k = &s->mine[s->local[h.chunk]];
     pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
-    rc = pc_codec_validate(s->codec, buf, (size_t)len, &want, NULL, why, sizeof(why));
+    rc = pc_codec_validate(k->codec, buf, (size_t)len, &want, NULL, why, sizeof(why));
     if (rc == PC_OK && k->msgs[src]) {
         rc = PC_EFORMAT;
         snprintf(why, sizeof(why), "second message for chunk %u of iteration %llu", k->id,
@@ -313,7 +317,11 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     if (rt->role != PC_ROLE_SERVER)
         return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d", rt->rank);
     server_t s = {.rt = rt};
+    pc_codec_spec_t none;
+    pc_codec_spec_parse("none", &none, NULL, 0);
     int rc = pc_codec_create(&rt->spec, &s.codec);
+    if (rc == PC_OK)
+        rc = pc_codec_create(&none, &s.codec_dense);
     if (rc != PC_OK) {
         pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
         goto out;

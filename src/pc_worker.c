@@ -75,6 +75,7 @@ typedef struct wchunk {
     int first_tensor, last_tensor;
     size_t offset, n;
     float *p, *g;
+    pc_codec_t *codec; /* the run's codec, or "none" for a small chunk (not owned) */
     pc_codec_state_t *st;
     size_t remaining; /* elements not yet handed over this iteration (MPI thread) */
     uint8_t *sendbuf;
@@ -97,7 +98,8 @@ struct pc_worker {
     MPI_Request *sends, *recvs; /* per chunk */
     MPI_Status *statuses;
     int *done_idx;
-    pc_codec_t *codec;
+    pc_codec_t *codec;       /* --compress */
+    pc_codec_t *codec_dense; /* "none", for chunks under --compress-min-bytes */
     bool started, finished, pipelined, allreduce;
     uint64_t iter;
     /* pipeline */
@@ -261,7 +263,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         int64_t t0 = pc_time_ns();
-        rc = pc_codec_fold(w->codec, c->st, c->g);
+        rc = pc_codec_fold(c->codec, c->st, c->g);
         int64_t t1 = pc_time_ns();
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
         snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
@@ -285,7 +287,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
             return merr(w, rc, "worker r%d: %s", rt->rank, why);
         size_t len = 0;
         int64_t t0 = pc_time_ns();
-        rc = pc_codec_compress_folded(w->codec, c->st, it, c->sendbuf, c->send_cap, &len);
+        rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
                                   memory_order_relaxed);
         if (rc != PC_OK)
@@ -538,7 +540,10 @@ int pc_worker_start(pc_worker_t *w)
         w->tensors[t].last_chunk = w->plan->tensor_last_chunk[t];
         w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
     }
-    if (!w->allreduce && (rc = pc_codec_create(&rt->spec, &w->codec)) != PC_OK)
+    pc_codec_spec_t none;
+    pc_codec_spec_parse("none", &none, NULL, 0);
+    if (!w->allreduce && ((rc = pc_codec_create(&rt->spec, &w->codec)) != PC_OK ||
+                          (rc = pc_codec_create(&none, &w->codec_dense)) != PC_OK))
         return werr(w, rc, "cannot create the codec: %s", pc_strerror(rc));
     for (int ci = 0; ci < w->nchunks; ci++) {
         const pc_plan_chunk_t *pc = &w->plan->chunks[ci];
@@ -561,12 +566,13 @@ int pc_worker_start(pc_worker_t *w)
                 return werr(w, PC_ENOMEM, "out of memory for chunk %d", ci);
             continue;
         }
-        c->send_cap = pc_codec_max_bytes(w->codec, c->n);
+        c->codec = rt_chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+        c->send_cap = pc_codec_max_bytes(c->codec, c->n);
         c->recv_cap = pull_max_bytes(c->n);
         c->sendbuf = malloc(c->send_cap);
         c->recvbuf = malloc(c->recv_cap);
         if (!c->sendbuf || !c->recvbuf ||
-            pc_codec_state_create(w->codec, c->id, c->n, &c->st) != PC_OK)
+            pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
             return werr(w, PC_ENOMEM, "out of memory for chunk %d", ci);
     }
     /* Worker 0 gives each server the plan and its chunks' initial parameters. */
@@ -895,6 +901,7 @@ void pc_worker_destroy(pc_worker_t *w)
     free(w->tensor_pending);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
+    pc_codec_destroy(w->codec_dense);
     pc_spsc_destroy(w->q_ready);
     pc_spsc_destroy(w->q_back);
     free(w->tensors);

@@ -76,6 +76,13 @@ static inline void rt_trace(pc_runtime_t *rt, int track, const char *name, int64
         pc_timeline_event(rt->tl, track, name, t0, t1);
 }
 
+/* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
+ * servers decide alike from the chunk's size. */
+static inline bool rt_chunk_dense(const pc_runtime_t *rt, size_t n)
+{
+    return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
+}
+
 /* The rank of server s. */
 static inline int rt_server_rank(const pc_runtime_t *rt, int s)
 {

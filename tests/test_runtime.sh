@@ -46,6 +46,17 @@ same "dgc, 2 servers, 64 KiB chunks" 4 --servers 2 --chunk-bytes 64K --compress 
 same "randomk fp16 values" 3 --compress randomk:ratio=0.05,values=fp16
 same "allreduce" 2 --mode allreduce --compress none
 
+# --compress-min-bytes: chunks under it travel uncompressed. With a bound above every
+# chunk, top-k never runs: the result is the uncompressed run's, bit for bit.
+"$run" -t 120 -np 3 "$ex" --iters 15 --compress topk:ratio=0.01 --compress-min-bytes 1G \
+    --save "$tmp/min.bin" >/dev/null 2>&1 \
+    && "$run" -t 120 -np 3 "$ex" --iters 15 --compress none --save "$tmp/none.bin" >/dev/null 2>&1 \
+    && cmp -s "$tmp/min.bin" "$tmp/none.bin" && ok "--compress-min-bytes above every chunk == --compress none" \
+    || bad "--compress-min-bytes"
+"$run" -t 120 -np 3 "$ex" --iters 15 --compress topk:ratio=0.01 --compress-min-bytes 0 \
+    --save "$tmp/min0.bin" >/dev/null 2>&1 && ! cmp -s "$tmp/min0.bin" "$tmp/none.bin" \
+    && ok "--compress-min-bytes 0 compresses every chunk" || bad "--compress-min-bytes 0"
+
 # Pull encodings.
 for pull in dense sparse auto; do
     "$run" -t 120 -np 3 "$ex" --iters 25 --momentum 0 --compress topk:ratio=0.01 --pull "$pull" \
@@ -88,7 +99,7 @@ then ok "metrics: lines for every rank; inline exposed == compress"; else bad "m
 
 # Malformed messages.
 for kind in magic index truncated chunk; do
-    out=$("$run" -t 60 -np 2 "$mpi" hostile "$kind" --compress topk:ratio=0.1 2>&1); rc=$?
+    out=$("$run" -t 60 -np 2 "$mpi" hostile "$kind" --compress topk:ratio=0.1 --compress-min-bytes 0 2>&1); rc=$?
     if [ "$rc" != 0 ] && grep -q "rejected message from worker r0" <<<"$out"; then
         ok "malformed message ($kind) rejected: $(grep -o 'rejected message from worker r0: .*' <<<"$out" | head -1)"
     else

@@ -118,6 +118,7 @@ typedef struct pc_config {
     int pipeline;                  /* --pipeline off|on: compress on the compressor thread */
     int mode;                      /* --mode ps|allreduce: a pc_config_mode_t */
     int64_t chunk_bytes;           /* --chunk-bytes: largest chunk of a tensor */
+    int64_t compress_min_bytes;    /* --compress-min-bytes: smaller chunks travel dense */
     int pull;                      /* --pull auto|dense|sparse: a pc_config_pull_t */
     int64_t seed;                  /* --seed: every random choice derives from it */
     double timeout;                /* --timeout SECONDS: longest wait before aborting */
