@@ -83,6 +83,7 @@ typedef struct wchunk {
     uint8_t *recvbuf;
     size_t recv_cap;
     uint64_t recv_it;        /* iteration of the posted update receive */
+    uint64_t fold_it;        /* iteration of the folded, not yet compressed gradient */
     float *sum, *mom;        /* allreduce mode */
     _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
                                  writing the parameters, loaded (acquire) by param_wait */
@@ -112,6 +113,8 @@ struct pc_worker {
     /* MPI thread only */
     int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
     int *ready_list;
+    int *todo;           /* ring of folded chunks awaiting compression (nchunks slots) */
+    size_t todo_head, ntodo;
     /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
     /* backprop thread */
@@ -263,6 +266,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         int64_t t0 = pc_time_ns();
+        c->fold_it = it;
         rc = pc_codec_fold(c->codec, c->st, c->g);
         int64_t t1 = pc_time_ns();
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
@@ -280,36 +284,54 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
                 release_tensor(w, t, it);
             }
     }
-    for (int j = 0; j < nlist; j++) {
-        wchunk_t *c = &w->chunks[list[j]];
-        /* The previous send from this buffer completed long ago (its update came back). */
-        if ((rc = PC_MPI_CHECK(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), why, sizeof(why))))
-            return merr(w, rc, "worker r%d: %s", rt->rank, why);
-        size_t len = 0;
-        int64_t t0 = pc_time_ns();
-        rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
-        atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
-                                  memory_order_relaxed);
-        if (rc != PC_OK)
-            return merr(w, rc, "worker r%d: compressing chunk %u: %s", rt->rank, c->id,
-                        pc_strerror(rc));
-        /* Post the update's receive before the gradient leaves: no unexpected messages. */
-        c->recv_it = it;
-        rc = PC_MPI_CHECK(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE,
-                                    rt_server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
-                                    &w->recvs[c->id]),
+    /* Queue them for compression (FIFO); folds of later hand-overs may overtake. */
+    for (int j = 0; j < nlist; j++)
+        w->todo[(w->todo_head + w->ntodo++) % (size_t)w->nchunks] = list[j];
+    return PC_OK;
+}
+
+/* Compress and send the oldest folded chunk; *did tells whether there was one. Between two
+ * of these the compressor thread folds whatever was handed over meanwhile, so a gradient
+ * buffer waits for at most one chunk's compression before it is released. */
+static int compress_one(pc_worker_t *w, bool *did)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    *did = w->ntodo > 0;
+    if (!*did)
+        return PC_OK;
+    wchunk_t *c = &w->chunks[w->todo[w->todo_head]];
+    w->todo_head = (w->todo_head + 1) % (size_t)w->nchunks;
+    w->ntodo--;
+    uint64_t it = c->fold_it;
+    /* The previous send from this buffer completed long ago (its update came back). */
+    int rc = PC_MPI_CHECK(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), why, sizeof(why));
+    if (rc != PC_OK)
+        return merr(w, rc, "worker r%d: %s", rt->rank, why);
+    size_t len = 0;
+    int64_t t0 = pc_time_ns();
+    rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
+    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
+                              memory_order_relaxed);
+    if (rc != PC_OK)
+        return merr(w, rc, "worker r%d: compressing chunk %u: %s", rt->rank, c->id,
+                    pc_strerror(rc));
+    /* Post the update's receive before the gradient leaves: no unexpected messages. */
+    c->recv_it = it;
+    rc = PC_MPI_CHECK(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE,
+                                rt_server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
+                                &w->recvs[c->id]),
+                      why, sizeof(why));
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, rt_server_rank(rt, c->server),
+                                    TAG_GRAD, rt->comm, &w->sends[c->id]),
                           why, sizeof(why));
-        if (rc == PC_OK)
-            rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE,
-                                        rt_server_rank(rt, c->server), TAG_GRAD, rt->comm,
-                                        &w->sends[c->id]),
-                              why, sizeof(why));
-        if (rc != PC_OK)
-            return merr(w, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
-        atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
-        snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
-        rt_trace(rt, track, ev, t0, pc_time_ns());
-    }
+    if (rc != PC_OK)
+        return merr(w, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
+    atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
+    char ev[40];
+    snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
+    rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
     return PC_OK;
 }
 
@@ -417,16 +439,19 @@ static void *compressor_main(void *arg)
             else
                 rc = on_ready(w, &batch[i]);
         }
+        bool did = false;
+        if (rc == PC_OK)
+            rc = compress_one(w, &did);
         int got = 0;
         if (rc == PC_OK)
             rc = progress(w, &got);
         if (rc != PC_OK)
             break;
-        if (stopping && !updates_outstanding(w)) {
+        if (stopping && !w->ntodo && !updates_outstanding(w)) {
             rc = send_done(w);
             break;
         }
-        if (n || got)
+        if (n || got || did)
             pc_backoff_init_capped(&b, updates_outstanding(w) ? POLL_SLEEP_NS
                                                               : PC_BACKOFF_MAX_SLEEP_NS);
         else
@@ -531,8 +556,10 @@ int pc_worker_start(pc_worker_t *w)
     w->done_idx = malloc(sizeof(int) * (size_t)w->nchunks);
     w->statuses = malloc(sizeof(MPI_Status) * (size_t)w->nchunks);
     w->ready_list = malloc(sizeof(int) * (size_t)w->nchunks);
+    w->todo = malloc(sizeof(int) * (size_t)w->nchunks);
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
+        !w->todo ||
         !w->tensor_pending)
         return werr(w, PC_ENOMEM, "out of memory");
     for (int t = 0; t < w->ntensors; t++) {
@@ -678,6 +705,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
     if (!w->pipelined) {
         uint64_t c0 = atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed);
         int rc = on_ready(w, &d);
+        for (bool did = true; rc == PC_OK && did;)
+            rc = compress_one(w, &did);
         /* Inline, the compression time is exactly what backprop is exposed to. */
         w->exposed += (double)(atomic_load_explicit(&w->comp_ns[w->iter % RING],
                                                     memory_order_relaxed) -
@@ -898,6 +927,7 @@ void pc_worker_destroy(pc_worker_t *w)
     free(w->done_idx);
     free(w->statuses);
     free(w->ready_list);
+    free(w->todo);
     free(w->tensor_pending);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
