@@ -154,27 +154,41 @@ static int find_bin(const uint32_t *hist, int bins, size_t k, size_t *above)
     return 0;
 }
 
+/* Histogram of (key >> shift) & mask over keys[0..n) whose (key & match_mask) == match,
+ * into hist (bins entries), with HCOPIES interleaved copies: candidates crowd into a few
+ * bins and a single copy would serialise the increments. */
+static void hist_keys(uint32_t *hist, int bins, const uint32_t *keys, size_t n, int shift,
+                      uint32_t match_mask, uint32_t match)
+{
+    uint32_t h[HCOPIES][L1_BINS];
+    memset(h, 0, sizeof(uint32_t) * HCOPIES * (size_t)L1_BINS);
+    uint32_t mask = (uint32_t)bins - 1;
+    size_t j = 0;
+    for (; j + HCOPIES <= n; j += HCOPIES)
+        for (int c = 0; c < HCOPIES; c++) {
+            uint32_t key = keys[j + (size_t)c];
+            h[c][(key >> shift) & mask] += (key & match_mask) == match;
+        }
+    for (; j < n; j++)
+        h[0][(keys[j] >> shift) & mask] += (keys[j] & match_mask) == match;
+    for (int b = 0; b < bins; b++)
+        hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
+}
+
 /* The exact k-th largest of keys[0..n) (1 <= k <= n), by a three-level radix select;
  * *above_t gets how many keys are > T. */
 static uint32_t exact_key(const uint32_t *keys, size_t n, size_t k, size_t *above_t)
 {
+    _Static_assert(HCOPIES == 4, "hist_keys sums four copies");
     uint32_t h1[L1_BINS], h2[L2_BINS], h3[L3_BINS];
-    memset(h1, 0, sizeof(h1));
-    for (size_t j = 0; j < n; j++)
-        h1[keys[j] >> L1_SHIFT]++;
+    hist_keys(h1, L1_BINS, keys, n, L1_SHIFT, 0, 0);
     size_t above1;
     uint32_t b1 = (uint32_t)find_bin(h1, L1_BINS, k, &above1);
-    memset(h2, 0, sizeof(h2));
-    for (size_t j = 0; j < n; j++)
-        if (keys[j] >> L1_SHIFT == b1)
-            h2[(keys[j] >> L2_SHIFT) & (L2_BINS - 1)]++;
+    hist_keys(h2, L2_BINS, keys, n, L2_SHIFT, ~(uint32_t)0 << L1_SHIFT, b1 << L1_SHIFT);
     size_t above2;
     uint32_t b2 = (uint32_t)find_bin(h2, L2_BINS, k - above1, &above2);
     uint32_t prefix = b1 << L1_SHIFT | b2 << L2_SHIFT;
-    memset(h3, 0, sizeof(h3));
-    for (size_t j = 0; j < n; j++)
-        if ((keys[j] & ~(uint32_t)(L3_BINS - 1)) == prefix)
-            h3[keys[j] & (L3_BINS - 1)]++;
+    hist_keys(h3, L3_BINS, keys, n, 0, ~(uint32_t)(L3_BINS - 1), prefix);
     size_t above3;
     uint32_t b3 = (uint32_t)find_bin(h3, L3_BINS, k - above1 - above2, &above3);
     *above_t = above1 + above2 + above3;
@@ -182,17 +196,19 @@ static uint32_t exact_key(const uint32_t *keys, size_t n, size_t k, size_t *abov
 }
 
 /* Keep, in order, the candidates with key > t and, while ties remain, key == t; returns
- * how many were written to out (which may be cand itself: compaction in place). */
+ * how many were written to out (which may be cand itself: compaction in place). Branch-
+ * free: most candidates are kept, and a data-dependent branch would mispredict. */
 static size_t keep_top(const uint32_t *keys, const uint32_t *cand, size_t ncand, uint32_t t,
                        size_t ties, uint32_t *out)
 {
     size_t o = 0;
     for (size_t j = 0; j < ncand; j++) {
         uint32_t key = keys[j];
-        if (key > t || (key == t && ties > 0)) {
-            ties -= key == t;
-            out[o++] = cand[j];
-        }
+        size_t tie = key == t && ties > 0;
+        size_t keep = (key > t) | tie;
+        ties -= tie;
+        out[o] = cand[j];
+        o += keep;
     }
     return o;
 }
@@ -395,7 +411,32 @@ __attribute__((target("avx512f"))) static size_t collect_ge_avx512(float *x, con
     const __m512i step = _mm512_set1_epi32(16);
     __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     size_t cnt = 0;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    if (!g) {
+        /* Read-only fast path, 32 elements a step: when neither half holds a candidate (two
+         * thirds of the steps at 1% density) nothing is compressed or stored. */
+        const __m512i step32 = _mm512_set1_epi32(32);
+        __m512i iv2 = _mm512_add_epi32(iv, step);
+        for (; i + 32 <= n && cnt + 32 <= cap; i += 32) {
+            __m512i k0 = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), abs_mask);
+            __m512i k1 =
+                _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i + 16)), abs_mask);
+            __mmask16 m0 = _mm512_cmpge_epi32_mask(k0, low), m1 = _mm512_cmpge_epi32_mask(k1, low);
+            if (m0 | m1) {
+                _mm512_storeu_si512(out + cnt, _mm512_maskz_compress_epi32(m0, iv));
+                if (keys)
+                    _mm512_storeu_si512(keys + cnt, _mm512_maskz_compress_epi32(m0, k0));
+                cnt += (size_t)__builtin_popcount(m0);
+                _mm512_storeu_si512(out + cnt, _mm512_maskz_compress_epi32(m1, iv2));
+                if (keys)
+                    _mm512_storeu_si512(keys + cnt, _mm512_maskz_compress_epi32(m1, k1));
+                cnt += (size_t)__builtin_popcount(m1);
+            }
+            iv = _mm512_add_epi32(iv, step32);
+            iv2 = _mm512_add_epi32(iv2, step32);
+        }
+    }
+    for (; i < n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         if (g) {
             v = _mm512_add_ps(v, _mm512_loadu_ps(g + i));
