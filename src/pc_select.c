@@ -196,10 +196,12 @@ static uint32_t exact_key(const uint32_t *keys, size_t n, size_t k, size_t *abov
 }
 
 /* Keep, in order, the candidates with key > t and, while ties remain, key == t; returns
- * how many were written to out (which may be cand itself: compaction in place). Branch-
- * free: most candidates are kept, and a data-dependent branch would mispredict. */
+ * how many were written to out (room for `room` entries, which the kept ones never exceed;
+ * out may be cand itself: compaction in place). The keep decision is branch-free (most
+ * candidates are kept, a data-dependent branch would mispredict); the store is skipped
+ * only once out is full, a branch that is predicted. */
 static size_t keep_top(const uint32_t *keys, const uint32_t *cand, size_t ncand, uint32_t t,
-                       size_t ties, uint32_t *out)
+                       size_t ties, uint32_t *out, size_t room)
 {
     size_t o = 0;
     for (size_t j = 0; j < ncand; j++) {
@@ -207,7 +209,8 @@ static size_t keep_top(const uint32_t *keys, const uint32_t *cand, size_t ncand,
         size_t tie = key == t && ties > 0;
         size_t keep = (key > t) | tie;
         ties -= tie;
-        out[o] = cand[j];
+        if (o < room)
+            out[o] = cand[j];
         o += keep;
     }
     return o;
@@ -284,7 +287,7 @@ static long topk_radix(pc_select_t *s, float *x, const float *g, size_t n, size_
             return PC_ENOMEM;
         size_t above_t;
         uint32_t t = exact_key(s->ckeys, ncand, need, &above_t);
-        nsel = keep_top(s->ckeys, s->cand, ncand, t, need - above_t, s->cand);
+        nsel = keep_top(s->ckeys, s->cand, ncand, t, need - above_t, s->cand, ncand);
     }
     /* Merge the two ascending lists. */
     size_t a = 0, c = 0, o = 0;
@@ -541,7 +544,7 @@ static long topk_sampled(pc_select_t *s, float *x, const float *g, size_t n, siz
             return PC_ERANGE;
     size_t above_t;
     uint32_t t = exact_key(s->ckeys, cnt, k, &above_t);
-    return (long)keep_top(s->ckeys, s->cand, cnt, t, k - above_t, idx);
+    return (long)keep_top(s->ckeys, s->cand, cnt, t, k - above_t, idx, k);
 }
 
 long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k, uint32_t *idx)
