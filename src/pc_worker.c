@@ -113,8 +113,8 @@ struct pc_worker {
     /* MPI thread only */
     int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
     int *ready_list;
-    int *todo;           /* ring of folded chunks awaiting compression (nchunks slots) */
-    size_t todo_head, ntodo;
+    int *queued;         /* ring of folded chunks awaiting compression (nchunks slots) */
+    size_t queued_head, nqueued;
     /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
     /* backprop thread */
@@ -286,7 +286,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
     }
     /* Queue them for compression (FIFO); folds of later hand-overs may overtake. */
     for (int j = 0; j < nlist; j++)
-        w->todo[(w->todo_head + w->ntodo++) % (size_t)w->nchunks] = list[j];
+        w->queued[(w->queued_head + w->nqueued++) % (size_t)w->nchunks] = list[j];
     return PC_OK;
 }
 
@@ -297,12 +297,12 @@ static int compress_one(pc_worker_t *w, bool *did)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    *did = w->ntodo > 0;
+    *did = w->nqueued > 0;
     if (!*did)
         return PC_OK;
-    wchunk_t *c = &w->chunks[w->todo[w->todo_head]];
-    w->todo_head = (w->todo_head + 1) % (size_t)w->nchunks;
-    w->ntodo--;
+    wchunk_t *c = &w->chunks[w->queued[w->queued_head]];
+    w->queued_head = (w->queued_head + 1) % (size_t)w->nchunks;
+    w->nqueued--;
     uint64_t it = c->fold_it;
     /* The previous send from this buffer completed long ago (its update came back). */
     int rc = PC_MPI_CHECK(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), why, sizeof(why));
@@ -447,7 +447,7 @@ static void *compressor_main(void *arg)
             rc = progress(w, &got);
         if (rc != PC_OK)
             break;
-        if (stopping && !w->ntodo && !updates_outstanding(w)) {
+        if (stopping && !w->nqueued && !updates_outstanding(w)) {
             rc = send_done(w);
             break;
         }
@@ -556,10 +556,10 @@ int pc_worker_start(pc_worker_t *w)
     w->done_idx = malloc(sizeof(int) * (size_t)w->nchunks);
     w->statuses = malloc(sizeof(MPI_Status) * (size_t)w->nchunks);
     w->ready_list = malloc(sizeof(int) * (size_t)w->nchunks);
-    w->todo = malloc(sizeof(int) * (size_t)w->nchunks);
+    w->queued = malloc(sizeof(int) * (size_t)w->nchunks);
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->todo ||
+        !w->queued ||
         !w->tensor_pending)
         return werr(w, PC_ENOMEM, "out of memory");
     for (int t = 0; t < w->ntensors; t++) {
@@ -927,7 +927,7 @@ void pc_worker_destroy(pc_worker_t *w)
     free(w->done_idx);
     free(w->statuses);
     free(w->ready_list);
-    free(w->todo);
+    free(w->queued);
     free(w->tensor_pending);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
