@@ -48,36 +48,33 @@ run_suite build-tsan check-concurrency
 pc_build build-asan --enable-asan --without-cuda
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
 
+# run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
+run_fuzz() {
+    local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1"
+    mkdir -p "$corpus"
+    if ! (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
+            -print_final_stats=1 "$corpus" >"$target.log" 2>&1); then
+        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/$target.log" >&2
+        FAILED=$((FAILED + 1))
+        echo "check: $PASSED passed, $FAILED failed"
+        pc_die "$target found a crash (the input is saved in build/fuzz/)"
+    fi
+    local execs
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/$target.log")
+    echo "$target: ${execs:-?} executions, no crash"
+    PASSED=$((PASSED + 1))
+}
+
 if command -v clang >/dev/null 2>&1; then
     runs=${PC_FUZZ_RUNS:-1500000}
     secs=${PC_FUZZ_SECONDS:-300}
-    pc_say "make fuzz; fuzz_decode for $runs runs (at most $secs s)"
+    pc_say "make fuzz; bounded runs: fuzz_decode $runs, fuzz_idx $((runs / 3)) (at most $secs s each)"
     make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
         || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; pc_die "make fuzz failed"; }
-    mkdir -p "$PC_TOP/build/fuzz-corpus"
-    if ! (cd "$PC_TOP/build/fuzz" && ./fuzz_decode -runs="$runs" -max_total_time="$secs" \
-            -print_final_stats=1 "$PC_TOP/build/fuzz-corpus" >fuzz.log 2>&1); then
-        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/fuzz.log" >&2
-        FAILED=$((FAILED + 1))
-        echo "check: $PASSED passed, $FAILED failed"
-        pc_die "the fuzz target found a crash (input saved in build/fuzz/)"
-    fi
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/fuzz.log")
-    echo "fuzz_decode: ${execs:-?} executions, no crash"
-    PASSED=$((PASSED + 1))
-    mkdir -p "$PC_TOP/build/fuzz-idx-corpus"
-    if ! (cd "$PC_TOP/build/fuzz" && ./fuzz_idx -runs=$((runs / 3)) -max_total_time="$secs" \
-            -print_final_stats=1 "$PC_TOP/build/fuzz-idx-corpus" >fuzz-idx.log 2>&1); then
-        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/fuzz-idx.log" >&2
-        FAILED=$((FAILED + 1))
-        echo "check: $PASSED passed, $FAILED failed"
-        pc_die "the IDX fuzz target found a crash (input saved in build/fuzz/)"
-    fi
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/fuzz-idx.log")
-    echo "fuzz_idx: ${execs:-?} executions, no crash"
-    PASSED=$((PASSED + 1))
+    run_fuzz fuzz_decode "$runs"
+    run_fuzz fuzz_idx $((runs / 3))
 else
-    pc_say "clang not installed: fuzz target skipped"
+    pc_say "clang not installed: fuzz targets skipped"
 fi
 
 pc_say "all tests passed"
