@@ -118,19 +118,10 @@ int bench_compress_main(int argc, char **argv)
                         sizeof(compress_opts) / sizeof(compress_opts[0]), &o};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    if (rc == PC_CONFIG_HELP) {
-        printf("usage: pc-bench compress [flags]\n");
-        pc_opt_usage(&g, 1, stdout);
-        return 0;
-    }
-    if (rc == PC_CONFIG_VERSION) {
-        printf("pc-bench (PipeCompress) %s\n", PACKAGE_VERSION);
-        return 0;
-    }
-    if (rc != PC_OK) {
-        fprintf(stderr, "pc-bench: %s\n", err);
-        return BENCH_EXIT_USAGE;
-    }
+    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout,
+                              stderr);
+    if (early >= 0)
+        return early;
     if (o.quick) {
         snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000");
         o.reps = o.reps < 3 ? o.reps : 3;

@@ -271,19 +271,10 @@ int bench_spsc_main(int argc, char **argv)
                         &o};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    if (rc == PC_CONFIG_HELP) {
-        printf("usage: pc-bench spsc [flags]\n");
-        pc_opt_usage(&g, 1, stdout);
-        return 0;
-    }
-    if (rc == PC_CONFIG_VERSION) {
-        printf("pc-bench (PipeCompress) %s\n", PACKAGE_VERSION);
-        return 0;
-    }
-    if (rc != PC_OK) {
-        fprintf(stderr, "pc-bench: %s\n", err);
-        return BENCH_EXIT_USAGE;
-    }
+    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout,
+                              stderr);
+    if (early >= 0)
+        return early;
     if (o.capacity & (o.capacity - 1)) {
         fprintf(stderr, "pc-bench: --capacity: %d is not a power of two\n", o.capacity);
         return BENCH_EXIT_USAGE;

@@ -60,21 +60,11 @@ int bench_topo_main(int argc, char **argv)
     pc_opt_group_t g = {"Runtime flags", opts, nopts, &cfg};
     char err[512] = "";
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    if (rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION) {
-        if (rank == 0 && rc == PC_CONFIG_HELP) {
-            printf("usage: mpirun -np N pc-bench topo [flags]\n");
-            pc_opt_usage(&g, 1, stdout);
-        } else if (rank == 0) {
-            printf("pc-bench (PipeCompress) %s\n", PACKAGE_VERSION);
-        }
+    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "mpirun -np N pc-bench topo [flags]", err,
+                              rank == 0, stdout, stderr);
+    if (early >= 0) {
         MPI_Finalize();
-        return 0;
-    }
-    if (rc != PC_OK) {
-        if (rank == 0)
-            fprintf(stderr, "pc-bench: %s\n", err);
-        MPI_Finalize();
-        return BENCH_EXIT_USAGE;
+        return early;
     }
     if (cfg.servers >= size) {
         if (rank == 0)

@@ -202,19 +202,12 @@ int main(int argc, char **argv)
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     if (rc == PC_OK && !o.eval_model[0])
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
-    if (rc != PC_OK) {
-        if (rank == 0) {
-            if (rc == PC_CONFIG_HELP) {
-                printf("usage: mpirun -np N pc-train [flags]   (see man pc-train)\n");
-                pc_opt_usage(groups, 2, stdout);
-            } else if (rc == PC_CONFIG_VERSION) {
-                printf("pc-train (PipeCompress) %s\n", PACKAGE_VERSION);
-            } else {
-                fprintf(stderr, "pc-train: %s\n", err);
-            }
-        }
+    int early = pc_opt_finish(rc, groups, 2, "pc-train",
+                              "mpirun -np N pc-train [flags]   (see man pc-train)", err, rank == 0,
+                              stdout, stderr);
+    if (early >= 0) {
         MPI_Finalize();
-        return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
+        return early;
     }
     if (o.eval_model[0]) {
         int st = eval_only(&o, (uint64_t)cfg.seed, rank);

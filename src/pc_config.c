@@ -337,6 +337,22 @@ void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out)
                  "      --version                      print the version and exit\n");
 }
 
+int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const char *prog,
+                  const char *usage, const char *err, int speak, FILE *out, FILE *errs)
+{
+    if (rc == PC_OK)
+        return -1;
+    if (speak && rc == PC_CONFIG_HELP) {
+        fprintf(out, "usage: %s\n", usage);
+        pc_opt_usage(groups, ngroups, out);
+    } else if (speak && rc == PC_CONFIG_VERSION) {
+        fprintf(out, "%s (PipeCompress) %s\n", prog, PACKAGE_VERSION);
+    } else if (speak) {
+        fprintf(errs, "%s: %s\n", prog, err);
+    }
+    return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
+}
+
 void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out)
 {
     char val[256];

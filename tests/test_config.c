@@ -236,6 +236,30 @@ static void test_operands(void **state)
     assert_int_equal(op, 2);
 }
 
+/* The programs' common ending of a parse: help, version, usage errors, exit statuses. */
+static void test_opt_finish(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    pc_config_defaults(&cfg);
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    pc_opt_group_t g = {"Runtime", opts, n, &cfg};
+    char out[8192], errs[256];
+    FILE *o = fmemopen(out, sizeof(out), "w"), *e = fmemopen(errs, sizeof(errs), "w");
+    assert_int_equal(pc_opt_finish(PC_OK, &g, 1, "prog", "prog [flags]", "", 1, o, e), -1);
+    assert_int_equal(pc_opt_finish(PC_CONFIG_HELP, &g, 1, "prog", "prog [flags]", "", 1, o, e), 0);
+    assert_int_equal(pc_opt_finish(PC_CONFIG_VERSION, &g, 1, "prog", "u", "", 1, o, e), 0);
+    assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "--x: bad", 1, o, e), 2);
+    assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "silent", 0, o, e), 2);
+    fclose(o);
+    fclose(e);
+    assert_non_null(strstr(out, "usage: prog [flags]\n"));
+    assert_non_null(strstr(out, "--servers S"));
+    assert_non_null(strstr(out, "prog (PipeCompress) "));
+    assert_string_equal(errs, "prog: --x: bad\n");
+}
+
 /* Two tables that define the same flag are a program bug, reported, not silently merged. */
 static void test_duplicate_names(void **state)
 {
@@ -321,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_unknown_help_version_operands),
         cmocka_unit_test(test_every_type),
         cmocka_unit_test(test_operands),
+        cmocka_unit_test(test_opt_finish),
         cmocka_unit_test(test_duplicate_names),
         cmocka_unit_test(test_runtime_flags),
         cmocka_unit_test(test_usage_and_print),

@@ -87,19 +87,11 @@ int main(int argc, char **argv)
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     if (rc == PC_OK)
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
-    if (rc != PC_OK) {
-        if (rank == 0) {
-            if (rc == PC_CONFIG_HELP) {
-                printf("usage: mpirun -np N pc_example [flags]\n");
-                pc_opt_usage(groups, 2, stdout);
-            } else if (rc == PC_CONFIG_VERSION) {
-                printf("pc_example (PipeCompress) %s\n", PACKAGE_VERSION);
-            } else {
-                fprintf(stderr, "pc_example: %s\n", err);
-            }
-        }
+    int status = pc_opt_finish(rc, groups, 2, "pc_example", "mpirun -np N pc_example [flags]", err,
+                               rank == 0, stdout, stderr);
+    if (status >= 0) {
         MPI_Finalize();
-        return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
+        return status;
     }
     if (cfg.iters == 0)
         cfg.iters = 100;

@@ -72,6 +72,13 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
 /* Write --help text for the groups: "  -s, --servers N   help [default]". */
 void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out);
 
+/* What a program does with pc_opt_parse's result rc. PC_OK: returns -1 (go on). Otherwise,
+ * when speak is true (rank 0 of an MPI job, say), writes the --help text ("usage: " +
+ * usage, then the groups) or "prog (PipeCompress) VERSION" to out, or "prog: err" to errs;
+ * and returns the exit status: 0 after help or version, 2 after a usage error. */
+int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const char *prog,
+                  const char *usage, const char *err, int speak, FILE *out, FILE *errs);
+
 /* Write every option's current value, one "name = value" per line, each prefixed by
  * `prefix`. Used by rank 0 to print the effective configuration. */
 void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out);
