@@ -478,6 +478,16 @@ static const pc_opt_t config_opts[] = {
     {.name = "timeline", .type = PC_OPT_STRING, .offset = offsetof(pc_config_t, timeline),
      .size = PC_CONFIG_PATH_LEN, .metavar = "FILE",
      .help = "write a Chrome trace (Perfetto) with a track per thread of every rank"},
+    {.name = "checkpoint-dir", .type = PC_OPT_STRING,
+     .offset = offsetof(pc_config_t, checkpoint_dir), .size = PC_CONFIG_PATH_LEN,
+     .metavar = "DIR", .help = "write checkpoints here (shared by all ranks; created if missing)"},
+    {.name = "checkpoint-every", .type = PC_OPT_INT64,
+     .offset = offsetof(pc_config_t, checkpoint_every), .min = 0, .max = 1e12, .metavar = "N",
+     .help = "checkpoint every N iterations (0: only at the end and on SIGTERM/SIGINT)"},
+    {.name = "checkpoint-keep", .type = PC_OPT_INT, .offset = offsetof(pc_config_t, checkpoint_keep),
+     .min = 1, .max = 1000, .metavar = "K", .help = "complete checkpoints kept (older ones deleted)"},
+    {.name = "resume", .type = PC_OPT_FLAG, .offset = offsetof(pc_config_t, resume),
+     .help = "resume from the newest complete checkpoint in --checkpoint-dir (if any)"},
 };
 
 void pc_config_defaults(pc_config_t *cfg)
@@ -508,6 +518,10 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->lr_warmup = 0;
     cfg->metrics[0] = '\0';
     cfg->timeline[0] = '\0';
+    cfg->checkpoint_dir[0] = '\0';
+    cfg->checkpoint_every = 0;
+    cfg->checkpoint_keep = 2;
+    cfg->resume = 0;
 }
 
 const pc_opt_t *pc_config_options(size_t *nopts)

@@ -140,6 +140,10 @@ typedef struct pc_config {
     int64_t lr_warmup;
     char metrics[PC_CONFIG_PATH_LEN]; /* --metrics FILE: JSON lines, every rank; "" = off */
     char timeline[PC_CONFIG_PATH_LEN]; /* --timeline FILE: Chrome trace of every thread */
+    char checkpoint_dir[PC_CONFIG_PATH_LEN]; /* --checkpoint-dir DIR: "" = no checkpoints */
+    int64_t checkpoint_every;      /* --checkpoint-every N: 0 = at the end and on signals */
+    int checkpoint_keep;           /* --checkpoint-keep K: complete checkpoints kept */
+    int resume;                    /* --resume: start from the newest complete checkpoint */
 } pc_config_t;
 
 /* Fill cfg with the defaults. */

@@ -31,7 +31,8 @@ extern "C" {
     X(ECODEC, -14, "unknown or misconfigured compressor")                                          \
     X(ETHREAD, -15, "thread creation or join failed")                                              \
     X(ESTATE, -16, "call not valid in the current state")                                          \
-    X(EINTR, -17, "interrupted by a signal")
+    X(EINTR, -17, "interrupted by a signal")                                                       \
+    X(ENOENT, -18, "not found")
 
 typedef enum pc_error {
 #define PC_ERROR_ENUM(name, value, msg) PC_##name = (value),

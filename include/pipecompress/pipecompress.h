@@ -3,6 +3,7 @@
 #define PIPECOMPRESS_H
 
 #include "pipecompress/pc_backoff.h"
+#include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
