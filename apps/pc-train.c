@@ -6,7 +6,8 @@
  *   pc-train --eval-model model.pcm            evaluate a saved model
  *
  * Exit status: 0 done; 1 a failure (message on stderr; the job is aborted); 2 bad usage;
- * 128 + N stopped cleanly by signal N (SIGINT, SIGTERM) at an iteration boundary. */
+ * 128 + N stopped cleanly by signal N (SIGINT, SIGTERM) at an iteration boundary, on every
+ * rank, after a final checkpoint when --checkpoint-dir is set (resume with --resume). */
 #include "config.h"
 
 #include <math.h>
@@ -231,10 +232,11 @@ int main(int argc, char **argv)
     if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
         if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
             die("server", err);
+        int sig = pc_runtime_stop_signal(rt);
         pc_runtime_destroy(rt);
         pc_log_destroy(log);
         MPI_Finalize();
-        return 0;
+        return sig ? 128 + sig : 0;
     }
     const int W = pc_runtime_workers(rt), B = o.batch;
     pc_dataset_t train, test = {0};
@@ -262,11 +264,18 @@ int main(int argc, char **argv)
     int64_t total = (int64_t)ipe * o.epochs;
     if (cfg.iters > 0 && cfg.iters < total)
         total = cfg.iters;
+    /* Where to begin: 0, or the checkpoint's iteration with --resume (the data order of an
+     * epoch and the dropout masks derive from the iteration, so resuming continues the very
+     * same sequence). */
+    const int64_t first = pc_worker_iteration(w);
     if (rank == 0) {
         printf("model %s, %zu parameters; %u training samples, %d workers x batch %d, %u "
                "iterations per epoch, %lld in all\n",
                pc_model_kind_name((pc_model_kind_t)o.model), pc_model_nparams(m), train.n, W, B,
                ipe, (long long)total);
+        if (first > 0)
+            printf("resumed at iteration %lld (epoch %lld)\n", (long long)first,
+                   (long long)(first / ipe) + 1);
         fflush(stdout);
     }
 
@@ -288,11 +297,12 @@ int main(int argc, char **argv)
     long seen = 0, correct_sum = 0, nmetrics = 0;
     uint64_t bytes_sum = 0;
     bool stop = false;
-    int64_t it = 0;
+    int64_t it = first;
     double test_acc = -1;
-    for (int epoch = 0; epoch < o.epochs && it < total && !stop; epoch++) {
+    for (int epoch = (int)(first / ipe); epoch < o.epochs && it < total && !stop; epoch++) {
         pc_data_order(perm, train.n, (uint64_t)cfg.seed, (uint64_t)epoch);
-        for (uint32_t i = 0; i < ipe && it < total && !stop; i++, it++) {
+        for (uint32_t i = (uint32_t)(it - (int64_t)epoch * ipe); i < ipe && it < total && !stop;
+             i++, it++) {
             for (int j = 0; j < B; j++) { /* this worker's shard: every W-th sample */
                 uint32_t s = perm[((size_t)i * B + (size_t)j) * W + (size_t)rank];
                 memcpy(x + (size_t)j * P, train.images + (size_t)s * P, sizeof(float) * P);
@@ -322,7 +332,7 @@ int main(int argc, char **argv)
             int64_t now = pc_time_ns();
             if (rank == 0 && (it == 0 || now - last_print > 2000000000LL || it + 1 == total ||
                               i + 1 == ipe)) {
-                double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1) / el;
+                double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
                 char eta[32];
                 fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
                 printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | "
@@ -357,12 +367,19 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+    if (rank == 0 && !stop && test_acc < 0) { /* resumed after the last epoch's end */
+        for (int t = 0; t < pc_model_ntensors(m); t++)
+            if (pc_worker_param_wait(w, t) != PC_OK)
+                die("param_wait", pc_worker_error(w));
+        test_acc = evaluate(m, &test, 256, x, NULL);
+    }
     if (pc_worker_finish(w) != PC_OK)
         die("finish", pc_worker_error(w));
     double wall = (double)(pc_time_ns() - t0) * 1e-9;
     if (rank == 0) {
         if (stop)
-            printf("stopped by signal %d after %lld iterations\n", (int)stop_signal, (long long)it);
+            printf("stopped by signal %d after %lld iterations%s\n", pc_runtime_stop_signal(rt),
+                   (long long)it, cfg.checkpoint_dir[0] ? " (checkpoint written)" : "");
         else
             printf("done: %lld iterations in %.1f s; final test accuracy %.2f%%\n", (long long)it,
                    wall, 100 * test_acc);
@@ -373,7 +390,7 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    int status = stop ? 128 + (int)stop_signal : 0;
+    int status = stop ? 128 + pc_runtime_stop_signal(rt) : 0;
     pc_worker_destroy(w);
     pc_runtime_destroy(rt);
     pc_model_destroy(m);

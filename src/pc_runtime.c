@@ -175,6 +175,11 @@ void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag)
     rt->stop_flag = flag;
 }
 
+int pc_runtime_stop_signal(const pc_runtime_t *rt)
+{
+    return rt->stop_signal;
+}
+
 int rt_bind(pc_runtime_t *rt, int t, const char *who)
 {
     char err[256];

@@ -114,6 +114,8 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
     return PC_MPI_CHECK(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen);
 }
 
+static int server_load(server_t *s, uint64_t it, char *err, size_t errlen);
+
 /* Receive the plan and this server's chunks' initial parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
@@ -123,13 +125,14 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     if ((rc = recv_any_size(s, 0, TAG_LAYOUT, &lay, &len, "the model layout from worker r0", err,
                             errlen)) != PC_OK)
         return rc;
-    if (len < 8 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
-        (size_t)len != 8 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
+    if (len < 16 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
+        (size_t)len != 16 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
         free(lay);
         return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
                     rt->rank);
     }
     int nc = (int)pc_wire_get_u32(lay + 4);
+    uint64_t resume = pc_wire_get_u32(lay + 8) | (uint64_t)pc_wire_get_u32(lay + 12) << 32;
     int me = rt->rank - rt->nworkers;
     s->nchunks_total = nc;
     s->local = malloc(sizeof(int) * (size_t)(nc ? nc : 1));
@@ -139,8 +142,8 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc; c++) {
-        uint32_t n = pc_wire_get_u32(lay + 8 + 8 * (size_t)c);
-        int owner = (int)pc_wire_get_u32(lay + 12 + 8 * (size_t)c);
+        uint32_t n = pc_wire_get_u32(lay + 16 + 8 * (size_t)c);
+        int owner = (int)pc_wire_get_u32(lay + 20 + 8 * (size_t)c);
         s->local[c] = -1;
         if (n == 0 || n > PC_CODEC_MAX_N || owner < 0 || owner >= rt->nservers) {
             free(lay);
@@ -172,6 +175,16 @@ static int server_setup(server_t *s, char *err, size_t errlen)
             k->sends[w] = MPI_REQUEST_NULL;
     }
     free(lay);
+    if (resume) {
+        /* The checkpointed shard; worker 0 takes its parameters, in chunk order. */
+        if ((rc = server_load(s, resume, err, errlen)) != PC_OK)
+            return rc;
+        for (int i = 0; i < s->nmine && rc == PC_OK; i++)
+            rc = PC_MPI_CHECK(MPI_Send(s->mine[i].p, (int)s->mine[i].n, MPI_FLOAT, 0, TAG_INIT,
+                                       rt->comm),
+                              err, errlen);
+        return rc;
+    }
     /* Initial parameters, in chunk order (messages between a pair keep their order). */
     for (int i = 0; i < s->nmine; i++) {
         schunk_t *k = &s->mine[i];
@@ -182,6 +195,71 @@ static int server_setup(server_t *s, char *err, size_t errlen)
             return rc;
     }
     return PC_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+/* A chunk's record in a server's checkpoint file (then its parameters and momentum). */
+typedef struct srec {
+    uint32_t id, n, has_mom, pad;
+} srec_t;
+
+/* Restore every owned chunk's parameters, momentum and iteration from checkpoint it. */
+static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    pc_ckpt_reader_t *r;
+    int rc = rt_ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+        schunk_t *k = &s->mine[i];
+        srec_t rec;
+        if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
+            break;
+        if (rec.id != k->id || rec.n != k->n || rec.has_mom != (k->mom != NULL)) {
+            pc_ckpt_reader_close(r, NULL, 0);
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "server r%d: checkpoint of iteration %llu: chunk %u's record does "
+                                "not match this job",
+                                rt->rank, (unsigned long long)it, k->id);
+        }
+        rc = pc_ckpt_reader_read(r, k->p, sizeof(float) * k->n);
+        if (rc == PC_OK && k->mom)
+            rc = pc_ckpt_reader_read(r, k->mom, sizeof(float) * k->n);
+        k->it = it;
+    }
+    char why[512];
+    if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: %s", rt->rank, why);
+    return PC_OK;
+}
+
+/* Every worker asked for the checkpoint of iteration it: every owned chunk has completed
+ * iteration it - 1 and holds no gradient of iteration it (workers send those only after
+ * the checkpoint's collective). Write the shard, join the collective. */
+static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    for (int i = 0; i < s->nmine; i++)
+        if (s->mine[i].it != it || s->mine[i].have)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "server r%d: checkpoint of iteration %llu requested while chunk %u "
+                                "is at iteration %llu",
+                                rt->rank, (unsigned long long)it, s->mine[i].id,
+                                (unsigned long long)s->mine[i].it);
+    char why[512] = "";
+    pc_ckpt_writer_t *cw = NULL;
+    int rc = rt_ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+        schunk_t *k = &s->mine[i];
+        srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .has_mom = k->mom != NULL};
+        pc_ckpt_writer_write(cw, &rec, sizeof(rec));
+        pc_ckpt_writer_write(cw, k->p, sizeof(float) * k->n);
+        if (k->mom)
+            pc_ckpt_writer_write(cw, k->mom, sizeof(float) * k->n);
+    }
+    return rt_ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
 
 /* All workers' messages for chunk k are in: aggregate, step, push. */
@@ -332,7 +410,12 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                  s.nchunks_total);
     int done = 0;
     bool *finished = calloc((size_t)rt->nworkers, sizeof(bool));
-    if (!finished) {
+    bool *ckpt_from = calloc((size_t)rt->nworkers, sizeof(bool)); /* asked for the checkpoint */
+    int ckpt_n = 0;
+    uint64_t ckpt_it = 0;
+    if (!finished || !ckpt_from) {
+        free(finished);
+        free(ckpt_from);
         rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
         goto out;
     }
@@ -373,7 +456,8 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             free(buf);
             break;
         }
-        if (src >= rt->nworkers || (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE)) {
+        if (src >= rt->nworkers ||
+            (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE && st.MPI_TAG != TAG_CKPT)) {
             free(buf);
             rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                       "server r%d: rejected message with tag %d from rank r%d (not a worker's "
@@ -381,8 +465,37 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                       rt->rank, st.MPI_TAG, src);
             break;
         }
-        if (st.MPI_TAG == TAG_DONE) {
+        if (st.MPI_TAG == TAG_CKPT) {
+            uint64_t it = len == 8 ? pc_wire_get_u32(buf) | (uint64_t)pc_wire_get_u32(buf + 4) << 32
+                                   : 0;
             free(buf);
+            if (len != 8 || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
+                                  "server r%d: unexpected checkpoint request from worker r%d", rt->rank,
+                                  src);
+                break;
+            }
+            ckpt_from[src] = true;
+            ckpt_it = it;
+            if (++ckpt_n == rt->nworkers) {
+                if ((rc = server_checkpoint(&s, it, err, errlen)) != PC_OK)
+                    break;
+                memset(ckpt_from, 0, sizeof(bool) * (size_t)rt->nworkers);
+                ckpt_n = 0;
+                last = pc_time_ns();
+            }
+            continue;
+        }
+        if (st.MPI_TAG == TAG_DONE) {
+            uint32_t sig = len == 4 ? pc_wire_get_u32(buf) : 0;
+            free(buf);
+            if (len != 4 || sig > 64) {
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
+                                  "server r%d: malformed end message from worker r%d", rt->rank, src);
+                break;
+            }
+            if ((int)sig > rt->stop_signal)
+                rt->stop_signal = (int)sig;
             if (finished[src]) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
                           rt->rank, src);
@@ -403,6 +516,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             break;
     }
     free(finished);
+    free(ckpt_from);
     if (rc == PC_OK) {
         /* Every worker got every push before finishing; complete the requests locally. */
         for (int i = 0; i < s.nmine && rc == PC_OK; i++)

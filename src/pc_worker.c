@@ -27,6 +27,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +130,8 @@ struct pc_worker {
     bool have_pending;
     pc_worker_metrics_t last;
     bool have_last;
+    uint64_t last_ckpt; /* iteration of the newest checkpoint written (have_ckpt) */
+    bool have_ckpt;
     char err[512];
 };
 
@@ -410,8 +415,10 @@ static bool updates_outstanding(const pc_worker_t *w)
 static int send_done(pc_worker_t *w)
 {
     char why[256];
+    uint8_t sig[4];
+    pc_wire_put_u32(sig, (uint32_t)w->rt->stop_signal);
     for (int s = 0; s < w->rt->nservers; s++) {
-        int rc = PC_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, rt_server_rank(w->rt, s), TAG_DONE,
+        int rc = PC_MPI_CHECK(MPI_Send(sig, 4, MPI_BYTE, rt_server_rank(w->rt, s), TAG_DONE,
                                        w->rt->comm),
                               why, sizeof(why));
         if (rc != PC_OK)
@@ -471,6 +478,143 @@ static int check_thread(pc_worker_t *w)
     return PC_OK;
 }
 
+/* ---- checkpoints ---------------------------------------------------------------------- */
+
+/* A chunk's record in a worker's checkpoint file (then its arrays). */
+typedef struct wrec {
+    uint32_t id, n;
+    uint32_t has_a, has_b; /* ps: residual, codec momentum; allreduce: parameters, momentum */
+    uint64_t steps;        /* ps: codec steps (dgc warm-up) */
+} wrec_t;
+
+/* Rank 0 picks the checkpoint to resume from (--resume), creating --checkpoint-dir when it is
+ * missing; every worker learns the choice (*it; 0: a fresh start). Collective over the
+ * workers. */
+static int choose_resume(pc_worker_t *w, uint64_t *it)
+{
+    pc_runtime_t *rt = w->rt;
+    int64_t msg[2] = {PC_OK, 0}; /* status, iteration */
+    *it = 0;
+    if (!rt_ckpt_on(rt))
+        return PC_OK;
+    if (rt->rank == 0) {
+        const char *dir = rt->cfg.checkpoint_dir;
+        struct stat sb;
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            msg[0] = werr(w, PC_EIO, "--checkpoint-dir '%s': cannot create: %s", dir, strerror(errno));
+        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) != 0)
+            msg[0] = werr(w, PC_EIO, "--checkpoint-dir '%s': not a writable directory", dir);
+        if (msg[0] == PC_OK && rt->cfg.resume) {
+            pc_ckpt_meta_t want;
+            uint64_t found = 0;
+            rt_ckpt_meta(rt, 0, &want);
+            /* Skipped ones stay: a checkpoint of another job is not ours to delete, and a damaged
+             * one is overwritten when training reaches its iteration again. */
+            int rc = pc_ckpt_find(dir, &want, rt->log, 0, &found, w->err, sizeof(w->err));
+            if (rc == PC_OK) {
+                msg[1] = (int64_t)found;
+                pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                             "resuming from the checkpoint of iteration %llu in %s",
+                             (unsigned long long)found, dir);
+            } else if (rc == PC_ENOENT) {
+                pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                             "--resume: no complete checkpoint in %s; starting from iteration 0", dir);
+                w->err[0] = '\0';
+            } else {
+                msg[0] = rc;
+            }
+        }
+    }
+    char why[256];
+    int rc = PC_MPI_CHECK(MPI_Bcast(msg, 2, MPI_INT64_T, 0, rt->workers), why, sizeof(why));
+    if (rc != PC_OK)
+        return werr(w, rc, "worker r%d: agreeing on the checkpoint: %s", rt->rank, why);
+    if (msg[0] != PC_OK)
+        return rt->rank == 0 ? (int)msg[0]
+                             : werr(w, (int)msg[0], "worker r%d: worker r0 could not set up checkpoints",
+                                    rt->rank);
+    *it = (uint64_t)msg[1];
+    return PC_OK;
+}
+
+/* Restore this worker's chunk states from its file of checkpoint it. */
+static int worker_load(pc_worker_t *w, uint64_t it)
+{
+    pc_runtime_t *rt = w->rt;
+    pc_ckpt_reader_t *r;
+    int rc = rt_ckpt_open(rt, it, (uint32_t)w->nchunks, &r, w->err, sizeof(w->err));
+    if (rc != PC_OK)
+        return rc;
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        float *a = w->allreduce ? c->p : pc_codec_state_residual(c->st);
+        float *b = w->allreduce ? c->mom : pc_codec_state_momentum(c->st);
+        wrec_t rec;
+        if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
+            break;
+        if (rec.id != c->id || rec.n != c->n || rec.has_a != (a != NULL) || rec.has_b != (b != NULL)) {
+            pc_ckpt_reader_close(r, NULL, 0);
+            return werr(w, PC_EFORMAT,
+                        "worker r%d: checkpoint of iteration %llu: chunk %d's record does not "
+                        "match this job",
+                        rt->rank, (unsigned long long)it, ci);
+        }
+        if (a)
+            rc = pc_ckpt_reader_read(r, a, sizeof(float) * c->n);
+        if (rc == PC_OK && b)
+            rc = pc_ckpt_reader_read(r, b, sizeof(float) * c->n);
+        if (!w->allreduce)
+            pc_codec_state_set_steps(c->st, rec.steps);
+    }
+    char why[512];
+    if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
+        return werr(w, PC_EFORMAT, "worker r%d: %s", rt->rank, why);
+    return PC_OK;
+}
+
+/* Checkpoint at this iteration boundary (w->iter iterations done). Waits for every update of
+ * the last iteration: then no compression is in flight (an update follows its chunk's
+ * compression, and the version acquire orders the codec state's writes before this
+ * thread's reads) and no new one starts (nothing is handed over). Tells the servers, writes
+ * this worker's file, and joins the collective that ends the checkpoint. */
+static int worker_checkpoint(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    uint64_t it = w->iter;
+    int rc;
+    for (int t = 0; t < w->ntensors; t++)
+        if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
+            return rc;
+    char why[512] = "";
+    uint8_t msg[8];
+    pc_wire_put_u32(msg, (uint32_t)it);
+    pc_wire_put_u32(msg + 4, (uint32_t)(it >> 32));
+    for (int s = 0; s < rt->nservers; s++)
+        if ((rc = PC_MPI_CHECK(MPI_Send(msg, 8, MPI_BYTE, rt_server_rank(rt, s), TAG_CKPT, rt->comm),
+                               why, sizeof(why))) != PC_OK)
+            return werr(w, rc, "worker r%d: %s", rt->rank, why);
+    pc_ckpt_writer_t *cw = NULL;
+    rc = rt_ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        const float *a = w->allreduce ? c->p : pc_codec_state_residual(c->st);
+        const float *b = w->allreduce ? c->mom : pc_codec_state_momentum(c->st);
+        wrec_t rec = {.id = c->id, .n = (uint32_t)c->n, .has_a = a != NULL, .has_b = b != NULL,
+                      .steps = w->allreduce ? 0 : pc_codec_state_steps(c->st)};
+        pc_ckpt_writer_write(cw, &rec, sizeof(rec));
+        if (a)
+            pc_ckpt_writer_write(cw, a, sizeof(float) * c->n);
+        if (b)
+            pc_ckpt_writer_write(cw, b, sizeof(float) * c->n);
+    }
+    rc = rt_ckpt_finish(rt, it, cw, rc, why, w->err, sizeof(w->err));
+    if (rc != PC_OK)
+        return rc;
+    w->last_ckpt = it;
+    w->have_ckpt = true;
+    return PC_OK;
+}
+
 /* ---- start -------------------------------------------------------------------------- */
 
 static uint64_t fnv(uint64_t h, uint64_t v)
@@ -510,8 +654,12 @@ int pc_worker_start(pc_worker_t *w)
     free(pt);
     if (rc != PC_OK)
         return werr(w, rc, "cannot plan chunks: %s", pc_strerror(rc));
-    /* Every worker must have the same model: compare a hash of the plan. */
+    /* Every worker must have the same model: compare a hash of the tensors and the plan
+     * (it also identifies the model in checkpoints). */
     uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, (uint64_t)w->ntensors);
+    for (int t = 0; t < w->ntensors; t++)
+        h = fnv(h, w->tensors[t].n);
     h = fnv(h, (uint64_t)w->plan->nchunks);
     for (int c = 0; c < w->plan->nchunks; c++)
         h = fnv(fnv(h, w->plan->chunks[c].n), (uint64_t)w->plan->chunks[c].server);
@@ -524,6 +672,10 @@ int pc_worker_start(pc_worker_t *w)
     if (lo != hi)
         return werr(w, PC_EINVAL,
                     "workers registered different models (tensor sizes or order differ)");
+    rt->model_hash = h;
+    uint64_t resume = 0;
+    if ((rc = choose_resume(w, &resume)) != PC_OK)
+        return rc;
     int tag_ub = 32767, flag = 0;
     int *ub = NULL;
     MPI_Comm_get_attr(rt->comm, MPI_TAG_UB, &ub, &flag);
@@ -543,12 +695,6 @@ int pc_worker_start(pc_worker_t *w)
             free(names);
         }
     }
-    /* Worker 0's parameters become everyone's. */
-    for (int t = 0; t < w->ntensors; t++)
-        if ((rc = PC_MPI_CHECK(MPI_Bcast(w->tensors[t].p, (int)w->tensors[t].n, MPI_FLOAT, 0,
-                                         rt->workers),
-                               why, sizeof(why))) != PC_OK)
-            return werr(w, rc, "worker r%d: broadcasting parameters: %s", rt->rank, why);
     w->nchunks = w->plan->nchunks;
     w->chunks = calloc((size_t)w->nchunks, sizeof(wchunk_t));
     w->sends = malloc(sizeof(MPI_Request) * (size_t)w->nchunks);
@@ -602,30 +748,56 @@ int pc_worker_start(pc_worker_t *w)
             pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
             return werr(w, PC_ENOMEM, "out of memory for chunk %d", ci);
     }
-    /* Worker 0 gives each server the plan and its chunks' initial parameters. */
+    /* Worker 0 gives each server the plan and its chunks' initial parameters (or, when
+     * resuming, takes the checkpointed parameters from the servers). */
     if (rt->rank == 0 && !w->allreduce) {
-        size_t lay_len = 8 + 8 * (size_t)w->nchunks;
+        size_t lay_len = 16 + 8 * (size_t)w->nchunks;
         uint8_t *lay = malloc(lay_len);
         if (!lay)
             return werr(w, PC_ENOMEM, "out of memory");
         pc_wire_put_u32(lay, LAYOUT_MAGIC);
         pc_wire_put_u32(lay + 4, (uint32_t)w->nchunks);
+        pc_wire_put_u32(lay + 8, (uint32_t)resume);
+        pc_wire_put_u32(lay + 12, (uint32_t)(resume >> 32));
         for (int ci = 0; ci < w->nchunks; ci++) {
-            pc_wire_put_u32(lay + 8 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].n);
-            pc_wire_put_u32(lay + 12 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].server);
+            pc_wire_put_u32(lay + 16 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].n);
+            pc_wire_put_u32(lay + 20 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].server);
         }
         for (int s = 0; s < rt->nservers && rc == PC_OK; s++)
             rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, rt_server_rank(rt, s),
                                        TAG_LAYOUT, rt->comm),
                               why, sizeof(why));
         free(lay);
-        for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++)
-            rc = PC_MPI_CHECK(MPI_Send(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT,
-                                       rt_server_rank(rt, w->chunks[ci].server), TAG_INIT,
-                                       rt->comm),
-                              why, sizeof(why));
+        for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+            int server = rt_server_rank(rt, w->chunks[ci].server);
+            if (resume)
+                rc = PC_MPI_CHECK(MPI_Recv(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
+                                           TAG_INIT, rt->comm, MPI_STATUS_IGNORE),
+                                  why, sizeof(why));
+            else
+                rc = PC_MPI_CHECK(MPI_Send(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
+                                           TAG_INIT, rt->comm),
+                                  why, sizeof(why));
+        }
         if (rc != PC_OK)
             return werr(w, rc, "worker r0: sending the layout: %s", why);
+    }
+    /* This worker's own state: codec states (allreduce: parameters and momentum). */
+    if (resume && (rc = worker_load(w, resume)) != PC_OK)
+        return rc;
+    /* Worker 0's parameters become everyone's. */
+    for (int t = 0; t < w->ntensors; t++)
+        if ((rc = PC_MPI_CHECK(MPI_Bcast(w->tensors[t].p, (int)w->tensors[t].n, MPI_FLOAT, 0,
+                                         rt->workers),
+                               why, sizeof(why))) != PC_OK)
+            return werr(w, rc, "worker r%d: broadcasting parameters: %s", rt->rank, why);
+    w->iter = resume;
+    for (int ci = 0; ci < w->nchunks; ci++)
+        atomic_store_explicit(&w->chunks[ci].version, resume, memory_order_relaxed); /* before
+                                                         the thread starts: no reader yet */
+    if (resume) {
+        w->last_ckpt = resume;
+        w->have_ckpt = true;
     }
     if (w->pipelined) {
         size_t cap = pow2_at_least(4 * (size_t)(w->ntensors + w->nchunks));
@@ -829,14 +1001,22 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
     w->iter++;
     bool want_stop = false;
     if (rt->stop_flag) {
-        /* Every worker must stop at the same iteration, or servers would wait forever. */
-        int mine = *rt->stop_flag ? 1 : 0, any = 0;
+        /* Every worker must stop at the same iteration, or servers would wait forever; they
+         * agree on the signal too (the largest number raised anywhere). */
+        int mine = (int)*rt->stop_flag, any = 0;
         char why[256];
         int rc = PC_MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, rt->workers_ctl),
                               why, sizeof(why));
         if (rc != PC_OK)
             return werr(w, rc, "worker r%d: agreeing to stop: %s", rt->rank, why);
         want_stop = any != 0;
+        rt->stop_signal = any;
+    }
+    if (rt_ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
+                                         w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
+        int rc = worker_checkpoint(w);
+        if (rc != PC_OK)
+            return rc;
     }
     if (stop)
         *stop = want_stop;
@@ -852,6 +1032,12 @@ int pc_worker_finish(pc_worker_t *w)
     /* The last iteration's updates. */
     for (int t = 0; t < w->ntensors; t++) {
         int rc = pc_worker_param_wait(w, t);
+        if (rc != PC_OK)
+            return rc;
+    }
+    /* The final state, unless this boundary is already checkpointed. */
+    if (rt_ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
+        int rc = worker_checkpoint(w);
         if (rc != PC_OK)
             return rc;
     }

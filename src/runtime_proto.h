@@ -3,13 +3,20 @@
  *
  * Messages on the runtime's communicator (a dup of the user's):
  *   TAG_LAYOUT      worker 0 -> each server, once: the chunk plan (u32 magic, u32 count,
- *                   then per chunk u32 elements, u32 server)
- *   TAG_INIT        worker 0 -> each server, once per owned chunk, in chunk order: the
- *                   chunk's initial parameters (n floats)
+ *                   u64 resume iteration (0: a fresh start), then per chunk u32 elements,
+ *                   u32 server)
+ *   TAG_INIT        fresh start: worker 0 -> each server, once per owned chunk, in chunk
+ *                   order: the chunk's initial parameters (n floats). Resuming: the other
+ *                   way, the server's checkpointed parameters to worker 0.
  *   TAG_GRAD        worker -> the chunk's server: a compressed gradient (pc_wire message;
  *                   chunk and iteration in its header)
  *   TAG_PULL + c    server -> every worker: chunk c's updated parameters (a pull message)
- *   TAG_DONE        worker -> every server: no more gradients from this worker
+ *   TAG_DONE        worker -> every server: no more gradients from this worker (u32: the
+ *                   signal that stopped the job, 0 if none)
+ *   TAG_CKPT        worker -> every server, at an iteration boundary N when every update
+ *                   of iteration N-1 is in (u64 N): checkpoint now. When all workers' have
+ *                   come, the server writes its shard and joins the collective that ends
+ *                   the checkpoint (rt_ckpt_finish).
  * Pull messages reuse the pc_wire header with codec PULL_DENSE (n floats) or PULL_SPARSE
  * (entries u32 indices, strictly increasing, then entries floats: the parameters that
  * changed); the receiver validates everything before writing. */
@@ -22,6 +29,7 @@
 
 #include <mpi.h>
 
+#include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_log.h"
@@ -36,6 +44,7 @@ enum {
     TAG_INIT = 2,
     TAG_GRAD = 3,
     TAG_DONE = 4,
+    TAG_CKPT = 5,
     TAG_PULL = 100, /* + chunk id */
 };
 
@@ -63,6 +72,11 @@ struct pc_runtime {
     char *metrics; /* JSON lines of this rank */
     size_t metrics_len, metrics_cap;
     pc_timeline_t *tl; /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
+    uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
+    int stop_signal;     /* the signal all ranks agreed to stop on (0: none); workers: set by
+                            the backprop thread in iteration_end before the compressor thread
+                            sends TAG_DONE (ordered by the q_ready push/pop); servers: from
+                            TAG_DONE */
 };
 
 /* Timeline tracks. */
@@ -99,6 +113,42 @@ void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...) __attribute__((form
 /* Collective over rt->comm: gather every rank's metrics lines and timeline to rank 0,
  * which writes --metrics and --timeline (temporary file, then rename). */
 int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
+
+/* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
+
+#define CKPT_MAGIC "PCCKRANK"
+#define CKPT_VERSION 1u
+
+/* The header of a rank's checkpoint file (native byte order; 32 bytes). */
+typedef struct ckpt_header {
+    char magic[8];
+    uint32_t version, rank, role, records;
+    uint64_t iteration;
+} ckpt_header_t;
+
+/* Whether checkpoints are on. */
+static inline bool rt_ckpt_on(const pc_runtime_t *rt)
+{
+    return rt->cfg.checkpoint_dir[0] != '\0';
+}
+
+/* This job's checkpoint identity (pc_ckpt_meta_t) at iteration it. */
+void rt_ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
+
+/* Open this rank's file of checkpoint it and write its header. */
+int rt_ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w, char *err,
+                  size_t errlen);
+
+/* Open this rank's file of checkpoint it and check its header. */
+int rt_ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r, char *err,
+                 size_t errlen);
+
+/* Collective over rt->comm, every rank once per checkpoint: commit this rank's writer (w,
+ * or NULL after a failure described by rc and why), share every rank's result; rank 0 then
+ * writes the manifest and prunes old checkpoints. Returns the same on every rank: PC_OK,
+ * or PC_EIO naming the first rank that failed. */
+int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
+                   char *err, size_t errlen);
 
 /* Largest pull message for a chunk of n elements. */
 static inline size_t pull_max_bytes(size_t n)

@@ -25,6 +25,14 @@
  *   iteration's update at any time; the caller must not read them until
  *   pc_worker_param_wait(t) returns in the next iteration (it returns as soon as t's update
  *   is in).
+ * Checkpoints (--checkpoint-dir, --checkpoint-every, --resume; files in pc_ckpt.h): at an
+ * iteration boundary every worker waits for the last updates, then servers write their
+ * shards (parameters, optimizer momentum) and workers their codec state (error-feedback
+ * residuals, DGC momentum, steps; in allreduce mode parameters and momentum); rank 0 writes
+ * the manifest last. pc_worker_start with --resume restores the newest complete one and
+ * pc_worker_iteration() then tells the caller where to continue (its data order and
+ * dropout derive from the iteration). The result is bitwise the same as a run that was
+ * never interrupted.
  * Threads: every pc_worker_* call comes from one thread (the backprop thread); the runtime
  * owns the compressor thread. Results are deterministic: the same seed and flags give
  * bitwise the same parameters with --pipeline on and off. */
@@ -68,10 +76,16 @@ int pc_runtime_rank(const pc_runtime_t *rt);
 int pc_runtime_workers(const pc_runtime_t *rt);
 int pc_runtime_servers(const pc_runtime_t *rt);
 
-/* A flag a signal handler sets (SIGINT, SIGTERM): workers then agree to stop at the next
- * iteration boundary (pc_worker_iteration_end reports stop) and shut down cleanly. The
- * flag is only read. Call before pc_worker_start. */
+/* A flag a signal handler sets to the signal's number (SIGINT, SIGTERM): workers then agree
+ * to stop at the next iteration boundary (pc_worker_iteration_end reports stop), write a
+ * final checkpoint when --checkpoint-dir is set, and shut down cleanly. The flag is only
+ * read. Call before pc_worker_start. */
 void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag);
+
+/* After the run: the signal number every rank agreed to stop on (the largest raised on any
+ * worker), or 0 when the run was not stopped. Workers and servers alike (servers learn it
+ * from the workers' end messages), so every rank can exit with 128 + N. */
+int pc_runtime_stop_signal(const pc_runtime_t *rt);
 
 /* The server loop: receive, validate and aggregate the workers' compressed gradients, step
  * the optimizer on this server's chunks, push the updated parameters back, until every

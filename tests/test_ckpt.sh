@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Checkpoint and resume, end to end under mpirun (pc-train on synthetic data):
+#  - kill -9 every rank mid-run after a checkpoint; --resume finishes the run and saves
+#    bitwise the model of an uninterrupted run (parameter servers, top-k, pipelined; and
+#    the dense allreduce baseline, whose workers hold the parameters);
+#  - SIGTERM to every rank: all stop at one iteration with exit status 143 after a final
+#    checkpoint, and --resume again gives the uninterrupted model (what a Slurm time limit
+#    or pre-emption does);
+#  - a corrupted newest checkpoint is reported and the previous complete one is used;
+#  - a checkpoint of another model or world size is never loaded.
+set -uo pipefail
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+train="$PC_BUILDDIR/apps/pc-train"
+tmp=$(mktemp -d)
+trap 'pkill -9 -f -- "--checkpoint-dir $tmp/" 2>/dev/null; rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# 2 workers x batch 16 over 40000 samples: 1250 iterations per epoch, a few seconds.
+common=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01 --log-level warn)
+
+# wait_manifest DIR SECONDS: until DIR holds a complete checkpoint (a MANIFEST).
+wait_manifest() {
+    local i
+    for i in $(seq $(($2 * 20))); do
+        compgen -G "$1/ckpt-*/MANIFEST" >/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# interrupted NAME SIGNAL FLAGS...: reference run, then a run hit by SIGNAL on every rank
+# once a checkpoint exists, then --resume to the end; the two saved models must be equal.
+interrupted() {
+    local name=$1 sig=$2
+    shift 2
+    local ck="$tmp/$name-ck"
+    "$run" -t 240 -np 3 "$train" "${common[@]}" "$@" --save-model "$tmp/$name-ref.pcm" \
+        >"$tmp/$name-ref.log" 2>&1 || { bad "$name: reference run failed"; tail -5 "$tmp/$name-ref.log"; return; }
+    "$run" -t 240 -np 3 "$train" "${common[@]}" "$@" --checkpoint-dir "$ck" --checkpoint-every 200 \
+        --save-model "$tmp/$name-cut.pcm" >"$tmp/$name-cut.log" 2>&1 &
+    local pid=$!
+    if ! wait_manifest "$ck" 120; then
+        bad "$name: no checkpoint appeared"; kill -9 $pid; wait $pid; return
+    fi
+    # the ranks only (mpirun and timeout carry the same arguments; Slurm signals tasks)
+    pkill "-$sig" -f -- "^$train .*--checkpoint-dir $ck"
+    wait $pid
+    local rc=$?
+    if grep -q "^done:" "$tmp/$name-cut.log"; then
+        bad "$name: the run finished before SIG$sig reached it (make it longer)"; return
+    fi
+    if [ "$sig" = TERM ]; then
+        local at
+        at=$(grep -o 'stopped by signal 15 after [0-9]* iterations (checkpoint written)' "$tmp/$name-cut.log" | awk '{print $6}')
+        if [ "$rc" = 143 ] && [ -n "$at" ] && [ -e "$ck/ckpt-$(printf %012d "$at")/MANIFEST" ]; then
+            ok "$name: SIGTERM stopped every rank at iteration $at with status 143 and a final checkpoint"
+        else
+            bad "$name: SIGTERM: status $rc, stop line '$at'"; tail -5 "$tmp/$name-cut.log"; return
+        fi
+    fi
+    "$run" -t 240 -np 3 "$train" "${common[@]}" "$@" --checkpoint-dir "$ck" --checkpoint-every 200 \
+        --resume --save-model "$tmp/$name-res.pcm" --log-level info >"$tmp/$name-res.log" 2>&1 \
+        || { bad "$name: resume run failed"; tail -5 "$tmp/$name-res.log"; return; }
+    local from
+    from=$(grep -o 'resuming from the checkpoint of iteration [0-9]*' "$tmp/$name-res.log" | awk '{print $7}')
+    if [ -n "$from" ] && [ "$from" -gt 0 ] && cmp -s "$tmp/$name-ref.pcm" "$tmp/$name-res.pcm"; then
+        ok "$name: SIG$sig mid-run, resumed at iteration $from: model bitwise identical to the uninterrupted run"
+    else
+        bad "$name: resumed at '$from'; models differ or missing"; tail -5 "$tmp/$name-res.log"
+    fi
+}
+
+interrupted ps-topk KILL --compress topk:ratio=0.01 --compress-min-bytes 0
+interrupted allreduce KILL --mode allreduce --compress none
+interrupted ps-term TERM --compress dgc:ratio=0.01 --compress-min-bytes 0
+
+# A corrupted newest checkpoint: reported, the previous one used, same final model.
+ck="$tmp/corrupt-ck"
+short=(--data synthetic --synthetic-samples 3000 --batch 16 --iters 150 --lr 0.01 --log-level warn)
+"$run" -t 120 -np 3 "$train" "${short[@]}" --checkpoint-dir "$ck" --checkpoint-every 50 \
+    --save-model "$tmp/c-ref.pcm" >"$tmp/c-ref.log" 2>&1 || bad "corrupt: first run failed"
+newest="$ck/ckpt-000000000150/rank-2.bin"
+if [ -e "$newest" ] && [ -e "$ck/ckpt-000000000100/MANIFEST" ]; then
+    printf '\x55' | dd of="$newest" bs=1 seek=1000 conv=notrunc status=none
+    "$run" -t 120 -np 3 "$train" "${short[@]}" --checkpoint-dir "$ck" --checkpoint-every 50 \
+        --resume --save-model "$tmp/c-res.pcm" --log-level info >"$tmp/c-res.log" 2>&1 \
+        || bad "corrupt: resume run failed"
+    if grep -q 'skipping checkpoint of iteration 150: .*rank-2.bin: CRC mismatch' "$tmp/c-res.log" &&
+        grep -q 'resuming from the checkpoint of iteration 100' "$tmp/c-res.log" &&
+        cmp -s "$tmp/c-ref.pcm" "$tmp/c-res.pcm"; then
+        ok "corrupted newest checkpoint: reported, resumed from the previous one, identical model"
+    else
+        bad "corrupted checkpoint handling"; grep -i 'checkpoint' "$tmp/c-res.log" | head -5
+    fi
+else
+    bad "corrupt: expected checkpoints 100 and 150 (keep 2), got: $(ls "$ck")"
+fi
+
+# Another world size, and another model: never loaded; the run starts from 0 and says why.
+"$run" -t 120 -np 4 "$train" "${short[@]}" --checkpoint-dir "$ck" --resume --iters 10 \
+    --log-level info >"$tmp/w.log" 2>&1 || bad "world-size mismatch run failed"
+if grep -q 'skipping checkpoint of iteration .*written by 2 workers + 1 servers; this job has 3 + 1' "$tmp/w.log" &&
+    grep -q 'no complete checkpoint' "$tmp/w.log"; then
+    ok "a checkpoint of another world size is skipped with its reason"
+else
+    bad "world-size mismatch not reported"; grep -i checkpoint "$tmp/w.log" | head -5
+fi
+ck2="$tmp/model-ck"
+"$run" -t 120 -np 3 "$train" "${short[@]}" --iters 20 --checkpoint-dir "$ck2" >/dev/null 2>&1
+"$run" -t 120 -np 3 "$train" "${short[@]}" --model cnn --iters 2 --checkpoint-dir "$ck2" --resume \
+    --log-level info >"$tmp/m.log" 2>&1 || bad "model mismatch run failed"
+grep -q 'a different model or chunk plan' "$tmp/m.log" && ok "a checkpoint of another model is skipped" \
+    || { bad "model mismatch not reported"; grep -i checkpoint "$tmp/m.log" | head -5; }
+
+# Bad flags: a checkpoint directory that cannot be created fails with one line.
+out=$("$run" -t 60 -np 3 "$train" "${short[@]}" --checkpoint-dir /proc/nope/ck 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q "checkpoint-dir '/proc/nope/ck': cannot create" <<<"$out"; then
+    ok "unwritable --checkpoint-dir: one clear error, status $rc"
+else
+    bad "unwritable --checkpoint-dir: status $rc"; tail -3 <<<"$out"
+fi
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
