@@ -3,12 +3,18 @@
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
-#  4. the decoder fuzz target (libFuzzer, when clang is installed) for a bounded run:
+#  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
+#     (tests/test_slurm.sh; needs root, skipped with a message otherwise);
+#  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Exit status is non-zero on any failure. Logs: build*/tests/*.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-pc_setup
+if [ "$(id -u)" = 0 ]; then
+    pc_setup slurmctld slurmd slurm-client munge
+else
+    pc_setup
+fi
 
 PASSED=0
 FAILED=0
@@ -47,6 +53,18 @@ run_suite build-tsan check-concurrency
 
 pc_build build-asan --enable-asan --without-cuda
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
+
+pc_say "tests/test_slurm.sh (Slurm on localhost)"
+set +e
+"$PC_TOP/tests/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
+rc=$?
+set -e
+cat "$PC_TOP/build/test_slurm.log"
+case $rc in
+0) PASSED=$((PASSED + 1)) ;;
+77) ;;
+*) FAILED=$((FAILED + 1)); echo "check: $PASSED passed, $FAILED failed"; pc_die "the Slurm test failed" ;;
+esac
 
 # run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
 run_fuzz() {

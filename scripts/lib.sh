@@ -11,13 +11,14 @@ PC_PACKAGES="gcc make autoconf automake autoconf-archive pkg-config
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
+# pc_setup [EXTRA PACKAGES...]: install what is missing of PC_PACKAGES and the extras.
 pc_setup() {
     if ! command -v dpkg-query >/dev/null 2>&1; then
         pc_say "not a Debian system: make sure the equivalents of these are installed: $PC_PACKAGES"
         return 0
     fi
     local missing="" p
-    for p in $PC_PACKAGES; do
+    for p in $PC_PACKAGES "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
             || missing="$missing $p"
     done

@@ -41,6 +41,29 @@ int pc_ckpt_path(const char *dir, uint64_t iteration, int rank, char *out, size_
     return n < 0 || (size_t)n >= len ? PC_ERANGE : PC_OK;
 }
 
+int pc_ckpt_dir_create(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    size_t len = strlen(dir);
+    if (len == 0 || len >= sizeof(path))
+        return pc_error_fmt(PC_EIO, err, errlen, "checkpoint directory '%s': bad length", dir);
+    memcpy(path, dir, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return pc_error_fmt(PC_EIO, err, errlen, "'%s': cannot create '%s': %s", dir, path,
+                                strerror(errno));
+        path[i] = c;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) != 0)
+        return pc_error_fmt(PC_EIO, err, errlen, "'%s': not a writable directory", dir);
+    return PC_OK;
+}
+
 static void fsync_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY);

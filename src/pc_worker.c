@@ -27,9 +27,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <errno.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,11 +496,9 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
         return PC_OK;
     if (rt->rank == 0) {
         const char *dir = rt->cfg.checkpoint_dir;
-        struct stat sb;
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-            msg[0] = werr(w, PC_EIO, "--checkpoint-dir '%s': cannot create: %s", dir, strerror(errno));
-        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) != 0)
-            msg[0] = werr(w, PC_EIO, "--checkpoint-dir '%s': not a writable directory", dir);
+        char why[512];
+        if (pc_ckpt_dir_create(dir, why, sizeof(why)) != PC_OK)
+            msg[0] = werr(w, PC_EIO, "--checkpoint-dir %s", why);
         if (msg[0] == PC_OK && rt->cfg.resume) {
             pc_ckpt_meta_t want;
             uint64_t found = 0;

@@ -89,6 +89,17 @@ static void test_round_trip(void **state)
     (void)state;
     char dir[] = "/tmp/pc-test-ckpt-XXXXXX", err[512];
     assert_non_null(mkdtemp(dir));
+    /* Missing parents are created; a file in the way is refused. */
+    char deep[600];
+    snprintf(deep, sizeof(deep), "%s/a/b/c", dir);
+    assert_int_equal(pc_ckpt_dir_create(deep, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_ckpt_dir_create(deep, err, sizeof(err)), PC_OK);
+    snprintf(deep, sizeof(deep), "%s/file", dir);
+    FILE *f = fopen(deep, "w");
+    fclose(f);
+    snprintf(deep, sizeof(deep), "%s/file/x", dir);
+    assert_int_equal(pc_ckpt_dir_create(deep, err, sizeof(err)), PC_EIO);
+    assert_non_null(strstr(err, "cannot create"));
     write_ckpt(dir, 100, true);
     assert_no_temporaries(dir, 100);
     pc_ckpt_meta_t want = meta_of(0);

@@ -117,7 +117,7 @@ grep -q 'a different model or chunk plan' "$tmp/m.log" && ok "a checkpoint of an
 # Bad flags: a checkpoint directory that cannot be created fails with one line.
 out=$("$run" -t 60 -np 3 "$train" "${short[@]}" --checkpoint-dir /proc/nope/ck 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && grep -q "checkpoint-dir '/proc/nope/ck': cannot create" <<<"$out"; then
+if [ $rc -ne 0 ] && grep -q "checkpoint-dir '/proc/nope/ck': cannot create '/proc/nope'" <<<"$out"; then
     ok "unwritable --checkpoint-dir: one clear error, status $rc"
 else
     bad "unwritable --checkpoint-dir: status $rc"; tail -3 <<<"$out"

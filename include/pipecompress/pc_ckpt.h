@@ -55,6 +55,10 @@ typedef struct pc_ckpt_file {
     uint32_t crc;
 } pc_ckpt_file_t;
 
+/* Create dir and its missing parents (mode 0755) and check it is a writable directory.
+ * PC_EIO with a message naming dir otherwise. */
+int pc_ckpt_dir_create(const char *dir, char *err, size_t errlen);
+
 /* The path of checkpoint `iteration`'s directory (rank < 0) or of rank's file in it.
  * PC_ERANGE when it does not fit in len. */
 int pc_ckpt_path(const char *dir, uint64_t iteration, int rank, char *out, size_t len);

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# local-cluster.sh: a one-node Slurm cluster on localhost, without systemd, for tests and
+# for trying the batch scripts on a workstation.
+#   scripts/slurm/local-cluster.sh start DIR   write DIR/slurm.conf, start munged, slurmctld
+#                                             and slurmd (each writes a pid file in DIR)
+#   scripts/slurm/local-cluster.sh stop DIR    stop the three daemons by pid
+# Then: export SLURM_CONF=DIR/slurm.conf; sbatch ... Needs root (the daemons run as root,
+# munged as user munge) and the Debian packages slurmctld slurmd slurm-client munge.
+# The node advertises max(4, cores) CPUs (config_overrides): a 3-rank job with a pipelined
+# compressor thread per worker fits on 2 cores, oversubscribed.
+set -euo pipefail
+die() { echo "local-cluster.sh: $*" >&2; exit 1; }
+[ $# -eq 2 ] || die "usage: $0 start|stop DIR"
+cmd=$1
+dir=$(realpath -m "$2")
+
+stop_pid() { # stop_pid FILE NAME: TERM, then KILL after 5 s
+    local f=$1 pid
+    [ -s "$f" ] || return 0
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || return 0
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+case $cmd in
+start)
+    [ "$(id -u)" = 0 ] || die "must run as root (it starts munged, slurmctld and slurmd)"
+    for b in munged slurmctld slurmd sinfo; do
+        command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] \
+            || die "$b not found: apt-get install --no-install-recommends slurmctld slurmd slurm-client munge"
+    done
+    mkdir -p "$dir/state" "$dir/spool"
+    cpus=$(nproc)
+    [ "$cpus" -ge 4 ] || cpus=4
+    cat >"$dir/slurm.conf" <<CONF
+ClusterName=pclocal
+SlurmctldHost=localhost
+SlurmUser=root
+AuthType=auth/munge
+# A requeued job waits this long before it may start again (default 120 s).
+AuthInfo=cred_expire=10
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SchedulerType=sched/builtin
+MpiDefault=none
+MailProg=/bin/true
+MinJobAge=4
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobCompType=jobcomp/none
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+    install -d -o munge -g munge -m 0755 /run/munge
+    if ! [ -S /run/munge/munge.socket.2 ] || ! munge -n </dev/null >/dev/null 2>&1; then
+        [ -s /etc/munge/munge.key ] || { mungekey --create 2>/dev/null || /usr/sbin/create-munge-key -f; }
+        runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid \
+            || die "munged did not start"
+        cp /run/munge/munged.pid "$dir/munged.pid"
+    fi
+    /usr/sbin/slurmctld -f "$dir/slurm.conf" || die "slurmctld did not start (see $dir/slurmctld.log)"
+    /usr/sbin/slurmd -f "$dir/slurm.conf" -N localhost || die "slurmd did not start (see $dir/slurmd.log)"
+    export SLURM_CONF=$dir/slurm.conf
+    for _ in $(seq 100); do
+        state=$(sinfo -h -n localhost -o %t 2>/dev/null || true)
+        case $state in idle*|mix*|alloc*) echo "local Slurm cluster up: export SLURM_CONF=$dir/slurm.conf"; exit 0 ;; esac
+        sleep 0.2
+    done
+    die "the node did not become idle (state '${state:-none}'; see $dir/slurmctld.log and $dir/slurmd.log)"
+    ;;
+stop)
+    stop_pid "$dir/slurmd.pid"
+    stop_pid "$dir/slurmctld.pid"
+    stop_pid "$dir/munged.pid"
+    ;;
+*)
+    die "usage: $0 start|stop DIR"
+    ;;
+esac

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The shipped Slurm batch scripts on a real (one-node, localhost) Slurm cluster:
+#  - pc-train.sbatch with sbatch --wait: trains, checkpoints, saves the model;
+#  - the time-limit path: USR1 to the batch shell (what --signal=B:USR1@120 sends) makes
+#    the ranks stop at an iteration boundary with a checkpoint; the script requeues the
+#    job, which resumes and finishes with bitwise the model of an uninterrupted run;
+#  - pc-train-multinode.sbatch (on one node) with the mpirun launcher.
+# Starts munged, slurmctld and slurmd (scripts/slurm/local-cluster.sh) and stops them by
+# pid. Needs root; prints why and exits 77 (skipped) where it is not root.
+#   tests/test_slurm.sh BUILDDIR
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$src/build}" && pwd)
+train="$build/apps/pc-train"
+if [ "$(id -u)" != 0 ]; then
+    echo "test_slurm: skipped: starting Slurm's daemons needs root"
+    exit 77
+fi
+tmp=$(mktemp -d)
+cluster="$tmp/cluster"
+cleanup() {
+    "$src/scripts/slurm/local-cluster.sh" stop "$cluster"
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+[ -n "${PC_KEEP_SLURM_LOGS:-}" ] && trap '"$src/scripts/slurm/local-cluster.sh" stop "$cluster"; echo "kept $tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+"$src/scripts/slurm/local-cluster.sh" start "$cluster" || { echo "FAIL: cannot start Slurm"; exit 1; }
+export SLURM_CONF="$cluster/slurm.conf" PC_TRAIN="$train"
+cd "$tmp" || exit 1
+
+# job_state ID: JobState and Restarts of a job.
+job_state() { scontrol show job "$1" 2>/dev/null | grep -o -E 'JobState=[A-Z_]+|Restarts=[0-9]+' | tr '\n' ' '; }
+
+# 1. The single-node script, start to end.
+short=(--data synthetic --synthetic-samples 3000 --batch 16 --iters 60 --lr 0.01)
+if PC_CHECKPOINT_DIR="$tmp/ck1" timeout 180 sbatch --wait --output="$tmp/job1.out" \
+        "$src/scripts/slurm/pc-train.sbatch" "${short[@]}" --save-model "$tmp/one.pcm" >/dev/null &&
+    grep -q '^done: 60 iterations' "$tmp/job1.out" && [ -s "$tmp/one.pcm" ] &&
+    [ -e "$tmp/ck1/ckpt-000000000060/MANIFEST" ]; then
+    ok "pc-train.sbatch (srun --mpi=pmix): trained 60 iterations, checkpoint and model written"
+else
+    bad "pc-train.sbatch run"; tail -n 15 "$tmp/job1.out"
+fi
+
+# 2. Time limit: USR1 -> clean stop with a checkpoint -> requeue -> resume -> same model.
+long=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01)
+"$src/scripts/pc-mpirun.sh" -t 240 -np 3 "$train" "${long[@]}" --save-model "$tmp/ref.pcm" \
+    >"$tmp/ref.log" 2>&1 || bad "reference run (mpirun)"
+jid=$(PC_CHECKPOINT_DIR="$tmp/ck2" PC_CHECKPOINT_EVERY=200 sbatch --parsable --output="$tmp/job2.out" \
+    "$src/scripts/slurm/pc-train.sbatch" "${long[@]}" --save-model "$tmp/requeued.pcm")
+for _ in $(seq 1200); do
+    compgen -G "$tmp/ck2/ckpt-*/MANIFEST" >/dev/null && break
+    sleep 0.1
+done
+scancel --signal=USR1 --batch "$jid"
+# Slurm holds a requeued job until the old credentials expire (cred_expire, 10 s on the
+# test cluster); then it starts again.
+for _ in $(seq 240); do
+    case $(job_state "$jid") in *COMPLETED*|*FAILED*|*CANCELLED*|*TIMEOUT*) break ;; esac
+    sleep 0.5
+done
+state=$(job_state "$jid")
+at=$(grep -o 'stopped by signal 15 after [0-9]* iterations (checkpoint written)' "$tmp/job2.out" | awk '{print $6}')
+from=$(grep -o 'resuming from the checkpoint of iteration [0-9]*' "$tmp/job2.out" | awk '{print $7}')
+if [[ $state == *COMPLETED*Restarts=1* ]] && [ -n "$at" ] && [ "$at" = "$from" ] &&
+    grep -q 'requeueing job' "$tmp/job2.out" && grep -q '^done: 2500 iterations' "$tmp/job2.out" &&
+    cmp -s "$tmp/ref.pcm" "$tmp/requeued.pcm"; then
+    ok "time limit: stopped at iteration $at with a checkpoint, requeued, resumed there; model bitwise identical to an uninterrupted run"
+else
+    bad "time-limit requeue (state '$state', stopped at '$at', resumed at '$from')"
+    grep -v '^  ' "$tmp/job2.out" | tail -n 20
+fi
+
+# 3. The multi-node script, on this one node, with Open MPI's mpirun as the launcher.
+if PC_SBATCH="$src/scripts/slurm/pc-train.sbatch" PC_LAUNCHER=mpirun PC_CHECKPOINT_DIR="$tmp/ck3" \
+        timeout 180 sbatch --wait --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 \
+        --output="$tmp/job3.out" "$src/scripts/slurm/pc-train-multinode.sbatch" "${short[@]}" \
+        >/dev/null && grep -q '^done: 60 iterations' "$tmp/job3.out"; then
+    ok "pc-train-multinode.sbatch with PC_LAUNCHER=mpirun: trained"
+else
+    bad "pc-train-multinode.sbatch run"; tail -n 15 "$tmp/job3.out"
+fi
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
