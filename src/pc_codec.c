@@ -464,16 +464,23 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
 
 /* ---- compress and decode ------------------------------------------------------------- */
 
-bool pc_codec__fold_finite(float *v, const float *g, size_t n)
+bool pc_codec__fold_finite(float *restrict v, const float *restrict g, size_t n)
 {
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = g ? v[i] + g[i] : v[i];
-        if (g)
+    uint32_t bad = 0; /* branch-free, so the loops vectorize */
+    if (g) {
+        for (size_t i = 0; i < n; i++) {
+            float x = v[i] + g[i];
             v[i] = x;
-        uint32_t u;
-        memcpy(&u, &x, sizeof(u));
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+            uint32_t u;
+            memcpy(&u, &x, sizeof(u));
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], sizeof(u));
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
     }
     return !bad;
 }

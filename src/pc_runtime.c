@@ -316,11 +316,7 @@ size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, si
         h.entries = (uint32_t)nchanged;
         h.payload = (uint32_t)(8 * nchanged);
     } else {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &p[i], sizeof(u));
-            pc_wire_put_u32(q + 4 * i, u);
-        }
+        pc_wire_put_f32s(q, p, n);
         h.entries = (uint32_t)n;
         h.payload = (uint32_t)(4 * n);
     }
@@ -349,16 +345,21 @@ int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, floa
         return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes", chunk,
                    h.entries, h.payload);
     const uint8_t *vals = h.codec == PULL_DENSE ? q : q + 4 * k;
+    uint32_t bad = 0; /* any value not finite: one branch-free pass */
+    for (size_t j = 0; j < k; j++)
+        bad |= (pc_wire_get_u32(vals + 4 * j) & 0x7f800000u) == 0x7f800000u;
+    if (bad)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: an updated parameter is not finite",
+                            chunk);
+    if (h.codec == PULL_DENSE) {
+        pc_wire_get_f32s(p, vals, n);
+        return PC_OK;
+    }
     for (size_t j = 0; j < k; j++) {
-        if ((pc_wire_get_u32(vals + 4 * j) & 0x7f800000u) == 0x7f800000u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: updated parameter %zu is not finite",
-                       chunk, j);
-        if (h.codec == PULL_SPARSE) {
-            uint32_t ix = pc_wire_get_u32(q + 4 * j);
-            if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
-                return pc_error_fmt(PC_EFORMAT, err, errlen,
-                           "chunk %u: update index %u out of range or out of order", chunk, ix);
-        }
+        uint32_t ix = pc_wire_get_u32(q + 4 * j);
+        if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: update index %u out of range or out of order", chunk, ix);
     }
     for (size_t j = 0; j < k; j++) {
         uint32_t u = pc_wire_get_u32(vals + 4 * j);

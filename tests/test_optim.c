@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cmocka.h>
@@ -25,8 +26,16 @@ static void test_sgd_variants(void **state)
         for (int step = 0; step < 3; step++) {
             for (int i = 0; i < n; i++)
                 g[i] = (i % 3 == 0) ? 0.0f : 0.5f - 0.013f * (float)i + (float)step * 0.1f;
+            /* Step 2 of plain SGD: a mostly-zero gradient, so the list is complete. */
+            if (variant == 0 && step == 2)
+                for (int i = 0; i < n; i++)
+                    if (i % 7)
+                        g[i] = 0.0f;
             uint32_t changed[64];
             size_t k = pc_optim_sgd(&cfg, 0.1f, p, mom, g, (size_t)n, changed);
+            bool listed = 2 * k < (size_t)n;
+            if (variant == 0 && step == 2)
+                assert_true(listed);
             size_t rk = 0;
             for (int i = 0; i < n; i++) {
                 float d = g[i] + (float)cfg.weight_decay * rp[i];
@@ -36,8 +45,11 @@ static void test_sgd_variants(void **state)
                     upd = cfg.nesterov ? d + (float)cfg.momentum * rm[i] : rm[i];
                 }
                 float np = rp[i] - 0.1f * upd;
-                if (np != rp[i])
-                    assert_int_equal(changed[rk++], i);
+                if (np != rp[i]) {
+                    if (listed)
+                        assert_int_equal(changed[rk], i);
+                    rk++;
+                }
                 rp[i] = np;
             }
             assert_int_equal(k, rk);
@@ -54,6 +66,38 @@ static void test_sgd_variants(void **state)
     assert_true(pc_optim_sparse_friendly(&plain));
     assert_false(pc_optim_sparse_friendly(&mom));
     assert_false(pc_optim_sparse_friendly(&wd));
+}
+
+/* Many blocks: the same arithmetic, and the changed list across block boundaries. */
+static void test_sgd_long(void **state)
+{
+    (void)state;
+    enum { N = 1500 };
+    static float p[N], rp[N], g[N], mom[N], rm[N];
+    static uint32_t changed[N];
+    for (int variant = 0; variant < 2; variant++) {
+        pc_optim_cfg_t cfg = {.lr = 0.05, .momentum = variant ? 0.9 : 0};
+        for (int i = 0; i < N; i++) {
+            p[i] = rp[i] = 0.001f * (float)(i % 97);
+            mom[i] = rm[i] = 0;
+            g[i] = i % 5 == 0 ? 0.25f - 0.0003f * (float)i : 0.0f;
+        }
+        size_t k = pc_optim_sgd(&cfg, 0.05f, p, mom, g, N, changed), rk = 0;
+        for (int i = 0; i < N; i++) {
+            float d = g[i], upd = d;
+            if (variant) {
+                rm[i] = 0.9f * rm[i] + d;
+                upd = rm[i];
+            }
+            float np = rp[i] - 0.05f * upd;
+            if (np != rp[i])
+                assert_int_equal(changed[rk++], i);
+            rp[i] = np;
+        }
+        assert_int_equal(k, rk);
+        assert_true(2 * k < N);
+        assert_memory_equal(p, rp, sizeof(p));
+    }
 }
 
 static void test_schedules(void **state)
@@ -81,6 +125,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_variants),
+        cmocka_unit_test(test_sgd_long),
         cmocka_unit_test(test_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

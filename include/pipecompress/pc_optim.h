@@ -46,8 +46,9 @@ double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t);
 /* One SGD step on n parameters with learning rate lr: p and mom (NULL allowed when
  * momentum is 0) updated in place from g. Deterministic: element by element, float
  * arithmetic in the order written above. Returns how many parameters changed value and,
- * when changed is not NULL, writes their indices there in ascending order (n entries
- * must fit). */
+ * when changed is not NULL and fewer than half of them changed, writes their indices
+ * there in ascending order (n entries must fit; with half or more changed the list is
+ * incomplete: a sparse update would not pay then). */
 size_t pc_optim_sgd(const pc_optim_cfg_t *cfg, float lr, float *p, float *mom, const float *g,
                     size_t n, uint32_t *changed);
 

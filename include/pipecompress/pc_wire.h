@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +74,32 @@ static inline void pc_wire_put_u32(uint8_t *p, uint32_t v)
 static inline uint32_t pc_wire_get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* n floats to and from the wire (little-endian IEEE-754): a copy on little-endian hosts. */
+static inline void pc_wire_put_f32s(uint8_t *dst, const float *src, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(dst, src, 4 * n);
+#else
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], 4);
+        pc_wire_put_u32(dst + 4 * i, u);
+    }
+#endif
+}
+
+static inline void pc_wire_get_f32s(float *dst, const uint8_t *src, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(dst, src, 4 * n);
+#else
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = pc_wire_get_u32(src + 4 * i);
+        memcpy(&dst[i], &u, 4);
+    }
+#endif
 }
 
 static inline void pc_wire_put_u16(uint8_t *p, uint16_t v)
