@@ -1,6 +1,12 @@
 #!/usr/bin/python3
 """plot.py: PNG charts from PipeCompress --metrics files (JSON lines) and benchmark results.
 
+  scripts/plot.py e2e RESULTS.json [--out PREFIX]
+      PREFIX-MODEL-wN.png  per model and worker count, one panel per network: each mode's
+                        median iteration split into forward compute, waiting for updates,
+                        backward compute and waiting for buffer releases (compression
+                        inline, or the allreduce), stacked (scripts/bench/e2e.sh)
+
   scripts/plot.py metrics.jsonl [--out PREFIX]
       PREFIX-loss.png   training loss and accuracy of worker 0 per iteration, test accuracy
                         per epoch (pc-train)
@@ -48,7 +54,63 @@ def smooth(values, window):
     return out
 
 
+def e2e(argv):
+    ap = argparse.ArgumentParser(prog="plot.py e2e", description="charts from e2e.sh results")
+    ap.add_argument("results")
+    ap.add_argument("--out", default=None, help="output prefix (default: the input's name)")
+    args = ap.parse_args(argv)
+    try:
+        data = json.load(open(args.results))
+        runs = [r for r in data["runs"] if not r.get("failed")]
+    except OSError as e:
+        fail("%s: %s" % (args.results, e.strerror))
+    except (ValueError, KeyError, TypeError) as e:
+        fail("%s: not e2e.sh results (%s)" % (args.results, e))
+    if not runs:
+        fail("%s: no successful runs" % args.results)
+    prefix = args.out or args.results.rsplit(".", 1)[0]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    parts = [("forward_compute", "forward compute"), ("wait_update", "waiting for updates"),
+             ("backward_compute", "backward compute"),
+             ("wait_release", "waiting for releases (compression inline / allreduce)")]
+    order = ["shm", "10g", "1g"]
+    for model in sorted({r["model"] for r in runs}):
+        for w in sorted({r["workers"] for r in runs if r["model"] == model}):
+            sel = [r for r in runs if r["model"] == model and r["workers"] == w]
+            nets = [n for n in order if any(r["net"] == n for r in sel)]
+            fig, axes = plt.subplots(1, len(nets), figsize=(5 * len(nets), 4.5), squeeze=False)
+            for ax, net in zip(axes[0], nets):
+                rs = sorted((r for r in sel if r["net"] == net), key=lambda r: r["mode"])
+                x = list(range(len(rs)))
+                bottom = [0.0] * len(rs)
+                for key, label in parts:
+                    vals = [1e3 * r[key] for r in rs]
+                    ax.bar(x, vals, bottom=bottom, label=label, alpha=0.8)
+                    bottom = [b + v for b, v in zip(bottom, vals)]
+                ax.scatter(x, [1e3 * r["t_iteration_median"] for r in rs], color="black",
+                           marker="_", s=300, label="median iteration", zorder=3)
+                ax.set_xticks(x)
+                ax.set_xticklabels([str(r["mode"]) for r in rs])
+                ax.set_xlabel("mode")
+                ax.set_ylabel("ms per iteration")
+                ax.set_title("%s, %s, %d worker%s" % (model, net, w, "s" if w > 1 else ""))
+            axes[0][0].legend(loc="upper left", fontsize="x-small")
+            fig.tight_layout()
+            path = "%s-%s-w%d.png" % (prefix, model, w)
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            print(path)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "e2e":
+        e2e(sys.argv[2:])
+        return
     ap = argparse.ArgumentParser(description="charts from --metrics files")
     ap.add_argument("metrics")
     ap.add_argument("--out", default=None, help="output prefix (default: the input's name)")

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# e2e.sh: end-to-end iteration time of pc-train, side by side in one run:
+#   1 dense MPI_Allreduce (the Horovod-style baseline), 2 parameter servers without
+#   compression, 3 top-k 1% inline, 4 top-k 1% pipelined (PipeCompress), 5 DGC 0.1%
+#   pipelined, 6 the best setting for a slow network: DGC 0.1% pipelined with its momentum
+#   on the workers (DGC's momentum correction), plain SGD on the servers and sparse pulls;
+# for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-6), under
+# three networks: shared memory; TCP over a loopback shaped to 10 Gbit/s and to 1 Gbit/s
+# inside a private network namespace (root only; every rank shares that one link).
+#
+#   scripts/bench/e2e.sh [--quick] [--out DIR] [--models "wide cnn"] [--nets "shm 10g 1g"]
+#                        [--workers "1 2"] [--iters N] [--warmup N]
+#
+# --quick: wide only, 6 iterations (2 of warm-up), shared memory with 1 and 2 workers and
+# 1 Gbit/s with 2 workers (about 3 minutes here). Writes DIR/runs/* (metrics and logs of every run),
+# DIR/e2e.json (scripts/bench/e2e_report.py) and DIR/*.png (scripts/plot.py e2e); prints
+# the tables. Default DIR: results/e2e-DATE.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+quick=0
+models="wide cnn"
+nets="shm 10g 1g"
+workers="1 2"
+iters=""
+warmup=3
+out=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) quick=1 ;;
+    --out) out=${2:?--out needs a directory}; shift ;;
+    --models) models=${2:?}; shift ;;
+    --nets) nets=${2:?}; shift ;;
+    --workers) workers=${2:?}; shift ;;
+    --iters) iters=${2:?}; shift ;;
+    --warmup) warmup=${2:?}; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+for m in $models; do case $m in wide|cnn|mlp) ;; *) echo "e2e.sh: --models: unknown model '$m'" >&2; exit 2 ;; esac; done
+for n in $nets; do case $n in shm|10g|1g) ;; *) echo "e2e.sh: --nets: unknown network '$n' (shm, 10g, 1g)" >&2; exit 2 ;; esac; done
+for w in $workers; do case $w in 1|2|3|4) ;; *) echo "e2e.sh: --workers: '$w' is not 1..4" >&2; exit 2 ;; esac; done
+if [ $quick = 1 ]; then
+    models=wide
+    nets="shm 1g"
+    iters=${iters:-6}
+    warmup=2
+fi
+iters=${iters:-15}
+case $iters in *[!0-9]*|"") echo "e2e.sh: --iters: '$iters' is not a number" >&2; exit 2 ;; esac
+[ "$iters" -gt "$warmup" ] || { echo "e2e.sh: --iters must exceed --warmup ($warmup)" >&2; exit 2; }
+out=${out:-$PC_TOP/results/e2e-$(date +%Y-%m-%d)}
+
+pc_setup iproute2
+pc_build build
+train="$PC_TOP/build/apps/pc-train"
+runs="$out/runs"
+mkdir -p "$runs"
+rm -f "$runs"/*
+
+if [ "$(id -u)" != 0 ]; then
+    case " $nets " in *" 10g "*|*" 1g "*)
+        pc_say "not root: network namespaces are unavailable; shaped networks skipped"
+        nets=shm ;;
+    esac
+fi
+ns=""
+cleanup() { [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null; true; }
+trap cleanup EXIT
+
+# setup_net NET: a namespace with its loopback shaped (or none for shared memory).
+setup_net() {
+    cleanup
+    ns=""
+    case $1 in
+    shm) return 0 ;;
+    10g) rate=10gbit burst=2mb ;;
+    1g) rate=1gbit burst=128kb ;;
+    esac
+    ns="pc-e2e-$$"
+    ip netns add "$ns"
+    ip netns exec "$ns" ip link set lo up
+    ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst "$burst" latency 50ms
+}
+
+label_of() {
+    case $1 in
+    1) echo "allreduce, dense" ;;
+    2) echo "ps, none" ;;
+    3) echo "ps, topk 1%, inline" ;;
+    4) echo "ps, topk 1%, pipelined" ;;
+    5) echo "ps, dgc 0.1%, pipelined" ;;
+    6) echo "ps, dgc 0.1%, pipelined, mom0 sparse" ;;
+    esac
+}
+
+flags_of() {
+    case $1 in
+    1) echo "--mode allreduce --compress none" ;;
+    2) echo "--compress none" ;;
+    3) echo "--compress topk:ratio=0.01 --pipeline off" ;;
+    4) echo "--compress topk:ratio=0.01 --pipeline on" ;;
+    5) echo "--compress dgc:ratio=0.001 --pipeline on" ;;
+    6) echo "--compress dgc:ratio=0.001 --pipeline on --momentum 0 --pull sparse" ;;
+    esac
+}
+
+start=$(date +%s)
+for model in $models; do
+    for net in $nets; do
+        setup_net "$net"
+        for w in $workers; do
+            [ $quick = 1 ] && [ "$w" = 1 ] && [ "$net" != shm ] && continue
+            for mode in 1 2 3 4 5 6; do
+                np=$((mode == 1 ? w : w + 1))
+                name="$model-$net-w$w-m$mode"
+                # shellcheck disable=SC2046
+                cmd=("$train" --model "$model" --data synthetic --synthetic-samples 4000
+                     --batch 32 --iters "$iters" --seed 42 --lr 0.01 --timeout 600
+                     --log-level warn --metrics "$runs/$name.jsonl" $(flags_of $mode))
+                env=(OMPI_MCA_btl=self,vader)
+                pre=()
+                if [ -n "$ns" ]; then
+                    env=(OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo)
+                    pre=(ip netns exec "$ns")
+                fi
+                printf '== %-24s %-38s ' "$name" "$(label_of $mode)"
+                t0=$(date +%s%N)
+                failed=""
+                "${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np "$np" "${cmd[@]}" \
+                    >"$runs/$name.log" 2>&1 || failed="exit status $?"
+                t1=$(date +%s%N)
+                printf '%6d s %s\n' $(( (t1 - t0) / 1000000000 )) "${failed:-ok}"
+                [ -n "$failed" ] && tail -n 3 "$runs/$name.log" >&2
+                python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None}, open(a[12], "w"))' \
+                    "$name" "$model" "$net" "$w" "$mode" "$(label_of $mode)" "$(flags_of $mode)" "$np" \
+                    "$iters" "$warmup" "$failed" "$runs/$name.meta.json"
+            done
+        done
+    done
+done
+cleanup
+ns=""
+pc_say "all runs in $(( $(date +%s) - start )) s"
+python3 "$PC_TOP/scripts/bench/e2e_report.py" "$runs" "$out/e2e.json"
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    "$PC_TOP/scripts/plot.py" e2e "$out/e2e.json" --out "$out/e2e"
+else
+    pc_say "python3-matplotlib missing: no charts"
+fi

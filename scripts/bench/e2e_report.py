@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""e2e_report.py: summarise the runs of scripts/bench/e2e.sh.
+
+  e2e_report.py RUNS_DIR RESULTS_JSON
+
+RUNS_DIR holds one NAME.jsonl (pc-train --metrics) and NAME.meta.json (what the run was)
+per run. Writes RESULTS_JSON (every run's medians, spreads, breakdown and bytes, and the
+derived speedups and hidden fractions) and prints the tables. Iterations before
+`warmup` (in the meta file) are left out. Exits 2 with one line on bad input.
+"""
+import json
+import os
+import statistics as st
+import sys
+
+
+def fail(msg):
+    print("e2e_report.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarise(meta, rows):
+    warm = meta["warmup"]
+    workers = [r for r in rows if r.get("role") == "worker" and r["iteration"] >= warm]
+    if not workers:
+        fail("%s: no worker iterations after the warm-up" % meta["name"])
+    # The iteration time of the job: the slowest worker's, per iteration.
+    by_it = {}
+    for r in workers:
+        by_it.setdefault(r["iteration"], []).append(r)
+    t_iter = [max(x["t_iteration"] for x in rs) for rs in by_it.values()]
+    w0 = [r for r in workers if r["rank"] == 0]
+
+    def med(key):
+        return st.median(r[key] for r in w0)
+
+    fwd, bwd = med("t_forward"), med("t_backward")
+    wait_upd, wait_rel = med("t_param_wait"), med("t_exposed")
+    return {
+        **meta,
+        "iterations_measured": len(t_iter),
+        "t_iteration_median": st.median(t_iter),
+        "t_iteration_q1": quantile(t_iter, 0.25),
+        "t_iteration_q3": quantile(t_iter, 0.75),
+        "t_iteration_min": min(t_iter),
+        "t_iteration_max": max(t_iter),
+        # Breakdown of worker 0's iteration (medians): compute, and the two waits.
+        "forward_compute": max(0.0, fwd - wait_upd),
+        "wait_update": wait_upd,
+        "backward_compute": max(0.0, bwd - wait_rel),
+        "wait_release": wait_rel,
+        "t_compress": med("t_compress"),
+        "bytes_sent": st.median(r["bytes_sent"] for r in w0),
+        "bytes_received": st.median(r["bytes_received"] for r in w0),
+        "dense_bytes": w0[0]["dense_bytes"],
+    }
+
+
+def main():
+    if len(sys.argv) != 3:
+        fail("usage: e2e_report.py RUNS_DIR RESULTS_JSON")
+    runs_dir, out = sys.argv[1], sys.argv[2]
+    try:
+        names = sorted(f[: -len(".meta.json")] for f in os.listdir(runs_dir) if f.endswith(".meta.json"))
+    except OSError as e:
+        fail("%s: %s" % (runs_dir, e.strerror))
+    runs = []
+    for n in names:
+        try:
+            meta = json.load(open(os.path.join(runs_dir, n + ".meta.json")))
+            if meta.get("failed"):
+                runs.append(meta)
+                continue
+            rows = [json.loads(l) for l in open(os.path.join(runs_dir, n + ".jsonl")) if l.strip()]
+        except (OSError, ValueError) as e:
+            fail("%s: %s" % (n, e))
+        runs.append(summarise(meta, rows))
+    if not runs:
+        fail("%s: no runs" % runs_dir)
+
+    # Derived figures per (model, network, workers), from runs of the same invocation.
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["model"], r["net"], r["workers"]), {})[r["mode"]] = r
+    derived = []
+    for (model, net, w), modes in sorted(groups.items()):
+        def t(m):
+            r = modes.get(m)
+            return r["t_iteration_median"] if r and not r.get("failed") else None
+        d = {"model": model, "net": net, "workers": w}
+        t1, t3, t4, t6 = t(1), t(3), t(4), t(6)
+        if t3 and t4:
+            d["speedup_4_over_3"] = t3 / t4
+            c3 = modes[3]["t_compress"]
+            # Compression time per iteration as the inline run measures it: there it is
+            # exactly what the backprop thread spends compressing.
+            d["t_compress_inline"] = c3
+            d["hidden_fraction"] = (t3 - t4) / c3 if c3 > 0 else None
+        if t1 and t4:
+            d["speedup_4_over_1"] = t1 / t4
+        if t1 and t6:
+            d["speedup_6_over_1"] = t1 / t6
+        derived.append(d)
+    with open(out + ".tmp", "w") as f:
+        json.dump({"runs": runs, "derived": derived}, f, indent=1)
+    os.replace(out + ".tmp", out)
+
+    ms = lambda x: "%.1f" % (1e3 * x)
+    mb = lambda x: "%.2f" % (x / 1e6)
+    for (model, net, w), modes in sorted(groups.items()):
+        print("\n%s, %s, %d worker%s + %s" % (model, net, w, "s" if w > 1 else "",
+                                              "1 server (modes 2-6)"))
+        print("%-4s %-34s %9s %15s %7s %7s %7s %7s %8s %9s %9s" % (
+            "mode", "setting", "iter ms", "q1..q3 ms", "fwd", "wait-up", "bwd", "wait-rel",
+            "compress", "MB sent", "MB recv"))
+        for m in sorted(modes):
+            r = modes[m]
+            if r.get("failed"):
+                print("%-4d %-34s FAILED (%s)" % (m, r["label"], r["failed"]))
+                continue
+            print("%-4d %-34s %9s %15s %7s %7s %7s %7s %8s %9s %9s" % (
+                m, r["label"], ms(r["t_iteration_median"]),
+                ms(r["t_iteration_q1"]) + ".." + ms(r["t_iteration_q3"]),
+                ms(r["forward_compute"]), ms(r["wait_update"]), ms(r["backward_compute"]),
+                ms(r["wait_release"]), ms(r["t_compress"]), mb(r["bytes_sent"]),
+                mb(r["bytes_received"])))
+        d = next(x for x in derived if (x["model"], x["net"], x["workers"]) == (model, net, w))
+        parts = []
+        for k, label in (("speedup_4_over_3", "4 over 3"), ("speedup_4_over_1", "4 over 1"),
+                         ("speedup_6_over_1", "6 over 1")):
+            if k in d:
+                parts.append("%s %.2fx" % (label, d[k]))
+        if d.get("hidden_fraction") is not None:
+            parts.append("hidden fraction (T3 - T4) / C3 = %.2f (C3 %s ms)" % (
+                d["hidden_fraction"], ms(d["t_compress_inline"])))
+        print("  " + "; ".join(parts))
+    print("\nresults: %s" % out)
+
+
+if __name__ == "__main__":
+    main()
