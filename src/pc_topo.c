@@ -153,20 +153,81 @@ static place_t *place_at(const pc_topo_plan_t *plan, int r, int t)
     return &plan->places[r * PC_TOPO_MAX_THREADS + t];
 }
 
+/* A thread's claim on a core of its own when cores are short: backprop threads (thread 0
+ * of a worker) first, they are the critical path; then server threads; then the rest
+ * (compressor threads: background work by design). */
+static int thread_priority(const pc_topo_rank_t *r, int t)
+{
+    if (t > 0)
+        return 2;
+    return strcmp(r->names[0], "server") == 0 ? 1 : 0;
+}
+
+/* Fewer cores than threads in a group (ranks with the same cpuset, members[0..nm)):
+ * threads in priority order (then local rank, then thread) each take the least-loaded
+ * core, preferring one that holds no other thread of their rank, then the lowest. So
+ * backprop threads spread over the cores before anything shares with them, and a worker's
+ * compressor avoids its own backprop's core. */
+static void plan_short(pc_topo_plan_t *plan, const int *members, int nm, const int *cores, int nc,
+                       int *load)
+{
+    for (int c = 0; c < nc; c++)
+        load[c] = 0;
+    for (int prio = 0; prio <= 2; prio++)
+        for (int i = 0; i < nm; i++) {
+            int r = members[i];
+            for (int t = 0; t < plan->ranks[r].nthreads; t++) {
+                if (thread_priority(&plan->ranks[r], t) != prio)
+                    continue;
+                int best = -1;
+                bool best_mine = true;
+                for (int c = 0; c < nc; c++) {
+                    bool mine = false;
+                    for (int u = 0; u < plan->ranks[r].nthreads; u++)
+                        if (u != t && place_at(plan, r, u)->core == cores[c])
+                            mine = true;
+                    if (best < 0 || load[c] < load[best] ||
+                        (load[c] == load[best] && best_mine && !mine)) {
+                        best = c;
+                        best_mine = mine;
+                    }
+                }
+                place_at(plan, r, t)->core = cores[best];
+                load[best]++;
+            }
+        }
+}
+
 /* Assign cores for ranks with --bind auto. Ranks with equal cpusets form a group that
- * shares the group's cores; a thread's slot counts across the group in local-rank order. */
+ * shares the group's cores: with enough cores, a thread's slot counts across the group in
+ * local-rank order (a rank's threads on neighbouring cores); with too few, plan_short. */
 static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *sets,
                      char *err, size_t errlen)
 {
     int *cores = malloc(sizeof(int) * (size_t)topo->ncores);
-    if (!cores)
+    int *load = malloc(sizeof(int) * (size_t)topo->ncores);
+    int *members = malloc(sizeof(int) * (size_t)plan->nranks);
+    if (!cores || !load || !members) {
+        free(cores);
+        free(load);
+        free(members);
         return PC_ENOMEM;
-    for (int r = 0; r < plan->nranks; r++) {
-        /* This rank's slot offset: threads of earlier ranks with the same cpuset. */
-        int slot = 0;
-        for (int q = 0; q < r; q++)
+    }
+    int rc = PC_OK;
+    for (int r = 0; r < plan->nranks && rc == PC_OK; r++) {
+        /* Groups are planned once, by their first rank. */
+        bool first = true;
+        for (int q = 0; q < r && first; q++)
             if (hwloc_bitmap_isequal(sets[q], sets[r]))
-                slot += plan->ranks[q].nthreads;
+                first = false;
+        if (!first)
+            continue;
+        int nm = 0, nthreads = 0;
+        for (int q = r; q < plan->nranks; q++)
+            if (hwloc_bitmap_isequal(sets[q], sets[r])) {
+                members[nm++] = q;
+                nthreads += plan->ranks[q].nthreads;
+            }
         int nc = 0;
         for (int c = 0; c < topo->ncores; c++) {
             hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)c);
@@ -174,19 +235,31 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
                 cores[nc++] = c;
         }
         if (nc == 0) {
-            free(cores);
-            return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' covers no core",
-                             plan->ranks[r].rank, plan->ranks[r].cpuset);
+            rc = pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' covers no core",
+                              plan->ranks[r].rank, plan->ranks[r].cpuset);
+            break;
         }
-        for (int t = 0; t < plan->ranks[r].nthreads; t++) {
-            place_t *p = place_at(plan, r, t);
-            p->core = cores[(slot + t) % nc];
-            hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)p->core);
-            hwloc_bitmap_and(p->set, core->cpuset, sets[r]);
+        if (nthreads > nc) {
+            plan_short(plan, members, nm, cores, nc, load);
+        } else {
+            int slot = 0;
+            for (int i = 0; i < nm; i++) {
+                for (int t = 0; t < plan->ranks[members[i]].nthreads; t++)
+                    place_at(plan, members[i], t)->core = cores[slot + t];
+                slot += plan->ranks[members[i]].nthreads;
+            }
         }
+        for (int i = 0; i < nm; i++)
+            for (int t = 0; t < plan->ranks[members[i]].nthreads; t++) {
+                place_t *p = place_at(plan, members[i], t);
+                hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)p->core);
+                hwloc_bitmap_and(p->set, core->cpuset, sets[members[i]]);
+            }
     }
     free(cores);
-    return PC_OK;
+    free(load);
+    free(members);
+    return rc;
 }
 
 static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_t *bind,

@@ -87,7 +87,8 @@ static void test_unbound_ranks_get_distinct_cores(void **state)
     pc_topo_destroy(t);
 }
 
-/* Six threads on two cores: they wrap around, and the plan says who shares what. */
+/* Six threads on two cores: the backprop threads spread first, each compressor avoids its
+ * own backprop's core, and the plan says who shares what. */
 static void test_more_threads_than_cores(void **state)
 {
     (void)state;
@@ -103,8 +104,8 @@ static void test_more_threads_than_cores(void **state)
     char d[512];
     pc_topo_plan_describe(p, d, sizeof(d));
     assert_string_equal(d, "placement: 6 threads of 3 ranks on 2 cores; fewer cores than "
-                           "threads, sharing: core 0 {r0.backprop r1.backprop r2.backprop} "
-                           "core 1 {r0.compressor r1.compressor r2.compressor}");
+                           "threads, sharing: core 0 {r0.backprop r1.compressor r2.backprop} "
+                           "core 1 {r0.compressor r1.backprop r2.compressor}");
     /* A description cut short stays a terminated string. */
     char small[20];
     pc_topo_plan_describe(p, small, sizeof(small));
@@ -165,6 +166,37 @@ static void test_mixed_roles(void **state)
     assert_int_equal(pc_topo_plan_core(p, 2, 0), 3);
     assert_int_equal(pc_topo_plan_core(p, 2, 1), 4);
     assert_int_equal(pc_topo_plan_nshared(p), 0);
+    pc_topo_plan_destroy(p);
+    pc_topo_destroy(t);
+}
+
+/* Short of cores with a server: backprop threads get cores of their own first, the server
+ * and compressors share what is left (mpirun -np 2 and -np 3 on two cores). */
+static void test_short_with_server(void **state)
+{
+    (void)state;
+    pc_topo_t *t = load("core:2 pu:1");
+    pc_topo_rank_t ranks[3];
+    assert_int_equal(pc_topo_self(t, 0, 2, worker_names, &ranks[0]), PC_OK);
+    assert_int_equal(pc_topo_self(t, 1, 1, server_names, &ranks[1]), PC_OK);
+    pc_topo_plan_t *p = plan(t, "auto", ranks, 2);
+    assert_int_equal(pc_topo_plan_core(p, 0, 0), 0); /* backprop alone */
+    assert_int_equal(pc_topo_plan_core(p, 0, 1), 1);
+    assert_int_equal(pc_topo_plan_core(p, 1, 0), 1); /* server with the compressor */
+    assert_false(pc_topo_plan_shared(p, 0, 0));
+    pc_topo_plan_destroy(p);
+
+    assert_int_equal(pc_topo_self(t, 1, 2, worker_names, &ranks[1]), PC_OK);
+    assert_int_equal(pc_topo_self(t, 2, 1, server_names, &ranks[2]), PC_OK);
+    p = plan(t, "auto", ranks, 3);
+    assert_int_not_equal(pc_topo_plan_core(p, 0, 0), pc_topo_plan_core(p, 1, 0));
+    for (int r = 0; r < 2; r++)
+        assert_int_not_equal(pc_topo_plan_core(p, r, 0), pc_topo_plan_core(p, r, 1));
+    char d[512];
+    pc_topo_plan_describe(p, d, sizeof(d));
+    assert_string_equal(d, "placement: 5 threads of 3 ranks on 2 cores; fewer cores than "
+                           "threads, sharing: core 0 {r0.backprop r1.compressor r2.server} "
+                           "core 1 {r0.compressor r1.backprop}");
     pc_topo_plan_destroy(p);
     pc_topo_destroy(t);
 }
@@ -269,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_launcher_confined_to_one_core),
         cmocka_unit_test(test_launcher_gave_two_cores),
         cmocka_unit_test(test_mixed_roles),
+        cmocka_unit_test(test_short_with_server),
         cmocka_unit_test(test_bind_none_and_list),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_real_bind),

@@ -47,8 +47,7 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    stop_requested = sig; /* its number: every rank exits with 128 + it */
 }
 
 static void die(const char *what, const char *msg)
@@ -108,10 +107,11 @@ int main(int argc, char **argv)
     if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
         if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
             die("server", err);
+        int sig = pc_runtime_stop_signal(rt);
         pc_runtime_destroy(rt);
         pc_log_destroy(log);
         MPI_Finalize();
-        return 0;
+        return sig ? 128 + sig : 0;
     }
     if (rank == 0) {
         printf("pc_example: %d workers, %d servers, %s, --compress %s, --pipeline %s\n",
@@ -162,7 +162,8 @@ int main(int argc, char **argv)
     /* ---- training ---- */
     double loss = 0;
     bool stop = false;
-    for (int64_t it = 0; it < cfg.iters && !stop; it++) {
+    /* 0, or the checkpoint's iteration with --resume: batches derive from the iteration. */
+    for (int64_t it = pc_worker_iteration(w); it < cfg.iters && !stop; it++) {
         /* This worker's batch: its own stream of (seed, iteration, worker). */
         fill(x, (size_t)B * D, (uint64_t)cfg.seed, 1000 + (uint64_t)it * 4096 + (uint64_t)rank, 1.0f);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OUT, D, 1.0f, x, D, teacher, D,
@@ -253,6 +254,7 @@ int main(int argc, char **argv)
                 die("--save", "cannot write the parameters");
         }
     }
+    int sig = pc_runtime_stop_signal(rt);
     pc_worker_destroy(w);
     pc_runtime_destroy(rt);
     pc_log_destroy(log);
@@ -267,5 +269,5 @@ int main(int argc, char **argv)
     free(d2);
     free(teacher);
     MPI_Finalize();
-    return stop ? 128 + SIGTERM : 0;
+    return stop ? 128 + sig : 0;
 }
