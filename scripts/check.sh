@@ -70,8 +70,10 @@ esac
 run_fuzz() {
     local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1"
     mkdir -p "$corpus"
+    local seeds=()
+    [ -d "$PC_TOP/tests/seeds/$target" ] && seeds=("$PC_TOP/tests/seeds/$target") # valid inputs to start from
     if ! (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
-            -print_final_stats=1 "$corpus" >"$target.log" 2>&1); then
+            -print_final_stats=1 "$corpus" "${seeds[@]}" >"$target.log" 2>&1); then
         grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/$target.log" >&2
         FAILED=$((FAILED + 1))
         echo "check: $PASSED passed, $FAILED failed"
