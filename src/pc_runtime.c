@@ -34,6 +34,9 @@ int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, s
     }
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--lr-schedule cosine needs --iters N");
+    if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
+                            cfg->resume ? "--resume" : "--checkpoint-every");
     return PC_OK;
 }
 

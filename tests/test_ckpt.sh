@@ -123,4 +123,12 @@ else
     bad "unwritable --checkpoint-dir: status $rc"; tail -3 <<<"$out"
 fi
 
+out=$("$run" -t 60 -np 3 "$train" "${short[@]}" --resume 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && grep -q "pc-train: --resume needs --checkpoint-dir DIR" <<<"$out"; then
+    ok "--resume without --checkpoint-dir: usage error, status 2"
+else
+    bad "--resume without --checkpoint-dir: status $rc"; tail -3 <<<"$out"
+fi
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }

@@ -36,6 +36,16 @@ static void test_check_config(void **state)
     cfg.lr_schedule = PC_LR_COSINE;
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
     assert_string_equal(err, "--lr-schedule cosine needs --iters N");
+    pc_config_defaults(&cfg);
+    cfg.resume = 1;
+    assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--resume needs --checkpoint-dir DIR");
+    cfg.resume = 0;
+    cfg.checkpoint_every = 100;
+    assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--checkpoint-every needs --checkpoint-dir DIR");
+    snprintf(cfg.checkpoint_dir, sizeof(cfg.checkpoint_dir), "ck");
+    assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_OK);
 }
 
 static void test_pull_round_trips(void **state)

@@ -59,7 +59,8 @@ typedef struct pc_runtime pc_runtime_t;
 typedef struct pc_worker pc_worker_t;
 
 /* Check the flags that only make sense together, for a job of world_size ranks: the
- * --compress spec, the worker/server split, a cosine schedule without --iters. Returns
+ * --compress spec, the worker/server split, a cosine schedule without --iters, --resume
+ * or --checkpoint-every without --checkpoint-dir. Returns
  * PC_OK or PC_EUSAGE with a one-line message naming the flag. Thread-safe. */
 int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, size_t errlen);
 
