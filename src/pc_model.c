@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include <zlib.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_layers.h"
 #include "pipecompress/pc_model.h"
@@ -397,17 +397,10 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* CRC-32 of n bytes (zlib's, as in checkpoints). */
 static uint32_t crc_bytes(const void *p, size_t n)
 {
-    uLong c = crc32(0L, Z_NULL, 0);
-    const Bytef *b = p;
-    while (n) { /* crc32 takes uInt lengths */
-        uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        c = crc32(c, b, step);
-        b += step;
-        n -= step;
-    }
-    return (uint32_t)c;
+    return pc_ckpt_crc(0, p, n);
 }
 
 static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
