@@ -17,7 +17,9 @@ int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out)
     pc_spsc_t *q = aligned_alloc(PC_SPSC_CACHELINE, sizeof(*q));
     if (!q)
         return PC_ENOMEM;
-    size_t bytes = capacity * slot_size;
+    /* Stamp then item, padded so the next stamp is aligned. */
+    size_t stride = (PC_SPSC_STAMP + slot_size + PC_SPSC_STAMP - 1) / PC_SPSC_STAMP * PC_SPSC_STAMP;
+    size_t bytes = capacity * stride;
     /* aligned_alloc wants a multiple of the alignment. */
     size_t rounded = (bytes + PC_SPSC_CACHELINE - 1) / PC_SPSC_CACHELINE * PC_SPSC_CACHELINE;
     unsigned char *slots = aligned_alloc(PC_SPSC_CACHELINE, rounded);
@@ -29,10 +31,15 @@ int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out)
     atomic_init(&q->tail, 0);
     atomic_init(&q->head, 0);
     q->head_cache = 0;
-    q->tail_cache = 0;
     q->mask = capacity - 1;
     q->slot_size = slot_size;
+    q->stride = stride;
     q->slots = slots;
+    memset(slots, 0, rounded);
+    /* Every slot looks as if it held the item one lap before index 0 could land there
+     * (stamp idx - capacity + 1, modulo 2^N): a fresh slot never matches head + 1. */
+    for (size_t i = 0; i < capacity; i++)
+        atomic_init(pc_spsc__stamp(q, i), i - capacity + 1);
     *out = q;
     return PC_OK;
 }

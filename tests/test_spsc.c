@@ -160,6 +160,38 @@ static void test_mixed_single_burst(void **state)
     pc_spsc_destroy(q);
 }
 
+/* Items of sizes that are not multiples of the stamp (1, 3, 13 bytes) and the largest
+ * allowed: every byte of every item comes out as it went in, across many laps, with single
+ * and burst operations. Catches a stride that lets an item overlap the next slot's stamp. */
+static void test_odd_slot_sizes(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1, 3, 13, 100, PC_SPSC_MAX_SLOT};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        size_t sz = sizes[si];
+        pc_spsc_t *q;
+        assert_int_equal(pc_spsc_create(4, sz, &q), PC_OK);
+        unsigned char in[3 * PC_SPSC_MAX_SLOT], out[3 * PC_SPSC_MAX_SLOT];
+        uint64_t next_in = 0, next_out = 0;
+        for (int round = 0; round < 400; round++) {
+            size_t want = (size_t)(round % 3) + 1;
+            for (size_t k = 0; k < want * sz; k++)
+                in[k] = (unsigned char)((next_in + k / sz) * 31 + k % sz);
+            size_t pushed =
+                round % 2 ? pc_spsc_try_push_burst(q, in, want) : (size_t)pc_spsc_try_push(q, in);
+            next_in += pushed;
+            assert_int_equal(pc_spsc_size_approx(q), next_in - next_out);
+            size_t popped =
+                round % 5 ? pc_spsc_try_pop_burst(q, out, 2) : (size_t)pc_spsc_try_pop(q, out);
+            for (size_t k = 0; k < popped * sz; k++)
+                assert_int_equal(out[k], (unsigned char)((next_out + k / sz) * 31 + k % sz));
+            next_out += popped;
+        }
+        assert_true(next_out > 100);
+        pc_spsc_destroy(q);
+    }
+}
+
 static void test_waits_time_out(void **state)
 {
     (void)state;
@@ -188,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_bursts),
         cmocka_unit_test(test_mixed_single_burst),
+        cmocka_unit_test(test_odd_slot_sizes),
         cmocka_unit_test(test_waits_time_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
