@@ -21,9 +21,10 @@
  *   queue) would otherwise re-read tail for every item, pulling the producer's index line
  *   across cores once per item and stalling the producer's next store on it; the stamp
  *   arrives in the line that carries the item anyway. On a 2-core AMD EPYC VM that took
- *   single-item throughput from ~55 to ~300 million items/s (pc-bench spsc). tail is still
- *   published (for pc_spsc_size_approx) but nobody reads it on the hot path, so its line
- *   stays in the producer's cache.
+ *   single-item throughput from 25-55 to ~100 million items/s and the round trip from
+ *   ~700 to ~370 ns (pc-bench spsc; doc/design.md). tail is still published (for
+ *   pc_spsc_size_approx) but nobody reads it on the hot path, so its line stays in the
+ *   producer's cache.
  * - Slot contents are copied in and out (memcpy of slot_size bytes): descriptors are a few
  *   dozen bytes, never gradient data.
  *
