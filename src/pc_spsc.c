@@ -2,6 +2,7 @@
  * operations are inline in pc_spsc.h, with the ordering protocol). */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "pipecompress/pc_backoff.h"
@@ -14,11 +15,13 @@ int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out)
     if (!out || capacity < 2 || capacity > PC_SPSC_MAX_CAPACITY ||
         (capacity & (capacity - 1)) != 0 || slot_size == 0 || slot_size > PC_SPSC_MAX_SLOT)
         return PC_EINVAL;
+    /* Stamp then item, padded so the next stamp is aligned. */
+    size_t stride = (PC_SPSC_STAMP + slot_size + PC_SPSC_STAMP - 1) / PC_SPSC_STAMP * PC_SPSC_STAMP;
+    if (capacity > (SIZE_MAX - PC_SPSC_CACHELINE) / stride)
+        return PC_EINVAL; /* only reachable where size_t is 32 bits */
     pc_spsc_t *q = aligned_alloc(PC_SPSC_CACHELINE, sizeof(*q));
     if (!q)
         return PC_ENOMEM;
-    /* Stamp then item, padded so the next stamp is aligned. */
-    size_t stride = (PC_SPSC_STAMP + slot_size + PC_SPSC_STAMP - 1) / PC_SPSC_STAMP * PC_SPSC_STAMP;
     size_t bytes = capacity * stride;
     /* aligned_alloc wants a multiple of the alignment. */
     size_t rounded = (bytes + PC_SPSC_CACHELINE - 1) / PC_SPSC_CACHELINE * PC_SPSC_CACHELINE;

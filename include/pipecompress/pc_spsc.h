@@ -61,7 +61,7 @@ extern "C" {
 /* Destructive-interference distance on the machines we target (x86-64, Arm Neoverse). */
 #define PC_SPSC_CACHELINE 64
 /* Largest capacity accepted: 2^30 slots. Far above any sensible queue of descriptors;
- * keeps capacity * slot_size from overflowing on 64-bit size_t for slots up to 4 GiB. */
+ * pc_spsc_create refuses a capacity * stride that does not fit size_t (32-bit hosts). */
 #define PC_SPSC_MAX_CAPACITY ((size_t)1 << 30)
 /* Largest slot: descriptors are small; a bigger slot means someone is copying data. */
 #define PC_SPSC_MAX_SLOT 4096
