@@ -38,9 +38,9 @@ int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out)
     q->slot_size = slot_size;
     q->stride = stride;
     q->slots = slots;
-    memset(slots, 0, rounded);
-    /* Every slot looks as if it held the item one lap before index 0 could land there
-     * (stamp idx - capacity + 1, modulo 2^N): a fresh slot never matches head + 1. */
+    /* Item bytes stay unset: no item is read before a push writes it. Every stamp looks as
+     * if its slot held the item one lap before index 0 could land there (idx - capacity +
+     * 1, modulo 2^N): a fresh slot never matches head + 1. */
     for (size_t i = 0; i < capacity; i++)
         atomic_init(pc_spsc__stamp(q, i), i - capacity + 1);
     *out = q;
