@@ -351,15 +351,18 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
             ns = n;
         if (pc_codec__reserve_tmp(c, ns) != PC_OK)
             return PC_ENOMEM;
-        size_t stride = n / ns;
+        /* Sample j sits at floor(j * n / ns): spread over the whole chunk (a stride of
+         * floor(n / ns) would leave the tail unsampled whenever ns does not divide n). */
         for (size_t j = 0; j < ns; j++)
-            c->tmp[j] = v[j * stride];
+            c->tmp[j] = v[(size_t)(((uint64_t)j * n) / ns)];
         size_t ks = pc_codec__k(density, ns);
         if (ks == 0)
             ks = 1;
         for (int attempt = 0; attempt < 2 && !done; attempt++) {
             float t = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks);
-            size_t cnt = t > 0 ? pc_select_above(v, n, t, c->idx, cap_idx) : n;
+            /* t == 0 (the sample holds fewer than ks non-zeros) selects every element;
+             * the index list must be written then too, so it goes through select_above. */
+            size_t cnt = pc_select_above(v, n, t, c->idx, cap_idx);
             if (cnt >= lo && cnt <= hi && cnt <= cap_idx) {
                 got = cnt;
                 done = true;

@@ -560,6 +560,143 @@ static void test_dgc_warmup_and_clip(void **state)
     free(g);
 }
 
+/* The density DGC uses at a step (the codec's schedule, written out as the reference). */
+static size_t dgc_k_ref(double ratio, int warmup, uint64_t step, size_t n)
+{
+    double d = warmup > 0 && step < (uint64_t)warmup ? pow(ratio, (double)(step + 1) / warmup) : ratio;
+    double k = ceil(d * (double)n);
+    return k >= (double)n ? n : (size_t)k;
+}
+
+/* Fill g with one of four shapes: heavy-tailed, half zeros (ReLU-like), all zeros, all
+ * magnitudes equal. */
+static void dgc_input(float *g, size_t n, int kind, uint64_t seed)
+{
+    heavy(g, n, seed);
+    for (size_t i = 0; i < n; i++) {
+        if (kind == 1 && (i % 2 == 0))
+            g[i] = 0.0f;
+        else if (kind == 2)
+            g[i] = 0.0f;
+        else if (kind == 3)
+            g[i] = g[i] < 0 ? -0.5f : 0.5f;
+    }
+}
+
+/* Every warm-up length and density, density 1 included (warm-up's first steps select
+ * nearly everything): each message decodes (indices strictly increasing, in range), holds a
+ * count within [0.8k, 1.3k] or exactly k, and sent + new residual == folded residual bit
+ * for bit. The warm-up of 20 at ratio 0.01 once sent a count of n with no index list. */
+static void test_dgc_warmup_every_density(void **state)
+{
+    (void)state;
+    const int warmups[] = {0, 1, 2, 3, 5, 15, 20, 100, 200};
+    const char *ratios[] = {"0.001", "0.01", "0.25", "1"};
+    const size_t sizes[] = {1, 2, 31, 1000, 4096};
+    float *g = malloc(sizeof(float) * 4096), *before = malloc(sizeof(float) * 4096);
+    long messages = 0;
+    for (size_t wi = 0; wi < sizeof(warmups) / sizeof(warmups[0]); wi++)
+        for (size_t ri = 0; ri < sizeof(ratios) / sizeof(ratios[0]); ri++) {
+            char spec[128];
+            snprintf(spec, sizeof(spec), "dgc:ratio=%s,warmup=%d", ratios[ri], warmups[wi]);
+            pc_codec_t *c = make(spec, 5);
+            for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+                for (int kind = 0; kind < 4; kind++) {
+                    size_t n = sizes[si];
+                    pc_codec_state_t *st;
+                    assert_int_equal(pc_codec_state_create(c, 7, n, &st), PC_OK);
+                    int steps = warmups[wi] + 2;
+                    for (int it = 0; it < steps; it++) {
+                        dgc_input(g, n, kind, 300 + (uint64_t)it);
+                        assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
+                        memcpy(before, pc_codec_state_residual(st), sizeof(float) * n);
+                        msg_t m;
+                        m.cap = pc_codec_max_bytes(c, n);
+                        m.buf = malloc(m.cap);
+                        int rc = pc_codec_compress_folded(c, st, (uint64_t)it, m.buf, m.cap, &m.len);
+                        if (rc != PC_OK)
+                            fail_msg("%s n=%zu kind %d step %d: %s", spec, n, kind, it,
+                                     pc_strerror(rc));
+                        pc_wire_header_t h;
+                        char err[256];
+                        assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)),
+                                         PC_OK);
+                        size_t k = dgc_k_ref(atof(ratios[ri]), warmups[wi], (uint64_t)it, n);
+                        size_t lo = (size_t)ceil(0.8 * (double)k), hi = (size_t)floor(1.3 * (double)k);
+                        if (!(h.entries == k || (h.entries >= lo && h.entries <= hi && h.entries <= n)))
+                            fail_msg("%s n=%zu kind %d step %d: %u entries, k = %zu", spec, n, kind,
+                                     it, h.entries, k);
+                        float *d = calloc(n, sizeof(float));
+                        pc_codec_expect_t want = {.chunk = 7, .n = (uint32_t)n, .iteration = (uint64_t)it};
+                        rc = pc_codec_decode_add(c, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
+                        if (rc != PC_OK)
+                            fail_msg("%s n=%zu kind %d step %d: decode: %s", spec, n, kind, it, err);
+                        const float *after = pc_codec_state_residual(st);
+                        for (size_t i = 0; i < n; i++) {
+                            float sum = d[i] + after[i];
+                            if (memcmp(&sum, &before[i], sizeof(float)) != 0)
+                                fail_msg("%s n=%zu kind %d step %d: element %zu: sent %g + "
+                                         "residual %g != %g", spec, n, kind, it, i, d[i], after[i],
+                                         before[i]);
+                        }
+                        free(d);
+                        free(m.buf);
+                        messages++;
+                    }
+                    pc_codec_state_destroy(st);
+                }
+            pc_codec_destroy(c);
+        }
+    fprintf(stderr, "dgc warm-up: %ld messages checked\n", messages);
+    free(g);
+    free(before);
+}
+
+/* Inputs on which the sampled threshold misses the window. The sample of ns elements sits
+ * at floor(j * n / ns); with n = 16 * ns that is every 16th element.
+ *  - Sampled elements 1.5x their neighbours' scale: the first threshold selects too few
+ *    (about k / 1.4 on these heavy tails); the re-aimed one must land in the window.
+ *  - Sampled elements tiny: every sample threshold selects nearly all of the chunk; the
+ *    exact top-k must be used, giving exactly k.
+ * The stats must show which path ran, so that a codec accepting a count outside the window
+ * cannot pass. */
+static void test_dgc_sample_misses(void **state)
+{
+    (void)state;
+    /* ratio 0.01: ns = DGC's floor of 128 / 0.01 = 12800 sampled elements. */
+    const size_t ns = 12800, n = 16 * ns, k = 2048;
+    float *g = malloc(sizeof(float) * n);
+    for (int kind = 0; kind < 2; kind++) {
+        pc_codec_t *c = make("dgc:ratio=0.01,sample=0.01,momentum=0", 11);
+        pc_codec_state_t *st;
+        assert_int_equal(pc_codec_state_create(c, 0, n, &st), PC_OK);
+        heavy(g, n, 77);
+        for (size_t i = 0; i < n; i += 16)
+            g[i] *= kind == 0 ? 1.5f : 1e-6f;
+        msg_t m = compress(c, st, g, 0);
+        pc_wire_header_t h;
+        char err[256];
+        assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)), PC_OK);
+        pc_codec_stats_t s = pc_codec_stats(c);
+        fprintf(stderr, "dgc sample miss %s: %u entries (k %zu); sampled %llu adapted %llu exact %llu\n",
+                kind == 0 ? "scaled" : "tiny", h.entries, k, (unsigned long long)s.dgc_sampled,
+                (unsigned long long)s.dgc_adapted, (unsigned long long)s.dgc_exact);
+        if (kind == 0) {
+            assert_int_equal(s.dgc_sampled, 0);
+            assert_int_equal(s.dgc_adapted, 1);
+            assert_true(h.entries >= (uint32_t)ceil(0.8 * k) && h.entries <= (uint32_t)floor(1.3 * k));
+        } else {
+            assert_int_equal(s.dgc_sampled + s.dgc_adapted, 0);
+            assert_int_equal(s.dgc_exact, 1);
+            assert_int_equal(h.entries, k);
+        }
+        free(m.buf);
+        pc_codec_state_destroy(st);
+        pc_codec_destroy(c);
+    }
+    free(g);
+}
+
 static void test_nonfinite_gradient(void **state)
 {
     (void)state;
@@ -767,6 +904,8 @@ int main(void)
         cmocka_unit_test(test_randomk_agreement),
         cmocka_unit_test(test_dgc_count_window),
         cmocka_unit_test(test_dgc_warmup_and_clip),
+        cmocka_unit_test(test_dgc_warmup_every_density),
+        cmocka_unit_test(test_dgc_sample_misses),
         cmocka_unit_test(test_nonfinite_gradient),
         cmocka_unit_test(test_empty_message),
         cmocka_unit_test(test_malformed_sparse),
