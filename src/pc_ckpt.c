@@ -363,6 +363,25 @@ static int file_crc(const char *path, pc_ckpt_file_t *out)
     return PC_OK;
 }
 
+/* Whether manifest meta m describes a checkpoint of the job want describes: PC_OK, or
+ * PC_EINCOMPAT with what differs. */
+static int meta_compare(const pc_ckpt_meta_t *m, const pc_ckpt_meta_t *want, char *err, size_t errlen)
+{
+    if (m->world != want->world || m->workers != want->workers || m->servers != want->servers)
+        return pc_error_fmt(PC_EINCOMPAT, err, errlen,
+                            "written by %d workers + %d servers; this job has %d + %d", m->workers,
+                            m->servers, want->workers, want->servers);
+    if (m->model != want->model)
+        return pc_error_fmt(PC_EINCOMPAT, err, errlen,
+                            "a different model or chunk plan (model %016" PRIx64
+                            ", this job %016" PRIx64 ")",
+                            m->model, want->model);
+    if (strcmp(m->config, want->config) != 0)
+        return pc_error_fmt(PC_EINCOMPAT, err, errlen,
+                            "a different configuration ('%s'; this job '%s')", m->config, want->config);
+    return PC_OK;
+}
+
 int pc_ckpt_verify(const char *dir, uint64_t iteration, const pc_ckpt_meta_t *want, char *err,
                    size_t errlen)
 {
@@ -371,17 +390,7 @@ int pc_ckpt_verify(const char *dir, uint64_t iteration, const pc_ckpt_meta_t *wa
     int rc = manifest_read(dir, iteration, &m, &files, err, errlen);
     if (rc != PC_OK)
         return rc;
-    if (m.world != want->world || m.workers != want->workers || m.servers != want->servers)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                          "written by %d workers + %d servers; this job has %d + %d", m.workers,
-                          m.servers, want->workers, want->servers);
-    else if (m.model != want->model)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                          "a different model or chunk plan (model %016" PRIx64 ", this job %016" PRIx64 ")",
-                          m.model, want->model);
-    else if (strcmp(m.config, want->config) != 0)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "a different configuration ('%s'; this job '%s')",
-                          m.config, want->config);
+    rc = meta_compare(&m, want, err, errlen);
     for (int r = 0; rc == PC_OK && r < m.world; r++) {
         char path[4200];
         pc_ckpt_file_t got;
@@ -452,12 +461,25 @@ int pc_ckpt_find(const char *dir, const pc_ckpt_meta_t *want, pc_log_t *log, int
         return pc_error_fmt(rc, err, errlen, "cannot list '%s': %s", dir, pc_strerror(rc));
     }
     rc = PC_ENOENT;
+    char other[1024] = ""; /* why the newest intact checkpoint of another job is not ours */
+    uint64_t other_it = 0;
     for (size_t i = 0; i < n; i++) {
         char why[1024];
-        if (pc_ckpt_verify(dir, its[i], want, why, sizeof(why)) == PC_OK) {
+        int vrc = pc_ckpt_verify(dir, its[i], want, why, sizeof(why));
+        if (vrc == PC_OK) {
             *iteration = its[i];
             rc = PC_OK;
             break;
+        }
+        if (vrc == PC_EINCOMPAT) {
+            /* Another job's: reported, never removed. */
+            if (!other[0]) {
+                snprintf(other, sizeof(other), "%s", why);
+                other_it = its[i];
+            }
+            pc_log_write(log, PC_LOG_WARN, NULL, "skipping checkpoint of iteration %" PRIu64 ": %s",
+                         its[i], why);
+            continue;
         }
         pc_log_write(log, PC_LOG_WARN, NULL, "skipping checkpoint of iteration %" PRIu64 ": %s%s",
                      its[i], why, remove_bad ? " (removed)" : "");
@@ -465,6 +487,10 @@ int pc_ckpt_find(const char *dir, const pc_ckpt_meta_t *want, pc_log_t *log, int
             pc_ckpt_remove(dir, its[i]);
     }
     free(its);
+    if (rc != PC_OK && other[0])
+        return pc_error_fmt(PC_EINCOMPAT, err, errlen,
+                            "'%s' holds checkpoints of another job (iteration %" PRIu64 ": %s)", dir,
+                            other_it, other);
     if (rc != PC_OK)
         pc_error_fmt(rc, err, errlen, "no complete checkpoint in '%s'", dir);
     return rc;
@@ -494,7 +520,8 @@ int pc_ckpt_remove(const char *dir, uint64_t iteration)
     return PC_OK;
 }
 
-int pc_ckpt_prune(const char *dir, uint64_t newest, int keep, char *err, size_t errlen)
+int pc_ckpt_prune(const char *dir, const pc_ckpt_meta_t *want, uint64_t newest, int keep, char *err,
+                  size_t errlen)
 {
     uint64_t *its;
     size_t n;
@@ -506,6 +533,15 @@ int pc_ckpt_prune(const char *dir, uint64_t newest, int keep, char *err, size_t 
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (its[i] > newest)
+            continue;
+        /* Only this job's complete checkpoints: never another job's, nor a partial one
+         * (no manifest to say whose it is; training overwrites it on reaching it again). */
+        pc_ckpt_meta_t m;
+        pc_ckpt_file_t *files;
+        if (manifest_read(dir, its[i], &m, &files, NULL, 0) != PC_OK)
+            continue;
+        free(files);
+        if (meta_compare(&m, want, NULL, 0) != PC_OK)
             continue;
         if (kept < keep) {
             kept++;

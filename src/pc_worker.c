@@ -499,14 +499,24 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
         char why[512];
         if (pc_ckpt_dir_create(dir, why, sizeof(why)) != PC_OK)
             msg[0] = werr(w, PC_EIO, "--checkpoint-dir %s", why);
-        if (msg[0] == PC_OK && rt->cfg.resume) {
+        if (msg[0] == PC_OK) {
             pc_ckpt_meta_t want;
             uint64_t found = 0;
             rt_ckpt_meta(rt, 0, &want);
             /* Skipped ones stay: a checkpoint of another job is not ours to delete, and a damaged
              * one is overwritten when training reaches its iteration again. */
             int rc = pc_ckpt_find(dir, &want, rt->log, 0, &found, w->err, sizeof(w->err));
-            if (rc == PC_OK) {
+            if (rc == PC_EINCOMPAT) {
+                /* Refused with or without --resume: this job would overwrite the other's
+                 * checkpoints of the same iterations. */
+                char found_why[sizeof(w->err)];
+                snprintf(found_why, sizeof(found_why), "%s", w->err);
+                msg[0] = werr(w, rc, "--checkpoint-dir: %s; resume it with that job's ranks, model "
+                                     "and flags, or give this job another directory",
+                              found_why);
+            } else if (!rt->cfg.resume) {
+                w->err[0] = '\0';
+            } else if (rc == PC_OK) {
                 msg[1] = (int64_t)found;
                 pc_log_write(rt->log, PC_LOG_INFO, NULL,
                              "resuming from the checkpoint of iteration %llu in %s",

@@ -111,7 +111,7 @@ int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, c
         free(files);
         if (out == PC_OK) {
             char perr[512];
-            if (pc_ckpt_prune(rt->cfg.checkpoint_dir, it, rt->cfg.checkpoint_keep, perr,
+            if (pc_ckpt_prune(rt->cfg.checkpoint_dir, &m, it, rt->cfg.checkpoint_keep, perr,
                               sizeof(perr)) != PC_OK)
                 pc_log_write(rt->log, PC_LOG_WARN, NULL, "%s", perr);
             pc_log_write(rt->log, PC_LOG_INFO, NULL, "checkpoint of iteration %" PRIu64 " written to %s",

@@ -175,15 +175,22 @@ static void test_find_skips_bad(void **state)
     write_ckpt(dir, 20, true);
     pc_ckpt_meta_t other = want;
     other.model ^= 1;
-    assert_int_equal(pc_ckpt_find(dir, &other, log, 0, &it, err, sizeof(err)), PC_ENOENT);
+    /* Intact checkpoints of another job: said so (not "none"), and never removed. */
+    assert_int_equal(pc_ckpt_find(dir, &other, log, 1, &it, err, sizeof(err)), PC_EINCOMPAT);
+    assert_non_null(strstr(err, "holds checkpoints of another job (iteration 20: a different model"));
+    pc_ckpt_path(dir, 20, -1, ck, sizeof(ck));
+    assert_true(exists(ck));
+    pc_ckpt_path(dir, 10, -1, ck, sizeof(ck));
+    assert_true(exists(ck));
+    write_ckpt(dir, 30, false); /* the partial one, removed as damaged by that call */
     other = want;
     other.workers = 1;
     other.servers = 2;
-    assert_int_equal(pc_ckpt_verify(dir, 20, &other, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_ckpt_verify(dir, 20, &other, err, sizeof(err)), PC_EINCOMPAT);
     assert_non_null(strstr(err, "workers"));
     other = want;
     snprintf(other.config, sizeof(other.config), "ps dgc:ratio=0.001 min-bytes=65536 seed=42");
-    assert_int_equal(pc_ckpt_verify(dir, 20, &other, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_ckpt_verify(dir, 20, &other, err, sizeof(err)), PC_EINCOMPAT);
     assert_non_null(strstr(err, "configuration"));
     /* With remove_bad, the skipped newer ones are deleted. */
     pc_ckpt_path(dir, 30, -1, ck, sizeof(ck));
@@ -222,7 +229,20 @@ static void test_prune(void **state)
     FILE *f = fopen(keep, "w");
     fputs("mine\n", f);
     fclose(f);
-    assert_int_equal(pc_ckpt_prune(dir, 400, 2, err, sizeof(err)), PC_OK);
+    /* Another job's checkpoint (its manifest names 4 ranks) and a partial one (no
+     * manifest) among the old ones are never pruned. */
+    pc_ckpt_meta_t want = meta_of(0), other = meta_of(50);
+    other.world = 4;
+    other.workers = 3;
+    pc_ckpt_file_t files[4] = {{0, 0}};
+    write_ckpt(dir, 50, false);
+    assert_int_equal(pc_ckpt_manifest_write(dir, &other, files, err, sizeof(err)), PC_OK);
+    write_ckpt(dir, 60, false);
+    assert_int_equal(pc_ckpt_prune(dir, &want, 400, 2, err, sizeof(err)), PC_OK);
+    pc_ckpt_path(dir, 50, -1, ck, sizeof(ck));
+    assert_true(exists(ck));
+    pc_ckpt_path(dir, 60, -1, ck, sizeof(ck));
+    assert_true(exists(ck));
     uint64_t expect_kept[] = {300, 400, 500}, expect_gone[] = {100, 200};
     for (int i = 0; i < 3; i++) {
         pc_ckpt_path(dir, expect_kept[i], -1, ck, sizeof(ck));
@@ -233,7 +253,7 @@ static void test_prune(void **state)
         assert_false(exists(ck));
     }
     assert_true(exists(keep));
-    assert_int_equal(pc_ckpt_prune(dir, 500, 1, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_ckpt_prune(dir, &want, 500, 1, err, sizeof(err)), PC_OK);
     pc_ckpt_path(dir, 400, -1, ck, sizeof(ck));
     assert_false(exists(ck));
     pc_ckpt_path(dir, 500, -1, ck, sizeof(ck));

@@ -98,21 +98,35 @@ else
     bad "corrupt: expected checkpoints 100 and 150 (keep 2), got: $(ls "$ck")"
 fi
 
-# Another world size, and another model: never loaded; the run starts from 0 and says why.
-"$run" -t 120 -np 4 "$train" "${short[@]}" --checkpoint-dir "$ck" --resume --iters 10 \
-    --log-level info >"$tmp/w.log" 2>&1 || bad "world-size mismatch run failed"
-if grep -q 'skipping checkpoint of iteration .*written by 2 workers + 1 servers; this job has 3 + 1' "$tmp/w.log" &&
-    grep -q 'no complete checkpoint' "$tmp/w.log"; then
-    ok "a checkpoint of another world size is skipped with its reason"
+# Another world size, and another model: never loaded and never deleted; --resume (and a
+# fresh run, which would overwrite them) is refused with one line naming what differs.
+before=$(find "$ck" -type f | sort | xargs cksum)
+out=$("$run" -t 120 -np 4 "$train" "${short[@]}" --checkpoint-dir "$ck" --resume --iters 10 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+    grep -q "holds checkpoints of another job (iteration 150: written by 2 workers + 1 servers; this job has 3 + 1)" <<<"$out" &&
+    [ "$(find "$ck" -type f | sort | xargs cksum)" = "$before" ]; then
+    ok "--resume into another world size's checkpoints: refused (status $rc), nothing deleted"
 else
-    bad "world-size mismatch not reported"; grep -i checkpoint "$tmp/w.log" | head -5
+    bad "world-size mismatch: status $rc"; grep -i checkpoint <<<"$out" | head -5; ls "$ck"
+fi
+out=$("$run" -t 120 -np 4 "$train" "${short[@]}" --checkpoint-dir "$ck" --iters 120 --checkpoint-every 50 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q "holds checkpoints of another job" <<<"$out" &&
+    [ "$(find "$ck" -type f | sort | xargs cksum)" = "$before" ]; then
+    ok "a fresh run into another job's checkpoint directory: refused, nothing overwritten"
+else
+    bad "fresh run into another job's directory: status $rc"; ls "$ck"
 fi
 ck2="$tmp/model-ck"
 "$run" -t 120 -np 3 "$train" "${short[@]}" --iters 20 --checkpoint-dir "$ck2" >/dev/null 2>&1
-"$run" -t 120 -np 3 "$train" "${short[@]}" --model cnn --iters 2 --checkpoint-dir "$ck2" --resume \
-    --log-level info >"$tmp/m.log" 2>&1 || bad "model mismatch run failed"
-grep -q 'a different model or chunk plan' "$tmp/m.log" && ok "a checkpoint of another model is skipped" \
-    || { bad "model mismatch not reported"; grep -i checkpoint "$tmp/m.log" | head -5; }
+out=$("$run" -t 120 -np 3 "$train" "${short[@]}" --model cnn --iters 2 --checkpoint-dir "$ck2" --resume 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q 'another job (iteration 20: a different model or chunk plan' <<<"$out"; then
+    ok "a checkpoint of another model: refused with its reason"
+else
+    bad "model mismatch not reported (status $rc)"; grep -i checkpoint <<<"$out" | head -5
+fi
 
 # Bad flags: a checkpoint directory that cannot be created fails with one line.
 out=$("$run" -t 60 -np 3 "$train" "${short[@]}" --checkpoint-dir /proc/nope/ck 2>&1)

@@ -96,20 +96,26 @@ int pc_ckpt_manifest_parse(const char *buf, size_t len, pc_ckpt_meta_t *meta, pc
 
 /* Whether checkpoint `iteration` in dir is complete and matches want (its iteration field
  * is ignored): the manifest, then every file's size and CRC. PC_OK, or PC_ENOENT (no
- * manifest: partial), PC_EFORMAT (corrupt or different job) with the reason. */
+ * manifest: partial), PC_EINCOMPAT (intact manifest of another job: world, model or
+ * configuration differ), PC_EFORMAT (corrupt) with the reason. */
 int pc_ckpt_verify(const char *dir, uint64_t iteration, const pc_ckpt_meta_t *want, char *err,
                    size_t errlen);
 
 /* The newest complete matching checkpoint in dir: *iteration. Each newer one that fails
- * pc_ckpt_verify is logged as a warning with its reason and, when remove_bad is set,
- * deleted. PC_ENOENT when there is none (dir may not exist); PC_EIO when dir cannot be
- * read. */
+ * pc_ckpt_verify is logged as a warning with its reason and, when remove_bad is set and it
+ * is damaged or partial, deleted (another job's checkpoints are never deleted).
+ * PC_EINCOMPAT when none matches but dir holds an intact checkpoint of another job (the
+ * message names the newest and what differs); PC_ENOENT when there is none at all (dir may
+ * not exist); PC_EIO when dir cannot be read. */
 int pc_ckpt_find(const char *dir, const pc_ckpt_meta_t *want, pc_log_t *log, int remove_bad,
                  uint64_t *iteration, char *err, size_t errlen);
 
-/* Delete every checkpoint of dir older than `newest` except the keep - 1 newest of them
- * (keep >= 1 counts `newest` itself). Only files a checkpoint consists of are removed. */
-int pc_ckpt_prune(const char *dir, uint64_t newest, int keep, char *err, size_t errlen);
+/* Delete this job's complete checkpoints in dir older than `newest` except the keep - 1
+ * newest of them (keep >= 1 counts `newest` itself). "This job's": the manifest matches
+ * want (world, model, configuration); another job's checkpoints and partial ones (no
+ * manifest) are left alone. Only files a checkpoint consists of are removed. */
+int pc_ckpt_prune(const char *dir, const pc_ckpt_meta_t *want, uint64_t newest, int keep, char *err,
+                  size_t errlen);
 
 /* Delete checkpoint `iteration` (its files and directory). */
 int pc_ckpt_remove(const char *dir, uint64_t iteration);

@@ -32,7 +32,8 @@ extern "C" {
     X(ETHREAD, -15, "thread creation or join failed")                                              \
     X(ESTATE, -16, "call not valid in the current state")                                          \
     X(EINTR, -17, "interrupted by a signal")                                                       \
-    X(ENOENT, -18, "not found")
+    X(ENOENT, -18, "not found")                                                                    \
+    X(EINCOMPAT, -19, "belongs to another job or configuration")
 
 typedef enum pc_error {
 #define PC_ERROR_ENUM(name, value, msg) PC_##name = (value),
