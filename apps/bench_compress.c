@@ -115,7 +115,7 @@ int bench_compress_main(int argc, char **argv)
     snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000,25000000");
     snprintf(o.ratios, sizeof(o.ratios), "0.001,0.01");
     pc_opt_group_t g = {"pc-bench compress flags", compress_opts,
-                        sizeof(compress_opts) / sizeof(compress_opts[0]), &o};
+                        sizeof(compress_opts) / sizeof(compress_opts[0]), &o, NULL};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout,

@@ -284,7 +284,7 @@ int bench_spsc_main(int argc, char **argv)
 {
     opts_t o = {.messages = 20000000, .rounds = 200000, .capacity = 1024, .reps = 5, .burst = 32};
     pc_opt_group_t g = {"pc-bench spsc flags", spsc_opts, sizeof(spsc_opts) / sizeof(spsc_opts[0]),
-                        &o};
+                        &o, NULL};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout,

@@ -55,9 +55,7 @@ int bench_topo_main(int argc, char **argv)
 
     pc_config_t cfg;
     pc_config_defaults(&cfg);
-    size_t nopts;
-    const pc_opt_t *opts = pc_config_options(&nopts);
-    pc_opt_group_t g = {"Runtime flags", opts, nopts, &cfg};
+    pc_opt_group_t g = pc_config_group(&cfg, "Runtime flags");
     char err[512] = "";
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early = pc_opt_finish(rc, &g, 1, "pc-bench", "mpirun -np N pc-bench topo [flags]", err,

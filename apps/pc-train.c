@@ -173,6 +173,16 @@ static int eval_only(const train_opts_t *o, uint64_t seed, int rank)
     return 0;
 }
 
+/* Iterations of a run of o->epochs over n training samples with cfg's workers (0 when
+ * there is no worker or no whole iteration: the caller's checks report those). */
+static int64_t run_length(const train_opts_t *o, const pc_config_t *cfg, int size, uint32_t n)
+{
+    int64_t W = cfg->mode == PC_MODE_PS ? size - cfg->servers : size;
+    if (W < 1)
+        return 0;
+    return (int64_t)(n / (uint64_t)(W * o->batch)) * o->epochs;
+}
+
 static void fmt_eta(double s, char *buf, size_t len)
 {
     if (!(s >= 0) || s > 1e7)
@@ -194,13 +204,27 @@ int main(int argc, char **argv)
     train_opts_t o = {.model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5,
                       .synthetic_n = 20000};
     snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
-    size_t nopts;
-    const pc_opt_t *ropts = pc_config_options(&nopts);
     pc_opt_group_t groups[] = {
-        {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o},
-        {"Runtime (parameter servers, compression)", ropts, nopts, &cfg}};
+        {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, NULL},
+        pc_config_group(&cfg, "Runtime (parameter servers, compression)")};
     char err[1024];
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
+    pc_dataset_t train = {0};
+    bool have_train = false;
+    if (rc == PC_OK && !o.eval_model[0] && cfg.lr_schedule == PC_LR_COSINE && cfg.iters == 0) {
+        /* The cosine schedule needs the run's length, which --epochs gives once the size of
+         * the training set is known: rank 0 reads it now (and keeps it) and tells every
+         * rank, servers included (they apply the schedule). */
+        int64_t total = 0;
+        if (rank == 0) {
+            if (load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
+                die("--data", err);
+            have_train = true;
+            total = run_length(&o, &cfg, size, train.n);
+        }
+        MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        cfg.iters = total; /* 0 (no worker, or no whole iteration): the check says why */
+    }
     if (rc == PC_OK && !o.eval_model[0])
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
     int early = pc_opt_finish(rc, groups, 2, "pc-train",
@@ -239,8 +263,8 @@ int main(int argc, char **argv)
         return sig ? 128 + sig : 0;
     }
     const int W = pc_runtime_workers(rt), B = o.batch;
-    pc_dataset_t train, test = {0};
-    if (load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
+    pc_dataset_t test = {0};
+    if (!have_train && load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
         die("--data", err);
     if (rank == 0 && load_data(&o, 0, (uint64_t)cfg.seed, &test, err, sizeof(err)) != PC_OK)
         die("--data", err);

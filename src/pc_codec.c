@@ -137,8 +137,9 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_TAU:
         if (!parse_double(val, &d))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not a finite number", codec, key, val);
-        if (bit == K_RATIO && !(d >= 0 && d <= 1))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: ratio=%s is out of range [0, 1]", codec, val);
+        if (bit == K_RATIO && !(d > 0 && d <= 1))
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s: ratio=%s is out of range (0, 1] (0 would send nothing)", codec, val);
         if (bit == K_SAMPLE && !(d > 0 && d <= 1))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: sample=%s is out of range (0, 1]", codec, val);
         if (bit == K_MOMENTUM && !(d >= 0 && d < 1))

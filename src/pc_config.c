@@ -200,6 +200,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
     struct option longopts[MAX_OPTS + 3];
     const pc_opt_t *by_index[MAX_OPTS];
     void *dst_of[MAX_OPTS];
+    uint64_t *given_of[MAX_OPTS]; /* the group's record of given flags, or NULL */
+    size_t row_of[MAX_OPTS];      /* the option's row in its group's table */
     char shortopts[3 * MAX_OPTS + 4];
     size_t n = 0, sp = 0;
 
@@ -209,6 +211,13 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
     shortopts[sp++] = '+';
     shortopts[sp++] = ':';
     for (size_t g = 0; g < ngroups; g++) {
+        if (groups[g].given && groups[g].nopts > 64)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "option group '%s' records given flags but has %zu > 64 rows (a "
+                                "program bug)",
+                                groups[g].title, groups[g].nopts);
+        if (groups[g].given)
+            *groups[g].given = 0;
         for (size_t i = 0; i < groups[g].nopts; i++) {
             const pc_opt_t *o = &groups[g].opts[i];
             if (n == MAX_OPTS)
@@ -228,6 +237,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
             }
             by_index[n] = o;
             dst_of[n] = groups[g].dst;
+            given_of[n] = groups[g].given;
+            row_of[n] = i;
             n++;
         }
     }
@@ -274,6 +285,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         int rc = pc_opt_set(by_index[idx], dst_of[idx], optarg ? optarg : "", err, errlen);
         if (rc != PC_OK)
             return rc;
+        if (given_of[idx])
+            *given_of[idx] |= UINT64_C(1) << row_of[idx];
     }
     if (optind < argc) {
         if (!first_operand)
@@ -490,6 +503,9 @@ static const pc_opt_t config_opts[] = {
      .help = "resume from the newest complete checkpoint in --checkpoint-dir (if any)"},
 };
 
+/* pc_config_t.given keeps one bit per row. */
+_Static_assert(sizeof(config_opts) / sizeof(config_opts[0]) <= 64, "more flags than bits in given");
+
 void pc_config_defaults(pc_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -528,4 +544,21 @@ const pc_opt_t *pc_config_options(size_t *nopts)
 {
     *nopts = sizeof(config_opts) / sizeof(config_opts[0]);
     return config_opts;
+}
+
+pc_opt_group_t pc_config_group(pc_config_t *cfg, const char *title)
+{
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    return (pc_opt_group_t){.title = title, .opts = opts, .nopts = n, .dst = cfg, .given = &cfg->given};
+}
+
+int pc_config_given(const pc_config_t *cfg, const char *name)
+{
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return (cfg->given >> i) & 1;
+    return 0;
 }

@@ -16,24 +16,53 @@
 #include "pipecompress/pc_time.h"
 #include "runtime_proto.h"
 
-int pc_runtime_check_config(const pc_config_t *cfg, int world_size, char *err, size_t errlen)
+int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
     char why[256];
     if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--compress: %s", why);
+    if (cfg->mode == PC_MODE_ALLREDUCE) {
+        /* Every gradient travels dense through MPI_Allreduce: no codec, no servers. */
+        if (pc_config_given(cfg, "compress") && spec.id != PC_CODEC_NONE)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--compress %s has no effect with --mode allreduce (a dense "
+                                "MPI_Allreduce of every gradient); drop one of the two",
+                                cfg->compress);
+        if (pc_config_given(cfg, "servers") && cfg->servers > 0)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--servers %d has no effect with --mode allreduce (every rank is a "
+                                "worker); drop one of the two",
+                                cfg->servers);
+        snprintf(cfg->compress, sizeof(cfg->compress), "none");
+        cfg->servers = 0;
+    }
     if (cfg->mode == PC_MODE_PS) {
         if (world_size < 2)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
-                       "--mode ps needs at least 2 ranks (a worker and a server); got %d "
-                       "(use mpirun -np N, or --mode allreduce)",
-                       world_size);
-        if (cfg->servers >= world_size)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--servers %d leaves no worker among %d ranks",
-                       cfg->servers, world_size);
+                                "--mode ps needs at least 2 ranks (a worker and a server); got %d "
+                                "(use mpirun -np N, or --mode allreduce)",
+                                world_size);
+        if (cfg->servers < 1 || cfg->servers >= world_size)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--servers %d leaves no %s among %d ranks", cfg->servers,
+                                cfg->servers < 1 ? "server" : "worker", world_size);
+        if (spec.id == PC_CODEC_DGC && spec.momentum > 0) {
+            /* DGC's momentum correction accumulates momentum on the workers; the servers
+             * then apply plain SGD (Lin et al. 2018). Server momentum on top of it is
+             * momentum applied twice, and diverges. */
+            if (pc_config_given(cfg, "momentum") && cfg->momentum > 0)
+                return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                    "--momentum %g with --compress dgc applies momentum twice (DGC's "
+                                    "momentum correction, dgc:momentum=%g, runs on the workers); "
+                                    "drop --momentum, or set dgc:momentum=0 to keep it on the servers",
+                                    cfg->momentum, spec.momentum);
+            cfg->momentum = 0;
+        }
     }
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
-        return pc_error_fmt(PC_EUSAGE, err, errlen, "--lr-schedule cosine needs --iters N");
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--lr-schedule cosine needs the run's length: --iters N");
     if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
                             cfg->resume ? "--resume" : "--checkpoint-every");
@@ -49,12 +78,14 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         return pc_error_fmt(PC_EMPI, err, errlen,
                    "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)", provided);
     MPI_Comm_size(comm, &size);
-    if ((rc = pc_runtime_check_config(cfg, size, err, errlen)) != PC_OK)
+    pc_config_t checked = *cfg;
+    if ((rc = pc_runtime_check_config(&checked, size, err, errlen)) != PC_OK)
         return rc;
     pc_runtime_t *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-    rt->cfg = *cfg;
+    rt->cfg = checked;
+    cfg = &rt->cfg;
     rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
     pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
     rt->spec.seed = (uint64_t)cfg->seed;

@@ -255,8 +255,11 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
                 c->sum[i] *= scale;
             float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
             pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
-            atomic_fetch_add_explicit(&w->sent_bytes[it % RING], 4 * c->n, memory_order_relaxed);
-            atomic_fetch_add_explicit(&w->recv_bytes[it % RING], 4 * c->n, memory_order_relaxed);
+            /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0
+             * for one rank; Open MPI may pick another algorithm, but none moves less). */
+            uint64_t moved = 2 * (uint64_t)(rt->nworkers - 1) * 4 * c->n / (uint64_t)rt->nworkers;
+            atomic_fetch_add_explicit(&w->sent_bytes[it % RING], moved, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->recv_bytes[it % RING], moved, memory_order_relaxed);
             /* Release pairs with param_wait's acquire: the parameters are written. */
             atomic_store_explicit(&c->version, it + 1, memory_order_release);
         }

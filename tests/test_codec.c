@@ -118,8 +118,7 @@ static void test_spec_parsing(void **state)
     assert_int_equal(pc_codec_spec_parse("efsign", &s, err, sizeof(err)), PC_OK);
     assert_true(s.ef); /* biased: error feedback by default */
     const char *ok[] = {"none", "fp16", "fp16:ef=on", "randomk:ratio=0.01", "threshold:tau=1e-3",
-                        "terngrad", "terngrad:ef=on", "qsgd:levels=127", "topk:ratio=0",
-                        "topk:ratio=1"};
+                        "terngrad", "terngrad:ef=on", "qsgd:levels=127", "topk:ratio=1"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
         if (pc_codec_spec_parse(ok[i], &s, err, sizeof(err)) != PC_OK)
             fail_msg("'%s' rejected: %s", ok[i], err);
@@ -136,8 +135,11 @@ static void test_spec_parsing(void **state)
     expect_spec_error("none:ef=on", "none: unknown option 'ef' (none takes: no options)");
     expect_spec_error("dgc:ef=off", "dgc: unknown option 'ef' (dgc takes: ratio, sample, "
                                     "momentum, clip, warmup, values, index)");
-    expect_spec_error("topk:ratio=1.5", "topk: ratio=1.5 is out of range [0, 1]");
-    expect_spec_error("topk:ratio=-0.1", "topk: ratio=-0.1 is out of range [0, 1]");
+    expect_spec_error("topk:ratio=1.5", "topk: ratio=1.5 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("topk:ratio=-0.1", "topk: ratio=-0.1 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("topk:ratio=0", "topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("dgc:ratio=0", "dgc: ratio=0 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("randomk:ratio=0.0", "randomk: ratio=0.0 is out of range (0, 1] (0 would send nothing)");
     expect_spec_error("topk:ratio=abc", "topk: ratio=abc is not a finite number");
     expect_spec_error("topk:ratio=nan", "topk: ratio=nan is not a finite number");
     expect_spec_error("topk:ratio", "topk: option 'ratio' has no value (key=value)");
@@ -179,7 +181,7 @@ static void test_topk_reference(void **state)
     float *g = malloc(sizeof(float) * n);
     uint32_t *ord = malloc(sizeof(uint32_t) * n);
     const char *specs[] = {"topk:ratio=0.05,ef=off", "topk:ratio=0.05,ef=off,index=delta",
-                           "topk:ratio=0,ef=off", "topk:ratio=0.0005,ef=off",
+                           "topk:ratio=0.0005,ef=off",
                            "topk:ratio=1,ef=off"};
     for (int variant = 0; variant < 2; variant++) {
         heavy(g, n, 7);
@@ -720,13 +722,13 @@ static void test_nonfinite_gradient(void **state)
     }
 }
 
-/* An empty message (k = 0) is a valid message that adds nothing. */
+/* An empty message (nothing above the threshold) is a valid message that adds nothing. */
 static void test_empty_message(void **state)
 {
     (void)state;
     float g[50];
     uniformish(g, 50, 2);
-    pc_codec_t *c = make("topk:ratio=0", 1);
+    pc_codec_t *c = make("threshold:tau=1e30", 1);
     pc_codec_state_t *st;
     assert_int_equal(pc_codec_state_create(c, 0, 50, &st), PC_OK);
     msg_t m = compress(c, st, g, 0);

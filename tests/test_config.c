@@ -22,7 +22,7 @@ static int parse_cfg(pc_config_t *cfg, int argc, char **argv, char *err)
     pc_config_defaults(cfg);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t g = {"Runtime", opts, n, cfg};
+    pc_opt_group_t g = {"Runtime", opts, n, cfg, NULL};
     return pc_opt_parse(&g, 1, argc, argv, NULL, err, 256);
 }
 #define PARSE(cfg, err, ...) parse_cfg(cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), err)
@@ -161,8 +161,8 @@ static int parse_two(bench_opts_t *b, pc_config_t *cfg, int argc, char **argv, i
     b->reps = 5;
     b->ratio = 0.01;
     pc_config_defaults(cfg);
-    pc_opt_group_t groups[] = {{"Runtime", opts, n, cfg},
-                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b}};
+    pc_opt_group_t groups[] = {{"Runtime", opts, n, cfg, NULL},
+                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b, NULL}};
     return pc_opt_parse(groups, 2, argc, argv, operand, err, 256);
 }
 #define PARSE2(b, cfg, op, err, ...) parse_two(b, cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), op, err)
@@ -244,7 +244,7 @@ static void test_opt_finish(void **state)
     pc_config_defaults(&cfg);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t g = {"Runtime", opts, n, &cfg};
+    pc_opt_group_t g = {"Runtime", opts, n, &cfg, NULL};
     char out[8192], errs[256];
     FILE *o = fmemopen(out, sizeof(out), "w"), *e = fmemopen(errs, sizeof(errs), "w");
     assert_int_equal(pc_opt_finish(PC_OK, &g, 1, "prog", "prog [flags]", "", 1, o, e), -1);
@@ -269,7 +269,7 @@ static void test_duplicate_names(void **state)
     pc_config_defaults(&cfg2);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t groups[] = {{"A", opts, n, &cfg}, {"B", opts, n, &cfg2}};
+    pc_opt_group_t groups[] = {{"A", opts, n, &cfg, NULL}, {"B", opts, n, &cfg2, NULL}};
     char err[256];
     char *argv[] = {"prog", NULL};
     assert_int_equal(pc_opt_parse(groups, 2, 1, argv, NULL, err, sizeof(err)), PC_EUSAGE);
@@ -318,8 +318,8 @@ static void test_usage_and_print(void **state)
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--kind", "ps", "--servers", "3"), PC_OK);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t groups[] = {{"Runtime", opts, n, &cfg},
-                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b}};
+    pc_opt_group_t groups[] = {{"Runtime", opts, n, &cfg, NULL},
+                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b, NULL}};
     char buf[8192];
     FILE *f = fmemopen(buf, sizeof(buf), "w");
     assert_non_null(f);

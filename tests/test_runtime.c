@@ -31,11 +31,11 @@ static void test_check_config(void **state)
     pc_config_defaults(&cfg);
     snprintf(cfg.compress, sizeof(cfg.compress), "topk:ratio=2");
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
-    assert_string_equal(err, "--compress: topk: ratio=2 is out of range [0, 1]");
+    assert_string_equal(err, "--compress: topk: ratio=2 is out of range (0, 1] (0 would send nothing)");
     pc_config_defaults(&cfg);
     cfg.lr_schedule = PC_LR_COSINE;
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
-    assert_string_equal(err, "--lr-schedule cosine needs --iters N");
+    assert_string_equal(err, "--lr-schedule cosine needs the run's length: --iters N");
     pc_config_defaults(&cfg);
     cfg.resume = 1;
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
@@ -46,6 +46,80 @@ static void test_check_config(void **state)
     assert_string_equal(err, "--checkpoint-every needs --checkpoint-dir DIR");
     snprintf(cfg.checkpoint_dir, sizeof(cfg.checkpoint_dir), "ck");
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_OK);
+}
+
+/* Parse a command line (NULL-terminated words after the program name) into cfg through
+ * pc_config_group, then check it for world ranks. */
+static int parse_check(pc_config_t *cfg, int world, char *err, size_t errlen, ...)
+{
+    char *argv[32] = {"prog"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, errlen);
+    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
+        argv[argc++] = a;
+    va_end(ap);
+    pc_config_defaults(cfg);
+    pc_opt_group_t g = pc_config_group(cfg, "Runtime");
+    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+    return rc != PC_OK ? rc : pc_runtime_check_config(cfg, world, err, errlen);
+}
+
+/* Flags that contradict each other are refused; defaults that depend on other flags are
+ * filled in, so that the printed configuration is what runs. */
+static void test_check_config_combinations(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[512];
+    /* DGC: momentum correction on the workers, plain SGD on the servers by default. */
+    assert_int_equal(parse_check(&cfg, 4, err, sizeof(err), "--servers", "2", "--compress",
+                                 "dgc:ratio=0.001", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.0);
+    assert_true(pc_config_given(&cfg, "compress") && pc_config_given(&cfg, "servers"));
+    assert_false(pc_config_given(&cfg, "momentum"));
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum",
+                                 "0.9", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (DGC's "
+                             "momentum correction, dgc:momentum=0.9, runs on the workers); drop "
+                             "--momentum, or set dgc:momentum=0 to keep it on the servers");
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc:momentum=0",
+                                 "--momentum", "0.9", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0",
+                                 NULL),
+                     PC_OK);
+    /* Other codecs keep the servers' momentum. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    /* Allreduce: no codec, no servers. */
+    assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
+                                 "dgc:ratio=0.01", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--compress dgc:ratio=0.01 has no effect with --mode allreduce (a dense "
+                             "MPI_Allreduce of every gradient); drop one of the two");
+    assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--servers", "1",
+                                 NULL),
+                     PC_EUSAGE);
+    assert_non_null(strstr(err, "--servers 1 has no effect with --mode allreduce"));
+    assert_int_equal(parse_check(&cfg, 1, err, sizeof(err), "--mode", "allreduce", NULL), PC_OK);
+    assert_string_equal(cfg.compress, "none");
+    assert_int_equal(cfg.servers, 0);
+    assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
+                                 "none", NULL),
+                     PC_OK);
+    /* Idempotent: a checked configuration checks again unchanged. */
+    pc_config_t again = cfg;
+    assert_int_equal(pc_runtime_check_config(&again, 2, err, sizeof(err)), PC_OK);
+    assert_memory_equal(&again, &cfg, sizeof(cfg));
+    /* A ratio of 0 sends nothing: refused. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--compress: topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
 }
 
 static void test_pull_round_trips(void **state)
@@ -122,6 +196,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
+        cmocka_unit_test(test_check_config_combinations),
         cmocka_unit_test(test_pull_round_trips),
         cmocka_unit_test(test_pull_rejections),
     };

@@ -43,9 +43,7 @@ int main(int argc, char **argv)
     const char *hostile_kind = skip == 3 ? argv[2] : "";
     pc_config_t cfg;
     pc_config_defaults(&cfg);
-    size_t nopts;
-    const pc_opt_t *opts = pc_config_options(&nopts);
-    pc_opt_group_t g = {"Runtime", opts, nopts, &cfg};
+    pc_opt_group_t g = pc_config_group(&cfg, "Runtime");
     char err[1024];
     /* Parse the flags after the mode words (argv[0] stays the program name). */
     argv[skip - 1] = argv[0];

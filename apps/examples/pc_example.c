@@ -9,8 +9,6 @@
  * It is also the runtime's test workload: its loss must fall, --pipeline on and off must
  * save bitwise-identical parameters (--save FILE), and --metrics shows the exposed
  * compression time. Every runtime flag works here (--help). */
-#include "config.h"
-
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,11 +75,9 @@ int main(int argc, char **argv)
     pc_config_t cfg;
     pc_config_defaults(&cfg);
     opts_t o = {.batch = 32, .input = 128, .hidden = 256};
-    size_t nopts;
-    const pc_opt_t *ropts = pc_config_options(&nopts);
     pc_opt_group_t groups[] = {
-        {"Runtime flags", ropts, nopts, &cfg},
-        {"pc_example flags", example_opts, sizeof(example_opts) / sizeof(example_opts[0]), &o}};
+        pc_config_group(&cfg, "Runtime flags"),
+        {"pc_example flags", example_opts, sizeof(example_opts) / sizeof(example_opts[0]), &o, NULL}};
     char err[1024];
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     if (rc == PC_OK)

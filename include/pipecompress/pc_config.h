@@ -54,6 +54,8 @@ typedef struct pc_opt_group {
     const pc_opt_t *opts;
     size_t nopts;
     void *dst;
+    uint64_t *given; /* optional: bit i is set when opts[i] is on the command line (a table
+                      * that records this has at most 64 rows); NULL: not recorded */
 } pc_opt_group_t;
 
 /* Positive results of a parse that asked for something other than a run. */
@@ -144,6 +146,9 @@ typedef struct pc_config {
     int64_t checkpoint_every;      /* --checkpoint-every N: 0 = at the end and on signals */
     int checkpoint_keep;           /* --checkpoint-keep K: complete checkpoints kept */
     int resume;                    /* --resume: start from the newest complete checkpoint */
+    uint64_t given;                /* bit i: row i of pc_config_options() was on the command
+                                    * line (pc_config_group records it); the runtime's
+                                    * defaults that depend on other flags use it */
 } pc_config_t;
 
 /* Fill cfg with the defaults. */
@@ -151,6 +156,14 @@ void pc_config_defaults(pc_config_t *cfg);
 
 /* The option table for pc_config_t (static; do not free). */
 const pc_opt_t *pc_config_options(size_t *nopts);
+
+/* The option group of the runtime's flags for pc_opt_parse: pc_config_options() with cfg as
+ * destination, recording which flags were given in cfg->given. cfg is borrowed. */
+pc_opt_group_t pc_config_group(pc_config_t *cfg, const char *title);
+
+/* Whether flag `name` (long name without "--") was given on the command line, as recorded
+ * by a parse of pc_config_group(cfg). 0 for unknown names. Thread-safe. */
+int pc_config_given(const pc_config_t *cfg, const char *name);
 
 #ifdef __cplusplus
 }
