@@ -2,7 +2,8 @@
 # MPI integration tests of the parameter-server runtime (every mpirun under a timeout):
 #  - exact aggregation of known gradients: 1 to 4 workers, 1 and 2 servers, several chunk
 #    sizes, inline and pipelined (from 3 workers on, the summation order shows in the bits);
-#  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers);
+#  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers; 2 to
+#    4 workers);
 #  - --pull dense and sparse give bitwise-identical parameters;
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
@@ -45,8 +46,10 @@ same() { # NAME NP FLAGS...
         || { bad "$name: --pipeline on != off"; tail -3 "$tmp/on.log" "$tmp/off.log"; }
 }
 same "topk" 3 --compress topk:ratio=0.01
+same "topk, 3 workers" 4 --compress topk:ratio=0.01
 same "dgc, 2 servers, 64 KiB chunks" 4 --servers 2 --chunk-bytes 64K --compress dgc:ratio=0.01
 same "randomk fp16 values" 3 --compress randomk:ratio=0.05,values=fp16
+same "randomk, 4 workers, 2 servers" 6 --servers 2 --compress randomk:ratio=0.05
 same "allreduce" 2 --mode allreduce --compress none
 
 # --compress-min-bytes: chunks under it travel uncompressed. With a bound above every
