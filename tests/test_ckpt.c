@@ -2,7 +2,8 @@
  * chosen; partial (no manifest), corrupt (a flipped byte, a truncated file, a missing file,
  * a damaged manifest) and foreign (other world, model or config) ones are skipped for the
  * previous complete one; pruning keeps the newest K; readers detect short and corrupt
- * files; no temporary file is left behind. */
+ * files on their own (without a verify first, and when a byte changes after the verify);
+ * no temporary file is left behind. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,6 +124,73 @@ static void test_round_trip(void **state)
     assert_int_equal(pc_ckpt_reader_close(r, err, sizeof(err)), PC_EFORMAT);
     /* No such rank. */
     assert_int_equal(pc_ckpt_reader_open(dir, 100, 3, &r, err, sizeof(err)), PC_EFORMAT);
+    rm_tree(dir);
+}
+
+/* Read rank's whole file of checkpoint it (write_ckpt's contents), each read succeeding;
+ * return how many values differ from what write_ckpt wrote. */
+static int read_all(pc_ckpt_reader_t *r, uint64_t it, int rank)
+{
+    int differ = 0;
+    for (int i = 0; i < 1000 + rank; i++) {
+        float v;
+        assert_int_equal(pc_ckpt_reader_read(r, &v, sizeof(v)), PC_OK);
+        differ += v != (float)(it * 1000 + (uint64_t)rank) + (float)i * 0.5f;
+    }
+    return differ;
+}
+
+/* The reader on its own, without pc_ckpt_verify first: a flipped byte (first, middle or
+ * last of the file) reads fine, has the size the manifest states, and only the CRC tells;
+ * close must report it. The runtime's load path verifies before reading, which would hide
+ * a reader that forgot to compare. */
+static void test_reader_crc_alone(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pc-test-ckpt-XXXXXX", err[512], path[600];
+    assert_non_null(mkdtemp(dir));
+    const long offsets[] = {0, 2001, 4 * 1001 - 1};
+    for (int k = 0; k < 3; k++) {
+        write_ckpt(dir, 40, true);
+        pc_ckpt_path(dir, 40, 1, path, sizeof(path));
+        flip_byte(path, offsets[k]);
+        pc_ckpt_reader_t *r;
+        assert_int_equal(pc_ckpt_reader_open(dir, 40, 1, &r, err, sizeof(err)), PC_OK);
+        assert_int_equal(read_all(r, 40, 1), 1);
+        err[0] = '\0';
+        assert_int_equal(pc_ckpt_reader_close(r, err, sizeof(err)), PC_EFORMAT);
+        assert_non_null(strstr(err, "CRC mismatch"));
+        assert_non_null(strstr(err, "rank-1.bin"));
+    }
+    /* The other ranks' files are intact and still read back cleanly. */
+    pc_ckpt_reader_t *r;
+    assert_int_equal(pc_ckpt_reader_open(dir, 40, 0, &r, err, sizeof(err)), PC_OK);
+    assert_int_equal(read_all(r, 40, 0), 0);
+    assert_int_equal(pc_ckpt_reader_close(r, err, sizeof(err)), PC_OK);
+    rm_tree(dir);
+}
+
+/* A byte that changes on disk after pc_ckpt_verify passed (and after the reader opened the
+ * file): only the reader's own CRC can catch it, so close must fail. */
+static void test_reader_crc_after_verify(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pc-test-ckpt-XXXXXX", err[512], path[600];
+    assert_non_null(mkdtemp(dir));
+    write_ckpt(dir, 50, true);
+    pc_ckpt_meta_t want = meta_of(0);
+    assert_int_equal(pc_ckpt_verify(dir, 50, &want, err, sizeof(err)), PC_OK);
+    pc_ckpt_reader_t *r;
+    assert_int_equal(pc_ckpt_reader_open(dir, 50, 2, &r, err, sizeof(err)), PC_OK);
+    pc_ckpt_path(dir, 50, 2, path, sizeof(path));
+    flip_byte(path, 1234);
+    assert_int_equal(read_all(r, 50, 2), 1);
+    err[0] = '\0';
+    assert_int_equal(pc_ckpt_reader_close(r, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "CRC mismatch"));
+    assert_non_null(strstr(err, "rank-2.bin"));
+    /* Verification now sees it too. */
+    assert_int_equal(pc_ckpt_verify(dir, 50, &want, err, sizeof(err)), PC_EFORMAT);
     rm_tree(dir);
 }
 
@@ -296,6 +364,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_reader_crc_alone),
+        cmocka_unit_test(test_reader_crc_after_verify),
         cmocka_unit_test(test_find_skips_bad),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_manifest_parse),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # MPI integration tests of the parameter-server runtime (every mpirun under a timeout):
-#  - exact aggregation of known gradients: 1 and 2 servers, several chunk sizes, inline and
-#    pipelined;
-#  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers);
+#  - exact aggregation of known gradients: 1 to 4 workers, 1 and 2 servers, several chunk
+#    sizes, inline and pipelined (from 3 workers on, the summation order shows in the bits);
+#  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers; 2 to
+#    4 workers);
 #  - --pull dense and sparse give bitwise-identical parameters;
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
@@ -19,9 +20,12 @@ fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# Exact aggregation.
+# Exact aggregation. With 1 or 2 workers any summation order gives the same bits; 3 and 4
+# workers check that the servers sum in rank order.
 for args in "-np 2 --servers 1 --chunk-bytes 4M" "-np 3 --servers 1 --chunk-bytes 64" \
-            "-np 4 --servers 2 --chunk-bytes 256" "-np 4 --servers 2 --chunk-bytes 4M"; do
+            "-np 4 --servers 2 --chunk-bytes 256" "-np 4 --servers 2 --chunk-bytes 4M" \
+            "-np 4 --servers 1 --chunk-bytes 64" "-np 5 --servers 1 --chunk-bytes 4M" \
+            "-np 6 --servers 2 --chunk-bytes 256"; do
     np=$(awk '{print $2}' <<<"$args"); flags=${args#-np $np }
     for pipe in on off; do
         if out=$("$run" -t 60 -np "$np" "$mpi" exact $flags --pipeline "$pipe" --compress none \
@@ -42,8 +46,10 @@ same() { # NAME NP FLAGS...
         || { bad "$name: --pipeline on != off"; tail -3 "$tmp/on.log" "$tmp/off.log"; }
 }
 same "topk" 3 --compress topk:ratio=0.01
+same "topk, 3 workers" 4 --compress topk:ratio=0.01
 same "dgc, 2 servers, 64 KiB chunks" 4 --servers 2 --chunk-bytes 64K --compress dgc:ratio=0.01
 same "randomk fp16 values" 3 --compress randomk:ratio=0.05,values=fp16
+same "randomk, 4 workers, 2 servers" 6 --servers 2 --compress randomk:ratio=0.05
 same "allreduce" 2 --mode allreduce --compress none
 
 # --compress-min-bytes: chunks under it travel uncompressed. With a bound above every

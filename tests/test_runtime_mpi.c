@@ -23,9 +23,14 @@ static void die(const char *what, const char *msg)
     exit(1);
 }
 
+/* Worker w's gradient. Workers 0 and 1 add +256 and -256: summed in rank order they cancel
+ * exactly before the small gradients of workers 2, 3, ... come in, while another order
+ * (workers 2, 3, ... first) rounds those to the large sum's precision. With 3 or more
+ * workers this makes the order of the servers' sum show in the parameters' bits. */
 static float grad_value(int w, int t, size_t i, int it)
 {
-    return (float)(w + 1) * 0.125f - (float)t * 0.5f + (float)i * 0.001f * (float)(it + 1);
+    float big = w == 0 ? 256.0f : w == 1 ? -256.0f : 0.0f;
+    return big + (float)(w + 1) * 0.125f - (float)t * 0.5f + (float)i * 0.001f * (float)(it + 1);
 }
 
 int main(int argc, char **argv)
@@ -115,6 +120,7 @@ int main(int argc, char **argv)
 
     /* exact: known gradients, three iterations. */
     float lr = (float)cfg.lr;
+    size_t order_sensitive = 0; /* means (element, iteration) that reverse order would change */
     for (int it = 0; it < 3; it++) {
         for (int t = 0; t < T; t++) {
             if (pc_worker_param_wait(w, t) != PC_OK)
@@ -137,9 +143,12 @@ int main(int argc, char **argv)
         /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD. */
         for (int t = 0; t < T; t++)
             for (size_t i = 0; i < sizes[t]; i++) {
-                float agg = 0;
+                float agg = 0, rev = 0;
                 for (int k = 0; k < W; k++)
                     agg += (1.0f / (float)W) * grad_value(k, t, i, it);
+                for (int k = W - 1; k >= 0; k--)
+                    rev += (1.0f / (float)W) * grad_value(k, t, i, it);
+                order_sensitive += agg != rev;
                 float d = agg + 0.0f * expect[off[t] + i];
                 expect[off[t] + i] = expect[off[t] + i] - lr * d;
             }
@@ -151,9 +160,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < total; i++)
         if (p[i] != expect[i])
             die("exact", "final parameters differ from the expected mean-gradient steps");
+    /* With 3 or more workers the inputs must make the summation order matter (for most of
+     * the 3 * total means): otherwise a server that sums in another order than rank order
+     * would pass unseen. */
+    if (W >= 3 && 2 * order_sensitive < 3 * total)
+        die("exact", "the test's gradients hardly make the summation order matter");
     if (rank == 0)
-        printf("exact: %d workers, %d servers: parameters match bit for bit\n", W,
-               pc_runtime_servers(rt));
+        printf("exact: %d workers, %d servers: parameters match bit for bit (%zu of %zu means "
+               "depend on the summation order)\n",
+               W, pc_runtime_servers(rt), order_sensitive, 3 * total);
     pc_worker_destroy(w);
     pc_runtime_destroy(rt);
     free(p);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pc-train end to end under mpirun, on synthetic data (fast, no download):
 #  - a tiny mlp training: the loss decreases and the test accuracy beats chance;
-#  - the same seed saves bitwise the same model with --pipeline on and off;
+#  - the same seed saves bitwise the same model with --pipeline on and off (2 and 4 workers);
 #  - --eval-model reads the saved model back and reports the same accuracy;
 #  - a short cnn run completes; bad flags and files fail with one clear line.
 set -uo pipefail
@@ -29,6 +29,16 @@ fi
     >"$tmp/off.log" 2>&1 || bad "mlp --pipeline off failed"
 cmp -s "$tmp/on.pcm" "$tmp/off.pcm" && ok "same seed: --pipeline on and off save identical models" \
     || bad "--pipeline on and off saved different models"
+
+# The same with 4 workers (short runs): more workers, more orders in which gradients arrive.
+for pipe in on off; do
+    "$run" -t 120 -np 5 "$train" --data synthetic --synthetic-samples 600 --batch 16 --iters 10 \
+        --lr 0.01 --model mlp --pipeline "$pipe" --save-model "$tmp/w4-$pipe.pcm" >"$tmp/w4-$pipe.log" 2>&1 \
+        || { bad "mlp with 4 workers, --pipeline $pipe, failed"; tail -3 "$tmp/w4-$pipe.log"; }
+done
+cmp -s "$tmp/w4-on.pcm" "$tmp/w4-off.pcm" \
+    && ok "same seed, 4 workers: --pipeline on and off save identical models" \
+    || bad "4 workers: --pipeline on and off saved different models"
 
 ev=$("$train" --data synthetic --eval-model "$tmp/on.pcm" 2>&1)
 evacc=$(grep -o 'test accuracy [0-9.]*' <<<"$ev" | awk '{print $3}')
