@@ -7,7 +7,8 @@
  *
  * Exit status: 0 done; 1 a failure (message on stderr; the job is aborted); 2 bad usage;
  * 128 + N stopped cleanly by signal N (SIGINT, SIGTERM) at an iteration boundary, on every
- * rank, after a final checkpoint when --checkpoint-dir is set (resume with --resume). */
+ * rank, after a final checkpoint when --checkpoint-dir is set (resume with --resume); a
+ * stopped run does not write --save-model. */
 #include "config.h"
 
 #include <math.h>
@@ -403,11 +404,17 @@ int main(int argc, char **argv)
     if (rank == 0) {
         if (stop)
             printf("stopped by signal %d after %lld iterations%s\n", pc_runtime_stop_signal(rt),
-                   (long long)it, cfg.checkpoint_dir[0] ? " (checkpoint written)" : "");
+                   (long long)it,
+                   cfg.checkpoint_dir[0] ? " (checkpoint written); continue with --resume"
+                                         : " (no --checkpoint-dir: nothing was kept)");
         else
             printf("done: %lld iterations in %.1f s; final test accuracy %.2f%%\n", (long long)it,
                    wall, 100 * test_acc);
-        if (o.save_model[0]) {
+        /* A stopped run's parameters are not the trained model: --save-model names the
+         * result of a finished run only (a stop keeps its progress in the checkpoint). */
+        if (o.save_model[0] && stop) {
+            printf("--save-model %s not written: training did not finish\n", o.save_model);
+        } else if (o.save_model[0]) {
             if (pc_model_save(m, o.save_model, err, sizeof(err)) != PC_OK)
                 die("--save-model", err);
             printf("model saved to %s\n", o.save_model);

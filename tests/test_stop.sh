@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Stopping a job through its launcher (what Ctrl-C, kill and a batch system do):
+#  - SIGTERM or SIGINT to scripts/pc-mpirun.sh reaches the ranks, which stop together at
+#    an iteration boundary after a final checkpoint; the launcher exits 128 + N (it once
+#    exited 1, because mpirun itself was signalled and aborted the job);
+#  - a stopped run does not write --save-model (its parameters are not the trained model);
+#  - --resume from that checkpoint finishes the run.
+set -uo pipefail
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+train="$PC_BUILDDIR/apps/pc-train"
+tmp=$(mktemp -d)
+job=
+trap '[ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Job control: the launcher gets its own process group, as under an interactive shell, and
+# SIGINT is not ignored in it (a non-interactive shell starts background jobs so).
+set -m
+
+common=(--data synthetic --synthetic-samples 6000 --batch 16 --lr 0.01 --log-level warn)
+for sig in TERM INT; do
+    ck="$tmp/ck-$sig"
+    "$run" -t 120 -np 3 "$train" "${common[@]}" --epochs 1000 --checkpoint-dir "$ck" \
+        --save-model "$tmp/m-$sig.pcm" >"$tmp/$sig.log" 2>&1 &
+    job=$!
+    for _ in $(seq 100); do grep -q '^epoch 1:' "$tmp/$sig.log" && break; sleep 0.1; done
+    kill "-$sig" "$job"
+    wait "$job"
+    rc=$?
+    job=
+    want=$((128 + $(kill -l "$sig")))
+    at=$(grep -o "stopped by signal $(kill -l "$sig") after [0-9]* iterations (checkpoint written)" "$tmp/$sig.log" | awk '{print $6}')
+    if [ "$rc" = "$want" ] && [ -n "$at" ] && [ -e "$ck/ckpt-$(printf %012d "$at")/MANIFEST" ] &&
+        [ ! -e "$tmp/m-$sig.pcm" ] && grep -q 'not written: training did not finish' "$tmp/$sig.log"; then
+        ok "SIG$sig to the launcher: status $rc, every rank stopped at iteration $at with a checkpoint, no model file"
+    else
+        bad "SIG$sig to the launcher: status $rc (want $want), stop line '$at', model file: $(ls "$tmp"/m-"$sig".pcm 2>&1)"
+        tail -5 "$tmp/$sig.log"
+    fi
+done
+
+# The stopped run resumes and finishes; only then is the model written.
+if "$run" -t 120 -np 3 "$train" "${common[@]}" --iters "$((at + 20))" --checkpoint-dir "$tmp/ck-INT" --resume \
+        --save-model "$tmp/m-INT.pcm" >"$tmp/resume.log" 2>&1 && [ -s "$tmp/m-INT.pcm" ] &&
+    grep -q "^done: $((at + 20)) iterations" "$tmp/resume.log"; then
+    ok "--resume after the stop: finished at iteration $((at + 20)), model written"
+else
+    bad "resume after a stop"; tail -5 "$tmp/resume.log"
+fi
+
+echo "test_stop.sh: $fails failure(s)"
+[ "$fails" = 0 ]
