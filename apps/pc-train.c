@@ -229,7 +229,7 @@ int main(int argc, char **argv)
     if (rc == PC_OK && !o.eval_model[0])
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
     int early = pc_opt_finish(rc, groups, 2, "pc-train",
-                              "mpirun -np N pc-train [flags]   (see man pc-train)", err, rank == 0,
+                              "mpirun -np N pc-train [flags]   (manual: man pc-train, or man doc/pc-train.1 in the source tree)", err, rank == 0,
                               stdout, stderr);
     if (early >= 0) {
         MPI_Finalize();

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Every command the documentation shows, run in a short form, read from the docs
+# themselves so that a doc cannot drift from the code:
+#   README.md, doc/operations.md, doc/api.md: every line of every ```sh block;
+#   doc/*.1: every line of the .nf block under .SH EXAMPLES.
+# The short form of a command (and nothing else is changed):
+#   - a trailing "# comment" and a leading "cd /path/to/pipecompress && " are dropped (the
+#     commands run from the source tree, through a scratch directory that links build/,
+#     scripts/, apps/, doc/ and results/ to the tree's);
+#   - a training run (pc-train, pc_example, the demo, a batch script) gets "--iters 20"
+#     unless it names --iters or --eval-model;
+#   - mpirun runs as a user of these docs would have it set up: installed programs (the
+#     build tree's apps/ on PATH) and, on this small machine, Open MPI's variables for
+#     root and oversubscription (doc/operations.md says to set them);
+#   - sbatch (--sbatch, called by tests/test_slurm.sh with its one-node Slurm running):
+#     with --wait and --overcommit, the job's nodes folded onto the one node
+#     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks=N*K);
+#   - "scripts/check.sh" is the run that calls this test: not run again;
+#   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
+#     its final "make check" (the suite this test belongs to);
+#   - mpicc against the installed library: tests/test_install.sh runs that build.
+# A documented command that none of these rules knows fails the test: add a rule.
+#   tests/test_docs.sh            every command but sbatch's
+#   tests/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
+# Needs the build in $PC_SRCDIR/build (the docs' paths): scripts/check.sh's layout.
+set -uo pipefail
+src=${PC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+build=${PC_BUILDDIR:-$src/build}
+only_sbatch=0
+[ "${1:-}" = "--sbatch" ] && only_sbatch=1
+if [ "$(cd "$build" && pwd -P)" != "$(cd "$src" 2>/dev/null && pwd -P)/build" ]; then
+    echo "test_docs: skipped: the documented commands use build/; run from scripts/check.sh (build in $src/build)"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap '[ -n "${PC_KEEP_DOCS:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
+fails=0
+ran=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# The documented commands, one per line: FILE:LINE<TAB>COMMAND.
+python3 - "$src" >"$tmp/commands" <<'PY'
+import re, sys, os
+src = sys.argv[1]
+for name in ("README.md", "doc/operations.md", "doc/api.md"):
+    inside = False
+    for n, line in enumerate(open(os.path.join(src, name)), 1):
+        if line.startswith("```"):
+            inside = not inside and line.strip() == "```sh"
+            continue
+        if inside and line.strip():
+            print("%s:%d\t%s" % (name, n, line.rstrip("\n")))
+for name in sorted(os.listdir(os.path.join(src, "doc"))):
+    if not name.endswith(".1"):
+        continue
+    section, nf = None, False
+    for n, line in enumerate(open(os.path.join(src, "doc", name)), 1):
+        if line.startswith(".SH "):
+            section = line[4:].strip()
+        elif line.startswith(".nf"):
+            nf = section == "EXAMPLES"
+        elif line.startswith(".fi"):
+            nf = False
+        elif nf and line.strip():
+            print("doc/%s:%d\t%s" % (name, n, line.rstrip("\n").replace("\\-", "-")))
+PY
+[ -s "$tmp/commands" ] || { bad "no documented commands found"; exit 1; }
+
+# The scratch directory the commands run in.
+work="$tmp/work"
+mkdir -p "$work" "$src/results"
+for d in build scripts apps doc results; do ln -s "$src/$d" "$work/$d"; done
+[ "$build" != "$src/build" ] && ln -sfn "$build" "$work/build"
+export PATH="$build/apps:$build/apps/examples:$PATH"
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_oob_tcp_if_include=lo
+
+short_iters() { # a training command line, with --iters 20 unless it has --iters/--eval-model
+    case " $1 " in *" --iters "*|*" --eval-model "*) echo "$1" ;; *) echo "$1 --iters 20" ;; esac
+}
+
+n=0
+while IFS=$'\t' read -r where cmd; do
+    n=$((n + 1))
+    cmd=${cmd%%  #*}
+    cmd=${cmd%% # *}
+    cmd=$(sed -E 's/[[:space:]]+$//; s|^cd /path/to/pipecompress && ||' <<<"$cmd")
+    is_sbatch=0
+    [[ $cmd == sbatch* ]] && is_sbatch=1
+    [ $is_sbatch = $only_sbatch ] || continue
+    log="$tmp/cmd-$n.log"
+    run=""
+    case $cmd in
+    "scripts/check.sh")
+        echo "skip: $where: $cmd (this is the run that executes this test)"; continue ;;
+    "autoreconf -fi && mkdir -p build && cd build && ../configure && make && make check")
+        # Building by hand, in a copy of the tree (configure must not touch the real one).
+        mkdir -p "$tmp/copy"
+        (cd "$src" && git ls-files -z 2>/dev/null | xargs -0 cp --parents -t "$tmp/copy" 2>/dev/null) \
+            || cp -r "$src/." "$tmp/copy"
+        rm -rf "$tmp/copy/build" "$tmp/copy/results"
+        run="cd '$tmp/copy' && autoreconf -fi && mkdir -p build && cd build && ../configure && make -j\$(nproc)" ;;
+    mpicc*pkg-config*pipecompress*)
+        grep -qF -- "mpicc" "$src/tests/test_install.sh" \
+            && { echo "skip: $where: $cmd (built by tests/test_install.sh against an installed tree)"; continue; }
+        bad "$where: no rule for '$cmd'"; continue ;;
+    scripts/demo.sh*)
+        run="$src/$(short_iters "$cmd")" ;;
+    sbatch*)
+        [ -n "${SLURM_CONF:-}" ] || { bad "$where: sbatch without a cluster (SLURM_CONF)"; continue; }
+        c=$(short_iters "$cmd")
+        nodes=$(grep -oE -- '--nodes=[0-9]+' <<<"$c" | head -1 | cut -d= -f2)
+        per=$(grep -oE -- '--ntasks-per-node=[0-9]+' <<<"$c" | head -1 | cut -d= -f2)
+        c=$(sed -E 's/ --nodes=[0-9]+//; s/ --ntasks-per-node=[0-9]+//' <<<"$c")
+        fold=""
+        if [[ $c == *multinode* ]]; then # the script's own default: 2 nodes x 2 tasks
+            fold="--nodes=1 --ntasks=$(( ${nodes:-2} * ${per:-2} ))"
+        elif [ -n "$nodes$per" ]; then
+            fold="--nodes=1 --ntasks=$(( ${nodes:-1} * ${per:-3} ))"
+        fi
+        run="PC_CHECKPOINT_DIR='$tmp/ck-$n' sbatch --wait --overcommit --time=10 --output='$log.job' $fold ${c#sbatch }"
+        ;;
+    *pc-train*|*pc_example*|*pc-mpirun.sh*)
+        run=$(short_iters "$cmd") ;;
+    scripts/plot.py*)
+        run="$cmd" ;;
+    *)
+        bad "$where: no rule for the documented command '$cmd'"; continue ;;
+    esac
+    ran=$((ran + 1))
+    if (cd "$work" && timeout 900 bash -c "$run") </dev/null >"$log" 2>&1; then
+        if [ $is_sbatch = 1 ] && ! grep -q '^done: ' "$log.job"; then
+            bad "$where: $cmd (the job did not finish training)"; tail -n 5 "$log.job"
+        else
+            ok "$where: $cmd"
+        fi
+    else
+        bad "$where: $cmd  (ran as: $run)"; tail -n 5 "$log"; [ -f "$log.job" ] && tail -n 5 "$log.job"
+    fi
+done <"$tmp/commands"
+
+# The README's DGC command (with --momentum left to its default) trains: a stricter check
+# than "it ran", since its failure was a silent divergence.
+if [ $only_sbatch = 0 ]; then
+    dgc=$(grep -n -- '--compress dgc:ratio=0.001' "$tmp/commands" | head -1 | cut -f2)
+    dgc=${dgc%%  #*}
+    if [ -n "$dgc" ] && (cd "$work" && timeout 600 bash -c "$dgc") </dev/null >"$tmp/dgc.log" 2>&1 &&
+        acc=$(grep -o 'final test accuracy [0-9.]*' "$tmp/dgc.log" | awk '{print $4}') &&
+        awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'; then
+        ok "README's DGC command, in full: final test accuracy $acc%"
+    else
+        bad "README's DGC command did not train: '$dgc'"; tail -n 5 "$tmp/dgc.log"
+    fi
+fi
+
+echo "test_docs.sh: $ran documented commands run, $fails failure(s)"
+[ "$fails" = 0 ]
