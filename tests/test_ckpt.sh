@@ -12,7 +12,9 @@ set -uo pipefail
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)
-trap 'pkill -9 -f -- "--checkpoint-dir $tmp/" 2>/dev/null; rm -rf "$tmp"' EXIT
+. "$PC_SRCDIR/tests/lib.sh"
+# A background job still running at exit (a failed step): kill its tree, by pid.
+trap 'for j in $(jobs -p); do pc_kill_tree "$j"; done; rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -42,10 +44,13 @@ interrupted() {
         --save-model "$tmp/$name-cut.pcm" >"$tmp/$name-cut.log" 2>&1 &
     local pid=$!
     if ! wait_manifest "$ck" 120; then
-        bad "$name: no checkpoint appeared"; kill -9 $pid; wait $pid; return
+        bad "$name: no checkpoint appeared"; pc_kill_tree $pid; wait $pid; return
     fi
-    # the ranks only (mpirun and timeout carry the same arguments; Slurm signals tasks)
-    pkill "-$sig" -f -- "^$train .*--checkpoint-dir $ck"
+    # the ranks only, not mpirun or timeout (Slurm signals tasks)
+    local ranks
+    ranks=$(pc_ranks $pid "$train" 3)
+    # shellcheck disable=SC2086
+    [ -n "$ranks" ] && kill "-$sig" $ranks
     wait $pid
     local rc=$?
     if grep -q "^done:" "$tmp/$name-cut.log"; then

@@ -11,6 +11,7 @@
 #  - malformed messages from a worker are rejected, naming the sender;
 #  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
 set -uo pipefail
+. "$PC_SRCDIR/tests/lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
 mpi="$PC_BUILDDIR/tests/test_runtime_mpi"
@@ -118,8 +119,8 @@ start=$(date +%s)
 "$run" -t 90 -np 3 "$ex" --iters 100000000 --timeout 10 >"$tmp/kill.log" 2>&1 &
 job=$!
 for _ in $(seq 50); do grep -q '^iter ' "$tmp/kill.log" && break; sleep 0.2; done
-# The ranks themselves (their command line starts with the program), not the launchers.
-victim=$(pgrep -f "^$ex --iters 100000000" | sort -n | sed -n 2p)
+# One of this job's ranks (not mpirun or timeout), found from the launcher's pid.
+victim=$(pc_ranks "$job" "$ex" 3 | sed -n 2p)
 [ -n "$victim" ] && kill -9 "$victim"
 wait "$job"; rc=$?
 took=$(( $(date +%s) - start ))
@@ -134,7 +135,7 @@ start=$(date +%s)
 "$run" -t 90 -np 3 "$ex" --iters 100000000 --timeout 3 >"$tmp/hang.log" 2>&1 &
 job=$!
 for _ in $(seq 50); do grep -q '^iter ' "$tmp/hang.log" && break; sleep 0.2; done
-server=$(pgrep -f "^$ex --iters 100000000" | sort -n | tail -n 1)
+server=$(pc_ranks "$job" "$ex" 3 | tail -n 1)
 [ -n "$server" ] && kill -STOP "$server"
 wait "$job"; rc=$?
 took=$(( $(date +%s) - start ))
@@ -149,7 +150,9 @@ fi
 "$run" -t 90 -np 3 "$ex" --iters 100000000 >"$tmp/term.log" 2>&1 &
 job=$!
 for _ in $(seq 50); do grep -q '^iter ' "$tmp/term.log" && break; sleep 0.2; done
-pkill -TERM -f "^$ex --iters 100000000"
+ranks=$(pc_ranks "$job" "$ex" 3)
+# shellcheck disable=SC2086
+[ -n "$ranks" ] && kill -TERM $ranks
 wait "$job"; rc=$?
 if grep -q 'stopped by a signal' "$tmp/term.log" && [ "$rc" != 124 ]; then
     ok "SIGTERM: clean stop ($(grep -o 'after [0-9]* iterations' "$tmp/term.log"), rc $rc)"

@@ -4,7 +4,11 @@
 #  - the time-limit path: USR1 to the batch shell (what --signal=B:USR1@120 sends) makes
 #    the ranks stop at an iteration boundary with a checkpoint; the script requeues the
 #    job, which resumes and finishes with bitwise the model of an uninterrupted run;
-#  - pc-train-multinode.sbatch (on one node) with the mpirun launcher.
+#  - pc-train-multinode.sbatch (on one node) with the mpirun launcher;
+#  - without PC_TRAIN and without pc-train on PATH, sbatch from a source tree finds its
+#    build/apps/pc-train; a PC_TRAIN that is not a program fails the job with one line;
+#  - scancel: the job ends cancelled, not requeued, and the log has no error of the
+#    script's own.
 # Starts munged, slurmctld and slurmd (scripts/slurm/local-cluster.sh) and stops them by
 # pid. Needs root; prints why and exits 77 (skipped) where it is not root.
 #   tests/test_slurm.sh BUILDDIR
@@ -83,6 +87,60 @@ if PC_SBATCH="$src/scripts/slurm/pc-train.sbatch" PC_LAUNCHER=mpirun PC_CHECKPOI
     ok "pc-train-multinode.sbatch with PC_LAUNCHER=mpirun: trained"
 else
     bad "pc-train-multinode.sbatch run"; tail -n 15 "$tmp/job3.out"
+fi
+
+# 4. The README's recipe, without PC_TRAIN and without pc-train on PATH: sbatch from the
+# top of a PipeCompress tree finds build/apps/pc-train there. $tmp/tree is laid out like
+# the source tree (scripts/ and build/ are links), so the job writes nothing into it.
+nopath=$(tr ':' '\n' <<<"$PATH" | while read -r d; do [ -x "$d/pc-train" ] || printf '%s:' "$d"; done)
+mkdir -p "$tmp/tree" && ln -s "$src/scripts" "$tmp/tree/scripts" && ln -s "$build" "$tmp/tree/build"
+if (cd "$tmp/tree" && env -u PC_TRAIN PATH="${nopath%:}" PC_CHECKPOINT_DIR="$tmp/ck4" timeout 180 \
+        sbatch --wait --output="$tmp/job4.out" scripts/slurm/pc-train.sbatch "${short[@]}" >/dev/null) &&
+    grep -q "tasks of $(realpath "$train")," "$tmp/job4.out" && grep -q '^done: 60 iterations' "$tmp/job4.out"; then
+    ok "pc-train.sbatch without PC_TRAIN or pc-train on PATH: ran the tree's build/apps/pc-train"
+else
+    bad "pc-train.sbatch did not find build/apps/pc-train from the submission directory"
+    tail -n 5 "$tmp/job4.out"
+fi
+
+# 5. A PC_TRAIN that is not a program (missing; not executable): the job fails before
+# starting anything, with one line that names PC_TRAIN.
+touch "$tmp/not-a-program"
+for t in "$tmp/no-such-file" "$tmp/not-a-program"; do
+    out="$tmp/job5-${t##*/}.out"
+    PC_TRAIN=$t timeout 60 sbatch --wait --output="$out" "$src/scripts/slurm/pc-train.sbatch" \
+        "${short[@]}" >/dev/null 2>&1
+    rc=$?
+    if [ "$rc" != 0 ] && [ "$(wc -l <"$out")" = 1 ] && grep -q "PC_TRAIN='$t' is not an executable program" "$out"; then
+        ok "PC_TRAIN=${t##*/}: job failed (status $rc) with one line: $(cat "$out")"
+    else
+        bad "PC_TRAIN=${t##*/}: status $rc, $(wc -l <"$out") lines of log"; head -n 5 "$out"
+    fi
+done
+
+# 6. scancel: Slurm signals every process of the job itself; the batch shell's trap must
+# not try to signal the job again (that logged "scancel: error: ... Invalid job id").
+jid=$(PC_CHECKPOINT_DIR="$tmp/ck6" PC_CHECKPOINT_EVERY=200 sbatch --parsable --output="$tmp/job6.out" \
+    "$src/scripts/slurm/pc-train.sbatch" "${long[@]}")
+for _ in $(seq 1200); do
+    compgen -G "$tmp/ck6/ckpt-*/MANIFEST" >/dev/null && break
+    sleep 0.1
+done
+scancel "$jid"
+# Until every process of the job has ended (squeue lists it while it is COMPLETING); the
+# state is read on the way, as Slurm forgets an ended job after MinJobAge (4 s).
+state=""
+for _ in $(seq 120); do
+    s=$(job_state "$jid")
+    [ -n "$s" ] && state=$s
+    [ -z "$(squeue -h -j "$jid" -o %T 2>/dev/null)" ] && break
+    sleep 0.5
+done
+if [[ $state == *CANCELLED*Restarts=0* ]] && grep -q 'pc-train.sbatch: job' "$tmp/job6.out" &&
+    ! grep -q 'scancel: error' "$tmp/job6.out"; then
+    ok "scancel: job cancelled, not requeued, no scancel error in its log"
+else
+    bad "scancel (state '$state')"; grep -v '^  ' "$tmp/job6.out" | tail -n 12
 fi
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }

@@ -1,0 +1,43 @@
+# tests/lib.sh: helpers the shell tests share (sourced).
+# shellcheck shell=bash
+# Processes are found from the pid of what the test itself started, never by name or
+# command line: other jobs on a shared machine may run the same programs.
+
+# pc_descendants PID: the pids below PID (children, their children, ...), one a line.
+pc_descendants() {
+    local c
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$c"
+        pc_descendants "$c"
+    done
+}
+
+# pc_ranks LAUNCHER_PID PROGRAM [N]: the ranks of a job started in the background with
+# scripts/pc-mpirun.sh (LAUNCHER_PID is its $!: timeout, whose child is mpirun, whose
+# children are the ranks), in increasing pid order: the processes below LAUNCHER_PID whose
+# argv[0] is PROGRAM. With N, waits up to 10 s until N of them are there. Fails when none
+# (or fewer than N) are found.
+pc_ranks() {
+    local launcher=$1 prog=$2 want=${3:-1} p a0 found=() _
+    for _ in $(seq 100); do
+        found=()
+        for p in $(pc_descendants "$launcher"); do
+            a0=""
+            IFS= read -r -d '' a0 2>/dev/null <"/proc/$p/cmdline"
+            [ "$a0" = "$prog" ] && found+=("$p")
+        done
+        [ "${#found[@]}" -ge "$want" ] && break
+        sleep 0.1
+    done
+    [ "${#found[@]}" -gt 0 ] && printf '%s\n' "${found[@]}" | sort -n
+    [ "${#found[@]}" -ge "$want" ]
+}
+
+# pc_kill_tree PID: SIGKILL PID and every process below it. The tree is listed before
+# anything is killed, so processes orphaned by the kills are not missed.
+pc_kill_tree() {
+    local below
+    below=$(pc_descendants "$1")
+    # shellcheck disable=SC2086
+    kill -KILL "$1" $below 2>/dev/null
+}
