@@ -13,8 +13,8 @@ pc_descendants() {
 }
 
 # pc_ranks LAUNCHER_PID PROGRAM [N]: the ranks of a job started in the background with
-# scripts/pc-mpirun.sh (LAUNCHER_PID is its $!: timeout, whose child is mpirun, whose
-# children are the ranks), in increasing pid order: the processes below LAUNCHER_PID whose
+# scripts/pc-mpirun.sh (LAUNCHER_PID is its $!: the script, whose child is timeout, then
+# mpirun, whose children are the ranks), in increasing pid order: the processes below LAUNCHER_PID whose
 # argv[0] is PROGRAM. With N, waits up to 10 s until N of them are there. Fails when none
 # (or fewer than N) are found.
 pc_ranks() {

@@ -14,7 +14,7 @@
 #     root and oversubscription (doc/operations.md says to set them);
 #   - sbatch (--sbatch, called by tests/test_slurm.sh with its one-node Slurm running):
 #     with --wait and --overcommit, the job's nodes folded onto the one node
-#     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks=N*K);
+#     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks-per-node=N*K, one CPU each);
 #   - "scripts/check.sh" is the run that calls this test: not run again;
 #   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
 #     its final "make check" (the suite this test belongs to);
@@ -117,10 +117,10 @@ while IFS=$'\t' read -r where cmd; do
         per=$(grep -oE -- '--ntasks-per-node=[0-9]+' <<<"$c" | head -1 | cut -d= -f2)
         c=$(sed -E 's/ --nodes=[0-9]+//; s/ --ntasks-per-node=[0-9]+//' <<<"$c")
         fold=""
-        if [[ $c == *multinode* ]]; then # the script's own default: 2 nodes x 2 tasks
-            fold="--nodes=1 --ntasks=$(( ${nodes:-2} * ${per:-2} ))"
+        if [[ $c == *multinode* ]]; then # the script's own default: 2 nodes x 2 tasks x 2 CPUs
+            fold="--nodes=1 --ntasks-per-node=$(( ${nodes:-2} * ${per:-2} )) --cpus-per-task=1"
         elif [ -n "$nodes$per" ]; then
-            fold="--nodes=1 --ntasks=$(( ${nodes:-1} * ${per:-3} ))"
+            fold="--nodes=1 --ntasks-per-node=$(( ${nodes:-1} * ${per:-3} )) --cpus-per-task=1"
         fi
         run="PC_CHECKPOINT_DIR='$tmp/ck-$n' sbatch --wait --overcommit --time=10 --output='$log.job' $fold ${c#sbatch }"
         ;;

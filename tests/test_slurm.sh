@@ -143,4 +143,15 @@ else
     bad "scancel (state '$state')"; grep -v '^  ' "$tmp/job6.out" | tail -n 12
 fi
 
+# 7. Every sbatch command in the docs, in its short form, on this cluster (tests/test_docs.sh
+#    says how a command is shortened; the other documented commands run in make check).
+PC_SRCDIR="$src" PC_BUILDDIR="$build" "$src/tests/test_docs.sh" --sbatch >"$tmp/docs.log" 2>&1
+rc=$?
+sed 's/^/  docs: /' "$tmp/docs.log"
+case $rc in
+0) ok "the documented sbatch commands ran" ;;
+77) echo "skip: the documented sbatch commands (build not in $src/build)" ;;
+*) bad "a documented sbatch command failed" ;;
+esac
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }

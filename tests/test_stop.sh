@@ -8,9 +8,10 @@
 set -uo pipefail
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
+. "$PC_SRCDIR/tests/lib.sh"
 tmp=$(mktemp -d)
 job=
-trap '[ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$job" ] && pc_kill_tree "$job"; rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
