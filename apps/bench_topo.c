@@ -85,7 +85,7 @@ int bench_topo_main(int argc, char **argv)
     const char *const *names = server ? server_threads : worker_threads;
 
     pc_bind_t bind;
-    pc_config_bind_parse(cfg.bind, &bind, err, sizeof(err)); /* validated by the parser */
+    pc_topo_bind_parse(cfg.bind, &bind, err, sizeof(err)); /* validated by the parser */
     pc_topo_t *topo = NULL;
     pc_topo_plan_t *plan = NULL;
     int lrank = -1, status = 0;

@@ -19,7 +19,11 @@ struct pc_log {
     int64_t t0_ns; /* creation time: the origin of the timestamps */
 };
 
-static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+static const char *const level_names[] = {
+#define LEVEL_NAME(name, text) text,
+    PC_LOG_LEVEL_TABLE(LEVEL_NAME)
+#undef LEVEL_NAME
+};
 
 int pc_log_create(FILE *stream, int rank, pc_log_level_t level, pc_log_t **out)
 {

@@ -228,8 +228,12 @@ void pc_model_init(pc_model_t *m, uint64_t seed)
 
 const char *pc_model_kind_name(pc_model_kind_t kind)
 {
-    static const char *const names[] = {"mlp", "cnn", "wide"};
-    return kind <= PC_MODEL_WIDE ? names[kind] : "?";
+    static const char *const names[] = {
+#define MODEL_NAME(name, text) text,
+        PC_MODEL_TABLE(MODEL_NAME)
+#undef MODEL_NAME
+    };
+    return (size_t)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
 }
 
 size_t pc_model_nparams(const pc_model_t *m)

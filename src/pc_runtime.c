@@ -130,7 +130,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     bool server = rt->role == PC_ROLE_SERVER;
     int nthreads = server ? 1 : (cfg->pipeline ? 2 : 1);
     pc_bind_t bind;
-    if ((rc = pc_config_bind_parse(cfg->bind, &bind, err, errlen)) != PC_OK)
+    if ((rc = pc_topo_bind_parse(cfg->bind, &bind, err, errlen)) != PC_OK)
         goto fail;
     if ((rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
         goto fail;

@@ -5,6 +5,7 @@
  * cpuset when the plan came from that cpuset). */
 #include "config.h"
 
+#include <ctype.h>
 #include <hwloc.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -490,4 +491,52 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
 out:
     hwloc_bitmap_free(got);
     return rc;
+}
+
+/* ---- --bind: the flag's value ------------------------------------------------------ */
+
+int pc_topo_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errlen)
+{
+    if (strcmp(text, "auto") == 0) {
+        out->mode = PC_BIND_AUTO;
+        out->ncores = 0;
+        return PC_OK;
+    }
+    if (strcmp(text, "none") == 0) {
+        out->mode = PC_BIND_NONE;
+        out->ncores = 0;
+        return PC_OK;
+    }
+    pc_bind_t b = {.mode = PC_BIND_LIST, .ncores = 0};
+    const char *p = text;
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*p))
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
+                        text);
+        long lo = strtol(p, &end, 10), hi = lo;
+        p = end;
+        if (*p == '-') {
+            p++;
+            if (!isdigit((unsigned char)*p))
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': a range needs an upper bound", text);
+            hi = strtol(p, &end, 10);
+            p = end;
+        }
+        if (lo > 65535 || hi > 65535 || hi < lo)
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': bad core range %ld-%ld", text, lo, hi);
+        for (long c = lo; c <= hi; c++) {
+            if (b.ncores == PC_TOPO_BIND_MAX)
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d cores", text, PC_TOPO_BIND_MAX);
+            b.cores[b.ncores++] = (int)c;
+        }
+        if (*p == '\0')
+            break;
+        if (*p != ',')
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
+                        text);
+        p++;
+    }
+    *out = b;
+    return PC_OK;
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "pipecompress/pc_config.h"
+#include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_log.h"
 
@@ -74,15 +75,15 @@ static void test_bind(void **state)
     assert_string_equal(cfg.bind, "none");
     assert_int_equal(PARSE(&cfg, err, "--bind", "0,2,4-7"), PC_OK);
     pc_bind_t b;
-    assert_int_equal(pc_config_bind_parse(cfg.bind, &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse(cfg.bind, &b, err, sizeof(err)), PC_OK);
     assert_int_equal(b.mode, PC_BIND_LIST);
     assert_int_equal(b.ncores, 6);
     int want[] = {0, 2, 4, 5, 6, 7};
     for (int i = 0; i < 6; i++)
         assert_int_equal(b.cores[i], want[i]);
-    assert_int_equal(pc_config_bind_parse("auto", &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse("auto", &b, err, sizeof(err)), PC_OK);
     assert_int_equal(b.mode, PC_BIND_AUTO);
-    assert_int_equal(pc_config_bind_parse("none", &b, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse("none", &b, err, sizeof(err)), PC_OK);
     assert_int_equal(b.mode, PC_BIND_NONE);
     assert_int_equal(PARSE(&cfg, err, "--bind", "sometimes"), PC_EUSAGE);
     assert_string_equal(err, "--bind: 'sometimes' is not auto, none or a list of cores like 0,2,4-7");

@@ -41,7 +41,7 @@ static pc_topo_plan_t *plan(pc_topo_t *t, const char *bind_text, pc_topo_rank_t 
 {
     pc_bind_t bind;
     char err[256] = "";
-    assert_int_equal(pc_config_bind_parse(bind_text, &bind, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse(bind_text, &bind, err, sizeof(err)), PC_OK);
     pc_topo_plan_t *p = NULL;
     int rc = pc_topo_plan_create(t, &bind, ranks, n, &p, err, sizeof(err));
     if (rc != PC_OK)
@@ -232,10 +232,10 @@ static void test_bind_none_and_list(void **state)
 
     pc_bind_t bind;
     pc_topo_plan_t *none = NULL;
-    assert_int_equal(pc_config_bind_parse("0,1,2", &bind, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse("0,1,2", &bind, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_topo_plan_create(t, &bind, ranks, 2, &none, err, sizeof(err)), PC_EUSAGE);
     assert_string_equal(err, "--bind: the list names 3 cores but this node's ranks have 4 threads");
-    assert_int_equal(pc_config_bind_parse("0,1,2,9", &bind, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_topo_bind_parse("0,1,2,9", &bind, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_topo_plan_create(t, &bind, ranks, 2, &none, err, sizeof(err)), PC_EUSAGE);
     assert_string_equal(err, "--bind: core 9 does not exist (this node has 4 cores)");
     assert_null(none);

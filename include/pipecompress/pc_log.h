@@ -11,20 +11,24 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "pipecompress/pc_opt.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* The levels, most severe first: X(NAME, "flag spelling"), in enum order. */
+#define PC_LOG_LEVEL_TABLE(X)                                                                      \
+    X(ERROR, "error") X(WARN, "warn") X(INFO, "info") X(DEBUG, "debug") X(TRACE, "trace")
+
 typedef enum pc_log_level {
-    PC_LOG_ERROR = 0,
-    PC_LOG_WARN = 1,
-    PC_LOG_INFO = 2,
-    PC_LOG_DEBUG = 3,
-    PC_LOG_TRACE = 4,
+#define PC_LOG_LEVEL_ENUM(name, text) PC_LOG_##name,
+    PC_LOG_LEVEL_TABLE(PC_LOG_LEVEL_ENUM)
+#undef PC_LOG_LEVEL_ENUM
 } pc_log_level_t;
 
-/* The level names in order, as the --log-level flag spells them. */
-#define PC_LOG_LEVEL_CHOICES "error|warn|info|debug|trace"
+/* The level names in order, as the --log-level flag spells them (from the table). */
+#define PC_LOG_LEVEL_CHOICES (PC_LOG_LEVEL_TABLE(PC_OPT_CHOICE_TEXT) + 1)
 
 typedef struct pc_log pc_log_t;
 

@@ -18,12 +18,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_opt.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum pc_model_kind { PC_MODEL_MLP = 0, PC_MODEL_CNN = 1, PC_MODEL_WIDE = 2 } pc_model_kind_t;
-#define PC_MODEL_CHOICES "mlp|cnn|wide"
+/* The built-in networks: X(NAME, "flag spelling"), in enum order (PC_MODEL_MLP = 0, ...). */
+#define PC_MODEL_TABLE(X) X(MLP, "mlp") X(CNN, "cnn") X(WIDE, "wide")
+
+typedef enum pc_model_kind {
+#define PC_MODEL_ENUM(name, text) PC_MODEL_##name,
+    PC_MODEL_TABLE(PC_MODEL_ENUM)
+#undef PC_MODEL_ENUM
+} pc_model_kind_t;
+
+/* "mlp|cnn|wide", for pc-train's --model flag (from the table). */
+#define PC_MODEL_CHOICES (PC_MODEL_TABLE(PC_OPT_CHOICE_TEXT) + 1)
 
 typedef struct pc_model pc_model_t;
 

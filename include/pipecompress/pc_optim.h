@@ -16,17 +16,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_opt.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* The schedules: X(NAME, "flag spelling"), in enum order (PC_LR_CONSTANT = 0, ...). */
+#define PC_LR_SCHEDULE_TABLE(X) X(CONSTANT, "constant") X(STEP, "step") X(COSINE, "cosine")
+
 typedef enum pc_lr_schedule {
-    PC_LR_CONSTANT = 0,
-    PC_LR_STEP = 1,
-    PC_LR_COSINE = 2,
+#define PC_LR_SCHEDULE_ENUM(name, text) PC_LR_##name,
+    PC_LR_SCHEDULE_TABLE(PC_LR_SCHEDULE_ENUM)
+#undef PC_LR_SCHEDULE_ENUM
 } pc_lr_schedule_t;
 
-#define PC_LR_SCHEDULE_CHOICES "constant|step|cosine"
+/* "constant|step|cosine", for the --lr-schedule flag (from the table). */
+#define PC_LR_SCHEDULE_CHOICES (PC_LR_SCHEDULE_TABLE(PC_OPT_CHOICE_TEXT) + 1)
 
 typedef struct pc_optim_cfg {
     double lr;

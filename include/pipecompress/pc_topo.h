@@ -21,11 +21,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "pipecompress/pc_config.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Most cores an explicit --bind list may name. */
+#define PC_TOPO_BIND_MAX 256
+
+/* A parsed --bind value. auto: plan cores from the topology; none: do not bind; list: the
+ * node's threads take these logical core indices in order (local rank 0's threads
+ * first). */
+typedef enum pc_bind_mode { PC_BIND_AUTO = 0, PC_BIND_NONE = 1, PC_BIND_LIST = 2 } pc_bind_mode_t;
+
+typedef struct pc_bind {
+    pc_bind_mode_t mode;
+    int ncores;                   /* PC_BIND_LIST: entries in cores[] */
+    int cores[PC_TOPO_BIND_MAX];  /* PC_BIND_LIST: logical core indices, >= 0 */
+} pc_bind_t;
+
+/* Parse "auto", "none" or a list "0,2,4-7" of logical core indices. Returns PC_OK, or
+ * PC_EUSAGE with a message (without the flag name) in err; *out is written only on
+ * success. Thread-safe. */
+int pc_topo_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errlen);
 
 /* Threads one rank may place: backprop + compressor today, room for a communication
  * thread and a CUDA-stream feeder later. */
