@@ -12,27 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_file.h"
 
 #define MANIFEST "MANIFEST"
 #define HEAD "PipeCompress checkpoint 1\n"
 #define MANIFEST_MAX (1u << 24)
-
-uint32_t pc_ckpt_crc(uint32_t crc, const void *p, size_t n)
-{
-    uLong c = crc;
-    const Bytef *b = p;
-    while (n) { /* crc32 takes uInt lengths */
-        uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        c = crc32(c, b, step);
-        b += step;
-        n -= step;
-    }
-    return (uint32_t)c;
-}
 
 int pc_ckpt_path(const char *dir, uint64_t iteration, int rank, char *out, size_t len)
 {
@@ -73,31 +59,26 @@ static void fsync_dir(const char *path)
     }
 }
 
-/* ---- writer ------------------------------------------------------------------------- */
+/* ---- writer: a pc_file writer under a checkpoint's name ------------------------------ */
 
 struct pc_ckpt_writer {
-    FILE *f;
-    char dir[4096], tmp[4200], path[4200];
-    uint64_t size;
-    uint32_t crc;
-    int err; /* errno of the first failed write, 0 if none */
+    pc_file_writer_t *f;
 };
 
-/* Open dir/<name> under a temporary name in the checkpoint's directory. */
+/* Open ckdir/<name> (through a temporary name in ckdir). */
 static int writer_open_path(const char *ckdir, const char *name, pc_ckpt_writer_t **out, char *err,
                             size_t errlen)
 {
+    char path[4200];
+    if (snprintf(path, sizeof(path), "%s/%s", ckdir, name) >= (int)sizeof(path))
+        return pc_error_fmt(PC_ERANGE, err, errlen, "checkpoint file name too long in '%s'", ckdir);
     pc_ckpt_writer_t *w = calloc(1, sizeof(*w));
     if (!w)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-    snprintf(w->dir, sizeof(w->dir), "%s", ckdir);
-    snprintf(w->path, sizeof(w->path), "%s/%s", ckdir, name);
-    snprintf(w->tmp, sizeof(w->tmp), "%s/%s.tmp.%d", ckdir, name, (int)getpid());
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        int e = errno;
+    int rc = pc_file_writer_open(path, &w->f, err, errlen);
+    if (rc != PC_OK) {
         free(w);
-        return pc_error_fmt(PC_EIO, err, errlen, "cannot create '%s': %s", w->tmp, strerror(e));
+        return rc;
     }
     *out = w;
     return PC_OK;
@@ -117,45 +98,24 @@ int pc_ckpt_writer_open(const char *dir, uint64_t iteration, int rank, pc_ckpt_w
 
 void pc_ckpt_writer_write(pc_ckpt_writer_t *w, const void *data, size_t len)
 {
-    if (w->err || len == 0)
-        return;
-    if (fwrite(data, 1, len, w->f) != len) {
-        w->err = errno ? errno : EIO;
-        return;
-    }
-    w->crc = pc_ckpt_crc(w->crc, data, len);
-    w->size += len;
+    pc_file_writer_write(w->f, data, len);
 }
 
 void pc_ckpt_writer_abort(pc_ckpt_writer_t *w)
 {
     if (!w)
         return;
-    fclose(w->f);
-    unlink(w->tmp);
+    pc_file_writer_abort(w->f);
     free(w);
 }
 
 int pc_ckpt_writer_commit(pc_ckpt_writer_t *w, pc_ckpt_file_t *info, char *err, size_t errlen)
 {
-    int e = w->err;
-    if (!e && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0))
-        e = errno ? errno : EIO;
-    if (fclose(w->f) != 0 && !e)
-        e = errno ? errno : EIO;
-    w->f = NULL;
-    if (!e && rename(w->tmp, w->path) != 0)
-        e = errno;
-    int rc = PC_OK;
-    if (e) {
-        rc = pc_error_fmt(PC_EIO, err, errlen, "cannot write '%s': %s", w->path, strerror(e));
-        unlink(w->tmp);
-    } else {
-        fsync_dir(w->dir);
-        if (info)
-            *info = (pc_ckpt_file_t){.size = w->size, .crc = w->crc};
-    }
+    pc_ckpt_file_t got = {.size = pc_file_writer_size(w->f), .crc = pc_file_writer_crc(w->f)};
+    int rc = pc_file_writer_commit(w->f, err, errlen);
     free(w);
+    if (rc == PC_OK && info)
+        *info = got;
     return rc;
 }
 
@@ -179,7 +139,7 @@ int pc_ckpt_manifest_write(const char *dir, const pc_ckpt_meta_t *meta, const pc
     for (int r = 0; r < meta->world; r++)
         len += (size_t)snprintf(buf + len, cap - len, "file rank-%d.bin %" PRIu64 " %08" PRIx32 "\n", r,
                                 files[r].size, files[r].crc);
-    len += (size_t)snprintf(buf + len, cap - len, "crc %08" PRIx32 "\n", pc_ckpt_crc(0, buf, len));
+    len += (size_t)snprintf(buf + len, cap - len, "crc %08" PRIx32 "\n", pc_file_crc(0, buf, len));
     pc_ckpt_writer_t *w;
     int rc = writer_open_path(ck, MANIFEST, &w, err, errlen);
     if (rc == PC_OK) {
@@ -289,7 +249,7 @@ int pc_ckpt_manifest_parse(const char *buf, size_t len, pc_ckpt_meta_t *meta, pc
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing 'crc' line (truncated?)");
     if (p != end)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: trailing bytes after the 'crc' line");
-    if ((uint32_t)crc != pc_ckpt_crc(0, buf, body))
+    if ((uint32_t)crc != pc_file_crc(0, buf, body))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: CRC mismatch (corrupt)");
     return PC_OK;
 }
@@ -351,7 +311,7 @@ static int file_crc(const char *path, pc_ckpt_file_t *out)
     uint64_t size = 0;
     size_t n;
     while ((n = fread(buf, 1, B, f)) > 0) {
-        crc = pc_ckpt_crc(crc, buf, n);
+        crc = pc_file_crc(crc, buf, n);
         size += n;
     }
     int bad = ferror(f);
@@ -604,7 +564,7 @@ int pc_ckpt_reader_read(pc_ckpt_reader_t *r, void *dst, size_t len)
         r->short_read = true;
         return PC_EFORMAT;
     }
-    r->crc = pc_ckpt_crc(r->crc, dst, len);
+    r->crc = pc_file_crc(r->crc, dst, len);
     r->size += len;
     return PC_OK;
 }

@@ -2,18 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <unistd.h>
-
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_file.h"
 #include "pipecompress/pc_layers.h"
 #include "pipecompress/pc_model.h"
 #include "pipecompress/pc_philox.h"
@@ -404,7 +400,7 @@ static uint32_t get32(const uint8_t *p)
 /* CRC-32 of n bytes (zlib's, as in checkpoints). */
 static uint32_t crc_bytes(const void *p, size_t n)
 {
-    return pc_ckpt_crc(0, p, n);
+    return pc_file_crc(0, p, n);
 }
 
 static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
@@ -425,47 +421,15 @@ static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
 
 int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errlen)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
     uint8_t h[HEADER_BYTES];
     make_header(m, h, crc_bytes(m->params, m->nparams * sizeof(float)));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-    const uint8_t *parts[2] = {h, (const uint8_t *)m->params};
-    size_t lens[2] = {HEADER_BYTES, m->nparams * sizeof(float)};
-    for (int k = 0; k < 2; k++) {
-        size_t done = 0;
-        while (done < lens[k]) {
-            ssize_t w = write(fd, parts[k] + done, lens[k] - done);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                int e = errno;
-                close(fd);
-                unlink(tmp);
-                return pc_error_fmt(PC_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(e));
-            }
-            done += (size_t)w;
-        }
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        unlink(tmp);
-        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot flush: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return PC_OK;
+    pc_file_writer_t *w;
+    int rc = pc_file_writer_open(path, &w, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    pc_file_writer_write(w, h, HEADER_BYTES);
+    pc_file_writer_write(w, m->params, m->nparams * sizeof(float));
+    return pc_file_writer_commit(w, err, errlen);
 }
 
 static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t errlen)

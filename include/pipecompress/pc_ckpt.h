@@ -137,8 +137,6 @@ int pc_ckpt_reader_read(pc_ckpt_reader_t *r, void *dst, size_t len);
  * whose read failed reports that here. */
 int pc_ckpt_reader_close(pc_ckpt_reader_t *r, char *err, size_t errlen);
 
-/* CRC-32 (zlib's) of n bytes, continuing from crc (start with 0). */
-uint32_t pc_ckpt_crc(uint32_t crc, const void *p, size_t n);
 
 #ifdef __cplusplus
 }
