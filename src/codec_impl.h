@@ -73,25 +73,12 @@ uint16_t pc_codec__flags(const pc_codec_t *c);
 /* k for a ratio: ceil(ratio * n) clamped to n, computed identically by sender and receiver. */
 size_t pc_codec__k(double ratio, size_t n);
 
-/* printf into err; returns PC_EFORMAT. */
-#define pc_codec__bad(err, errlen, ...) pc_error_fmt(PC_EFORMAT, err, errlen, __VA_ARGS__)
-
 /* v += g over n elements (when g is not NULL), and whether all of v is finite. */
 bool pc_codec__fold_finite(float *v, const float *g, size_t n);
 
 /* The values a codec encodes: the residual (error feedback), the gradient, or the stage
  * holding the folded gradient when grad is NULL. */
 float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
-
-/* True when the float's bits are NaN or infinity. */
-static inline bool pc_codec__nonfinite(float f)
-{
-    union {
-        float f;
-        uint32_t u;
-    } v = {.f = f};
-    return (v.u & 0x7f800000u) == 0x7f800000u;
-}
 
 /* Largest finite binary16: fp16 values saturate here rather than overflow to infinity. */
 #define PC_CODEC_F16_MAX 65504.0f

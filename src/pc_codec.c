@@ -555,27 +555,27 @@ int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
 {
     pc_wire_header_t h;
     if (!c || !want)
-        return pc_codec__bad(err, errlen, "validate called without codec or expectation");
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "validate called without codec or expectation");
     int rc = pc_wire_header_read(msg, len, &h, err, errlen);
     if (hdr)
         *hdr = h;
     if (rc != PC_OK)
         return rc;
     if (h.codec != (uint8_t)c->spec.id)
-        return pc_codec__bad(err, errlen, "message from codec %s (%u), expected %s",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "message from codec %s (%u), expected %s",
                              pc_codec_name(h.codec), h.codec, pc_codec_name(c->spec.id));
     if (h.chunk != want->chunk)
-        return pc_codec__bad(err, errlen, "message for chunk %u, expected chunk %u", h.chunk,
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "message for chunk %u, expected chunk %u", h.chunk,
                              want->chunk);
     if (h.n != want->n)
-        return pc_codec__bad(err, errlen, "chunk %u: message has %u elements, expected %u",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message has %u elements, expected %u",
                              h.chunk, h.n, want->n);
     if (!want->any_iteration && h.iteration != want->iteration)
-        return pc_codec__bad(err, errlen, "chunk %u: message of iteration %llu, expected %llu",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message of iteration %llu, expected %llu",
                              h.chunk, (unsigned long long)h.iteration,
                              (unsigned long long)want->iteration);
     if (h.flags != pc_codec__flags(c))
-        return pc_codec__bad(err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
                              h.chunk, h.flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
     return c->ops->validate(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, err, errlen);
 }
@@ -586,9 +586,9 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
 {
     pc_wire_header_t h;
     if (!dense)
-        return pc_codec__bad(err, errlen, "decode called without a buffer");
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "decode called without a buffer");
     if (!isfinite(scale))
-        return pc_codec__bad(err, errlen, "non-finite scale %g", (double)scale);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "non-finite scale %g", (double)scale);
     int rc = pc_codec_validate(c, msg, len, want, &h, err, errlen);
     if (hdr)
         *hdr = h;
@@ -596,6 +596,6 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
         return rc;
     rc = c->ops->apply(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, scale, dense);
     if (rc != PC_OK)
-        pc_codec__bad(err, errlen, "chunk %u: out of memory decoding", h.chunk);
+        pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: out of memory decoding", h.chunk);
     return rc;
 }
