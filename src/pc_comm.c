@@ -16,9 +16,7 @@ int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char
     int len = 0;
     if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof(msg), "MPI error %d", mpi_rc);
-    if (err && errlen)
-        snprintf(err, errlen, "%s: %s (%s:%d)", what, msg, file, line);
-    return PC_EMPI;
+    return pc_error_fmt(PC_EMPI, err, errlen, "%s: %s (%s:%d)", what, msg, file, line);
 }
 
 int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
@@ -33,10 +31,9 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
     if (rc != PC_OK)
         return rc;
     rc = pc_topo_self(topo, rank, nthreads, names, &me);
-    if (rc != PC_OK) {
-        snprintf(err, errlen, "rank %d: cannot read its CPU binding: %s", rank, pc_strerror(rc));
-        return rc;
-    }
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "rank %d: cannot read its CPU binding: %s", rank,
+                            pc_strerror(rc));
     rc = PC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
                       err, errlen);
     if (rc != PC_OK)
@@ -47,8 +44,7 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
         goto out;
     all = malloc(sizeof(*all) * (size_t)lsize);
     if (!all) {
-        rc = PC_ENOMEM;
-        snprintf(err, errlen, "out of memory gathering placement");
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory gathering placement");
         goto out;
     }
     rc = PC_MPI_CHECK(MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),

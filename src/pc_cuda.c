@@ -46,15 +46,13 @@ int pc_cuda_selftest(char *err, size_t errlen)
     int rc = PC_OK;
     int e = pc_cuda_affine_launch(out, PROBE_N);
     if (e != 0) {
-        snprintf(err, errlen, "probe kernel: %s", pc_cuda_error_string(e));
-        rc = PC_ECUDA;
+        rc = pc_error_fmt(PC_ECUDA, err, errlen, "probe kernel: %s", pc_cuda_error_string(e));
     } else {
         for (int i = 0; i < PROBE_N; i++) {
             float want = 0.5f * (float)i + 1.0f; /* CPU reference */
             if (out[i] != want) {
-                snprintf(err, errlen, "probe kernel: out[%d] = %g, CPU reference %g", i,
-                         (double)out[i], (double)want);
-                rc = PC_ECUDA;
+                rc = pc_error_fmt(PC_ECUDA, err, errlen, "probe kernel: out[%d] = %g, CPU reference %g",
+                                  i, (double)out[i], (double)want);
                 break;
             }
         }
