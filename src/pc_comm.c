@@ -19,6 +19,12 @@ int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char
     return pc_error_fmt(PC_EMPI, err, errlen, "%s: %s (%s:%d)", what, msg, file, line);
 }
 
+/* pc_topo_rank_t travels as MPI_BYTE between ranks of one node (same binary, same ABI):
+ * plain bytes, no pointers, no padding to leak or to differ. */
+_Static_assert(sizeof(pc_topo_rank_t) ==
+                   2 * sizeof(int) + PC_TOPO_CPUSET_LEN + PC_TOPO_MAX_THREADS * PC_TOPO_NAME_LEN,
+               "pc_topo_rank_t is sent as raw bytes");
+
 int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
                       int nthreads, const char *const names[], pc_topo_plan_t **plan,
                       int *local_rank, char *err, size_t errlen)
