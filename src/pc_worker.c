@@ -699,7 +699,17 @@ int pc_worker_start(pc_worker_t *w)
                 names[t] = w->tensors[t].name;
             pc_log_write(rt->log, PC_LOG_DEBUG, NULL, "chunk plan (%d chunks, %zu elements max):",
                          w->plan->nchunks, chunk_elems);
-            pc_plan_print(w->plan, names, stderr, "  ");
+            /* Line by line through the log (the library prints nothing of its own). */
+            char *text = NULL, *save = NULL;
+            size_t len = 0;
+            FILE *mem = open_memstream(&text, &len);
+            if (mem) {
+                pc_plan_print(w->plan, names, mem, "  ");
+                fclose(mem);
+                for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+                    pc_log_write(rt->log, PC_LOG_DEBUG, NULL, "%s", l);
+                free(text);
+            }
             free(names);
         }
     }
