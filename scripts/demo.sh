@@ -5,18 +5,20 @@
 # 1% compression and error feedback pipelined on a pinned compressor thread, printing
 # progress and the test accuracy after every epoch. Extra arguments go to pc-train, e.g.
 #   scripts/demo.sh --model cnn --epochs 5
+# Its metrics, timeline, charts and model go to results/ (PC_RESULTS=DIR: there instead).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 pc_setup
 pc_build build
 B="$PC_TOP/build"
-mkdir -p "$PC_TOP/results"
-pc_say "mpirun -np 3 pc-train $*   (metrics and timeline in results/)"
+R=${PC_RESULTS:-$PC_TOP/results}
+mkdir -p "$R"
+pc_say "mpirun -np 3 pc-train $*   (metrics and timeline in $R)"
 "$PC_TOP/scripts/pc-mpirun.sh" -t 3600 -np 3 "$B/apps/pc-train" \
-    --metrics "$PC_TOP/results/demo-metrics.jsonl" --timeline "$PC_TOP/results/demo-timeline.json" \
-    --save-model "$PC_TOP/results/demo-model.pcm" "$@"
+    --metrics "$R/demo-metrics.jsonl" --timeline "$R/demo-timeline.json" \
+    --save-model "$R/demo-model.pcm" "$@"
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     pc_say "charts"
-    "$PC_TOP/scripts/plot.py" "$PC_TOP/results/demo-metrics.jsonl" --out "$PC_TOP/results/demo"
+    "$PC_TOP/scripts/plot.py" "$R/demo-metrics.jsonl" --out "$R/demo"
 fi
-pc_say "open results/demo-timeline.json in https://ui.perfetto.dev to see the pipeline"
+pc_say "open $R/demo-timeline.json in https://ui.perfetto.dev to see the pipeline"

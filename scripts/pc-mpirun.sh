@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pc-mpirun.sh: start an MPI job the way PipeCompress tests, scripts and demos need it.
 #   scripts/pc-mpirun.sh [-t SECONDS] -np N PROGRAM [ARGS...]
-# - always under `timeout` (default 120 s): a hung job fails instead of hanging CI;
+# - always under `timeout` (-t SECONDS, default 3600; tests pass their own): a hung job
+#   fails instead of hanging CI, and says so when the limit ends it;
 # - as root, the two Open MPI variables that allow it;
 # - oversubscription allowed, and Open MPI told to yield when idle (more ranks than cores
 #   would otherwise busy-poll);
@@ -14,7 +15,7 @@
 # Exit status: the job's (mpirun's); 124 when the time limit ended it.
 # MPIRUN (the configure-detected mpirun) and PC_MPIRUN_ARGS (extra mpirun flags) are honoured.
 set -euo pipefail
-limit=120
+limit=3600
 if [ "${1:-}" = "-t" ]; then
     limit=$2
     shift 2
@@ -66,4 +67,7 @@ while :; do
     rc=$?
     kill -0 "$job" 2>/dev/null || break
 done
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "pc-mpirun.sh: the time limit of $limit s ended the job (-t SECONDS raises it)" >&2
+fi
 exit "$rc"

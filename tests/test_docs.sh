@@ -6,7 +6,7 @@
 # The short form of a command (and nothing else is changed):
 #   - a trailing "# comment" and a leading "cd /path/to/pipecompress && " are dropped (the
 #     commands run from the source tree, through a scratch directory that links build/,
-#     scripts/, apps/, doc/ and results/ to the tree's);
+#     scripts/, apps/ and doc/ to the tree's, with a results/ of its own);
 #   - a training run (pc-train, pc_example, the demo, a batch script) gets "--iters 20"
 #     unless it names --iters or --eval-model;
 #   - mpirun runs as a user of these docs would have it set up: installed programs (the
@@ -18,7 +18,10 @@
 #   - "scripts/check.sh" is the run that calls this test: not run again;
 #   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
 #     its final "make check" (the suite this test belongs to);
-#   - mpicc against the installed library: tests/test_install.sh runs that build.
+#   - doc/api.md's build against the installed library (mpicc ... -o pc_example, then
+#     ./pc_example): tests/test_install.sh runs those lines as written, on a staged install;
+#   - a demo run writes its results to a scratch directory (PC_RESULTS), not results/.
+# Deferred commands are listed as such, and counted.
 # A documented command that none of these rules knows fails the test: add a rule.
 #   tests/test_docs.sh            every command but sbatch's
 #   tests/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
@@ -67,10 +70,12 @@ for name in sorted(os.listdir(os.path.join(src, "doc"))):
 PY
 [ -s "$tmp/commands" ] || { bad "no documented commands found"; exit 1; }
 
-# The scratch directory the commands run in.
+# The scratch directory the commands run in; results/ is its own (the user's stays).
 work="$tmp/work"
-mkdir -p "$work" "$src/results"
-for d in build scripts apps doc results; do ln -s "$src/$d" "$work/$d"; done
+mkdir -p "$work" "$tmp/results"
+for d in build scripts apps doc; do ln -s "$src/$d" "$work/$d"; done
+ln -s "$tmp/results" "$work/results"
+export PC_RESULTS="$tmp/results"
 [ "$build" != "$src/build" ] && ln -sfn "$build" "$work/build"
 export PATH="$build/apps:$build/apps/examples:$PATH"
 if [ "$(id -u)" = 0 ]; then
@@ -84,6 +89,7 @@ short_iters() { # a training command line, with --iters 20 unless it has --iters
 }
 
 n=0
+deferred=0
 while IFS=$'\t' read -r where cmd; do
     n=$((n + 1))
     cmd=${cmd%%  #*}
@@ -91,6 +97,11 @@ while IFS=$'\t' read -r where cmd; do
     cmd=$(sed -E 's/[[:space:]]+$//; s|^cd /path/to/pipecompress && ||' <<<"$cmd")
     is_sbatch=0
     [[ $cmd == sbatch* ]] && is_sbatch=1
+    if [ $is_sbatch = 1 ] && [ $only_sbatch = 0 ]; then
+        echo "deferred: $where: $cmd (tests/test_slurm.sh runs it on its Slurm cluster)"
+        deferred=$((deferred + 1))
+        continue
+    fi
     [ $is_sbatch = $only_sbatch ] || continue
     log="$tmp/cmd-$n.log"
     run=""
@@ -104,9 +115,12 @@ while IFS=$'\t' read -r where cmd; do
             || cp -r "$src/." "$tmp/copy"
         rm -rf "$tmp/copy/build" "$tmp/copy/results"
         run="cd '$tmp/copy' && autoreconf -fi && mkdir -p build && cd build && ../configure && make -j\$(nproc)" ;;
-    mpicc*pkg-config*pipecompress*)
-        grep -qF -- "mpicc" "$src/tests/test_install.sh" \
-            && { echo "skip: $where: $cmd (built by tests/test_install.sh against an installed tree)"; continue; }
+    mpicc*pkg-config*pipecompress*|*" ./pc_example "*)
+        if [[ $where == doc/api.md:* ]] && grep -q 'doc/api.md' "$src/tests/test_install.sh"; then
+            echo "deferred: $where: $cmd (tests/test_install.sh runs it on a staged install)"
+            deferred=$((deferred + 1))
+            continue
+        fi
         bad "$where: no rule for '$cmd'"; continue ;;
     scripts/demo.sh*)
         run="$src/$(short_iters "$cmd")" ;;
@@ -157,5 +171,5 @@ if [ $only_sbatch = 0 ]; then
     fi
 fi
 
-echo "test_docs.sh: $ran documented commands run, $fails failure(s)"
+echo "test_docs.sh: $ran documented commands run, $deferred deferred to other tests, $fails failure(s)"
 [ "$fails" = 0 ]

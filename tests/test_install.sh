@@ -3,7 +3,8 @@
 # staging directory, then the API example compiled with nothing but
 #   mpicc apps/examples/pc_example.c $(pkg-config --cflags --libs pipecompress)
 # (pkg-config pointed at the staging prefix), and run under mpirun. It once failed on a
-# config.h that only the build tree has. The installed pc-train runs too.
+# config.h that only the build tree has. The installed pc-train runs too, and so do
+# doc/api.md's build-and-run lines as written.
 set -uo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,5 +39,27 @@ if "$run" -t 60 -np 3 "$installed" --data synthetic --synthetic-samples 600 --it
 else
     bad "installed pc-train"; tail -3 "$tmp/t.log"
 fi
+# doc/api.md's build-and-run lines, as written there, in a scratch directory laid out like
+# the source tree; pkg-config finds the staged install (a shim adds the staging prefix,
+# which a real install at the configured prefix would not need).
+work="$tmp/api"
+mkdir -p "$work/bin"
+ln -s "$PC_SRCDIR/apps" "$work/apps"
+ln -s "$PC_SRCDIR/scripts" "$work/scripts"
+printf '#!/bin/sh\nexec %s --define-variable=prefix=%s "$@"\n' "$(command -v pkg-config)" "$tmp/root$prefix" \
+    >"$work/bin/pkg-config"
+chmod +x "$work/bin/pkg-config"
+n=0
+while IFS= read -r line; do
+    n=$((n + 1))
+    if (cd "$work" && PATH="$work/bin:$PATH" PKG_CONFIG_PATH="$pcdir" timeout 300 bash -c "$line") \
+            </dev/null >"$tmp/api-$n.log" 2>&1; then
+        ok "doc/api.md: $line"
+    else
+        bad "doc/api.md: $line"; tail -3 "$tmp/api-$n.log"
+    fi
+done < <(awk '/^```/{f = !f && $0 == "```sh"; next} f && NF' "$PC_SRCDIR/doc/api.md")
+[ "$n" -ge 2 ] || bad "doc/api.md: expected its build-and-run commands, found $n lines"
+
 echo "test_install.sh: $fails failure(s)"
 [ "$fails" = 0 ]
