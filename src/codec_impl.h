@@ -83,16 +83,6 @@ bool pc_codec__fold_finite(float *v, const float *g, size_t n);
  * holding the folded gradient when grad is NULL. */
 float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 
-/* True when the float's bits are NaN or infinity. */
-static inline bool pc_codec__nonfinite(float f)
-{
-    union {
-        float f;
-        uint32_t u;
-    } v = {.f = f};
-    return (v.u & 0x7f800000u) == 0x7f800000u;
-}
-
 /* Largest finite binary16: fp16 values saturate here rather than overflow to infinity. */
 #define PC_CODEC_F16_MAX 65504.0f
 

@@ -189,11 +189,6 @@ pc_role_t pc_runtime_role(const pc_runtime_t *rt)
     return rt->role;
 }
 
-int pc_runtime_rank(const pc_runtime_t *rt)
-{
-    return rt->rank;
-}
-
 int pc_runtime_workers(const pc_runtime_t *rt)
 {
     return rt->nworkers;
@@ -399,7 +394,7 @@ int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, floa
         uint32_t u = pc_wire_get_u32(vals + 4 * j);
         float f;
         memcpy(&f, &u, sizeof(f));
-        p[h.codec == PULL_DENSE ? j : pc_wire_get_u32(q + 4 * j)] = f;
+        p[pc_wire_get_u32(q + 4 * j)] = f; /* sparse: dense returned above */
     }
     return PC_OK;
 }
