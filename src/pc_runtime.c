@@ -155,7 +155,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         if (!server && cfg->pipeline)
             pc_timeline_track(rt->tl, "compressor");
     }
-    if ((rc = rt_bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
+    if ((rc = pc_rt__bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
         pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
         goto fail;
     }
@@ -209,7 +209,7 @@ int pc_runtime_stop_signal(const pc_runtime_t *rt)
     return rt->stop_signal;
 }
 
-int rt_bind(pc_runtime_t *rt, int t, const char *who)
+int pc_rt__bind(pc_runtime_t *rt, int t, const char *who)
 {
     char err[256];
     int rc = pc_topo_plan_bind(rt->topo, rt->place, rt->local_rank, t, err, sizeof(err));
@@ -218,7 +218,7 @@ int rt_bind(pc_runtime_t *rt, int t, const char *who)
     return rc;
 }
 
-void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...)
+void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 {
     if (!rt->cfg.metrics[0])
         return;
@@ -303,7 +303,7 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
     return rc;
 }
 
-int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
+int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
 {
     int rc = PC_OK;
     if (rt->cfg.metrics[0])
@@ -322,8 +322,8 @@ int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
 
 /* ---- pull messages -------------------------------------------------------------------- */
 
-size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                   const uint32_t *changed, size_t nchanged, int mode)
+size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                          const uint32_t *changed, size_t nchanged, int mode)
 {
     /* A sparse entry costs 8 bytes, a dense one 4: sparse must at least halve the entries
      * to pay; auto wants it to quarter them (decode work, margin). */
@@ -353,8 +353,8 @@ size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, si
     return PC_WIRE_HEADER_BYTES + h.payload;
 }
 
-int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
-               char *err, size_t errlen)
+int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                      size_t n, char *err, size_t errlen)
 {
     pc_wire_header_t h;
     int rc = pc_wire_header_read(msg, len, &h, err, errlen);

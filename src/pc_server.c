@@ -156,14 +156,14 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         s->local[c] = s->nmine++;
         k->id = (uint32_t)c;
         k->n = n;
-        k->codec = rt_chunk_dense(rt, n) ? s->codec_dense : s->codec;
+        k->codec = pc_rt__chunk_dense(rt, n) ? s->codec_dense : s->codec;
         k->p = malloc(sizeof(float) * n);
         k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
         k->agg = malloc(sizeof(float) * n);
         k->changed = malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
         k->lens = calloc((size_t)rt->nworkers, sizeof(size_t));
-        k->pull = malloc(pull_max_bytes(n));
+        k->pull = malloc(pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
         if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
             !k->lens || !k->pull || !k->sends) {
@@ -209,7 +209,7 @@ static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     pc_ckpt_reader_t *r;
-    int rc = rt_ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
     if (rc != PC_OK)
         return rc;
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
@@ -250,7 +250,7 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
                                 (unsigned long long)s->mine[i].it);
     char why[512] = "";
     pc_ckpt_writer_t *cw = NULL;
-    int rc = rt_ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
+    int rc = pc_rt__ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .has_mom = k->mom != NULL};
@@ -259,7 +259,7 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
         if (k->mom)
             pc_ckpt_writer_write(cw, k->mom, sizeof(float) * k->n);
     }
-    return rt_ckpt_finish(rt, it, cw, rc, why, err, errlen);
+    return pc_rt__ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
 
 /* All workers' messages for chunk k are in: aggregate, step, push. */
@@ -291,7 +291,8 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
     if (rc != PC_OK)
         return rc;
-    size_t len = pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
+    size_t len =
+        pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id, rt->comm,
                                     &k->sends[w]),
@@ -302,11 +303,11 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int64_t t3 = pc_time_ns();
     char ev[40];
     snprintf(ev, sizeof(ev), "aggregate chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t0, t1);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t0, t1);
     snprintf(ev, sizeof(ev), "update chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t1, t2);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t1, t2);
     snprintf(ev, sizeof(ev), "push chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t2, t3);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t2, t3);
     /* Metrics of the iteration, emitted when every owned chunk has completed it. */
     int sl = (int)(k->it & 1);
     if (s->slot[sl].done == 0 || s->slot[sl].it != k->it)
@@ -318,14 +319,14 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     s->slot[sl].bytes_in += in;
     s->slot[sl].bytes_out += len * (size_t)W;
     if (++s->slot[sl].done == s->nmine) {
-        rt_metrics_line(rt,
-                        "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
-                        "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
-                        "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
-                        rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
-                        s->slot[sl].t_update, s->slot[sl].t_push,
-                        (unsigned long long)s->slot[sl].bytes_in,
-                        (unsigned long long)s->slot[sl].bytes_out);
+        pc_rt__metrics_line(rt,
+                            "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
+                            "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
+                            "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
+                            rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
+                            s->slot[sl].t_update, s->slot[sl].t_push,
+                            (unsigned long long)s->slot[sl].bytes_in,
+                            (unsigned long long)s->slot[sl].bytes_out);
         s->slot[sl].done = 0;
     }
     k->have = 0;
@@ -529,7 +530,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                           rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
     }
     if (rc == PC_OK)
-        rc = rt_metrics_write(rt, err, errlen);
+        rc = pc_rt__metrics_write(rt, err, errlen);
 out:
     server_free(&s);
     return rc;

@@ -276,7 +276,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
         int64_t t1 = pc_time_ns();
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
         snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
-        rt_trace(rt, track, ev, t0, t1);
+        pc_rt__trace(rt, track, ev, t0, t1);
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
                         rt->rank, c->id, w->tensors[c->first_tensor].name,
@@ -324,19 +324,20 @@ static int compress_one(pc_worker_t *w, bool *did)
     /* Post the update's receive before the gradient leaves: no unexpected messages. */
     c->recv_it = it;
     rc = PC_MPI_CHECK(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE,
-                                rt_server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
+                                pc_rt__server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
                                 &w->recvs[c->id]),
                       why, sizeof(why));
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, rt_server_rank(rt, c->server),
-                                    TAG_GRAD, rt->comm, &w->sends[c->id]),
+        rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE,
+                                    pc_rt__server_rank(rt, c->server), TAG_GRAD, rt->comm,
+                                    &w->sends[c->id]),
                           why, sizeof(why));
     if (rc != PC_OK)
         return merr(w, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
     char ev[40];
     snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
-    rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
+    pc_rt__trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
     return PC_OK;
 }
 
@@ -389,13 +390,13 @@ static int progress(pc_worker_t *w, int *got)
         MPI_Get_count(&w->statuses[j], MPI_BYTE, &count);
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
-        rc = pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
+        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
         char ev[40];
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
-        rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
+        pc_rt__trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
-                        rt_server_rank(rt, c->server), why);
+                        pc_rt__server_rank(rt, c->server), why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
         /* Release pairs with param_wait's acquire: the parameters are written. */
         atomic_store_explicit(&c->version, c->recv_it + 1, memory_order_release);
@@ -418,9 +419,9 @@ static int send_done(pc_worker_t *w)
     uint8_t sig[4];
     pc_wire_put_u32(sig, (uint32_t)w->rt->stop_signal);
     for (int s = 0; s < w->rt->nservers; s++) {
-        int rc = PC_MPI_CHECK(MPI_Send(sig, 4, MPI_BYTE, rt_server_rank(w->rt, s), TAG_DONE,
-                                       w->rt->comm),
-                              why, sizeof(why));
+        int rc = PC_MPI_CHECK(
+            MPI_Send(sig, 4, MPI_BYTE, pc_rt__server_rank(w->rt, s), TAG_DONE, w->rt->comm), why,
+            sizeof(why));
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: %s", w->rt->rank, why);
     }
@@ -430,7 +431,7 @@ static int send_done(pc_worker_t *w)
 static void *compressor_main(void *arg)
 {
     pc_worker_t *w = arg;
-    int rc = rt_bind(w->rt, 1, "compressor");
+    int rc = pc_rt__bind(w->rt, 1, "compressor");
     if (rc != PC_OK)
         snprintf(w->thread_err, sizeof(w->thread_err),
                  "worker r%d: cannot bind the compressor thread", w->rt->rank);
@@ -495,7 +496,7 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
     pc_runtime_t *rt = w->rt;
     int64_t msg[2] = {PC_OK, 0}; /* status, iteration */
     *it = 0;
-    if (!rt_ckpt_on(rt))
+    if (!pc_rt__ckpt_on(rt))
         return PC_OK;
     if (rt->rank == 0) {
         const char *dir = rt->cfg.checkpoint_dir;
@@ -505,7 +506,7 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
         if (msg[0] == PC_OK) {
             pc_ckpt_meta_t want;
             uint64_t found = 0;
-            rt_ckpt_meta(rt, 0, &want);
+            pc_rt__ckpt_meta(rt, 0, &want);
             /* Skipped ones stay: a checkpoint of another job is not ours to delete, and a damaged
              * one is overwritten when training reaches its iteration again. */
             int rc = pc_ckpt_find(dir, &want, rt->log, 0, &found, w->err, sizeof(w->err));
@@ -550,7 +551,7 @@ static int worker_load(pc_worker_t *w, uint64_t it)
 {
     pc_runtime_t *rt = w->rt;
     pc_ckpt_reader_t *r;
-    int rc = rt_ckpt_open(rt, it, (uint32_t)w->nchunks, &r, w->err, sizeof(w->err));
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)w->nchunks, &r, w->err, sizeof(w->err));
     if (rc != PC_OK)
         return rc;
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
@@ -598,11 +599,12 @@ static int worker_checkpoint(pc_worker_t *w)
     pc_wire_put_u32(msg, (uint32_t)it);
     pc_wire_put_u32(msg + 4, (uint32_t)(it >> 32));
     for (int s = 0; s < rt->nservers; s++)
-        if ((rc = PC_MPI_CHECK(MPI_Send(msg, 8, MPI_BYTE, rt_server_rank(rt, s), TAG_CKPT, rt->comm),
-                               why, sizeof(why))) != PC_OK)
+        if ((rc = PC_MPI_CHECK(
+                 MPI_Send(msg, 8, MPI_BYTE, pc_rt__server_rank(rt, s), TAG_CKPT, rt->comm), why,
+                 sizeof(why))) != PC_OK)
             return werr(w, rc, "worker r%d: %s", rt->rank, why);
     pc_ckpt_writer_t *cw = NULL;
-    rc = rt_ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
+    rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
         const float *a = w->allreduce ? c->p : pc_codec_state_residual(c->st);
@@ -615,7 +617,7 @@ static int worker_checkpoint(pc_worker_t *w)
         if (b)
             pc_ckpt_writer_write(cw, b, sizeof(float) * c->n);
     }
-    rc = rt_ckpt_finish(rt, it, cw, rc, why, w->err, sizeof(w->err));
+    rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->err, sizeof(w->err));
     if (rc != PC_OK)
         return rc;
     w->last_ckpt = it;
@@ -747,9 +749,9 @@ int pc_worker_start(pc_worker_t *w)
                 return werr(w, PC_ENOMEM, "out of memory for chunk %d", ci);
             continue;
         }
-        c->codec = rt_chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+        c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
         c->send_cap = pc_codec_max_bytes(c->codec, c->n);
-        c->recv_cap = pull_max_bytes(c->n);
+        c->recv_cap = pc_rt__pull_max_bytes(c->n);
         c->sendbuf = malloc(c->send_cap);
         c->recvbuf = malloc(c->recv_cap);
         if (!c->sendbuf || !c->recvbuf ||
@@ -772,12 +774,12 @@ int pc_worker_start(pc_worker_t *w)
             pc_wire_put_u32(lay + 20 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].server);
         }
         for (int s = 0; s < rt->nservers && rc == PC_OK; s++)
-            rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, rt_server_rank(rt, s),
+            rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, pc_rt__server_rank(rt, s),
                                        TAG_LAYOUT, rt->comm),
                               why, sizeof(why));
         free(lay);
         for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
-            int server = rt_server_rank(rt, w->chunks[ci].server);
+            int server = pc_rt__server_rank(rt, w->chunks[ci].server);
             if (resume)
                 rc = PC_MPI_CHECK(MPI_Recv(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
                                            TAG_INIT, rt->comm, MPI_STATUS_IGNORE),
@@ -850,7 +852,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
                         "worker r%d: timed out after %g s waiting for the update of tensor '%s' "
                         "(chunk %u, server r%d) for iteration %llu",
                         w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
-                        w->allreduce ? -1 : rt_server_rank(w->rt, c->server),
+                        w->allreduce ? -1 : pc_rt__server_rank(w->rt, c->server),
                         (unsigned long long)(want - 1));
         pc_backoff_pause(&b);
     }
@@ -934,20 +936,19 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
                  isnan(m->accuracy) ? -1.0 : m->accuracy);
     w->last = *m;
     w->have_last = true;
-    rt_metrics_line(w->rt,
-                    "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
-                    "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
-                    "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
-                    "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
-                    "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
-                    "\"mode\": \"%s\"%s}",
-                    w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward,
-                    m->t_backward, m->t_param_wait, m->t_compress, m->t_exposed,
-                    (unsigned long long)m->bytes_sent, (unsigned long long)m->bytes_received,
-                    (unsigned long long)m->dense_bytes,
-                    m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0,
-                    m->queue_high_water, w->pipelined ? "true" : "false",
-                    w->allreduce ? "allreduce" : "ps", extra);
+    pc_rt__metrics_line(
+        w->rt,
+        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
+        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
+        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
+        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
+        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
+        "\"mode\": \"%s\"%s}",
+        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward, m->t_backward,
+        m->t_param_wait, m->t_compress, m->t_exposed, (unsigned long long)m->bytes_sent,
+        (unsigned long long)m->bytes_received, (unsigned long long)m->dense_bytes,
+        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0, m->queue_high_water,
+        w->pipelined ? "true" : "false", w->allreduce ? "allreduce" : "ps", extra);
 }
 
 int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
@@ -1020,8 +1021,8 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
         want_stop = any != 0;
         rt->stop_signal = any;
     }
-    if (rt_ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
-                                         w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
+    if (pc_rt__ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
+                                             w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
         int rc = worker_checkpoint(w);
         if (rc != PC_OK)
             return rc;
@@ -1044,7 +1045,7 @@ int pc_worker_finish(pc_worker_t *w)
             return rc;
     }
     /* The final state, unless this boundary is already checkpointed. */
-    if (rt_ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
+    if (pc_rt__ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
         int rc = worker_checkpoint(w);
         if (rc != PC_OK)
             return rc;
@@ -1069,7 +1070,7 @@ int pc_worker_finish(pc_worker_t *w)
         emit(w, &w->pending);
         w->have_pending = false;
     }
-    rc = rt_metrics_write(rt, why, sizeof(why));
+    rc = pc_rt__metrics_write(rt, why, sizeof(why));
     if (rc != PC_OK)
         return werr(w, rc, "%s", why);
     return PC_OK;
@@ -1083,12 +1084,12 @@ void pc_worker_report(pc_worker_t *w, double loss, double accuracy)
 
 void pc_worker_metrics_note(pc_worker_t *w, const char *json_object)
 {
-    rt_metrics_line(w->rt, "%s", json_object);
+    pc_rt__metrics_line(w->rt, "%s", json_object);
 }
 
 void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1_ns)
 {
-    rt_trace(w->rt, TRACK_MAIN, name, t0_ns, t1_ns);
+    pc_rt__trace(w->rt, TRACK_MAIN, name, t0_ns, t1_ns);
 }
 
 bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out)

@@ -16,7 +16,7 @@
  *   TAG_CKPT        worker -> every server, at an iteration boundary N when every update
  *                   of iteration N-1 is in (u64 N): checkpoint now. When all workers' have
  *                   come, the server writes its shard and joins the collective that ends
- *                   the checkpoint (rt_ckpt_finish).
+ *                   the checkpoint (pc_rt__ckpt_finish).
  * Pull messages reuse the pc_wire header with codec PULL_DENSE (n floats) or PULL_SPARSE
  * (entries u32 indices, strictly increasing, then entries floats: the parameters that
  * changed); the receiver validates everything before writing. */
@@ -84,7 +84,8 @@ struct pc_runtime {
 #define TRACK_COMPRESSOR 1
 
 /* Record an event on a track (no-op without --timeline). */
-static inline void rt_trace(pc_runtime_t *rt, int track, const char *name, int64_t t0, int64_t t1)
+static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, int64_t t0,
+                                int64_t t1)
 {
     if (rt->tl)
         pc_timeline_event(rt->tl, track, name, t0, t1);
@@ -92,27 +93,28 @@ static inline void rt_trace(pc_runtime_t *rt, int track, const char *name, int64
 
 /* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
  * servers decide alike from the chunk's size. */
-static inline bool rt_chunk_dense(const pc_runtime_t *rt, size_t n)
+static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
 {
     return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
 }
 
 /* The rank of server s. */
-static inline int rt_server_rank(const pc_runtime_t *rt, int s)
+static inline int pc_rt__server_rank(const pc_runtime_t *rt, int s)
 {
     return rt->nworkers + s;
 }
 
 /* Bind the calling thread as thread t of this rank's placement; logs and returns the
  * error. */
-int rt_bind(pc_runtime_t *rt, int t, const char *who);
+int pc_rt__bind(pc_runtime_t *rt, int t, const char *who);
 
 /* Append one JSON line (printf-style, without the newline) to this rank's metrics. */
-void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Collective over rt->comm: gather every rank's metrics lines and timeline to rank 0,
  * which writes --metrics and --timeline (temporary file, then rename). */
-int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
+int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
 
@@ -127,44 +129,44 @@ typedef struct ckpt_header {
 } ckpt_header_t;
 
 /* Whether checkpoints are on. */
-static inline bool rt_ckpt_on(const pc_runtime_t *rt)
+static inline bool pc_rt__ckpt_on(const pc_runtime_t *rt)
 {
     return rt->cfg.checkpoint_dir[0] != '\0';
 }
 
 /* This job's checkpoint identity (pc_ckpt_meta_t) at iteration it. */
-void rt_ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
+void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
 
 /* Open this rank's file of checkpoint it and write its header. */
-int rt_ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w, char *err,
-                  size_t errlen);
+int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w,
+                      char *err, size_t errlen);
 
 /* Open this rank's file of checkpoint it and check its header. */
-int rt_ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r, char *err,
-                 size_t errlen);
+int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r,
+                     char *err, size_t errlen);
 
 /* Collective over rt->comm, every rank once per checkpoint: commit this rank's writer (w,
  * or NULL after a failure described by rc and why), share every rank's result; rank 0 then
  * writes the manifest and prunes old checkpoints. Returns the same on every rank: PC_OK,
  * or PC_EIO naming the first rank that failed. */
-int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
-                   char *err, size_t errlen);
+int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
+                       char *err, size_t errlen);
 
 /* Largest pull message for a chunk of n elements. */
-static inline size_t pull_max_bytes(size_t n)
+static inline size_t pc_rt__pull_max_bytes(size_t n)
 {
     return PC_WIRE_HEADER_BYTES + 4 * n;
 }
 
 /* Encode the pull message for chunk (chunk, n) at iteration it: dense, or sparse when
  * `changed` indices (ascending) are few enough for mode (pc_config_pull_t). Returns the
- * message length. buf holds pull_max_bytes(n). */
-size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                   const uint32_t *changed, size_t nchanged, int mode);
+ * message length. buf holds pc_rt__pull_max_bytes(n). */
+size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                          const uint32_t *changed, size_t nchanged, int mode);
 
 /* Validate a pull message completely, then write its parameters into p (n floats).
  * PC_EFORMAT with a message on any problem; p untouched then. */
-int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
-               char *err, size_t errlen);
+int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                      size_t n, char *err, size_t errlen);
 
 #endif /* PC_RUNTIME_PROTO_H */

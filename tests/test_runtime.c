@@ -133,23 +133,23 @@ static void test_pull_round_trips(void **state)
     uint8_t buf[PC_WIRE_HEADER_BYTES + 4 * N];
     char err[256];
     /* auto: 3 changed of 100 -> sparse; the old values elsewhere stay. */
-    size_t len = pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO);
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO);
     assert_int_equal(len, PC_WIRE_HEADER_BYTES + 24);
     for (int i = 0; i < N; i++)
         q[i] = -1;
-    assert_int_equal(pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
     for (int i = 0; i < N; i++)
         assert_true(q[i] == ((i == 3 || i == 17 || i == 99) ? p[i] : -1.0f));
     /* dense always, and auto with many changes. */
-    len = pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE);
+    len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE);
     assert_int_equal(len, PC_WIRE_HEADER_BYTES + 4 * N);
-    assert_int_equal(pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
     assert_memory_equal(p, q, sizeof(p));
     for (int i = 0; i < N; i++)
         changed[i] = (uint32_t)i;
-    assert_int_equal(pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO),
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO),
                      PC_WIRE_HEADER_BYTES + 4 * N); /* 40% changed: dense pays */
-    assert_int_equal(pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE),
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE),
                      PC_WIRE_HEADER_BYTES + 8 * 40);
 }
 
@@ -159,7 +159,7 @@ static void expect_bad(uint8_t *buf, size_t len, uint32_t chunk, uint64_t it, co
     for (int i = 0; i < 100; i++)
         q[i] = 1.5f;
     char err[256] = "";
-    assert_int_equal(pull_apply(buf, len, chunk, it, q, 100, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_rt__pull_apply(buf, len, chunk, it, q, 100, err, sizeof(err)), PC_EFORMAT);
     if (needle && !strstr(err, needle))
         fail_msg("\"%s\" lacks \"%s\"", err, needle);
     for (int i = 0; i < 100; i++)
@@ -174,7 +174,7 @@ static void test_pull_rejections(void **state)
         p[i] = (float)i;
     uint32_t changed[3] = {3, 17, 99};
     uint8_t buf[PC_WIRE_HEADER_BYTES + 400], bad[PC_WIRE_HEADER_BYTES + 400];
-    size_t len = pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
     expect_bad(buf, len, 6, 9, "expected");      /* wrong chunk */
     expect_bad(buf, len, 5, 8, "expected");      /* wrong iteration */
     expect_bad(buf, len - 1, 5, 9, "payload");   /* truncated */
