@@ -30,7 +30,7 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_time.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 typedef struct schunk {
     uint32_t id;
@@ -125,14 +125,16 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     if ((rc = recv_any_size(s, 0, TAG_LAYOUT, &lay, &len, "the model layout from worker r0", err,
                             errlen)) != PC_OK)
         return rc;
-    if (len < 16 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
-        (size_t)len != 16 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
+    rt_layout_t layout;
+    char why[256];
+    if ((rc = pc_rt__layout_parse(lay, (size_t)len, rt->nservers, &layout, why, sizeof(why))) !=
+        PC_OK) {
         free(lay);
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
-                    rt->rank);
+        return pc_error_fmt(rc, err, errlen, "server r%d: malformed layout message from r0: %s",
+                            rt->rank, why);
     }
-    int nc = (int)pc_wire_get_u32(lay + 4);
-    uint64_t resume = pc_wire_get_u32(lay + 8) | (uint64_t)pc_wire_get_u32(lay + 12) << 32;
+    int nc = (int)layout.nchunks;
+    uint64_t resume = layout.resume;
     int me = rt->rank - rt->nworkers;
     s->nchunks_total = nc;
     s->local = malloc(sizeof(int) * (size_t)(nc ? nc : 1));
@@ -142,14 +144,10 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc; c++) {
-        uint32_t n = pc_wire_get_u32(lay + 16 + 8 * (size_t)c);
-        int owner = (int)pc_wire_get_u32(lay + 20 + 8 * (size_t)c);
+        uint32_t n;
+        int owner;
+        pc_rt__layout_chunk(&layout, (uint32_t)c, &n, &owner);
         s->local[c] = -1;
-        if (n == 0 || n > PC_CODEC_MAX_N || owner < 0 || owner >= rt->nservers) {
-            free(lay);
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: layout names a bad chunk %d",
-                        rt->rank, c);
-        }
         if (owner != me)
             continue;
         schunk_t *k = &s->mine[s->nmine];
@@ -174,25 +172,39 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         for (int w = 0; w < rt->nworkers; w++)
             k->sends[w] = MPI_REQUEST_NULL;
     }
-    free(lay);
+    free(lay); /* layout's view of it ends here */
+    /* Init messages pass through the chunk's pull buffer (pc_rt__pull_max_bytes(n) >=
+     * pc_rt__init_bytes(n)), unused until the first push. */
     if (resume) {
         /* The checkpointed shard; worker 0 takes its parameters, in chunk order. */
         if ((rc = server_load(s, resume, err, errlen)) != PC_OK)
             return rc;
-        for (int i = 0; i < s->nmine && rc == PC_OK; i++)
-            rc = PC_MPI_CHECK(MPI_Send(s->mine[i].p, (int)s->mine[i].n, MPI_FLOAT, 0, TAG_INIT,
-                                       rt->comm),
-                              err, errlen);
+        for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+            schunk_t *k = &s->mine[i];
+            pc_rt__init_encode(k->pull, k->p, k->n);
+            rc = PC_MPI_CHECK(
+                MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm),
+                err, errlen);
+        }
         return rc;
     }
     /* Initial parameters, in chunk order (messages between a pair keep their order). */
     for (int i = 0; i < s->nmine; i++) {
         schunk_t *k = &s->mine[i];
-        rc = PC_MPI_CHECK(MPI_Recv(k->p, (int)k->n, MPI_FLOAT, 0, TAG_INIT, rt->comm,
-                                   MPI_STATUS_IGNORE),
+        MPI_Status st;
+        int count = 0;
+        rc = PC_MPI_CHECK(MPI_Recv(k->pull, (int)pc_rt__pull_max_bytes(k->n), MPI_BYTE, 0, TAG_INIT,
+                                   rt->comm, &st),
                           err, errlen);
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count), err, errlen);
         if (rc != PC_OK)
             return rc;
+        if ((rc = pc_rt__init_apply(k->pull, (size_t)count, k->id, k->p, k->n, why, sizeof(why))) !=
+            PC_OK)
+            return pc_error_fmt(rc, err, errlen,
+                                "server r%d: rejected initial parameters from worker r0: %s",
+                                rt->rank, why);
     }
     return PC_OK;
 }
@@ -467,13 +479,14 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             break;
         }
         if (st.MPI_TAG == TAG_CKPT) {
-            uint64_t it = len == 8 ? pc_wire_get_u32(buf) | (uint64_t)pc_wire_get_u32(buf + 4) << 32
-                                   : 0;
+            uint64_t it = 0;
+            char why[256] = "";
+            rc = pc_rt__ckpt_req_parse(buf, (size_t)len, &it, why, sizeof(why));
             free(buf);
-            if (len != 8 || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
+            if (rc != PC_OK || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                                  "server r%d: unexpected checkpoint request from worker r%d", rt->rank,
-                                  src);
+                                  "server r%d: unexpected checkpoint request from worker r%d%s%s",
+                                  rt->rank, src, why[0] ? ": " : "", why);
                 break;
             }
             ckpt_from[src] = true;
@@ -488,15 +501,18 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             continue;
         }
         if (st.MPI_TAG == TAG_DONE) {
-            uint32_t sig = len == 4 ? pc_wire_get_u32(buf) : 0;
+            int sig = 0;
+            char why[256];
+            rc = pc_rt__done_parse(buf, (size_t)len, &sig, why, sizeof(why));
             free(buf);
-            if (len != 4 || sig > 64) {
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                                  "server r%d: malformed end message from worker r%d", rt->rank, src);
+            if (rc != PC_OK) {
+                rc = pc_error_fmt(rc, err, errlen,
+                                  "server r%d: malformed end message from worker r%d: %s", rt->rank,
+                                  src, why);
                 break;
             }
-            if ((int)sig > rt->stop_signal)
-                rt->stop_signal = (int)sig;
+            if (sig > rt->stop_signal)
+                rt->stop_signal = sig;
             if (finished[src]) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
                           rt->rank, src);

@@ -37,7 +37,7 @@
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_spsc.h"
 #include "pipecompress/pc_time.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 /* Metrics ring: an iteration's compressor-side counters are complete one iteration later;
  * four slots leave room for a future bounded-staleness window. */
@@ -416,12 +416,12 @@ static bool updates_outstanding(const pc_worker_t *w)
 static int send_done(pc_worker_t *w)
 {
     char why[256];
-    uint8_t sig[4];
-    pc_wire_put_u32(sig, (uint32_t)w->rt->stop_signal);
+    uint8_t sig[PC_RT_DONE_BYTES];
+    pc_rt__done_encode(sig, w->rt->stop_signal);
     for (int s = 0; s < w->rt->nservers; s++) {
-        int rc = PC_MPI_CHECK(
-            MPI_Send(sig, 4, MPI_BYTE, pc_rt__server_rank(w->rt, s), TAG_DONE, w->rt->comm), why,
-            sizeof(why));
+        int rc = PC_MPI_CHECK(MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE,
+                                       pc_rt__server_rank(w->rt, s), TAG_DONE, w->rt->comm),
+                              why, sizeof(why));
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: %s", w->rt->rank, why);
     }
@@ -595,13 +595,12 @@ static int worker_checkpoint(pc_worker_t *w)
         if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
             return rc;
     char why[512] = "";
-    uint8_t msg[8];
-    pc_wire_put_u32(msg, (uint32_t)it);
-    pc_wire_put_u32(msg + 4, (uint32_t)(it >> 32));
+    uint8_t msg[PC_RT_CKPT_BYTES];
+    pc_rt__ckpt_req_encode(msg, it);
     for (int s = 0; s < rt->nservers; s++)
-        if ((rc = PC_MPI_CHECK(
-                 MPI_Send(msg, 8, MPI_BYTE, pc_rt__server_rank(rt, s), TAG_CKPT, rt->comm), why,
-                 sizeof(why))) != PC_OK)
+        if ((rc = PC_MPI_CHECK(MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, pc_rt__server_rank(rt, s),
+                                        TAG_CKPT, rt->comm),
+                               why, sizeof(why))) != PC_OK)
             return werr(w, rc, "worker r%d: %s", rt->rank, why);
     pc_ckpt_writer_t *cw = NULL;
     rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
@@ -761,36 +760,40 @@ int pc_worker_start(pc_worker_t *w)
     /* Worker 0 gives each server the plan and its chunks' initial parameters (or, when
      * resuming, takes the checkpointed parameters from the servers). */
     if (rt->rank == 0 && !w->allreduce) {
-        size_t lay_len = 16 + 8 * (size_t)w->nchunks;
+        size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
         uint8_t *lay = malloc(lay_len);
         if (!lay)
             return werr(w, PC_ENOMEM, "out of memory");
-        pc_wire_put_u32(lay, LAYOUT_MAGIC);
-        pc_wire_put_u32(lay + 4, (uint32_t)w->nchunks);
-        pc_wire_put_u32(lay + 8, (uint32_t)resume);
-        pc_wire_put_u32(lay + 12, (uint32_t)(resume >> 32));
-        for (int ci = 0; ci < w->nchunks; ci++) {
-            pc_wire_put_u32(lay + 16 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].n);
-            pc_wire_put_u32(lay + 20 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].server);
-        }
+        pc_rt__layout_encode(lay, w->plan, resume);
         for (int s = 0; s < rt->nservers && rc == PC_OK; s++)
             rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, pc_rt__server_rank(rt, s),
                                        TAG_LAYOUT, rt->comm),
                               why, sizeof(why));
         free(lay);
+        /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
+         * pc_rt__init_bytes(n)), unused until the first update is posted. */
         for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
-            int server = pc_rt__server_rank(rt, w->chunks[ci].server);
-            if (resume)
-                rc = PC_MPI_CHECK(MPI_Recv(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
-                                           TAG_INIT, rt->comm, MPI_STATUS_IGNORE),
+            wchunk_t *c = &w->chunks[ci];
+            int server = pc_rt__server_rank(rt, c->server), count = 0;
+            MPI_Status st;
+            if (!resume) {
+                pc_rt__init_encode(c->recvbuf, c->p, c->n);
+                rc = PC_MPI_CHECK(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
+                                           server, TAG_INIT, rt->comm),
                                   why, sizeof(why));
-            else
-                rc = PC_MPI_CHECK(MPI_Send(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
-                                           TAG_INIT, rt->comm),
-                                  why, sizeof(why));
+                continue;
+            }
+            rc = PC_MPI_CHECK(
+                MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
+                why, sizeof(why));
+            if (rc == PC_OK)
+                rc = PC_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count), why, sizeof(why));
+            if (rc == PC_OK)
+                rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why,
+                                       sizeof(why));
         }
         if (rc != PC_OK)
-            return werr(w, rc, "worker r0: sending the layout: %s", why);
+            return werr(w, rc, "worker r0: the layout and initial parameters: %s", why);
     }
     /* This worker's own state: codec states (allreduce: parameters and momentum). */
     if (resume && (rc = worker_load(w, resume)) != PC_OK)

@@ -10,7 +10,7 @@
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m)
 {

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
 #include "runtime_proto.h"
 

@@ -13,7 +13,7 @@
 #include <mpi.h>
 
 #include "pipecompress/pipecompress.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 static void die(const char *what, const char *msg)
 {
