@@ -38,8 +38,8 @@ typedef struct schunk {
     const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
     float *p, *mom, *agg;
     uint32_t *changed;
-    uint8_t **msgs; /* per worker: this iteration's message, or NULL */
-    size_t *lens;
+    uint8_t **msgs;   /* per worker: this iteration's message (owned), or NULL */
+    rt_grad_t *grads; /* per worker: msgs[w] validated (pc_rt__grad_read and _check) */
     int have;
     uint64_t it; /* iteration being collected */
     uint8_t *pull;
@@ -75,7 +75,7 @@ static void server_free(server_t *s)
             for (int w = 0; w < s->rt->nworkers; w++)
                 free(c->msgs[w]);
         free(c->msgs);
-        free(c->lens);
+        free(c->grads);
         free(c->pull);
         free(c->sends);
     }
@@ -160,11 +160,11 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         k->agg = malloc(sizeof(float) * n);
         k->changed = malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
-        k->lens = calloc((size_t)rt->nworkers, sizeof(size_t));
+        k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
         k->pull = malloc(pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
         if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
-            !k->lens || !k->pull || !k->sends) {
+            !k->grads || !k->pull || !k->sends) {
             free(lay);
             return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
                         c);
@@ -281,16 +281,16 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int W = rt->nworkers;
     int64_t t0 = pc_time_ns();
     memset(k->agg, 0, sizeof(float) * k->n);
-    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
     char why[256];
     uint64_t in = 0;
     for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
-        int rc = pc_codec_decode_add(k->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
-                                     k->agg, NULL, why, sizeof(why));
+        /* Validated on arrival (on_grad): applied without a second parse. */
+        int rc =
+            pc_rt__grad_apply(k->codec, &k->grads[w], 1.0f / (float)W, k->agg, why, sizeof(why));
         if (rc != PC_OK)
-            return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
-                        rt->rank, w, why);
-        in += k->lens[w];
+            return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s",
+                                rt->rank, w, why);
+        in += k->grads[w].len;
         free(k->msgs[w]);
         k->msgs[w] = NULL;
     }
@@ -346,39 +346,34 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     return PC_OK;
 }
 
-/* One gradient message from worker src: validate fully, keep it, maybe complete. */
+/* One gradient message from worker src (buf: owned, taken): validate it completely, once
+ * (header, route to its chunk, the codec's checks, not a duplicate), keep it with its
+ * parsed header, and complete the chunk when every worker's is in. */
 static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
-    pc_wire_header_t h;
+    rt_grad_t g;
+    schunk_t *k = NULL;
     char why[256];
-    int rc = pc_wire_header_read(buf, (size_t)len, &h, why, sizeof(why));
+    int rc = pc_rt__grad_read(buf, (size_t)len, &g, why, sizeof(why));
+    if (rc == PC_OK && (g.h.chunk >= (uint32_t)s->nchunks_total || s->local[g.h.chunk] < 0))
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "chunk %u is not served here", g.h.chunk);
+    if (rc == PC_OK) {
+        k = &s->mine[s->local[g.h.chunk]];
+        pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
+        rc = pc_rt__grad_check(k->codec, &g, &want, why, sizeof(why));
+    }
+    if (rc == PC_OK && k->msgs[src])
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                          "second message for chunk %u of iteration %llu", k->id,
+                          (unsigned long long)k->it);
     if (rc != PC_OK) {
         free(buf);
-        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
-                    src, why);
-    }
-    if (h.chunk >= (uint32_t)s->nchunks_total || s->local[h.chunk] < 0) {
-        free(buf);
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                    "server r%d: rejected message from worker r%d: chunk %u is not served here",
-                    rt->rank, src, h.chunk);
-    }
-    schunk_t *k = &s->mine[s->local[h.chunk]];
-    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
-    rc = pc_codec_validate(k->codec, buf, (size_t)len, &want, NULL, why, sizeof(why));
-    if (rc == PC_OK && k->msgs[src]) {
-        rc = PC_EFORMAT;
-        snprintf(why, sizeof(why), "second message for chunk %u of iteration %llu", k->id,
-                 (unsigned long long)k->it);
-    }
-    if (rc != PC_OK) {
-        free(buf);
-        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
-                    src, why);
+        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
+                            rt->rank, src, why);
     }
     k->msgs[src] = buf;
-    k->lens[src] = (size_t)len;
+    k->grads[src] = g;
     if (++k->have == rt->nworkers)
         return complete_chunk(s, k, err, errlen);
     return PC_OK;
