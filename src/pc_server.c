@@ -215,6 +215,8 @@ static int server_setup(server_t *s, char *err, size_t errlen)
 typedef struct srec {
     uint32_t id, n, has_mom, pad;
 } srec_t;
+/* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
+_Static_assert(sizeof(srec_t) == 16, "srec_t is part of the checkpoint file format");
 
 /* Restore every owned chunk's parameters, momentum and iteration from checkpoint it. */
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)

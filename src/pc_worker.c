@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,15 @@ typedef struct desc {
     uint64_t iteration;
     uint64_t begin, end;
 } desc_t;
+/* Descriptors travel through q_ready as raw slots: 32 bytes, no padding. */
+_Static_assert(sizeof(desc_t) == 32, "desc_t is a 32-byte SPSC slot");
 
 typedef struct rel {
     int32_t tensor;
     uint32_t pad;
     uint64_t iteration;
 } rel_t;
+_Static_assert(sizeof(rel_t) == 16, "rel_t is a 16-byte SPSC slot");
 
 typedef struct wtensor {
     char name[NAME_LEN];
@@ -487,6 +491,9 @@ typedef struct wrec {
     uint32_t has_a, has_b; /* ps: residual, codec momentum; allreduce: parameters, momentum */
     uint64_t steps;        /* ps: codec steps (dgc warm-up) */
 } wrec_t;
+/* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
+_Static_assert(sizeof(wrec_t) == 24 && offsetof(wrec_t, steps) == 16,
+               "wrec_t is part of the checkpoint file format");
 
 /* Rank 0 picks the checkpoint to resume from (--resume), creating --checkpoint-dir when it is
  * missing; every worker learns the choice (*it; 0: a fresh start). Collective over the

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,9 @@ typedef struct outcome {
     uint64_t size;
     char why[240];
 } outcome_t;
+/* Gathered as raw bytes (MPI_BYTE) from every rank: no padding, one size everywhere. */
+_Static_assert(sizeof(outcome_t) == 256 && offsetof(outcome_t, why) == 16,
+               "outcome_t travels as 256 raw bytes");
 
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
                        char *err, size_t errlen)

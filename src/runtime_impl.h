@@ -97,6 +97,10 @@ typedef struct ckpt_header {
     uint32_t version, rank, role, records;
     uint64_t iteration;
 } ckpt_header_t;
+/* Written raw at the start of every rank's checkpoint file: a change of layout is a new
+ * CKPT_VERSION. */
+_Static_assert(sizeof(ckpt_header_t) == 32 && offsetof(ckpt_header_t, iteration) == 24,
+               "ckpt_header_t is part of the checkpoint file format");
 
 /* Whether checkpoints are on. */
 static inline bool pc_rt__ckpt_on(const pc_runtime_t *rt)
