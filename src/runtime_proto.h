@@ -153,8 +153,9 @@ size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float
                           const uint32_t *changed, size_t nchanged, int mode);
 
 /* Validate a pull message completely (header, codec PULL_DENSE or PULL_SPARSE, no flags,
- * chunk, n and iteration as expected, sizes, indices < n and strictly increasing, values
- * finite), then write its parameters into p (n floats). On PC_EFORMAT p is untouched. */
+ * chunk, n and iteration as expected, sizes, scale 0, indices < n and strictly increasing,
+ * values finite), then write its parameters into p (n floats). On PC_EFORMAT p is
+ * untouched. */
 int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
                       size_t n, char *err, size_t errlen);
 

@@ -195,6 +195,9 @@ static void test_pull_rejections(void **state)
     memcpy(bad, buf, len);
     bad[5] = 3; /* a gradient codec id */
     expect_bad(bad, len, 5, 9, "codec");
+    memcpy(bad, buf, len);
+    pc_wire_put_u32(bad + 32, 0x3f800000u); /* scale 1: pull messages carry 0 */
+    expect_bad(bad, len, 5, 9, "scale");
 }
 
 /* Layout: the plan's sizes and servers, byte for byte, and every check. */
