@@ -165,7 +165,9 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
         (!dense && h.payload != 8 * (size_t)h.entries))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes",
                             chunk, h.entries, h.payload);
-    if (h.scale != 0)
+    uint32_t scale_bits; /* +0 exactly: -0 compares equal to 0 but is other bytes */
+    memcpy(&scale_bits, &h.scale, sizeof(scale_bits));
+    if (scale_bits != 0)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update with scale %g, not 0", chunk,
                             (double)h.scale);
     const uint8_t *vals = dense ? q : q + 4 * k;

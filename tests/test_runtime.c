@@ -198,6 +198,9 @@ static void test_pull_rejections(void **state)
     memcpy(bad, buf, len);
     pc_wire_put_u32(bad + 32, 0x3f800000u); /* scale 1: pull messages carry 0 */
     expect_bad(bad, len, 5, 9, "scale");
+    memcpy(bad, buf, len);
+    pc_wire_put_u32(bad + 32, 0x80000000u); /* -0: equal to 0, other bytes */
+    expect_bad(bad, len, 5, 9, "scale -0");
 }
 
 /* Layout: the plan's sizes and servers, byte for byte, and every check. */
