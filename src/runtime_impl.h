@@ -53,7 +53,8 @@ struct pc_runtime {
 #define TRACK_MAIN 0
 #define TRACK_COMPRESSOR 1
 
-/* Record an event on a track (no-op without --timeline). */
+/* Record an event on a track (no-op without --timeline); name is copied. Only the track's
+ * thread may call it (pc_timeline_event). */
 static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, int64_t t0,
                                 int64_t t1)
 {
@@ -62,28 +63,32 @@ static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, i
 }
 
 /* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
- * servers decide alike from the chunk's size. */
+ * servers decide alike from the chunk's size. Thread-safe. */
 static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
 {
     return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
 }
 
-/* The rank of server s. */
+/* The rank of server s (0..nservers-1) in rt->comm. Thread-safe. */
 static inline int pc_rt__server_rank(const pc_runtime_t *rt, int s)
 {
     return rt->nworkers + s;
 }
 
 /* Bind the calling thread as thread t of this rank's placement; logs and returns the
- * error. */
+ * error. Each thread binds itself, once. */
 int pc_rt__bind(pc_runtime_t *rt, int t, const char *who);
 
-/* Append one JSON line (printf-style, without the newline) to this rank's metrics. */
+/* Append one JSON line (printf-style, without the newline, cut at 1 KiB) to this rank's
+ * metrics (no-op without --metrics; dropped when out of memory: metrics are best effort).
+ * Not thread-safe: only the backprop thread (workers) or the server thread calls it. */
 void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Collective over rt->comm: gather every rank's metrics lines and timeline to rank 0,
- * which writes --metrics and --timeline (temporary file, then rename). */
+/* Collective over rt->comm, every rank once at the end: gather every rank's metrics lines
+ * and timeline to rank 0, which writes --metrics and --timeline (temporary file, then
+ * rename). PC_OK, or an MPI or I/O error with a message in err. Then no thread may add
+ * metrics or events any more. */
 int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
@@ -102,27 +107,33 @@ typedef struct ckpt_header {
 _Static_assert(sizeof(ckpt_header_t) == 32 && offsetof(ckpt_header_t, iteration) == 24,
                "ckpt_header_t is part of the checkpoint file format");
 
-/* Whether checkpoints are on. */
+/* Whether checkpoints are on. Thread-safe. */
 static inline bool pc_rt__ckpt_on(const pc_runtime_t *rt)
 {
     return rt->cfg.checkpoint_dir[0] != '\0';
 }
 
-/* This job's checkpoint identity (pc_ckpt_meta_t) at iteration it. */
+/* Fill *m with this job's checkpoint identity (pc_ckpt_meta_t) at iteration it. Workers
+ * need rt->model_hash set (pc_worker_start). Thread-safe. */
 void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
 
-/* Open this rank's file of checkpoint it and write its header. */
+/* Open this rank's file of checkpoint it and write its header (records: the records that
+ * follow). On PC_OK *w is the caller's until pc_rt__ckpt_finish commits or aborts it; on
+ * error a message is in err. The calling thread only. */
 int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w,
                       char *err, size_t errlen);
 
-/* Open this rank's file of checkpoint it and check its header. */
+/* Open this rank's file of checkpoint it and check its header against this rank (rank,
+ * role, records, iteration). On PC_OK *r is the caller's to read and close
+ * (pc_ckpt_reader_close); on a bad header it is closed and NULL, PC_EFORMAT. */
 int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r,
                      char *err, size_t errlen);
 
 /* Collective over rt->comm, every rank once per checkpoint: commit this rank's writer (w,
  * or NULL after a failure described by rc and why), share every rank's result; rank 0 then
- * writes the manifest and prunes old checkpoints. Returns the same on every rank: PC_OK,
- * or PC_EIO naming the first rank that failed. */
+ * writes the manifest and prunes old checkpoints. w is consumed either way. Returns the same
+ * on every rank: PC_OK, or PC_EIO naming the first rank that failed (rank 0 alone may also
+ * fail writing the manifest). */
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
                        char *err, size_t errlen);
 
