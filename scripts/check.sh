@@ -88,12 +88,13 @@ run_fuzz() {
 if command -v clang >/dev/null 2>&1; then
     runs=${PC_FUZZ_RUNS:-1500000}
     secs=${PC_FUZZ_SECONDS:-300}
-    pc_say "make fuzz; bounded runs: fuzz_decode $runs, fuzz_idx and fuzz_manifest $((runs / 3)) (at most $secs s each)"
+    pc_say "make fuzz; bounded runs: fuzz_decode and fuzz_runtime $runs, fuzz_idx and fuzz_manifest $((runs / 3)) (at most $secs s each)"
     make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
         || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; pc_die "make fuzz failed"; }
     run_fuzz fuzz_decode "$runs"
     run_fuzz fuzz_idx $((runs / 3))
     run_fuzz fuzz_manifest $((runs / 3))
+    run_fuzz fuzz_runtime "$runs"
 else
     pc_say "clang not installed: fuzz targets skipped"
 fi

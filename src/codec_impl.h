@@ -73,6 +73,20 @@ uint16_t pc_codec__flags(const pc_codec_t *c);
 /* k for a ratio: ceil(ratio * n) clamped to n, computed identically by sender and receiver. */
 size_t pc_codec__k(double ratio, size_t n);
 
+/* The receiving half of pc_codec_validate, for a header that pc_wire_header_read already
+ * accepted from the message whose payload (h->payload bytes) starts at payload: codec,
+ * chunk, n, iteration (against want), flags, then the codec's check of every payload byte.
+ * PC_OK or PC_EFORMAT with a reason; writes nothing. Lets a receiver read a header once,
+ * route by it, then check (runtime_proto.c). Thread-safe. */
+int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    const pc_codec_expect_t *want, char *err, size_t errlen);
+
+/* Add scale * the values of a payload that pc_codec__check accepted (same codec, same
+ * header, bytes unchanged) into dense[0..h->n), without checking again. Fails only with
+ * PC_ENOMEM (and a reason), before writing. Thread-safe. */
+int pc_codec__apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    float scale, float *dense, char *err, size_t errlen);
+
 /* v += g over n elements (when g is not NULL), and whether all of v is finite. */
 bool pc_codec__fold_finite(float *v, const float *g, size_t n);
 

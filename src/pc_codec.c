@@ -549,6 +549,37 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
     return PC_OK;
 }
 
+int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    const pc_codec_expect_t *want, char *err, size_t errlen)
+{
+    if (h->codec != (uint8_t)c->spec.id)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "message from codec %s (%u), expected %s",
+                             pc_codec_name(h->codec), h->codec, pc_codec_name(c->spec.id));
+    if (h->chunk != want->chunk)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "message for chunk %u, expected chunk %u", h->chunk,
+                             want->chunk);
+    if (h->n != want->n)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message has %u elements, expected %u",
+                             h->chunk, h->n, want->n);
+    if (!want->any_iteration && h->iteration != want->iteration)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message of iteration %llu, expected %llu",
+                             h->chunk, (unsigned long long)h->iteration,
+                             (unsigned long long)want->iteration);
+    if (h->flags != pc_codec__flags(c))
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
+                             h->chunk, h->flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
+    return c->ops->validate(c, h, payload, err, errlen);
+}
+
+int pc_codec__apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    float scale, float *dense, char *err, size_t errlen)
+{
+    int rc = c->ops->apply(c, h, payload, scale, dense);
+    if (rc != PC_OK)
+        pc_error_fmt(PC_ENOMEM, err, errlen, "chunk %u: out of memory decoding", h->chunk);
+    return rc;
+}
+
 int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
                       const pc_codec_expect_t *want, pc_wire_header_t *hdr, char *err,
                       size_t errlen)
@@ -561,23 +592,7 @@ int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
         *hdr = h;
     if (rc != PC_OK)
         return rc;
-    if (h.codec != (uint8_t)c->spec.id)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "message from codec %s (%u), expected %s",
-                             pc_codec_name(h.codec), h.codec, pc_codec_name(c->spec.id));
-    if (h.chunk != want->chunk)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "message for chunk %u, expected chunk %u", h.chunk,
-                             want->chunk);
-    if (h.n != want->n)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message has %u elements, expected %u",
-                             h.chunk, h.n, want->n);
-    if (!want->any_iteration && h.iteration != want->iteration)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message of iteration %llu, expected %llu",
-                             h.chunk, (unsigned long long)h.iteration,
-                             (unsigned long long)want->iteration);
-    if (h.flags != pc_codec__flags(c))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
-                             h.chunk, h.flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
-    return c->ops->validate(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, err, errlen);
+    return pc_codec__check(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, want, err, errlen);
 }
 
 int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
@@ -594,8 +609,6 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
         *hdr = h;
     if (rc != PC_OK)
         return rc;
-    rc = c->ops->apply(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, scale, dense);
-    if (rc != PC_OK)
-        pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: out of memory decoding", h.chunk);
-    return rc;
+    return pc_codec__apply(c, &h, (const uint8_t *)msg + PC_WIRE_HEADER_BYTES, scale, dense, err,
+                           errlen);
 }

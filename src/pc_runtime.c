@@ -1,5 +1,6 @@
-/* pc_runtime: roles, communicators, thread placement, pull messages and metrics shared
- * by the worker pipeline (pc_worker.c) and the server loop (pc_server.c). */
+/* pc_runtime: roles, communicators, thread placement and metrics shared by the worker
+ * pipeline (pc_worker.c) and the server loop (pc_server.c). Their messages are in
+ * runtime_proto.c. */
 #include "config.h"
 
 #include <errno.h>
@@ -14,7 +15,7 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_time.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
@@ -155,7 +156,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         if (!server && cfg->pipeline)
             pc_timeline_track(rt->tl, "compressor");
     }
-    if ((rc = rt_bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
+    if ((rc = pc_rt__bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
         pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
         goto fail;
     }
@@ -189,11 +190,6 @@ pc_role_t pc_runtime_role(const pc_runtime_t *rt)
     return rt->role;
 }
 
-int pc_runtime_rank(const pc_runtime_t *rt)
-{
-    return rt->rank;
-}
-
 int pc_runtime_workers(const pc_runtime_t *rt)
 {
     return rt->nworkers;
@@ -214,7 +210,7 @@ int pc_runtime_stop_signal(const pc_runtime_t *rt)
     return rt->stop_signal;
 }
 
-int rt_bind(pc_runtime_t *rt, int t, const char *who)
+int pc_rt__bind(pc_runtime_t *rt, int t, const char *who)
 {
     char err[256];
     int rc = pc_topo_plan_bind(rt->topo, rt->place, rt->local_rank, t, err, sizeof(err));
@@ -223,7 +219,7 @@ int rt_bind(pc_runtime_t *rt, int t, const char *who)
     return rc;
 }
 
-void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...)
+void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 {
     if (!rt->cfg.metrics[0])
         return;
@@ -308,7 +304,7 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
     return rc;
 }
 
-int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
+int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
 {
     int rc = PC_OK;
     if (rt->cfg.metrics[0])
@@ -323,83 +319,4 @@ int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen)
         free(json);
     }
     return rc;
-}
-
-/* ---- pull messages -------------------------------------------------------------------- */
-
-size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                   const uint32_t *changed, size_t nchanged, int mode)
-{
-    /* A sparse entry costs 8 bytes, a dense one 4: sparse must at least halve the entries
-     * to pay; auto wants it to quarter them (decode work, margin). */
-    bool sparse = (mode == PC_PULL_SPARSE && nchanged * 2 < n) ||
-                  (mode == PC_PULL_AUTO && nchanged * 4 < n);
-    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC, .version = PC_WIRE_VERSION,
-                          .codec = sparse ? PULL_SPARSE : PULL_DENSE, .chunk = chunk,
-                          .n = (uint32_t)n, .iteration = it};
-    uint8_t *q = buf + PC_WIRE_HEADER_BYTES;
-    if (sparse) {
-        for (size_t j = 0; j < nchanged; j++)
-            pc_wire_put_u32(q + 4 * j, changed[j]);
-        q += 4 * nchanged;
-        for (size_t j = 0; j < nchanged; j++) {
-            uint32_t u;
-            memcpy(&u, &p[changed[j]], sizeof(u));
-            pc_wire_put_u32(q + 4 * j, u);
-        }
-        h.entries = (uint32_t)nchanged;
-        h.payload = (uint32_t)(8 * nchanged);
-    } else {
-        pc_wire_put_f32s(q, p, n);
-        h.entries = (uint32_t)n;
-        h.payload = (uint32_t)(4 * n);
-    }
-    pc_wire_header_write(&h, buf);
-    return PC_WIRE_HEADER_BYTES + h.payload;
-}
-
-int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
-               char *err, size_t errlen)
-{
-    pc_wire_header_t h;
-    int rc = pc_wire_header_read(msg, len, &h, err, errlen);
-    if (rc != PC_OK)
-        return rc;
-    if ((h.codec != PULL_DENSE && h.codec != PULL_SPARSE) || h.chunk != chunk || h.n != n ||
-        h.iteration != it || h.flags != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                   "update message (codec %u, chunk %u, n %u, iteration %llu) where chunk %u, "
-                   "n %zu, iteration %llu was expected",
-                   h.codec, h.chunk, h.n, (unsigned long long)h.iteration, chunk, n,
-                   (unsigned long long)it);
-    const uint8_t *q = msg + PC_WIRE_HEADER_BYTES;
-    size_t k = h.codec == PULL_DENSE ? n : h.entries;
-    if ((h.codec == PULL_DENSE && (h.entries != n || h.payload != 4 * (size_t)n)) ||
-        (h.codec == PULL_SPARSE && h.payload != 8 * (size_t)h.entries))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes", chunk,
-                   h.entries, h.payload);
-    const uint8_t *vals = h.codec == PULL_DENSE ? q : q + 4 * k;
-    uint32_t bad = 0; /* any value not finite: one branch-free pass */
-    for (size_t j = 0; j < k; j++)
-        bad |= (pc_wire_get_u32(vals + 4 * j) & 0x7f800000u) == 0x7f800000u;
-    if (bad)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: an updated parameter is not finite",
-                            chunk);
-    if (h.codec == PULL_DENSE) {
-        pc_wire_get_f32s(p, vals, n);
-        return PC_OK;
-    }
-    for (size_t j = 0; j < k; j++) {
-        uint32_t ix = pc_wire_get_u32(q + 4 * j);
-        if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
-            return pc_error_fmt(PC_EFORMAT, err, errlen,
-                                "chunk %u: update index %u out of range or out of order", chunk, ix);
-    }
-    for (size_t j = 0; j < k; j++) {
-        uint32_t u = pc_wire_get_u32(vals + 4 * j);
-        float f;
-        memcpy(&f, &u, sizeof(f));
-        p[h.codec == PULL_DENSE ? j : pc_wire_get_u32(q + 4 * j)] = f;
-    }
-    return PC_OK;
 }

@@ -30,7 +30,7 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_time.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 typedef struct schunk {
     uint32_t id;
@@ -38,8 +38,8 @@ typedef struct schunk {
     const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
     float *p, *mom, *agg;
     uint32_t *changed;
-    uint8_t **msgs; /* per worker: this iteration's message, or NULL */
-    size_t *lens;
+    uint8_t **msgs;   /* per worker: this iteration's message (owned), or NULL */
+    rt_grad_t *grads; /* per worker: msgs[w] validated (pc_rt__grad_read and _check) */
     int have;
     uint64_t it; /* iteration being collected */
     uint8_t *pull;
@@ -75,7 +75,7 @@ static void server_free(server_t *s)
             for (int w = 0; w < s->rt->nworkers; w++)
                 free(c->msgs[w]);
         free(c->msgs);
-        free(c->lens);
+        free(c->grads);
         free(c->pull);
         free(c->sends);
     }
@@ -125,14 +125,16 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     if ((rc = recv_any_size(s, 0, TAG_LAYOUT, &lay, &len, "the model layout from worker r0", err,
                             errlen)) != PC_OK)
         return rc;
-    if (len < 16 || pc_wire_get_u32(lay) != LAYOUT_MAGIC ||
-        (size_t)len != 16 + 8 * (size_t)pc_wire_get_u32(lay + 4)) {
+    rt_layout_t layout;
+    char why[256];
+    if ((rc = pc_rt__layout_parse(lay, (size_t)len, rt->nservers, &layout, why, sizeof(why))) !=
+        PC_OK) {
         free(lay);
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: malformed layout message from r0",
-                    rt->rank);
+        return pc_error_fmt(rc, err, errlen, "server r%d: malformed layout message from r0: %s",
+                            rt->rank, why);
     }
-    int nc = (int)pc_wire_get_u32(lay + 4);
-    uint64_t resume = pc_wire_get_u32(lay + 8) | (uint64_t)pc_wire_get_u32(lay + 12) << 32;
+    int nc = (int)layout.nchunks;
+    uint64_t resume = layout.resume;
     int me = rt->rank - rt->nworkers;
     s->nchunks_total = nc;
     s->local = malloc(sizeof(int) * (size_t)(nc ? nc : 1));
@@ -142,31 +144,27 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc; c++) {
-        uint32_t n = pc_wire_get_u32(lay + 16 + 8 * (size_t)c);
-        int owner = (int)pc_wire_get_u32(lay + 20 + 8 * (size_t)c);
+        uint32_t n;
+        int owner;
+        pc_rt__layout_chunk(&layout, (uint32_t)c, &n, &owner);
         s->local[c] = -1;
-        if (n == 0 || n > PC_CODEC_MAX_N || owner < 0 || owner >= rt->nservers) {
-            free(lay);
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: layout names a bad chunk %d",
-                        rt->rank, c);
-        }
         if (owner != me)
             continue;
         schunk_t *k = &s->mine[s->nmine];
         s->local[c] = s->nmine++;
         k->id = (uint32_t)c;
         k->n = n;
-        k->codec = rt_chunk_dense(rt, n) ? s->codec_dense : s->codec;
+        k->codec = pc_rt__chunk_dense(rt, n) ? s->codec_dense : s->codec;
         k->p = malloc(sizeof(float) * n);
         k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
         k->agg = malloc(sizeof(float) * n);
         k->changed = malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
-        k->lens = calloc((size_t)rt->nworkers, sizeof(size_t));
-        k->pull = malloc(pull_max_bytes(n));
+        k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
+        k->pull = malloc(pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
         if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
-            !k->lens || !k->pull || !k->sends) {
+            !k->grads || !k->pull || !k->sends) {
             free(lay);
             return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
                         c);
@@ -174,25 +172,39 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         for (int w = 0; w < rt->nworkers; w++)
             k->sends[w] = MPI_REQUEST_NULL;
     }
-    free(lay);
+    free(lay); /* layout's view of it ends here */
+    /* Init messages pass through the chunk's pull buffer (pc_rt__pull_max_bytes(n) >=
+     * pc_rt__init_bytes(n)), unused until the first push. */
     if (resume) {
         /* The checkpointed shard; worker 0 takes its parameters, in chunk order. */
         if ((rc = server_load(s, resume, err, errlen)) != PC_OK)
             return rc;
-        for (int i = 0; i < s->nmine && rc == PC_OK; i++)
-            rc = PC_MPI_CHECK(MPI_Send(s->mine[i].p, (int)s->mine[i].n, MPI_FLOAT, 0, TAG_INIT,
-                                       rt->comm),
-                              err, errlen);
+        for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+            schunk_t *k = &s->mine[i];
+            pc_rt__init_encode(k->pull, k->p, k->n);
+            rc = PC_MPI_CHECK(
+                MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm),
+                err, errlen);
+        }
         return rc;
     }
     /* Initial parameters, in chunk order (messages between a pair keep their order). */
     for (int i = 0; i < s->nmine; i++) {
         schunk_t *k = &s->mine[i];
-        rc = PC_MPI_CHECK(MPI_Recv(k->p, (int)k->n, MPI_FLOAT, 0, TAG_INIT, rt->comm,
-                                   MPI_STATUS_IGNORE),
+        MPI_Status st;
+        int count = 0;
+        rc = PC_MPI_CHECK(MPI_Recv(k->pull, (int)pc_rt__pull_max_bytes(k->n), MPI_BYTE, 0, TAG_INIT,
+                                   rt->comm, &st),
                           err, errlen);
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count), err, errlen);
         if (rc != PC_OK)
             return rc;
+        if ((rc = pc_rt__init_apply(k->pull, (size_t)count, k->id, k->p, k->n, why, sizeof(why))) !=
+            PC_OK)
+            return pc_error_fmt(rc, err, errlen,
+                                "server r%d: rejected initial parameters from worker r0: %s",
+                                rt->rank, why);
     }
     return PC_OK;
 }
@@ -203,13 +215,15 @@ static int server_setup(server_t *s, char *err, size_t errlen)
 typedef struct srec {
     uint32_t id, n, has_mom, pad;
 } srec_t;
+/* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
+_Static_assert(sizeof(srec_t) == 16, "srec_t is part of the checkpoint file format");
 
 /* Restore every owned chunk's parameters, momentum and iteration from checkpoint it. */
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     pc_ckpt_reader_t *r;
-    int rc = rt_ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
     if (rc != PC_OK)
         return rc;
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
@@ -250,7 +264,7 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
                                 (unsigned long long)s->mine[i].it);
     char why[512] = "";
     pc_ckpt_writer_t *cw = NULL;
-    int rc = rt_ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
+    int rc = pc_rt__ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .has_mom = k->mom != NULL};
@@ -259,7 +273,7 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
         if (k->mom)
             pc_ckpt_writer_write(cw, k->mom, sizeof(float) * k->n);
     }
-    return rt_ckpt_finish(rt, it, cw, rc, why, err, errlen);
+    return pc_rt__ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
 
 /* All workers' messages for chunk k are in: aggregate, step, push. */
@@ -269,16 +283,16 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int W = rt->nworkers;
     int64_t t0 = pc_time_ns();
     memset(k->agg, 0, sizeof(float) * k->n);
-    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
     char why[256];
     uint64_t in = 0;
     for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
-        int rc = pc_codec_decode_add(k->codec, k->msgs[w], k->lens[w], &want, 1.0f / (float)W,
-                                     k->agg, NULL, why, sizeof(why));
+        /* Validated on arrival (on_grad): applied without a second parse. */
+        int rc =
+            pc_rt__grad_apply(k->codec, &k->grads[w], 1.0f / (float)W, k->agg, why, sizeof(why));
         if (rc != PC_OK)
-            return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
-                        rt->rank, w, why);
-        in += k->lens[w];
+            return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s",
+                                rt->rank, w, why);
+        in += k->grads[w].len;
         free(k->msgs[w]);
         k->msgs[w] = NULL;
     }
@@ -291,7 +305,8 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
     if (rc != PC_OK)
         return rc;
-    size_t len = pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
+    size_t len =
+        pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id, rt->comm,
                                     &k->sends[w]),
@@ -302,11 +317,11 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int64_t t3 = pc_time_ns();
     char ev[40];
     snprintf(ev, sizeof(ev), "aggregate chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t0, t1);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t0, t1);
     snprintf(ev, sizeof(ev), "update chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t1, t2);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t1, t2);
     snprintf(ev, sizeof(ev), "push chunk %u", k->id);
-    rt_trace(rt, TRACK_MAIN, ev, t2, t3);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t2, t3);
     /* Metrics of the iteration, emitted when every owned chunk has completed it. */
     int sl = (int)(k->it & 1);
     if (s->slot[sl].done == 0 || s->slot[sl].it != k->it)
@@ -318,14 +333,14 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     s->slot[sl].bytes_in += in;
     s->slot[sl].bytes_out += len * (size_t)W;
     if (++s->slot[sl].done == s->nmine) {
-        rt_metrics_line(rt,
-                        "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
-                        "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
-                        "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
-                        rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
-                        s->slot[sl].t_update, s->slot[sl].t_push,
-                        (unsigned long long)s->slot[sl].bytes_in,
-                        (unsigned long long)s->slot[sl].bytes_out);
+        pc_rt__metrics_line(rt,
+                            "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
+                            "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
+                            "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
+                            rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
+                            s->slot[sl].t_update, s->slot[sl].t_push,
+                            (unsigned long long)s->slot[sl].bytes_in,
+                            (unsigned long long)s->slot[sl].bytes_out);
         s->slot[sl].done = 0;
     }
     k->have = 0;
@@ -333,39 +348,34 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     return PC_OK;
 }
 
-/* One gradient message from worker src: validate fully, keep it, maybe complete. */
+/* One gradient message from worker src (buf: owned, taken): validate it completely, once
+ * (header, route to its chunk, the codec's checks, not a duplicate), keep it with its
+ * parsed header, and complete the chunk when every worker's is in. */
 static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
-    pc_wire_header_t h;
+    rt_grad_t g;
+    schunk_t *k = NULL;
     char why[256];
-    int rc = pc_wire_header_read(buf, (size_t)len, &h, why, sizeof(why));
+    int rc = pc_rt__grad_read(buf, (size_t)len, &g, why, sizeof(why));
+    if (rc == PC_OK && (g.h.chunk >= (uint32_t)s->nchunks_total || s->local[g.h.chunk] < 0))
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "chunk %u is not served here", g.h.chunk);
+    if (rc == PC_OK) {
+        k = &s->mine[s->local[g.h.chunk]];
+        pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
+        rc = pc_rt__grad_check(k->codec, &g, &want, why, sizeof(why));
+    }
+    if (rc == PC_OK && k->msgs[src])
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                          "second message for chunk %u of iteration %llu", k->id,
+                          (unsigned long long)k->it);
     if (rc != PC_OK) {
         free(buf);
-        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
-                    src, why);
-    }
-    if (h.chunk >= (uint32_t)s->nchunks_total || s->local[h.chunk] < 0) {
-        free(buf);
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                    "server r%d: rejected message from worker r%d: chunk %u is not served here",
-                    rt->rank, src, h.chunk);
-    }
-    schunk_t *k = &s->mine[s->local[h.chunk]];
-    pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
-    rc = pc_codec_validate(k->codec, buf, (size_t)len, &want, NULL, why, sizeof(why));
-    if (rc == PC_OK && k->msgs[src]) {
-        rc = PC_EFORMAT;
-        snprintf(why, sizeof(why), "second message for chunk %u of iteration %llu", k->id,
-                 (unsigned long long)k->it);
-    }
-    if (rc != PC_OK) {
-        free(buf);
-        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s", rt->rank,
-                    src, why);
+        return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
+                            rt->rank, src, why);
     }
     k->msgs[src] = buf;
-    k->lens[src] = (size_t)len;
+    k->grads[src] = g;
     if (++k->have == rt->nworkers)
         return complete_chunk(s, k, err, errlen);
     return PC_OK;
@@ -466,13 +476,14 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             break;
         }
         if (st.MPI_TAG == TAG_CKPT) {
-            uint64_t it = len == 8 ? pc_wire_get_u32(buf) | (uint64_t)pc_wire_get_u32(buf + 4) << 32
-                                   : 0;
+            uint64_t it = 0;
+            char why[256] = "";
+            rc = pc_rt__ckpt_req_parse(buf, (size_t)len, &it, why, sizeof(why));
             free(buf);
-            if (len != 8 || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
+            if (rc != PC_OK || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                                  "server r%d: unexpected checkpoint request from worker r%d", rt->rank,
-                                  src);
+                                  "server r%d: unexpected checkpoint request from worker r%d%s%s",
+                                  rt->rank, src, why[0] ? ": " : "", why);
                 break;
             }
             ckpt_from[src] = true;
@@ -487,15 +498,18 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             continue;
         }
         if (st.MPI_TAG == TAG_DONE) {
-            uint32_t sig = len == 4 ? pc_wire_get_u32(buf) : 0;
+            int sig = 0;
+            char why[256];
+            rc = pc_rt__done_parse(buf, (size_t)len, &sig, why, sizeof(why));
             free(buf);
-            if (len != 4 || sig > 64) {
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                                  "server r%d: malformed end message from worker r%d", rt->rank, src);
+            if (rc != PC_OK) {
+                rc = pc_error_fmt(rc, err, errlen,
+                                  "server r%d: malformed end message from worker r%d: %s", rt->rank,
+                                  src, why);
                 break;
             }
-            if ((int)sig > rt->stop_signal)
-                rt->stop_signal = (int)sig;
+            if (sig > rt->stop_signal)
+                rt->stop_signal = sig;
             if (finished[src]) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
                           rt->rank, src);
@@ -529,7 +543,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                           rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
     }
     if (rc == PC_OK)
-        rc = rt_metrics_write(rt, err, errlen);
+        rc = pc_rt__metrics_write(rt, err, errlen);
 out:
     server_free(&s);
     return rc;

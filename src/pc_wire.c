@@ -9,17 +9,6 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_wire.h"
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    pc_wire_put_u32(p, (uint32_t)v);
-    pc_wire_put_u32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)pc_wire_get_u32(p) | (uint64_t)pc_wire_get_u32(p + 4) << 32;
-}
-
 void pc_wire_header_write(const pc_wire_header_t *h, uint8_t *out)
 {
     uint32_t scale_bits;
@@ -30,7 +19,7 @@ void pc_wire_header_write(const pc_wire_header_t *h, uint8_t *out)
     pc_wire_put_u16(out + 6, h->flags);
     pc_wire_put_u32(out + 8, h->chunk);
     pc_wire_put_u32(out + 12, h->n);
-    put_u64(out + 16, h->iteration);
+    pc_wire_put_u64(out + 16, h->iteration);
     pc_wire_put_u32(out + 24, h->entries);
     pc_wire_put_u32(out + 28, h->payload);
     pc_wire_put_u32(out + 32, scale_bits);
@@ -52,7 +41,7 @@ int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *
     h->flags = pc_wire_get_u16(p + 6);
     h->chunk = pc_wire_get_u32(p + 8);
     h->n = pc_wire_get_u32(p + 12);
-    h->iteration = get_u64(p + 16);
+    h->iteration = pc_wire_get_u64(p + 16);
     h->entries = pc_wire_get_u32(p + 24);
     h->payload = pc_wire_get_u32(p + 28);
     memcpy(&h->scale, &scale_bits, sizeof(h->scale));

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_spsc.h"
 #include "pipecompress/pc_time.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 /* Metrics ring: an iteration's compressor-side counters are complete one iteration later;
  * four slots leave room for a future bounded-staleness window. */
@@ -55,12 +56,15 @@ typedef struct desc {
     uint64_t iteration;
     uint64_t begin, end;
 } desc_t;
+/* Descriptors travel through q_ready as raw slots: 32 bytes, no padding. */
+_Static_assert(sizeof(desc_t) == 32, "desc_t is a 32-byte SPSC slot");
 
 typedef struct rel {
     int32_t tensor;
     uint32_t pad;
     uint64_t iteration;
 } rel_t;
+_Static_assert(sizeof(rel_t) == 16, "rel_t is a 16-byte SPSC slot");
 
 typedef struct wtensor {
     char name[NAME_LEN];
@@ -276,7 +280,7 @@ static int process_chunks(pc_worker_t *w, const int *list, int nlist, uint64_t i
         int64_t t1 = pc_time_ns();
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
         snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
-        rt_trace(rt, track, ev, t0, t1);
+        pc_rt__trace(rt, track, ev, t0, t1);
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
                         rt->rank, c->id, w->tensors[c->first_tensor].name,
@@ -324,19 +328,20 @@ static int compress_one(pc_worker_t *w, bool *did)
     /* Post the update's receive before the gradient leaves: no unexpected messages. */
     c->recv_it = it;
     rc = PC_MPI_CHECK(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE,
-                                rt_server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
+                                pc_rt__server_rank(rt, c->server), TAG_PULL + (int)c->id, rt->comm,
                                 &w->recvs[c->id]),
                       why, sizeof(why));
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, rt_server_rank(rt, c->server),
-                                    TAG_GRAD, rt->comm, &w->sends[c->id]),
+        rc = PC_MPI_CHECK(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE,
+                                    pc_rt__server_rank(rt, c->server), TAG_GRAD, rt->comm,
+                                    &w->sends[c->id]),
                           why, sizeof(why));
     if (rc != PC_OK)
         return merr(w, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
     char ev[40];
     snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
-    rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
+    pc_rt__trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
     return PC_OK;
 }
 
@@ -389,13 +394,13 @@ static int progress(pc_worker_t *w, int *got)
         MPI_Get_count(&w->statuses[j], MPI_BYTE, &count);
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
-        rc = pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
+        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
         char ev[40];
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
-        rt_trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
+        pc_rt__trace(rt, w->pipelined ? TRACK_COMPRESSOR : TRACK_MAIN, ev, t0, pc_time_ns());
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
-                        rt_server_rank(rt, c->server), why);
+                        pc_rt__server_rank(rt, c->server), why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
         /* Release pairs with param_wait's acquire: the parameters are written. */
         atomic_store_explicit(&c->version, c->recv_it + 1, memory_order_release);
@@ -415,11 +420,11 @@ static bool updates_outstanding(const pc_worker_t *w)
 static int send_done(pc_worker_t *w)
 {
     char why[256];
-    uint8_t sig[4];
-    pc_wire_put_u32(sig, (uint32_t)w->rt->stop_signal);
+    uint8_t sig[PC_RT_DONE_BYTES];
+    pc_rt__done_encode(sig, w->rt->stop_signal);
     for (int s = 0; s < w->rt->nservers; s++) {
-        int rc = PC_MPI_CHECK(MPI_Send(sig, 4, MPI_BYTE, rt_server_rank(w->rt, s), TAG_DONE,
-                                       w->rt->comm),
+        int rc = PC_MPI_CHECK(MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE,
+                                       pc_rt__server_rank(w->rt, s), TAG_DONE, w->rt->comm),
                               why, sizeof(why));
         if (rc != PC_OK)
             return merr(w, rc, "worker r%d: %s", w->rt->rank, why);
@@ -430,7 +435,7 @@ static int send_done(pc_worker_t *w)
 static void *compressor_main(void *arg)
 {
     pc_worker_t *w = arg;
-    int rc = rt_bind(w->rt, 1, "compressor");
+    int rc = pc_rt__bind(w->rt, 1, "compressor");
     if (rc != PC_OK)
         snprintf(w->thread_err, sizeof(w->thread_err),
                  "worker r%d: cannot bind the compressor thread", w->rt->rank);
@@ -486,6 +491,9 @@ typedef struct wrec {
     uint32_t has_a, has_b; /* ps: residual, codec momentum; allreduce: parameters, momentum */
     uint64_t steps;        /* ps: codec steps (dgc warm-up) */
 } wrec_t;
+/* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
+_Static_assert(sizeof(wrec_t) == 24 && offsetof(wrec_t, steps) == 16,
+               "wrec_t is part of the checkpoint file format");
 
 /* Rank 0 picks the checkpoint to resume from (--resume), creating --checkpoint-dir when it is
  * missing; every worker learns the choice (*it; 0: a fresh start). Collective over the
@@ -495,7 +503,7 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
     pc_runtime_t *rt = w->rt;
     int64_t msg[2] = {PC_OK, 0}; /* status, iteration */
     *it = 0;
-    if (!rt_ckpt_on(rt))
+    if (!pc_rt__ckpt_on(rt))
         return PC_OK;
     if (rt->rank == 0) {
         const char *dir = rt->cfg.checkpoint_dir;
@@ -505,7 +513,7 @@ static int choose_resume(pc_worker_t *w, uint64_t *it)
         if (msg[0] == PC_OK) {
             pc_ckpt_meta_t want;
             uint64_t found = 0;
-            rt_ckpt_meta(rt, 0, &want);
+            pc_rt__ckpt_meta(rt, 0, &want);
             /* Skipped ones stay: a checkpoint of another job is not ours to delete, and a damaged
              * one is overwritten when training reaches its iteration again. */
             int rc = pc_ckpt_find(dir, &want, rt->log, 0, &found, w->err, sizeof(w->err));
@@ -550,7 +558,7 @@ static int worker_load(pc_worker_t *w, uint64_t it)
 {
     pc_runtime_t *rt = w->rt;
     pc_ckpt_reader_t *r;
-    int rc = rt_ckpt_open(rt, it, (uint32_t)w->nchunks, &r, w->err, sizeof(w->err));
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)w->nchunks, &r, w->err, sizeof(w->err));
     if (rc != PC_OK)
         return rc;
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
@@ -594,15 +602,15 @@ static int worker_checkpoint(pc_worker_t *w)
         if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
             return rc;
     char why[512] = "";
-    uint8_t msg[8];
-    pc_wire_put_u32(msg, (uint32_t)it);
-    pc_wire_put_u32(msg + 4, (uint32_t)(it >> 32));
+    uint8_t msg[PC_RT_CKPT_BYTES];
+    pc_rt__ckpt_req_encode(msg, it);
     for (int s = 0; s < rt->nservers; s++)
-        if ((rc = PC_MPI_CHECK(MPI_Send(msg, 8, MPI_BYTE, rt_server_rank(rt, s), TAG_CKPT, rt->comm),
+        if ((rc = PC_MPI_CHECK(MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, pc_rt__server_rank(rt, s),
+                                        TAG_CKPT, rt->comm),
                                why, sizeof(why))) != PC_OK)
             return werr(w, rc, "worker r%d: %s", rt->rank, why);
     pc_ckpt_writer_t *cw = NULL;
-    rc = rt_ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
+    rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
         const float *a = w->allreduce ? c->p : pc_codec_state_residual(c->st);
@@ -615,7 +623,7 @@ static int worker_checkpoint(pc_worker_t *w)
         if (b)
             pc_ckpt_writer_write(cw, b, sizeof(float) * c->n);
     }
-    rc = rt_ckpt_finish(rt, it, cw, rc, why, w->err, sizeof(w->err));
+    rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->err, sizeof(w->err));
     if (rc != PC_OK)
         return rc;
     w->last_ckpt = it;
@@ -757,9 +765,9 @@ int pc_worker_start(pc_worker_t *w)
                 return werr(w, PC_ENOMEM, "out of memory for chunk %d", ci);
             continue;
         }
-        c->codec = rt_chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+        c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
         c->send_cap = pc_codec_max_bytes(c->codec, c->n);
-        c->recv_cap = pull_max_bytes(c->n);
+        c->recv_cap = pc_rt__pull_max_bytes(c->n);
         c->sendbuf = malloc(c->send_cap);
         c->recvbuf = malloc(c->recv_cap);
         if (!c->sendbuf || !c->recvbuf ||
@@ -769,36 +777,40 @@ int pc_worker_start(pc_worker_t *w)
     /* Worker 0 gives each server the plan and its chunks' initial parameters (or, when
      * resuming, takes the checkpointed parameters from the servers). */
     if (rt->rank == 0 && !w->allreduce) {
-        size_t lay_len = 16 + 8 * (size_t)w->nchunks;
+        size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
         uint8_t *lay = malloc(lay_len);
         if (!lay)
             return werr(w, PC_ENOMEM, "out of memory");
-        pc_wire_put_u32(lay, LAYOUT_MAGIC);
-        pc_wire_put_u32(lay + 4, (uint32_t)w->nchunks);
-        pc_wire_put_u32(lay + 8, (uint32_t)resume);
-        pc_wire_put_u32(lay + 12, (uint32_t)(resume >> 32));
-        for (int ci = 0; ci < w->nchunks; ci++) {
-            pc_wire_put_u32(lay + 16 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].n);
-            pc_wire_put_u32(lay + 20 + 8 * (size_t)ci, (uint32_t)w->chunks[ci].server);
-        }
+        pc_rt__layout_encode(lay, w->plan, resume);
         for (int s = 0; s < rt->nservers && rc == PC_OK; s++)
-            rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, rt_server_rank(rt, s),
+            rc = PC_MPI_CHECK(MPI_Send(lay, (int)lay_len, MPI_BYTE, pc_rt__server_rank(rt, s),
                                        TAG_LAYOUT, rt->comm),
                               why, sizeof(why));
         free(lay);
+        /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
+         * pc_rt__init_bytes(n)), unused until the first update is posted. */
         for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
-            int server = rt_server_rank(rt, w->chunks[ci].server);
-            if (resume)
-                rc = PC_MPI_CHECK(MPI_Recv(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
-                                           TAG_INIT, rt->comm, MPI_STATUS_IGNORE),
+            wchunk_t *c = &w->chunks[ci];
+            int server = pc_rt__server_rank(rt, c->server), count = 0;
+            MPI_Status st;
+            if (!resume) {
+                pc_rt__init_encode(c->recvbuf, c->p, c->n);
+                rc = PC_MPI_CHECK(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
+                                           server, TAG_INIT, rt->comm),
                                   why, sizeof(why));
-            else
-                rc = PC_MPI_CHECK(MPI_Send(w->chunks[ci].p, (int)w->chunks[ci].n, MPI_FLOAT, server,
-                                           TAG_INIT, rt->comm),
-                                  why, sizeof(why));
+                continue;
+            }
+            rc = PC_MPI_CHECK(
+                MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
+                why, sizeof(why));
+            if (rc == PC_OK)
+                rc = PC_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count), why, sizeof(why));
+            if (rc == PC_OK)
+                rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why,
+                                       sizeof(why));
         }
         if (rc != PC_OK)
-            return werr(w, rc, "worker r0: sending the layout: %s", why);
+            return werr(w, rc, "worker r0: the layout and initial parameters: %s", why);
     }
     /* This worker's own state: codec states (allreduce: parameters and momentum). */
     if (resume && (rc = worker_load(w, resume)) != PC_OK)
@@ -860,7 +872,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
                         "worker r%d: timed out after %g s waiting for the update of tensor '%s' "
                         "(chunk %u, server r%d) for iteration %llu",
                         w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
-                        w->allreduce ? -1 : rt_server_rank(w->rt, c->server),
+                        w->allreduce ? -1 : pc_rt__server_rank(w->rt, c->server),
                         (unsigned long long)(want - 1));
         pc_backoff_pause(&b);
     }
@@ -944,20 +956,19 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
                  isnan(m->accuracy) ? -1.0 : m->accuracy);
     w->last = *m;
     w->have_last = true;
-    rt_metrics_line(w->rt,
-                    "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
-                    "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
-                    "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
-                    "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
-                    "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
-                    "\"mode\": \"%s\"%s}",
-                    w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward,
-                    m->t_backward, m->t_param_wait, m->t_compress, m->t_exposed,
-                    (unsigned long long)m->bytes_sent, (unsigned long long)m->bytes_received,
-                    (unsigned long long)m->dense_bytes,
-                    m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0,
-                    m->queue_high_water, w->pipelined ? "true" : "false",
-                    w->allreduce ? "allreduce" : "ps", extra);
+    pc_rt__metrics_line(
+        w->rt,
+        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
+        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
+        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
+        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
+        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
+        "\"mode\": \"%s\"%s}",
+        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward, m->t_backward,
+        m->t_param_wait, m->t_compress, m->t_exposed, (unsigned long long)m->bytes_sent,
+        (unsigned long long)m->bytes_received, (unsigned long long)m->dense_bytes,
+        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0, m->queue_high_water,
+        w->pipelined ? "true" : "false", w->allreduce ? "allreduce" : "ps", extra);
 }
 
 int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
@@ -1030,8 +1041,8 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
         want_stop = any != 0;
         rt->stop_signal = any;
     }
-    if (rt_ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
-                                         w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
+    if (pc_rt__ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
+                                             w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
         int rc = worker_checkpoint(w);
         if (rc != PC_OK)
             return rc;
@@ -1054,7 +1065,7 @@ int pc_worker_finish(pc_worker_t *w)
             return rc;
     }
     /* The final state, unless this boundary is already checkpointed. */
-    if (rt_ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
+    if (pc_rt__ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
         int rc = worker_checkpoint(w);
         if (rc != PC_OK)
             return rc;
@@ -1079,7 +1090,7 @@ int pc_worker_finish(pc_worker_t *w)
         emit(w, &w->pending);
         w->have_pending = false;
     }
-    rc = rt_metrics_write(rt, why, sizeof(why));
+    rc = pc_rt__metrics_write(rt, why, sizeof(why));
     if (rc != PC_OK)
         return werr(w, rc, "%s", why);
     return PC_OK;
@@ -1093,12 +1104,12 @@ void pc_worker_report(pc_worker_t *w, double loss, double accuracy)
 
 void pc_worker_metrics_note(pc_worker_t *w, const char *json_object)
 {
-    rt_metrics_line(w->rt, "%s", json_object);
+    pc_rt__metrics_line(w->rt, "%s", json_object);
 }
 
 void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1_ns)
 {
-    rt_trace(w->rt, TRACK_MAIN, name, t0_ns, t1_ns);
+    pc_rt__trace(w->rt, TRACK_MAIN, name, t0_ns, t1_ns);
 }
 
 bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out)

@@ -4,15 +4,16 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
-void rt_ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m)
+void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m)
 {
     memset(m, 0, sizeof(*m));
     m->iteration = it;
@@ -27,8 +28,8 @@ void rt_ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m)
              (long long)rt->cfg.compress_min_bytes, (long long)rt->cfg.seed);
 }
 
-int rt_ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w, char *err,
-                  size_t errlen)
+int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w,
+                      char *err, size_t errlen)
 {
     int rc = pc_ckpt_writer_open(rt->cfg.checkpoint_dir, it, rt->rank, w, err, errlen);
     if (rc != PC_OK)
@@ -40,8 +41,8 @@ int rt_ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_write
     return PC_OK;
 }
 
-int rt_ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r, char *err,
-                 size_t errlen)
+int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r,
+                     char *err, size_t errlen)
 {
     int rc = pc_ckpt_reader_open(rt->cfg.checkpoint_dir, it, rt->rank, r, err, errlen);
     if (rc != PC_OK)
@@ -60,16 +61,19 @@ int rt_ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader
     return PC_OK;
 }
 
-/* One rank's outcome, as shared by rt_ckpt_finish. */
+/* One rank's outcome, as shared by pc_rt__ckpt_finish. */
 typedef struct outcome {
     int32_t rc;
     uint32_t crc;
     uint64_t size;
     char why[240];
 } outcome_t;
+/* Gathered as raw bytes (MPI_BYTE) from every rank: no padding, one size everywhere. */
+_Static_assert(sizeof(outcome_t) == 256 && offsetof(outcome_t, why) == 16,
+               "outcome_t travels as 256 raw bytes");
 
-int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
-                   char *err, size_t errlen)
+int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
+                       char *err, size_t errlen)
 {
     outcome_t mine = {.rc = rc};
     if (rc == PC_OK) {
@@ -99,7 +103,7 @@ int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, c
                                it, r, all[r].why);
     if (out == PC_OK && rt->rank == 0) {
         pc_ckpt_meta_t m;
-        rt_ckpt_meta(rt, it, &m);
+        pc_rt__ckpt_meta(rt, it, &m);
         pc_ckpt_file_t *files = malloc(sizeof(pc_ckpt_file_t) * (size_t)rt->size);
         if (!files) {
             free(all);

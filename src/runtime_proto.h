@@ -1,44 +1,47 @@
-/* runtime_proto.h: what workers and servers share (private to the library): the runtime
- * object, message tags, the layout and pull-message formats, metrics plumbing.
+/* runtime_proto: the runtime's messages, encoded and validated in one place (private to
+ * the library). No MPI here: pc_worker.c and pc_server.c move the bytes; this module says
+ * what they are. Every message is little-endian, written field by field with the pc_wire
+ * primitives; doc/wire-format.md gives each one byte by byte.
  *
- * Messages on the runtime's communicator (a dup of the user's):
- *   TAG_LAYOUT      worker 0 -> each server, once: the chunk plan (u32 magic, u32 count,
- *                   u64 resume iteration (0: a fresh start), then per chunk u32 elements,
- *                   u32 server)
- *   TAG_INIT        fresh start: worker 0 -> each server, once per owned chunk, in chunk
- *                   order: the chunk's initial parameters (n floats). Resuming: the other
- *                   way, the server's checkpointed parameters to worker 0.
- *   TAG_GRAD        worker -> the chunk's server: a compressed gradient (pc_wire message;
- *                   chunk and iteration in its header)
- *   TAG_PULL + c    server -> every worker: chunk c's updated parameters (a pull message)
- *   TAG_DONE        worker -> every server: no more gradients from this worker (u32: the
- *                   signal that stopped the job, 0 if none)
- *   TAG_CKPT        worker -> every server, at an iteration boundary N when every update
- *                   of iteration N-1 is in (u64 N): checkpoint now. When all workers' have
- *                   come, the server writes its shard and joins the collective that ends
- *                   the checkpoint (rt_ckpt_finish).
- * Pull messages reuse the pc_wire header with codec PULL_DENSE (n floats) or PULL_SPARSE
- * (entries u32 indices, strictly increasing, then entries floats: the parameters that
- * changed); the receiver validates everything before writing. */
+ *   tag            direction, when                         bytes
+ *   TAG_LAYOUT     worker 0 -> each server, once at start   16 + 8 C: u32 magic "PPCL",
+ *                                                           u32 C chunks, u64 resume
+ *                                                           iteration (0: fresh start), per
+ *                                                           chunk u32 elements, u32 server
+ *   TAG_INIT       fresh start: worker 0 -> the chunk's     4 n: the chunk's parameters,
+ *                  server; resuming: server -> worker 0;    binary32
+ *                  one per chunk, in chunk order
+ *   TAG_GRAD       worker -> the chunk's server, once per   a pc_wire message of the run's
+ *                  chunk and iteration                      codec (pc_codec_compress)
+ *   TAG_PULL + c   server -> every worker, once per         a pc_wire header with codec
+ *                  iteration of chunk c                     PULL_DENSE (n binary32) or
+ *                                                           PULL_SPARSE (k u32 indices,
+ *                                                           then k binary32)
+ *   TAG_DONE       worker -> every server, once at the end  4: u32 stop signal (0: none)
+ *   TAG_CKPT       worker -> every server, at a checkpoint  8: u64 iteration N
+ *                  boundary N
+ *
+ * Receiving is always: validate the whole message, then touch the receiver's memory. Each
+ * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
+ * (without ranks: the caller knows the sender and names it) and leaves its outputs
+ * untouched. What only the receiver's state can tell (a duplicate, a message after the
+ * end) the receiver checks. Every parser is fuzzed (tests/fuzz_runtime.c).
+ *
+ * Threads and ownership: every function here is a pure function of its arguments and
+ * thread-safe; buffers belong to the caller, and a parsed view (rt_layout_t, rt_grad_t)
+ * borrows the message it was parsed from, which must outlive it unchanged. */
 #ifndef PC_RUNTIME_PROTO_H
 #define PC_RUNTIME_PROTO_H
 
-#include <stdbool.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <mpi.h>
-
-#include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"
-#include "pipecompress/pc_config.h"
-#include "pipecompress/pc_log.h"
-#include "pipecompress/pc_optim.h"
-#include "pipecompress/pc_runtime.h"
-#include "pipecompress/pc_timeline.h"
-#include "pipecompress/pc_topo.h"
+#include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_wire.h"
 
+/* MPI tags on the runtime's communicator. */
 enum {
     TAG_LAYOUT = 1,
     TAG_INIT = 2,
@@ -48,123 +51,139 @@ enum {
     TAG_PULL = 100, /* + chunk id */
 };
 
-#define LAYOUT_MAGIC 0x4c435050u /* "PPCL" */
-#define PULL_DENSE 0xF0
-#define PULL_SPARSE 0xF1
+/* ---- layout: the chunk plan ----------------------------------------------------------- */
 
-struct pc_runtime {
-    pc_config_t cfg;
-    pc_codec_spec_t spec;
-    pc_optim_cfg_t optim;
-    MPI_Comm comm;    /* dup of the user's communicator, MPI_ERRORS_RETURN */
-    MPI_Comm workers; /* the workers only (the MPI thread's collectives); MPI_COMM_NULL on
-                         servers */
-    MPI_Comm workers_ctl; /* a dup of workers for the backprop thread's collectives: two
-                             threads must not run collectives on one communicator */
-    int rank, size, nworkers, nservers;
-    pc_role_t role;
-    pc_log_t *log;
-    pc_log_t *own_log; /* created when the caller gave none */
-    pc_topo_t *topo;
-    pc_topo_plan_t *place;
-    int local_rank;
-    volatile sig_atomic_t *stop_flag;
-    char *metrics; /* JSON lines of this rank */
-    size_t metrics_len, metrics_cap;
-    pc_timeline_t *tl; /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
-    uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
-    int stop_signal;     /* the signal all ranks agreed to stop on (0: none); workers: set by
-                            the backprop thread in iteration_end before the compressor thread
-                            sends TAG_DONE (ordered by the q_ready push/pop); servers: from
-                            TAG_DONE */
-};
+#define PC_RT_LAYOUT_MAGIC       0x4c435050u /* "PPCL" as little-endian bytes */
+#define PC_RT_LAYOUT_HEAD_BYTES  16
+#define PC_RT_LAYOUT_CHUNK_BYTES 8
+/* Most chunks a layout may name: chunk c's updates carry tag TAG_PULL + c, an int. (MPI's
+ * own tag bound, at least 32767, is checked by worker 0 before it plans.) */
+#define PC_RT_MAX_CHUNKS ((uint32_t)(INT_MAX - TAG_PULL))
 
-/* Timeline tracks. */
-#define TRACK_MAIN 0
-#define TRACK_COMPRESSOR 1
+/* A validated layout message: a view into the message it was parsed from. */
+typedef struct rt_layout {
+    uint32_t nchunks;
+    uint64_t resume;       /* iteration to resume from; 0: a fresh start */
+    const uint8_t *chunks; /* nchunks entries of PC_RT_LAYOUT_CHUNK_BYTES, borrowed */
+} rt_layout_t;
 
-/* Record an event on a track (no-op without --timeline). */
-static inline void rt_trace(pc_runtime_t *rt, int track, const char *name, int64_t t0, int64_t t1)
+/* Bytes of the layout message of a plan of nchunks chunks. */
+static inline size_t pc_rt__layout_bytes(size_t nchunks)
 {
-    if (rt->tl)
-        pc_timeline_event(rt->tl, track, name, t0, t1);
+    return PC_RT_LAYOUT_HEAD_BYTES + PC_RT_LAYOUT_CHUNK_BYTES * nchunks;
 }
 
-/* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
- * servers decide alike from the chunk's size. */
-static inline bool rt_chunk_dense(const pc_runtime_t *rt, size_t n)
+/* Encode plan (its chunks' sizes and servers, in chunk order) and the resume iteration
+ * into buf[0..pc_rt__layout_bytes(plan->nchunks)). */
+void pc_rt__layout_encode(uint8_t *buf, const pc_plan_t *plan, uint64_t resume);
+
+/* Validate a layout message for a job of nservers servers: length, magic, at most
+ * PC_RT_MAX_CHUNKS chunks, every chunk of 1..PC_CODEC_MAX_N elements on a server in
+ * 0..nservers-1. On PC_OK *out views msg; on PC_EFORMAT *out is untouched. */
+int pc_rt__layout_parse(const uint8_t *msg, size_t len, int nservers, rt_layout_t *out, char *err,
+                        size_t errlen);
+
+/* Chunk c (< l->nchunks) of a validated layout: its elements and its server. */
+static inline void pc_rt__layout_chunk(const rt_layout_t *l, uint32_t c, uint32_t *n, int *server)
 {
-    return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
+    const uint8_t *e = l->chunks + PC_RT_LAYOUT_CHUNK_BYTES * (size_t)c;
+    *n = pc_wire_get_u32(e);
+    *server = (int)pc_wire_get_u32(e + 4);
 }
 
-/* The rank of server s. */
-static inline int rt_server_rank(const pc_runtime_t *rt, int s)
+/* ---- init: a chunk's parameters at start -------------------------------------------- */
+
+/* Bytes of the init message of a chunk of n elements. */
+static inline size_t pc_rt__init_bytes(size_t n)
 {
-    return rt->nworkers + s;
+    return 4 * n;
 }
 
-/* Bind the calling thread as thread t of this rank's placement; logs and returns the
- * error. */
-int rt_bind(pc_runtime_t *rt, int t, const char *who);
+/* Encode p[0..n) into buf[0..pc_rt__init_bytes(n)). */
+void pc_rt__init_encode(uint8_t *buf, const float *p, size_t n);
 
-/* Append one JSON line (printf-style, without the newline) to this rank's metrics. */
-void rt_metrics_line(pc_runtime_t *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Validate an init message for chunk `chunk` (for the reason only) of n elements (exactly
+ * 4 n bytes, every value finite), then write it into p[0..n). On PC_EFORMAT p is
+ * untouched. msg and p must not overlap. */
+int pc_rt__init_apply(const uint8_t *msg, size_t len, uint32_t chunk, float *p, size_t n, char *err,
+                      size_t errlen);
 
-/* Collective over rt->comm: gather every rank's metrics lines and timeline to rank 0,
- * which writes --metrics and --timeline (temporary file, then rename). */
-int rt_metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
+/* ---- grad: a compressed gradient (the codec's message) ------------------------------- */
 
-/* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
+/* A gradient message whose header has been read: a view into the message. */
+typedef struct rt_grad {
+    pc_wire_header_t h;
+    const uint8_t *msg; /* the whole message, header included; borrowed */
+    size_t len;
+} rt_grad_t;
 
-#define CKPT_MAGIC "PCCKRANK"
-#define CKPT_VERSION 1u
+/* The first half of validating a gradient: the header and its codec-independent checks
+ * (pc_wire_header_read), read once, so that the receiver can route the message by
+ * g->h.chunk. On PC_OK *g views msg; on PC_EFORMAT *g is unspecified. */
+int pc_rt__grad_read(const uint8_t *msg, size_t len, rt_grad_t *g, char *err, size_t errlen);
 
-/* The header of a rank's checkpoint file (native byte order; 32 bytes). */
-typedef struct ckpt_header {
-    char magic[8];
-    uint32_t version, rank, role, records;
-    uint64_t iteration;
-} ckpt_header_t;
+/* The second half: everything else pc_codec_validate checks (codec, flags, chunk, n and
+ * iteration against want, then every byte of the payload), on the header read by
+ * pc_rt__grad_read. PC_OK or PC_EFORMAT with a reason. */
+int pc_rt__grad_check(const pc_codec_t *c, const rt_grad_t *g, const pc_codec_expect_t *want,
+                      char *err, size_t errlen);
 
-/* Whether checkpoints are on. */
-static inline bool rt_ckpt_on(const pc_runtime_t *rt)
-{
-    return rt->cfg.checkpoint_dir[0] != '\0';
-}
+/* Add scale * the values of g into dense[0..g->h.n), without checking again: g must have
+ * passed pc_rt__grad_check with the same codec (message unchanged since). The same
+ * arithmetic as pc_codec_decode_add. Fails only with PC_ENOMEM, before writing. */
+int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, float *dense, char *err,
+                      size_t errlen);
 
-/* This job's checkpoint identity (pc_ckpt_meta_t) at iteration it. */
-void rt_ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
+/* ---- pull: a chunk's updated parameters ---------------------------------------------- */
 
-/* Open this rank's file of checkpoint it and write its header. */
-int rt_ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w, char *err,
-                  size_t errlen);
-
-/* Open this rank's file of checkpoint it and check its header. */
-int rt_ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r, char *err,
-                 size_t errlen);
-
-/* Collective over rt->comm, every rank once per checkpoint: commit this rank's writer (w,
- * or NULL after a failure described by rc and why), share every rank's result; rank 0 then
- * writes the manifest and prunes old checkpoints. Returns the same on every rank: PC_OK,
- * or PC_EIO naming the first rank that failed. */
-int rt_ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
-                   char *err, size_t errlen);
+/* Codec ids of pull messages in the pc_wire header: outside the gradient codecs' range. */
+#define PC_RT_PULL_DENSE  0xF0
+#define PC_RT_PULL_SPARSE 0xF1
 
 /* Largest pull message for a chunk of n elements. */
-static inline size_t pull_max_bytes(size_t n)
+static inline size_t pc_rt__pull_max_bytes(size_t n)
 {
     return PC_WIRE_HEADER_BYTES + 4 * n;
 }
 
 /* Encode the pull message for chunk (chunk, n) at iteration it: dense, or sparse when
  * `changed` indices (ascending) are few enough for mode (pc_config_pull_t). Returns the
- * message length. buf holds pull_max_bytes(n). */
-size_t pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                   const uint32_t *changed, size_t nchanged, int mode);
+ * message length. buf holds pc_rt__pull_max_bytes(n). */
+size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                          const uint32_t *changed, size_t nchanged, int mode);
 
-/* Validate a pull message completely, then write its parameters into p (n floats).
- * PC_EFORMAT with a message on any problem; p untouched then. */
-int pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p, size_t n,
-               char *err, size_t errlen);
+/* Validate a pull message completely (header, codec PULL_DENSE or PULL_SPARSE, no flags,
+ * chunk, n and iteration as expected, sizes, scale 0, indices < n and strictly increasing,
+ * values finite), then write its parameters into p (n floats). On PC_EFORMAT p is
+ * untouched. */
+int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                      size_t n, char *err, size_t errlen);
+
+/* ---- done: a worker's last message to each server ------------------------------------ */
+
+#define PC_RT_DONE_BYTES 4
+/* Largest signal number a worker may report (Linux's real-time signals end at 64). */
+#define PC_RT_MAX_SIGNAL 64
+
+/* Encode the signal that stopped the job (0..PC_RT_MAX_SIGNAL; 0: none) into
+ * buf[0..PC_RT_DONE_BYTES). */
+void pc_rt__done_encode(uint8_t *buf, int signal);
+
+/* Validate an end message (PC_RT_DONE_BYTES bytes, signal 0..PC_RT_MAX_SIGNAL); on PC_OK
+ * *signal gets the signal, on PC_EFORMAT it is untouched. */
+int pc_rt__done_parse(const uint8_t *msg, size_t len, int *signal, char *err, size_t errlen);
+
+/* ---- ckpt: a checkpoint request --------------------------------------------------------- */
+
+#define PC_RT_CKPT_BYTES 8
+
+/* Encode a request for the checkpoint of iteration boundary it into
+ * buf[0..PC_RT_CKPT_BYTES). */
+void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it);
+
+/* Validate a checkpoint request (PC_RT_CKPT_BYTES bytes); on PC_OK *it gets the iteration,
+ * on PC_EFORMAT it is untouched. Whether the iteration is the one the server is at is the
+ * server's check. */
+int pc_rt__ckpt_req_parse(const uint8_t *msg, size_t len, uint64_t *it, char *err, size_t errlen);
 
 #endif /* PC_RUNTIME_PROTO_H */

@@ -1,7 +1,9 @@
 /* test_runtime: the runtime's pure parts: flag combinations (pc_runtime_check_config) and
- * pull messages (dense and sparse encodings, and rejection of malformed ones without
- * writing). The MPI behaviour is tested by tests/test_runtime.sh. */
+ * every runtime message (runtime_proto: layout, init, gradient, pull dense and sparse,
+ * done, checkpoint request): byte layout, round trips, and rejection of malformed ones
+ * without writing. The MPI behaviour is tested by tests/test_runtime.sh. */
 #include <math.h>
+#include <stdlib.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +12,10 @@
 
 #include <cmocka.h>
 
+#include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_plan.h"
+#include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
 #include "runtime_proto.h"
 
@@ -133,23 +138,23 @@ static void test_pull_round_trips(void **state)
     uint8_t buf[PC_WIRE_HEADER_BYTES + 4 * N];
     char err[256];
     /* auto: 3 changed of 100 -> sparse; the old values elsewhere stay. */
-    size_t len = pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO);
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO);
     assert_int_equal(len, PC_WIRE_HEADER_BYTES + 24);
     for (int i = 0; i < N; i++)
         q[i] = -1;
-    assert_int_equal(pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
     for (int i = 0; i < N; i++)
         assert_true(q[i] == ((i == 3 || i == 17 || i == 99) ? p[i] : -1.0f));
     /* dense always, and auto with many changes. */
-    len = pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE);
+    len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE);
     assert_int_equal(len, PC_WIRE_HEADER_BYTES + 4 * N);
-    assert_int_equal(pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
     assert_memory_equal(p, q, sizeof(p));
     for (int i = 0; i < N; i++)
         changed[i] = (uint32_t)i;
-    assert_int_equal(pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO),
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO),
                      PC_WIRE_HEADER_BYTES + 4 * N); /* 40% changed: dense pays */
-    assert_int_equal(pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE),
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE),
                      PC_WIRE_HEADER_BYTES + 8 * 40);
 }
 
@@ -159,7 +164,7 @@ static void expect_bad(uint8_t *buf, size_t len, uint32_t chunk, uint64_t it, co
     for (int i = 0; i < 100; i++)
         q[i] = 1.5f;
     char err[256] = "";
-    assert_int_equal(pull_apply(buf, len, chunk, it, q, 100, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_rt__pull_apply(buf, len, chunk, it, q, 100, err, sizeof(err)), PC_EFORMAT);
     if (needle && !strstr(err, needle))
         fail_msg("\"%s\" lacks \"%s\"", err, needle);
     for (int i = 0; i < 100; i++)
@@ -174,7 +179,7 @@ static void test_pull_rejections(void **state)
         p[i] = (float)i;
     uint32_t changed[3] = {3, 17, 99};
     uint8_t buf[PC_WIRE_HEADER_BYTES + 400], bad[PC_WIRE_HEADER_BYTES + 400];
-    size_t len = pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
     expect_bad(buf, len, 6, 9, "expected");      /* wrong chunk */
     expect_bad(buf, len, 5, 8, "expected");      /* wrong iteration */
     expect_bad(buf, len - 1, 5, 9, "payload");   /* truncated */
@@ -190,6 +195,232 @@ static void test_pull_rejections(void **state)
     memcpy(bad, buf, len);
     bad[5] = 3; /* a gradient codec id */
     expect_bad(bad, len, 5, 9, "codec");
+    memcpy(bad, buf, len);
+    pc_wire_put_u32(bad + 32, 0x3f800000u); /* scale 1: pull messages carry 0 */
+    expect_bad(bad, len, 5, 9, "scale");
+    memcpy(bad, buf, len);
+    pc_wire_put_u32(bad + 32, 0x80000000u); /* -0: equal to 0, other bytes */
+    expect_bad(bad, len, 5, 9, "scale -0");
+}
+
+/* Layout: the plan's sizes and servers, byte for byte, and every check. */
+static void test_layout(void **state)
+{
+    (void)state;
+    pc_plan_chunk_t chunks[3] = {{.id = 0, .n = 300, .server = 1},
+                                 {.id = 1, .n = 42, .server = 0},
+                                 {.id = 2, .n = 7, .server = 1}};
+    pc_plan_t plan = {.nchunks = 3, .nservers = 2, .chunks = chunks};
+    size_t len = pc_rt__layout_bytes(3);
+    assert_int_equal(len, 16 + 3 * 8);
+    uint8_t buf[16 + 3 * 8], bad[sizeof(buf)];
+    pc_rt__layout_encode(buf, &plan, 0x100000007ull);
+    const uint8_t head[16] = {'P', 'P', 'C', 'L', 3, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0};
+    assert_memory_equal(buf, head, 16);
+    assert_int_equal(pc_wire_get_u32(buf + 16), 300);
+    assert_int_equal(pc_wire_get_u32(buf + 20), 1);
+    rt_layout_t l;
+    char err[256];
+    assert_int_equal(pc_rt__layout_parse(buf, len, 2, &l, err, sizeof(err)), PC_OK);
+    assert_int_equal(l.nchunks, 3);
+    assert_true(l.resume == 0x100000007ull);
+    for (uint32_t c = 0; c < 3; c++) {
+        uint32_t n;
+        int server;
+        pc_rt__layout_chunk(&l, c, &n, &server);
+        assert_int_equal(n, chunks[c].n);
+        assert_int_equal(server, chunks[c].server);
+    }
+    /* Rejections (one u32 rewritten) leave *out untouched. */
+    struct {
+        size_t off; /* where to write v; 0 with v 0: nothing */
+        uint32_t v;
+        int nservers;
+        const char *needle;
+    } cases[] = {
+        {0, 0, 1, "server 1 of 1"},          /* a server the job does not have */
+        {0, 0, 0, "server 1 of 0"},          /* no servers at all */
+        {0, 0x4c435051u, 2, "magic"},        /* magic */
+        {4, 4, 2, "expected 48"},            /* count and length disagree */
+        {4, 0xffffffffu, 2, "at most"},      /* more chunks than tags */
+        {16, 0, 2, "bad chunk 0"},           /* an empty chunk */
+        {24, 0xfffffff1u, 2, "bad chunk 1"}, /* more than PC_CODEC_MAX_N elements */
+        {36, 2, 2, "bad chunk 2"},           /* server out of range */
+        {36, 0x80000001u, 2, "bad chunk 2"}, /* negative as an int: out of range too */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memcpy(bad, buf, len);
+        if (cases[i].off || cases[i].v)
+            pc_wire_put_u32(bad + cases[i].off, cases[i].v);
+        rt_layout_t o = {.nchunks = 77};
+        assert_int_equal(pc_rt__layout_parse(bad, len, cases[i].nservers, &o, err, sizeof(err)),
+                         PC_EFORMAT);
+        assert_int_equal(o.nchunks, 77);
+        if (!strstr(err, cases[i].needle))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, cases[i].needle);
+    }
+    assert_int_equal(pc_rt__layout_parse(buf, len - 1, 2, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_rt__layout_parse(buf, len + 8, 2, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_rt__layout_parse(buf, 15, 2, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "layout of 15 bytes is shorter than its 16-byte head");
+    /* An empty plan is a valid (if idle) layout. */
+    pc_plan_t none = {.nchunks = 0};
+    pc_rt__layout_encode(buf, &none, 0);
+    assert_int_equal(pc_rt__layout_parse(buf, 16, 2, &l, err, sizeof(err)), PC_OK);
+    assert_int_equal(l.nchunks, 0);
+}
+
+/* Init: n little-endian binary32, exactly; nothing written unless all are finite. */
+static void test_init(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    const float p[N] = {1.5f, -0.0f, 3e-39f, -2.25f, 65504.0f};
+    uint8_t buf[4 * N + 4];
+    assert_int_equal(pc_rt__init_bytes(N), 4 * N);
+    pc_rt__init_encode(buf, p, N);
+    assert_int_equal(pc_wire_get_u32(buf), 0x3fc00000u); /* 1.5f */
+    assert_int_equal(pc_wire_get_u32(buf + 4), 0x80000000u);
+    float q[N] = {9, 9, 9, 9, 9};
+    char err[256];
+    assert_int_equal(pc_rt__init_apply(buf, 4 * N, 3, q, N, err, sizeof(err)), PC_OK);
+    assert_memory_equal(p, q, sizeof(p));
+    const float keep[N] = {9, 9, 9, 9, 9};
+    memcpy(q, keep, sizeof(q));
+    assert_int_equal(pc_rt__init_apply(buf, 4 * N - 1, 3, q, N, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "chunk 3: parameters of 19 bytes, expected 20 (5 elements)");
+    assert_int_equal(pc_rt__init_apply(buf, 4 * N + 4, 3, q, N, err, sizeof(err)), PC_EFORMAT);
+    pc_wire_put_u32(buf + 8, 0x7f800000u); /* infinity */
+    assert_int_equal(pc_rt__init_apply(buf, 4 * N, 3, q, N, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "chunk 3: a parameter is not finite");
+    pc_wire_put_u32(buf + 8, 0xffc00001u); /* NaN */
+    assert_int_equal(pc_rt__init_apply(buf, 4 * N, 3, q, N, err, sizeof(err)), PC_EFORMAT);
+    assert_memory_equal(q, keep, sizeof(q));
+}
+
+/* Gradients: read + check + apply gives what pc_codec_decode_add gives, bit for bit, and
+ * refuses what it refuses, with the same reason. */
+static void test_grad(void **state)
+{
+    (void)state;
+    const char *specs[] = {"none",
+                           "fp16",
+                           "topk:ratio=0.1,index=delta",
+                           "dgc:ratio=0.05",
+                           "randomk:ratio=0.2,values=fp16",
+                           "qsgd:levels=4",
+                           "efsign"};
+    enum { N = 333 };
+    float g[N];
+    for (int i = 0; i < N; i++)
+        g[i] = sinf((float)i * 0.37f) * (float)(1 + i % 7);
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+        pc_codec_spec_t spec;
+        char err[256], err2[256];
+        assert_int_equal(pc_codec_spec_parse(specs[s], &spec, err, sizeof(err)), PC_OK);
+        spec.seed = 11;
+        pc_codec_t *c;
+        pc_codec_state_t *st;
+        assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+        assert_int_equal(pc_codec_state_create(c, 4, N, &st), PC_OK);
+        size_t cap = pc_codec_max_bytes(c, N), len = 0;
+        uint8_t *msg = malloc(cap);
+        assert_non_null(msg);
+        assert_int_equal(pc_codec_compress(c, st, g, 6, msg, cap, &len), PC_OK);
+        pc_codec_expect_t want = {.chunk = 4, .n = N, .iteration = 6};
+        float a[N], b[N];
+        for (int i = 0; i < N; i++)
+            a[i] = b[i] = (float)i;
+        rt_grad_t gr;
+        assert_int_equal(pc_rt__grad_read(msg, len, &gr, err, sizeof(err)), PC_OK);
+        assert_int_equal(gr.h.chunk, 4);
+        assert_ptr_equal(gr.msg, msg);
+        assert_int_equal(gr.len, len);
+        assert_int_equal(pc_rt__grad_check(c, &gr, &want, err, sizeof(err)), PC_OK);
+        assert_int_equal(pc_rt__grad_apply(c, &gr, 0.25f, a, err, sizeof(err)), PC_OK);
+        assert_int_equal(pc_codec_decode_add(c, msg, len, &want, 0.25f, b, NULL, err, sizeof(err)),
+                         PC_OK);
+        assert_memory_equal(a, b, sizeof(a));
+        /* The same refusals: another iteration, chunk, n; a flipped payload byte. */
+        pc_codec_expect_t wrong[3] = {want, want, want};
+        wrong[0].iteration = 7;
+        wrong[1].chunk = 5;
+        wrong[2].n = N + 1;
+        for (int w = 0; w < 3; w++) {
+            assert_int_equal(pc_rt__grad_check(c, &gr, &wrong[w], err, sizeof(err)), PC_EFORMAT);
+            assert_int_equal(pc_codec_validate(c, msg, len, &wrong[w], NULL, err2, sizeof(err2)),
+                             PC_EFORMAT);
+            assert_string_equal(err, err2);
+        }
+        assert_int_equal(pc_rt__grad_read(msg, len - 1, &gr, err, sizeof(err)), PC_EFORMAT);
+        assert_non_null(strstr(err, "payload"));
+        free(msg);
+        pc_codec_state_destroy(st);
+        pc_codec_destroy(c);
+    }
+}
+
+/* Done and checkpoint requests: fixed sizes, little-endian, the signal bounded. */
+static void test_done_and_ckpt(void **state)
+{
+    (void)state;
+    uint8_t buf[PC_RT_CKPT_BYTES + 1];
+    char err[256];
+    int sig = -1;
+    pc_rt__done_encode(buf, 15);
+    assert_int_equal(pc_wire_get_u32(buf), 15);
+    assert_int_equal(pc_rt__done_parse(buf, PC_RT_DONE_BYTES, &sig, err, sizeof(err)), PC_OK);
+    assert_int_equal(sig, 15);
+    pc_rt__done_encode(buf, 0);
+    assert_int_equal(pc_rt__done_parse(buf, PC_RT_DONE_BYTES, &sig, err, sizeof(err)), PC_OK);
+    assert_int_equal(sig, 0);
+    sig = -1;
+    assert_int_equal(pc_rt__done_parse(buf, 3, &sig, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "end message of 3 bytes, expected 4");
+    assert_int_equal(pc_rt__done_parse(buf, 8, &sig, err, sizeof(err)), PC_EFORMAT);
+    pc_wire_put_u32(buf, PC_RT_MAX_SIGNAL + 1);
+    assert_int_equal(pc_rt__done_parse(buf, 4, &sig, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "end message names signal 65, at most 64");
+    assert_int_equal(sig, -1);
+
+    uint64_t it = 0;
+    pc_rt__ckpt_req_encode(buf, 0x0102030405060708ull);
+    const uint8_t le[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    assert_memory_equal(buf, le, 8);
+    assert_int_equal(pc_rt__ckpt_req_parse(buf, PC_RT_CKPT_BYTES, &it, err, sizeof(err)), PC_OK);
+    assert_true(it == 0x0102030405060708ull);
+    it = 5;
+    assert_int_equal(pc_rt__ckpt_req_parse(buf, 4, &it, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "checkpoint request of 4 bytes, expected 8");
+    assert_int_equal(pc_rt__ckpt_req_parse(buf, 9, &it, err, sizeof(err)), PC_EFORMAT);
+    assert_true(it == 5);
+}
+
+/* The pull header's bytes: a pc_wire header with the pull codec ids. */
+static void test_pull_bytes(void **state)
+{
+    (void)state;
+    float p[4] = {1, 2, 3, 4};
+    uint8_t buf[PC_WIRE_HEADER_BYTES + 16];
+    size_t len = pc_rt__pull_encode(buf, 7, 0x100000002ull, p, 4, NULL, 0, PC_PULL_DENSE);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 16);
+    assert_int_equal(buf[5], PC_RT_PULL_DENSE);
+    assert_int_equal(pc_wire_get_u32(buf + 8), 7);                                  /* chunk */
+    assert_int_equal(pc_wire_get_u32(buf + 12), 4);                                 /* n */
+    assert_true(pc_wire_get_u64(buf + 16) == 0x100000002ull);                       /* iteration */
+    assert_int_equal(pc_wire_get_u32(buf + 24), 4);                                 /* entries */
+    assert_int_equal(pc_wire_get_u32(buf + 28), 16);                                /* payload */
+    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8), 0x40400000u); /* 3.0f */
+    float big[16] = {0};
+    uint32_t one[1] = {9};
+    uint8_t sb[PC_WIRE_HEADER_BYTES + 64];
+    big[9] = -1.0f;
+    len = pc_rt__pull_encode(sb, 7, 1, big, 16, one, 1, PC_PULL_SPARSE);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 8);
+    assert_int_equal(sb[5], PC_RT_PULL_SPARSE);
+    assert_int_equal(pc_wire_get_u32(sb + 24), 1);
+    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES), 9);
+    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 4), 0xbf800000u);
 }
 
 int main(void)
@@ -199,6 +430,11 @@ int main(void)
         cmocka_unit_test(test_check_config_combinations),
         cmocka_unit_test(test_pull_round_trips),
         cmocka_unit_test(test_pull_rejections),
+        cmocka_unit_test(test_pull_bytes),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_init),
+        cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_done_and_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

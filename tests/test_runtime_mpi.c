@@ -13,7 +13,7 @@
 #include <mpi.h>
 
 #include "pipecompress/pipecompress.h"
-#include "runtime_proto.h"
+#include "runtime_impl.h"
 
 static void die(const char *what, const char *msg)
 {
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
             len -= 3;
         else if (strcmp(k, "chunk") == 0)
             pc_wire_put_u32(msg + 8, 999);
-        MPI_Send(msg, (int)len, MPI_BYTE, rt_server_rank(rt, 0), TAG_GRAD, rt->comm);
+        MPI_Send(msg, (int)len, MPI_BYTE, pc_rt__server_rank(rt, 0), TAG_GRAD, rt->comm);
         /* The server must reject it and end the job; this wait then never returns. */
         pc_worker_param_wait(w, 0);
         pc_worker_param_wait(w, 0);

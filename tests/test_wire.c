@@ -1,6 +1,6 @@
-/* test_wire: header round trip and every header check; varints; binary16 conversion
- * against the compiler's _Float16 (round to nearest even) on edge cases and random floats,
- * and exhaustively in the other direction. */
+/* test_wire: header round trip and every header check; little-endian scalars; varints;
+ * binary16 conversion against the compiler's _Float16 (round to nearest even) on edge cases
+ * and random floats, and exhaustively in the other direction. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +80,38 @@ static void test_header_rejections(void **state)
     assert_int_equal(pc_wire_header_read(tiny, sizeof(tiny), &r, err, sizeof(err)), PC_EFORMAT);
     assert_string_equal(err, "message of 10 bytes is shorter than its 40-byte header");
     assert_int_equal(pc_wire_header_read(NULL, 100, &r, err, sizeof(err)), PC_EFORMAT);
+}
+
+/* Scalars are little-endian byte by byte, whatever the host; u64 is low word first. */
+static void test_scalars(void **state)
+{
+    (void)state;
+    uint8_t buf[9] = {0};
+    pc_wire_put_u16(buf, 0xbeefu);
+    assert_int_equal(buf[0], 0xef);
+    assert_int_equal(buf[1], 0xbe);
+    assert_int_equal(pc_wire_get_u16(buf), 0xbeefu);
+    pc_wire_put_u32(buf, 0x12345678u);
+    const uint8_t le32[4] = {0x78, 0x56, 0x34, 0x12};
+    assert_memory_equal(buf, le32, 4);
+    assert_int_equal(pc_wire_get_u32(buf), 0x12345678u);
+    const uint64_t vals[] = {0, 1, 0xffffffffull, 0x100000000ull, 0x0123456789abcdefull,
+                             UINT64_MAX};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        buf[8] = 0xa5; /* a canary: exactly 8 bytes are written */
+        pc_wire_put_u64(buf, vals[i]);
+        assert_int_equal(buf[8], 0xa5);
+        for (int b = 0; b < 8; b++)
+            assert_int_equal(buf[b], (uint8_t)(vals[i] >> (8 * b)));
+        assert_true(pc_wire_get_u64(buf) == vals[i]);
+        /* The two u32 halves, low first. */
+        assert_int_equal(pc_wire_get_u32(buf), (uint32_t)vals[i]);
+        assert_int_equal(pc_wire_get_u32(buf + 4), (uint32_t)(vals[i] >> 32));
+    }
+    /* Unaligned. */
+    pc_wire_put_u64(buf + 1, 0x1122334455667788ull);
+    assert_true(pc_wire_get_u64(buf + 1) == 0x1122334455667788ull);
+    assert_int_equal(buf[1], 0x88);
 }
 
 static void test_varints(void **state)
@@ -164,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_rejections),
+        cmocka_unit_test(test_scalars),
         cmocka_unit_test(test_varints),
         cmocka_unit_test(test_f16_matches_compiler),
         cmocka_unit_test(test_f16_to_f32_exhaustive),

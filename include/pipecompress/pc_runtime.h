@@ -80,8 +80,9 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
                       char *err, size_t errlen);
 void pc_runtime_destroy(pc_runtime_t *rt);
 
+/* This rank's role, and the job's numbers of workers and servers: fixed at create.
+ * Thread-safe. */
 pc_role_t pc_runtime_role(const pc_runtime_t *rt);
-int pc_runtime_rank(const pc_runtime_t *rt);
 int pc_runtime_workers(const pc_runtime_t *rt);
 int pc_runtime_servers(const pc_runtime_t *rt);
 

@@ -62,7 +62,8 @@ size_t pc_wire_varint_get(const uint8_t *p, const uint8_t *end, uint32_t *v);
 uint16_t pc_wire_f32_to_f16(float f);
 float pc_wire_f16_to_f32(uint16_t h);
 
-/* Little-endian scalar loads and stores. */
+/* Little-endian scalar loads and stores, byte by byte (any alignment, any host byte
+ * order). p must hold the value's size (2, 4 or 8 bytes). Thread-safe. */
 static inline void pc_wire_put_u32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
@@ -76,7 +77,20 @@ static inline uint32_t pc_wire_get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* n floats to and from the wire (little-endian IEEE-754): a copy on little-endian hosts. */
+/* A u64 is its low u32, then its high u32. */
+static inline void pc_wire_put_u64(uint8_t *p, uint64_t v)
+{
+    pc_wire_put_u32(p, (uint32_t)v);
+    pc_wire_put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint64_t pc_wire_get_u64(const uint8_t *p)
+{
+    return (uint64_t)pc_wire_get_u32(p) | (uint64_t)pc_wire_get_u32(p + 4) << 32;
+}
+
+/* n floats to and from the wire (little-endian IEEE-754): a copy on little-endian hosts.
+ * dst and src do not overlap; dst holds 4 n bytes (put) or n floats (get). Thread-safe. */
 static inline void pc_wire_put_f32s(uint8_t *dst, const float *src, size_t n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

@@ -1,0 +1,140 @@
+/* runtime_impl.h: the runtime object and what workers and servers share besides the
+ * protocol (private to the library): communicators, roles, thread placement, metrics,
+ * timeline tracks, checkpoint files. This is the MPI side; the messages themselves (tags,
+ * encoders, validators) are in runtime_proto.h, which has no MPI. */
+#ifndef PC_RUNTIME_IMPL_H
+#define PC_RUNTIME_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pc_ckpt.h"
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_log.h"
+#include "pipecompress/pc_optim.h"
+#include "pipecompress/pc_runtime.h"
+#include "pipecompress/pc_timeline.h"
+#include "pipecompress/pc_topo.h"
+#include "pipecompress/pc_wire.h"
+#include "runtime_proto.h"
+
+struct pc_runtime {
+    pc_config_t cfg;
+    pc_codec_spec_t spec;
+    pc_optim_cfg_t optim;
+    MPI_Comm comm;    /* dup of the user's communicator, MPI_ERRORS_RETURN */
+    MPI_Comm workers; /* the workers only (the MPI thread's collectives); MPI_COMM_NULL on
+                         servers */
+    MPI_Comm workers_ctl; /* a dup of workers for the backprop thread's collectives: two
+                             threads must not run collectives on one communicator */
+    int rank, size, nworkers, nservers;
+    pc_role_t role;
+    pc_log_t *log;
+    pc_log_t *own_log; /* created when the caller gave none */
+    pc_topo_t *topo;
+    pc_topo_plan_t *place;
+    int local_rank;
+    volatile sig_atomic_t *stop_flag;
+    char *metrics; /* JSON lines of this rank */
+    size_t metrics_len, metrics_cap;
+    pc_timeline_t *tl; /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
+    uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
+    int stop_signal;     /* the signal all ranks agreed to stop on (0: none); workers: set by
+                            the backprop thread in iteration_end before the compressor thread
+                            sends TAG_DONE (ordered by the q_ready push/pop); servers: from
+                            TAG_DONE */
+};
+
+/* Timeline tracks. */
+#define TRACK_MAIN 0
+#define TRACK_COMPRESSOR 1
+
+/* Record an event on a track (no-op without --timeline); name is copied. Only the track's
+ * thread may call it (pc_timeline_event). */
+static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, int64_t t0,
+                                int64_t t1)
+{
+    if (rt->tl)
+        pc_timeline_event(rt->tl, track, name, t0, t1);
+}
+
+/* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
+ * servers decide alike from the chunk's size. Thread-safe. */
+static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
+{
+    return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
+}
+
+/* The rank of server s (0..nservers-1) in rt->comm. Thread-safe. */
+static inline int pc_rt__server_rank(const pc_runtime_t *rt, int s)
+{
+    return rt->nworkers + s;
+}
+
+/* Bind the calling thread as thread t of this rank's placement; logs and returns the
+ * error. Each thread binds itself, once. */
+int pc_rt__bind(pc_runtime_t *rt, int t, const char *who);
+
+/* Append one JSON line (printf-style, without the newline, cut at 1 KiB) to this rank's
+ * metrics (no-op without --metrics; dropped when out of memory: metrics are best effort).
+ * Not thread-safe: only the backprop thread (workers) or the server thread calls it. */
+void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Collective over rt->comm, every rank once at the end: gather every rank's metrics lines
+ * and timeline to rank 0, which writes --metrics and --timeline (temporary file, then
+ * rename). PC_OK, or an MPI or I/O error with a message in err. Then no thread may add
+ * metrics or events any more. */
+int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
+
+/* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
+
+#define CKPT_MAGIC "PCCKRANK"
+#define CKPT_VERSION 1u
+
+/* The header of a rank's checkpoint file (native byte order; 32 bytes). */
+typedef struct ckpt_header {
+    char magic[8];
+    uint32_t version, rank, role, records;
+    uint64_t iteration;
+} ckpt_header_t;
+/* Written raw at the start of every rank's checkpoint file: a change of layout is a new
+ * CKPT_VERSION. */
+_Static_assert(sizeof(ckpt_header_t) == 32 && offsetof(ckpt_header_t, iteration) == 24,
+               "ckpt_header_t is part of the checkpoint file format");
+
+/* Whether checkpoints are on. Thread-safe. */
+static inline bool pc_rt__ckpt_on(const pc_runtime_t *rt)
+{
+    return rt->cfg.checkpoint_dir[0] != '\0';
+}
+
+/* Fill *m with this job's checkpoint identity (pc_ckpt_meta_t) at iteration it. Workers
+ * need rt->model_hash set (pc_worker_start). Thread-safe. */
+void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m);
+
+/* Open this rank's file of checkpoint it and write its header (records: the records that
+ * follow). On PC_OK *w is the caller's until pc_rt__ckpt_finish commits or aborts it; on
+ * error a message is in err. The calling thread only. */
+int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w,
+                      char *err, size_t errlen);
+
+/* Open this rank's file of checkpoint it and check its header against this rank (rank,
+ * role, records, iteration). On PC_OK *r is the caller's to read and close
+ * (pc_ckpt_reader_close); on a bad header it is closed and NULL, PC_EFORMAT. */
+int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_reader_t **r,
+                     char *err, size_t errlen);
+
+/* Collective over rt->comm, every rank once per checkpoint: commit this rank's writer (w,
+ * or NULL after a failure described by rc and why), share every rank's result; rank 0 then
+ * writes the manifest and prunes old checkpoints. w is consumed either way. Returns the same
+ * on every rank: PC_OK, or PC_EIO naming the first rank that failed (rank 0 alone may also
+ * fail writing the manifest). */
+int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
+                       char *err, size_t errlen);
+
+#endif /* PC_RUNTIME_IMPL_H */

@@ -1,0 +1,227 @@
+/* runtime_proto: encoders and validators of the runtime's messages (see runtime_proto.h and
+ * doc/wire-format.md). No MPI, no state: the fuzz target links this file alone with the
+ * codecs. */
+#include "config.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_error.h"
+#include "runtime_proto.h"
+
+/* Whether any of n little-endian binary32 values at src is NaN or infinite: one
+ * branch-free pass (GCC vectorises it). */
+static bool any_nonfinite(const uint8_t *src, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t j = 0; j < n; j++)
+        bad |= (pc_wire_get_u32(src + 4 * j) & 0x7f800000u) == 0x7f800000u;
+    return bad != 0;
+}
+
+/* ---- layout ------------------------------------------------------------------------------ */
+
+void pc_rt__layout_encode(uint8_t *buf, const pc_plan_t *plan, uint64_t resume)
+{
+    pc_wire_put_u32(buf, PC_RT_LAYOUT_MAGIC);
+    pc_wire_put_u32(buf + 4, (uint32_t)plan->nchunks);
+    pc_wire_put_u64(buf + 8, resume);
+    uint8_t *e = buf + PC_RT_LAYOUT_HEAD_BYTES;
+    for (int c = 0; c < plan->nchunks; c++, e += PC_RT_LAYOUT_CHUNK_BYTES) {
+        pc_wire_put_u32(e, (uint32_t)plan->chunks[c].n);
+        pc_wire_put_u32(e + 4, (uint32_t)plan->chunks[c].server);
+    }
+}
+
+int pc_rt__layout_parse(const uint8_t *msg, size_t len, int nservers, rt_layout_t *out, char *err,
+                        size_t errlen)
+{
+    if (len < PC_RT_LAYOUT_HEAD_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "layout of %zu bytes is shorter than its %d-byte head", len,
+                            PC_RT_LAYOUT_HEAD_BYTES);
+    uint32_t magic = pc_wire_get_u32(msg), nchunks = pc_wire_get_u32(msg + 4);
+    if (magic != PC_RT_LAYOUT_MAGIC)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "bad layout magic 0x%08x", magic);
+    if (nchunks > PC_RT_MAX_CHUNKS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "layout of %u chunks, at most %u", nchunks,
+                            PC_RT_MAX_CHUNKS);
+    if (len != pc_rt__layout_bytes(nchunks))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "layout of %u chunks in %zu bytes, expected %zu", nchunks, len,
+                            pc_rt__layout_bytes(nchunks));
+    rt_layout_t l = {.nchunks = nchunks,
+                     .resume = pc_wire_get_u64(msg + 8),
+                     .chunks = msg + PC_RT_LAYOUT_HEAD_BYTES};
+    for (uint32_t c = 0; c < nchunks; c++) {
+        const uint8_t *e = l.chunks + PC_RT_LAYOUT_CHUNK_BYTES * (size_t)c;
+        uint32_t n = pc_wire_get_u32(e), server = pc_wire_get_u32(e + 4);
+        if (n == 0 || n > PC_CODEC_MAX_N || nservers < 1 || server >= (uint32_t)nservers)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "layout names a bad chunk %u (%u elements, server %u of %d)", c, n,
+                                server, nservers);
+    }
+    *out = l;
+    return PC_OK;
+}
+
+/* ---- init -------------------------------------------------------------------------------- */
+
+void pc_rt__init_encode(uint8_t *buf, const float *p, size_t n)
+{
+    pc_wire_put_f32s(buf, p, n);
+}
+
+int pc_rt__init_apply(const uint8_t *msg, size_t len, uint32_t chunk, float *p, size_t n, char *err,
+                      size_t errlen)
+{
+    if (len != pc_rt__init_bytes(n))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: parameters of %zu bytes, expected %zu (%zu elements)", chunk,
+                            len, pc_rt__init_bytes(n), n);
+    if (any_nonfinite(msg, n))
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: a parameter is not finite", chunk);
+    pc_wire_get_f32s(p, msg, n);
+    return PC_OK;
+}
+
+/* ---- grad -------------------------------------------------------------------------------- */
+
+int pc_rt__grad_read(const uint8_t *msg, size_t len, rt_grad_t *g, char *err, size_t errlen)
+{
+    g->msg = msg;
+    g->len = len;
+    return pc_wire_header_read(msg, len, &g->h, err, errlen);
+}
+
+int pc_rt__grad_check(const pc_codec_t *c, const rt_grad_t *g, const pc_codec_expect_t *want,
+                      char *err, size_t errlen)
+{
+    return pc_codec__check(c, &g->h, g->msg + PC_WIRE_HEADER_BYTES, want, err, errlen);
+}
+
+int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, float *dense, char *err,
+                      size_t errlen)
+{
+    return pc_codec__apply(c, &g->h, g->msg + PC_WIRE_HEADER_BYTES, scale, dense, err, errlen);
+}
+
+/* ---- pull -------------------------------------------------------------------------------- */
+
+size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
+                          const uint32_t *changed, size_t nchanged, int mode)
+{
+    /* A sparse entry costs 8 bytes, a dense one 4: sparse must at least halve the entries
+     * to pay; auto wants it to quarter them (decode work, margin). */
+    bool sparse =
+        (mode == PC_PULL_SPARSE && nchanged * 2 < n) || (mode == PC_PULL_AUTO && nchanged * 4 < n);
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = sparse ? PC_RT_PULL_SPARSE : PC_RT_PULL_DENSE,
+                          .chunk = chunk,
+                          .n = (uint32_t)n,
+                          .iteration = it};
+    uint8_t *q = buf + PC_WIRE_HEADER_BYTES;
+    if (sparse) {
+        for (size_t j = 0; j < nchanged; j++)
+            pc_wire_put_u32(q + 4 * j, changed[j]);
+        q += 4 * nchanged;
+        for (size_t j = 0; j < nchanged; j++) {
+            uint32_t u;
+            memcpy(&u, &p[changed[j]], sizeof(u));
+            pc_wire_put_u32(q + 4 * j, u);
+        }
+        h.entries = (uint32_t)nchanged;
+        h.payload = (uint32_t)(8 * nchanged);
+    } else {
+        pc_wire_put_f32s(q, p, n);
+        h.entries = (uint32_t)n;
+        h.payload = (uint32_t)(4 * n);
+    }
+    pc_wire_header_write(&h, buf);
+    return PC_WIRE_HEADER_BYTES + h.payload;
+}
+
+int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                      size_t n, char *err, size_t errlen)
+{
+    pc_wire_header_t h;
+    int rc = pc_wire_header_read(msg, len, &h, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    if ((h.codec != PC_RT_PULL_DENSE && h.codec != PC_RT_PULL_SPARSE) || h.chunk != chunk ||
+        h.n != n || h.iteration != it || h.flags != 0)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "update message (codec %u, chunk %u, n %u, iteration %llu) where "
+                            "chunk %u, n %zu, iteration %llu was expected",
+                            h.codec, h.chunk, h.n, (unsigned long long)h.iteration, chunk, n,
+                            (unsigned long long)it);
+    const uint8_t *q = msg + PC_WIRE_HEADER_BYTES;
+    bool dense = h.codec == PC_RT_PULL_DENSE;
+    size_t k = dense ? n : h.entries;
+    if ((dense && (h.entries != n || h.payload != 4 * (size_t)n)) ||
+        (!dense && h.payload != 8 * (size_t)h.entries))
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes",
+                            chunk, h.entries, h.payload);
+    uint32_t scale_bits; /* +0 exactly: -0 compares equal to 0 but is other bytes */
+    memcpy(&scale_bits, &h.scale, sizeof(scale_bits));
+    if (scale_bits != 0)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update with scale %g, not 0", chunk,
+                            (double)h.scale);
+    const uint8_t *vals = dense ? q : q + 4 * k;
+    if (any_nonfinite(vals, k))
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: an updated parameter is not finite",
+                            chunk);
+    if (dense) {
+        pc_wire_get_f32s(p, vals, n);
+        return PC_OK;
+    }
+    for (size_t j = 0; j < k; j++) {
+        uint32_t ix = pc_wire_get_u32(q + 4 * j);
+        if (ix >= n || (j > 0 && ix <= pc_wire_get_u32(q + 4 * (j - 1))))
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: update index %u out of range or out of order", chunk,
+                                ix);
+    }
+    for (size_t j = 0; j < k; j++) {
+        uint32_t u = pc_wire_get_u32(vals + 4 * j);
+        memcpy(&p[pc_wire_get_u32(q + 4 * j)], &u, sizeof(u));
+    }
+    return PC_OK;
+}
+
+/* ---- done and ckpt ----------------------------------------------------------------------- */
+
+void pc_rt__done_encode(uint8_t *buf, int signal)
+{
+    pc_wire_put_u32(buf, (uint32_t)signal);
+}
+
+int pc_rt__done_parse(const uint8_t *msg, size_t len, int *signal, char *err, size_t errlen)
+{
+    if (len != PC_RT_DONE_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "end message of %zu bytes, expected %d", len,
+                            PC_RT_DONE_BYTES);
+    uint32_t sig = pc_wire_get_u32(msg);
+    if (sig > PC_RT_MAX_SIGNAL)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "end message names signal %u, at most %d", sig,
+                            PC_RT_MAX_SIGNAL);
+    *signal = (int)sig;
+    return PC_OK;
+}
+
+void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it)
+{
+    pc_wire_put_u64(buf, it);
+}
+
+int pc_rt__ckpt_req_parse(const uint8_t *msg, size_t len, uint64_t *it, char *err, size_t errlen)
+{
+    if (len != PC_RT_CKPT_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "checkpoint request of %zu bytes, expected %d",
+                            len, PC_RT_CKPT_BYTES);
+    *it = pc_wire_get_u64(msg);
+    return PC_OK;
+}

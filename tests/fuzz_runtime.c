@@ -1,0 +1,307 @@
+/* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
+ * layout, init, gradient, pull dense and sparse, done, checkpoint request).
+ *
+ * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
+ * number of servers, the receiver's codec, ...); the rest is the message:
+ *   0 layout   1 init   2 gradient   3 pull   4 done   5 checkpoint request
+ *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte), flags (2), chunk (1),
+ *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
+ *     writes a well-formed magic, version and payload length around them, so the fuzzer
+ *     spends its time past the header checks.
+ * Invariants checked (abort on violation):
+ *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
+ *     and says why;
+ *   - an accepted one is what its encoder would write (layout, init, dense pull, done and
+ *     checkpoint messages re-encode to the same bytes), writes only finite parameters, and
+ *     a layout names only chunks of 1..PC_CODEC_MAX_N elements on existing servers;
+ *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
+ *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
+ * ASan and UBSan catch the rest. Built by `make fuzz`; seeds (one valid message of each
+ * kind) in tests/seeds/fuzz_runtime. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_wire.h"
+#include "runtime_proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Largest chunk the harness decodes into (keeps each run fast). */
+#define MAX_N 4096
+
+/* Gradient receivers: every codec, a few encodings. */
+static const char *const specs[] = {
+    "none",
+    "fp16",
+    "topk:ratio=0.01",
+    "topk:ratio=0.25,index=delta,values=fp16",
+    "dgc:ratio=0.01",
+    "randomk:ratio=0.05",
+    "threshold:tau=0.1,index=delta",
+    "qsgd:levels=16",
+    "terngrad",
+    "efsign",
+};
+#define NSPECS (sizeof(specs) / sizeof(specs[0]))
+
+static float before[MAX_N], buf_a[MAX_N], buf_b[MAX_N];
+
+static void fill(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)i * 0.5f - 3.0f;
+}
+
+/* A rejection must say why; err was cleared before the call. */
+static void check_reason(int rc, const char *err)
+{
+    if (rc != PC_EFORMAT || !err[0])
+        abort();
+}
+
+static void fuzz_layout(const uint8_t *msg, size_t len, int nservers)
+{
+    rt_layout_t l = {.nchunks = 12345}, untouched = l;
+    char err[256] = "";
+    int rc = pc_rt__layout_parse(msg, len, nservers, &l, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(&l, &untouched, sizeof(l)) != 0)
+            abort();
+        return;
+    }
+    if (len != pc_rt__layout_bytes(l.nchunks))
+        abort();
+    pc_plan_chunk_t *chunks = malloc(sizeof(pc_plan_chunk_t) * (l.nchunks ? l.nchunks : 1));
+    uint8_t *again = malloc(len);
+    if (!chunks || !again)
+        abort();
+    for (uint32_t c = 0; c < l.nchunks; c++) {
+        uint32_t n;
+        int server;
+        pc_rt__layout_chunk(&l, c, &n, &server);
+        if (n == 0 || n > PC_CODEC_MAX_N || server < 0 || server >= nservers)
+            abort();
+        chunks[c] = (pc_plan_chunk_t){.id = c, .n = n, .server = server};
+    }
+    pc_plan_t plan = {.nchunks = (int)l.nchunks, .nservers = nservers, .chunks = chunks};
+    pc_rt__layout_encode(again, &plan, l.resume);
+    if (memcmp(again, msg, len) != 0)
+        abort();
+    free(chunks);
+    free(again);
+}
+
+static void fuzz_init(const uint8_t *msg, size_t len, unsigned param)
+{
+    /* Mostly the length the message has (so the values get checked), sometimes not. */
+    size_t n = len / 4 + (param & 1);
+    if (n == 0 || n > MAX_N)
+        return;
+    fill(buf_a, n);
+    memcpy(before, buf_a, sizeof(float) * n);
+    char err[256] = "";
+    int rc = pc_rt__init_apply(msg, len, 3, buf_a, n, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(buf_a, before, sizeof(float) * n) != 0)
+            abort();
+        return;
+    }
+    uint8_t *again = malloc(len);
+    if (!again)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(buf_a[i]))
+            abort();
+    pc_rt__init_encode(again, buf_a, n);
+    if (len != pc_rt__init_bytes(n) || memcmp(again, msg, len) != 0)
+        abort();
+    free(again);
+}
+
+static void fuzz_grad(const uint8_t *msg, size_t len, unsigned param)
+{
+    pc_codec_spec_t spec;
+    char err[256] = "", err2[256] = "";
+    if (pc_codec_spec_parse(specs[param % NSPECS], &spec, err, sizeof(err)) != PC_OK)
+        abort();
+    spec.seed = 7;
+    pc_codec_t *c;
+    if (pc_codec_create(&spec, &c) != PC_OK)
+        return;
+    /* The receiver expects what the header claims (so the deeper checks run), bounded. */
+    uint32_t n = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 12) : 1;
+    uint32_t chunk = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 8) : 0;
+    if (n == 0 || n > MAX_N)
+        n = 1 + n % MAX_N;
+    pc_codec_expect_t want = {.chunk = chunk, .n = n, .any_iteration = true};
+    fill(buf_a, n);
+    fill(buf_b, n);
+    memcpy(before, buf_a, sizeof(float) * n);
+    rt_grad_t g;
+    int rc = pc_rt__grad_read(msg, len, &g, err, sizeof(err));
+    if (rc == PC_OK)
+        rc = pc_rt__grad_check(c, &g, &want, err, sizeof(err));
+    if (rc == PC_OK)
+        rc = pc_rt__grad_apply(c, &g, 0.5f, buf_a, err, sizeof(err));
+    int rc2 = pc_codec_decode_add(c, msg, len, &want, 0.5f, buf_b, NULL, err2, sizeof(err2));
+    if (rc != rc2)
+        abort(); /* the split path and the codec disagree */
+    if (rc != PC_OK) {
+        if (rc != PC_ENOMEM)
+            check_reason(rc, err);
+        if (strcmp(err, err2) != 0 || memcmp(buf_a, before, sizeof(float) * n) != 0)
+            abort();
+    } else {
+        if (memcmp(buf_a, buf_b, sizeof(float) * n) != 0)
+            abort();
+        for (uint32_t i = 0; i < n; i++)
+            if (!isfinite(buf_a[i]))
+                abort();
+    }
+    pc_codec_destroy(c);
+}
+
+static void fuzz_pull(const uint8_t *msg, size_t len)
+{
+    /* Expect what the header claims, as a worker that posted the right receive would. */
+    uint32_t n = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 12) : 1;
+    uint32_t chunk = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 8) : 0;
+    uint64_t it = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u64(msg + 16) : 0;
+    if (n == 0 || n > MAX_N)
+        n = 1 + n % MAX_N;
+    fill(buf_a, n);
+    memcpy(before, buf_a, sizeof(float) * n);
+    char err[256] = "";
+    int rc = pc_rt__pull_apply(msg, len, chunk, it, buf_a, n, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(buf_a, before, sizeof(float) * n) != 0)
+            abort();
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite(buf_a[i]))
+            abort();
+    if (msg[5] == PC_RT_PULL_DENSE) {
+        uint8_t *again = malloc(pc_rt__pull_max_bytes(n));
+        if (!again)
+            abort();
+        size_t l2 = pc_rt__pull_encode(again, chunk, it, buf_a, n, NULL, 0, PC_PULL_DENSE);
+        if (l2 != len || memcmp(again, msg, len) != 0)
+            abort();
+        free(again);
+    }
+}
+
+static void fuzz_done(const uint8_t *msg, size_t len)
+{
+    int sig = -7;
+    char err[256] = "";
+    int rc = pc_rt__done_parse(msg, len, &sig, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (sig != -7)
+            abort();
+        return;
+    }
+    uint8_t again[PC_RT_DONE_BYTES];
+    pc_rt__done_encode(again, sig);
+    if (sig < 0 || sig > PC_RT_MAX_SIGNAL || len != PC_RT_DONE_BYTES || memcmp(again, msg, len))
+        abort();
+}
+
+static void fuzz_ckpt(const uint8_t *msg, size_t len)
+{
+    uint64_t it = 77;
+    char err[256] = "";
+    int rc = pc_rt__ckpt_req_parse(msg, len, &it, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (it != 77)
+            abort();
+        return;
+    }
+    uint8_t again[PC_RT_CKPT_BYTES];
+    pc_rt__ckpt_req_encode(again, it);
+    if (len != PC_RT_CKPT_BYTES || memcmp(again, msg, len) != 0)
+        abort();
+}
+
+/* Structured: a well-formed pc_wire frame around fuzzed fields; NULL when too short. */
+static uint8_t *frame(const uint8_t *rest, size_t len, bool pull, size_t *out_len)
+{
+    if (len < 13)
+        return NULL;
+    size_t payload = len - 13;
+    uint8_t *msg = malloc(PC_WIRE_HEADER_BYTES + payload);
+    if (!msg)
+        return NULL;
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC, .version = PC_WIRE_VERSION};
+    h.codec = pull ? (uint8_t)(PC_RT_PULL_DENSE + (rest[0] & 1)) : rest[0] % PC_CODEC_COUNT;
+    h.flags = pc_wire_get_u16(rest + 1) & PC_WIRE_F_KNOWN;
+    h.chunk = rest[3];
+    h.n = 1 + pc_wire_get_u16(rest + 4) % MAX_N;
+    h.entries = pc_wire_get_u16(rest + 6) % (h.n + 1);
+    h.iteration = rest[8];
+    uint32_t sb = pc_wire_get_u32(rest + 9);
+    memcpy(&h.scale, &sb, sizeof(h.scale));
+    h.payload = (uint32_t)payload;
+    pc_wire_header_write(&h, msg);
+    memcpy(msg + PC_WIRE_HEADER_BYTES, rest + 13, payload);
+    *out_len = PC_WIRE_HEADER_BYTES + payload;
+    return msg;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    unsigned kind = data[0] & 7, param = data[0] >> 3;
+    size_t len = size - 1;
+    /* A copy of exactly len bytes, so ASan sees any read past the end. */
+    uint8_t *msg = malloc(len ? len : 1);
+    if (!msg)
+        return 0;
+    memcpy(msg, data + 1, len);
+    switch (kind) {
+    case 0:
+        fuzz_layout(msg, len, (int)(param % 5)); /* 0 servers: every chunk refused */
+        break;
+    case 1:
+        fuzz_init(msg, len, param);
+        break;
+    case 2:
+        fuzz_grad(msg, len, param);
+        break;
+    case 3:
+        fuzz_pull(msg, len);
+        break;
+    case 4:
+        fuzz_done(msg, len);
+        break;
+    case 5:
+        fuzz_ckpt(msg, len);
+        break;
+    default: {
+        size_t flen = 0;
+        uint8_t *f = frame(msg, len, kind == 7, &flen);
+        if (f) {
+            if (kind == 7)
+                fuzz_pull(f, flen);
+            else
+                fuzz_grad(f, flen, param);
+            free(f);
+        }
+    }
+    }
+    free(msg);
+    return 0;
+}
