@@ -14,6 +14,7 @@
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_file.h"
 #include "pipecompress/pc_time.h"
 #include "runtime_impl.h"
 
@@ -247,7 +248,7 @@ void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 }
 
 /* Collective: gather len bytes of data from every rank to rank 0, which writes
- * head + data... + tail to path through a temporary file and a rename. */
+ * head + data... + tail to path, crash-safe (pc_file). */
 static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const char *path,
                         const char *head, const char *sep, const char *tail, char *err,
                         size_t errlen)
@@ -278,24 +279,23 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
                                       rt->comm),
                           err, errlen);
     if (rc == PC_OK && rt->rank == 0) {
-        char tmp[PC_CONFIG_PATH_LEN + 32];
-        snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-        FILE *f = all ? fopen(tmp, "w") : NULL;
-        bool ok = f != NULL && fputs(head, f) >= 0;
-        const char *s = "";
-        for (int r = 0; ok && r < rt->size; r++) {
-            if (!counts[r])
-                continue;
-            ok = fputs(s, f) >= 0 && fwrite(all + displs[r], 1, (size_t)counts[r], f) == (size_t)counts[r];
-            s = sep;
-        }
-        ok = ok && fputs(tail, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        if (f && fclose(f) != 0)
-            ok = false;
-        if (!ok || rename(tmp, path) != 0) {
-            rc = pc_error_fmt(PC_EIO, err, errlen, "cannot write '%s': %s", path,
-                     all ? strerror(errno) : "out of memory");
-            unlink(tmp);
+        pc_file_writer_t *f = NULL;
+        if (!all)
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "cannot write '%s': out of memory", path);
+        else
+            rc = pc_file_writer_open(path, &f, err, errlen);
+        if (rc == PC_OK) {
+            pc_file_writer_write(f, head, strlen(head));
+            const char *s = "";
+            for (int r = 0; r < rt->size; r++) {
+                if (!counts[r])
+                    continue;
+                pc_file_writer_write(f, s, strlen(s));
+                pc_file_writer_write(f, all + displs[r], (size_t)counts[r]);
+                s = sep;
+            }
+            pc_file_writer_write(f, tail, strlen(tail));
+            rc = pc_file_writer_commit(f, err, errlen);
         }
     }
     free(all);
