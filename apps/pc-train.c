@@ -195,6 +195,10 @@ static void fmt_eta(double s, char *buf, size_t len)
 int main(int argc, char **argv)
 {
     int provided, rank, size;
+    /* First of all: a stop that arrives while MPI starts (slow on a loaded machine) is kept
+     * and honoured at the first iteration boundary instead of killing the rank. */
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -240,9 +244,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return st;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-
     pc_log_t *log;
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
     if (rank == 0) {

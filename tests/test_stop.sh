@@ -23,10 +23,13 @@ set -m
 common=(--data synthetic --synthetic-samples 6000 --batch 16 --lr 0.01 --log-level warn)
 for sig in TERM INT; do
     ck="$tmp/ck-$sig"
-    "$run" -t 120 -np 3 "$train" "${common[@]}" --epochs 1000 --checkpoint-dir "$ck" \
+    "$run" -t 300 -np 3 "$train" "${common[@]}" --epochs 1000 --checkpoint-dir "$ck" \
         --save-model "$tmp/m-$sig.pcm" >"$tmp/$sig.log" 2>&1 &
     job=$!
-    for _ in $(seq 100); do grep -q '^epoch 1:' "$tmp/$sig.log" && break; sleep 0.1; done
+    # Until the first epoch's end (generous: the machine may be loaded); a signal before the
+    # ranks run would test the launcher's start-up instead.
+    for _ in $(seq 1200); do grep -q '^epoch 1:' "$tmp/$sig.log" && break; sleep 0.1; done
+    grep -q '^epoch 1:' "$tmp/$sig.log" || bad "SIG$sig: the job did not reach its first epoch's end in 120 s"
     kill "-$sig" "$job"
     wait "$job"
     rc=$?
