@@ -28,9 +28,9 @@ src=${PC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${PC_BUILDDIR:-$src/build}
 only_sbatch=0
 [ "${1:-}" = "--sbatch" ] && only_sbatch=1
+. "$src/tests/lib.sh"
 if [ "$(cd "$build" && pwd -P)" != "$(cd "$src" 2>/dev/null && pwd -P)/build" ]; then
-    echo "test_docs: skipped: the documented commands use build/; run from scripts/check.sh (build in $src/build)"
-    exit 77
+    pc_skip "the documented commands use build/; run from scripts/check.sh (build in $src/build)"
 fi
 tmp=$(mktemp -d)
 trap '[ -n "${PC_KEEP_DOCS:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT

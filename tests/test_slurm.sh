@@ -16,9 +16,9 @@ set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 train="$build/apps/pc-train"
+. "$src/tests/lib.sh"
 if [ "$(id -u)" != 0 ]; then
-    echo "test_slurm: skipped: starting Slurm's daemons needs root"
-    exit 77
+    pc_skip "starting Slurm's daemons needs root"
 fi
 tmp=$(mktemp -d)
 cluster="$tmp/cluster"
