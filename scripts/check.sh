@@ -3,6 +3,8 @@
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
+#     (2 and 3 build only the static library: their tests link it, like every program;
+#     the shared library is checked in 1, by tests/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
 #     (tests/test_slurm.sh; needs root, skipped otherwise);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
@@ -76,10 +78,10 @@ count() { # DIR OUT: add an automake test-suite summary to the totals; note each
 pc_build build
 run_suite build check
 
-pc_build build-tsan --enable-tsan --without-cuda
+pc_build build-tsan --enable-tsan --without-cuda --disable-shared
 run_suite build-tsan check-concurrency
 
-pc_build build-asan --enable-asan --without-cuda
+pc_build build-asan --enable-asan --without-cuda --disable-shared
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
 
 pc_say "tests/test_slurm.sh (Slurm on localhost)"
