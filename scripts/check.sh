@@ -4,15 +4,15 @@
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
 #     (2 and 3 build only the static library: their tests link it, like every program;
-#     the shared library is checked in 1, by tests/test_install.sh);
+#     the shared library is checked in 1, by tests/mpi/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
-#     (tests/test_slurm.sh; needs root, skipped otherwise);
+#     (tests/mpi/test_slurm.sh; needs root, skipped otherwise);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
 # skipped tests with the reason each gave (its "skipped: REASON" line).
-# Exit status is non-zero on any failure. Logs: build*/tests/*.log.
+# Exit status is non-zero on any failure. Logs: build*/tests/*/*.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" = 0 ]; then
@@ -84,26 +84,26 @@ run_suite build-tsan check-concurrency
 pc_build build-asan --enable-asan --without-cuda --disable-shared
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
 
-pc_say "tests/test_slurm.sh (Slurm on localhost)"
+pc_say "tests/mpi/test_slurm.sh (Slurm on localhost)"
 set +e
-"$PC_TOP/tests/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
+"$PC_TOP/tests/mpi/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
 rc=$?
 set -e
 cat "$PC_TOP/build/test_slurm.log"
 case $rc in
 0) PASSED=$((PASSED + 1)) ;;
-77) skipped tests/test_slurm.sh "$(skip_reason "$PC_TOP/build/test_slurm.log")" ;;
+77) skipped tests/mpi/test_slurm.sh "$(skip_reason "$PC_TOP/build/test_slurm.log")" ;;
 *) FAILED=$((FAILED + 1)); summary; pc_die "the Slurm test failed" ;;
 esac
 
-# The libFuzzer targets (make fuzz builds them into build/fuzz/).
-FUZZ_TARGETS="fuzz_decode fuzz_idx fuzz_manifest"
+# The libFuzzer targets: tests/fuzz/fuzz_*.c (make fuzz builds them into build/fuzz/).
+FUZZ_TARGETS=$(cd "$PC_TOP/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 # run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
 run_fuzz() {
     local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1"
     mkdir -p "$corpus"
     local seeds=()
-    [ -d "$PC_TOP/tests/seeds/$target" ] && seeds=("$PC_TOP/tests/seeds/$target") # valid inputs to start from
+    [ -d "$PC_TOP/tests/fuzz/seeds/$target" ] && seeds=("$PC_TOP/tests/fuzz/seeds/$target") # valid inputs to start from
     if ! (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
             -print_final_stats=1 "$corpus" "${seeds[@]}" >"$target.log" 2>&1); then
         grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/$target.log" >&2

@@ -12,19 +12,19 @@
 #   - mpirun runs as a user of these docs would have it set up: installed programs (the
 #     build tree's apps/ on PATH) and, on this small machine, Open MPI's variables for
 #     root and oversubscription (doc/operations.md says to set them);
-#   - sbatch (--sbatch, called by tests/test_slurm.sh with its one-node Slurm running):
+#   - sbatch (--sbatch, called by tests/mpi/test_slurm.sh with its one-node Slurm running):
 #     with --wait and --overcommit, the job's nodes folded onto the one node
 #     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks-per-node=N*K, one CPU each);
 #   - "scripts/check.sh" is the run that calls this test: not run again;
 #   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
 #     its final "make check" (the suite this test belongs to);
-#   - mpicc against the installed library: tests/test_install.sh runs that build.
+#   - mpicc against the installed library: tests/mpi/test_install.sh runs that build.
 # A documented command that none of these rules knows fails the test: add a rule.
-#   tests/test_docs.sh            every command but sbatch's
-#   tests/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
+#   tests/mpi/test_docs.sh            every command but sbatch's
+#   tests/mpi/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
 # Needs the build in $PC_SRCDIR/build (the docs' paths): scripts/check.sh's layout.
 set -uo pipefail
-src=${PC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+src=${PC_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${PC_BUILDDIR:-$src/build}
 only_sbatch=0
 [ "${1:-}" = "--sbatch" ] && only_sbatch=1
@@ -105,8 +105,8 @@ while IFS=$'\t' read -r where cmd; do
         rm -rf "$tmp/copy/build" "$tmp/copy/results"
         run="cd '$tmp/copy' && autoreconf -fi && mkdir -p build && cd build && ../configure && make -j\$(nproc)" ;;
     mpicc*pkg-config*pipecompress*)
-        grep -qF -- "mpicc" "$src/tests/test_install.sh" \
-            && { echo "skip: $where: $cmd (built by tests/test_install.sh against an installed tree)"; continue; }
+        grep -qF -- "mpicc" "$src/tests/mpi/test_install.sh" \
+            && { echo "skip: $where: $cmd (built by tests/mpi/test_install.sh against an installed tree)"; continue; }
         bad "$where: no rule for '$cmd'"; continue ;;
     scripts/demo.sh*)
         run="$src/$(short_iters "$cmd")" ;;

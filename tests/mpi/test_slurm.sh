@@ -11,9 +11,9 @@
 #    script's own.
 # Starts munged, slurmctld and slurmd (scripts/slurm/local-cluster.sh) and stops them by
 # pid. Needs root; prints why and exits 77 (skipped) where it is not root.
-#   tests/test_slurm.sh BUILDDIR
+#   tests/mpi/test_slurm.sh BUILDDIR
 set -uo pipefail
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 train="$build/apps/pc-train"
 . "$src/tests/lib.sh"
@@ -143,9 +143,9 @@ else
     bad "scancel (state '$state')"; grep -v '^  ' "$tmp/job6.out" | tail -n 12
 fi
 
-# 7. Every sbatch command in the docs, in its short form, on this cluster (tests/test_docs.sh
+# 7. Every sbatch command in the docs, in its short form, on this cluster (tests/mpi/test_docs.sh
 #    says how a command is shortened; the other documented commands run in make check).
-PC_SRCDIR="$src" PC_BUILDDIR="$build" "$src/tests/test_docs.sh" --sbatch >"$tmp/docs.log" 2>&1
+PC_SRCDIR="$src" PC_BUILDDIR="$build" "$src/tests/mpi/test_docs.sh" --sbatch >"$tmp/docs.log" 2>&1
 rc=$?
 sed 's/^/  docs: /' "$tmp/docs.log"
 case $rc in

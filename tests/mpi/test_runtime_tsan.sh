@@ -7,7 +7,7 @@
 set -uo pipefail
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
-export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/tsan.supp halt_on_error=1 exitcode=66 report_signal_unsafe=0"
+export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/mpi/tsan.supp halt_on_error=1 exitcode=66 report_signal_unsafe=0"
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

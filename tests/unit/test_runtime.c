@@ -1,6 +1,6 @@
 /* test_runtime: the runtime's pure parts: flag combinations (pc_runtime_check_config) and
  * pull messages (dense and sparse encodings, and rejection of malformed ones without
- * writing). The MPI behaviour is tested by tests/test_runtime.sh. */
+ * writing). The MPI behaviour is tested by tests/mpi/test_runtime.sh. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -14,7 +14,7 @@ set -uo pipefail
 . "$PC_SRCDIR/tests/lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
-mpi="$PC_BUILDDIR/tests/test_runtime_mpi"
+mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
