@@ -13,11 +13,9 @@
 #    libraries runs without the shared library;
 #  - the installed pc-train runs.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 
 if ! make -C "$PC_BUILDDIR" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1; then
@@ -80,5 +78,4 @@ if "$run" -t 60 -np 3 "$installed" --data synthetic --synthetic-samples 600 --it
 else
     bad "installed pc-train"; tail -3 "$tmp/t.log"
 fi
-echo "test_install.sh: $fails failure(s)"
-[ "$fails" = 0 ]
+pc_done

@@ -13,10 +13,10 @@
 # pid. Needs root; prints why and exits 77 (skipped) where it is not root.
 #   tests/mpi/test_slurm.sh BUILDDIR
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 train="$build/apps/pc-train"
-. "$src/tests/lib.sh"
 if [ "$(id -u)" != 0 ]; then
     pc_skip "starting Slurm's daemons needs root"
 fi
@@ -28,9 +28,6 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${PC_KEEP_SLURM_LOGS:-}" ] && trap '"$src/scripts/slurm/local-cluster.sh" stop "$cluster"; echo "kept $tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 "$src/scripts/slurm/local-cluster.sh" start "$cluster" || { echo "FAIL: cannot start Slurm"; exit 1; }
 export SLURM_CONF="$cluster/slurm.conf" PC_TRAIN="$train"
@@ -154,4 +151,4 @@ case $rc in
 *) bad "a documented sbatch command failed" ;;
 esac
 
-[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+pc_done
