@@ -59,8 +59,9 @@ for _ in $(seq 1200); do
 done
 scancel --signal=USR1 --batch "$jid"
 # Slurm holds a requeued job until the old credentials expire (cred_expire, 10 s on the
-# test cluster); then it starts again.
-for _ in $(seq 240); do
+# test cluster); then it starts again. Up to 240 s: on a loaded 2-core machine the
+# requeued job was once seen still finishing its last epoch after 120 s.
+for _ in $(seq 480); do
     case $(job_state "$jid") in *COMPLETED*|*FAILED*|*CANCELLED*|*TIMEOUT*) break ;; esac
     sleep 0.5
 done
