@@ -1,4 +1,5 @@
-/* pc-bench: shared declarations of the benchmark subcommands. */
+/* pc-bench: the benchmark subcommands (apps/bench_<name>.c, called by the dispatcher
+ * apps/pc-bench.c) and the helpers they share (apps/bench.c). */
 #ifndef PC_BENCH_H
 #define PC_BENCH_H
 

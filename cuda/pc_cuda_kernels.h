@@ -7,10 +7,16 @@
 extern "C" {
 #endif
 
+/* Library-private although prefixed: declared hidden, so libpipecompress.so does not export
+ * them (src/libpipecompress.map exports every other pc_* name). */
+#pragma GCC visibility push(hidden)
+
 int pc_cuda_device_count_raw(int *count);
 const char *pc_cuda_error_string(int code);
 /* Fill out_host[0..n) with 0.5 * i + 1 computed on device 0. */
 int pc_cuda_affine_launch(float *out_host, int n);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

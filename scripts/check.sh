@@ -3,11 +3,16 @@
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
+#     (2 and 3 build only the static library: their tests link it, like every program;
+#     the shared library is checked in 1, by tests/mpi/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
-#     (tests/test_slurm.sh; needs root, skipped with a message otherwise);
+#     (tests/mpi/test_slurm.sh; needs root, skipped otherwise);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
-# Exit status is non-zero on any failure. Logs: build*/tests/*.log.
+# A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
+# passed: the closing line is "check: N passed, N failed, N skipped", after the list of
+# skipped tests with the reason each gave (its "skipped: REASON" line).
+# Exit status is non-zero on any failure. Logs: build*/tests/*/*.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" = 0 ]; then
@@ -18,65 +23,92 @@ fi
 
 PASSED=0
 FAILED=0
+SKIPPED=0
+SKIPS=() # "NAME: REASON", one per skipped test
+
+# skipped NAME REASON: count a test that did not run, and keep why.
+skipped() {
+    SKIPPED=$((SKIPPED + 1))
+    SKIPS+=("$1: $2")
+}
+# skip_reason LOG: the "skipped: REASON" line a skipping test printed, else its last line.
+skip_reason() {
+    local r
+    r=$(sed -n 's/^skipped: //p' "$1" 2>/dev/null | head -n 1)
+    [ -n "$r" ] || r=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1)
+    echo "${r:-no reason given}"
+}
+# summary: the skipped tests with their reasons, then the closing line CI reads.
+summary() {
+    [ "${#SKIPS[@]}" = 0 ] || printf 'SKIP: %s\n' "${SKIPS[@]}"
+    echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+}
+
 run_suite() { # DIR TARGET
     local dir="$PC_TOP/$1" target=$2
     pc_say "make $target (in $1)"
     if ! make -C "$dir" -j"$(nproc)" "$target" >"$dir/$target.out" 2>&1; then
         grep -E '^(FAIL|ERROR|XPASS)' "$dir/$target.out" >&2 || true
-        for log in "$dir"/tests/*.log; do
-            grep -qE ':test-result: (FAIL|ERROR)' "${log%.log}.trs" 2>/dev/null && { echo "--- $log"; tail -n 40 "$log"; } >&2
-        done
+        while IFS= read -r trs; do
+            grep -qE ':test-result: (FAIL|ERROR)' "$trs" && { echo "--- ${trs%.trs}.log"; tail -n 40 "${trs%.trs}.log"; } >&2
+        done < <(find "$dir/tests" -name '*.trs')
         tail -n 20 "$dir/$target.out" >&2
         local before=$FAILED
-        count "$dir/$target.out"
+        count "$1" "$dir/$target.out"
         [ "$FAILED" = "$before" ] && FAILED=$((FAILED + 1)) # the suite broke before its summary
-        echo "check: $PASSED passed, $FAILED failed"
+        summary
         pc_die "$target failed in $1"
     fi
     grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir/$target.out" || true
-    count "$dir/$target.out"
+    count "$1" "$dir/$target.out"
 }
-count() { # add an automake test-suite summary to the totals
-    local p f e
-    p=$(sed -n 's/^# PASS: *//p' "$1" | tail -n 1)
-    f=$(sed -n 's/^# FAIL: *//p' "$1" | tail -n 1)
-    e=$(sed -n 's/^# ERROR: *//p' "$1" | tail -n 1)
+count() { # DIR OUT: add an automake test-suite summary to the totals; note each SKIP
+    local p f e name
+    p=$(sed -n 's/^# PASS: *//p' "$2" | tail -n 1)
+    f=$(sed -n 's/^# FAIL: *//p' "$2" | tail -n 1)
+    e=$(sed -n 's/^# ERROR: *//p' "$2" | tail -n 1)
     PASSED=$((PASSED + ${p:-0}))
     FAILED=$((FAILED + ${f:-0} + ${e:-0}))
+    # automake prints "SKIP: tests/..." for each; the reason is in the test's .log.
+    while IFS= read -r name; do
+        skipped "$name ($1)" "$(skip_reason "$PC_TOP/$1/$name.log")"
+    done < <(sed -n 's/^SKIP: //p' "$2")
 }
 
 pc_build build
 run_suite build check
 
-pc_build build-tsan --enable-tsan --without-cuda
+pc_build build-tsan --enable-tsan --without-cuda --disable-shared
 run_suite build-tsan check-concurrency
 
-pc_build build-asan --enable-asan --without-cuda
+pc_build build-asan --enable-asan --without-cuda --disable-shared
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
 
-pc_say "tests/test_slurm.sh (Slurm on localhost)"
+pc_say "tests/mpi/test_slurm.sh (Slurm on localhost)"
 set +e
-"$PC_TOP/tests/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
+"$PC_TOP/tests/mpi/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
 rc=$?
 set -e
 cat "$PC_TOP/build/test_slurm.log"
 case $rc in
 0) PASSED=$((PASSED + 1)) ;;
-77) ;;
-*) FAILED=$((FAILED + 1)); echo "check: $PASSED passed, $FAILED failed"; pc_die "the Slurm test failed" ;;
+77) skipped tests/mpi/test_slurm.sh "$(skip_reason "$PC_TOP/build/test_slurm.log")" ;;
+*) FAILED=$((FAILED + 1)); summary; pc_die "the Slurm test failed" ;;
 esac
 
+# The libFuzzer targets: tests/fuzz/fuzz_*.c (make fuzz builds them into build/fuzz/).
+FUZZ_TARGETS=$(cd "$PC_TOP/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 # run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
 run_fuzz() {
     local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1"
     mkdir -p "$corpus"
     local seeds=()
-    [ -d "$PC_TOP/tests/seeds/$target" ] && seeds=("$PC_TOP/tests/seeds/$target") # valid inputs to start from
+    [ -d "$PC_TOP/tests/fuzz/seeds/$target" ] && seeds=("$PC_TOP/tests/fuzz/seeds/$target") # valid inputs to start from
     if ! (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
             -print_final_stats=1 "$corpus" "${seeds[@]}" >"$target.log" 2>&1); then
         grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/$target.log" >&2
         FAILED=$((FAILED + 1))
-        echo "check: $PASSED passed, $FAILED failed"
+        summary
         pc_die "$target found a crash (the input is saved in build/fuzz/)"
     fi
     local execs
@@ -88,16 +120,21 @@ run_fuzz() {
 if command -v clang >/dev/null 2>&1; then
     runs=${PC_FUZZ_RUNS:-1500000}
     secs=${PC_FUZZ_SECONDS:-300}
-    pc_say "make fuzz; bounded runs: fuzz_decode and fuzz_runtime $runs, fuzz_idx and fuzz_manifest $((runs / 3)) (at most $secs s each)"
+    pc_say "make fuzz; bounded runs: fuzz_decode and fuzz_runtime $runs, the others $((runs / 3)) (at most $secs s each)"
     make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
-        || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; pc_die "make fuzz failed"; }
-    run_fuzz fuzz_decode "$runs"
-    run_fuzz fuzz_idx $((runs / 3))
-    run_fuzz fuzz_manifest $((runs / 3))
-    run_fuzz fuzz_runtime "$runs"
+        || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; summary; pc_die "make fuzz failed"; }
+    for target in $FUZZ_TARGETS; do
+        case $target in # the message parsers get the most runs
+        fuzz_decode | fuzz_runtime) run_fuzz "$target" "$runs" ;;
+        *) run_fuzz "$target" $((runs / 3)) ;;
+        esac
+    done
 else
     pc_say "clang not installed: fuzz targets skipped"
+    for target in $FUZZ_TARGETS; do
+        skipped "$target" "clang not installed (Debian package clang): libFuzzer target not built"
+    done
 fi
 
 pc_say "all tests passed"
-echo "check: $PASSED passed, $FAILED failed"
+summary

@@ -11,7 +11,10 @@ mkdir -p "$out"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
     pc_setup || echo "(set-up failed: building with what is installed)"
     pc_build build-gpu --with-cuda
-    make -C "$PC_TOP/build-gpu" check TESTS=tests/test_cuda
-    cat "$PC_TOP/build-gpu/tests/test_cuda.log"
+    # the architectures in the fatbinary (configure --with-cuda-arch), where cuobjdump exists
+    objdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+    [ -x "$objdump" ] && "$objdump" --list-elf --list-ptx "$PC_TOP/build-gpu/cuda/pc_probe.o"
+    make -C "$PC_TOP/build-gpu" check TESTS=tests/unit/test_cuda
+    cat "$PC_TOP/build-gpu/tests/unit/test_cuda.log"
     make -C "$PC_TOP/build-gpu" -j"$(nproc)" check
 } 2>&1 | tee "$out/gpu-check.log"

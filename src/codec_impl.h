@@ -17,6 +17,10 @@
 #include "pipecompress/pc_select.h"
 #include "pipecompress/pc_wire.h"
 
+/* Library-private although prefixed: declared hidden, so libpipecompress.so does not export
+ * them (src/libpipecompress.map exports every other pc_* name). */
+#pragma GCC visibility push(hidden)
+
 typedef struct codec_ops {
     size_t (*max_payload)(const pc_codec_t *c, size_t n);
     /* Fill payload[0..cap) (cap >= max_payload) and h->entries, h->payload, h->scale,
@@ -96,5 +100,7 @@ float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *
 
 /* Largest finite binary16: fp16 values saturate here rather than overflow to infinity. */
 #define PC_CODEC_F16_MAX 65504.0f
+
+#pragma GCC visibility pop
 
 #endif /* PC_CODEC_IMPL_H */

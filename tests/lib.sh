@@ -1,5 +1,21 @@
-# tests/lib.sh: helpers the shell tests share (sourced).
+# tests/lib.sh: helpers the shell tests share (sourced by every tests/mpi/*.sh).
 # shellcheck shell=bash
+
+# Results: each check prints one line, ok TEXT ("ok: TEXT") or bad TEXT ("FAIL: TEXT",
+# counted in fails); pc_done ends the test with the count, exiting 0 when nothing failed
+# and 1 otherwise. pc_skip (below) ends a test that cannot run here.
+fails=0
+ok() { echo "ok: $*"; }
+bad() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+pc_done() {
+    echo "${0##*/}: $fails failure(s)"
+    [ "$fails" = 0 ] && exit 0
+    exit 1
+}
+
 # Processes are found from the pid of what the test itself started, never by name or
 # command line: other jobs on a shared machine may run the same programs.
 
@@ -40,4 +56,11 @@ pc_kill_tree() {
     below=$(pc_descendants "$1")
     # shellcheck disable=SC2086
     kill -KILL "$1" $below 2>/dev/null
+}
+
+# pc_skip REASON: the test cannot run here. Prints one line "skipped: REASON" (what
+# scripts/check.sh lists) and exits 77, which automake counts as SKIP, not PASS.
+pc_skip() {
+    echo "skipped: $*"
+    exit 77
 }

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-/* Philox4x32-10 on one block: out = philox(ctr, key). Known-answer tests: tests/test_philox.c
+/* Philox4x32-10 on one block: out = philox(ctr, key). Known-answer tests: tests/unit/test_philox.c
  * (Random123's kat_vectors). Pure; thread-safe. */
 static inline void pc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 {

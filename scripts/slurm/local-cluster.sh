@@ -7,7 +7,7 @@
 # Then: export SLURM_CONF=DIR/slurm.conf; sbatch ... Needs root (the daemons run as root,
 # munged as user munge) and the Debian packages slurmctld slurmd slurm-client munge.
 # The node advertises max(64, cores) CPUs (config_overrides): the documented jobs, up to 32
-# one-CPU tasks when tests/test_docs.sh folds a multi-node job onto this node, fit on a
+# one-CPU tasks when tests/mpi/test_docs.sh folds a multi-node job onto this node, fit on a
 # 2-core machine, oversubscribed.
 set -euo pipefail
 die() { echo "local-cluster.sh: $*" >&2; exit 1; }

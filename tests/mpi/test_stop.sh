@@ -7,15 +7,12 @@
 #  - no Open MPI "Epoll MOD ... Bad file descriptor" warnings (mpirun is not signalled);
 #  - --resume from that checkpoint finishes the run.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
-. "$PC_SRCDIR/tests/lib.sh"
 tmp=$(mktemp -d)
 job=
 trap '[ -n "$job" ] && pc_kill_tree "$job"; rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # Job control: the launcher gets its own process group, as under an interactive shell, and
 # SIGINT is not ignored in it (a non-interactive shell starts background jobs so).
 set -m
@@ -55,5 +52,4 @@ else
     bad "resume after a stop"; tail -5 "$tmp/resume.log"
 fi
 
-echo "test_stop.sh: $fails failure(s)"
-[ "$fails" = 0 ]
+pc_done

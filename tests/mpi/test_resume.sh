@@ -9,15 +9,12 @@
 #  - a corrupted newest checkpoint is reported and the previous complete one is used;
 #  - a checkpoint of another model or world size is never loaded.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)
-. "$PC_SRCDIR/tests/lib.sh"
 # A background job still running at exit (a failed step): kill its tree, by pid.
 trap 'for j in $(jobs -p); do pc_kill_tree "$j"; done; rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # 2 workers x batch 16 over 40000 samples: 1250 iterations per epoch, a few seconds.
 common=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01 --log-level warn)
@@ -150,4 +147,4 @@ else
     bad "--resume without --checkpoint-dir: status $rc"; tail -3 <<<"$out"
 fi
 
-[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+pc_done

@@ -1,7 +1,7 @@
 /* test_runtime: the runtime's pure parts: flag combinations (pc_runtime_check_config) and
  * every runtime message (runtime_proto: layout, init, gradient, pull dense and sparse,
  * done, checkpoint request): byte layout, round trips, and rejection of malformed ones
- * without writing. The MPI behaviour is tested by tests/test_runtime.sh. */
+ * without writing. The MPI behaviour is tested by tests/mpi/test_runtime.sh. */
 #include <math.h>
 #include <stdlib.h>
 #include <setjmp.h>

@@ -3,12 +3,10 @@
 # target and whether it was met (a figure without its verdict once left the reader to
 # guess), and writes JSON that parses. No timing is asserted: the machines are shared.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 bench="$PC_BUILDDIR/apps/pc-bench"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 if "$bench" spsc --messages 200000 --rounds 2000 --reps 1 --json "$tmp/spsc.json" >"$tmp/spsc.out" 2>&1 &&
     grep -qE 'pc_spsc/ck_ring throughput [0-9.]+ \(target >= 0.8: (met|NOT met)\)' "$tmp/spsc.out" &&
@@ -32,5 +30,4 @@ rc=$?
 [ $rc = 2 ] && grep -q -- '--reps' <<<"$out" && ok "pc-bench spsc --reps 0: usage error naming the flag" \
     || { bad "pc-bench spsc --reps 0: status $rc"; echo "$out" | tail -2; }
 
-echo "test_bench.sh: $fails failure(s)"
-[ "$fails" = 0 ]
+pc_done

@@ -5,13 +5,11 @@
 #  - --eval-model reads the saved model back and reports the same accuracy;
 #  - a short cnn run completes; bad flags and files fail with one clear line.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 common=(--data synthetic --synthetic-samples 3000 --batch 16 --epochs 2 --lr 0.01)
 
 "$run" -t 180 -np 3 "$train" "${common[@]}" --model mlp --save-model "$tmp/on.pcm" >"$tmp/on.log" 2>&1 \
@@ -151,5 +149,4 @@ out=$("$run" -t 60 -np 3 "$train" --data /nonexistent-dir 2>&1); rc=$?
 [ "$rc" != 0 ] && grep -q "pc-train: --data: /nonexistent-dir/train-images-idx3-ubyte: cannot open" <<<"$out" \
     && ok "missing data directory named" || { bad "missing data: rc $rc"; echo "$out" | tail -3; }
 
-echo "test_train.sh: $fails failure(s)"
-[ "$fails" = 0 ]
+pc_done

@@ -17,7 +17,7 @@
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
  *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
  * ASan and UBSan catch the rest. Built by `make fuzz`; seeds (one valid message of each
- * kind) in tests/seeds/fuzz_runtime. */
+ * kind) in tests/fuzz/seeds/fuzz_runtime. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

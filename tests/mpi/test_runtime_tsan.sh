@@ -5,20 +5,19 @@
 # state the compressor thread wrote). Any data race in PipeCompress's code fails the run
 # (halt_on_error).
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
-export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/tsan.supp halt_on_error=1 exitcode=66 report_signal_unsafe=0"
-fails=0
+export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/mpi/tsan.supp halt_on_error=1 exitcode=66 report_signal_unsafe=0"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for np in 2 3; do
     out=$("$run" -t 300 -np "$np" "$ex" --iters 30 --hidden 64 --compress topk:ratio=0.05 \
         --checkpoint-dir "$tmp/ck$np" --checkpoint-every 7 2>&1); rc=$?
     if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && [ -e "$tmp/ck$np/ckpt-000000000028/MANIFEST" ]; then
-        echo "ok: pipelined runtime with checkpoints, np $np: no data race"
+        ok "pipelined runtime with checkpoints, np $np: no data race"
     else
-        echo "FAIL: np $np (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
-        fails=$((fails + 1))
+        bad "np $np (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
     fi
 done
-[ "$fails" = 0 ]
+pc_done

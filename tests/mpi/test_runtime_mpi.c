@@ -1,4 +1,4 @@
-/* test_runtime_mpi: MPI scenarios of the runtime, run by tests/test_runtime.sh.
+/* test_runtime_mpi: MPI scenarios of the runtime, run by tests/mpi/test_runtime.sh.
  *   test_runtime_mpi exact [runtime flags]
  *       Workers hand over known gradients; after every iteration each checks its
  *       parameters bit for bit against the mean computed here in the servers' order.

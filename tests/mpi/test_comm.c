@@ -1,6 +1,6 @@
 /* test_comm: under mpirun, every rank of the node gets the same placement plan, worker
  * threads get distinct cores whenever the node has enough, each thread binds and verifies,
- * and MPI errors come back as PC_EMPI with a message. Run by tests/test_comm.sh. */
+ * and MPI errors come back as PC_EMPI with a message. Run by tests/mpi/test_comm.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -11,15 +11,12 @@
 #  - malformed messages from a worker are rejected, naming the sender;
 #  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
 set -uo pipefail
-. "$PC_SRCDIR/tests/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
-mpi="$PC_BUILDDIR/tests/test_runtime_mpi"
+mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # Exact aggregation. With 1 or 2 workers any summation order gives the same bits; 3 and 4
 # workers check that the servers sum in rank order.
@@ -160,5 +157,4 @@ else
     bad "SIGTERM: no clean stop (rc $rc)"; tail -5 "$tmp/term.log"
 fi
 
-echo "test_runtime.sh: $fails failure(s)"
-[ "$fails" = 0 ]
+pc_done

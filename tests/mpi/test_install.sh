@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The installed library as a user builds against it (doc/api.md): `make install` into a
+# staging directory, then
+#  - the shared library exports only the public API: every symbol `nm -D --defined-only`
+#    lists starts with pc_ and is declared in an installed header (the library-private
+#    rt_*, pull_encode, ... once were exported);
+#  - the API example compiled with nothing but (it calls BLAS and libm itself)
+#      mpicc apps/examples/pc_example.c $(pkg-config --cflags --libs pipecompress openblas) -lm
+#    (pkg-config pointed at the staging prefix) links libpipecompress.so and runs under
+#    mpirun with LD_LIBRARY_PATH at the staged lib directory; it once failed on a
+#    config.h that only the build tree has;
+#  - the same example linked with libpipecompress.a and pkg-config --static's private
+#    libraries runs without the shared library;
+#  - the installed pc-train runs;
+#  - doc/api.md's build-and-run lines run as written there.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+
+if ! make -C "$PC_BUILDDIR" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1; then
+    bad "make install"; tail -5 "$tmp/install.log"; exit 1
+fi
+prefix=$(sed -n 's/^prefix=//p' "$PC_BUILDDIR/pipecompress.pc")
+pcdir=$(dirname "$(find "$tmp/root" -name pipecompress.pc | head -1)")
+pc() { PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" "$@"; }
+libdir=$(pc --variable=libdir pipecompress)
+incdir=$(pc --variable=includedir pipecompress)
+
+# The exported symbols: only the public API.
+so="$libdir/libpipecompress.so"
+if [ ! -e "$so" ] || [ ! -e "$libdir/libpipecompress.a" ]; then
+    bad "make install did not install libpipecompress.so and libpipecompress.a: $(ls "$libdir" 2>&1)"
+else
+    nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | sort -u >"$tmp/exported"
+    grep -ohE '\bpc_[A-Za-z0-9_]+\b' "$incdir"/pipecompress/*.h | sort -u >"$tmp/declared"
+    unprefixed=$(grep -v '^pc_' "$tmp/exported")
+    undeclared=$(grep '^pc_' "$tmp/exported" | comm -23 - "$tmp/declared")
+    if [ -z "$unprefixed" ] && [ -z "$undeclared" ] && grep -qx pc_strerror "$tmp/exported"; then
+        ok "nm -D --defined-only libpipecompress.so: $(wc -l <"$tmp/exported") symbols, all pc_* and declared in the installed headers"
+    else
+        bad "libpipecompress.so exports symbols outside the public API:" $unprefixed \
+            ${undeclared:+"(pc_ but in no installed header:" $undeclared")"}
+    fi
+fi
+
+flags=$(pc --cflags --libs pipecompress openblas) || { bad "pkg-config does not know the installed pipecompress.pc"; exit 1; }
+# shellcheck disable=SC2086
+if mpicc -std=c11 -Wall -Wextra -Werror "$PC_SRCDIR/apps/examples/pc_example.c" $flags -lm -o "$tmp/pc_example" \
+        >"$tmp/cc.log" 2>&1; then
+    ok "pc_example.c builds against the installed headers and library: mpicc ... \$(pkg-config --cflags --libs pipecompress openblas) -lm"
+else
+    bad "pc_example.c does not build against the installed library"; head -5 "$tmp/cc.log"
+fi
+if [ -x "$tmp/pc_example" ] && readelf -d "$tmp/pc_example" | grep -q 'NEEDED.*libpipecompress\.so' &&
+    LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/pc_example" --iters 20 >"$tmp/ex.log" 2>&1; then
+    ok "the example linked with the installed libpipecompress.so runs: $(tail -n 1 "$tmp/ex.log")"
+else
+    bad "pc_example built against the installed shared library did not run"; tail -n 3 "$tmp/ex.log" 2>&1
+fi
+
+# Static: libpipecompress.a named in place of -lpipecompress (which would take the .so),
+# with the private dependencies that pkg-config --static adds.
+sflags=$(pc --cflags --static --libs pipecompress openblas)
+# shellcheck disable=SC2086
+if mpicc -std=c11 -Wall -Wextra -Werror "$PC_SRCDIR/apps/examples/pc_example.c" \
+        ${sflags/-lpipecompress/-l:libpipecompress.a} -o "$tmp/pc_example_static" >"$tmp/cc-static.log" 2>&1 &&
+    ! readelf -d "$tmp/pc_example_static" | grep -q 'NEEDED.*libpipecompress' &&
+    "$run" -t 60 -np 3 "$tmp/pc_example_static" --iters 20 >"$tmp/ex-static.log" 2>&1; then
+    ok "the example linked with the installed libpipecompress.a (pkg-config --static) runs"
+else
+    bad "pc_example against the installed static library"; tail -n 3 "$tmp/cc-static.log" "$tmp/ex-static.log" 2>&1
+fi
+installed="$tmp/root$prefix/bin/pc-train"
+if "$run" -t 60 -np 3 "$installed" --data synthetic --synthetic-samples 600 --iters 5 >"$tmp/t.log" 2>&1 &&
+    grep -q '^done: 5 iterations' "$tmp/t.log"; then
+    ok "the installed pc-train runs"
+else
+    bad "installed pc-train"; tail -3 "$tmp/t.log"
+fi
+
+# doc/api.md's build-and-run lines, as written there, in a scratch directory laid out like
+# the source tree. pkg-config finds the staged install through a copy of its .pc naming the
+# staging prefix (a real install at the configured prefix needs nothing of the kind), and
+# the loader finds the staged libpipecompress.so through LD_LIBRARY_PATH.
+work="$tmp/api"
+mkdir -p "$work/pkgconfig"
+ln -s "$PC_SRCDIR/apps" "$work/apps"
+ln -s "$PC_SRCDIR/scripts" "$work/scripts"
+sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$pcdir/pipecompress.pc" >"$work/pkgconfig/pipecompress.pc"
+n=0
+while IFS= read -r line; do
+    n=$((n + 1))
+    if (cd "$work" && PKG_CONFIG_PATH="$work/pkgconfig" LD_LIBRARY_PATH="$libdir" timeout 300 bash -c "$line") \
+            </dev/null >"$tmp/api-$n.log" 2>&1; then
+        ok "doc/api.md: $line"
+    else
+        bad "doc/api.md: $line"; tail -n 3 "$tmp/api-$n.log"
+    fi
+done < <(awk '/^```/{f = !f && $0 == "```sh"; next} f && NF' "$PC_SRCDIR/doc/api.md")
+[ "$n" -ge 2 ] || bad "doc/api.md: expected its build-and-run commands, found $n lines"
+pc_done
