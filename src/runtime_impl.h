@@ -22,6 +22,10 @@
 #include "pipecompress/pc_wire.h"
 #include "runtime_proto.h"
 
+/* Library-private: hidden in libpipecompress.so (its version script exports pc_*, and these
+ * pc_rt__ names would match it). */
+#pragma GCC visibility push(hidden)
+
 struct pc_runtime {
     pc_config_t cfg;
     pc_codec_spec_t spec;
@@ -136,5 +140,7 @@ int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_re
  * fail writing the manifest). */
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
                        char *err, size_t errlen);
+
+#pragma GCC visibility pop
 
 #endif /* PC_RUNTIME_IMPL_H */

@@ -41,6 +41,10 @@
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_wire.h"
 
+/* Library-private: hidden in libpipecompress.so (its version script exports pc_*, and these
+ * pc_rt__ names would match it). */
+#pragma GCC visibility push(hidden)
+
 /* MPI tags on the runtime's communicator. */
 enum {
     TAG_LAYOUT = 1,
@@ -185,5 +189,7 @@ void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it);
  * on PC_EFORMAT it is untouched. Whether the iteration is the one the server is at is the
  * server's check. */
 int pc_rt__ckpt_req_parse(const uint8_t *msg, size_t len, uint64_t *it, char *err, size_t errlen);
+
+#pragma GCC visibility pop
 
 #endif /* PC_RUNTIME_PROTO_H */
