@@ -9,6 +9,8 @@
 #     (tests/mpi/test_slurm.sh; needs root, skipped otherwise);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
+# Before the builds, the static checks: the include graph against doc/design.md's layers
+# (scripts/check-layers.py) and the formatting (scripts/format.sh --check).
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
 # skipped tests with the reason each gave (its "skipped: REASON" line).
@@ -74,6 +76,21 @@ count() { # DIR OUT: add an automake test-suite summary to the totals; note each
         skipped "$name ($1)" "$(skip_reason "$PC_TOP/$1/$name.log")"
     done < <(sed -n 's/^SKIP: //p' "$2")
 }
+
+# lint NAME COMMAND...: a static check, counted like a test; a failure stops here.
+lint() {
+    local name=$1
+    shift
+    pc_say "$name"
+    if "$@"; then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1))
+        summary
+        pc_die "$name failed"
+    fi
+}
+lint "layers (scripts/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/check-layers.py" "$PC_TOP"
 
 pc_build build
 run_suite build check

@@ -6,7 +6,7 @@ PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages PipeCompress needs to build, test and run. Keep in step with README.md.
 PC_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev hwloc libcmocka-dev libopenblas-dev zlib1g-dev
-  libck-dev clang dataset-fashion-mnist python3-matplotlib"
+  libck-dev clang clang-format dataset-fashion-mnist python3-matplotlib"
 
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""check-layers.py: the include graph against the layers doc/design.md lists.
+
+    scripts/check-layers.py [SOURCE_DIR]
+
+Reads the numbered list under "## Layers" in doc/design.md: each item N names, in
+backquotes, the modules of layer N (`pc_log`: include/pipecompress/pc_log.h and
+src/pc_log.c) and any other file of theirs (`codec_dense.c`, `cuda/pc_probe.cu`), or a
+directory (`apps/`). Then checks every file of src/, include/pipecompress/, cuda/ and apps/:
+  - it is in exactly one layer (a new file must be added to the list);
+  - each of its #include "..." of a project file targets its own layer or a lower one;
+  - no file reaches itself through includes (no include cycles).
+Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
+"""
+import os
+import re
+import sys
+
+top = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+EXEMPT = {"include/pipecompress/pipecompress.h"}  # the umbrella header includes every module
+
+def read_layers():
+    text = open(os.path.join(top, "doc", "design.md")).read()
+    m = re.search(r"^## Layers\n(.*?)(?=^## )", text, re.S | re.M)
+    if not m:
+        sys.exit("check-layers: doc/design.md has no '## Layers' section")
+    layers = {}  # token -> layer
+    current = None
+    for line in m.group(1).splitlines():
+        item = re.match(r"^(\d+)\. ", line)
+        if item:
+            current = int(item.group(1))
+        elif not line.startswith("   "):
+            current = None  # the list has ended
+        if current is None:
+            continue
+        for tok in re.findall(r"`([^`]+)`", line):
+            if re.fullmatch(r"pc_[a-z0-9_]+|[\w./-]+\.(c|h|cu)|[\w-]+/", tok):
+                layers.setdefault(tok, current)
+    return layers
+
+def project_files():
+    out = []
+    for d in ("src", "include/pipecompress", "cuda", "apps"):
+        for root, _, names in os.walk(os.path.join(top, d)):
+            for n in names:
+                if n.endswith((".c", ".h", ".cu")):
+                    out.append(os.path.relpath(os.path.join(root, n), top))
+    return sorted(out)
+
+def layer_of(path, layers):
+    name = os.path.basename(path)
+    for key in (path, os.path.relpath(path, "src") if path.startswith("src/") else None, name):
+        if key and key in layers:
+            return layers[key]
+    stem = os.path.splitext(name)[0]
+    if stem in layers:
+        return layers[stem]
+    for tok, lay in layers.items():
+        if tok.endswith("/") and path.startswith(tok):
+            return lay
+    return None
+
+def includes(path, files):
+    """Project files that path includes (resolved as the compiler would)."""
+    out = []
+    for line in open(os.path.join(top, path), errors="replace"):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        if not m:
+            continue
+        inc = m.group(1)
+        for cand in (os.path.normpath(os.path.join(os.path.dirname(path), inc)),
+                     os.path.join("include", inc), os.path.join("src", inc), os.path.join("cuda", inc)):
+            if cand in files:
+                out.append(cand)
+                break
+    return out
+
+def main():
+    layers = read_layers()
+    files = project_files()
+    fileset = set(files)
+    problems = []
+    graph = {f: includes(f, fileset) for f in files}
+    lay = {}
+    for f in files:
+        if f in EXEMPT:
+            continue
+        lay[f] = layer_of(f, layers)
+        if lay[f] is None:
+            problems.append("%s: in no layer of doc/design.md's '## Layers' list" % f)
+    for f in files:
+        if f in EXEMPT or lay.get(f) is None:
+            continue
+        for g in graph[f]:
+            if g in EXEMPT:
+                if not f.startswith("apps/"):
+                    problems.append("%s includes the umbrella header %s" % (f, g))
+                continue
+            if lay.get(g) is not None and lay[g] > lay[f]:
+                problems.append("%s (layer %d) includes %s (layer %d): upwards" % (f, lay[f], g, lay[g]))
+    # Cycles: depth-first search with colours.
+    colour = {f: 0 for f in files}
+    stack = []
+
+    def visit(f):
+        colour[f] = 1
+        stack.append(f)
+        for g in graph[f]:
+            if colour[g] == 1:
+                cyc = stack[stack.index(g):] + [g]
+                problems.append("include cycle: " + " -> ".join(cyc))
+            elif colour[g] == 0:
+                visit(g)
+        stack.pop()
+        colour[f] = 2
+
+    for f in files:
+        if colour[f] == 0:
+            visit(f)
+    for p in problems:
+        print("check-layers: " + p)
+    if problems:
+        return 1
+    edges = sum(len(v) for v in graph.values())
+    print("check-layers: %d files in %d layers, %d includes: all downwards or within a layer, no cycles"
+          % (len(files), len(set(v for v in lay.values() if v)), edges))
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
