@@ -2,7 +2,12 @@
  *
  * Every library function that can fail returns an int: PC_OK (0) on success, a negative
  * PC_E* code on failure. One X-macro table yields the enum, pc_strerror() and
- * pc_errname(), so a code can never lack its message. */
+ * pc_errname(), so a code can never lack its message.
+ *
+ * Messages: a function that creates a handle or works without one takes
+ * (char *err, size_t errlen) and writes a one-line message there through pc_error_fmt; a
+ * function on a handle that is driven from a loop (pc_worker_*) keeps the message on the
+ * handle instead (pc_worker_error). No other way: no printing, no errno. */
 #ifndef PC_ERROR_H
 #define PC_ERROR_H
 
