@@ -20,7 +20,19 @@ extern "C" {
  * into err on failure. Thread-safe. */
 int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
                   size_t errlen);
+/* The same for a call with one peer (a point-to-point send, receive or its completion):
+ * "what (peer rank N): MPI message (file:line)"; peer is the rank in the call's
+ * communicator. Thread-safe. */
+int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file, int line,
+                       char *err, size_t errlen);
+
+/* Every MPI call in the library goes through one of these two macros (collectives and
+ * calls without a peer: PC_MPI_CHECK; point-to-point: PC_MPI_CHECK_PEER); the message
+ * names the call as written, the peer, and where. scripts/check-mpi-calls.sh fails on a
+ * call in src/ that does not. */
 #define PC_MPI_CHECK(call, err, errlen) pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)
+#define PC_MPI_CHECK_PEER(call, peer, err, errlen)                                               \
+    pc_comm_check_peer((call), #call, (peer), __FILE__, __LINE__, err, errlen)
 
 /* Plan thread placement for the node the caller is on: split `comm` by shared memory,
  * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),
