@@ -75,6 +75,13 @@ count() { # DIR OUT: add an automake test-suite summary to the totals; note each
     done < <(sed -n 's/^SKIP: //p' "$2")
 }
 
+pc_say "scripts/check-mpi-calls.sh (every MPI call's return code checked)"
+if "$PC_TOP/scripts/check-mpi-calls.sh" "$PC_TOP"; then
+    PASSED=$((PASSED + 1))
+else
+    FAILED=$((FAILED + 1)); summary; pc_die "an MPI call in src/ is not checked"
+fi
+
 pc_build build
 run_suite build check
 

@@ -1,7 +1,15 @@
-/* pc_comm: the MPI transport, the one module that calls MPI.
+/* pc_comm: the MPI error check, and the node-local exchange that plans thread placement.
  *
- * Our communicators use MPI_ERRORS_RETURN: every MPI failure comes back as PC_EMPI with a
- * message naming the call, the MPI error string, and the file and line. */
+ * This module does not own every MPI call. The runtime calls MPI where its protocol runs:
+ * pc_runtime.c (communicators, the metrics gather), pc_server.c (the server loop),
+ * runtime_ckpt.c (the checkpoint collective) and the worker (pc_worker.c: gradients and
+ * updates; worker_start.c: model check, layout and initial parameters; worker_ckpt.c;
+ * worker_metrics.c: the stop agreement; worker_allreduce.c). What they share is this
+ * module's check: every MPI call in src/ is wrapped in PC_MPI_CHECK or PC_MPI_CHECK_PEER
+ * (scripts/check-mpi-calls.sh fails otherwise), on communicators with MPI_ERRORS_RETURN,
+ * so every MPI failure comes back as PC_EMPI with a message naming the call, the peer
+ * (point-to-point calls), the MPI error string, and the file and line. The message
+ * encodings are in runtime_proto.c, which has no MPI. */
 #ifndef PC_COMM_H
 #define PC_COMM_H
 
