@@ -2,7 +2,8 @@
 # scripts/check.sh: install what is missing, build, and run every test:
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
-#  3. an AddressSanitizer + UBSan build: the unit tests (make check-unit);
+#  3. an AddressSanitizer + UBSan build: the unit tests and a worker destroyed while
+#     running (make check-asan);
 #     (2 and 3 build only the static library: their tests link it, like every program;
 #     the shared library is checked in 1, by tests/mpi/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
@@ -91,6 +92,7 @@ lint() {
     fi
 }
 lint "layers (scripts/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/check-layers.py" "$PC_TOP"
+lint "scripts/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/check-mpi-calls.sh" "$PC_TOP"
 
 pc_build build
 run_suite build check
@@ -99,7 +101,7 @@ pc_build build-tsan --enable-tsan --without-cuda --disable-shared
 run_suite build-tsan check-concurrency
 
 pc_build build-asan --enable-asan --without-cuda --disable-shared
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-unit
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-asan
 
 pc_say "tests/mpi/test_slurm.sh (Slurm on localhost)"
 set +e

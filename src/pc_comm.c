@@ -1,4 +1,5 @@
-/* pc_comm: MPI transport (today: node-local exchange for thread placement). */
+/* pc_comm: the MPI error check every MPI call goes through, and the node-local exchange
+ * for thread placement. */
 #include "config.h"
 
 #include <stdio.h>
@@ -7,16 +8,25 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 
-int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
-                  size_t errlen)
+int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file, int line,
+                       char *err, size_t errlen)
 {
     if (mpi_rc == MPI_SUCCESS)
         return PC_OK;
-    char msg[MPI_MAX_ERROR_STRING] = "";
+    char msg[MPI_MAX_ERROR_STRING] = "", who[32] = "";
     int len = 0;
+    /* The one MPI call not under PC_MPI_CHECK: its failure is handled right here. */
     if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof(msg), "MPI error %d", mpi_rc);
-    return pc_error_fmt(PC_EMPI, err, errlen, "%s: %s (%s:%d)", what, msg, file, line);
+    if (peer >= 0)
+        snprintf(who, sizeof(who), " (peer rank %d)", peer);
+    return pc_error_fmt(PC_EMPI, err, errlen, "%s%s: %s (%s:%d)", what, who, msg, file, line);
+}
+
+int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
+                  size_t errlen)
+{
+    return pc_comm_check_peer(mpi_rc, what, -1, file, line, err, errlen);
 }
 
 /* pc_topo_rank_t travels as MPI_BYTE between ranks of one node (same binary, same ABI):
@@ -44,8 +54,9 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
                       err, errlen);
     if (rc != PC_OK)
         return rc;
-    MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
-    if ((rc = PC_MPI_CHECK(MPI_Comm_rank(node, &lrank), err, errlen)) != PC_OK ||
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN), err, errlen)) !=
+            PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(node, &lrank), err, errlen)) != PC_OK ||
         (rc = PC_MPI_CHECK(MPI_Comm_size(node, &lsize), err, errlen)) != PC_OK)
         goto out;
     all = malloc(sizeof(*all) * (size_t)lsize);
@@ -64,7 +75,11 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
         *local_rank = lrank;
 out:
     free(all);
-    if (node != MPI_COMM_NULL)
-        MPI_Comm_free(&node);
+    if (node != MPI_COMM_NULL) {
+        int frc = PC_MPI_CHECK(MPI_Comm_free(&node), rc == PC_OK ? err : NULL,
+                               rc == PC_OK ? errlen : 0);
+        if (rc == PC_OK)
+            rc = frc; /* the first failure's message stays */
+    }
     return rc;
 }

@@ -75,11 +75,13 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
                       char *err, size_t errlen)
 {
     int provided = 0, size = 0, rc;
-    MPI_Query_thread(&provided);
+    if ((rc = PC_MPI_CHECK(MPI_Query_thread(&provided), err, errlen)) != PC_OK)
+        return rc;
     if (provided < MPI_THREAD_MULTIPLE)
         return pc_error_fmt(PC_EMPI, err, errlen,
                    "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)", provided);
-    MPI_Comm_size(comm, &size);
+    if ((rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen)) != PC_OK)
+        return rc;
     pc_config_t checked = *cfg;
     if ((rc = pc_runtime_check_config(&checked, size, err, errlen)) != PC_OK)
         return rc;
@@ -98,8 +100,10 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
                                  .warmup = cfg->lr_warmup, .total = cfg->iters};
     if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &rt->comm), err, errlen)) != PC_OK)
         goto fail;
-    MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(rt->comm, &rt->rank);
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN), err, errlen)) !=
+            PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(rt->comm, &rt->rank), err, errlen)) != PC_OK)
+        goto fail;
     rt->size = size;
     rt->nservers = cfg->mode == PC_MODE_PS ? cfg->servers : 0;
     rt->nworkers = size - rt->nservers;
@@ -120,10 +124,13 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     if (rc != PC_OK)
         goto fail;
     if (rt->workers != MPI_COMM_NULL) {
-        MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN);
-        if ((rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) != PC_OK)
+        if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN), err,
+                               errlen)) != PC_OK ||
+            (rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) !=
+                PC_OK ||
+            (rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN), err,
+                               errlen)) != PC_OK)
             goto fail;
-        MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN);
     }
     /* Placement: a worker's backprop thread (this one) and compressor thread; a server's
      * one thread. In allreduce mode the second thread carries the allreduces. */
@@ -148,7 +155,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     }
     if (cfg->timeline[0]) {
         /* A common origin for every rank's timestamps: right after a barrier. */
-        MPI_Barrier(rt->comm);
+        if ((rc = PC_MPI_CHECK(MPI_Barrier(rt->comm), err, errlen)) != PC_OK)
+            goto fail;
         if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK) {
             rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
             goto fail;
@@ -172,12 +180,14 @@ void pc_runtime_destroy(pc_runtime_t *rt)
 {
     if (!rt)
         return;
-    if (rt->workers_ctl != MPI_COMM_NULL)
-        MPI_Comm_free(&rt->workers_ctl);
-    if (rt->workers != MPI_COMM_NULL)
-        MPI_Comm_free(&rt->workers);
-    if (rt->comm != MPI_COMM_NULL)
-        MPI_Comm_free(&rt->comm);
+    /* A communicator that cannot be freed is logged (destroy has no error to return). */
+    MPI_Comm *comms[] = {&rt->workers_ctl, &rt->workers, &rt->comm};
+    for (size_t i = 0; i < sizeof(comms) / sizeof(comms[0]); i++) {
+        char why[256];
+        if (*comms[i] != MPI_COMM_NULL &&
+            PC_MPI_CHECK(MPI_Comm_free(comms[i]), why, sizeof(why)) != PC_OK)
+            pc_log_write(rt->log, PC_LOG_WARN, NULL, "pc_runtime_destroy: %s", why);
+    }
     pc_topo_plan_destroy(rt->place);
     pc_topo_destroy(rt->topo);
     pc_log_destroy(rt->own_log);

@@ -107,11 +107,14 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
                         rt->rank, rt->cfg.timeout, what);
         pc_backoff_pause(&b);
     }
-    MPI_Get_count(&st, MPI_BYTE, len);
+    int rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, len), st.MPI_SOURCE, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     *buf = malloc(*len > 0 ? (size_t)*len : 1);
     if (!*buf)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank, what);
-    return PC_MPI_CHECK(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen);
+    return PC_MPI_CHECK_PEER(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), st.MPI_SOURCE,
+                             err, errlen);
 }
 
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen);
@@ -182,9 +185,9 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
             schunk_t *k = &s->mine[i];
             pc_rt__init_encode(k->pull, k->p, k->n);
-            rc = PC_MPI_CHECK(
+            rc = PC_MPI_CHECK_PEER(
                 MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm),
-                err, errlen);
+                0, err, errlen);
         }
         return rc;
     }
@@ -193,11 +196,11 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         schunk_t *k = &s->mine[i];
         MPI_Status st;
         int count = 0;
-        rc = PC_MPI_CHECK(MPI_Recv(k->pull, (int)pc_rt__pull_max_bytes(k->n), MPI_BYTE, 0, TAG_INIT,
-                                   rt->comm, &st),
-                          err, errlen);
+        rc = PC_MPI_CHECK_PEER(MPI_Recv(k->pull, (int)pc_rt__pull_max_bytes(k->n), MPI_BYTE, 0,
+                                        TAG_INIT, rt->comm, &st),
+                               0, err, errlen);
         if (rc == PC_OK)
-            rc = PC_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count), err, errlen);
+            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), 0, err, errlen);
         if (rc != PC_OK)
             return rc;
         if ((rc = pc_rt__init_apply(k->pull, (size_t)count, k->id, k->p, k->n, why, sizeof(why))) !=
@@ -308,9 +311,9 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     size_t len =
         pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
     for (int w = 0; w < W; w++) {
-        rc = PC_MPI_CHECK(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id, rt->comm,
-                                    &k->sends[w]),
-                          err, errlen);
+        rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
+                                         rt->comm, &k->sends[w]),
+                               w, err, errlen);
         if (rc != PC_OK)
             return rc;
     }
@@ -454,14 +457,17 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         pc_backoff_init(&b);
         last = pc_time_ns();
         int src = st.MPI_SOURCE, len = 0;
-        MPI_Get_count(&st, MPI_BYTE, &len);
+        if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) !=
+            PC_OK)
+            break;
         uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
         if (!buf) {
             rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for a %d-byte message",
                       rt->rank, len);
             break;
         }
-        if ((rc = PC_MPI_CHECK(MPI_Mrecv(buf, len, MPI_BYTE, &m, MPI_STATUS_IGNORE), err, errlen)) !=
+        if ((rc = PC_MPI_CHECK_PEER(MPI_Mrecv(buf, len, MPI_BYTE, &m, MPI_STATUS_IGNORE), src, err,
+                                    errlen)) !=
             PC_OK) {
             free(buf);
             break;

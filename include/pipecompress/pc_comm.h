@@ -1,7 +1,15 @@
-/* pc_comm: the MPI transport, the one module that calls MPI.
+/* pc_comm: the MPI error check, and the node-local exchange that plans thread placement.
  *
- * Our communicators use MPI_ERRORS_RETURN: every MPI failure comes back as PC_EMPI with a
- * message naming the call, the MPI error string, and the file and line. */
+ * This module does not own every MPI call. The runtime calls MPI where its protocol runs:
+ * pc_runtime.c (communicators, the metrics gather), pc_server.c (the server loop),
+ * runtime_ckpt.c (the checkpoint collective) and the worker (pc_worker.c: gradients and
+ * updates; worker_start.c: model check, layout and initial parameters; worker_ckpt.c;
+ * worker_metrics.c: the stop agreement; worker_allreduce.c). What they share is this
+ * module's check: every MPI call in src/ is wrapped in PC_MPI_CHECK or PC_MPI_CHECK_PEER
+ * (scripts/check-mpi-calls.sh fails otherwise), on communicators with MPI_ERRORS_RETURN,
+ * so every MPI failure comes back as PC_EMPI with a message naming the call, the peer
+ * (point-to-point calls), the MPI error string, and the file and line. The message
+ * encodings are in runtime_proto.c, which has no MPI. */
 #ifndef PC_COMM_H
 #define PC_COMM_H
 
@@ -20,7 +28,19 @@ extern "C" {
  * into err on failure. Thread-safe. */
 int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char *err,
                   size_t errlen);
+/* The same for a call with one peer (a point-to-point send, receive or its completion):
+ * "what (peer rank N): MPI message (file:line)"; peer is the rank in the call's
+ * communicator. Thread-safe. */
+int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file, int line,
+                       char *err, size_t errlen);
+
+/* Every MPI call in the library goes through one of these two macros (collectives and
+ * calls without a peer: PC_MPI_CHECK; point-to-point: PC_MPI_CHECK_PEER); the message
+ * names the call as written, the peer, and where. scripts/check-mpi-calls.sh fails on a
+ * call in src/ that does not. */
 #define PC_MPI_CHECK(call, err, errlen) pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)
+#define PC_MPI_CHECK_PEER(call, peer, err, errlen)                                               \
+    pc_comm_check_peer((call), #call, (peer), __FILE__, __LINE__, err, errlen)
 
 /* Plan thread placement for the node the caller is on: split `comm` by shared memory,
  * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),

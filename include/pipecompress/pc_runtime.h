@@ -105,6 +105,11 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* ---- workers -------------------------------------------------------------------------- */
 
+/* Create this worker rank's worker (workers only: PC_ESTATE on a server rank). rt is
+ * borrowed and must outlive the worker; on PC_OK *out is the caller's, to be freed with
+ * pc_worker_destroy. Errors (PC_ESTATE, PC_ENOMEM) with a message in err; later calls
+ * report theirs through pc_worker_error. No thread is started here. Call from the thread
+ * that will be the backprop thread. */
 int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errlen);
 
 /* Register a tensor (before pc_worker_start), in forward order. param and grad (n floats
@@ -114,7 +119,9 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
 
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
  * must have registered the same tensors. Worker 0's parameters become everyone's initial
- * parameters. Starts the compressor thread (--pipeline on). */
+ * parameters. Starts the compressor thread (--pipeline on), the last step. On error
+ * nothing it built stays (the worker is as registered) and the message is in
+ * pc_worker_error; the job cannot go on (the other ranks are in the collective). */
 int pc_worker_start(pc_worker_t *w);
 
 /* Block until tensor t holds this iteration's parameters (immediately in iteration 0).
@@ -122,9 +129,10 @@ int pc_worker_start(pc_worker_t *w);
 int pc_worker_param_wait(pc_worker_t *w, int tensor);
 
 /* Tensor t's gradient for this iteration is complete (whole tensor, or [begin, end) of it
- * for a big layer handed over in pieces; every element exactly once per iteration). Never
- * blocks on compression or the network, except for a bounded, counted back-pressure wait
- * when the hand-off queue is full. --pipeline off: compresses and sends inline. */
+ * for a big layer handed over in pieces, in any order; every element exactly once per
+ * iteration, PC_EINVAL for an element handed over twice). Never blocks on compression or
+ * the network, except for a bounded, counted back-pressure wait when the hand-off queue is
+ * full. --pipeline off: compresses and sends inline. Backprop thread. */
 int pc_worker_grad_ready(pc_worker_t *w, int tensor);
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end);
 
@@ -136,6 +144,15 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop);
 /* After the last iteration (collective with the servers): wait for the last updates, tell
  * the servers, stop the compressor thread, write --metrics. */
 int pc_worker_finish(pc_worker_t *w);
+
+/* Free the worker and everything it owns (NULL: no-op); the registered buffers stay the
+ * caller's. After pc_worker_finish (or a failed or absent pc_worker_start) it only frees.
+ * On a started worker that did not finish (an error path, or an abandoned run) it also
+ * stops the compressor thread without draining its queue and joins it (no thread is left
+ * detached), cancels the posted update receives, and completes the gradient sends; a send
+ * still incomplete after --timeout is released with MPI_Request_free and its buffer left
+ * allocated (MPI may still read it), with a warning in the log. The servers are not told:
+ * they time out. Call before MPI_Finalize, from the backprop thread, with rt still alive. */
 void pc_worker_destroy(pc_worker_t *w);
 
 /* The message of the last error a pc_worker_* call returned ("" if none). */

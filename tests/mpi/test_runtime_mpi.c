@@ -1,7 +1,14 @@
 /* test_runtime_mpi: MPI scenarios of the runtime, run by tests/mpi/test_runtime.sh.
  *   test_runtime_mpi exact [runtime flags]
- *       Workers hand over known gradients; after every iteration each checks its
- *       parameters bit for bit against the mean computed here in the servers' order.
+ *       Workers hand over known gradients (tensor "b" in two ranges, through
+ *       pc_worker_grad_ready_range); after every iteration each checks its parameters bit
+ *       for bit against the mean computed here in the servers' order.
+ *   test_runtime_mpi destroy [runtime flags]
+ *       As exact, but in the third iteration the workers hand over every gradient and then
+ *       destroy the worker without iteration_end or finish (the compressor thread running,
+ *       updates in flight): pc_worker_destroy must stop and join the thread, settle the
+ *       requests and free everything (run under ASan and TSan too). The servers, left
+ *       waiting, must time out (PC_ETIMEDOUT), which is this mode's success.
  *   test_runtime_mpi hostile KIND [runtime flags]     (2 ranks: a worker and a server)
  *       The worker sends the server one malformed gradient message (KIND: magic, index,
  *       truncated, chunk); the server must reject it with an error naming the sender. */
@@ -40,7 +47,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2)
-        die("usage", "test_runtime_mpi exact|hostile [KIND] [flags]");
+        die("usage", "test_runtime_mpi exact|destroy|hostile [KIND] [flags]");
     const char *mode = argv[1];
     int skip = strcmp(mode, "hostile") == 0 ? 3 : 2;
     if (argc < skip)
@@ -58,8 +65,14 @@ int main(int argc, char **argv)
     pc_runtime_t *rt;
     if (pc_runtime_create(&cfg, MPI_COMM_WORLD, NULL, &rt, err, sizeof(err)) != PC_OK)
         die("runtime", err);
+    bool destroy = strcmp(mode, "destroy") == 0;
     if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
-        if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
+        int rc = pc_server_run(rt, err, sizeof(err));
+        if (destroy && rc == PC_ETIMEDOUT)
+            printf("destroy: server r%d timed out as expected: %s\n", rank, err);
+        else if (destroy)
+            die("server", rc == PC_OK ? "finished, but the workers never said done" : err);
+        else if (rc != PC_OK)
             die("server", err);
         pc_runtime_destroy(rt);
         MPI_Finalize();
@@ -125,7 +138,7 @@ int main(int argc, char **argv)
         for (int t = 0; t < T; t++) {
             if (pc_worker_param_wait(w, t) != PC_OK)
                 die("param_wait", pc_worker_error(w));
-            for (size_t i = 0; i < sizes[t]; i++)
+            for (size_t i = 0; i < sizes[t] && !destroy; i++) /* destroy: any flags */
                 if (p[off[t] + i] != expect[off[t] + i]) {
                     char msg[256];
                     snprintf(msg, sizeof(msg),
@@ -137,8 +150,24 @@ int main(int argc, char **argv)
         for (int t = T - 1; t >= 0; t--) {
             for (size_t i = 0; i < sizes[t]; i++)
                 gr[off[t] + i] = grad_value(rank, t, i, it);
-            if (pc_worker_grad_ready(w, t) != PC_OK)
+            /* Tensor b in two pieces, the later half first (any order is allowed). */
+            if (t == 1 ? pc_worker_grad_ready_range(w, t, 123, sizes[t]) != PC_OK ||
+                             pc_worker_grad_ready_range(w, t, 0, 123) != PC_OK
+                       : pc_worker_grad_ready(w, t) != PC_OK)
                 die("grad_ready", pc_worker_error(w));
+        }
+        if (destroy && it == 2) {
+            /* Abandon the worker mid-iteration: updates in flight, thread running. */
+            pc_worker_destroy(w);
+            if (rank == 0)
+                printf("destroy: %d workers destroyed their started workers without finish\n",
+                       W);
+            pc_runtime_destroy(rt);
+            free(p);
+            free(gr);
+            free(expect);
+            MPI_Finalize();
+            return 0;
         }
         /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD. */
         for (int t = 0; t < T; t++)

@@ -1,0 +1,99 @@
+/* worker_allreduce: the --mode allreduce baseline behind the worker's ops (worker_impl.h).
+ * The pipeline is the same (pc_worker.c): a chunk whose gradient is complete is summed
+ * over the workers with one dense MPI_Allreduce on the MPI thread, scaled by 1/W and
+ * stepped with the optimizer locally; no servers, no codec, nothing to poll for. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "worker_impl.h"
+
+/* The sum buffer, and the momentum when the optimizer has one. Backprop thread (start). */
+static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    bool mom = w->rt->optim.momentum != 0;
+    c->sum = malloc(sizeof(float) * c->n);
+    c->mom = mom ? calloc(c->n, sizeof(float)) : NULL;
+    if (!c->sum || (mom && !c->mom))
+        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+    return PC_OK;
+}
+
+/* Nothing to agree with servers: worker 0's parameters are broadcast by pc_worker_start. */
+static int ar_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
+{
+    (void)w, (void)resume, (void)me;
+    return PC_OK;
+}
+
+/* Allreduce each completed chunk, release its tensors, step the optimizer, publish. */
+static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it,
+                           wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    for (int j = 0; j < nlist; j++) {
+        wchunk_t *c = &w->chunks[list[j]];
+        int rc = PC_MPI_CHECK(
+            MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers), why,
+            sizeof(why));
+        if (rc != PC_OK)
+            return WFAIL(me, rc, "worker r%d: allreduce of chunk %u: %s", rt->rank, c->id, why);
+        pc_rt__w_chunk_done(w, c, it);
+        float scale = 1.0f / (float)rt->nworkers;
+        for (size_t i = 0; i < c->n; i++)
+            c->sum[i] *= scale;
+        float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
+        pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+        /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0
+         * for one rank; Open MPI may pick another algorithm, but none moves less). */
+        uint64_t moved = 2 * (uint64_t)(rt->nworkers - 1) * 4 * c->n / (uint64_t)rt->nworkers;
+        atomic_fetch_add_explicit(&w->sent_bytes[it % RING], moved, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->recv_bytes[it % RING], moved, memory_order_relaxed);
+        /* Release pairs with param_wait's acquire: the parameters are written. */
+        atomic_store_explicit(&c->version, it + 1, memory_order_release);
+    }
+    return PC_OK;
+}
+
+/* The allreduce is done in chunks_ready: nothing waits to be sent or received. */
+static int ar_send_one(pc_worker_t *w, bool *did, wthread_t *me)
+{
+    (void)w, (void)me;
+    *did = false;
+    return PC_OK;
+}
+
+static int ar_progress(pc_worker_t *w, int *got, wthread_t *me)
+{
+    (void)w, (void)me;
+    *got = 0;
+    return PC_OK;
+}
+
+static int ar_done(pc_worker_t *w, wthread_t *me)
+{
+    (void)w, (void)me;
+    return PC_OK;
+}
+
+/* The model lives on the workers: checkpoints hold the parameters and the momentum. */
+static void ar_ckpt_arrays(wchunk_t *c, float **a, float **b)
+{
+    *a = c->p;
+    *b = c->mom;
+}
+
+const worker_ops_t pc_rt__worker_allreduce = {
+    .name = "allreduce",
+    .servers = false,
+    .chunk_init = ar_chunk_init,
+    .share_initial = ar_share_initial,
+    .chunks_ready = ar_chunks_ready,
+    .send_one = ar_send_one,
+    .progress = ar_progress,
+    .done = ar_done,
+    .ckpt_arrays = ar_ckpt_arrays,
+};

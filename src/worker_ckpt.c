@@ -1,0 +1,160 @@
+/* worker_ckpt: a worker's part of checkpoints (doc/design.md, "Checkpoints and stopping"):
+ * choosing the checkpoint to resume from, restoring the chunk states from this worker's
+ * file, and writing it at an iteration boundary. What a chunk saves is the mode's
+ * (worker_ops_t ckpt_arrays): ps, the codec state (residual, DGC momentum, steps);
+ * allreduce, the parameters and momentum. Backprop thread only. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "worker_impl.h"
+
+/* A chunk's record in a worker's checkpoint file (then its arrays). */
+typedef struct wrec {
+    uint32_t id, n;
+    uint32_t has_a, has_b; /* ps: residual, codec momentum; allreduce: parameters, momentum */
+    uint64_t steps;        /* ps: codec steps (dgc warm-up) */
+} wrec_t;
+/* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
+_Static_assert(sizeof(wrec_t) == 24 && offsetof(wrec_t, steps) == 16,
+               "wrec_t is part of the checkpoint file format");
+
+int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
+{
+    pc_runtime_t *rt = w->rt;
+    wthread_t *me = &w->main;
+    int64_t msg[2] = {PC_OK, 0}; /* status, iteration */
+    *it = 0;
+    if (!pc_rt__ckpt_on(rt))
+        return PC_OK;
+    if (rt->rank == 0) {
+        const char *dir = rt->cfg.checkpoint_dir;
+        char why[WERR_LEN];
+        if (pc_ckpt_dir_create(dir, why, sizeof(why)) != PC_OK)
+            msg[0] = WFAIL(me, PC_EIO, "--checkpoint-dir %s", why);
+        if (msg[0] == PC_OK) {
+            pc_ckpt_meta_t want;
+            uint64_t found = 0;
+            pc_rt__ckpt_meta(rt, 0, &want);
+            /* Skipped ones stay: a checkpoint of another job is not ours to delete, and a
+             * damaged one is overwritten when training reaches its iteration again. */
+            int rc = pc_ckpt_find(dir, &want, rt->log, 0, &found, me->err, sizeof(me->err));
+            if (rc == PC_EINCOMPAT) {
+                /* Refused with or without --resume: this job would overwrite the other's
+                 * checkpoints of the same iterations. */
+                char found_why[sizeof(me->err)];
+                snprintf(found_why, sizeof(found_why), "%s", me->err);
+                msg[0] = WFAIL(me, rc,
+                               "--checkpoint-dir: %s; resume it with that job's ranks, model "
+                               "and flags, or give this job another directory",
+                               found_why);
+            } else if (!rt->cfg.resume) {
+                me->err[0] = '\0';
+            } else if (rc == PC_OK) {
+                msg[1] = (int64_t)found;
+                pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                             "resuming from the checkpoint of iteration %llu in %s",
+                             (unsigned long long)found, dir);
+            } else if (rc == PC_ENOENT) {
+                pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                             "--resume: no complete checkpoint in %s; starting from iteration 0",
+                             dir);
+                me->err[0] = '\0';
+            } else {
+                msg[0] = rc;
+            }
+        }
+    }
+    char why[256];
+    int rc = PC_MPI_CHECK(MPI_Bcast(msg, 2, MPI_INT64_T, 0, rt->workers), why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL(me, rc, "worker r%d: agreeing on the checkpoint: %s", rt->rank, why);
+    if (msg[0] != PC_OK)
+        return rt->rank == 0 ? (int)msg[0]
+                             : WFAIL(me, (int)msg[0],
+                                     "worker r%d: worker r0 could not set up checkpoints",
+                                     rt->rank);
+    *it = (uint64_t)msg[1];
+    return PC_OK;
+}
+
+int pc_rt__w_load(pc_worker_t *w, uint64_t it)
+{
+    pc_runtime_t *rt = w->rt;
+    wthread_t *me = &w->main;
+    pc_ckpt_reader_t *r;
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)w->nchunks, &r, me->err, sizeof(me->err));
+    if (rc != PC_OK)
+        return rc;
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        float *a, *b;
+        w->ops->ckpt_arrays(c, &a, &b);
+        wrec_t rec;
+        if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
+            break;
+        if (rec.id != c->id || rec.n != c->n || rec.has_a != (a != NULL) ||
+            rec.has_b != (b != NULL)) {
+            pc_ckpt_reader_close(r, NULL, 0);
+            return WFAIL(me, PC_EFORMAT,
+                         "worker r%d: checkpoint of iteration %llu: chunk %d's record does not "
+                         "match this job",
+                         rt->rank, (unsigned long long)it, ci);
+        }
+        if (a)
+            rc = pc_ckpt_reader_read(r, a, sizeof(float) * c->n);
+        if (rc == PC_OK && b)
+            rc = pc_ckpt_reader_read(r, b, sizeof(float) * c->n);
+        if (c->st)
+            pc_codec_state_set_steps(c->st, rec.steps);
+    }
+    char why[512];
+    if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
+        return WFAIL(me, PC_EFORMAT, "worker r%d: %s", rt->rank, why);
+    return PC_OK;
+}
+
+/* Waits for every update of the last iteration: then no compression is in flight (an
+ * update follows its chunk's compression, and the version acquire orders the codec state's
+ * writes before this thread's reads) and no new one starts (nothing is handed over). */
+int pc_rt__w_checkpoint(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    uint64_t it = w->iter;
+    int rc;
+    for (int t = 0; t < w->ntensors; t++)
+        if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
+            return rc;
+    char why[512] = "";
+    uint8_t msg[PC_RT_CKPT_BYTES];
+    pc_rt__ckpt_req_encode(msg, it);
+    for (int s = 0; s < rt->nservers; s++) {
+        int server = pc_rt__server_rank(rt, s);
+        if ((rc = PC_MPI_CHECK_PEER(MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, server, TAG_CKPT,
+                                             rt->comm),
+                                    server, why, sizeof(why))) != PC_OK)
+            return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+    }
+    pc_ckpt_writer_t *cw = NULL;
+    rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        float *a, *b;
+        w->ops->ckpt_arrays(c, &a, &b);
+        wrec_t rec = {.id = c->id, .n = (uint32_t)c->n, .has_a = a != NULL, .has_b = b != NULL,
+                      .steps = c->st ? pc_codec_state_steps(c->st) : 0};
+        pc_ckpt_writer_write(cw, &rec, sizeof(rec));
+        if (a)
+            pc_ckpt_writer_write(cw, a, sizeof(float) * c->n);
+        if (b)
+            pc_ckpt_writer_write(cw, b, sizeof(float) * c->n);
+    }
+    rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->main.err, sizeof(w->main.err));
+    if (rc != PC_OK)
+        return rc;
+    w->last_ckpt = it;
+    w->have_ckpt = true;
+    return PC_OK;
+}

@@ -1,0 +1,236 @@
+/* worker_impl.h: the worker object, shared by the files of the worker (private to the
+ * library):
+ *   pc_worker.c          the pipeline: grad_ready -> q_ready -> compressor thread -> send;
+ *                        updates -> param_wait; finish; the parameter-server mode's ops
+ *   worker_allreduce.c   the --mode allreduce ops (a dense allreduce per chunk, local SGD)
+ *   worker_start.c       create, register, start (named steps, one cleanup path), destroy
+ *   worker_ckpt.c        checkpoint and resume of the worker's chunk states
+ *   worker_metrics.c     iteration end (stop agreement, checkpoint trigger) and metrics
+ *
+ * Threads and errors. Two threads touch a worker: the backprop thread (the caller of every
+ * pc_worker_* function) and, with --pipeline on, the compressor thread the worker owns.
+ * Each has a context of its own (wthread_t: its error message and its timeline track);
+ * every function that may run on either thread takes the caller's context as an argument
+ * and reports errors into it. The function never asks which thread it runs on: with
+ * --pipeline off the backprop thread passes w->main, the compressor thread always passes
+ * w->comp. The backprop thread learns of a compressor failure through w->thread_rc and
+ * copies w->comp.err into w->main.err (pc_rt__w_check_thread), so pc_worker_error always
+ * reads w->main.err. */
+#ifndef PC_WORKER_IMPL_H
+#define PC_WORKER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_plan.h"
+#include "pipecompress/pc_spsc.h"
+#include "runtime_impl.h"
+
+#pragma GCC visibility push(hidden)
+
+/* Metrics ring: an iteration's compressor-side counters are complete one iteration later;
+ * four slots leave room for a future bounded-staleness window. */
+#define RING 4
+/* The MPI thread's longest nap while it awaits updates: the next forward pass waits on
+ * them, so wake-up latency is iteration time. */
+#define POLL_SLEEP_NS 50000
+#define NAME_LEN 64
+/* An error message: long enough for a path plus an MPI error string. */
+#define WERR_LEN 512
+
+enum { D_READY = 1, D_STOP = 2 };
+
+/* "Tensor t, elements [begin, end), of iteration i is ready" (or stop). */
+typedef struct desc {
+    uint32_t kind;
+    int32_t tensor;
+    uint64_t iteration;
+    uint64_t begin, end;
+} desc_t;
+/* Descriptors travel through q_ready as raw slots: 32 bytes, no padding. */
+_Static_assert(sizeof(desc_t) == 32, "desc_t is a 32-byte SPSC slot");
+
+/* "You may overwrite tensor t's gradient buffer" (of iteration i). */
+typedef struct rel {
+    int32_t tensor;
+    uint32_t pad;
+    uint64_t iteration;
+} rel_t;
+_Static_assert(sizeof(rel_t) == 16, "rel_t is a 16-byte SPSC slot");
+
+typedef struct wtensor {
+    char name[NAME_LEN];
+    float *p, *g; /* the caller's buffers (n floats each) */
+    size_t n;
+    int first_chunk, last_chunk;
+} wtensor_t;
+
+typedef struct wchunk {
+    uint32_t id;
+    int server;
+    int first_tensor, last_tensor;
+    size_t offset, n;
+    float *p, *g;      /* into the first tensor's buffers */
+    pc_codec_t *codec; /* ps: the run's codec, or "none" for a small chunk (not owned) */
+    pc_codec_state_t *st; /* ps: error-feedback state; NULL in allreduce mode */
+    size_t remaining;     /* elements not yet handed over this iteration (MPI thread) */
+    uint8_t *sendbuf;
+    size_t send_cap;
+    uint8_t *recvbuf;
+    size_t recv_cap;
+    uint64_t recv_it;         /* iteration of the posted update receive */
+    uint64_t fold_it;         /* iteration of the folded, not yet compressed gradient */
+    float *sum, *mom;         /* allreduce mode */
+    _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
+                                 writing the parameters, loaded (acquire) by param_wait */
+} wchunk_t;
+
+/* One thread's context: where its errors go and which timeline track it records on. */
+typedef struct wthread {
+    char err[WERR_LEN];
+    int track; /* TRACK_MAIN or TRACK_COMPRESSOR */
+} wthread_t;
+
+typedef struct pc_worker pc_worker_t;
+
+/* What differs between the parameter-server mode (pc_worker.c) and --mode allreduce
+ * (worker_allreduce.c). Every function runs on the MPI thread (the compressor thread, or
+ * the backprop thread with --pipeline off) and reports errors into me, except chunk_init
+ * and share_initial (pc_worker_start, backprop thread). */
+typedef struct worker_ops {
+    const char *name; /* "ps" or "allreduce" (metrics) */
+    bool servers;     /* whether chunks travel to server ranks */
+    /* Allocate chunk c's buffers and state (the chunk's plan fields are set). */
+    int (*chunk_init)(pc_worker_t *w, wchunk_t *c, wthread_t *me);
+    /* Worker 0 and the servers agree on the plan and initial parameters (resume: the
+     * iteration to resume from, 0 for a fresh start). Every worker calls it. */
+    int (*share_initial)(pc_worker_t *w, uint64_t resume, wthread_t *me);
+    /* The chunks in list (n of them) of iteration it are completely handed over. */
+    int (*chunks_ready)(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me);
+    /* Send the oldest chunk waiting to be sent; *did says whether there was one. */
+    int (*send_one)(pc_worker_t *w, bool *did, wthread_t *me);
+    /* Apply the updates that have arrived; *got counts them. */
+    int (*progress)(pc_worker_t *w, int *got, wthread_t *me);
+    /* After the last iteration: tell the servers this worker is done. */
+    int (*done)(pc_worker_t *w, wthread_t *me);
+    /* The chunk's two arrays saved in checkpoints (NULL when absent). */
+    void (*ckpt_arrays)(wchunk_t *c, float **a, float **b);
+} worker_ops_t;
+
+extern const worker_ops_t pc_rt__worker_ps;        /* pc_worker.c */
+extern const worker_ops_t pc_rt__worker_allreduce; /* worker_allreduce.c */
+
+struct pc_worker {
+    pc_runtime_t *rt;
+    const worker_ops_t *ops;
+    wtensor_t *tensors;
+    int ntensors, tcap;
+    pc_plan_t *plan;
+    wchunk_t *chunks;
+    int nchunks;
+    MPI_Request *sends, *recvs; /* per chunk; MPI_REQUEST_NULL when none is pending */
+    MPI_Status *statuses;
+    int *done_idx;
+    pc_codec_t *codec;       /* --compress */
+    pc_codec_t *codec_dense; /* "none", for chunks under --compress-min-bytes */
+    bool started, finished, pipelined;
+    uint64_t iter;
+    wthread_t main; /* the backprop thread's context; pc_worker_error reads main.err */
+    wthread_t comp; /* the compressor thread's context (--pipeline on) */
+    /* pipeline */
+    pc_spsc_t *q_ready, *q_back;
+    pthread_t thread;
+    bool thread_started; /* backprop thread: between pthread_create and pthread_join */
+    _Atomic int thread_rc; /* the compressor thread's error: stored (release) after writing
+                              comp.err, loaded (acquire) by pc_rt__w_check_thread */
+    _Atomic bool abort;    /* destroy before finish: stored (release) by pc_worker_destroy,
+                              loaded (acquire) by the compressor thread, which then returns
+                              at once */
+    /* MPI thread only */
+    int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
+    int *ready_list;
+    int *queued; /* ring of folded chunks awaiting compression (nchunks slots) */
+    size_t queued_head, nqueued;
+    /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
+    _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
+    /* backprop thread */
+    int64_t t_start, t_first_ready;
+    double param_wait, exposed;
+    double loss, accuracy; /* reported for the current iteration */
+    uint32_t hwm;
+    uint64_t released;
+    pc_worker_metrics_t pending; /* the previous iteration, compressor side still open */
+    bool have_pending;
+    pc_worker_metrics_t last;
+    bool have_last;
+    uint64_t last_ckpt; /* iteration of the newest checkpoint written (have_ckpt) */
+    bool have_ckpt;
+};
+
+/* Write a message into me->err and return code (pc_error_fmt on the thread's context). */
+#define WFAIL(me, code, ...) pc_error_fmt((code), (me)->err, sizeof((me)->err), __VA_ARGS__)
+
+/* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
+
+/* Chunk c of iteration it is folded (or reduced): count it off its tensors, releasing each
+ * tensor whose chunks are all done. MPI thread. */
+void pc_rt__w_chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it);
+
+/* The backprop thread's view of a compressor failure: PC_OK, or its code with its message
+ * copied into w->main.err. Backprop thread. */
+int pc_rt__w_check_thread(pc_worker_t *w);
+
+/* The compressor thread's body (pthread_create's start routine; arg is the worker). */
+void *pc_rt__w_compressor_main(void *arg);
+
+/* Wait until every gradient buffer of this iteration is released (pipelined: popped from
+ * q_back; inline: counted). Backprop thread, from pc_worker_iteration_end. */
+int pc_rt__w_wait_releases(pc_worker_t *w);
+
+/* Stop the compressor thread (if running) and join it; abort: without draining (destroy),
+ * otherwise after the last updates and the servers' end message (finish). Backprop
+ * thread. Returns the thread's result. */
+int pc_rt__w_stop_thread(pc_worker_t *w, bool abort);
+
+/* After the compressor thread is gone (or never ran), before the buffers are freed:
+ * cancel the posted update receives and complete the gradient sends, each bounded by
+ * --timeout; a send that does not complete in time is freed with MPI_Request_free and its
+ * buffer left allocated (MPI may still read it), with a warning in the log. Backprop
+ * thread, from pc_worker_destroy. */
+void pc_rt__w_abort_requests(pc_worker_t *w);
+
+/* ---- worker_start.c ------------------------------------------------------------------- */
+
+/* The parameter-server mode's start-up ops (worker_ops_t chunk_init, share_initial). */
+int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me);
+int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me);
+
+/* ---- worker_ckpt.c -------------------------------------------------------------------- */
+
+/* Rank 0 picks the checkpoint to resume from (--resume), creating --checkpoint-dir when it
+ * is missing; every worker learns the choice (*it; 0: a fresh start). Collective over the
+ * workers; backprop thread. */
+int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it);
+
+/* Restore this worker's chunk states from its file of checkpoint it. Backprop thread,
+ * before the compressor thread starts. */
+int pc_rt__w_load(pc_worker_t *w, uint64_t it);
+
+/* Checkpoint at this iteration boundary (w->iter iterations done): waits for the last
+ * updates, tells the servers, writes this worker's file, joins the collective that ends
+ * the checkpoint. Backprop thread. */
+int pc_rt__w_checkpoint(pc_worker_t *w);
+
+/* ---- worker_metrics.c ----------------------------------------------------------------- */
+
+/* Record the previous iteration's metrics line if one is pending (its compressor-side
+ * counters are complete once every update that followed them was acquired). Backprop
+ * thread. */
+void pc_rt__w_metrics_flush(pc_worker_t *w);
+
+#pragma GCC visibility pop
+
+#endif /* PC_WORKER_IMPL_H */

@@ -1,0 +1,417 @@
+/* worker_start: a worker's life outside the iterations: create, register, start, destroy.
+ *
+ * pc_worker_start is a list of named steps (plan the chunks, check every worker has the
+ * same model, choose the checkpoint to resume from, set up the chunks, share the initial
+ * parameters, restore this worker's state, broadcast the parameters, start the pipeline).
+ * A failing step returns its error; start then undoes what the steps built (one cleanup
+ * path, the same release_started that destroy uses) and the worker stays "registered, not
+ * started". `started` is set only when every step succeeded. Backprop thread only. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_time.h"
+#include "worker_impl.h"
+
+int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errlen)
+{
+    if (rt->role != PC_ROLE_WORKER)
+        return pc_error_fmt(PC_ESTATE, err, errlen, "pc_worker_create called on server rank %d",
+                            rt->rank);
+    pc_worker_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    w->rt = rt;
+    w->ops = rt->cfg.mode == PC_MODE_ALLREDUCE ? &pc_rt__worker_allreduce : &pc_rt__worker_ps;
+    w->pipelined = rt->cfg.pipeline != 0;
+    w->main.track = TRACK_MAIN;
+    w->comp.track = TRACK_COMPRESSOR;
+    atomic_init(&w->thread_rc, PC_OK);
+    atomic_init(&w->abort, false);
+    w->loss = w->accuracy = NAN;
+    for (int i = 0; i < RING; i++) {
+        atomic_init(&w->comp_ns[i], 0);
+        atomic_init(&w->sent_bytes[i], 0);
+        atomic_init(&w->recv_bytes[i], 0);
+    }
+    *out = w;
+    return PC_OK;
+}
+
+int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
+{
+    if (w->started)
+        return WFAIL(&w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
+                     name ? name : "?");
+    if (!name || !param || !grad || n == 0 || n > PC_CODEC_MAX_N)
+        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': bad buffers or size %zu",
+                     name ? name : "?", n);
+    if (w->ntensors == w->tcap) {
+        int cap = w->tcap ? 2 * w->tcap : 16;
+        wtensor_t *t = realloc(w->tensors, sizeof(wtensor_t) * (size_t)cap);
+        if (!t)
+            return WFAIL(&w->main, PC_ENOMEM, "out of memory registering '%s'", name);
+        w->tensors = t;
+        w->tcap = cap;
+    }
+    wtensor_t *t = &w->tensors[w->ntensors];
+    memset(t, 0, sizeof(*t));
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->p = param;
+    t->g = grad;
+    t->n = n;
+    return w->ntensors++;
+}
+
+/* ---- the steps of pc_worker_start ---------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t p = 64;
+    while (p < n)
+        p *= 2;
+    return p;
+}
+
+/* Cut the tensors into chunks and assign them to servers (w->plan). */
+static int plan_chunks(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    pc_plan_tensor_t *pt = malloc(sizeof(pc_plan_tensor_t) * (size_t)w->ntensors);
+    if (!pt)
+        return WFAIL(&w->main, PC_ENOMEM, "out of memory");
+    for (int t = 0; t < w->ntensors; t++)
+        pt[t] = (pc_plan_tensor_t){w->tensors[t].n, w->tensors[t].p, w->tensors[t].g};
+    size_t chunk_elems = (size_t)rt->cfg.chunk_bytes / sizeof(float);
+    int rc = pc_plan_create(pt, w->ntensors, chunk_elems, rt->nservers ? rt->nservers : 1,
+                            &w->plan);
+    free(pt);
+    if (rc != PC_OK)
+        return WFAIL(&w->main, rc, "cannot plan chunks: %s", pc_strerror(rc));
+    return PC_OK;
+}
+
+/* Every worker must have the same model: compare a hash of the tensors and the plan (it
+ * also identifies the model in checkpoints: rt->model_hash). Collective over the workers. */
+static int check_same_model(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    int rc;
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, (uint64_t)w->ntensors);
+    for (int t = 0; t < w->ntensors; t++)
+        h = fnv(h, w->tensors[t].n);
+    h = fnv(h, (uint64_t)w->plan->nchunks);
+    for (int c = 0; c < w->plan->nchunks; c++)
+        h = fnv(fnv(h, w->plan->chunks[c].n), (uint64_t)w->plan->chunks[c].server);
+    uint64_t lo = h, hi = h;
+    if ((rc = PC_MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, rt->workers), why,
+                           sizeof(why))) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, rt->workers), why,
+                           sizeof(why))) != PC_OK)
+        return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+    if (lo != hi)
+        return WFAIL(&w->main, PC_EINVAL,
+                     "workers registered different models (tensor sizes or order differ)");
+    rt->model_hash = h;
+    return PC_OK;
+}
+
+/* Every chunk's update travels under its own tag (TAG_PULL + chunk): they must fit. */
+static int check_tag_range(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    int tag_ub = 32767, flag = 0; /* the least MPI guarantees */
+    int *ub = NULL;
+    int rc = PC_MPI_CHECK(MPI_Comm_get_attr(rt->comm, MPI_TAG_UB, &ub, &flag), why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+    if (flag && ub)
+        tag_ub = *ub;
+    if (TAG_PULL + w->plan->nchunks > tag_ub)
+        return WFAIL(&w->main, PC_EINVAL, "%d chunks exceed MPI's tag range; raise --chunk-bytes",
+                     w->plan->nchunks);
+    return PC_OK;
+}
+
+/* Worker 0, at debug level: the chunk plan, line by line through the log (the library
+ * prints nothing of its own). Best effort. */
+static void log_plan(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    if (rt->rank != 0 || !pc_log_enabled(rt->log, PC_LOG_DEBUG))
+        return;
+    const char **names = malloc(sizeof(char *) * (size_t)w->ntensors);
+    if (!names)
+        return;
+    for (int t = 0; t < w->ntensors; t++)
+        names[t] = w->tensors[t].name;
+    pc_log_write(rt->log, PC_LOG_DEBUG, NULL, "chunk plan (%d chunks, %zu elements max):",
+                 w->plan->nchunks, (size_t)rt->cfg.chunk_bytes / sizeof(float));
+    char *text = NULL, *save = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem) {
+        pc_plan_print(w->plan, names, mem, "  ");
+        fclose(mem);
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            pc_log_write(rt->log, PC_LOG_DEBUG, NULL, "%s", l);
+        free(text);
+    }
+    free(names);
+}
+
+/* The per-chunk arrays and each chunk's fields from the plan; the mode allocates the rest
+ * (worker_ops_t chunk_init). */
+static int setup_chunks(pc_worker_t *w)
+{
+    size_t nc = (size_t)w->plan->nchunks;
+    w->nchunks = w->plan->nchunks;
+    w->chunks = calloc(nc, sizeof(wchunk_t));
+    w->sends = malloc(sizeof(MPI_Request) * nc);
+    w->recvs = malloc(sizeof(MPI_Request) * nc);
+    w->done_idx = malloc(sizeof(int) * nc);
+    w->statuses = malloc(sizeof(MPI_Status) * nc);
+    w->ready_list = malloc(sizeof(int) * nc);
+    w->queued = malloc(sizeof(int) * nc);
+    w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
+    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses ||
+        !w->ready_list || !w->queued || !w->tensor_pending)
+        return WFAIL(&w->main, PC_ENOMEM, "out of memory");
+    for (int ci = 0; ci < w->nchunks; ci++)
+        w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
+    for (int t = 0; t < w->ntensors; t++) {
+        w->tensors[t].first_chunk = w->plan->tensor_first_chunk[t];
+        w->tensors[t].last_chunk = w->plan->tensor_last_chunk[t];
+        w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
+    }
+    for (int ci = 0; ci < w->nchunks; ci++) {
+        const pc_plan_chunk_t *pc = &w->plan->chunks[ci];
+        wchunk_t *c = &w->chunks[ci];
+        c->id = pc->id;
+        c->server = pc->server;
+        c->first_tensor = pc->first_tensor;
+        c->last_tensor = pc->last_tensor;
+        c->offset = pc->offset;
+        c->n = pc->n;
+        c->remaining = pc->n;
+        c->p = w->tensors[pc->first_tensor].p + pc->offset;
+        c->g = w->tensors[pc->first_tensor].g + pc->offset;
+        atomic_init(&c->version, 0);
+        int rc = w->ops->chunk_init(w, c, &w->main);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return PC_OK;
+}
+
+int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    int rc;
+    if (!w->codec) { /* the first chunk creates the run's two codecs */
+        pc_codec_spec_t none;
+        pc_codec_spec_parse("none", &none, NULL, 0);
+        if ((rc = pc_codec_create(&rt->spec, &w->codec)) != PC_OK ||
+            (rc = pc_codec_create(&none, &w->codec_dense)) != PC_OK)
+            return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
+    }
+    c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+    c->send_cap = pc_codec_max_bytes(c->codec, c->n);
+    c->recv_cap = pc_rt__pull_max_bytes(c->n);
+    c->sendbuf = malloc(c->send_cap);
+    c->recvbuf = malloc(c->recv_cap);
+    if (!c->sendbuf || !c->recvbuf || pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
+        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+    return PC_OK;
+}
+
+/* Worker 0 gives each server the plan and its chunks' initial parameters (or, when
+ * resuming, takes the checkpointed parameters from the servers). */
+int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256] = "";
+    int rc = PC_OK;
+    if (rt->rank != 0)
+        return PC_OK;
+    size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
+    uint8_t *lay = malloc(lay_len);
+    if (!lay)
+        return WFAIL(me, PC_ENOMEM, "out of memory");
+    pc_rt__layout_encode(lay, w->plan, resume);
+    for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
+        int server = pc_rt__server_rank(rt, s);
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm), server, why,
+            sizeof(why));
+    }
+    free(lay);
+    /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
+     * pc_rt__init_bytes(n)), unused until the first update is posted. */
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        int server = pc_rt__server_rank(rt, c->server), count = 0;
+        MPI_Status st;
+        if (!resume) {
+            pc_rt__init_encode(c->recvbuf, c->p, c->n);
+            rc = PC_MPI_CHECK_PEER(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
+                                            server, TAG_INIT, rt->comm),
+                                   server, why, sizeof(why));
+            continue;
+        }
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
+            server, why, sizeof(why));
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why,
+                                   sizeof(why));
+        if (rc == PC_OK)
+            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why,
+                                   sizeof(why));
+    }
+    if (rc != PC_OK)
+        return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
+    return PC_OK;
+}
+
+/* Worker 0's parameters become everyone's. Collective over the workers. */
+static int broadcast_params(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    for (int t = 0; t < w->ntensors; t++) {
+        int rc = PC_MPI_CHECK(
+            MPI_Bcast(w->tensors[t].p, (int)w->tensors[t].n, MPI_FLOAT, 0, rt->workers), why,
+            sizeof(why));
+        if (rc != PC_OK)
+            return WFAIL(&w->main, rc, "worker r%d: broadcasting parameters: %s", rt->rank, why);
+    }
+    return PC_OK;
+}
+
+/* Begin at iteration resume: every chunk's version says its parameters are current. */
+static void set_iteration(pc_worker_t *w, uint64_t resume)
+{
+    w->iter = resume;
+    for (int ci = 0; ci < w->nchunks; ci++)
+        /* Relaxed: before the compressor thread starts (pthread_create orders it), no reader
+         * yet. */
+        atomic_store_explicit(&w->chunks[ci].version, resume, memory_order_relaxed);
+    if (resume) {
+        w->last_ckpt = resume;
+        w->have_ckpt = true;
+    }
+}
+
+/* --pipeline on: the two queues and the compressor thread (the last step: nothing after
+ * it can fail). */
+static int start_pipeline(pc_worker_t *w)
+{
+    if (!w->pipelined)
+        return PC_OK;
+    size_t cap = pow2_at_least(4 * (size_t)(w->ntensors + w->nchunks));
+    if (pc_spsc_create(cap, sizeof(desc_t), &w->q_ready) != PC_OK ||
+        pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) !=
+            PC_OK)
+        return WFAIL(&w->main, PC_ENOMEM, "out of memory for the queues");
+    if (pthread_create(&w->thread, NULL, pc_rt__w_compressor_main, w) != 0)
+        return WFAIL(&w->main, PC_ETHREAD, "cannot start the compressor thread");
+    w->thread_started = true;
+    return PC_OK;
+}
+
+/* Free what pc_worker_start built (the compressor thread is not running and no request is
+ * pending), leaving a registered worker. Start's cleanup path, and destroy's. */
+static void release_started(pc_worker_t *w)
+{
+    for (int c = 0; c < w->nchunks; c++) {
+        wchunk_t *k = &w->chunks[c];
+        pc_codec_state_destroy(k->st);
+        free(k->sendbuf);
+        free(k->recvbuf);
+        free(k->sum);
+        free(k->mom);
+    }
+    free(w->chunks);
+    free(w->sends);
+    free(w->recvs);
+    free(w->done_idx);
+    free(w->statuses);
+    free(w->ready_list);
+    free(w->queued);
+    free(w->tensor_pending);
+    pc_plan_destroy(w->plan);
+    pc_codec_destroy(w->codec);
+    pc_codec_destroy(w->codec_dense);
+    pc_spsc_destroy(w->q_ready);
+    pc_spsc_destroy(w->q_back);
+    w->chunks = NULL;
+    w->sends = w->recvs = NULL;
+    w->statuses = NULL;
+    w->done_idx = w->ready_list = w->queued = w->tensor_pending = NULL;
+    w->nchunks = 0;
+    w->plan = NULL;
+    w->codec = w->codec_dense = NULL;
+    w->q_ready = w->q_back = NULL;
+}
+
+int pc_worker_start(pc_worker_t *w)
+{
+    int rc;
+    uint64_t resume = 0;
+    if (w->started)
+        return WFAIL(&w->main, PC_ESTATE, "pc_worker_start called twice");
+    if (w->ntensors == 0)
+        return WFAIL(&w->main, PC_EINVAL, "no tensor registered before pc_worker_start");
+    if ((rc = plan_chunks(w)) != PC_OK || (rc = check_same_model(w)) != PC_OK ||
+        (rc = pc_rt__w_choose_resume(w, &resume)) != PC_OK || (rc = check_tag_range(w)) != PC_OK)
+        goto fail;
+    log_plan(w);
+    if ((rc = setup_chunks(w)) != PC_OK ||
+        (rc = w->ops->share_initial(w, resume, &w->main)) != PC_OK ||
+        (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) ||
+        (rc = broadcast_params(w)) != PC_OK)
+        goto fail;
+    set_iteration(w, resume);
+    if ((rc = start_pipeline(w)) != PC_OK)
+        goto fail;
+    w->t_start = pc_time_ns();
+    w->t_first_ready = 0;
+    w->started = true;
+    return PC_OK;
+fail:
+    release_started(w);
+    return rc;
+}
+
+void pc_worker_destroy(pc_worker_t *w)
+{
+    if (!w)
+        return;
+    /* Started, not finished: stop the compressor thread without draining, then settle the
+     * requests it left (cancel update receives, complete or give up gradient sends). Its
+     * error, if any, was already reported or no longer matters. */
+    pc_rt__w_stop_thread(w, true);
+    if (w->sends)
+        pc_rt__w_abort_requests(w);
+    release_started(w);
+    free(w->tensors);
+    free(w);
+}
