@@ -9,7 +9,7 @@
 #include "pipecompress/pc_topo.h"
 
 /* Exit statuses of pc-bench: 0 ok, 1 failure while running, 2 bad usage. */
-#define BENCH_EXIT_FAIL 1
+#define BENCH_EXIT_FAIL  1
 #define BENCH_EXIT_USAGE 2
 
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */

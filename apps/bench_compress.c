@@ -33,18 +33,40 @@ typedef struct opts {
 } opts_t;
 
 static const pc_opt_t compress_opts[] = {
-    {.name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(opts_t, reps),
-     .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"},
-    {.name = "sizes", .type = PC_OPT_STRING, .offset = offsetof(opts_t, sizes), .size = 128,
-     .metavar = "N,N,...", .help = "element counts"},
-    {.name = "ratios", .type = PC_OPT_STRING, .offset = offsetof(opts_t, ratios), .size = 128,
-     .metavar = "R,R,...", .help = "kept fractions for topk, dgc, randomk, threshold"},
-    {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(opts_t, quick),
+    {.name = "reps",
+     .short_name = 'r',
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, reps),
+     .min = 1,
+     .max = 101,
+     .metavar = "R",
+     .help = "repetitions; medians are reported"},
+    {.name = "sizes",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, sizes),
+     .size = 128,
+     .metavar = "N,N,...",
+     .help = "element counts"},
+    {.name = "ratios",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, ratios),
+     .size = 128,
+     .metavar = "R,R,...",
+     .help = "kept fractions for topk, dgc, randomk, threshold"},
+    {.name = "quick",
+     .type = PC_OPT_FLAG,
+     .offset = offsetof(opts_t, quick),
      .help = "sizes 1e6,1e7 and 3 repetitions"},
-    {.name = "no-sort", .type = PC_OPT_FLAG, .offset = offsetof(opts_t, no_sort),
+    {.name = "no-sort",
+     .type = PC_OPT_FLAG,
+     .offset = offsetof(opts_t, no_sort),
      .help = "skip the sort baseline (slow: seconds per repetition at 1e7)"},
-    {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(opts_t, json), .size = 512,
-     .metavar = "FILE", .help = "also write the results as JSON to FILE"},
+    {.name = "json",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, json),
+     .size = 512,
+     .metavar = "FILE",
+     .help = "also write the results as JSON to FILE"},
 };
 
 /* Parse "a,b,c" of positive numbers into out (at most max); 0 on a bad list. */
@@ -118,8 +140,8 @@ int bench_compress_main(int argc, char **argv)
                         sizeof(compress_opts) / sizeof(compress_opts[0]), &o, NULL};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout,
-                              stderr);
+    int early =
+        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     if (o.quick) {
@@ -162,8 +184,8 @@ int bench_compress_main(int argc, char **argv)
     double t_read[8] = {0}, t_sort[8] = {0};
     printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core\n\n",
            o.reps);
-    printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
-           "decomp ms", "Melem/s", "bytes", "x less");
+    printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms", "decomp ms",
+           "Melem/s", "bytes", "x less");
     for (int si = 0; si < nsizes; si++) {
         size_t n = (size_t)sizes[si];
         /* Baselines first. */
@@ -193,9 +215,10 @@ int bench_compress_main(int argc, char **argv)
             printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n,
                    "-", t_sort[si], "-", (double)n / t_sort[si] * 1e-3, "-", "-");
         /* Codecs: ratio codecs once per ratio, the others once. */
-        const char *base[] = {"none", "fp16", "qsgd:levels=16", "terngrad", "efsign",
-                              "topk:ef=off", "topk", "topk:index=delta,values=fp16", "dgc",
-                              "randomk", "threshold"};
+        const char *base[] = {
+            "none",   "fp16",        "qsgd:levels=16", "terngrad",
+            "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
+            "dgc",    "randomk",     "threshold"};
         for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++) {
             bool uses_ratio = strncmp(base[b], "topk", 4) == 0 || strncmp(base[b], "dgc", 3) == 0 ||
                               strncmp(base[b], "randomk", 7) == 0 ||
@@ -286,7 +309,8 @@ int bench_compress_main(int argc, char **argv)
         double bound = rows[i].t_comp / t_read[si];
         bool target_case = rows[i].n == 10000000 && rows[i].ratio == 0.01;
         printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e7, 1%%%s)",
-               rows[i].n, rows[i].ratio, bound, target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
+               rows[i].n, rows[i].ratio, bound,
+               target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
         if (!o.no_sort)
             printf(", %.1f x faster than sort (target >= 10: %s)", t_sort[si] / rows[i].t_comp,
                    t_sort[si] / rows[i].t_comp >= 10 ? "met" : "NOT met");
@@ -296,9 +320,8 @@ int bench_compress_main(int argc, char **argv)
         fprintf(json, "{\n  \"benchmark\": \"compress\",\n  \"reps\": %d,\n  \"baselines\": [\n",
                 o.reps);
         for (int si = 0; si < nsizes; si++)
-            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_ms\": %.4f}%s\n",
-                    sizes[si], t_read[si], o.no_sort ? 0.0 : t_sort[si],
-                    si + 1 < nsizes ? "," : "");
+            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_ms\": %.4f}%s\n", sizes[si],
+                    t_read[si], o.no_sort ? 0.0 : t_sort[si], si + 1 < nsizes ? "," : "");
         fprintf(json, "  ],\n  \"codecs\": [\n");
         for (int i = 0; i < nrows; i++) {
             int si = 0;

@@ -35,19 +35,49 @@ typedef struct opts {
 } opts_t;
 
 static const pc_opt_t spsc_opts[] = {
-    {.name = "messages", .short_name = 'n', .type = PC_OPT_INT64,
-     .offset = offsetof(opts_t, messages), .min = 1000, .max = 1e12, .metavar = "N",
+    {.name = "messages",
+     .short_name = 'n',
+     .type = PC_OPT_INT64,
+     .offset = offsetof(opts_t, messages),
+     .min = 1000,
+     .max = 1e12,
+     .metavar = "N",
      .help = "messages per throughput repetition"},
-    {.name = "rounds", .type = PC_OPT_INT64, .offset = offsetof(opts_t, rounds), .min = 100,
-     .max = 1e10, .metavar = "N", .help = "ping-pong round trips per latency repetition"},
-    {.name = "capacity", .type = PC_OPT_INT, .offset = offsetof(opts_t, capacity), .min = 2,
-     .max = 1 << 20, .metavar = "SLOTS", .help = "ring capacity (a power of two)"},
-    {.name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(opts_t, reps),
-     .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"},
-    {.name = "burst", .type = PC_OPT_INT, .offset = offsetof(opts_t, burst), .min = 1,
-     .max = 1024, .metavar = "B", .help = "batch size of the pc_spsc burst variant"},
-    {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(opts_t, json), .size = 512,
-     .metavar = "FILE", .help = "also write the results as JSON to FILE"},
+    {.name = "rounds",
+     .type = PC_OPT_INT64,
+     .offset = offsetof(opts_t, rounds),
+     .min = 100,
+     .max = 1e10,
+     .metavar = "N",
+     .help = "ping-pong round trips per latency repetition"},
+    {.name = "capacity",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, capacity),
+     .min = 2,
+     .max = 1 << 20,
+     .metavar = "SLOTS",
+     .help = "ring capacity (a power of two)"},
+    {.name = "reps",
+     .short_name = 'r',
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, reps),
+     .min = 1,
+     .max = 101,
+     .metavar = "R",
+     .help = "repetitions; medians are reported"},
+    {.name = "burst",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, burst),
+     .min = 1,
+     .max = 1024,
+     .metavar = "B",
+     .help = "batch size of the pc_spsc burst variant"},
+    {.name = "json",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, json),
+     .size = 512,
+     .metavar = "FILE",
+     .help = "also write the results as JSON to FILE"},
 };
 
 /* ---- the mutex + condition variable baseline ---------------------------------------- */
@@ -107,8 +137,7 @@ static uint64_t mq_pop(mq_t *q)
 /* ---- one experiment: a queue kind, throughput or ping-pong -------------------------- */
 
 enum kind { K_SPSC, K_SPSC_BURST, K_CK, K_MUTEX, K_COUNT };
-static const char *const kind_names[K_COUNT] = {"pc_spsc", "pc_spsc_burst", "ck_ring",
-                                                "mutex_cv"};
+static const char *const kind_names[K_COUNT] = {"pc_spsc", "pc_spsc_burst", "ck_ring", "mutex_cv"};
 
 typedef struct exp {
     enum kind kind;
@@ -120,8 +149,8 @@ typedef struct exp {
     ck_ring_t ck[2];
     ck_ring_buffer_t *ckbuf[2];
     mq_t mq[2];
-    uint64_t bad;     /* items received out of order */
-    int64_t t0, t1;   /* set by side 0 (start) and the finishing side */
+    uint64_t bad;   /* items received out of order */
+    int64_t t0, t1; /* set by side 0 (start) and the finishing side */
 } exp_t;
 
 /* Each queue kind gets its own tight loops, with the queue operations inlined: a switch
@@ -273,8 +302,8 @@ static double run_once(bench_pair_t *pair, enum kind kind, bool pingpong, uint64
     if (rc != 0)
         return -1;
     if (e.bad) {
-        fprintf(stderr, "pc-bench: %s delivered %" PRIu64 " items out of order\n",
-                kind_names[kind], e.bad);
+        fprintf(stderr, "pc-bench: %s delivered %" PRIu64 " items out of order\n", kind_names[kind],
+                e.bad);
         return -1;
     }
     return (double)(e.t1 - e.t0) * 1e-9;
@@ -287,8 +316,8 @@ int bench_spsc_main(int argc, char **argv)
                         &o, NULL};
     char err[512];
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout,
-                              stderr);
+    int early =
+        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     if (o.capacity & (o.capacity - 1)) {
@@ -349,15 +378,18 @@ int bench_spsc_main(int argc, char **argv)
            vs_ck, vs_ck >= 0.8 ? "met" : "NOT met", vs_mutex, vs_mutex >= 10 ? "met" : "NOT met",
            burst_vs_ck, rtt[K_CK] / rtt[K_SPSC]);
     if (json) {
-        fprintf(json, "{\n  \"benchmark\": \"spsc\",\n  \"messages\": %" PRId64
-                      ",\n  \"rounds\": %" PRId64 ",\n  \"capacity\": %d,\n  \"reps\": %d,\n"
-                      "  \"burst\": %d,\n  \"placement\": \"%s\",\n  \"queues\": {\n",
+        fprintf(json,
+                "{\n  \"benchmark\": \"spsc\",\n  \"messages\": %" PRId64
+                ",\n  \"rounds\": %" PRId64 ",\n  \"capacity\": %d,\n  \"reps\": %d,\n"
+                "  \"burst\": %d,\n  \"placement\": \"%s\",\n  \"queues\": {\n",
                 o.messages, o.rounds, o.capacity, o.reps, o.burst, bench_pair_placement(pair));
         for (int k = 0; k < K_COUNT; k++)
-            fprintf(json, "    \"%s\": {\"throughput_msgs_per_s\": %.0f, \"round_trip_ns\": %.1f}%s\n",
+            fprintf(json,
+                    "    \"%s\": {\"throughput_msgs_per_s\": %.0f, \"round_trip_ns\": %.1f}%s\n",
                     kind_names[k], mps[k], rtt[k], k + 1 < K_COUNT ? "," : "");
-        fprintf(json, "  },\n  \"ratios\": {\"spsc_vs_ck_ring\": %.4f, \"spsc_vs_mutex\": %.4f, "
-                      "\"spsc_burst_vs_ck_ring\": %.4f, \"ck_ring_rtt_vs_spsc_rtt\": %.4f}\n}\n",
+        fprintf(json,
+                "  },\n  \"ratios\": {\"spsc_vs_ck_ring\": %.4f, \"spsc_vs_mutex\": %.4f, "
+                "\"spsc_burst_vs_ck_ring\": %.4f, \"ck_ring_rtt_vs_spsc_rtt\": %.4f}\n}\n",
                 vs_ck, vs_mutex, burst_vs_ck, rtt[K_CK] / rtt[K_SPSC]);
         if (fclose(json) != 0) {
             fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o.json);

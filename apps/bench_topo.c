@@ -66,8 +66,8 @@ int bench_topo_main(int argc, char **argv)
     }
     if (cfg.servers >= size) {
         if (rank == 0)
-            fprintf(stderr, "pc-bench: --servers %d leaves no worker among %d ranks\n",
-                    cfg.servers, size);
+            fprintf(stderr, "pc-bench: --servers %d leaves no worker among %d ranks\n", cfg.servers,
+                    size);
         MPI_Finalize();
         return BENCH_EXIT_USAGE;
     }
@@ -126,8 +126,7 @@ int bench_topo_main(int argc, char **argv)
                 status = BENCH_EXIT_FAIL;
             }
         }
-        snprintf(line + len, sizeof(line) - (size_t)len, "%s",
-                 status ? " FAILED" : " verified");
+        snprintf(line + len, sizeof(line) - (size_t)len, "%s", status ? " FAILED" : " verified");
     }
     char *all = rank == 0 ? malloc((size_t)size * LINE_LEN) : NULL;
     MPI_Gather(line, LINE_LEN, MPI_CHAR, all, LINE_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);

@@ -34,25 +34,61 @@ typedef struct train_opts {
 } train_opts_t;
 
 static const pc_opt_t train_opts[] = {
-    {.name = "model", .short_name = 'm', .type = PC_OPT_CHOICE,
-     .offset = offsetof(train_opts_t, model), .choices = PC_MODEL_CHOICES,
+    {.name = "model",
+     .short_name = 'm',
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(train_opts_t, model),
+     .choices = PC_MODEL_CHOICES,
      .help = "network: mlp (235 k parameters), cnn (3.3 M), wide (36.9 M)"},
-    {.name = "data", .short_name = 'd', .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, data),
-     .size = 1024, .metavar = "DIR|synthetic",
+    {.name = "data",
+     .short_name = 'd',
+     .type = PC_OPT_STRING,
+     .offset = offsetof(train_opts_t, data),
+     .size = 1024,
+     .metavar = "DIR|synthetic",
      .help = "Fashion-MNIST IDX directory, or synthetic data"},
-    {.name = "epochs", .short_name = 'e', .type = PC_OPT_INT,
-     .offset = offsetof(train_opts_t, epochs), .min = 1, .max = 100000, .metavar = "N",
+    {.name = "epochs",
+     .short_name = 'e',
+     .type = PC_OPT_INT,
+     .offset = offsetof(train_opts_t, epochs),
+     .min = 1,
+     .max = 100000,
+     .metavar = "N",
      .help = "passes over the training set (--iters stops earlier)"},
-    {.name = "batch", .short_name = 'b', .type = PC_OPT_INT, .offset = offsetof(train_opts_t, batch),
-     .min = 1, .max = 65536, .metavar = "B", .help = "samples per worker per iteration"},
-    {.name = "dropout", .type = PC_OPT_DOUBLE, .offset = offsetof(train_opts_t, dropout), .min = 0,
-     .max = 0.95, .metavar = "P", .help = "cnn: dropout probability before the last layer"},
-    {.name = "synthetic-samples", .type = PC_OPT_INT, .offset = offsetof(train_opts_t, synthetic_n),
-     .min = 100, .max = 10000000, .metavar = "N", .help = "--data synthetic: training samples"},
-    {.name = "save-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, save_model),
-     .size = 1024, .metavar = "FILE", .help = "write the final parameters (doc/model-format.md)"},
-    {.name = "eval-model", .type = PC_OPT_STRING, .offset = offsetof(train_opts_t, eval_model),
-     .size = 1024, .metavar = "FILE", .help = "evaluate a saved model on the test set and exit"},
+    {.name = "batch",
+     .short_name = 'b',
+     .type = PC_OPT_INT,
+     .offset = offsetof(train_opts_t, batch),
+     .min = 1,
+     .max = 65536,
+     .metavar = "B",
+     .help = "samples per worker per iteration"},
+    {.name = "dropout",
+     .type = PC_OPT_DOUBLE,
+     .offset = offsetof(train_opts_t, dropout),
+     .min = 0,
+     .max = 0.95,
+     .metavar = "P",
+     .help = "cnn: dropout probability before the last layer"},
+    {.name = "synthetic-samples",
+     .type = PC_OPT_INT,
+     .offset = offsetof(train_opts_t, synthetic_n),
+     .min = 100,
+     .max = 10000000,
+     .metavar = "N",
+     .help = "--data synthetic: training samples"},
+    {.name = "save-model",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(train_opts_t, save_model),
+     .size = 1024,
+     .metavar = "FILE",
+     .help = "write the final parameters (doc/model-format.md)"},
+    {.name = "eval-model",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(train_opts_t, eval_model),
+     .size = 1024,
+     .metavar = "FILE",
+     .help = "evaluate a saved model on the test set and exit"},
 };
 
 /* Set by SIGINT/SIGTERM (its number); the runtime stops all workers at one iteration. */
@@ -105,7 +141,8 @@ static int load_data(const train_opts_t *o, int train, uint64_t seed, pc_dataset
                      size_t errlen)
 {
     if (strcmp(o->data, "synthetic") == 0) {
-        int rc = pc_data_synthetic(train ? (uint32_t)o->synthetic_n : 2000, seed, train ? 0 : 1, ds);
+        int rc =
+            pc_data_synthetic(train ? (uint32_t)o->synthetic_n : 2000, seed, train ? 0 : 1, ds);
         if (rc != PC_OK)
             snprintf(err, errlen, "synthetic data: %s", pc_strerror(rc));
         return rc;
@@ -206,8 +243,8 @@ int main(int argc, char **argv)
 
     pc_config_t cfg;
     pc_config_defaults(&cfg);
-    train_opts_t o = {.model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5,
-                      .synthetic_n = 20000};
+    train_opts_t o = {
+        .model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5, .synthetic_n = 20000};
     snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
     pc_opt_group_t groups[] = {
         {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, NULL},
@@ -233,8 +270,9 @@ int main(int argc, char **argv)
     if (rc == PC_OK && !o.eval_model[0])
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
     int early = pc_opt_finish(rc, groups, 2, "pc-train",
-                              "mpirun -np N pc-train [flags]   (manual: man pc-train, or man doc/pc-train.1 in the source tree)", err, rank == 0,
-                              stdout, stderr);
+                              "mpirun -np N pc-train [flags]   (manual: man pc-train, or man "
+                              "doc/pc-train.1 in the source tree)",
+                              err, rank == 0, stdout, stderr);
     if (early >= 0) {
         MPI_Finalize();
         return early;
@@ -312,8 +350,8 @@ int main(int argc, char **argv)
     if (!x || !y || !perm)
         die("memory", "out of memory");
     ctx_t cx = {w, 0};
-    pc_model_hooks_t hooks = {.ud = &cx, .param_wait = hook_param_wait,
-                              .grad_ready = hook_grad_ready};
+    pc_model_hooks_t hooks = {
+        .ud = &cx, .param_wait = hook_param_wait, .grad_ready = hook_grad_ready};
     if (cfg.timeline[0]) {
         hooks.layer_begin = hook_layer_begin;
         hooks.layer_end = hook_layer_end;
@@ -356,8 +394,8 @@ int main(int argc, char **argv)
                 nmetrics++;
             }
             int64_t now = pc_time_ns();
-            if (rank == 0 && (it == 0 || now - last_print > 2000000000LL || it + 1 == total ||
-                              i + 1 == ipe)) {
+            if (rank == 0 &&
+                (it == 0 || now - last_print > 2000000000LL || it + 1 == total || i + 1 == ipe)) {
                 double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
                 char eta[32];
                 fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
@@ -365,7 +403,8 @@ int main(int argc, char **argv)
                        "compress %.2f ms exposed %.2f ms /iter | %.1f KB/iter sent | ETA %s\n",
                        epoch + 1, o.epochs, (long long)it + 1, (long long)total,
                        loss_sum / (seen / B), 100.0 * correct_sum / seen, rate * B * W,
-                       nmetrics ? comp_sum / nmetrics * 1e3 : 0, nmetrics ? exp_sum / nmetrics * 1e3 : 0,
+                       nmetrics ? comp_sum / nmetrics * 1e3 : 0,
+                       nmetrics ? exp_sum / nmetrics * 1e3 : 0,
                        nmetrics ? (double)bytes_sum / nmetrics / 1024 : 0, eta);
                 fflush(stdout);
                 last_print = now;

@@ -81,22 +81,26 @@ static int check_codes(const pc_wire_header_t *h, const uint8_t *payload, unsign
                        uint32_t max_code, const char *name, char *err, size_t errlen)
 {
     if (h->entries != h->n)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s message with %u entries, expected %u",
-                             h->chunk, name, h->entries, h->n);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: %s message with %u entries, expected %u", h->chunk, name,
+                            h->entries, h->n);
     size_t want = packed_bytes(h->n, b);
     if (h->payload != want)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s payload of %u bytes, expected %zu",
-                             h->chunk, name, h->payload, want);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: %s payload of %u bytes, expected %zu", h->chunk, name,
+                            h->payload, want);
     bitr_t r = {payload, 0, 0};
     for (uint32_t i = 0; i < h->n; i++) {
         uint32_t code = bitr_get(&r, b);
         if (code > max_code)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s code %u of element %u out of range",
-                                 h->chunk, name, code, i);
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: %s code %u of element %u out of range", h->chunk, name,
+                                code, i);
     }
     /* The reader has pulled exactly the payload's bytes; what it holds unread is padding. */
     if (r.acc != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s pad bits are not zero", h->chunk, name);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s pad bits are not zero", h->chunk,
+                            name);
     return PC_OK;
 }
 
@@ -133,12 +137,13 @@ static int none_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
     (void)c;
     if (h->entries != h->n || h->payload != 4 * (size_t)h->n)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
-                             "chunk %u: dense message of %u entries in %u bytes, "
-                             "expected %u entries",
-                             h->chunk, h->entries, h->payload, h->n);
+                            "chunk %u: dense message of %u entries in %u bytes, "
+                            "expected %u entries",
+                            h->chunk, h->entries, h->payload, h->n);
     for (uint32_t i = 0; i < h->n; i++)
         if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite", h->chunk, i);
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite",
+                                h->chunk, i);
     return PC_OK;
 }
 
@@ -196,12 +201,13 @@ static int fp16_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
     (void)c;
     if (h->entries != h->n || h->payload != 2 * (size_t)h->n)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
-                             "chunk %u: fp16 message of %u entries in %u bytes, "
-                             "expected %u entries",
-                             h->chunk, h->entries, h->payload, h->n);
+                            "chunk %u: fp16 message of %u entries in %u bytes, "
+                            "expected %u entries",
+                            h->chunk, h->entries, h->payload, h->n);
     for (uint32_t i = 0; i < h->n; i++)
         if ((pc_wire_get_u16(payload + 2 * (size_t)i) & 0x7c00u) == 0x7c00u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite", h->chunk, i);
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite",
+                                h->chunk, i);
     return PC_OK;
 }
 

@@ -62,9 +62,9 @@ struct pc_codec_state {
     uint64_t steps;
 };
 
-extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk,
-    pc_codec_ops_dgc, pc_codec_ops_randomk, pc_codec_ops_threshold, pc_codec_ops_qsgd,
-    pc_codec_ops_terngrad, pc_codec_ops_efsign;
+extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk, pc_codec_ops_dgc,
+    pc_codec_ops_randomk, pc_codec_ops_threshold, pc_codec_ops_qsgd, pc_codec_ops_terngrad,
+    pc_codec_ops_efsign;
 
 /* Scratch growers: PC_OK or PC_ENOMEM. */
 int pc_codec__reserve_idx(pc_codec_t *c, size_t n);

@@ -85,27 +85,28 @@ static int parse_indices(const pc_codec_t *c, const pc_wire_header_t *h, const u
             uint32_t gap;
             size_t used = pc_wire_varint_get(p, end, &gap);
             if (!used)
-                return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: index %u: truncated or bad varint",
-                                     h->chunk, j);
+                return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                    "chunk %u: index %u: truncated or bad varint", h->chunk, j);
             p += used;
             uint64_t next = j == 0 ? gap : (uint64_t)prev + 1 + gap;
             if (next >= h->n)
-                return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: index %llu out of range (n = %u)",
-                                     h->chunk, (unsigned long long)next, h->n);
+                return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                    "chunk %u: index %llu out of range (n = %u)", h->chunk,
+                                    (unsigned long long)next, h->n);
             ix = (uint32_t)next;
         } else {
             if ((size_t)(end - p) < 4)
-                return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: payload ends inside index %u",
-                                     h->chunk, j);
+                return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                    "chunk %u: payload ends inside index %u", h->chunk, j);
             ix = pc_wire_get_u32(p);
             p += 4;
             if (ix >= h->n)
-                return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: index %u out of range (n = %u)",
-                                     h->chunk, ix, h->n);
+                return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                    "chunk %u: index %u out of range (n = %u)", h->chunk, ix, h->n);
             if (j > 0 && ix <= prev)
                 return pc_error_fmt(PC_EFORMAT, err, errlen,
-                                     "chunk %u: indices not strictly increasing (%u after %u)",
-                                     h->chunk, ix, prev);
+                                    "chunk %u: indices not strictly increasing (%u after %u)",
+                                    h->chunk, ix, prev);
         }
         prev = ix;
         if (out)
@@ -122,8 +123,9 @@ static int check_values(const pc_codec_t *c, const pc_wire_header_t *h, const ui
     size_t vb = value_bytes(c);
     size_t left = (size_t)(payload + h->payload - values);
     if (left != (size_t)h->entries * vb)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %zu value bytes for %u entries of %zu bytes",
-                             h->chunk, left, h->entries, vb);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: %zu value bytes for %u entries of %zu bytes", h->chunk, left,
+                            h->entries, vb);
     for (uint32_t j = 0; j < h->entries; j++) {
         bool bad;
         if (vb == 2) {
@@ -132,7 +134,8 @@ static int check_values(const pc_codec_t *c, const pc_wire_header_t *h, const ui
             bad = (pc_wire_get_u32(values + 4 * (size_t)j) & 0x7f800000u) == 0x7f800000u;
         }
         if (bad)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite", h->chunk, j);
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite",
+                                h->chunk, j);
     }
     return PC_OK;
 }
@@ -209,8 +212,9 @@ static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
 {
     size_t k = pc_codec__k(c->spec.ratio, h->n);
     if (h->entries != k)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: topk message with %u entries, expected %zu",
-                             h->chunk, h->entries, k);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: topk message with %u entries, expected %zu", h->chunk,
+                            h->entries, k);
     return validate_indexed(c, h, payload, err, errlen);
 }
 
@@ -398,8 +402,9 @@ static int dgc_validate(const pc_codec_t *c, const pc_wire_header_t *h, const ui
 {
     size_t max = dgc_max_entries(c, h->n);
     if (h->entries > max)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: dgc message with %u entries, at most %zu",
-                             h->chunk, h->entries, max);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: dgc message with %u entries, at most %zu", h->chunk,
+                            h->entries, max);
     return validate_indexed(c, h, payload, err, errlen);
 }
 
@@ -465,8 +470,9 @@ static int randomk_validate(const pc_codec_t *c, const pc_wire_header_t *h, cons
 {
     size_t k = pc_codec__k(c->spec.ratio, h->n);
     if (h->entries != k)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: randomk message with %u entries, expected %zu",
-                             h->chunk, h->entries, k);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: randomk message with %u entries, expected %zu", h->chunk,
+                            h->entries, k);
     return check_values(c, h, payload, payload, err, errlen);
 }
 

@@ -11,7 +11,8 @@ void pc_backoff_init_capped(pc_backoff_t *b, int64_t max_sleep_ns)
     b->spins = 0;
     b->yields = 0;
     b->sleep_ns = PC_BACKOFF_MIN_SLEEP_NS;
-    b->max_sleep_ns = max_sleep_ns < PC_BACKOFF_MIN_SLEEP_NS ? PC_BACKOFF_MIN_SLEEP_NS : max_sleep_ns;
+    b->max_sleep_ns =
+        max_sleep_ns < PC_BACKOFF_MIN_SLEEP_NS ? PC_BACKOFF_MIN_SLEEP_NS : max_sleep_ns;
     b->sleeps = 0;
 }
 

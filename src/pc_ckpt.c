@@ -16,14 +16,15 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_file.h"
 
-#define MANIFEST "MANIFEST"
-#define HEAD "PipeCompress checkpoint 1\n"
+#define MANIFEST     "MANIFEST"
+#define HEAD         "PipeCompress checkpoint 1\n"
 #define MANIFEST_MAX (1u << 24)
 
 int pc_ckpt_path(const char *dir, uint64_t iteration, int rank, char *out, size_t len)
 {
-    int n = rank < 0 ? snprintf(out, len, "%s/ckpt-%012" PRIu64, dir, iteration)
-                     : snprintf(out, len, "%s/ckpt-%012" PRIu64 "/rank-%d.bin", dir, iteration, rank);
+    int n = rank < 0
+                ? snprintf(out, len, "%s/ckpt-%012" PRIu64, dir, iteration)
+                : snprintf(out, len, "%s/ckpt-%012" PRIu64 "/rank-%d.bin", dir, iteration, rank);
     return n < 0 || (size_t)n >= len ? PC_ERANGE : PC_OK;
 }
 
@@ -89,7 +90,8 @@ int pc_ckpt_writer_open(const char *dir, uint64_t iteration, int rank, pc_ckpt_w
 {
     char ck[4096], name[32];
     if (pc_ckpt_path(dir, iteration, -1, ck, sizeof(ck)) != PC_OK)
-        return pc_error_fmt(PC_ERANGE, err, errlen, "checkpoint directory name too long: '%s'", dir);
+        return pc_error_fmt(PC_ERANGE, err, errlen, "checkpoint directory name too long: '%s'",
+                            dir);
     if (mkdir(ck, 0755) != 0 && errno != EEXIST)
         return pc_error_fmt(PC_EIO, err, errlen, "cannot create '%s': %s", ck, strerror(errno));
     snprintf(name, sizeof(name), "rank-%d.bin", rank);
@@ -126,7 +128,8 @@ int pc_ckpt_manifest_write(const char *dir, const pc_ckpt_meta_t *meta, const pc
 {
     char ck[4096];
     if (pc_ckpt_path(dir, meta->iteration, -1, ck, sizeof(ck)) != PC_OK)
-        return pc_error_fmt(PC_ERANGE, err, errlen, "checkpoint directory name too long: '%s'", dir);
+        return pc_error_fmt(PC_ERANGE, err, errlen, "checkpoint directory name too long: '%s'",
+                            dir);
     size_t cap = 512 + strlen(meta->config) + 64 * (size_t)meta->world, len = 0;
     char *buf = malloc(cap);
     if (!buf)
@@ -137,8 +140,9 @@ int pc_ckpt_manifest_write(const char *dir, const pc_ckpt_meta_t *meta, const pc
                             meta->iteration, meta->world, meta->workers, meta->servers, meta->model,
                             meta->config);
     for (int r = 0; r < meta->world; r++)
-        len += (size_t)snprintf(buf + len, cap - len, "file rank-%d.bin %" PRIu64 " %08" PRIx32 "\n", r,
-                                files[r].size, files[r].crc);
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "file rank-%d.bin %" PRIu64 " %08" PRIx32 "\n",
+                             r, files[r].size, files[r].crc);
     len += (size_t)snprintf(buf + len, cap - len, "crc %08" PRIx32 "\n", pc_file_crc(0, buf, len));
     pc_ckpt_writer_t *w;
     int rc = writer_open_path(ck, MANIFEST, &w, err, errlen);
@@ -205,11 +209,13 @@ int pc_ckpt_manifest_parse(const char *buf, size_t len, pc_ckpt_meta_t *meta, pc
     static const char *const keys[] = {"iteration", "world", "workers", "servers"};
     static const uint64_t maxs[] = {UINT64_MAX / 2, PC_CKPT_MAX_RANKS, PC_CKPT_MAX_RANKS,
                                     PC_CKPT_MAX_RANKS};
-    if (len > MANIFEST_MAX || !next_line(&p, end, line, sizeof(line)) || strcmp(line, "PipeCompress checkpoint 1"))
+    if (len > MANIFEST_MAX || !next_line(&p, end, line, sizeof(line)) ||
+        strcmp(line, "PipeCompress checkpoint 1"))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "not a version-1 checkpoint manifest");
     for (int k = 0; k < 4; k++)
         if (!next_line(&p, end, line, sizeof(line)) || !key_u64(line, keys[k], maxs[k], &v[k]))
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing '%s' line", keys[k]);
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing '%s' line",
+                                keys[k]);
     if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, "model ", 6) ||
         !hex_u64(line + 6, 16, &v[4]))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing 'model' line");
@@ -220,11 +226,13 @@ int pc_ckpt_manifest_parse(const char *buf, size_t len, pc_ckpt_meta_t *meta, pc
     meta->servers = (int)v[3];
     meta->model = v[4];
     if (meta->world < 1 || meta->workers < 1 || meta->workers + meta->servers != meta->world)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: %d workers + %d servers != world %d",
-                            meta->workers, meta->servers, meta->world);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "manifest: %d workers + %d servers != world %d", meta->workers,
+                            meta->servers, meta->world);
     if (meta->world > max_files)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: world %d is larger than this job's %d",
-                            meta->world, max_files);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "manifest: world %d is larger than this job's %d", meta->world,
+                            max_files);
     if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, "config ", 7) ||
         strlen(line + 7) >= PC_CKPT_CONFIG_LEN)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing 'config' line");
@@ -236,19 +244,24 @@ int pc_ckpt_manifest_parse(const char *buf, size_t len, pc_ckpt_meta_t *meta, pc
         char *sp;
         if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, want, (size_t)wl) ||
             line[wl] < '0' || line[wl] > '9')
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing line for rank-%d.bin", r);
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "manifest: bad or missing line for rank-%d.bin", r);
         errno = 0;
         size = strtoull(line + wl, &sp, 10);
         if (errno || *sp != ' ' || !hex_u64(sp + 1, 8, &crc))
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad size or CRC for rank-%d.bin", r);
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "manifest: bad size or CRC for rank-%d.bin", r);
         files[r] = (pc_ckpt_file_t){.size = size, .crc = (uint32_t)crc};
     }
     size_t body = (size_t)(p - buf);
     uint64_t crc;
-    if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, "crc ", 4) || !hex_u64(line + 4, 8, &crc))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: bad or missing 'crc' line (truncated?)");
+    if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, "crc ", 4) ||
+        !hex_u64(line + 4, 8, &crc))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "manifest: bad or missing 'crc' line (truncated?)");
     if (p != end)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: trailing bytes after the 'crc' line");
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "manifest: trailing bytes after the 'crc' line");
     if ((uint32_t)crc != pc_file_crc(0, buf, body))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "manifest: CRC mismatch (corrupt)");
     return PC_OK;
@@ -266,7 +279,8 @@ static int manifest_read(const char *dir, uint64_t iteration, pc_ckpt_meta_t *me
     FILE *f = fopen(path, "rb");
     if (!f)
         return pc_error_fmt(errno == ENOENT ? PC_ENOENT : PC_EIO, err, errlen, "%s: %s", path,
-                            errno == ENOENT ? "no manifest (incomplete checkpoint)" : strerror(errno));
+                            errno == ENOENT ? "no manifest (incomplete checkpoint)"
+                                            : strerror(errno));
     char *buf = malloc(MANIFEST_MAX + 1);
     size_t len = buf ? fread(buf, 1, MANIFEST_MAX + 1, f) : 0;
     int rerr = ferror(f);
@@ -325,7 +339,8 @@ static int file_crc(const char *path, pc_ckpt_file_t *out)
 
 /* Whether manifest meta m describes a checkpoint of the job want describes: PC_OK, or
  * PC_EINCOMPAT with what differs. */
-static int meta_compare(const pc_ckpt_meta_t *m, const pc_ckpt_meta_t *want, char *err, size_t errlen)
+static int meta_compare(const pc_ckpt_meta_t *m, const pc_ckpt_meta_t *want, char *err,
+                        size_t errlen)
 {
     if (m->world != want->world || m->workers != want->workers || m->servers != want->servers)
         return pc_error_fmt(PC_EINCOMPAT, err, errlen,
@@ -338,7 +353,8 @@ static int meta_compare(const pc_ckpt_meta_t *m, const pc_ckpt_meta_t *want, cha
                             m->model, want->model);
     if (strcmp(m->config, want->config) != 0)
         return pc_error_fmt(PC_EINCOMPAT, err, errlen,
-                            "a different configuration ('%s'; this job '%s')", m->config, want->config);
+                            "a different configuration ('%s'; this job '%s')", m->config,
+                            want->config);
     return PC_OK;
 }
 
@@ -361,8 +377,9 @@ int pc_ckpt_verify(const char *dir, uint64_t iteration, const pc_ckpt_meta_t *wa
         else if (frc != PC_OK)
             rc = pc_error_fmt(PC_EIO, err, errlen, "%s: cannot read: %s", path, pc_strerror(frc));
         else if (got.size != files[r].size)
-            rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %" PRIu64 " bytes, the manifest says %" PRIu64,
-                              path, got.size, files[r].size);
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
+                              "%s: %" PRIu64 " bytes, the manifest says %" PRIu64, path, got.size,
+                              files[r].size);
         else if (got.crc != files[r].crc)
             rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: CRC mismatch (corrupt)", path);
     }
@@ -449,8 +466,8 @@ int pc_ckpt_find(const char *dir, const pc_ckpt_meta_t *want, pc_log_t *log, int
     free(its);
     if (rc != PC_OK && other[0])
         return pc_error_fmt(PC_EINCOMPAT, err, errlen,
-                            "'%s' holds checkpoints of another job (iteration %" PRIu64 ": %s)", dir,
-                            other_it, other);
+                            "'%s' holds checkpoints of another job (iteration %" PRIu64 ": %s)",
+                            dir, other_it, other);
     if (rc != PC_OK)
         pc_error_fmt(rc, err, errlen, "no complete checkpoint in '%s'", dir);
     return rc;
@@ -508,8 +525,9 @@ int pc_ckpt_prune(const char *dir, const pc_ckpt_meta_t *want, uint64_t newest, 
             continue;
         }
         if (pc_ckpt_remove(dir, its[i]) != PC_OK && rc == PC_OK)
-            rc = pc_error_fmt(PC_EIO, err, errlen, "cannot remove the checkpoint of iteration %" PRIu64
-                                                   " in '%s'", its[i], dir);
+            rc = pc_error_fmt(PC_EIO, err, errlen,
+                              "cannot remove the checkpoint of iteration %" PRIu64 " in '%s'",
+                              its[i], dir);
     }
     free(its);
     return rc;
@@ -536,8 +554,8 @@ int pc_ckpt_reader_open(const char *dir, uint64_t iteration, int rank, pc_ckpt_r
         return rc;
     if (rank < 0 || rank >= m.world) {
         free(files);
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "checkpoint %" PRIu64 " has no rank %d", iteration,
-                            rank);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "checkpoint %" PRIu64 " has no rank %d",
+                            iteration, rank);
     }
     pc_ckpt_reader_t *r = calloc(1, sizeof(*r));
     if (!r) {
@@ -574,8 +592,9 @@ int pc_ckpt_reader_close(pc_ckpt_reader_t *r, char *err, size_t errlen)
     int rc = PC_OK;
     if (r->short_read || r->size != r->want.size || fgetc(r->f) != EOF)
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "'%s': %s", r->path,
-                          r->short_read ? "shorter than its contents say"
-                                        : "longer than its contents, or its size differs from the manifest");
+                          r->short_read
+                              ? "shorter than its contents say"
+                              : "longer than its contents, or its size differs from the manifest");
     else if (r->crc != r->want.crc)
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "'%s': CRC mismatch (corrupt)", r->path);
     fclose(r->f);

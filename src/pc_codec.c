@@ -46,8 +46,8 @@ static const codec_info_t codecs[PC_CODEC_COUNT] = {
                       K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_VALUES | K_INDEX,
                       true},
     [PC_CODEC_RANDOMK] = {"randomk", &pc_codec_ops_randomk, K_RATIO | K_EF | K_VALUES, true},
-    [PC_CODEC_THRESHOLD] = {"threshold", &pc_codec_ops_threshold,
-                            K_TAU | K_EF | K_VALUES | K_INDEX, true},
+    [PC_CODEC_THRESHOLD] = {"threshold", &pc_codec_ops_threshold, K_TAU | K_EF | K_VALUES | K_INDEX,
+                            true},
     [PC_CODEC_QSGD] = {"qsgd", &pc_codec_ops_qsgd, K_LEVELS | K_EF, false},
     [PC_CODEC_TERNGRAD] = {"terngrad", &pc_codec_ops_terngrad, K_EF, false},
     [PC_CODEC_EFSIGN] = {"efsign", &pc_codec_ops_efsign, K_EF, true},
@@ -136,16 +136,21 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_CLIP:
     case K_TAU:
         if (!parse_double(val, &d))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not a finite number", codec, key, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not a finite number", codec,
+                                key, val);
         if (bit == K_RATIO && !(d > 0 && d <= 1))
             return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "%s: ratio=%s is out of range (0, 1] (0 would send nothing)", codec, val);
+                                "%s: ratio=%s is out of range (0, 1] (0 would send nothing)", codec,
+                                val);
         if (bit == K_SAMPLE && !(d > 0 && d <= 1))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: sample=%s is out of range (0, 1]", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: sample=%s is out of range (0, 1]",
+                                codec, val);
         if (bit == K_MOMENTUM && !(d >= 0 && d < 1))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: momentum=%s is out of range [0, 1)", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: momentum=%s is out of range [0, 1)",
+                                codec, val);
         if (bit == K_CLIP && !(d >= 0))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: clip=%s must be >= 0 (0 = off)", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: clip=%s must be >= 0 (0 = off)", codec,
+                                val);
         if (bit == K_TAU && !(d > 0))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: tau=%s must be > 0", codec, val);
         if (bit == K_RATIO)
@@ -162,12 +167,14 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_WARMUP:
     case K_LEVELS:
         if (!parse_int(val, &l))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key,
+                                val);
         if (bit == K_WARMUP && (l < 0 || l > 1000000000))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
         if (bit == K_LEVELS && (l < 1 || l > PC_CODEC_MAX_LEVELS))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: levels=%s is out of range [1, %d]", codec, val,
-                         PC_CODEC_MAX_LEVELS);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: levels=%s is out of range [1, %d]",
+                                codec, val, PC_CODEC_MAX_LEVELS);
         if (bit == K_WARMUP)
             s->warmup = (int)l;
         else
@@ -187,7 +194,8 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         else if (strcmp(val, "fp16") == 0)
             s->values = PC_VALUES_FP16;
         else
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: values=%s is not fp32 or fp16", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: values=%s is not fp32 or fp16", codec,
+                                val);
         return PC_OK;
     case K_INDEX:
         if (strcmp(val, "u32") == 0)
@@ -195,7 +203,8 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         else if (strcmp(val, "delta") == 0)
             s->index = PC_INDEX_DELTA;
         else
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: index=%s is not u32 or delta", codec, val);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: index=%s is not u32 or delta", codec,
+                                val);
         return PC_OK;
     default:
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: internal error on option %s", codec, key);
@@ -210,7 +219,8 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
     if (!text || !*text)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "empty compressor spec");
     if (strlen(text) >= SPEC_MAX)
-        return pc_error_fmt(PC_EUSAGE, err, errlen, "compressor spec longer than %d characters", SPEC_MAX - 1);
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "compressor spec longer than %d characters",
+                            SPEC_MAX - 1);
     char buf[SPEC_MAX];
     snprintf(buf, sizeof(buf), "%s", text);
     char *opts = strchr(buf, ':');
@@ -221,22 +231,25 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
         if (strcmp(buf, codecs[i].name) == 0)
             id = i;
     if (id < 0)
-        return pc_error_fmt(PC_EUSAGE, err, errlen,
-                     "unknown compressor '%s' (none, fp16, topk, dgc, randomk, threshold, qsgd, "
-                     "terngrad, efsign)",
-                     buf);
+        return pc_error_fmt(
+            PC_EUSAGE, err, errlen,
+            "unknown compressor '%s' (none, fp16, topk, dgc, randomk, threshold, qsgd, "
+            "terngrad, efsign)",
+            buf);
     const char *name = codecs[id].name;
     pc_codec_spec_t s;
     defaults(&s, (pc_codec_id_t)id);
     if (opts) {
         if (!*opts)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: ':' must be followed by options (key=value,...)", name);
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s: ':' must be followed by options (key=value,...)", name);
         unsigned seen = 0;
         char *save = NULL;
         for (char *item = strtok_r(opts, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(item, '=');
             if (!eq)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' has no value (key=value)", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                    "%s: option '%s' has no value (key=value)", name, item);
             *eq = '\0';
             const char *val = eq + 1;
             unsigned bit = 0;
@@ -246,14 +259,17 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
             if (!bit || !(codecs[id].keys & bit)) {
                 char takes[128];
                 keys_list(codecs[id].keys, takes, sizeof(takes));
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: unknown option '%s' (%s takes: %s)", name, item,
-                             name, takes[0] ? takes : "no options");
+                return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                    "%s: unknown option '%s' (%s takes: %s)", name, item, name,
+                                    takes[0] ? takes : "no options");
             }
             if (seen & bit)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' given twice", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' given twice", name,
+                                    item);
             seen |= bit;
             if (!*val)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' has an empty value", name, item);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: option '%s' has an empty value",
+                                    name, item);
             int rc = set_key(&s, name, bit, item, val, err, errlen);
             if (rc != PC_OK)
                 return rc;
@@ -536,8 +552,8 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
         .flags = pc_codec__flags(c),
     };
     uint8_t *msg = out;
-    int rc = c->ops->compress(c, st, grad, &h, msg + PC_WIRE_HEADER_BYTES,
-                              cap - PC_WIRE_HEADER_BYTES);
+    int rc =
+        c->ops->compress(c, st, grad, &h, msg + PC_WIRE_HEADER_BYTES, cap - PC_WIRE_HEADER_BYTES);
     if (rc != PC_OK)
         return rc;
     pc_wire_header_write(&h, msg);
@@ -554,20 +570,22 @@ int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
 {
     if (h->codec != (uint8_t)c->spec.id)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "message from codec %s (%u), expected %s",
-                             pc_codec_name(h->codec), h->codec, pc_codec_name(c->spec.id));
+                            pc_codec_name(h->codec), h->codec, pc_codec_name(c->spec.id));
     if (h->chunk != want->chunk)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "message for chunk %u, expected chunk %u", h->chunk,
-                             want->chunk);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "message for chunk %u, expected chunk %u",
+                            h->chunk, want->chunk);
     if (h->n != want->n)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message has %u elements, expected %u",
-                             h->chunk, h->n, want->n);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: message has %u elements, expected %u", h->chunk, h->n,
+                            want->n);
     if (!want->any_iteration && h->iteration != want->iteration)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: message of iteration %llu, expected %llu",
-                             h->chunk, (unsigned long long)h->iteration,
-                             (unsigned long long)want->iteration);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: message of iteration %llu, expected %llu", h->chunk,
+                            (unsigned long long)h->iteration, (unsigned long long)want->iteration);
     if (h->flags != pc_codec__flags(c))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: flags 0x%04x, this %s codec sends 0x%04x",
-                             h->chunk, h->flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: flags 0x%04x, this %s codec sends 0x%04x", h->chunk,
+                            h->flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
     return c->ops->validate(c, h, payload, err, errlen);
 }
 
@@ -586,7 +604,8 @@ int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
 {
     pc_wire_header_t h;
     if (!c || !want)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "validate called without codec or expectation");
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "validate called without codec or expectation");
     int rc = pc_wire_header_read(msg, len, &h, err, errlen);
     if (hdr)
         *hdr = h;

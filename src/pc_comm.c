@@ -35,9 +35,9 @@ _Static_assert(sizeof(pc_topo_rank_t) ==
                    2 * sizeof(int) + PC_TOPO_CPUSET_LEN + PC_TOPO_MAX_THREADS * PC_TOPO_NAME_LEN,
                "pc_topo_rank_t is sent as raw bytes");
 
-int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
-                      int nthreads, const char *const names[], pc_topo_plan_t **plan,
-                      int *local_rank, char *err, size_t errlen)
+int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind, int nthreads,
+                      const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,
+                      size_t errlen)
 {
     int rc, rank, lrank, lsize;
     MPI_Comm node = MPI_COMM_NULL;
@@ -64,9 +64,9 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
         rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory gathering placement");
         goto out;
     }
-    rc = PC_MPI_CHECK(MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
-                                    MPI_BYTE, node),
-                      err, errlen);
+    rc = PC_MPI_CHECK(
+        MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me), MPI_BYTE, node), err,
+        errlen);
     if (rc != PC_OK)
         goto out;
     /* Every rank plans from the same records, so all get the same plan or error. */
@@ -76,8 +76,8 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
 out:
     free(all);
     if (node != MPI_COMM_NULL) {
-        int frc = PC_MPI_CHECK(MPI_Comm_free(&node), rc == PC_OK ? err : NULL,
-                               rc == PC_OK ? errlen : 0);
+        int frc =
+            PC_MPI_CHECK(MPI_Comm_free(&node), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
         if (rc == PC_OK)
             rc = frc; /* the first failure's message stays */
     }

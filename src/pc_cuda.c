@@ -51,8 +51,9 @@ int pc_cuda_selftest(char *err, size_t errlen)
         for (int i = 0; i < PROBE_N; i++) {
             float want = 0.5f * (float)i + 1.0f; /* CPU reference */
             if (out[i] != want) {
-                rc = pc_error_fmt(PC_ECUDA, err, errlen, "probe kernel: out[%d] = %g, CPU reference %g",
-                                  i, (double)out[i], (double)want);
+                rc = pc_error_fmt(PC_ECUDA, err, errlen,
+                                  "probe kernel: out[%d] = %g, CPU reference %g", i, (double)out[i],
+                                  (double)want);
                 break;
             }
         }

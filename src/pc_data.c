@@ -29,19 +29,21 @@ int pc_data_parse_idx(const uint8_t *buf, size_t len, int kind, const char *name
         return pc_error_fmt(PC_EINVAL, err, errlen, "%s: internal: bad IDX kind %d", name, kind);
     size_t hdr = 4 + 4 * (size_t)kind;
     if (len < 4)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %zu bytes, too short for an IDX header", name, len);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %zu bytes, too short for an IDX header",
+                            name, len);
     if (buf[0] != 0 || buf[1] != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: bad magic %02x%02x%02x%02x (not an IDX file)",
-                    name, buf[0], buf[1], buf[2], buf[3]);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: bad magic %02x%02x%02x%02x (not an IDX file)", name, buf[0],
+                            buf[1], buf[2], buf[3]);
     if (buf[2] != 0x08)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: element type 0x%02x, expected 0x08 (unsigned byte)",
-                    name, buf[2]);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: element type 0x%02x, expected 0x08 (unsigned byte)", name, buf[2]);
     if (buf[3] != kind)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %d dimensions, expected %d (%s)", name, buf[3],
-                    kind, kind == 3 ? "images" : "labels");
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %d dimensions, expected %d (%s)", name,
+                            buf[3], kind, kind == 3 ? "images" : "labels");
     if (len < hdr)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated header (%zu of %zu bytes)", name, len,
-                    hdr);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated header (%zu of %zu bytes)",
+                            name, len, hdr);
     uint32_t cnt = be32(buf + 4), r = 1, c = 1;
     if (kind == 3) {
         r = be32(buf + 8);
@@ -50,14 +52,17 @@ int pc_data_parse_idx(const uint8_t *buf, size_t len, int kind, const char *name
     if (cnt == 0 || cnt > PC_DATA_MAX_COUNT)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible count %u", name, cnt);
     if (r == 0 || c == 0 || r > PC_DATA_MAX_SIDE || c > PC_DATA_MAX_SIDE)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible image size %ux%u", name, r, c);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible image size %ux%u", name, r,
+                            c);
     size_t want = (size_t)cnt * r * c;
     if (len - hdr < want)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated: %zu bytes of data, header announces %zu",
-                    name, len - hdr, want);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: truncated: %zu bytes of data, header announces %zu", name,
+                            len - hdr, want);
     if (len - hdr > want)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: %zu bytes of trailing data after %zu announced",
-                    name, len - hdr - want, want);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: %zu bytes of trailing data after %zu announced", name,
+                            len - hdr - want, want);
     uint8_t *d = malloc(want);
     if (!d)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory for %zu bytes", name, want);
@@ -77,7 +82,7 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
     gzFile f = gzopen(path, "rb");
     if (!f)
         return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path,
-                    errno ? strerror(errno) : "out of memory");
+                            errno ? strerror(errno) : "out of memory");
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap);
     int rc = PC_OK;
@@ -88,7 +93,8 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
         }
         if (n == cap) {
             if (cap >= MAX_FILE_BYTES) {
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: larger than %zu bytes", path, MAX_FILE_BYTES);
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: larger than %zu bytes", path,
+                                  MAX_FILE_BYTES);
                 break;
             }
             uint8_t *p = realloc(buf, cap * 2);
@@ -104,7 +110,7 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
             int zerr;
             const char *msg = gzerror(f, &zerr);
             rc = pc_error_fmt(zerr == Z_ERRNO ? PC_EIO : PC_EFORMAT, err, errlen, "%s: %s", path,
-                      zerr == Z_ERRNO ? strerror(errno) : msg);
+                              zerr == Z_ERRNO ? strerror(errno) : msg);
             break;
         }
         if (got == 0) {
@@ -112,7 +118,8 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
             int zerr;
             const char *msg = gzerror(f, &zerr);
             if (zerr != Z_OK && zerr != Z_STREAM_END)
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: corrupt or truncated gzip data: %s", path, msg);
+                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: corrupt or truncated gzip data: %s",
+                                  path, msg);
             break;
         }
         n += (size_t)got;
@@ -142,12 +149,12 @@ int pc_data_load_idx(const char *images_path, const char *labels_path, int class
     if (rc == PC_OK)
         rc = pc_data_parse_idx(lb, ll, 1, labels_path, &nl, NULL, NULL, &lab, err, errlen);
     if (rc == PC_OK && nl != n)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s has %u labels but %s has %u images", labels_path, nl,
-                  images_path, n);
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s has %u labels but %s has %u images",
+                          labels_path, nl, images_path, n);
     for (uint32_t i = 0; rc == PC_OK && i < n; i++)
         if (lab[i] >= classes)
             rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: label %u of sample %u is not below %d",
-                      labels_path, lab[i], i, classes);
+                              labels_path, lab[i], i, classes);
     if (rc == PC_OK) {
         ds->images = malloc(sizeof(float) * (size_t)n * r * c);
         if (!ds->images)

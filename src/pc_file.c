@@ -49,7 +49,8 @@ int pc_file_writer_open(const char *path, pc_file_writer_t **out, char *err, siz
     snprintf(w->tmp, sizeof(w->tmp), "%s.tmp.%d", path, (int)getpid());
     w->f = fopen(w->tmp, "wb");
     if (!w->f) {
-        int rc = pc_error_fmt(PC_EIO, err, errlen, "cannot create '%s': %s", w->tmp, strerror(errno));
+        int rc =
+            pc_error_fmt(PC_EIO, err, errlen, "cannot create '%s': %s", w->tmp, strerror(errno));
         free(w);
         return rc;
     }

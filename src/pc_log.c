@@ -80,8 +80,8 @@ int pc_log_level_parse(const char *name, pc_log_level_t *out)
     return PC_EINVAL;
 }
 
-void pc_log_write(const pc_log_t *log, pc_log_level_t level, const char *thread,
-                  const char *fmt, ...)
+void pc_log_write(const pc_log_t *log, pc_log_level_t level, const char *thread, const char *fmt,
+                  ...)
 {
     if (!pc_log_enabled(log, level))
         return;

@@ -28,7 +28,7 @@ typedef struct layer {
     size_t aux_off; /* argmax (pool) or mask (dropout) offset in their slabs */
 } layer_t;
 
-#define MAX_LAYERS 16
+#define MAX_LAYERS  16
 #define MAX_TENSORS 16
 
 struct pc_model {
@@ -307,8 +307,8 @@ int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B
             pc_conv2d_forward(out, m->col, in, W, b, B, l->c, l->h, l->w, l->oc, l->k);
             break;
         case L_POOL:
-            pc_maxpool_forward(out, m->argmax + l->aux_off * (size_t)m->max_batch, in, B, l->c, l->h,
-                               l->w);
+            pc_maxpool_forward(out, m->argmax + l->aux_off * (size_t)m->max_batch, in, B, l->c,
+                               l->h, l->w);
             break;
         case L_RELU:
             pc_relu_forward(out, in, out_size(l) * (size_t)B);
@@ -382,7 +382,7 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
 
 /* ---- model files ---------------------------------------------------------------------- */
 
-#define FILE_MAGIC "PCMODEL1"
+#define FILE_MAGIC   "PCMODEL1"
 #define FILE_VERSION 1
 #define HEADER_BYTES 48
 
@@ -437,12 +437,15 @@ static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t 
     if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: shorter than a model header", path);
     if (memcmp(h, FILE_MAGIC, 8) != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: not a PipeCompress model file (bad magic)", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: not a PipeCompress model file (bad magic)", path);
     if (get32(h + 44) != crc_bytes(h, 44))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)",
+                            path);
     if (get32(h + 8) != FILE_VERSION)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: model format version %u, this build reads %d",
-                    path, get32(h + 8), FILE_VERSION);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s: model format version %u, this build reads %d", path, get32(h + 8),
+                            FILE_VERSION);
     return PC_OK;
 }
 
@@ -461,7 +464,8 @@ int pc_model_file_info(const char *path, pc_model_kind_t *kind, int *channels, i
     if (k > PC_MODEL_WIDE || get32(h + 16) == 0 || get32(h + 16) > 4096 || get32(h + 20) == 0 ||
         get32(h + 20) > 4096 || get32(h + 24) == 0 || get32(h + 24) > 4096 || get32(h + 28) < 2 ||
         get32(h + 28) > 65536)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header", path);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header",
+                            path);
     *kind = (pc_model_kind_t)k;
     *channels = (int)get32(h + 16);
     *height = (int)get32(h + 20);
@@ -481,9 +485,10 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
     if (rc == PC_OK) {
         make_header(m, want, get32(h + 40)); /* same architecture -> same bytes 8..39 */
         if (memcmp(h + 8, want + 8, 32) != 0)
-            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                      "%s: holds a different model (kind %u, %u parameters; expected %s, %zu)",
-                      path, get32(h + 12), get32(h + 32), pc_model_kind_name(m->kind), m->nparams);
+            rc = pc_error_fmt(
+                PC_EFORMAT, err, errlen,
+                "%s: holds a different model (kind %u, %u parameters; expected %s, %zu)", path,
+                get32(h + 12), get32(h + 32), pc_model_kind_name(m->kind), m->nparams);
     }
     if (rc == PC_OK && !(buf = malloc(m->nparams * sizeof(float))))
         rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
@@ -492,7 +497,8 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
     if (rc == PC_OK && fgetc(f) != EOF)
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: trailing bytes after the parameters", path);
     if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != get32(h + 40))
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)", path);
+        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)",
+                          path);
     if (rc == PC_OK)
         memcpy(m->params, buf, m->nparams * sizeof(float));
     free(buf);

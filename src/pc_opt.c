@@ -23,8 +23,8 @@
 #define MAX_OPTS 256
 /* getopt_long result values for long-only options: past any single character. */
 #define LONG_ONLY_BASE 1000
-#define VAL_HELP (LONG_ONLY_BASE - 1)
-#define VAL_VERSION (LONG_ONLY_BASE - 2)
+#define VAL_HELP       (LONG_ONLY_BASE - 1)
+#define VAL_VERSION    (LONG_ONLY_BASE - 2)
 
 static bool has_range(const pc_opt_t *o)
 {
@@ -124,8 +124,8 @@ static void choice_name(const char *choices, int idx, char *buf, size_t len)
 
 static int range_error(const pc_opt_t *o, const char *value, char *err, size_t errlen)
 {
-    return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: %s is out of range (%.17g..%.17g)", o->name, value, o->min,
-                o->max);
+    return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: %s is out of range (%.17g..%.17g)", o->name,
+                        value, o->min, o->max);
 }
 
 int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_t errlen)
@@ -136,7 +136,8 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     case PC_OPT_INT:
     case PC_OPT_INT64:
         if (!parse_ll(value, &ll))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not an integer", o->name, value);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not an integer", o->name,
+                                value);
         if (o->type == PC_OPT_INT && (ll < INT32_MIN || ll > INT32_MAX))
             return range_error(o, value, err, errlen);
         if (has_range(o) && ((double)ll < o->min || (double)ll > o->max))
@@ -148,8 +149,9 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         break;
     case PC_OPT_SIZE:
         if (!parse_size(value, &ll))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not a size (bytes, or with K, M, G, T)",
-                        o->name, value);
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--%s: '%s' is not a size (bytes, or with K, M, G, T)", o->name,
+                                value);
         if (has_range(o) && ((double)ll < o->min || (double)ll > o->max))
             return range_error(o, value, err, errlen);
         *(int64_t *)field = (int64_t)ll;
@@ -160,7 +162,8 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         double d = strtod(value, &end);
         if (!*value || isspace((unsigned char)*value) || *end != '\0' || errno == ERANGE ||
             !isfinite(d))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not a finite number", o->name, value);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not a finite number",
+                                o->name, value);
         if (has_range(o) && (d < o->min || d > o->max))
             return range_error(o, value, err, errlen);
         *(double *)field = d;
@@ -168,8 +171,8 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     }
     case PC_OPT_STRING:
         if (strlen(value) + 1 > o->size)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: value is longer than %zu characters", o->name,
-                        o->size - 1);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: value is longer than %zu characters",
+                                o->name, o->size - 1);
         if (!*value)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: empty value", o->name);
         memcpy(field, value, strlen(value) + 1);
@@ -177,7 +180,8 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     case PC_OPT_CHOICE: {
         int idx = choice_index(o->choices, value);
         if (idx < 0)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not one of %s", o->name, value, o->choices);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not one of %s", o->name,
+                                value, o->choices);
         *(int *)field = idx;
         break;
     }
@@ -220,12 +224,13 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         for (size_t i = 0; i < groups[g].nopts; i++) {
             const pc_opt_t *o = &groups[g].opts[i];
             if (n == MAX_OPTS)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "too many options defined (at most %d)", MAX_OPTS);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "too many options defined (at most %d)",
+                                    MAX_OPTS);
             for (size_t j = 0; j < n; j++)
                 if (strcmp(by_index[j]->name, o->name) == 0 ||
                     (o->short_name && by_index[j]->short_name == o->short_name))
-                    return pc_error_fmt(PC_EUSAGE, err, errlen, "option --%s defined twice (a program bug)",
-                                o->name);
+                    return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                        "option --%s defined twice (a program bug)", o->name);
             int has_arg = o->type == PC_OPT_FLAG ? no_argument : required_argument;
             longopts[n] = (struct option){o->name, has_arg, NULL,
                                           o->short_name ? o->short_name : LONG_ONLY_BASE + (int)n};
@@ -261,15 +266,18 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
             return PC_CONFIG_VERSION;
         if (c == '?') {
             if (optopt && optopt < LONG_ONLY_BASE - 2)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)", optopt);
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)",
+                                    optopt);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
+                                argv[optind - 1]);
         }
         if (c == ':') {
             const char *name = NULL;
             for (size_t i = 0; i < n; i++)
                 if (longopts[i].val == optopt)
                     name = by_index[i]->name;
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: missing value", name ? name : argv[optind - 1]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: missing value",
+                                name ? name : argv[optind - 1]);
         }
         size_t idx = n;
         if (longidx >= 0 && (size_t)longidx < n) {
@@ -280,7 +288,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
                     idx = i;
         }
         if (idx == n)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)", argv[optind - 1]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
+                                argv[optind - 1]);
         int rc = pc_opt_set(by_index[idx], dst_of[idx], optarg ? optarg : "", err, errlen);
         if (rc != PC_OK)
             return rc;
@@ -289,7 +298,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
     }
     if (optind < argc) {
         if (!first_operand)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unexpected argument '%s' (see --help)",
+                                argv[optind]);
         *first_operand = optind;
     } else if (first_operand) {
         *first_operand = argc;

@@ -63,8 +63,8 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
                 last->last_tensor = t;
                 last->n += n;
             } else {
-                p->chunks[nc] = (pc_plan_chunk_t){.id = (uint32_t)nc, .first_tensor = t,
-                                                  .last_tensor = t, .offset = 0, .n = n};
+                p->chunks[nc] = (pc_plan_chunk_t){
+                    .id = (uint32_t)nc, .first_tensor = t, .last_tensor = t, .offset = 0, .n = n};
                 nc++;
             }
             p->tensor_first_chunk[t] = p->tensor_last_chunk[t] = nc - 1;
@@ -76,8 +76,8 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
         p->tensor_first_chunk[t] = nc;
         for (size_t k = 0; k < pieces; k++) {
             size_t len = base + (k < extra);
-            p->chunks[nc] = (pc_plan_chunk_t){.id = (uint32_t)nc, .first_tensor = t,
-                                              .last_tensor = t, .offset = off, .n = len};
+            p->chunks[nc] = (pc_plan_chunk_t){
+                .id = (uint32_t)nc, .first_tensor = t, .last_tensor = t, .offset = off, .n = len};
             off += len;
             nc++;
         }
@@ -122,7 +122,8 @@ void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, c
                 names ? names[k->first_tensor] : "?");
         if (k->first_tensor != k->last_tensor)
             fprintf(out, "..%s", names ? names[k->last_tensor] : "?");
-        else if (plan->tensor_first_chunk[k->first_tensor] != plan->tensor_last_chunk[k->first_tensor])
+        else if (plan->tensor_first_chunk[k->first_tensor] !=
+                 plan->tensor_last_chunk[k->first_tensor])
             fprintf(out, " [%zu..%zu)", k->offset, k->offset + k->n);
         fputc('\n', out);
     }

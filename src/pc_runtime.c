@@ -46,19 +46,19 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
                                 "(use mpirun -np N, or --mode allreduce)",
                                 world_size);
         if (cfg->servers < 1 || cfg->servers >= world_size)
-            return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "--servers %d leaves no %s among %d ranks", cfg->servers,
-                                cfg->servers < 1 ? "server" : "worker", world_size);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--servers %d leaves no %s among %d ranks",
+                                cfg->servers, cfg->servers < 1 ? "server" : "worker", world_size);
         if (spec.id == PC_CODEC_DGC && spec.momentum > 0) {
             /* DGC's momentum correction accumulates momentum on the workers; the servers
              * then apply plain SGD (Lin et al. 2018). Server momentum on top of it is
              * momentum applied twice, and diverges. */
             if (pc_config_given(cfg, "momentum") && cfg->momentum > 0)
-                return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                    "--momentum %g with --compress dgc applies momentum twice (DGC's "
-                                    "momentum correction, dgc:momentum=%g, runs on the workers); "
-                                    "drop --momentum, or set dgc:momentum=0 to keep it on the servers",
-                                    cfg->momentum, spec.momentum);
+                return pc_error_fmt(
+                    PC_EUSAGE, err, errlen,
+                    "--momentum %g with --compress dgc applies momentum twice (DGC's "
+                    "momentum correction, dgc:momentum=%g, runs on the workers); "
+                    "drop --momentum, or set dgc:momentum=0 to keep it on the servers",
+                    cfg->momentum, spec.momentum);
             cfg->momentum = 0;
         }
     }
@@ -79,7 +79,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         return rc;
     if (provided < MPI_THREAD_MULTIPLE)
         return pc_error_fmt(PC_EMPI, err, errlen,
-                   "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)", provided);
+                            "MPI was not initialised with MPI_THREAD_MULTIPLE (got level %d)",
+                            provided);
     if ((rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen)) != PC_OK)
         return rc;
     pc_config_t checked = *cfg;
@@ -93,11 +94,15 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
     pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
     rt->spec.seed = (uint64_t)cfg->seed;
-    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr, .momentum = cfg->momentum,
-                                 .nesterov = cfg->nesterov != 0, .weight_decay = cfg->weight_decay,
+    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr,
+                                 .momentum = cfg->momentum,
+                                 .nesterov = cfg->nesterov != 0,
+                                 .weight_decay = cfg->weight_decay,
                                  .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
-                                 .step = cfg->lr_step, .gamma = cfg->lr_gamma,
-                                 .warmup = cfg->lr_warmup, .total = cfg->iters};
+                                 .step = cfg->lr_step,
+                                 .gamma = cfg->lr_gamma,
+                                 .warmup = cfg->lr_warmup,
+                                 .total = cfg->iters};
     if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &rt->comm), err, errlen)) != PC_OK)
         goto fail;
     if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN), err, errlen)) !=
@@ -143,8 +148,9 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         goto fail;
     if ((rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
         goto fail;
-    rc = pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
-                           &rt->place, &rt->local_rank, err, errlen);
+    rc =
+        pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
+                          &rt->place, &rt->local_rank, err, errlen);
     if (rc != PC_OK)
         goto fail;
     if (rt->local_rank == 0) {
@@ -166,7 +172,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
             pc_timeline_track(rt->tl, "compressor");
     }
     if ((rc = pc_rt__bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
-        pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)", server ? "server" : "backprop");
+        pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)",
+                     server ? "server" : "backprop");
         goto fail;
     }
     *out = rt;
@@ -285,9 +292,9 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
         all = malloc((size_t)total + 1);
     }
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK(MPI_Gatherv(data, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0,
-                                      rt->comm),
-                          err, errlen);
+        rc = PC_MPI_CHECK(
+            MPI_Gatherv(data, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, rt->comm), err,
+            errlen);
     if (rc == PC_OK && rt->rank == 0) {
         pc_file_writer_t *f = NULL;
         if (!all)

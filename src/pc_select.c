@@ -17,10 +17,10 @@
 /* Key bits: 31 (sign cleared). Level 1: bits 30..20 (11 bits: exponent and 3 mantissa
  * bits, 1/8-octave bins). Level 2: bits 19..9. Level 3: bits 8..0. */
 #define L1_SHIFT 20
-#define L1_BINS 2048
+#define L1_BINS  2048
 #define L2_SHIFT 9
-#define L2_BINS 2048
-#define L3_BINS 512
+#define L2_BINS  2048
+#define L3_BINS  512
 /* Keys at or above this are infinities or NaNs (exponent all ones). */
 #define KEY_NONFINITE 0x7f800000u
 /* Interleaved histogram copies in pass 1: gradients crowd into few bins, and one copy
@@ -30,8 +30,11 @@
 #define BLOCK 16
 
 /* Which collect kernel this CPU runs. */
-enum simd { SIMD_NONE = PC_SELECT_SIMD_NONE, SIMD_AVX2 = PC_SELECT_SIMD_AVX2,
-            SIMD_AVX512 = PC_SELECT_SIMD_AVX512 };
+enum simd {
+    SIMD_NONE = PC_SELECT_SIMD_NONE,
+    SIMD_AVX2 = PC_SELECT_SIMD_AVX2,
+    SIMD_AVX512 = PC_SELECT_SIMD_AVX512
+};
 
 static enum simd detect_simd(void)
 {
@@ -47,25 +50,25 @@ static enum simd detect_simd(void)
 /* The sampled fast path (see pc_select_topk) runs when n is at least this (below, the data
  * is in L1/L2 and the radix path is as fast) and k is at most n / FAST_MAX_DENSITY (above,
  * most blocks hold candidates and the collect pass loses its skipping). */
-#define FAST_MIN_N 65536
+#define FAST_MIN_N       65536
 #define FAST_MAX_DENSITY 4
 /* Sample sizing: aim for SAMPLE_HITS sampled elements above the k-th largest (relative
  * error of the estimate ~ 1/sqrt(hits)), with at least SAMPLE_MIN and at most n /
  * SAMPLE_MAX_FRACTION elements (a denser sample would cost another pass). */
-#define SAMPLE_HITS 256
-#define SAMPLE_MIN 4096
+#define SAMPLE_HITS         256
+#define SAMPLE_MIN          4096
 #define SAMPLE_MAX_FRACTION 16
 
 struct pc_select {
-    int simd;       /* enum simd: the collect kernel this CPU runs */
+    int simd;        /* enum simd: the collect kernel this CPU runs */
     uint32_t *ckeys; /* keys of the candidates (sampled path) */
     size_t ckeys_cap;
     uint64_t fast, fallback; /* top-k calls by path, for tests and tuning */
-    float *samp;    /* sampled values */
+    float *samp;             /* sampled values */
     size_t samp_cap;
     uint32_t *cand; /* candidate indices (keys in the boundary bin) */
     size_t cand_cap;
-    uint32_t *def;  /* indices certainly selected */
+    uint32_t *def; /* indices certainly selected */
     size_t def_cap;
     uint32_t hist[HCOPIES][L1_BINS];
 };
@@ -227,8 +230,8 @@ static int gather_keys(pc_select_t *s, const float *x, const uint32_t *cand, siz
 }
 
 /* Pass 2: indices with key >= hi into def (ascending), with lo <= key < hi into cand. */
-static void collect(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t *def,
-                    size_t *ndef, uint32_t *cand, size_t *ncand)
+static void collect(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t *def, size_t *ndef,
+                    uint32_t *cand, size_t *ncand)
 {
     size_t nd = 0, nc = 0, i = 0;
     for (; i + BLOCK <= n; i += BLOCK) {
@@ -356,9 +359,8 @@ static size_t collect_ge_scalar(float *x, const float *g, size_t n, uint32_t lo,
         }                                                                                          \
     } while (0)
 
-__attribute__((target("avx2"))) static size_t collect_ge_avx2(const float *x, size_t n, uint32_t lo,
-                                                             uint32_t *out, uint32_t *keys,
-                                                             size_t cap)
+__attribute__((target("avx2"))) static size_t
+collect_ge_avx2(const float *x, size_t n, uint32_t lo, uint32_t *out, uint32_t *keys, size_t cap)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i below = _mm256_set1_epi32((int32_t)lo - 1); /* key > lo - 1  <=>  key >= lo */
@@ -366,18 +368,21 @@ __attribute__((target("avx2"))) static size_t collect_ge_avx2(const float *x, si
     for (size_t i = 0; i < n; i += 32) {
         const __m256i *p = (const __m256i *)(const void *)(x + i);
         __m256i m0 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p), abs_mask), below);
-        __m256i m1 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 1), abs_mask), below);
-        __m256i m2 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 2), abs_mask), below);
-        __m256i m3 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 3), abs_mask), below);
+        __m256i m1 =
+            _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 1), abs_mask), below);
+        __m256i m2 =
+            _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 2), abs_mask), below);
+        __m256i m3 =
+            _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_loadu_si256(p + 3), abs_mask), below);
         AVX2_EMIT(i, m0, m1, m2, m3);
     }
     return cnt;
 }
 
 __attribute__((target("avx2"))) static size_t collect_ge_fold_avx2(float *x, const float *g,
-                                                                  size_t n, uint32_t lo,
-                                                                  uint32_t *out, uint32_t *keys,
-                                                                  size_t cap)
+                                                                   size_t n, uint32_t lo,
+                                                                   uint32_t *out, uint32_t *keys,
+                                                                   size_t cap)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i below = _mm256_set1_epi32((int32_t)lo - 1);
@@ -405,9 +410,9 @@ __attribute__((target("avx2"))) static size_t collect_ge_fold_avx2(float *x, con
  * compresses and full-vector stores, with no branch on the data. Within 16 of the buffer's
  * end it falls back to element stores (a full-vector store writes 16 lanes). */
 __attribute__((target("avx512f"))) static size_t collect_ge_avx512(float *x, const float *g,
-                                                                  size_t n, uint32_t lo,
-                                                                  uint32_t *out, uint32_t *keys,
-                                                                  size_t cap)
+                                                                   size_t n, uint32_t lo,
+                                                                   uint32_t *out, uint32_t *keys,
+                                                                   size_t cap)
 {
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     const __m512i low = _mm512_set1_epi32((int32_t)lo);

@@ -103,8 +103,9 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
         if (flag)
             break;
         if (pc_time_ns() - start > limit)
-            return pc_error_fmt(PC_ETIMEDOUT, err, errlen, "server r%d: timed out after %g s waiting for %s",
-                        rt->rank, rt->cfg.timeout, what);
+            return pc_error_fmt(PC_ETIMEDOUT, err, errlen,
+                                "server r%d: timed out after %g s waiting for %s", rt->rank,
+                                rt->cfg.timeout, what);
         pc_backoff_pause(&b);
     }
     int rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, len), st.MPI_SOURCE, err, errlen);
@@ -112,7 +113,8 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
         return rc;
     *buf = malloc(*len > 0 ? (size_t)*len : 1);
     if (!*buf)
-        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank, what);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank,
+                            what);
     return PC_MPI_CHECK_PEER(MPI_Mrecv(*buf, *len, MPI_BYTE, &m, MPI_STATUS_IGNORE), st.MPI_SOURCE,
                              err, errlen);
 }
@@ -169,8 +171,8 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
             !k->grads || !k->pull || !k->sends) {
             free(lay);
-            return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d", rt->rank,
-                        c);
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d",
+                                rt->rank, c);
         }
         for (int w = 0; w < rt->nworkers; w++)
             k->sends[w] = MPI_REQUEST_NULL;
@@ -186,8 +188,8 @@ static int server_setup(server_t *s, char *err, size_t errlen)
             schunk_t *k = &s->mine[i];
             pc_rt__init_encode(k->pull, k->p, k->n);
             rc = PC_MPI_CHECK_PEER(
-                MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm),
-                0, err, errlen);
+                MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm), 0,
+                err, errlen);
         }
         return rc;
     }
@@ -393,8 +395,8 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
         const schunk_t *k = &s->mine[i];
         if (k->have == 0)
             continue;
-        pos += (size_t)snprintf(buf + pos, len - pos, "%schunk %u iteration %llu from", pos ? "; " : "",
-                                k->id, (unsigned long long)k->it);
+        pos += (size_t)snprintf(buf + pos, len - pos, "%schunk %u iteration %llu from",
+                                pos ? "; " : "", k->id, (unsigned long long)k->it);
         for (int w = 0; w < s->rt->nworkers && pos + 16 < len; w++)
             if (!k->msgs[w])
                 pos += (size_t)snprintf(buf + pos, len - pos, " r%d", w);
@@ -406,7 +408,8 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
 int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
 {
     if (rt->role != PC_ROLE_SERVER)
-        return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d", rt->rank);
+        return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d",
+                            rt->rank);
     server_t s = {.rt = rt};
     pc_codec_spec_t none;
     pc_codec_spec_parse("none", &none, NULL, 0);
@@ -446,9 +449,10 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             if (pc_time_ns() - last > limit) {
                 char what[512];
                 describe_wait(&s, what, sizeof(what));
-                rc = pc_error_fmt(PC_ETIMEDOUT, err, errlen,
-                          "server r%d: timed out after %g s with no message, waiting for %s",
-                          rt->rank, rt->cfg.timeout, what);
+                rc =
+                    pc_error_fmt(PC_ETIMEDOUT, err, errlen,
+                                 "server r%d: timed out after %g s with no message, waiting for %s",
+                                 rt->rank, rt->cfg.timeout, what);
                 break;
             }
             pc_backoff_pause(&b);
@@ -457,28 +461,27 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         pc_backoff_init(&b);
         last = pc_time_ns();
         int src = st.MPI_SOURCE, len = 0;
-        if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) !=
-            PC_OK)
+        if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) != PC_OK)
             break;
         uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
         if (!buf) {
-            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for a %d-byte message",
-                      rt->rank, len);
+            rc = pc_error_fmt(PC_ENOMEM, err, errlen,
+                              "server r%d: out of memory for a %d-byte message", rt->rank, len);
             break;
         }
         if ((rc = PC_MPI_CHECK_PEER(MPI_Mrecv(buf, len, MPI_BYTE, &m, MPI_STATUS_IGNORE), src, err,
-                                    errlen)) !=
-            PC_OK) {
+                                    errlen)) != PC_OK) {
             free(buf);
             break;
         }
         if (src >= rt->nworkers ||
             (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE && st.MPI_TAG != TAG_CKPT)) {
             free(buf);
-            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                      "server r%d: rejected message with tag %d from rank r%d (not a worker's "
-                      "gradient)",
-                      rt->rank, st.MPI_TAG, src);
+            rc = pc_error_fmt(
+                PC_EFORMAT, err, errlen,
+                "server r%d: rejected message with tag %d from rank r%d (not a worker's "
+                "gradient)",
+                rt->rank, st.MPI_TAG, src);
             break;
         }
         if (st.MPI_TAG == TAG_CKPT) {
@@ -518,7 +521,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                 rt->stop_signal = sig;
             if (finished[src]) {
                 rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
-                          rt->rank, src);
+                                  rt->rank, src);
                 break;
             }
             finished[src] = true;
@@ -528,8 +531,8 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         if (finished[src]) {
             free(buf);
             rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                      "server r%d: rejected message from worker r%d after it finished", rt->rank,
-                      src);
+                              "server r%d: rejected message from worker r%d after it finished",
+                              rt->rank, src);
             break;
         }
         if ((rc = on_grad(&s, src, buf, len, err, errlen)) != PC_OK)
@@ -544,9 +547,10 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                               errlen);
         for (int i = 0; i < s.nmine && rc == PC_OK; i++)
             if (s.mine[i].have)
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                          "server r%d: workers finished with chunk %u of iteration %llu incomplete",
-                          rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
+                rc = pc_error_fmt(
+                    PC_EFORMAT, err, errlen,
+                    "server r%d: workers finished with chunk %u of iteration %llu incomplete",
+                    rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
     }
     if (rc == PC_OK)
         rc = pc_rt__metrics_write(rt, err, errlen);

@@ -69,8 +69,7 @@ static bool try_pop_fn(pc_spsc_t *q, void *item)
 
 /* The shape of both waits: try; between tries back off, until the deadline. The first
  * try costs no clock read, so an uncontended call is as cheap as the try_ operation. */
-static int wait_until(pc_spsc_t *q, void *item, try_fn op, int64_t timeout_ns,
-                      int64_t *waited_ns)
+static int wait_until(pc_spsc_t *q, void *item, try_fn op, int64_t timeout_ns, int64_t *waited_ns)
 {
     if (op(q, item)) {
         if (waited_ns)

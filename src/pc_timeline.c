@@ -98,10 +98,11 @@ char *pc_timeline_json(const pc_timeline_t *tl, size_t *len)
     const char *sep = "";
     for (int i = 0; i < tl->ntracks; i++) {
         const track_t *t = &tl->tracks[i];
-        n += (size_t)snprintf(buf + n, cap - n,
-                              "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
-                              "\"args\": {\"name\": \"%s\"}}",
-                              sep, tl->pid, i, t->name);
+        n += (size_t)snprintf(
+            buf + n, cap - n,
+            "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
+            "\"args\": {\"name\": \"%s\"}}",
+            sep, tl->pid, i, t->name);
         sep = ",\n";
         for (size_t j = 0; j < t->n; j++) {
             const event_t *e = &t->ev[j];
@@ -110,9 +111,10 @@ char *pc_timeline_json(const pc_timeline_t *tl, size_t *len)
             char safe[PC_TIMELINE_NAME_LEN];
             size_t k = 0;
             for (; e->name[k] && k < sizeof(safe) - 1; k++)
-                safe[k] = (e->name[k] == '"' || e->name[k] == '\\' || (unsigned char)e->name[k] < 32)
-                              ? '_'
-                              : e->name[k];
+                safe[k] =
+                    (e->name[k] == '"' || e->name[k] == '\\' || (unsigned char)e->name[k] < 32)
+                        ? '_'
+                        : e->name[k];
             safe[k] = '\0';
             n += (size_t)snprintf(buf + n, cap - n,
                                   ",\n{\"ph\": \"X\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, "

@@ -24,17 +24,17 @@ struct pc_topo {
 };
 
 typedef struct place {
-    int core;             /* logical core index, -1 unbound */
-    hwloc_bitmap_t set;   /* PUs to bind to; NULL when unbound */
+    int core;           /* logical core index, -1 unbound */
+    hwloc_bitmap_t set; /* PUs to bind to; NULL when unbound */
     bool shared;
 } place_t;
 
 struct pc_topo_plan {
     int nranks;
-    int ncores;           /* cores in the topology, for the description */
+    int ncores; /* cores in the topology, for the description */
     int nthreads_total;
     int nshared;
-    place_t *places;      /* nranks * PC_TOPO_MAX_THREADS */
+    place_t *places;       /* nranks * PC_TOPO_MAX_THREADS */
     pc_topo_rank_t *ranks; /* copy of the input, for names in messages */
 };
 
@@ -126,13 +126,13 @@ static int rank_cpuset(const pc_topo_t *topo, const pc_topo_rank_t *r, hwloc_bit
         hwloc_bitmap_copy(set, allowed);
     } else if (hwloc_bitmap_list_sscanf(set, r->cpuset) != 0) {
         return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unreadable cpuset '%s'", r->rank,
-                         r->cpuset);
+                            r->cpuset);
     } else {
         hwloc_bitmap_and(set, set, allowed);
     }
     if (hwloc_bitmap_iszero(set))
-        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' has no usable PU",
-                         r->rank, r->cpuset);
+        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: cpuset '%s' has no usable PU", r->rank,
+                            r->cpuset);
     return PC_OK;
 }
 
@@ -202,8 +202,8 @@ static void plan_short(pc_topo_plan_t *plan, const int *members, int nm, const i
 /* Assign cores for ranks with --bind auto. Ranks with equal cpusets form a group that
  * shares the group's cores: with enough cores, a thread's slot counts across the group in
  * local-rank order (a rank's threads on neighbouring cores); with too few, plan_short. */
-static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *sets,
-                     char *err, size_t errlen)
+static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *sets, char *err,
+                     size_t errlen)
 {
     int *cores = malloc(sizeof(int) * (size_t)topo->ncores);
     int *load = malloc(sizeof(int) * (size_t)topo->ncores);
@@ -253,7 +253,8 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
         for (int i = 0; i < nm; i++)
             for (int t = 0; t < plan->ranks[members[i]].nthreads; t++) {
                 place_t *p = place_at(plan, members[i], t);
-                hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)p->core);
+                hwloc_obj_t core =
+                    hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)p->core);
                 hwloc_bitmap_and(p->set, core->cpuset, sets[members[i]]);
             }
     }
@@ -263,24 +264,24 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
     return rc;
 }
 
-static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_t *bind,
-                     char *err, size_t errlen)
+static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_t *bind, char *err,
+                     size_t errlen)
 {
     int need = 0;
     for (int r = 0; r < plan->nranks; r++)
         need += plan->ranks[r].nthreads;
     if (bind->ncores < need)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
-                         "--bind: the list names %d cores but this node's ranks have %d threads",
-                         bind->ncores, need);
+                            "--bind: the list names %d cores but this node's ranks have %d threads",
+                            bind->ncores, need);
     int k = 0;
     for (int r = 0; r < plan->nranks; r++) {
         for (int t = 0; t < plan->ranks[r].nthreads; t++, k++) {
             int c = bind->cores[k];
             if (c >= topo->ncores)
                 return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                 "--bind: core %d does not exist (this node has %d cores)", c,
-                                 topo->ncores);
+                                    "--bind: core %d does not exist (this node has %d cores)", c,
+                                    topo->ncores);
             hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)c);
             place_t *p = place_at(plan, r, t);
             p->core = c;
@@ -290,16 +291,15 @@ static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_
     return PC_OK;
 }
 
-int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind,
-                        const pc_topo_rank_t *ranks, int nranks, pc_topo_plan_t **out,
-                        char *err, size_t errlen)
+int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_topo_rank_t *ranks,
+                        int nranks, pc_topo_plan_t **out, char *err, size_t errlen)
 {
     if (!topo || !bind || !ranks || nranks < 1 || !out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "invalid placement request");
     for (int r = 0; r < nranks; r++)
         if (ranks[r].nthreads < 1 || ranks[r].nthreads > PC_TOPO_MAX_THREADS)
             return pc_error_fmt(PC_EINVAL, err, errlen, "rank %d asks for %d threads (1..%d)",
-                             ranks[r].rank, ranks[r].nthreads, PC_TOPO_MAX_THREADS);
+                                ranks[r].rank, ranks[r].nthreads, PC_TOPO_MAX_THREADS);
     int rc = PC_ENOMEM;
     hwloc_bitmap_t *sets = NULL;
     pc_topo_plan_t *plan = calloc(1, sizeof(*plan));
@@ -417,8 +417,7 @@ void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
         for (int t = 0; t < plan->ranks[r].nthreads; t++)
             any_bound |= place_at(plan, r, t)->core >= 0;
     if (!any_bound) {
-        append(buf, len, &pos, "placement: %d threads unbound (--bind none)",
-               plan->nthreads_total);
+        append(buf, len, &pos, "placement: %d threads unbound (--bind none)", plan->nthreads_total);
         return;
     }
     append(buf, len, &pos, "placement: %d threads of %d ranks on %d cores", plan->nthreads_total,
@@ -448,8 +447,8 @@ void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
     }
 }
 
-int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t,
-                      char *err, size_t errlen)
+int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t, char *err,
+                      size_t errlen)
 {
     if (r < 0 || r >= plan->nranks || t < 0 || t >= plan->ranks[r].nthreads)
         return pc_error_fmt(PC_EINVAL, err, errlen, "no planned thread %d of local rank %d", t, r);
@@ -463,7 +462,7 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
     if (hwloc_set_cpubind(topo->h, p->set, HWLOC_CPUBIND_THREAD | HWLOC_CPUBIND_STRICT) != 0 &&
         hwloc_set_cpubind(topo->h, p->set, HWLOC_CPUBIND_THREAD) != 0)
         return pc_error_fmt(PC_ETOPO, err, errlen, "binding %s to PUs %s failed",
-                         plan->ranks[r].names[t], want);
+                            plan->ranks[r].names[t], want);
     hwloc_bitmap_t got = hwloc_bitmap_alloc();
     if (!got)
         return PC_ENOMEM;
@@ -473,7 +472,7 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
         char have[PC_TOPO_CPUSET_LEN];
         hwloc_bitmap_list_snprintf(have, sizeof(have), got);
         rc = pc_error_fmt(PC_ETOPO, err, errlen, "%s: asked for PUs %s, bound to %s",
-                       plan->ranks[r].names[t], want, have);
+                          plan->ranks[r].names[t], want, have);
         goto out;
     }
     /* The kernel migrates a thread at its next scheduling point; give it a few. */
@@ -487,7 +486,7 @@ int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, 
     }
     if (rc != PC_OK)
         pc_error_fmt(rc, err, errlen, "%s: bound to PUs %s but still running elsewhere",
-                  plan->ranks[r].names[t], want);
+                     plan->ranks[r].names[t], want);
 out:
     hwloc_bitmap_free(got);
     return rc;
@@ -512,29 +511,32 @@ int pc_topo_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errle
     for (;;) {
         char *end;
         if (!isdigit((unsigned char)*p))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
-                        text);
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "'%s' is not auto, none or a list of cores like 0,2,4-7", text);
         long lo = strtol(p, &end, 10), hi = lo;
         p = end;
         if (*p == '-') {
             p++;
             if (!isdigit((unsigned char)*p))
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': a range needs an upper bound", text);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': a range needs an upper bound",
+                                    text);
             hi = strtol(p, &end, 10);
             p = end;
         }
         if (lo > 65535 || hi > 65535 || hi < lo)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': bad core range %ld-%ld", text, lo, hi);
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': bad core range %ld-%ld", text, lo,
+                                hi);
         for (long c = lo; c <= hi; c++) {
             if (b.ncores == PC_TOPO_BIND_MAX)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d cores", text, PC_TOPO_BIND_MAX);
+                return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d cores", text,
+                                    PC_TOPO_BIND_MAX);
             b.cores[b.ncores++] = (int)c;
         }
         if (*p == '\0')
             break;
         if (*p != ',')
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not auto, none or a list of cores like 0,2,4-7",
-                        text);
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "'%s' is not auto, none or a list of cores like 0,2,4-7", text);
         p++;
     }
     *out = b;

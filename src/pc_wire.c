@@ -26,14 +26,14 @@ void pc_wire_header_write(const pc_wire_header_t *h, uint8_t *out)
     pc_wire_put_u32(out + 36, h->reserved);
 }
 
-int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *err,
-                        size_t errlen)
+int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *err, size_t errlen)
 {
     const uint8_t *p = msg;
     memset(h, 0, sizeof(*h));
     if (!msg || len < PC_WIRE_HEADER_BYTES)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "message of %zu bytes is shorter than its %d-byte header", len,
-                   PC_WIRE_HEADER_BYTES);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "message of %zu bytes is shorter than its %d-byte header", len,
+                            PC_WIRE_HEADER_BYTES);
     uint32_t scale_bits = pc_wire_get_u32(p + 32);
     h->magic = pc_wire_get_u32(p);
     h->version = p[4];
@@ -47,21 +47,26 @@ int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *
     memcpy(&h->scale, &scale_bits, sizeof(h->scale));
     h->reserved = pc_wire_get_u32(p + 36);
     if (h->magic != PC_WIRE_MAGIC)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "bad magic 0x%08x (not a PipeCompress message)", h->magic);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "bad magic 0x%08x (not a PipeCompress message)", h->magic);
     if (h->version != PC_WIRE_VERSION)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "wire version %u, this build reads version %d", h->version,
-                   PC_WIRE_VERSION);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "wire version %u, this build reads version %d",
+                            h->version, PC_WIRE_VERSION);
     if (h->flags & ~PC_WIRE_F_KNOWN)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "unknown flags 0x%04x", h->flags);
     if (h->reserved != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "reserved header field is %u, not 0", h->reserved);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "reserved header field is %u, not 0",
+                            h->reserved);
     if ((uint64_t)h->payload != (uint64_t)(len - PC_WIRE_HEADER_BYTES))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "header announces %u payload bytes, message carries %zu",
-                   h->payload, len - PC_WIRE_HEADER_BYTES);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "header announces %u payload bytes, message carries %zu", h->payload,
+                            len - PC_WIRE_HEADER_BYTES);
     if (!isfinite(h->scale) || h->scale < 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "scale %g is not a finite non-negative number", (double)h->scale);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "scale %g is not a finite non-negative number",
+                            (double)h->scale);
     if (h->entries > h->n)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%u entries for a chunk of %u elements", h->entries, h->n);
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%u entries for a chunk of %u elements",
+                            h->entries, h->n);
     return PC_OK;
 }
 

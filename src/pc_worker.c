@@ -94,8 +94,7 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 /* ps: fold every completed chunk into its error-feedback state first, so gradient buffers
  * go back as early as possible, then queue the chunks for compression (FIFO; folds of later
  * hand-overs may overtake). */
-static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it,
-                           wthread_t *me)
+static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char ev[40];
@@ -111,8 +110,7 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
         pc_rt__trace(rt, me->track, ev, t0, t1);
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
-                         rt->rank, c->id, w->tensors[c->first_tensor].name,
-                         (unsigned long long)it,
+                         rt->rank, c->id, w->tensors[c->first_tensor].name, (unsigned long long)it,
                          rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
                                          : pc_strerror(rc));
         pc_rt__w_chunk_done(w, c, it);
@@ -138,8 +136,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     uint64_t it = c->fold_it;
     int server = pc_rt__server_rank(rt, c->server);
     /* The previous send from this buffer completed long ago (its update came back). */
-    int rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why,
-                               sizeof(why));
+    int rc =
+        PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
     size_t len = 0;
@@ -156,9 +154,9 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
                                      TAG_PULL + (int)c->id, rt->comm, &w->recvs[c->id]),
                            server, why, sizeof(why));
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK_PEER(MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD,
-                                         rt->comm, &w->sends[c->id]),
-                               server, why, sizeof(why));
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
+            server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
@@ -176,8 +174,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
     char why[256];
     *got = 0;
     int outcount = 0;
-    int rc = PC_MPI_CHECK(MPI_Testsome(w->nchunks, w->recvs, &outcount, w->done_idx,
-                                       w->statuses),
+    int rc = PC_MPI_CHECK(MPI_Testsome(w->nchunks, w->recvs, &outcount, w->done_idx, w->statuses),
                           why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: awaiting updates: %s", rt->rank, why);
@@ -192,16 +189,14 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
             return WFAIL(me, rc, "worker r%d: update of chunk %u: %s", rt->rank, c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
-        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why,
-                               sizeof(why));
+        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
         char ev[40];
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
         pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
                          server, why);
-        atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
         /* Release pairs with param_wait's acquire: the parameters are written. */
         atomic_store_explicit(&c->version, c->recv_it + 1, memory_order_release);
         (*got)++;
@@ -218,8 +213,8 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
     for (int s = 0; s < w->rt->nservers; s++) {
         int server = pc_rt__server_rank(w->rt, s);
         int rc = PC_MPI_CHECK_PEER(
-            MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE, server, TAG_DONE, w->rt->comm), server,
-            why, sizeof(why));
+            MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE, server, TAG_DONE, w->rt->comm), server, why,
+            sizeof(why));
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: %s", w->rt->rank, why);
     }
@@ -315,26 +310,24 @@ int pc_rt__w_check_thread(pc_worker_t *w)
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
-                     tensor);
+        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started", tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
         return WFAIL(&w->main, PC_EINVAL, "grad_ready('%s', %zu, %zu): bad range for %zu elements",
                      t->name, begin, end, t->n);
     if (!w->t_first_ready)
         w->t_first_ready = pc_time_ns();
-    desc_t d = {.kind = D_READY, .tensor = tensor, .iteration = w->iter, .begin = begin,
-                .end = end};
+    desc_t d = {
+        .kind = D_READY, .tensor = tensor, .iteration = w->iter, .begin = begin, .end = end};
     if (!w->pipelined) {
         uint64_t c0 = atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed);
         int rc = on_ready(w, &d, &w->main);
         for (bool did = true; rc == PC_OK && did;)
             rc = w->ops->send_one(w, &did, &w->main);
         /* Inline, the compression time is exactly what backprop is exposed to. */
-        w->exposed += (double)(atomic_load_explicit(&w->comp_ns[w->iter % RING],
-                                                    memory_order_relaxed) -
-                               c0) *
-                      1e-9;
+        w->exposed +=
+            (double)(atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed) - c0) *
+            1e-9;
         return rc;
     }
     int rc = pc_rt__w_check_thread(w);
@@ -394,8 +387,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
 int pc_worker_param_wait(pc_worker_t *w, int tensor)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started",
-                     tensor);
+        return WFAIL(&w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started", tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
@@ -412,8 +404,7 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         if (w->released < (uint64_t)w->ntensors)
             return WFAIL(&w->main, PC_ESTATE,
                          "iteration %llu ended with %llu of %d gradients handed over",
-                         (unsigned long long)w->iter, (unsigned long long)w->released,
-                         w->ntensors);
+                         (unsigned long long)w->iter, (unsigned long long)w->released, w->ntensors);
         w->released = 0;
         return PC_OK;
     }
@@ -472,20 +463,19 @@ void pc_rt__w_abort_requests(pc_worker_t *w)
             if (PC_MPI_CHECK_PEER(MPI_Cancel(&w->recvs[ci]), server, why, sizeof(why)) != PC_OK ||
                 PC_MPI_CHECK_PEER(MPI_Wait(&w->recvs[ci], MPI_STATUS_IGNORE), server, why,
                                   sizeof(why)) != PC_OK)
-                pc_log_write(rt->log, PC_LOG_WARN, NULL, "worker r%d: destroy: %s", rt->rank,
-                             why);
+                pc_log_write(rt->log, PC_LOG_WARN, NULL, "worker r%d: destroy: %s", rt->rank, why);
         }
         int64_t start = pc_time_ns();
         pc_backoff_t b;
         pc_backoff_init(&b);
         while (w->sends[ci] != MPI_REQUEST_NULL) {
             int flag = 0;
-            if (PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE), server,
-                                  why, sizeof(why)) != PC_OK ||
+            if (PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE), server, why,
+                                  sizeof(why)) != PC_OK ||
                 (!flag && pc_time_ns() - start > limit)) {
                 /* MPI may still read the buffer: it stays allocated (leaked, said so). */
-                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, why,
-                                      sizeof(why)) == PC_OK)
+                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, why, sizeof(why)) ==
+                    PC_OK)
                     snprintf(why, sizeof(why), "not delivered within %g s", rt->cfg.timeout);
                 pc_log_write(rt->log, PC_LOG_WARN, NULL,
                              "worker r%d: destroy: the gradient of chunk %u to server r%d: %s; "

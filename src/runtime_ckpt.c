@@ -34,8 +34,11 @@ int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_w
     int rc = pc_ckpt_writer_open(rt->cfg.checkpoint_dir, it, rt->rank, w, err, errlen);
     if (rc != PC_OK)
         return rc;
-    ckpt_header_t h = {.version = CKPT_VERSION, .rank = (uint32_t)rt->rank,
-                       .role = (uint32_t)rt->role, .records = records, .iteration = it};
+    ckpt_header_t h = {.version = CKPT_VERSION,
+                       .rank = (uint32_t)rt->rank,
+                       .role = (uint32_t)rt->role,
+                       .records = records,
+                       .iteration = it};
     memcpy(h.magic, CKPT_MAGIC, 8);
     pc_ckpt_writer_write(*w, &h, sizeof(h));
     return PC_OK;
@@ -89,9 +92,9 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
     if (!all)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     char mpi[256];
-    int mrc = PC_MPI_CHECK(MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
-                                         MPI_BYTE, rt->comm),
-                           mpi, sizeof(mpi));
+    int mrc = PC_MPI_CHECK(
+        MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, rt->comm), mpi,
+        sizeof(mpi));
     if (mrc != PC_OK) {
         free(all);
         return pc_error_fmt(mrc, err, errlen, "checkpoint of iteration %" PRIu64 ": %s", it, mpi);
@@ -99,8 +102,9 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
     int out = PC_OK;
     for (int r = 0; r < rt->size && out == PC_OK; r++)
         if (all[r].rc != PC_OK)
-            out = pc_error_fmt(PC_EIO, err, errlen, "checkpoint of iteration %" PRIu64 " failed on rank %d: %s",
-                               it, r, all[r].why);
+            out = pc_error_fmt(PC_EIO, err, errlen,
+                               "checkpoint of iteration %" PRIu64 " failed on rank %d: %s", it, r,
+                               all[r].why);
     if (out == PC_OK && rt->rank == 0) {
         pc_ckpt_meta_t m;
         pc_rt__ckpt_meta(rt, it, &m);
@@ -118,8 +122,9 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
             if (pc_ckpt_prune(rt->cfg.checkpoint_dir, &m, it, rt->cfg.checkpoint_keep, perr,
                               sizeof(perr)) != PC_OK)
                 pc_log_write(rt->log, PC_LOG_WARN, NULL, "%s", perr);
-            pc_log_write(rt->log, PC_LOG_INFO, NULL, "checkpoint of iteration %" PRIu64 " written to %s",
-                         it, rt->cfg.checkpoint_dir);
+            pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                         "checkpoint of iteration %" PRIu64 " written to %s", it,
+                         rt->cfg.checkpoint_dir);
         }
     }
     free(all);

@@ -30,9 +30,9 @@ struct pc_runtime {
     pc_config_t cfg;
     pc_codec_spec_t spec;
     pc_optim_cfg_t optim;
-    MPI_Comm comm;    /* dup of the user's communicator, MPI_ERRORS_RETURN */
-    MPI_Comm workers; /* the workers only (the MPI thread's collectives); MPI_COMM_NULL on
-                         servers */
+    MPI_Comm comm;        /* dup of the user's communicator, MPI_ERRORS_RETURN */
+    MPI_Comm workers;     /* the workers only (the MPI thread's collectives); MPI_COMM_NULL on
+                             servers */
     MPI_Comm workers_ctl; /* a dup of workers for the backprop thread's collectives: two
                              threads must not run collectives on one communicator */
     int rank, size, nworkers, nservers;
@@ -45,7 +45,7 @@ struct pc_runtime {
     volatile sig_atomic_t *stop_flag;
     char *metrics; /* JSON lines of this rank */
     size_t metrics_len, metrics_cap;
-    pc_timeline_t *tl; /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
+    pc_timeline_t *tl;   /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
     uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
     int stop_signal;     /* the signal all ranks agreed to stop on (0: none); workers: set by
                             the backprop thread in iteration_end before the compressor thread
@@ -54,7 +54,7 @@ struct pc_runtime {
 };
 
 /* Timeline tracks. */
-#define TRACK_MAIN 0
+#define TRACK_MAIN       0
 #define TRACK_COMPRESSOR 1
 
 /* Record an event on a track (no-op without --timeline); name is copied. Only the track's
@@ -97,7 +97,7 @@ int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
 
-#define CKPT_MAGIC "PCCKRANK"
+#define CKPT_MAGIC   "PCCKRANK"
 #define CKPT_VERSION 1u
 
 /* The header of a rank's checkpoint file (native byte order; 32 bytes). */

@@ -29,16 +29,15 @@ static int ar_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
 }
 
 /* Allreduce each completed chunk, release its tensors, step the optimizer, publish. */
-static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it,
-                           wthread_t *me)
+static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
-        int rc = PC_MPI_CHECK(
-            MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers), why,
-            sizeof(why));
+        int rc =
+            PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
+                         why, sizeof(why));
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: allreduce of chunk %u: %s", rt->rank, c->id, why);
         pc_rt__w_chunk_done(w, c, it);

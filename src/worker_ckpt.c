@@ -72,10 +72,10 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: agreeing on the checkpoint: %s", rt->rank, why);
     if (msg[0] != PC_OK)
-        return rt->rank == 0 ? (int)msg[0]
-                             : WFAIL(me, (int)msg[0],
-                                     "worker r%d: worker r0 could not set up checkpoints",
-                                     rt->rank);
+        return rt->rank == 0
+                   ? (int)msg[0]
+                   : WFAIL(me, (int)msg[0], "worker r%d: worker r0 could not set up checkpoints",
+                           rt->rank);
     *it = (uint64_t)msg[1];
     return PC_OK;
 }
@@ -132,9 +132,9 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
     pc_rt__ckpt_req_encode(msg, it);
     for (int s = 0; s < rt->nservers; s++) {
         int server = pc_rt__server_rank(rt, s);
-        if ((rc = PC_MPI_CHECK_PEER(MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, server, TAG_CKPT,
-                                             rt->comm),
-                                    server, why, sizeof(why))) != PC_OK)
+        if ((rc = PC_MPI_CHECK_PEER(
+                 MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, server, TAG_CKPT, rt->comm), server, why,
+                 sizeof(why))) != PC_OK)
             return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
     }
     pc_ckpt_writer_t *cw = NULL;
@@ -143,7 +143,10 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
         wchunk_t *c = &w->chunks[ci];
         float *a, *b;
         w->ops->ckpt_arrays(c, &a, &b);
-        wrec_t rec = {.id = c->id, .n = (uint32_t)c->n, .has_a = a != NULL, .has_b = b != NULL,
+        wrec_t rec = {.id = c->id,
+                      .n = (uint32_t)c->n,
+                      .has_a = a != NULL,
+                      .has_b = b != NULL,
                       .steps = c->st ? pc_codec_state_steps(c->st) : 0};
         pc_ckpt_writer_write(cw, &rec, sizeof(rec));
         if (a)

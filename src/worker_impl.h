@@ -37,7 +37,7 @@
 /* The MPI thread's longest nap while it awaits updates: the next forward pass waits on
  * them, so wake-up latency is iteration time. */
 #define POLL_SLEEP_NS 50000
-#define NAME_LEN 64
+#define NAME_LEN      64
 /* An error message: long enough for a path plus an MPI error string. */
 #define WERR_LEN 512
 
@@ -73,8 +73,8 @@ typedef struct wchunk {
     int server;
     int first_tensor, last_tensor;
     size_t offset, n;
-    float *p, *g;      /* into the first tensor's buffers */
-    pc_codec_t *codec; /* ps: the run's codec, or "none" for a small chunk (not owned) */
+    float *p, *g;         /* into the first tensor's buffers */
+    pc_codec_t *codec;    /* ps: the run's codec, or "none" for a small chunk (not owned) */
     pc_codec_state_t *st; /* ps: error-feedback state; NULL in allreduce mode */
     size_t remaining;     /* elements not yet handed over this iteration (MPI thread) */
     uint8_t *sendbuf;
@@ -143,7 +143,7 @@ struct pc_worker {
     /* pipeline */
     pc_spsc_t *q_ready, *q_back;
     pthread_t thread;
-    bool thread_started; /* backprop thread: between pthread_create and pthread_join */
+    bool thread_started;   /* backprop thread: between pthread_create and pthread_join */
     _Atomic int thread_rc; /* the compressor thread's error: stored (release) after writing
                               comp.err, loaded (acquire) by pc_rt__w_check_thread */
     _Atomic bool abort;    /* destroy before finish: stored (release) by pc_worker_destroy,

@@ -35,19 +35,19 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
                  isnan(m->accuracy) ? -1.0 : m->accuracy);
     w->last = *m;
     w->have_last = true;
-    pc_rt__metrics_line(
-        w->rt,
-        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
-        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
-        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
-        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
-        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
-        "\"mode\": \"%s\"%s}",
-        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward, m->t_backward,
-        m->t_param_wait, m->t_compress, m->t_exposed, (unsigned long long)m->bytes_sent,
-        (unsigned long long)m->bytes_received, (unsigned long long)m->dense_bytes,
-        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0, m->queue_high_water,
-        w->pipelined ? "true" : "false", w->ops->name, extra);
+    pc_rt__metrics_line(w->rt,
+                        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
+                        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
+                        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
+                        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
+                        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
+                        "\"mode\": \"%s\"%s}",
+                        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward,
+                        m->t_backward, m->t_param_wait, m->t_compress, m->t_exposed,
+                        (unsigned long long)m->bytes_sent, (unsigned long long)m->bytes_received,
+                        (unsigned long long)m->dense_bytes,
+                        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0,
+                        m->queue_high_water, w->pipelined ? "true" : "false", w->ops->name, extra);
 }
 
 void pc_rt__w_metrics_flush(pc_worker_t *w)

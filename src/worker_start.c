@@ -49,8 +49,8 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
         return WFAIL(&w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
                      name ? name : "?");
     if (!name || !param || !grad || n == 0 || n > PC_CODEC_MAX_N)
-        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': bad buffers or size %zu",
-                     name ? name : "?", n);
+        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': bad buffers or size %zu", name ? name : "?",
+                     n);
     if (w->ntensors == w->tcap) {
         int cap = w->tcap ? 2 * w->tcap : 16;
         wtensor_t *t = realloc(w->tensors, sizeof(wtensor_t) * (size_t)cap);
@@ -97,8 +97,8 @@ static int plan_chunks(pc_worker_t *w)
     for (int t = 0; t < w->ntensors; t++)
         pt[t] = (pc_plan_tensor_t){w->tensors[t].n, w->tensors[t].p, w->tensors[t].g};
     size_t chunk_elems = (size_t)rt->cfg.chunk_bytes / sizeof(float);
-    int rc = pc_plan_create(pt, w->ntensors, chunk_elems, rt->nservers ? rt->nservers : 1,
-                            &w->plan);
+    int rc =
+        pc_plan_create(pt, w->ntensors, chunk_elems, rt->nservers ? rt->nservers : 1, &w->plan);
     free(pt);
     if (rc != PC_OK)
         return WFAIL(&w->main, rc, "cannot plan chunks: %s", pc_strerror(rc));
@@ -162,8 +162,9 @@ static void log_plan(pc_worker_t *w)
         return;
     for (int t = 0; t < w->ntensors; t++)
         names[t] = w->tensors[t].name;
-    pc_log_write(rt->log, PC_LOG_DEBUG, NULL, "chunk plan (%d chunks, %zu elements max):",
-                 w->plan->nchunks, (size_t)rt->cfg.chunk_bytes / sizeof(float));
+    pc_log_write(rt->log, PC_LOG_DEBUG, NULL,
+                 "chunk plan (%d chunks, %zu elements max):", w->plan->nchunks,
+                 (size_t)rt->cfg.chunk_bytes / sizeof(float));
     char *text = NULL, *save = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -191,8 +192,8 @@ static int setup_chunks(pc_worker_t *w)
     w->ready_list = malloc(sizeof(int) * nc);
     w->queued = malloc(sizeof(int) * nc);
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
-    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses ||
-        !w->ready_list || !w->queued || !w->tensor_pending)
+    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
+        !w->queued || !w->tensor_pending)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -258,9 +259,8 @@ int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     pc_rt__layout_encode(lay, w->plan, resume);
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
-        rc = PC_MPI_CHECK_PEER(
-            MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm), server, why,
-            sizeof(why));
+        rc = PC_MPI_CHECK_PEER(MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm),
+                               server, why, sizeof(why));
     }
     free(lay);
     /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
@@ -280,11 +280,9 @@ int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
             MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
             server, why, sizeof(why));
         if (rc == PC_OK)
-            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why,
-                                   sizeof(why));
+            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why, sizeof(why));
         if (rc == PC_OK)
-            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why,
-                                   sizeof(why));
+            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
     }
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
@@ -328,8 +326,7 @@ static int start_pipeline(pc_worker_t *w)
         return PC_OK;
     size_t cap = pow2_at_least(4 * (size_t)(w->ntensors + w->nchunks));
     if (pc_spsc_create(cap, sizeof(desc_t), &w->q_ready) != PC_OK ||
-        pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) !=
-            PC_OK)
+        pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) != PC_OK)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory for the queues");
     if (pthread_create(&w->thread, NULL, pc_rt__w_compressor_main, w) != 0)
         return WFAIL(&w->main, PC_ETHREAD, "cannot start the compressor thread");
@@ -386,8 +383,7 @@ int pc_worker_start(pc_worker_t *w)
     log_plan(w);
     if ((rc = setup_chunks(w)) != PC_OK ||
         (rc = w->ops->share_initial(w, resume, &w->main)) != PC_OK ||
-        (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) ||
-        (rc = broadcast_params(w)) != PC_OK)
+        (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) || (rc = broadcast_params(w)) != PC_OK)
         goto fail;
     set_iteration(w, resume);
     if ((rc = start_pipeline(w)) != PC_OK)

@@ -28,14 +28,34 @@ typedef struct opts {
 } opts_t;
 
 static const pc_opt_t example_opts[] = {
-    {.name = "batch", .short_name = 'b', .type = PC_OPT_INT, .offset = offsetof(opts_t, batch),
-     .min = 1, .max = 65536, .metavar = "B", .help = "samples per worker per iteration"},
-    {.name = "input", .type = PC_OPT_INT, .offset = offsetof(opts_t, input), .min = 1,
-     .max = 65536, .metavar = "D", .help = "input features"},
-    {.name = "hidden", .type = PC_OPT_INT, .offset = offsetof(opts_t, hidden), .min = 1,
-     .max = 65536, .metavar = "H", .help = "hidden units per layer"},
-    {.name = "save", .type = PC_OPT_STRING, .offset = offsetof(opts_t, save), .size = 1024,
-     .metavar = "FILE", .help = "worker 0 writes the final parameters (raw floats) to FILE"},
+    {.name = "batch",
+     .short_name = 'b',
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, batch),
+     .min = 1,
+     .max = 65536,
+     .metavar = "B",
+     .help = "samples per worker per iteration"},
+    {.name = "input",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, input),
+     .min = 1,
+     .max = 65536,
+     .metavar = "D",
+     .help = "input features"},
+    {.name = "hidden",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, hidden),
+     .min = 1,
+     .max = 65536,
+     .metavar = "H",
+     .help = "hidden units per layer"},
+    {.name = "save",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, save),
+     .size = 1024,
+     .metavar = "FILE",
+     .help = "worker 0 writes the final parameters (raw floats) to FILE"},
 };
 
 #define OUT 10
@@ -75,9 +95,9 @@ int main(int argc, char **argv)
     pc_config_t cfg;
     pc_config_defaults(&cfg);
     opts_t o = {.batch = 32, .input = 128, .hidden = 256};
-    pc_opt_group_t groups[] = {
-        pc_config_group(&cfg, "Runtime flags"),
-        {"pc_example flags", example_opts, sizeof(example_opts) / sizeof(example_opts[0]), &o, NULL}};
+    pc_opt_group_t groups[] = {pc_config_group(&cfg, "Runtime flags"),
+                               {"pc_example flags", example_opts,
+                                sizeof(example_opts) / sizeof(example_opts[0]), &o, NULL}};
     char err[1024];
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     if (rc == PC_OK)
@@ -119,10 +139,10 @@ int main(int argc, char **argv)
 
     /* ---- the model: one slab for parameters, one for gradients (llm.c style) ---- */
     const int D = o.input, H = o.hidden, B = o.batch;
-    const size_t sizes[6] = {(size_t)H * D, (size_t)H, (size_t)H * H, (size_t)H,
-                             (size_t)OUT * H, OUT};
-    const char *names[6] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
-                            "fc3.bias"};
+    const size_t sizes[6] = {(size_t)H * D, (size_t)H,       (size_t)H * H,
+                             (size_t)H,     (size_t)OUT * H, OUT};
+    const char *names[6] = {"fc1.weight", "fc1.bias",   "fc2.weight",
+                            "fc2.bias",   "fc3.weight", "fc3.bias"};
     size_t total = 0, off[6];
     for (int i = 0; i < 6; i++) {
         off[i] = total;
@@ -150,7 +170,8 @@ int main(int argc, char **argv)
         die("worker", err);
     int tid[6];
     for (int i = 0; i < 6; i++)
-        if ((tid[i] = pc_worker_register(w, names[i], params + off[i], grads + off[i], sizes[i])) < 0)
+        if ((tid[i] = pc_worker_register(w, names[i], params + off[i], grads + off[i], sizes[i])) <
+            0)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
@@ -161,7 +182,8 @@ int main(int argc, char **argv)
     /* 0, or the checkpoint's iteration with --resume: batches derive from the iteration. */
     for (int64_t it = pc_worker_iteration(w); it < cfg.iters && !stop; it++) {
         /* This worker's batch: its own stream of (seed, iteration, worker). */
-        fill(x, (size_t)B * D, (uint64_t)cfg.seed, 1000 + (uint64_t)it * 4096 + (uint64_t)rank, 1.0f);
+        fill(x, (size_t)B * D, (uint64_t)cfg.seed, 1000 + (uint64_t)it * 4096 + (uint64_t)rank,
+             1.0f);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OUT, D, 1.0f, x, D, teacher, D,
                     0.0f, y, OUT); /* y (B, OUT) = x teacher^T */
         /* forward, waiting for each layer's parameters just before using them */
@@ -232,10 +254,11 @@ int main(int argc, char **argv)
             die("iteration_end", pc_worker_error(w));
         pc_worker_metrics_t m;
         if (rank == 0 && (it % 20 == 0 || it + 1 == cfg.iters) && pc_worker_last_metrics(w, &m)) {
-            printf("iter %lld/%lld loss %.5f | iteration %.2f ms, compress %.2f ms, exposed %.2f ms, "
-                   "%llu bytes sent\n",
-                   (long long)it + 1, (long long)cfg.iters, loss, m.t_iteration * 1e3,
-                   m.t_compress * 1e3, m.t_exposed * 1e3, (unsigned long long)m.bytes_sent);
+            printf(
+                "iter %lld/%lld loss %.5f | iteration %.2f ms, compress %.2f ms, exposed %.2f ms, "
+                "%llu bytes sent\n",
+                (long long)it + 1, (long long)cfg.iters, loss, m.t_iteration * 1e3,
+                m.t_compress * 1e3, m.t_exposed * 1e3, (unsigned long long)m.bytes_sent);
             fflush(stdout);
         }
     }

@@ -27,11 +27,11 @@ extern "C" {
 #define PC_BACKOFF_MAX_SLEEP_NS 1000000
 
 typedef struct pc_backoff {
-    uint32_t spins;    /* pauses done in the spin phase */
-    uint32_t yields;   /* sched_yield calls done */
-    int64_t sleep_ns;  /* next nap length once sleeping */
+    uint32_t spins;       /* pauses done in the spin phase */
+    uint32_t yields;      /* sched_yield calls done */
+    int64_t sleep_ns;     /* next nap length once sleeping */
     int64_t max_sleep_ns; /* longest nap */
-    uint64_t sleeps;   /* naps taken since init, for metrics */
+    uint64_t sleeps;      /* naps taken since init, for metrics */
 } pc_backoff_t;
 
 /* Reset a waiter to the spinning phase. Call when the awaited condition came true. */

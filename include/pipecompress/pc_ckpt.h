@@ -137,7 +137,6 @@ int pc_ckpt_reader_read(pc_ckpt_reader_t *r, void *dst, size_t len);
  * whose read failed reports that here. */
 int pc_ckpt_reader_close(pc_ckpt_reader_t *r, char *err, size_t errlen);
 
-
 #ifdef __cplusplus
 }
 #endif

@@ -64,17 +64,17 @@ typedef enum pc_codec_index { PC_INDEX_U32 = 0, PC_INDEX_DELTA = 1 } pc_codec_in
  * Fields a codec does not use keep their defaults. */
 typedef struct pc_codec_spec {
     pc_codec_id_t id;
-    double ratio;      /* topk, dgc, randomk: fraction of elements kept, [0, 1] */
-    double sample;     /* dgc: fraction sampled to estimate the threshold, (0, 1] */
-    double momentum;   /* dgc: momentum of the correction, [0, 1) */
-    double clip;       /* dgc: local gradient clipping L2 norm; 0 = off */
-    int warmup;        /* dgc: iterations of exponentially decreasing density; 0 = off */
-    double tau;        /* threshold: |v| >= tau is sent, > 0 */
-    int levels;        /* qsgd: s, 1..PC_CODEC_MAX_LEVELS */
-    bool ef;           /* error feedback */
+    double ratio;             /* topk, dgc, randomk: fraction of elements kept, [0, 1] */
+    double sample;            /* dgc: fraction sampled to estimate the threshold, (0, 1] */
+    double momentum;          /* dgc: momentum of the correction, [0, 1) */
+    double clip;              /* dgc: local gradient clipping L2 norm; 0 = off */
+    int warmup;               /* dgc: iterations of exponentially decreasing density; 0 = off */
+    double tau;               /* threshold: |v| >= tau is sent, > 0 */
+    int levels;               /* qsgd: s, 1..PC_CODEC_MAX_LEVELS */
+    bool ef;                  /* error feedback */
     pc_codec_values_t values; /* sparsifiers: value encoding */
     pc_codec_index_t index;   /* topk, dgc, threshold: index encoding */
-    uint64_t seed;     /* randomk, qsgd, terngrad: Philox key (set by the caller, --seed) */
+    uint64_t seed;            /* randomk, qsgd, terngrad: Philox key (set by the caller, --seed) */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,
@@ -96,12 +96,12 @@ typedef struct pc_codec_state pc_codec_state_t;
 
 /* Counters a codec keeps across compress calls (for metrics and tests). */
 typedef struct pc_codec_stats {
-    uint64_t messages;      /* compress calls */
-    uint64_t entries;       /* entries sent in all messages */
-    uint64_t bytes;         /* message bytes produced */
-    uint64_t dgc_sampled;   /* dgc: sampled threshold accepted as is */
-    uint64_t dgc_adapted;   /* dgc: accepted after one threshold adaptation */
-    uint64_t dgc_exact;     /* dgc: fell back to exact top-k */
+    uint64_t messages;    /* compress calls */
+    uint64_t entries;     /* entries sent in all messages */
+    uint64_t bytes;       /* message bytes produced */
+    uint64_t dgc_sampled; /* dgc: sampled threshold accepted as is */
+    uint64_t dgc_adapted; /* dgc: accepted after one threshold adaptation */
+    uint64_t dgc_exact;   /* dgc: fell back to exact top-k */
 } pc_codec_stats_t;
 
 /* Create a codec from a (valid) spec; the spec is copied. Returns PC_OK, PC_EINVAL (bad

@@ -38,8 +38,9 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
  * calls without a peer: PC_MPI_CHECK; point-to-point: PC_MPI_CHECK_PEER); the message
  * names the call as written, the peer, and where. scripts/check-mpi-calls.sh fails on a
  * call in src/ that does not. */
-#define PC_MPI_CHECK(call, err, errlen) pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)
-#define PC_MPI_CHECK_PEER(call, peer, err, errlen)                                               \
+#define PC_MPI_CHECK(call, err, errlen)                                                            \
+    pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)
+#define PC_MPI_CHECK_PEER(call, peer, err, errlen)                                                 \
     pc_comm_check_peer((call), #call, (peer), __FILE__, __LINE__, err, errlen)
 
 /* Plan thread placement for the node the caller is on: split `comm` by shared memory,
@@ -48,9 +49,9 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
  * *local_rank is the caller's index in it. Every rank of the node gets the same plan or
  * the same planning error (PC_EUSAGE, PC_ETOPO), with a message in err; MPI failures give
  * PC_EMPI. Call from one thread per rank. */
-int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind,
-                      int nthreads, const char *const names[], pc_topo_plan_t **plan,
-                      int *local_rank, char *err, size_t errlen);
+int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind, int nthreads,
+                      const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,
+                      size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -42,35 +42,35 @@ typedef enum pc_config_pull {
 } pc_config_pull_t;
 
 typedef struct pc_config {
-    int servers;                   /* --servers S: ranks acting as parameter servers */
-    char bind[PC_CONFIG_BIND_LEN]; /* --bind auto|none|LIST (see pc_topo.h) */
-    int log_level;                 /* --log-level: a pc_log_level_t */
+    int servers;                       /* --servers S: ranks acting as parameter servers */
+    char bind[PC_CONFIG_BIND_LEN];     /* --bind auto|none|LIST (see pc_topo.h) */
+    int log_level;                     /* --log-level: a pc_log_level_t */
     char compress[PC_CONFIG_SPEC_LEN]; /* --compress SPEC (pc_codec_spec_parse) */
-    int pipeline;                  /* --pipeline off|on: compress on the compressor thread */
-    int mode;                      /* --mode ps|allreduce: a pc_config_mode_t */
-    int64_t chunk_bytes;           /* --chunk-bytes: largest chunk of a tensor */
-    int64_t compress_min_bytes;    /* --compress-min-bytes: smaller chunks travel dense */
-    int pull;                      /* --pull auto|dense|sparse: a pc_config_pull_t */
-    int64_t seed;                  /* --seed: every random choice derives from it */
-    double timeout;                /* --timeout SECONDS: longest wait before aborting */
-    int64_t iters;                 /* --iters N: stop after N iterations (0: the program's) */
-    double lr;                     /* --lr and the optimizer (pc_optim.h) */
+    int pipeline;                      /* --pipeline off|on: compress on the compressor thread */
+    int mode;                          /* --mode ps|allreduce: a pc_config_mode_t */
+    int64_t chunk_bytes;               /* --chunk-bytes: largest chunk of a tensor */
+    int64_t compress_min_bytes;        /* --compress-min-bytes: smaller chunks travel dense */
+    int pull;                          /* --pull auto|dense|sparse: a pc_config_pull_t */
+    int64_t seed;                      /* --seed: every random choice derives from it */
+    double timeout;                    /* --timeout SECONDS: longest wait before aborting */
+    int64_t iters;                     /* --iters N: stop after N iterations (0: the program's) */
+    double lr;                         /* --lr and the optimizer (pc_optim.h) */
     double momentum;
     int nesterov;
     double weight_decay;
-    int lr_schedule;               /* a pc_lr_schedule_t */
+    int lr_schedule; /* a pc_lr_schedule_t */
     int64_t lr_step;
     double lr_gamma;
     int64_t lr_warmup;
-    char metrics[PC_CONFIG_PATH_LEN]; /* --metrics FILE: JSON lines, every rank; "" = off */
-    char timeline[PC_CONFIG_PATH_LEN]; /* --timeline FILE: Chrome trace of every thread */
+    char metrics[PC_CONFIG_PATH_LEN];        /* --metrics FILE: JSON lines, every rank; "" = off */
+    char timeline[PC_CONFIG_PATH_LEN];       /* --timeline FILE: Chrome trace of every thread */
     char checkpoint_dir[PC_CONFIG_PATH_LEN]; /* --checkpoint-dir DIR: "" = no checkpoints */
-    int64_t checkpoint_every;      /* --checkpoint-every N: 0 = at the end and on signals */
-    int checkpoint_keep;           /* --checkpoint-keep K: complete checkpoints kept */
-    int resume;                    /* --resume: start from the newest complete checkpoint */
-    uint64_t given;                /* bit i: row i of pc_config_options() was on the command
-                                    * line (pc_config_group records it); the runtime's
-                                    * defaults that depend on other flags use it */
+    int64_t checkpoint_every; /* --checkpoint-every N: 0 = at the end and on signals */
+    int checkpoint_keep;      /* --checkpoint-keep K: complete checkpoints kept */
+    int resume;               /* --resume: start from the newest complete checkpoint */
+    uint64_t given;           /* bit i: row i of pc_config_options() was on the command
+                               * line (pc_config_group records it); the runtime's
+                               * defaults that depend on other flags use it */
 } pc_config_t;
 
 /* Fill cfg with the defaults. */

@@ -20,10 +20,10 @@ extern "C" {
 /* Largest accepted counts: 2^26 samples, 4096 x 4096 pixels (MNIST-like sets are far
  * smaller; the bounds keep a hostile header from asking for absurd memory). */
 #define PC_DATA_MAX_COUNT (1u << 26)
-#define PC_DATA_MAX_SIDE 4096
+#define PC_DATA_MAX_SIDE  4096
 
 typedef struct pc_dataset {
-    uint32_t n;      /* samples */
+    uint32_t n; /* samples */
     uint32_t rows, cols;
     float *images;   /* (n, rows*cols), pixel / 255 */
     uint8_t *labels; /* (n) */

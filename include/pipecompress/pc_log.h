@@ -52,8 +52,8 @@ bool pc_log_enabled(const pc_log_t *log, pc_log_level_t level);
  * tag naming the calling thread ("main", "backprop", "compressor", "server"; NULL means
  * "main"). A NULL log writes to stderr at levels up to info with rank "-". Messages longer
  * than 1 KiB are cut. Thread-safe. */
-void pc_log_write(const pc_log_t *log, pc_log_level_t level, const char *thread,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void pc_log_write(const pc_log_t *log, pc_log_level_t level, const char *thread, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
 
 /* Name of a level ("warn"); "?" for an unknown value. Static string. */
 const char *pc_log_level_name(int level);

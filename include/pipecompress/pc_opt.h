@@ -36,8 +36,8 @@ typedef enum pc_opt_type {
 typedef int (*pc_opt_check_fn)(const void *value, char *err, size_t errlen);
 
 typedef struct pc_opt {
-    const char *name;      /* long name without "--" */
-    int short_name;        /* single-letter alias, or 0 */
+    const char *name; /* long name without "--" */
+    int short_name;   /* single-letter alias, or 0 */
     pc_opt_type_t type;
     size_t offset;         /* offsetof the field in the destination struct */
     size_t size;           /* PC_OPT_STRING: the buffer's size including the NUL */
@@ -59,7 +59,7 @@ typedef struct pc_opt_group {
 } pc_opt_group_t;
 
 /* Positive results of a parse that asked for something other than a run. */
-#define PC_CONFIG_HELP 1
+#define PC_CONFIG_HELP    1
 #define PC_CONFIG_VERSION 2
 
 /* Parse argv[1..argc) into the groups' destination structs (which hold the defaults on

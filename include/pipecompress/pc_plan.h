@@ -27,28 +27,28 @@ extern "C" {
 #define PC_PLAN_GROUP_MAX 16384
 
 typedef struct pc_plan_tensor {
-    size_t n;            /* elements */
-    const float *param;  /* for adjacency only; may be NULL (then never grouped) */
+    size_t n;           /* elements */
+    const float *param; /* for adjacency only; may be NULL (then never grouped) */
     const float *grad;
 } pc_plan_tensor_t;
 
 typedef struct pc_plan_chunk {
-    uint32_t id;         /* index in the plan, forward order */
-    int first_tensor;    /* tensors [first_tensor, last_tensor] */
+    uint32_t id;      /* index in the plan, forward order */
+    int first_tensor; /* tensors [first_tensor, last_tensor] */
     int last_tensor;
-    size_t offset;       /* element offset of the chunk in first_tensor */
-    size_t n;            /* elements */
-    int server;          /* owning server, 0..nservers-1 */
+    size_t offset; /* element offset of the chunk in first_tensor */
+    size_t n;      /* elements */
+    int server;    /* owning server, 0..nservers-1 */
 } pc_plan_chunk_t;
 
 typedef struct pc_plan {
     int ntensors;
     int nchunks;
     int nservers;
-    pc_plan_chunk_t *chunks;      /* nchunks, in forward order */
-    int *tensor_first_chunk;      /* per tensor: its chunks are [first, last] */
+    pc_plan_chunk_t *chunks; /* nchunks, in forward order */
+    int *tensor_first_chunk; /* per tensor: its chunks are [first, last] */
     int *tensor_last_chunk;
-    size_t *server_elems;         /* per server: elements owned */
+    size_t *server_elems; /* per server: elements owned */
 } pc_plan_t;
 
 /* Plan ntensors tensors into chunks of at most chunk_elems (>= 1) over nservers (>= 1).

@@ -175,8 +175,8 @@ typedef struct pc_worker_metrics {
     uint64_t bytes_received;
     uint64_t dense_bytes; /* what dense fp32 gradients would have been */
     uint32_t queue_high_water;
-    double loss;          /* as reported by pc_worker_report (NAN when not reported) */
-    double accuracy;      /* training accuracy of the batch, 0..1 (NAN when not reported) */
+    double loss;     /* as reported by pc_worker_report (NAN when not reported) */
+    double accuracy; /* training accuracy of the batch, 0..1 (NAN when not reported) */
 } pc_worker_metrics_t;
 
 /* Report this iteration's training loss and batch accuracy (before iteration_end); they

@@ -47,8 +47,8 @@ long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k
 /* Vector kernels of the collect pass. The fastest the CPU supports is chosen at create;
  * pc_select_limit_simd lowers it (never raises it), so tests cover every kernel and its
  * scalar reference on one machine. Returns the level now in use. */
-#define PC_SELECT_SIMD_NONE 0
-#define PC_SELECT_SIMD_AVX2 1
+#define PC_SELECT_SIMD_NONE   0
+#define PC_SELECT_SIMD_AVX2   1
 #define PC_SELECT_SIMD_AVX512 2
 int pc_select_limit_simd(pc_select_t *s, int max_level);
 

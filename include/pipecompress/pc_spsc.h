@@ -79,11 +79,11 @@ typedef struct pc_spsc {
     alignas(PC_SPSC_CACHELINE) _Atomic size_t head; /* next index to read: consumer stores
                                                        (release), producer loads (acquire) */
     /* Constant after pc_spsc_create: shared read-only by both sides. */
-    alignas(PC_SPSC_CACHELINE) size_t mask;         /* capacity - 1 */
-    size_t slot_size;                               /* bytes per item */
-    size_t stride;                                  /* bytes per slot: stamp + item, rounded
-                                                       up to a multiple of the stamp size */
-    unsigned char *slots;                           /* capacity * stride bytes */
+    alignas(PC_SPSC_CACHELINE) size_t mask; /* capacity - 1 */
+    size_t slot_size;                       /* bytes per item */
+    size_t stride;                          /* bytes per slot: stamp + item, rounded
+                                               up to a multiple of the stamp size */
+    unsigned char *slots;                   /* capacity * stride bytes */
 } pc_spsc_t;
 
 _Static_assert(offsetof(pc_spsc_t, head) - offsetof(pc_spsc_t, tail) >= PC_SPSC_CACHELINE,

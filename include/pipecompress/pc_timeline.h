@@ -18,7 +18,7 @@ extern "C" {
 /* Per track: 2^20 events (48 MiB at most), hours of iterations of a small model. */
 #define PC_TIMELINE_MAX_EVENTS (1u << 20)
 #define PC_TIMELINE_MAX_TRACKS 8
-#define PC_TIMELINE_NAME_LEN 40
+#define PC_TIMELINE_NAME_LEN   40
 
 typedef struct pc_timeline pc_timeline_t;
 
@@ -33,7 +33,8 @@ int pc_timeline_track(pc_timeline_t *tl, const char *name);
 
 /* Record a complete event [t0_ns, t1_ns) on a track. Only the track's thread may call it;
  * different tracks may record concurrently. name is copied (cut to the length above). */
-void pc_timeline_event(pc_timeline_t *tl, int track, const char *name, int64_t t0_ns, int64_t t1_ns);
+void pc_timeline_event(pc_timeline_t *tl, int track, const char *name, int64_t t0_ns,
+                       int64_t t1_ns);
 
 /* The timeline's events and thread names as JSON objects separated by ",\n" (no
  * brackets), to be joined with other ranks' into {"traceEvents": [...]}. Caller frees.

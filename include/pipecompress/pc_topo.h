@@ -35,8 +35,8 @@ typedef enum pc_bind_mode { PC_BIND_AUTO = 0, PC_BIND_NONE = 1, PC_BIND_LIST = 2
 
 typedef struct pc_bind {
     pc_bind_mode_t mode;
-    int ncores;                   /* PC_BIND_LIST: entries in cores[] */
-    int cores[PC_TOPO_BIND_MAX];  /* PC_BIND_LIST: logical core indices, >= 0 */
+    int ncores;                  /* PC_BIND_LIST: entries in cores[] */
+    int cores[PC_TOPO_BIND_MAX]; /* PC_BIND_LIST: logical core indices, >= 0 */
 } pc_bind_t;
 
 /* Parse "auto", "none" or a list "0,2,4-7" of logical core indices. Returns PC_OK, or
@@ -50,7 +50,7 @@ int pc_topo_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errle
 /* A cpuset in hwloc list syntax ("0-3,8,10-11"); 256 characters cover any realistic
  * node's allowed set. */
 #define PC_TOPO_CPUSET_LEN 256
-#define PC_TOPO_NAME_LEN 16
+#define PC_TOPO_NAME_LEN   16
 
 /* What one rank contributes to its node's plan. Plain bytes: ranks exchange it with an
  * MPI allgather of MPI_BYTE. */
@@ -86,9 +86,8 @@ int pc_topo_self(const pc_topo_t *topo, int rank, int nthreads, const char *cons
  * owns the plan (pc_topo_plan_destroy). Errors (PC_EUSAGE for a --bind list that names a
  * missing core or is too short, PC_ETOPO for a cpuset outside the topology, PC_EINVAL,
  * PC_ENOMEM) leave a one-line message in err and *out untouched. Thread-safe. */
-int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind,
-                        const pc_topo_rank_t *ranks, int nranks, pc_topo_plan_t **out,
-                        char *err, size_t errlen);
+int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_topo_rank_t *ranks,
+                        int nranks, pc_topo_plan_t **out, char *err, size_t errlen);
 void pc_topo_plan_destroy(pc_topo_plan_t *plan);
 
 /* Logical core index planned for thread t of local rank r, or -1 when unbound. */
@@ -106,8 +105,8 @@ void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len);
  * with hwloc: the binding read back must equal the plan and the thread must be running
  * inside it. A no-op returning PC_OK for unbound threads. PC_ETOPO with a message on any
  * failure, including a synthetic topology. Thread-safe; binds only the caller. */
-int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t,
-                      char *err, size_t errlen);
+int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t, char *err,
+                      size_t errlen);
 
 #ifdef __cplusplus
 }

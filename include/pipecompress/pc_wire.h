@@ -17,12 +17,12 @@
 extern "C" {
 #endif
 
-#define PC_WIRE_MAGIC 0x315A4350u /* "PCZ1" read as little-endian bytes */
-#define PC_WIRE_VERSION 1
+#define PC_WIRE_MAGIC        0x315A4350u /* "PCZ1" read as little-endian bytes */
+#define PC_WIRE_VERSION      1
 #define PC_WIRE_HEADER_BYTES 40
 
 /* Header flags. */
-#define PC_WIRE_F_FP16 0x0001u  /* values are IEEE binary16, else binary32 */
+#define PC_WIRE_F_FP16  0x0001u /* values are IEEE binary16, else binary32 */
 #define PC_WIRE_F_DELTA 0x0002u /* indices are delta + LEB128 varints, else u32 */
 #define PC_WIRE_F_KNOWN (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA)
 
@@ -47,8 +47,7 @@ void pc_wire_header_write(const pc_wire_header_t *h, uint8_t *out);
  * least a header, magic, version, known flags, reserved zero, payload == len - header,
  * finite non-negative scale. Returns PC_OK or PC_EFORMAT with a message in err; *h is
  * filled either way when len allows (for error messages). Thread-safe. */
-int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *err,
-                        size_t errlen);
+int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *err, size_t errlen);
 
 /* LEB128 varint of a 32-bit value: 1..5 bytes. Returns bytes written (out needs 5). */
 size_t pc_wire_varint_put(uint8_t *out, uint32_t v);

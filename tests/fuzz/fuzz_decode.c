@@ -24,11 +24,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Receivers: every codec and every flag combination it accepts. */
 static const char *const specs[] = {
-    "none", "fp16", "topk:ratio=0.01", "topk:ratio=0.25,index=delta,values=fp16",
-    "threshold:tau=1e30", "dgc:ratio=0.01", "dgc:ratio=0.1,warmup=3,index=delta",
-    "randomk:ratio=0.05", "randomk:ratio=0.5,values=fp16", "threshold:tau=0.1",
-    "threshold:tau=0.1,index=delta,values=fp16", "qsgd:levels=16", "qsgd:levels=1",
-    "qsgd:levels=127", "terngrad", "efsign",
+    "none",
+    "fp16",
+    "topk:ratio=0.01",
+    "topk:ratio=0.25,index=delta,values=fp16",
+    "threshold:tau=1e30",
+    "dgc:ratio=0.01",
+    "dgc:ratio=0.1,warmup=3,index=delta",
+    "randomk:ratio=0.05",
+    "randomk:ratio=0.5,values=fp16",
+    "threshold:tau=0.1",
+    "threshold:tau=0.1,index=delta,values=fp16",
+    "qsgd:levels=16",
+    "qsgd:levels=1",
+    "qsgd:levels=127",
+    "terngrad",
+    "efsign",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 /* Largest n the harness decodes into (keeps each run fast); bigger ones must be rejected

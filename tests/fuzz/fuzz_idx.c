@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t n = 0, r = 0, c = 0;
     uint8_t *out = NULL;
     char err[256];
-    int rc = pc_data_parse_idx(data + 1, size - 1, kind, "fuzz", &n, &r, &c, &out, err, sizeof(err));
+    int rc =
+        pc_data_parse_idx(data + 1, size - 1, kind, "fuzz", &n, &r, &c, &out, err, sizeof(err));
     if (rc != PC_OK) {
         if (out)
             abort();

@@ -45,8 +45,8 @@ static void test_plan_and_bind(void **state)
     pc_topo_plan_t *plan = NULL;
     int lrank = -1, size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int rc = pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, &plan, &lrank, err,
-                               sizeof(err));
+    int rc =
+        pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, &plan, &lrank, err, sizeof(err));
     if (rc != PC_OK)
         fail_msg("plan: %s", err);
     assert_true(lrank >= 0 && lrank < size);

@@ -95,8 +95,11 @@ int main(int argc, char **argv)
     if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
         die("worker", err);
     for (int t = 0; t < T; t++)
-        if (pc_worker_register(w, t == 0 ? "a" : t == 1 ? "b" : "c", p + off[t], gr + off[t],
-                               sizes[t]) < 0)
+        if (pc_worker_register(w,
+                               t == 0   ? "a"
+                               : t == 1 ? "b"
+                                        : "c",
+                               p + off[t], gr + off[t], sizes[t]) < 0)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
@@ -160,8 +163,7 @@ int main(int argc, char **argv)
             /* Abandon the worker mid-iteration: updates in flight, thread running. */
             pc_worker_destroy(w);
             if (rank == 0)
-                printf("destroy: %d workers destroyed their started workers without finish\n",
-                       W);
+                printf("destroy: %d workers destroyed their started workers without finish\n", W);
             pc_runtime_destroy(rt);
             free(p);
             free(gr);

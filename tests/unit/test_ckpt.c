@@ -23,8 +23,8 @@
 
 static pc_ckpt_meta_t meta_of(uint64_t it)
 {
-    pc_ckpt_meta_t m = {.iteration = it, .world = 3, .workers = 2, .servers = 1,
-                        .model = 0x0123456789abcdefull};
+    pc_ckpt_meta_t m = {
+        .iteration = it, .world = 3, .workers = 2, .servers = 1, .model = 0x0123456789abcdefull};
     snprintf(m.config, sizeof(m.config), "ps topk:ratio=0.01 min-bytes=65536 seed=42");
     return m;
 }
@@ -245,7 +245,8 @@ static void test_find_skips_bad(void **state)
     other.model ^= 1;
     /* Intact checkpoints of another job: said so (not "none"), and never removed. */
     assert_int_equal(pc_ckpt_find(dir, &other, log, 1, &it, err, sizeof(err)), PC_EINCOMPAT);
-    assert_non_null(strstr(err, "holds checkpoints of another job (iteration 20: a different model"));
+    assert_non_null(
+        strstr(err, "holds checkpoints of another job (iteration 20: a different model"));
     pc_ckpt_path(dir, 20, -1, ck, sizeof(ck));
     assert_true(exists(ck));
     pc_ckpt_path(dir, 10, -1, ck, sizeof(ck));
@@ -351,12 +352,14 @@ static void test_manifest_parse(void **state)
     assert_int_equal(files[1].size, 4004);
     /* Every truncation is refused. */
     for (size_t cut = 0; cut < len; cut++)
-        assert_int_equal(pc_ckpt_manifest_parse(buf, cut, &m, files, 8, err, sizeof(err)), PC_EFORMAT);
+        assert_int_equal(pc_ckpt_manifest_parse(buf, cut, &m, files, 8, err, sizeof(err)),
+                         PC_EFORMAT);
     /* More ranks than the caller can hold. */
     assert_int_equal(pc_ckpt_manifest_parse(buf, len, &m, files, 2, err, sizeof(err)), PC_EFORMAT);
     /* Trailing bytes. */
     buf[len] = 'x';
-    assert_int_equal(pc_ckpt_manifest_parse(buf, len + 1, &m, files, 8, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_ckpt_manifest_parse(buf, len + 1, &m, files, 8, err, sizeof(err)),
+                     PC_EFORMAT);
     rm_tree(dir);
 }
 

@@ -103,10 +103,11 @@ static void test_spec_parsing(void **state)
     assert_true(s.ratio == 0.01 && s.ef && s.values == PC_VALUES_FP32 && s.index == PC_INDEX_U32);
     pc_codec_spec_format(&s, buf, sizeof(buf));
     assert_string_equal(buf, "topk:ratio=0.01,ef=on,values=fp32,index=u32");
-    assert_int_equal(pc_codec_spec_parse("topk:ratio=0.001,ef=off,values=fp16,index=delta", &s,
-                                         err, sizeof(err)),
+    assert_int_equal(pc_codec_spec_parse("topk:ratio=0.001,ef=off,values=fp16,index=delta", &s, err,
+                                         sizeof(err)),
                      PC_OK);
-    assert_true(s.ratio == 0.001 && !s.ef && s.values == PC_VALUES_FP16 && s.index == PC_INDEX_DELTA);
+    assert_true(s.ratio == 0.001 && !s.ef && s.values == PC_VALUES_FP16 &&
+                s.index == PC_INDEX_DELTA);
     assert_int_equal(pc_codec_spec_parse("dgc:ratio=0.001,sample=0.01,momentum=0.5,clip=2,warmup=4",
                                          &s, err, sizeof(err)),
                      PC_OK);
@@ -117,8 +118,9 @@ static void test_spec_parsing(void **state)
     assert_true(s.levels == 16 && !s.ef); /* unbiased: no error feedback by default */
     assert_int_equal(pc_codec_spec_parse("efsign", &s, err, sizeof(err)), PC_OK);
     assert_true(s.ef); /* biased: error feedback by default */
-    const char *ok[] = {"none", "fp16", "fp16:ef=on", "randomk:ratio=0.01", "threshold:tau=1e-3",
-                        "terngrad", "terngrad:ef=on", "qsgd:levels=127", "topk:ratio=1"};
+    const char *ok[] = {
+        "none",     "fp16",           "fp16:ef=on",      "randomk:ratio=0.01", "threshold:tau=1e-3",
+        "terngrad", "terngrad:ef=on", "qsgd:levels=127", "topk:ratio=1"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
         if (pc_codec_spec_parse(ok[i], &s, err, sizeof(err)) != PC_OK)
             fail_msg("'%s' rejected: %s", ok[i], err);
@@ -135,11 +137,15 @@ static void test_spec_parsing(void **state)
     expect_spec_error("none:ef=on", "none: unknown option 'ef' (none takes: no options)");
     expect_spec_error("dgc:ef=off", "dgc: unknown option 'ef' (dgc takes: ratio, sample, "
                                     "momentum, clip, warmup, values, index)");
-    expect_spec_error("topk:ratio=1.5", "topk: ratio=1.5 is out of range (0, 1] (0 would send nothing)");
-    expect_spec_error("topk:ratio=-0.1", "topk: ratio=-0.1 is out of range (0, 1] (0 would send nothing)");
-    expect_spec_error("topk:ratio=0", "topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("topk:ratio=1.5",
+                      "topk: ratio=1.5 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("topk:ratio=-0.1",
+                      "topk: ratio=-0.1 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("topk:ratio=0",
+                      "topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
     expect_spec_error("dgc:ratio=0", "dgc: ratio=0 is out of range (0, 1] (0 would send nothing)");
-    expect_spec_error("randomk:ratio=0.0", "randomk: ratio=0.0 is out of range (0, 1] (0 would send nothing)");
+    expect_spec_error("randomk:ratio=0.0",
+                      "randomk: ratio=0.0 is out of range (0, 1] (0 would send nothing)");
     expect_spec_error("topk:ratio=abc", "topk: ratio=abc is not a finite number");
     expect_spec_error("topk:ratio=nan", "topk: ratio=nan is not a finite number");
     expect_spec_error("topk:ratio", "topk: option 'ratio' has no value (key=value)");
@@ -181,8 +187,7 @@ static void test_topk_reference(void **state)
     float *g = malloc(sizeof(float) * n);
     uint32_t *ord = malloc(sizeof(uint32_t) * n);
     const char *specs[] = {"topk:ratio=0.05,ef=off", "topk:ratio=0.05,ef=off,index=delta",
-                           "topk:ratio=0.0005,ef=off",
-                           "topk:ratio=1,ef=off"};
+                           "topk:ratio=0.0005,ef=off", "topk:ratio=1,ef=off"};
     for (int variant = 0; variant < 2; variant++) {
         heavy(g, n, 7);
         if (variant) /* ties: few distinct magnitudes */
@@ -225,14 +230,11 @@ static void test_topk_reference(void **state)
 static void test_error_feedback_invariant(void **state)
 {
     (void)state;
-    const char *specs[] = {"topk:ratio=0.01",
-                           "topk:ratio=0.01,values=fp16,index=delta",
-                           "dgc:ratio=0.01,momentum=0",
-                           "dgc:ratio=0.01,momentum=0,values=fp16",
-                           "randomk:ratio=0.02",
-                           "randomk:ratio=0.02,values=fp16",
-                           "threshold:tau=0.01",
-                           "threshold:tau=0.01,values=fp16,index=delta"};
+    const char *specs[] = {
+        "topk:ratio=0.01",           "topk:ratio=0.01,values=fp16,index=delta",
+        "dgc:ratio=0.01,momentum=0", "dgc:ratio=0.01,momentum=0,values=fp16",
+        "randomk:ratio=0.02",        "randomk:ratio=0.02,values=fp16",
+        "threshold:tau=0.01",        "threshold:tau=0.01,values=fp16,index=delta"};
     const size_t n = 5000;
     float *g = malloc(sizeof(float) * n), *before = malloc(sizeof(float) * n),
           *v = malloc(sizeof(float) * n);
@@ -253,7 +255,8 @@ static void test_error_feedback_invariant(void **state)
             for (size_t i = 0; i < n; i++) {
                 if (sent[i] + r[i] != v[i])
                     fail_msg("%s it %llu elem %zu: sent %a + residual %a != %a", specs[s],
-                             (unsigned long long)it, i, (double)sent[i], (double)r[i], (double)v[i]);
+                             (unsigned long long)it, i, (double)sent[i], (double)r[i],
+                             (double)v[i]);
                 nsent += sent[i] != 0;
             }
             assert_true(nsent > 0);
@@ -377,8 +380,8 @@ static void test_qsgd_terngrad_unbiased(void **state)
 static void test_determinism(void **state)
 {
     (void)state;
-    const char *specs[] = {"topk", "dgc:ratio=0.01", "randomk", "qsgd", "terngrad", "efsign",
-                           "threshold", "fp16", "none"};
+    const char *specs[] = {"topk",   "dgc:ratio=0.01", "randomk", "qsgd", "terngrad",
+                           "efsign", "threshold",      "fp16",    "none"};
     const size_t n = 3000;
     float *g = malloc(sizeof(float) * n);
     heavy(g, n, 4);
@@ -405,9 +408,20 @@ static void test_determinism(void **state)
 static void test_fold_then_compress(void **state)
 {
     (void)state;
-    const char *specs[] = {"none", "fp16", "fp16:ef=on", "topk", "topk:ef=off", "dgc:ratio=0.01",
-                           "dgc:clip=1,warmup=2", "randomk", "randomk:ef=off", "threshold",
-                           "qsgd", "qsgd:ef=on", "terngrad", "efsign"};
+    const char *specs[] = {"none",
+                           "fp16",
+                           "fp16:ef=on",
+                           "topk",
+                           "topk:ef=off",
+                           "dgc:ratio=0.01",
+                           "dgc:clip=1,warmup=2",
+                           "randomk",
+                           "randomk:ef=off",
+                           "threshold",
+                           "qsgd",
+                           "qsgd:ef=on",
+                           "terngrad",
+                           "efsign"};
     const size_t n = 70000; /* large enough for the sampled top-k path */
     float *g = malloc(sizeof(float) * n), *scratch = malloc(sizeof(float) * n);
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
@@ -565,7 +579,8 @@ static void test_dgc_warmup_and_clip(void **state)
 /* The density DGC uses at a step (the codec's schedule, written out as the reference). */
 static size_t dgc_k_ref(double ratio, int warmup, uint64_t step, size_t n)
 {
-    double d = warmup > 0 && step < (uint64_t)warmup ? pow(ratio, (double)(step + 1) / warmup) : ratio;
+    double d =
+        warmup > 0 && step < (uint64_t)warmup ? pow(ratio, (double)(step + 1) / warmup) : ratio;
     double k = ceil(d * (double)n);
     return k >= (double)n ? n : (size_t)k;
 }
@@ -615,7 +630,8 @@ static void test_dgc_warmup_every_density(void **state)
                         msg_t m;
                         m.cap = pc_codec_max_bytes(c, n);
                         m.buf = malloc(m.cap);
-                        int rc = pc_codec_compress_folded(c, st, (uint64_t)it, m.buf, m.cap, &m.len);
+                        int rc =
+                            pc_codec_compress_folded(c, st, (uint64_t)it, m.buf, m.cap, &m.len);
                         if (rc != PC_OK)
                             fail_msg("%s n=%zu kind %d step %d: %s", spec, n, kind, it,
                                      pc_strerror(rc));
@@ -624,22 +640,27 @@ static void test_dgc_warmup_every_density(void **state)
                         assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)),
                                          PC_OK);
                         size_t k = dgc_k_ref(atof(ratios[ri]), warmups[wi], (uint64_t)it, n);
-                        size_t lo = (size_t)ceil(0.8 * (double)k), hi = (size_t)floor(1.3 * (double)k);
-                        if (!(h.entries == k || (h.entries >= lo && h.entries <= hi && h.entries <= n)))
+                        size_t lo = (size_t)ceil(0.8 * (double)k),
+                               hi = (size_t)floor(1.3 * (double)k);
+                        if (!(h.entries == k ||
+                              (h.entries >= lo && h.entries <= hi && h.entries <= n)))
                             fail_msg("%s n=%zu kind %d step %d: %u entries, k = %zu", spec, n, kind,
                                      it, h.entries, k);
                         float *d = calloc(n, sizeof(float));
-                        pc_codec_expect_t want = {.chunk = 7, .n = (uint32_t)n, .iteration = (uint64_t)it};
-                        rc = pc_codec_decode_add(c, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
+                        pc_codec_expect_t want = {
+                            .chunk = 7, .n = (uint32_t)n, .iteration = (uint64_t)it};
+                        rc = pc_codec_decode_add(c, m.buf, m.len, &want, 1.0f, d, NULL, err,
+                                                 sizeof(err));
                         if (rc != PC_OK)
-                            fail_msg("%s n=%zu kind %d step %d: decode: %s", spec, n, kind, it, err);
+                            fail_msg("%s n=%zu kind %d step %d: decode: %s", spec, n, kind, it,
+                                     err);
                         const float *after = pc_codec_state_residual(st);
                         for (size_t i = 0; i < n; i++) {
                             float sum = d[i] + after[i];
                             if (memcmp(&sum, &before[i], sizeof(float)) != 0)
                                 fail_msg("%s n=%zu kind %d step %d: element %zu: sent %g + "
-                                         "residual %g != %g", spec, n, kind, it, i, d[i], after[i],
-                                         before[i]);
+                                         "residual %g != %g",
+                                         spec, n, kind, it, i, d[i], after[i], before[i]);
                         }
                         free(d);
                         free(m.buf);
@@ -680,13 +701,15 @@ static void test_dgc_sample_misses(void **state)
         char err[256];
         assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)), PC_OK);
         pc_codec_stats_t s = pc_codec_stats(c);
-        fprintf(stderr, "dgc sample miss %s: %u entries (k %zu); sampled %llu adapted %llu exact %llu\n",
+        fprintf(stderr,
+                "dgc sample miss %s: %u entries (k %zu); sampled %llu adapted %llu exact %llu\n",
                 kind == 0 ? "scaled" : "tiny", h.entries, k, (unsigned long long)s.dgc_sampled,
                 (unsigned long long)s.dgc_adapted, (unsigned long long)s.dgc_exact);
         if (kind == 0) {
             assert_int_equal(s.dgc_sampled, 0);
             assert_int_equal(s.dgc_adapted, 1);
-            assert_true(h.entries >= (uint32_t)ceil(0.8 * k) && h.entries <= (uint32_t)floor(1.3 * k));
+            assert_true(h.entries >= (uint32_t)ceil(0.8 * k) &&
+                        h.entries <= (uint32_t)floor(1.3 * k));
         } else {
             assert_int_equal(s.dgc_sampled + s.dgc_adapted, 0);
             assert_int_equal(s.dgc_exact, 1);
@@ -702,8 +725,8 @@ static void test_dgc_sample_misses(void **state)
 static void test_nonfinite_gradient(void **state)
 {
     (void)state;
-    const char *specs[] = {"none", "fp16", "topk", "dgc", "randomk", "threshold", "qsgd",
-                           "terngrad", "efsign", "topk:ef=off"};
+    const char *specs[] = {"none",      "fp16", "topk",     "dgc",    "randomk",
+                           "threshold", "qsgd", "terngrad", "efsign", "topk:ef=off"};
     float g[100];
     uniformish(g, 100, 1);
     g[37] = NAN;
@@ -813,8 +836,8 @@ static void test_malformed_sparse(void **state)
             MUT(set_u32(b + H + 4 * 10, 0x7f800000u), m.len, "infinite value", "not finite");
             MUT(set_u32(b + H + 4 * 11, 0x7fc00001u), m.len, "NaN value", "not finite");
         } else {
-            MUT(b[H] = 0xff; b[H + 1] = 0xff; b[H + 2] = 0xff; b[H + 3] = 0xff; b[H + 4] = 0xff,
-                m.len, "overlong varint", "varint");
+            MUT(b[H] = 0xff; b[H + 1] = 0xff; b[H + 2] = 0xff; b[H + 3] = 0xff;
+                b[H + 4] = 0xff, m.len, "overlong varint", "varint");
             MUT(b[H] = 0xe8; b[H + 1] = 0x07, m.len, "first index 1000", NULL);
         }
 #undef MUT
@@ -868,9 +891,14 @@ static void test_malformed_quantised(void **state)
 static void test_max_bytes(void **state)
 {
     (void)state;
-    const char *specs[] = {"threshold:tau=1e-9", "threshold:tau=1e-9,values=fp16,index=delta",
-                           "dgc:ratio=0.5,warmup=3,index=delta", "topk:ratio=1,index=delta",
-                           "qsgd:levels=127", "qsgd:levels=1", "terngrad", "efsign",
+    const char *specs[] = {"threshold:tau=1e-9",
+                           "threshold:tau=1e-9,values=fp16,index=delta",
+                           "dgc:ratio=0.5,warmup=3,index=delta",
+                           "topk:ratio=1,index=delta",
+                           "qsgd:levels=127",
+                           "qsgd:levels=1",
+                           "terngrad",
+                           "efsign",
                            "randomk:ratio=1"};
     const size_t sizes[] = {1, 7, 64, 4099};
     for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++)

@@ -86,7 +86,8 @@ static void test_bind(void **state)
     assert_int_equal(pc_topo_bind_parse("none", &b, err, sizeof(err)), PC_OK);
     assert_int_equal(b.mode, PC_BIND_NONE);
     assert_int_equal(PARSE(&cfg, err, "--bind", "sometimes"), PC_EUSAGE);
-    assert_string_equal(err, "--bind: 'sometimes' is not auto, none or a list of cores like 0,2,4-7");
+    assert_string_equal(err,
+                        "--bind: 'sometimes' is not auto, none or a list of cores like 0,2,4-7");
     assert_int_equal(PARSE(&cfg, err, "--bind", "3-1"), PC_EUSAGE);
     assert_int_equal(PARSE(&cfg, err, "--bind", "1,"), PC_EUSAGE);
     assert_int_equal(PARSE(&cfg, err, "--bind", "1-"), PC_EUSAGE);
@@ -139,16 +140,31 @@ typedef struct bench_opts {
 } bench_opts_t;
 
 static const pc_opt_t bench_table[] = {
-    {.name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(bench_opts_t, reps),
-     .min = 1, .max = 100},
-    {.name = "count", .type = PC_OPT_INT64, .offset = offsetof(bench_opts_t, count), .min = 1,
+    {.name = "reps",
+     .short_name = 'r',
+     .type = PC_OPT_INT,
+     .offset = offsetof(bench_opts_t, reps),
+     .min = 1,
+     .max = 100},
+    {.name = "count",
+     .type = PC_OPT_INT64,
+     .offset = offsetof(bench_opts_t, count),
+     .min = 1,
      .max = 1e12},
-    {.name = "bytes", .type = PC_OPT_SIZE, .offset = offsetof(bench_opts_t, bytes), .min = 1,
+    {.name = "bytes",
+     .type = PC_OPT_SIZE,
+     .offset = offsetof(bench_opts_t, bytes),
+     .min = 1,
      .max = 1099511627776.0},
-    {.name = "ratio", .type = PC_OPT_DOUBLE, .offset = offsetof(bench_opts_t, ratio), .min = 0,
+    {.name = "ratio",
+     .type = PC_OPT_DOUBLE,
+     .offset = offsetof(bench_opts_t, ratio),
+     .min = 0,
      .max = 1},
     {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(bench_opts_t, json), .size = 32},
-    {.name = "kind", .type = PC_OPT_CHOICE, .offset = offsetof(bench_opts_t, mode),
+    {.name = "kind",
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(bench_opts_t, mode),
      .choices = "ps|allreduce"},
     {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(bench_opts_t, quick)},
 };
@@ -162,11 +178,13 @@ static int parse_two(bench_opts_t *b, pc_config_t *cfg, int argc, char **argv, i
     b->reps = 5;
     b->ratio = 0.01;
     pc_config_defaults(cfg);
-    pc_opt_group_t groups[] = {{"Runtime", opts, n, cfg, NULL},
-                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b, NULL}};
+    pc_opt_group_t groups[] = {
+        {"Runtime", opts, n, cfg, NULL},
+        {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b, NULL}};
     return pc_opt_parse(groups, 2, argc, argv, operand, err, 256);
 }
-#define PARSE2(b, cfg, op, err, ...) parse_two(b, cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), op, err)
+#define PARSE2(b, cfg, op, err, ...)                                                               \
+    parse_two(b, cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), op, err)
 
 static void test_every_type(void **state)
 {
@@ -175,8 +193,8 @@ static void test_every_type(void **state)
     pc_config_t cfg;
     char err[256];
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--reps", "7", "--count", "10000000000", "--bytes",
-                            "4MiB", "--ratio", "0.001", "--json", "out.json", "--kind",
-                            "allreduce", "--quick", "-s", "2"),
+                            "4MiB", "--ratio", "0.001", "--json", "out.json", "--kind", "allreduce",
+                            "--quick", "-s", "2"),
                      PC_OK);
     assert_int_equal(b.reps, 7);
     assert_true(b.count == 10000000000ll);
@@ -208,9 +226,9 @@ static void test_every_type(void **state)
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "0.1x"), PC_EUSAGE);
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--ratio", "1e-400"), PC_EUSAGE);
     /* Strings: too long, empty. */
-    assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--json",
-                            "a-very-long-file-name-that-does-not-fit.json"),
-                     PC_EUSAGE);
+    assert_int_equal(
+        PARSE2(&b, &cfg, NULL, err, "--json", "a-very-long-file-name-that-does-not-fit.json"),
+        PC_EUSAGE);
     assert_string_equal(err, "--json: value is longer than 31 characters");
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--json", ""), PC_EUSAGE);
     /* Integers: range on the int type itself. */
@@ -283,12 +301,12 @@ static void test_runtime_flags(void **state)
     (void)state;
     pc_config_t cfg;
     char err[256];
-    assert_int_equal(PARSE(&cfg, err, "--compress", "dgc:ratio=0.001", "--pipeline", "off", "--mode",
-                           "allreduce", "--chunk-bytes", "1M", "--pull", "sparse", "--seed", "7",
-                           "--timeout", "2.5", "--iters", "100", "--lr", "0.3", "--momentum", "0.5",
-                           "--nesterov", "--weight-decay", "1e-4", "--lr-schedule", "cosine",
-                           "--lr-step", "30", "--lr-gamma", "0.5", "--lr-warmup", "10", "--metrics",
-                           "m.jsonl"),
+    assert_int_equal(PARSE(&cfg, err, "--compress", "dgc:ratio=0.001", "--pipeline", "off",
+                           "--mode", "allreduce", "--chunk-bytes", "1M", "--pull", "sparse",
+                           "--seed", "7", "--timeout", "2.5", "--iters", "100", "--lr", "0.3",
+                           "--momentum", "0.5", "--nesterov", "--weight-decay", "1e-4",
+                           "--lr-schedule", "cosine", "--lr-step", "30", "--lr-gamma", "0.5",
+                           "--lr-warmup", "10", "--metrics", "m.jsonl"),
                      PC_OK);
     assert_string_equal(cfg.compress, "dgc:ratio=0.001");
     assert_int_equal(cfg.pipeline, 0);
@@ -319,8 +337,9 @@ static void test_usage_and_print(void **state)
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--kind", "ps", "--servers", "3"), PC_OK);
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t groups[] = {{"Runtime", opts, n, &cfg, NULL},
-                               {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b, NULL}};
+    pc_opt_group_t groups[] = {
+        {"Runtime", opts, n, &cfg, NULL},
+        {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b, NULL}};
     char buf[8192];
     FILE *f = fmemopen(buf, sizeof(buf), "w");
     assert_non_null(f);

@@ -127,7 +127,8 @@ static void test_bad_files(void **state)
     (void)state;
     size_t il = make_idx(img, 3, 5, 4, 3), ll = make_idx(lab, 1, 5, 0, 0);
     write_file("trunc", img, il - 1, 0);
-    expect_error("trunc", "l", PC_EFORMAT, "trunc: truncated: 59 bytes of data, header announces 60");
+    expect_error("trunc", "l", PC_EFORMAT,
+                 "trunc: truncated: 59 bytes of data, header announces 60");
     write_file("trunc.gz", img, il - 7, 1);
     expect_error("trunc.gz", "l", PC_EFORMAT, "truncated");
     img[il] = 1;
@@ -214,7 +215,7 @@ static void test_synthetic_and_order(void **state)
     }
     for (int i = 0; i < 1000; i++)
         assert_int_equal(hit[i], 1); /* a permutation */
-    assert_true(same < 20);         /* each epoch its own order */
+    assert_true(same < 20);          /* each epoch its own order */
 }
 
 int main(void)

@@ -111,7 +111,8 @@ static void test_open_errors(void **state)
     (void)state;
     char err[512];
     pc_file_writer_t *w = NULL;
-    assert_int_equal(pc_file_writer_open("/nonexistent-dir-pc/x.bin", &w, err, sizeof(err)), PC_EIO);
+    assert_int_equal(pc_file_writer_open("/nonexistent-dir-pc/x.bin", &w, err, sizeof(err)),
+                     PC_EIO);
     assert_null(w);
     assert_non_null(strstr(err, "cannot create '/nonexistent-dir-pc/x.bin.tmp."));
     char longname[5000];

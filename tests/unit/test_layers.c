@@ -241,7 +241,8 @@ static void test_model_gradients(void **state)
     assert_int_equal(pc_model_create(PC_MODEL_CNN, 2, 1, 6, 6, 3, 0.0f, &m), PC_EINVAL);
     assert_int_equal(pc_model_create(PC_MODEL_MLP, 0, 1, 8, 8, 3, 0.0f, &m), PC_EINVAL);
     assert_int_equal(pc_model_create(PC_MODEL_WIDE, 4, 1, 28, 28, 10, 0.0f, &m), PC_OK);
-    assert_int_equal(pc_model_nparams(m), 784 * 4096 + 4096 + 2 * (4096 * 4096 + 4096) + 40960 + 10);
+    assert_int_equal(pc_model_nparams(m),
+                     784 * 4096 + 4096 + 2 * (4096 * 4096 + 4096) + 40960 + 10);
     pc_model_destroy(m);
 }
 

@@ -54,7 +54,8 @@ static void test_round_trip_and_rejections(void **state)
     assert_int_equal(pc_model_file_info(path, &kind, &ch, &h, &w, &cl, err, sizeof(err)), PC_OK);
     assert_true(kind == PC_MODEL_MLP && ch == 1 && h == 28 && w == 28 && cl == 10);
     assert_int_equal(pc_model_load(b, path, err, sizeof(err)), PC_OK);
-    assert_memory_equal(pc_model_params(a), pc_model_params(b), pc_model_nparams(a) * sizeof(float));
+    assert_memory_equal(pc_model_params(a), pc_model_params(b),
+                        pc_model_nparams(a) * sizeof(float));
     /* Every rejection leaves the model as it was. */
     pc_model_init(b, 3);
     float *before = malloc(pc_model_nparams(b) * sizeof(float));
@@ -63,8 +64,10 @@ static void test_round_trip_and_rejections(void **state)
         long off;
         int cut;
         const char *needle;
-    } cases[] = {{60, 0, "parameter checksum"}, {20, 0, "header checksum"},
-                 {0, 0, "bad magic"},          {-1, 4, "truncated"},
+    } cases[] = {{60, 0, "parameter checksum"},
+                 {20, 0, "header checksum"},
+                 {0, 0, "bad magic"},
+                 {-1, 4, "truncated"},
                  {-1, 100000000, "shorter"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         long len;

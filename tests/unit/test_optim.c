@@ -16,7 +16,9 @@ static void test_sgd_variants(void **state)
     (void)state;
     const int n = 64;
     for (int variant = 0; variant < 4; variant++) {
-        pc_optim_cfg_t cfg = {.lr = 0.1, .momentum = variant ? 0.9 : 0, .nesterov = variant == 2,
+        pc_optim_cfg_t cfg = {.lr = 0.1,
+                              .momentum = variant ? 0.9 : 0,
+                              .nesterov = variant == 2,
                               .weight_decay = variant == 3 ? 1e-2 : 0};
         float p[64], mom[64], g[64], rp[64], rm[64];
         for (int i = 0; i < n; i++) {
@@ -62,7 +64,8 @@ static void test_sgd_variants(void **state)
             for (int i = 0; i < n; i += 3)
                 assert_true(p[i] == 0.01f * (float)(i - 30));
     }
-    pc_optim_cfg_t plain = {.lr = 1}, mom = {.lr = 1, .momentum = 0.5}, wd = {.lr = 1, .weight_decay = 1e-4};
+    pc_optim_cfg_t plain = {.lr = 1}, mom = {.lr = 1, .momentum = 0.5},
+                   wd = {.lr = 1, .weight_decay = 1e-4};
     assert_true(pc_optim_sparse_friendly(&plain));
     assert_false(pc_optim_sparse_friendly(&mom));
     assert_false(pc_optim_sparse_friendly(&wd));

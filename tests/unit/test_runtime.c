@@ -36,7 +36,8 @@ static void test_check_config(void **state)
     pc_config_defaults(&cfg);
     snprintf(cfg.compress, sizeof(cfg.compress), "topk:ratio=2");
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
-    assert_string_equal(err, "--compress: topk: ratio=2 is out of range (0, 1] (0 would send nothing)");
+    assert_string_equal(err,
+                        "--compress: topk: ratio=2 is out of range (0, 1] (0 would send nothing)");
     pc_config_defaults(&cfg);
     cfg.lr_schedule = PC_LR_COSINE;
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
@@ -84,9 +85,9 @@ static void test_check_config_combinations(void **state)
     assert_true(cfg.momentum == 0.0);
     assert_true(pc_config_given(&cfg, "compress") && pc_config_given(&cfg, "servers"));
     assert_false(pc_config_given(&cfg, "momentum"));
-    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum",
-                                 "0.9", NULL),
-                     PC_EUSAGE);
+    assert_int_equal(
+        parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0.9", NULL),
+        PC_EUSAGE);
     assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (DGC's "
                              "momentum correction, dgc:momentum=0.9, runs on the workers); drop "
                              "--momentum, or set dgc:momentum=0 to keep it on the servers");
@@ -94,9 +95,9 @@ static void test_check_config_combinations(void **state)
                                  "--momentum", "0.9", NULL),
                      PC_OK);
     assert_true(cfg.momentum == 0.9);
-    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0",
-                                 NULL),
-                     PC_OK);
+    assert_int_equal(
+        parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0", NULL),
+        PC_OK);
     /* Other codecs keep the servers' momentum. */
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01", NULL),
                      PC_OK);
@@ -105,18 +106,19 @@ static void test_check_config_combinations(void **state)
     assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
                                  "dgc:ratio=0.01", NULL),
                      PC_EUSAGE);
-    assert_string_equal(err, "--compress dgc:ratio=0.01 has no effect with --mode allreduce (a dense "
-                             "MPI_Allreduce of every gradient); drop one of the two");
-    assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--servers", "1",
-                                 NULL),
-                     PC_EUSAGE);
+    assert_string_equal(err,
+                        "--compress dgc:ratio=0.01 has no effect with --mode allreduce (a dense "
+                        "MPI_Allreduce of every gradient); drop one of the two");
+    assert_int_equal(
+        parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--servers", "1", NULL),
+        PC_EUSAGE);
     assert_non_null(strstr(err, "--servers 1 has no effect with --mode allreduce"));
     assert_int_equal(parse_check(&cfg, 1, err, sizeof(err), "--mode", "allreduce", NULL), PC_OK);
     assert_string_equal(cfg.compress, "none");
     assert_int_equal(cfg.servers, 0);
-    assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
-                                 "none", NULL),
-                     PC_OK);
+    assert_int_equal(
+        parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress", "none", NULL),
+        PC_OK);
     /* Idempotent: a checked configuration checks again unchanged. */
     pc_config_t again = cfg;
     assert_int_equal(pc_runtime_check_config(&again, 2, err, sizeof(err)), PC_OK);
@@ -124,7 +126,8 @@ static void test_check_config_combinations(void **state)
     /* A ratio of 0 sends nothing: refused. */
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0", NULL),
                      PC_EUSAGE);
-    assert_string_equal(err, "--compress: topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
+    assert_string_equal(err,
+                        "--compress: topk: ratio=0 is out of range (0, 1] (0 would send nothing)");
 }
 
 static void test_pull_round_trips(void **state)
@@ -180,9 +183,9 @@ static void test_pull_rejections(void **state)
     uint32_t changed[3] = {3, 17, 99};
     uint8_t buf[PC_WIRE_HEADER_BYTES + 400], bad[PC_WIRE_HEADER_BYTES + 400];
     size_t len = pc_rt__pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
-    expect_bad(buf, len, 6, 9, "expected");      /* wrong chunk */
-    expect_bad(buf, len, 5, 8, "expected");      /* wrong iteration */
-    expect_bad(buf, len - 1, 5, 9, "payload");   /* truncated */
+    expect_bad(buf, len, 6, 9, "expected");    /* wrong chunk */
+    expect_bad(buf, len, 5, 8, "expected");    /* wrong iteration */
+    expect_bad(buf, len - 1, 5, 9, "payload"); /* truncated */
     memcpy(bad, buf, len);
     pc_wire_put_u32(bad + PC_WIRE_HEADER_BYTES + 4, 200);
     expect_bad(bad, len, 5, 9, "out of range");

@@ -164,7 +164,8 @@ static void test_fold_every_kernel(void **state)
 {
     (void)state;
     const size_t n = 131075, k = 1311;
-    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *sum = malloc(sizeof(float) * n);
+    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n),
+          *sum = malloc(sizeof(float) * n);
     uint32_t *got = malloc(sizeof(uint32_t) * k), *want = malloc(sizeof(uint32_t) * k);
     for (int level = PC_SELECT_SIMD_AVX512; level >= PC_SELECT_SIMD_NONE; level--) {
         pc_select_t *s;
@@ -196,7 +197,8 @@ static void test_fold_and_nonfinite(void **state)
     pc_select_t *s;
     assert_int_equal(pc_select_create(&s), PC_OK);
     size_t n = 1003;
-    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *sum = malloc(sizeof(float) * n);
+    float *v = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n),
+          *sum = malloc(sizeof(float) * n);
     fill(v, n, HEAVY, 5);
     fill(g, n, UNIFORM, 6);
     for (size_t i = 0; i < n; i++)
@@ -272,10 +274,8 @@ static void test_above_and_kth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_against_reference),
-        cmocka_unit_test(test_sampled_path_and_fallback),
-        cmocka_unit_test(test_fold_every_kernel),
-        cmocka_unit_test(test_fold_and_nonfinite),
+        cmocka_unit_test(test_against_reference), cmocka_unit_test(test_sampled_path_and_fallback),
+        cmocka_unit_test(test_fold_every_kernel), cmocka_unit_test(test_fold_and_nonfinite),
         cmocka_unit_test(test_above_and_kth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

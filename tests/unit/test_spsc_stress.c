@@ -27,7 +27,7 @@
 #define DEFAULT_MESSAGES 100000000ull
 /* Small ring so that it is full and empty often: both slow paths get exercised. */
 #define RING_CAPACITY 256
-#define BURST 16
+#define BURST         16
 
 typedef struct desc {
     uint64_t seq;
@@ -45,13 +45,13 @@ static uint64_t mix(uint64_t seq)
 typedef struct stress {
     pc_spsc_t *q;
     uint64_t count;
-    size_t slot;              /* 8: bare sequence numbers; sizeof(desc_t): descriptors */
+    size_t slot; /* 8: bare sequence numbers; sizeof(desc_t): descriptors */
     pthread_barrier_t start;
     pc_topo_t *topo;
     pc_topo_plan_t *plan;
     int bind_rc[2];
     uint64_t received;
-    uint64_t first_bad;       /* UINT64_MAX when every item matched */
+    uint64_t first_bad; /* UINT64_MAX when every item matched */
 } stress_t;
 
 static void fill(const stress_t *s, uint64_t seq, void *out)
@@ -156,8 +156,7 @@ static void run_stress(uint64_t count, size_t slot)
     assert_int_equal(pc_topo_plan_create(s.topo, &bind, &me, 1, &s.plan, err, sizeof(err)), PC_OK);
     char desc[512];
     pc_topo_plan_describe(s.plan, desc, sizeof(desc));
-    fprintf(stderr, "stress: %llu items of %zu bytes; %s\n", (unsigned long long)count, slot,
-            desc);
+    fprintf(stderr, "stress: %llu items of %zu bytes; %s\n", (unsigned long long)count, slot, desc);
     assert_int_equal(pthread_barrier_init(&s.start, NULL, 2), 0);
     pthread_t p, c;
     int64_t t0 = pc_time_ns();

@@ -27,8 +27,11 @@ static void test_json(void **state)
     char *j = pc_timeline_json(tl, &len);
     assert_non_null(j);
     assert_int_equal(strlen(j), len);
-    assert_non_null(strstr(j, "\"name\": \"thread_name\", \"pid\": 3, \"tid\": 0, \"args\": {\"name\": \"backprop\"}"));
-    assert_non_null(strstr(j, "\"name\": \"forward fc1\", \"pid\": 3, \"tid\": 0, \"ts\": 1.000, \"dur\": 3.000"));
+    assert_non_null(strstr(
+        j,
+        "\"name\": \"thread_name\", \"pid\": 3, \"tid\": 0, \"args\": {\"name\": \"backprop\"}"));
+    assert_non_null(strstr(
+        j, "\"name\": \"forward fc1\", \"pid\": 3, \"tid\": 0, \"ts\": 1.000, \"dur\": 3.000"));
     assert_non_null(strstr(j, "\"name\": \"odd _name__\""));
     assert_null(strstr(j, "no such track"));
     free(j);

@@ -29,9 +29,9 @@ static void fill_ranks(pc_topo_t *t, pc_topo_rank_t *ranks, int n, int nthreads,
                        const char *const *cpusets)
 {
     for (int r = 0; r < n; r++) {
-        assert_int_equal(pc_topo_self(t, r, nthreads, nthreads == 1 ? server_names : worker_names,
-                                      &ranks[r]),
-                         PC_OK);
+        assert_int_equal(
+            pc_topo_self(t, r, nthreads, nthreads == 1 ? server_names : worker_names, &ranks[r]),
+            PC_OK);
         if (cpusets)
             snprintf(ranks[r].cpuset, sizeof(ranks[r].cpuset), "%s", cpusets[r]);
     }

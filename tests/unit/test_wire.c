@@ -16,9 +16,15 @@
 
 static pc_wire_header_t sample(void)
 {
-    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC, .version = PC_WIRE_VERSION, .codec = 2,
-                          .flags = PC_WIRE_F_DELTA, .chunk = 77, .n = 1000,
-                          .iteration = 0x123456789ull, .entries = 10, .payload = 24,
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = 2,
+                          .flags = PC_WIRE_F_DELTA,
+                          .chunk = 77,
+                          .n = 1000,
+                          .iteration = 0x123456789ull,
+                          .entries = 10,
+                          .payload = 24,
                           .scale = 0.5f};
     return h;
 }
@@ -46,15 +52,42 @@ static int read_mutated(void (*mutate)(pc_wire_header_t *), size_t len_delta, ch
     pc_wire_header_write(&h, buf);
     return pc_wire_header_read(buf, PC_WIRE_HEADER_BYTES + 24 + len_delta, &r, err, 256);
 }
-static void m_magic(pc_wire_header_t *h) { h->magic ^= 1; }
-static void m_version(pc_wire_header_t *h) { h->version = 2; }
-static void m_flags(pc_wire_header_t *h) { h->flags = 0x10; }
-static void m_reserved(pc_wire_header_t *h) { h->reserved = 1; }
-static void m_nan(pc_wire_header_t *h) { h->scale = NAN; }
-static void m_inf(pc_wire_header_t *h) { h->scale = INFINITY; }
-static void m_neg(pc_wire_header_t *h) { h->scale = -1; }
-static void m_entries(pc_wire_header_t *h) { h->entries = 1001; }
-static void m_none(pc_wire_header_t *h) { (void)h; }
+static void m_magic(pc_wire_header_t *h)
+{
+    h->magic ^= 1;
+}
+static void m_version(pc_wire_header_t *h)
+{
+    h->version = 2;
+}
+static void m_flags(pc_wire_header_t *h)
+{
+    h->flags = 0x10;
+}
+static void m_reserved(pc_wire_header_t *h)
+{
+    h->reserved = 1;
+}
+static void m_nan(pc_wire_header_t *h)
+{
+    h->scale = NAN;
+}
+static void m_inf(pc_wire_header_t *h)
+{
+    h->scale = INFINITY;
+}
+static void m_neg(pc_wire_header_t *h)
+{
+    h->scale = -1;
+}
+static void m_entries(pc_wire_header_t *h)
+{
+    h->entries = 1001;
+}
+static void m_none(pc_wire_header_t *h)
+{
+    (void)h;
+}
 
 static void test_header_rejections(void **state)
 {
@@ -95,7 +128,7 @@ static void test_scalars(void **state)
     const uint8_t le32[4] = {0x78, 0x56, 0x34, 0x12};
     assert_memory_equal(buf, le32, 4);
     assert_int_equal(pc_wire_get_u32(buf), 0x12345678u);
-    const uint64_t vals[] = {0, 1, 0xffffffffull, 0x100000000ull, 0x0123456789abcdefull,
+    const uint64_t vals[] = {0,         1, 0xffffffffull, 0x100000000ull, 0x0123456789abcdefull,
                              UINT64_MAX};
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         buf[8] = 0xa5; /* a canary: exactly 8 bytes are written */
@@ -118,8 +151,8 @@ static void test_varints(void **state)
 {
     (void)state;
     uint8_t buf[5];
-    const uint32_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, 0x1fffff, 0x200000, 0xfffffff,
-                             0x10000000, 0xffffffffu};
+    const uint32_t vals[] = {0,     1,        127,      128,       300,        16383,
+                             16384, 0x1fffff, 0x200000, 0xfffffff, 0x10000000, 0xffffffffu};
     const size_t lens[] = {1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5};
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         size_t n = pc_wire_varint_put(buf, vals[i]);
@@ -149,10 +182,11 @@ static uint16_t ref_f16(float f)
 static void test_f16_matches_compiler(void **state)
 {
     (void)state;
-    const float edges[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e9f,
-                           -1e9f, 6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f,
-                           2.9802322e-08f, 2.9802326e-08f, 1e-10f, 0.333333333f,
-                           1.0009765625f, 1.00048828125f, 1.00146484375f, INFINITY, -INFINITY};
+    const float edges[] = {
+        0.0f,           -0.0f,          1.0f,     -1.0f,          65504.0f,       65519.0f,
+        65520.0f,       1e9f,           -1e9f,    6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f,
+        2.9802322e-08f, 2.9802326e-08f, 1e-10f,   0.333333333f,   1.0009765625f,  1.00048828125f,
+        1.00146484375f, INFINITY,       -INFINITY};
     for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
         assert_int_equal(pc_wire_f32_to_f16(edges[i]), ref_f16(edges[i]));
     uint16_t qn = pc_wire_f32_to_f16(NAN);
