@@ -93,6 +93,7 @@ lint() {
 }
 lint "layers (scripts/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/check-layers.py" "$PC_TOP"
 lint "scripts/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/check-mpi-calls.sh" "$PC_TOP"
+lint "formatting (scripts/format.sh --check)" "$PC_TOP/scripts/format.sh" --check
 
 pc_build build
 run_suite build check
