@@ -13,6 +13,7 @@
 #include "pipecompress/pc_layers.h"
 #include "pipecompress/pc_model.h"
 #include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_wire.h"
 
 enum ltype { L_LINEAR, L_CONV, L_POOL, L_RELU, L_DROPOUT };
 
@@ -386,17 +387,6 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
 #define FILE_VERSION 1
 #define HEADER_BYTES 48
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* CRC-32 of n bytes (zlib's, as in checkpoints). */
 static uint32_t crc_bytes(const void *p, size_t n)
 {
@@ -407,16 +397,16 @@ static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
 {
     memset(h, 0, HEADER_BYTES);
     memcpy(h, FILE_MAGIC, 8);
-    put32(h + 8, FILE_VERSION);
-    put32(h + 12, (uint32_t)m->kind);
-    put32(h + 16, (uint32_t)m->in_c);
-    put32(h + 20, (uint32_t)m->in_h);
-    put32(h + 24, (uint32_t)m->in_w);
-    put32(h + 28, (uint32_t)m->classes);
-    put32(h + 32, (uint32_t)m->nparams);
-    put32(h + 36, (uint32_t)((uint64_t)m->nparams >> 32));
-    put32(h + 40, params_crc);
-    put32(h + 44, crc_bytes(h, 44));
+    pc_wire_put_u32(h + 8, FILE_VERSION);
+    pc_wire_put_u32(h + 12, (uint32_t)m->kind);
+    pc_wire_put_u32(h + 16, (uint32_t)m->in_c);
+    pc_wire_put_u32(h + 20, (uint32_t)m->in_h);
+    pc_wire_put_u32(h + 24, (uint32_t)m->in_w);
+    pc_wire_put_u32(h + 28, (uint32_t)m->classes);
+    pc_wire_put_u32(h + 32, (uint32_t)m->nparams);
+    pc_wire_put_u32(h + 36, (uint32_t)((uint64_t)m->nparams >> 32));
+    pc_wire_put_u32(h + 40, params_crc);
+    pc_wire_put_u32(h + 44, crc_bytes(h, 44));
 }
 
 int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errlen)
@@ -439,13 +429,13 @@ static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t 
     if (memcmp(h, FILE_MAGIC, 8) != 0)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "%s: not a PipeCompress model file (bad magic)", path);
-    if (get32(h + 44) != crc_bytes(h, 44))
+    if (pc_wire_get_u32(h + 44) != crc_bytes(h, 44))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)",
                             path);
-    if (get32(h + 8) != FILE_VERSION)
+    if (pc_wire_get_u32(h + 8) != FILE_VERSION)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "%s: model format version %u, this build reads %d", path, get32(h + 8),
-                            FILE_VERSION);
+                            "%s: model format version %u, this build reads %d", path,
+                            pc_wire_get_u32(h + 8), FILE_VERSION);
     return PC_OK;
 }
 
@@ -460,17 +450,18 @@ int pc_model_file_info(const char *path, pc_model_kind_t *kind, int *channels, i
     fclose(f);
     if (rc != PC_OK)
         return rc;
-    uint32_t k = get32(h + 12);
-    if (k > PC_MODEL_WIDE || get32(h + 16) == 0 || get32(h + 16) > 4096 || get32(h + 20) == 0 ||
-        get32(h + 20) > 4096 || get32(h + 24) == 0 || get32(h + 24) > 4096 || get32(h + 28) < 2 ||
-        get32(h + 28) > 65536)
+    uint32_t k = pc_wire_get_u32(h + 12);
+    if (k > PC_MODEL_WIDE || pc_wire_get_u32(h + 16) == 0 || pc_wire_get_u32(h + 16) > 4096 ||
+        pc_wire_get_u32(h + 20) == 0 || pc_wire_get_u32(h + 20) > 4096 ||
+        pc_wire_get_u32(h + 24) == 0 || pc_wire_get_u32(h + 24) > 4096 ||
+        pc_wire_get_u32(h + 28) < 2 || pc_wire_get_u32(h + 28) > 65536)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header",
                             path);
     *kind = (pc_model_kind_t)k;
-    *channels = (int)get32(h + 16);
-    *height = (int)get32(h + 20);
-    *width = (int)get32(h + 24);
-    *classes = (int)get32(h + 28);
+    *channels = (int)pc_wire_get_u32(h + 16);
+    *height = (int)pc_wire_get_u32(h + 20);
+    *width = (int)pc_wire_get_u32(h + 24);
+    *classes = (int)pc_wire_get_u32(h + 28);
     return PC_OK;
 }
 
@@ -483,12 +474,13 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
     int rc = read_header(path, f, h, err, errlen);
     float *buf = NULL;
     if (rc == PC_OK) {
-        make_header(m, want, get32(h + 40)); /* same architecture -> same bytes 8..39 */
+        make_header(m, want, pc_wire_get_u32(h + 40)); /* same architecture -> same bytes 8..39 */
         if (memcmp(h + 8, want + 8, 32) != 0)
             rc = pc_error_fmt(
                 PC_EFORMAT, err, errlen,
                 "%s: holds a different model (kind %u, %u parameters; expected %s, %zu)", path,
-                get32(h + 12), get32(h + 32), pc_model_kind_name(m->kind), m->nparams);
+                pc_wire_get_u32(h + 12), pc_wire_get_u32(h + 32), pc_model_kind_name(m->kind),
+                m->nparams);
     }
     if (rc == PC_OK && !(buf = malloc(m->nparams * sizeof(float))))
         rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
@@ -496,7 +488,7 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated parameters", path);
     if (rc == PC_OK && fgetc(f) != EOF)
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: trailing bytes after the parameters", path);
-    if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != get32(h + 40))
+    if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != pc_wire_get_u32(h + 40))
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)",
                           path);
     if (rc == PC_OK)
