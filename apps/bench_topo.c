@@ -48,8 +48,10 @@ static int agree(int status)
 int bench_topo_main(int argc, char **argv)
 {
     int provided, rank, size;
+    /* MPI_COMM_WORLD keeps MPI's default handler, MPI_ERRORS_ARE_FATAL: an MPI error in
+     * this program's own calls ends the job with MPI's message (the library's communicators
+     * return errors, and it checks them). */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
@@ -129,6 +131,10 @@ int bench_topo_main(int argc, char **argv)
         snprintf(line + len, sizeof(line) - (size_t)len, "%s", status ? " FAILED" : " verified");
     }
     char *all = rank == 0 ? malloc((size_t)size * LINE_LEN) : NULL;
+    if (rank == 0 && !all) {
+        fprintf(stderr, "pc-bench topo: out of memory gathering %d lines\n", size);
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL);
+    }
     MPI_Gather(line, LINE_LEN, MPI_CHAR, all, LINE_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         for (int r = 0; r < size && all; r++)

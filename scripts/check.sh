@@ -19,9 +19,12 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" = 0 ]; then
-    pc_setup slurmctld slurmd slurm-client munge
+    pc_setup slurmctld slurmd slurm-client munge $PC_OPTIONAL_PACKAGES
 else
     pc_setup
+    if command -v dpkg-query >/dev/null 2>&1 && [ -n "$(pc_missing $PC_OPTIONAL_PACKAGES)" ]; then
+        pc_say "not root and missing:$(pc_missing $PC_OPTIONAL_PACKAGES): the tests that need them are skipped"
+    fi
 fi
 
 PASSED=0

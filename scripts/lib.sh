@@ -6,10 +6,21 @@ PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages PipeCompress needs to build, test and run. Keep in step with README.md.
 PC_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev hwloc libcmocka-dev libopenblas-dev zlib1g-dev
-  libck-dev clang clang-format dataset-fashion-mnist python3-matplotlib"
+  libck-dev clang-format dataset-fashion-mnist python3-matplotlib"
+# Packages only some tests need: check.sh installs them as root; without them (and not
+# root) those tests are reported as skipped. clang: the libFuzzer targets.
+PC_OPTIONAL_PACKAGES="clang"
 
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# pc_missing PACKAGES...: the ones not installed (Debian), space-separated.
+pc_missing() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || printf ' %s' "$p"
+    done
+}
 
 # pc_setup [EXTRA PACKAGES...]: install what is missing of PC_PACKAGES and the extras.
 pc_setup() {

@@ -261,9 +261,9 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         if (c == -1)
             break;
         if (c == VAL_HELP || c == 'h')
-            return PC_CONFIG_HELP;
+            return PC_OPT_HELP;
         if (c == VAL_VERSION)
-            return PC_CONFIG_VERSION;
+            return PC_OPT_VERSION;
         if (c == '?') {
             if (optopt && optopt < LONG_ONLY_BASE - 2)
                 return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)",
@@ -364,15 +364,15 @@ int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const ch
 {
     if (rc == PC_OK)
         return -1;
-    if (speak && rc == PC_CONFIG_HELP) {
+    if (speak && rc == PC_OPT_HELP) {
         fprintf(out, "usage: %s\n", usage);
         pc_opt_usage(groups, ngroups, out);
-    } else if (speak && rc == PC_CONFIG_VERSION) {
+    } else if (speak && rc == PC_OPT_VERSION) {
         fprintf(out, "%s (PipeCompress) %s\n", prog, PACKAGE_VERSION);
     } else if (speak) {
         fprintf(errs, "%s: %s\n", prog, err);
     }
-    return rc == PC_CONFIG_HELP || rc == PC_CONFIG_VERSION ? 0 : 2;
+    return rc == PC_OPT_HELP || rc == PC_OPT_VERSION ? 0 : 2;
 }
 
 void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out)

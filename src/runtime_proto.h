@@ -1,5 +1,5 @@
 /* runtime_proto: the runtime's messages, encoded and validated in one place (private to
- * the library). No MPI here: pc_worker.c and pc_server.c move the bytes; this module says
+ * the library). No MPI here: the runtime's MPI files (doc/design.md lists them) move the bytes; this module says
  * what they are. Every message is little-endian, written field by field with the pc_wire
  * primitives; doc/wire-format.md gives each one byte by byte.
  *
@@ -25,7 +25,7 @@
  * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
  * (without ranks: the caller knows the sender and names it) and leaves its outputs
  * untouched. What only the receiver's state can tell (a duplicate, a message after the
- * end) the receiver checks. Every parser is fuzzed (tests/fuzz_runtime.c).
+ * end) the receiver checks. Every parser is fuzzed (tests/fuzz/fuzz_runtime.c).
  *
  * Threads and ownership: every function here is a pure function of its arguments and
  * thread-safe; buffers belong to the caller, and a parsed view (rt_layout_t, rt_grad_t)

@@ -4,10 +4,12 @@
  * PC_E* code on failure. One X-macro table yields the enum, pc_strerror() and
  * pc_errname(), so a code can never lack its message.
  *
- * Messages: a function that creates a handle or works without one takes
- * (char *err, size_t errlen) and writes a one-line message there through pc_error_fmt; a
- * function on a handle that is driven from a loop (pc_worker_*) keeps the message on the
- * handle instead (pc_worker_error). No other way: no printing, no errno. */
+ * Messages: pc_worker_* (driven from the training loop, failing also on the compressor
+ * thread's behalf) keep the message on the handle (pc_worker_error); every other function
+ * that can fail for a reason worth telling takes (char *err, size_t errlen) and writes a
+ * one-line message there through pc_error_fmt; functions that can fail only with
+ * PC_EINVAL or PC_ENOMEM take no buffer (pc_strerror says it all). No other way: no
+ * printing, no errno. */
 #ifndef PC_ERROR_H
 #define PC_ERROR_H
 

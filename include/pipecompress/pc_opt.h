@@ -59,11 +59,11 @@ typedef struct pc_opt_group {
 } pc_opt_group_t;
 
 /* Positive results of a parse that asked for something other than a run. */
-#define PC_CONFIG_HELP    1
-#define PC_CONFIG_VERSION 2
+#define PC_OPT_HELP    1
+#define PC_OPT_VERSION 2
 
 /* Parse argv[1..argc) into the groups' destination structs (which hold the defaults on
- * entry). Returns PC_OK, PC_CONFIG_HELP, PC_CONFIG_VERSION, or PC_EUSAGE with a one-line
+ * entry). Returns PC_OK, PC_OPT_HELP, PC_OPT_VERSION, or PC_EUSAGE with a one-line
  * message in err. Operands (arguments that are not flags) are an error unless
  * first_operand is not NULL, in which case parsing stops at the first one and its index
  * goes there (argc when none). On error the destination structs may hold some parsed

@@ -17,6 +17,10 @@
  *         pc_worker_iteration_end(w, &stop)
  *     pc_worker_finish(w); pc_worker_destroy(w); pc_runtime_destroy(rt);
  *
+ * Error messages (pc_error.h's rule): pc_runtime_* and pc_server_run write theirs into the
+ * caller's err buffer; pc_worker_create too (there is no worker yet); every other
+ * pc_worker_* call keeps its message on the worker, read with pc_worker_error.
+ *
  * Buffer lifetimes (the zero-copy contract, as in ps-lite):
  * - gradient buffers: after grad_ready(t) the runtime reads t's gradient until it has
  *   folded it into the chunk's error-feedback state; the caller must not write it again

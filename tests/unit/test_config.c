@@ -121,9 +121,9 @@ static void test_unknown_help_version_operands(void **state)
     assert_string_equal(err, "unknown flag '--frobnicate' (see --help)");
     assert_int_equal(PARSE(&cfg, err, "-q"), PC_EUSAGE);
     assert_string_equal(err, "unknown flag '-q' (see --help)");
-    assert_int_equal(PARSE(&cfg, err, "--help"), PC_CONFIG_HELP);
-    assert_int_equal(PARSE(&cfg, err, "-h"), PC_CONFIG_HELP);
-    assert_int_equal(PARSE(&cfg, err, "--version"), PC_CONFIG_VERSION);
+    assert_int_equal(PARSE(&cfg, err, "--help"), PC_OPT_HELP);
+    assert_int_equal(PARSE(&cfg, err, "-h"), PC_OPT_HELP);
+    assert_int_equal(PARSE(&cfg, err, "--version"), PC_OPT_VERSION);
     assert_int_equal(PARSE(&cfg, err, "stray"), PC_EUSAGE);
     assert_string_equal(err, "unexpected argument 'stray' (see --help)");
 }
@@ -267,8 +267,8 @@ static void test_opt_finish(void **state)
     char out[8192], errs[256];
     FILE *o = fmemopen(out, sizeof(out), "w"), *e = fmemopen(errs, sizeof(errs), "w");
     assert_int_equal(pc_opt_finish(PC_OK, &g, 1, "prog", "prog [flags]", "", 1, o, e), -1);
-    assert_int_equal(pc_opt_finish(PC_CONFIG_HELP, &g, 1, "prog", "prog [flags]", "", 1, o, e), 0);
-    assert_int_equal(pc_opt_finish(PC_CONFIG_VERSION, &g, 1, "prog", "u", "", 1, o, e), 0);
+    assert_int_equal(pc_opt_finish(PC_OPT_HELP, &g, 1, "prog", "prog [flags]", "", 1, o, e), 0);
+    assert_int_equal(pc_opt_finish(PC_OPT_VERSION, &g, 1, "prog", "u", "", 1, o, e), 0);
     assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "--x: bad", 1, o, e), 2);
     assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "silent", 0, o, e), 2);
     fclose(o);
