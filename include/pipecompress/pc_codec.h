@@ -107,6 +107,7 @@ typedef struct pc_codec_stats {
 /* Create a codec from a (valid) spec; the spec is copied. Returns PC_OK, PC_EINVAL (bad
  * spec) or PC_ENOMEM. */
 int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out);
+/* Free c and its scratch (NULL is accepted). No state of c may be in use. */
 void pc_codec_destroy(pc_codec_t *c);
 const pc_codec_spec_t *pc_codec_spec(const pc_codec_t *c);
 pc_codec_stats_t pc_codec_stats(const pc_codec_t *c);
@@ -119,6 +120,7 @@ size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n);
  * (zeroed) when error feedback is on, momentum for dgc. Owned by the caller; one thread at
  * a time. */
 int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out);
+/* Free st (NULL is accepted); the codec it was made with may be destroyed before or after. */
 void pc_codec_state_destroy(pc_codec_state_t *st);
 size_t pc_codec_state_n(const pc_codec_state_t *st);
 /* The residual (n floats) or NULL when error feedback is off; the momentum (dgc) or NULL.

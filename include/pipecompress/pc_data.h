@@ -49,6 +49,8 @@ int pc_data_load_fashion(const char *dir, int train, pc_dataset_t *ds, char *err
  * deterministic. which = 0 train, 1 test (same prototypes, other samples). */
 int pc_data_synthetic(uint32_t n, uint64_t seed, int which, pc_dataset_t *ds);
 
+/* Free what a loader allocated in ds and zero it (a zeroed ds is accepted; ds itself is
+ * the caller's). */
 void pc_data_free(pc_dataset_t *ds);
 
 /* The order of epoch e: a permutation of 0..n-1 (Fisher-Yates with Philox(seed, e)). */

@@ -52,13 +52,17 @@ typedef struct pc_model_hooks {
  * model cannot take), PC_ENOMEM. Parameters start at zero: call pc_model_init. */
 int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
                     int classes, float dropout, pc_model_t **out);
+/* Free m, its parameters, gradients and activations (NULL is accepted). */
 void pc_model_destroy(pc_model_t *m);
 
 /* He-uniform weights for layers followed by ReLU, Xavier-uniform for the last, zero biases,
  * all from Philox keyed by seed. */
 void pc_model_init(pc_model_t *m, uint64_t seed);
 
+/* The kind's flag spelling ("mlp"), or "?" for a value outside the table. Static string;
+ * thread-safe. */
 const char *pc_model_kind_name(pc_model_kind_t kind);
+/* Parameters of m (all tensors). Thread-safe. */
 size_t pc_model_nparams(const pc_model_t *m);
 float *pc_model_params(pc_model_t *m); /* the parameter slab, nparams floats */
 int pc_model_ntensors(const pc_model_t *m);

@@ -56,6 +56,7 @@ typedef struct pc_plan {
  * 0 elements, bad sizes) or PC_ENOMEM. Thread-safe. */
 int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_elems, int nservers,
                    pc_plan_t **out);
+/* Free plan (NULL is accepted). */
 void pc_plan_destroy(pc_plan_t *plan);
 
 /* Print the plan, one line per chunk and a per-server summary, each line prefixed. */

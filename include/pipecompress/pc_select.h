@@ -35,7 +35,10 @@ extern "C" {
 
 typedef struct pc_select pc_select_t;
 
+/* A selector: scratch for the radix select, grown on demand, and the vector kernels this
+ * CPU has. PC_OK or PC_ENOMEM (*out untouched). One thread at a time per selector. */
 int pc_select_create(pc_select_t **out);
+/* Free s and its scratch (NULL is accepted). */
 void pc_select_destroy(pc_select_t *s);
 
 /* Write to idx[0..k) the indices of the k largest |x[i]| (ties: lower index first), in

@@ -104,6 +104,7 @@ int pc_spsc_create(size_t capacity, size_t slot_size, pc_spsc_t **out);
  * otherwise synchronises with both threads first. */
 void pc_spsc_destroy(pc_spsc_t *q);
 
+/* Slots in q (a power of two, fixed at create). Either thread, any time. */
 static inline size_t pc_spsc_capacity(const pc_spsc_t *q)
 {
     return q->mask + 1;

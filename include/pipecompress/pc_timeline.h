@@ -25,6 +25,7 @@ typedef struct pc_timeline pc_timeline_t;
 /* A timeline for process `pid` (the MPI rank) whose timestamps count from origin_ns
  * (pc_time_ns at a moment all ranks share, e.g. after a barrier). */
 int pc_timeline_create(int pid, int64_t origin_ns, pc_timeline_t **out);
+/* Free tl and its events (NULL is accepted). No thread may still record into it. */
 void pc_timeline_destroy(pc_timeline_t *tl);
 
 /* Declare a track (thread) named name; returns its id or a negative PC_E* code. Not

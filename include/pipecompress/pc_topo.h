@@ -69,8 +69,10 @@ typedef struct pc_topo_plan pc_topo_plan_t;
  * PC_ENOMEM. The handle is read-only after creation: concurrent plan and bind calls are
  * thread-safe. */
 int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t errlen);
+/* Free topo (NULL is accepted); plans made from it must be destroyed first. */
 void pc_topo_destroy(pc_topo_t *topo);
 
+/* Cores and processing units (hardware threads) of the topology. Thread-safe. */
 int pc_topo_ncores(const pc_topo_t *topo);
 int pc_topo_npus(const pc_topo_t *topo);
 /* True for a topology of this machine (binding is possible), false for a synthetic one. */
@@ -88,6 +90,7 @@ int pc_topo_self(const pc_topo_t *topo, int rank, int nthreads, const char *cons
  * PC_ENOMEM) leave a one-line message in err and *out untouched. Thread-safe. */
 int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_topo_rank_t *ranks,
                         int nranks, pc_topo_plan_t **out, char *err, size_t errlen);
+/* Free plan (NULL is accepted). */
 void pc_topo_plan_destroy(pc_topo_plan_t *plan);
 
 /* Logical core index planned for thread t of local rank r, or -1 when unbound. */
