@@ -51,15 +51,6 @@ int pc_ckpt_dir_create(const char *dir, char *err, size_t errlen)
     return PC_OK;
 }
 
-static void fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 /* ---- writer: a pc_file writer under a checkpoint's name ------------------------------ */
 
 struct pc_ckpt_writer {
@@ -493,7 +484,7 @@ int pc_ckpt_remove(const char *dir, uint64_t iteration)
     closedir(d);
     if (rmdir(ck) != 0)
         return PC_EIO;
-    fsync_dir(dir);
+    pc_file_sync_dir(dir);
     return PC_OK;
 }
 

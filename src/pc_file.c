@@ -89,17 +89,21 @@ void pc_file_writer_abort(pc_file_writer_t *w)
     free(w);
 }
 
-/* fsync the directory holding path, so that the rename itself is durable. Best effort: a
- * file system that cannot sync directories still has the data. */
-static void fsync_parent(const char *path)
+void pc_file_sync_dir(const char *dir)
 {
-    char dir[PATH_LEN];
-    snprintf(dir, sizeof(dir), "%s", path);
-    int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
         fsync(fd);
         close(fd);
     }
+}
+
+/* fsync the directory holding path, so that the rename itself is durable. */
+static void fsync_parent(const char *path)
+{
+    char dir[PATH_LEN];
+    snprintf(dir, sizeof(dir), "%s", path);
+    pc_file_sync_dir(dirname(dir));
 }
 
 int pc_file_writer_commit(pc_file_writer_t *w, char *err, size_t errlen)

@@ -40,6 +40,10 @@ int pc_file_writer_commit(pc_file_writer_t *w, char *err, size_t errlen);
 /* Give up: remove the temporary file and free w (NULL is accepted). */
 void pc_file_writer_abort(pc_file_writer_t *w);
 
+/* fsync directory dir, so that renames and removals in it are durable. Best effort: a file
+ * system that cannot sync directories still has the data. Thread-safe. */
+void pc_file_sync_dir(const char *dir);
+
 /* CRC-32 (zlib's) of n bytes, continuing from crc (0 to start). Thread-safe. */
 uint32_t pc_file_crc(uint32_t crc, const void *p, size_t n);
 

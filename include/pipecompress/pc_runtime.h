@@ -84,7 +84,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
                       char *err, size_t errlen);
 /* Collective over the runtime's communicator (it frees its duplicates of the user's): every
  * rank calls it, after its worker is finished and destroyed or its server has returned.
- * Frees rt, its plan of threads and its buffers; the log passed to pc_runtime_create is
+ * Frees rt and everything it owns; the log passed to pc_runtime_create is
  * not closed. NULL is accepted (and is not collective). */
 void pc_runtime_destroy(pc_runtime_t *rt);
 
