@@ -453,29 +453,39 @@ void pc_rt__w_abort_requests(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    int64_t limit = (int64_t)(rt->cfg.timeout * 1e9);
+    /* One deadline for all the sends: destroy blocks for at most --timeout on them. */
+    int64_t deadline = pc_time_ns() + (int64_t)(rt->cfg.timeout * 1e9);
     for (int ci = 0; ci < w->nchunks; ci++) {
         wchunk_t *c = &w->chunks[ci];
         int server = w->ops->servers ? pc_rt__server_rank(rt, c->server) : -1;
         if (w->recvs[ci] != MPI_REQUEST_NULL) {
             /* A cancelled receive completes at once (cancelled or, if the update came in
-             * meanwhile, received): its buffer is free afterwards. */
+             * meanwhile, received): its buffer is free afterwards. If the cancel or the
+             * wait fails, the receive may still be posted: MPI may still write the buffer,
+             * so it stays allocated (leaked, said so). */
             if (PC_MPI_CHECK_PEER(MPI_Cancel(&w->recvs[ci]), server, why, sizeof(why)) != PC_OK ||
                 PC_MPI_CHECK_PEER(MPI_Wait(&w->recvs[ci], MPI_STATUS_IGNORE), server, why,
-                                  sizeof(why)) != PC_OK)
-                pc_log_write(rt->log, PC_LOG_WARN, NULL, "worker r%d: destroy: %s", rt->rank, why);
+                                  sizeof(why)) != PC_OK) {
+                pc_log_write(rt->log, PC_LOG_WARN, NULL,
+                             "worker r%d: destroy: the update receive of chunk %u from server "
+                             "r%d: %s; its %zu-byte buffer is left allocated",
+                             rt->rank, c->id, server, why, c->recv_cap);
+                c->recvbuf = NULL;
+                w->recvs[ci] = MPI_REQUEST_NULL;
+            }
         }
-        int64_t start = pc_time_ns();
         pc_backoff_t b;
         pc_backoff_init(&b);
         while (w->sends[ci] != MPI_REQUEST_NULL) {
             int flag = 0;
-            if (PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE), server, why,
-                                  sizeof(why)) != PC_OK ||
-                (!flag && pc_time_ns() - start > limit)) {
-                /* MPI may still read the buffer: it stays allocated (leaked, said so). */
-                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, why, sizeof(why)) ==
-                    PC_OK)
+            bool failed = PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE),
+                                            server, why, sizeof(why)) != PC_OK;
+            if (failed || (!flag && pc_time_ns() > deadline)) {
+                /* MPI may still read the buffer: it stays allocated (leaked, said so). The
+                 * first failure's message stays: MPI_Test's, or MPI_Request_free's. */
+                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, failed ? NULL : why,
+                                      failed ? 0 : sizeof(why)) == PC_OK &&
+                    !failed)
                     snprintf(why, sizeof(why), "not delivered within %g s", rt->cfg.timeout);
                 pc_log_write(rt->log, PC_LOG_WARN, NULL,
                              "worker r%d: destroy: the gradient of chunk %u to server r%d: %s; "
