@@ -310,11 +310,14 @@ int pc_rt__w_check_thread(pc_worker_t *w)
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started", tensor);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: grad_ready(%d): no such tensor, or not started", w->rt->rank,
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready('%s', %zu, %zu): bad range for %zu elements",
-                     t->name, begin, end, t->n);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: grad_ready('%s', %zu, %zu): bad range for %zu elements",
+                     w->rt->rank, t->name, begin, end, t->n);
     if (!w->t_first_ready)
         w->t_first_ready = pc_time_ns();
     desc_t d = {
@@ -348,7 +351,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
 int pc_worker_grad_ready(pc_worker_t *w, int tensor)
 {
     if (tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor", tensor);
+        return WFAIL(&w->main, PC_EINVAL, "worker r%d: grad_ready(%d): no such tensor", w->rt->rank,
+                     tensor);
     return pc_worker_grad_ready_range(w, tensor, 0, w->tensors[tensor].n);
 }
 
@@ -387,7 +391,9 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
 int pc_worker_param_wait(pc_worker_t *w, int tensor)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started", tensor);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: param_wait(%d): no such tensor, or not started", w->rt->rank,
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
