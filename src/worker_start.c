@@ -373,6 +373,10 @@ int pc_worker_start(pc_worker_t *w)
 {
     int rc;
     uint64_t resume = 0;
+    /* What the steps below change besides what release_started frees: restored on failure,
+     * so a failed start leaves the worker as registered. */
+    const uint64_t iter0 = w->iter, last_ckpt0 = w->last_ckpt, hash0 = w->rt->model_hash;
+    const bool have_ckpt0 = w->have_ckpt;
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)
@@ -394,6 +398,10 @@ int pc_worker_start(pc_worker_t *w)
     return PC_OK;
 fail:
     release_started(w);
+    w->iter = iter0;
+    w->last_ckpt = last_ckpt0;
+    w->have_ckpt = have_ckpt0;
+    w->rt->model_hash = hash0;
     return rc;
 }
 
