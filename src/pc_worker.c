@@ -41,14 +41,48 @@
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
 
+/* Whether release r is expected: a tensor of the current iteration, not yet released in
+ * it. Backprop thread (the MPI thread too with --pipeline off). */
+static bool release_expected(const pc_worker_t *w, const rel_t *r)
+{
+    return r->tensor >= 0 && r->tensor < w->ntensors && r->iteration == w->iter &&
+           !w->rel_seen[r->tensor];
+}
+
+/* Count release r (release_expected). Backprop thread. */
+static void take_release(pc_worker_t *w, const rel_t *r)
+{
+    w->rel_seen[r->tensor] = 1;
+    w->released++;
+}
+
+/* An unexpected release: an internal error. Backprop thread. */
+static int bad_release(pc_worker_t *w, const rel_t *r)
+{
+    bool known = r->tensor >= 0 && r->tensor < w->ntensors;
+    return WFAIL(&w->main, PC_ESTATE,
+                 "worker r%d: internal error: gradient buffer of tensor %d ('%s') released for "
+                 "iteration %llu while iteration %llu's were awaited%s",
+                 w->rt->rank, (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
+                 (unsigned long long)r->iteration, (unsigned long long)w->iter,
+                 known && r->iteration == w->iter ? " (released twice)" : "");
+}
+
 /* Give tensor t's gradient buffer back to the backprop thread. */
 static void release_tensor(pc_worker_t *w, int t, uint64_t it)
 {
+    rel_t r = {.tensor = t, .iteration = it};
     if (!w->pipelined) {
-        w->released++;
+        /* Inline: this is the backprop thread; an unexpected release is reported by
+         * pc_rt__w_wait_releases. */
+        if (release_expected(w, &r))
+            take_release(w, &r);
+        else if (!w->have_bad_rel) {
+            w->bad_rel = r;
+            w->have_bad_rel = true;
+        }
         return;
     }
-    rel_t r = {.tensor = t, .iteration = it};
     /* q_back holds four iterations of releases and the backprop thread drains it every
      * iteration: the push cannot wait for long. */
     pc_spsc_push_wait(w->q_back, &r, -1, NULL);
@@ -407,11 +441,15 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->pipelined) {
+        if (w->have_bad_rel)
+            return bad_release(w, &w->bad_rel);
         if (w->released < (uint64_t)w->ntensors)
             return WFAIL(&w->main, PC_ESTATE,
-                         "iteration %llu ended with %llu of %d gradients handed over",
-                         (unsigned long long)w->iter, (unsigned long long)w->released, w->ntensors);
+                         "worker r%d: iteration %llu ended with %llu of %d gradients handed over",
+                         rt->rank, (unsigned long long)w->iter, (unsigned long long)w->released,
+                         w->ntensors);
         w->released = 0;
+        memset(w->rel_seen, 0, (size_t)w->ntensors);
         return PC_OK;
     }
     int64_t limit = (int64_t)(rt->cfg.timeout * 1e9), start = pc_time_ns();
@@ -423,9 +461,11 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
             return rc;
         rc = pc_spsc_pop_wait(w->q_back, &r, 10000000, &waited); /* re-check every 10 ms */
         w->exposed += (double)waited * 1e-9;
-        if (rc == PC_OK)
-            w->released++;
-        else if (pc_time_ns() - start > limit)
+        if (rc == PC_OK) {
+            if (!release_expected(w, &r))
+                return bad_release(w, &r);
+            take_release(w, &r);
+        } else if (pc_time_ns() - start > limit)
             return WFAIL(&w->main, PC_ETIMEDOUT,
                          "worker r%d: timed out after %g s waiting for gradient buffers of "
                          "iteration %llu to be released (%llu of %d tensors)",
@@ -433,6 +473,7 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
                          (unsigned long long)w->released, w->ntensors);
     }
     w->released = 0;
+    memset(w->rel_seen, 0, (size_t)w->ntensors);
     return PC_OK;
 }
 

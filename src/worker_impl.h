@@ -162,6 +162,9 @@ struct pc_worker {
     double loss, accuracy; /* reported for the current iteration */
     uint32_t hwm;
     uint64_t released;
+    uint8_t *rel_seen; /* per tensor: released in this iteration (released counts them) */
+    rel_t bad_rel;     /* --pipeline off: the first release that was not expected */
+    bool have_bad_rel;
     pc_worker_metrics_t pending; /* the previous iteration, compressor side still open */
     bool have_pending;
     pc_worker_metrics_t last;
