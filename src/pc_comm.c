@@ -60,8 +60,15 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
         (rc = PC_MPI_CHECK(MPI_Comm_size(node, &lsize), err, errlen)) != PC_OK)
         goto out;
     all = malloc(sizeof(*all) * (size_t)lsize);
-    if (!all) {
-        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory gathering placement");
+    /* Whether every rank of the node has its buffer: one that ran out of memory must not
+     * skip the gather the others are in, so the failure is collective (same error on all). */
+    int ok = all != NULL;
+    rc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, node), err, errlen);
+    if (rc != PC_OK)
+        goto out;
+    if (!ok) {
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory gathering placement (on %s)",
+                          all ? "another rank of this node" : "this rank");
         goto out;
     }
     rc = PC_MPI_CHECK(

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,9 +90,17 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     pc_runtime_t *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
+    /* The collectives' receive buffers, before the first collective (runtime_impl.h). */
+    rt->ckpt_outcomes = malloc((size_t)CKPT_OUTCOME_BYTES * (size_t)size);
+    rt->gather_counts = malloc(sizeof(int) * (size_t)size);
+    rt->gather_displs = malloc(sizeof(int) * (size_t)size);
+    if (!rt->ckpt_outcomes || !rt->gather_counts || !rt->gather_displs) {
+        pc_runtime_destroy(rt);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    }
     rt->cfg = checked;
     cfg = &rt->cfg;
-    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
     pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
     rt->spec.seed = (uint64_t)cfg->seed;
     rt->optim = (pc_optim_cfg_t){.lr = cfg->lr,
@@ -200,6 +209,9 @@ void pc_runtime_destroy(pc_runtime_t *rt)
     pc_log_destroy(rt->own_log);
     pc_timeline_destroy(rt->tl);
     free(rt->metrics);
+    free(rt->ckpt_outcomes);
+    free(rt->gather_counts);
+    free(rt->gather_displs);
     free(rt);
 }
 
@@ -265,42 +277,49 @@ void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 }
 
 /* Collective: gather len bytes of data from every rank to rank 0, which writes
- * head + data... + tail to path, crash-safe (pc_file). */
+ * head + data... + tail to path, crash-safe (pc_file). Rank 0 decides whether it can take
+ * the data (a total that fits MPI's int displacements, and the memory for it) and tells
+ * every rank, so all skip the data's gather together and return the same error. */
 static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const char *path,
                         const char *head, const char *sep, const char *tail, char *err,
                         size_t errlen)
 {
     int mine = (int)(len > INT32_MAX ? INT32_MAX : len), rc;
-    int *counts = NULL, *displs = NULL;
+    int *counts = rt->gather_counts, *displs = rt->gather_displs; /* allocated at creation */
     char *all = NULL;
-    if (rt->rank == 0) {
-        counts = calloc((size_t)rt->size, sizeof(int));
-        displs = calloc((size_t)rt->size, sizeof(int));
-        if (!counts || !displs) {
-            free(counts);
-            free(displs);
-            counts = displs = NULL;
-        }
-    }
     rc = PC_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->comm), err, errlen);
-    long total = 0;
-    if (rc == PC_OK && rt->rank == 0 && counts) {
+    if (rc != PC_OK)
+        return rc;
+    int verdict = PC_OK;
+    if (rt->rank == 0) {
+        long long total = 0;
         for (int r = 0; r < rt->size; r++) {
             displs[r] = (int)total;
             total += counts[r];
+            if (total > INT_MAX) {
+                verdict = PC_ERANGE;
+                break;
+            }
         }
-        all = malloc((size_t)total + 1);
+        if (verdict == PC_OK && !(all = malloc((size_t)total + 1)))
+            verdict = PC_ENOMEM;
     }
+    rc = PC_MPI_CHECK(MPI_Bcast(&verdict, 1, MPI_INT, 0, rt->comm), err, errlen);
+    if (rc == PC_OK && verdict != PC_OK)
+        rc = rt->rank == 0
+                 ? pc_error_fmt(verdict, err, errlen, "cannot write '%s': %s", path,
+                                verdict == PC_ERANGE ? "the ranks' parts exceed 2 GiB in all"
+                                                     : "out of memory")
+                 : pc_error_fmt(verdict, err, errlen,
+                                "cannot write '%s': rank 0 cannot gather it (%s)", path,
+                                pc_strerror(verdict));
     if (rc == PC_OK)
         rc = PC_MPI_CHECK(
             MPI_Gatherv(data, mine, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, rt->comm), err,
             errlen);
     if (rc == PC_OK && rt->rank == 0) {
         pc_file_writer_t *f = NULL;
-        if (!all)
-            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "cannot write '%s': out of memory", path);
-        else
-            rc = pc_file_writer_open(path, &f, err, errlen);
+        rc = pc_file_writer_open(path, &f, err, errlen);
         if (rc == PC_OK) {
             pc_file_writer_write(f, head, strlen(head));
             const char *s = "";
@@ -316,8 +335,6 @@ static int gather_write(pc_runtime_t *rt, const char *data, size_t len, const ch
         }
     }
     free(all);
-    free(counts);
-    free(displs);
     return rc;
 }
 

@@ -41,14 +41,48 @@
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
 
+/* Whether release r is expected: a tensor of the current iteration, not yet released in
+ * it. Backprop thread (the MPI thread too with --pipeline off). */
+static bool release_expected(const pc_worker_t *w, const rel_t *r)
+{
+    return r->tensor >= 0 && r->tensor < w->ntensors && r->iteration == w->iter &&
+           !w->rel_seen[r->tensor];
+}
+
+/* Count release r (release_expected). Backprop thread. */
+static void take_release(pc_worker_t *w, const rel_t *r)
+{
+    w->rel_seen[r->tensor] = 1;
+    w->released++;
+}
+
+/* An unexpected release: an internal error. Backprop thread. */
+static int bad_release(pc_worker_t *w, const rel_t *r)
+{
+    bool known = r->tensor >= 0 && r->tensor < w->ntensors;
+    return WFAIL(&w->main, PC_ESTATE,
+                 "worker r%d: internal error: gradient buffer of tensor %d ('%s') released for "
+                 "iteration %llu while iteration %llu's were awaited%s",
+                 w->rt->rank, (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
+                 (unsigned long long)r->iteration, (unsigned long long)w->iter,
+                 known && r->iteration == w->iter ? " (released twice)" : "");
+}
+
 /* Give tensor t's gradient buffer back to the backprop thread. */
 static void release_tensor(pc_worker_t *w, int t, uint64_t it)
 {
+    rel_t r = {.tensor = t, .iteration = it};
     if (!w->pipelined) {
-        w->released++;
+        /* Inline: this is the backprop thread; an unexpected release is reported by
+         * pc_rt__w_wait_releases. */
+        if (release_expected(w, &r))
+            take_release(w, &r);
+        else if (!w->have_bad_rel) {
+            w->bad_rel = r;
+            w->have_bad_rel = true;
+        }
         return;
     }
-    rel_t r = {.tensor = t, .iteration = it};
     /* q_back holds four iterations of releases and the backprop thread drains it every
      * iteration: the push cannot wait for long. */
     pc_spsc_push_wait(w->q_back, &r, -1, NULL);
@@ -310,11 +344,14 @@ int pc_rt__w_check_thread(pc_worker_t *w)
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started", tensor);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: grad_ready(%d): no such tensor, or not started", w->rt->rank,
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready('%s', %zu, %zu): bad range for %zu elements",
-                     t->name, begin, end, t->n);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: grad_ready('%s', %zu, %zu): bad range for %zu elements",
+                     w->rt->rank, t->name, begin, end, t->n);
     if (!w->t_first_ready)
         w->t_first_ready = pc_time_ns();
     desc_t d = {
@@ -348,7 +385,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
 int pc_worker_grad_ready(pc_worker_t *w, int tensor)
 {
     if (tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "grad_ready(%d): no such tensor", tensor);
+        return WFAIL(&w->main, PC_EINVAL, "worker r%d: grad_ready(%d): no such tensor", w->rt->rank,
+                     tensor);
     return pc_worker_grad_ready_range(w, tensor, 0, w->tensors[tensor].n);
 }
 
@@ -387,7 +425,9 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
 int pc_worker_param_wait(pc_worker_t *w, int tensor)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started", tensor);
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: param_wait(%d): no such tensor, or not started", w->rt->rank,
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
@@ -401,11 +441,15 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->pipelined) {
+        if (w->have_bad_rel)
+            return bad_release(w, &w->bad_rel);
         if (w->released < (uint64_t)w->ntensors)
             return WFAIL(&w->main, PC_ESTATE,
-                         "iteration %llu ended with %llu of %d gradients handed over",
-                         (unsigned long long)w->iter, (unsigned long long)w->released, w->ntensors);
+                         "worker r%d: iteration %llu ended with %llu of %d gradients handed over",
+                         rt->rank, (unsigned long long)w->iter, (unsigned long long)w->released,
+                         w->ntensors);
         w->released = 0;
+        memset(w->rel_seen, 0, (size_t)w->ntensors);
         return PC_OK;
     }
     int64_t limit = (int64_t)(rt->cfg.timeout * 1e9), start = pc_time_ns();
@@ -417,9 +461,11 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
             return rc;
         rc = pc_spsc_pop_wait(w->q_back, &r, 10000000, &waited); /* re-check every 10 ms */
         w->exposed += (double)waited * 1e-9;
-        if (rc == PC_OK)
-            w->released++;
-        else if (pc_time_ns() - start > limit)
+        if (rc == PC_OK) {
+            if (!release_expected(w, &r))
+                return bad_release(w, &r);
+            take_release(w, &r);
+        } else if (pc_time_ns() - start > limit)
             return WFAIL(&w->main, PC_ETIMEDOUT,
                          "worker r%d: timed out after %g s waiting for gradient buffers of "
                          "iteration %llu to be released (%llu of %d tensors)",
@@ -427,6 +473,7 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
                          (unsigned long long)w->released, w->ntensors);
     }
     w->released = 0;
+    memset(w->rel_seen, 0, (size_t)w->ntensors);
     return PC_OK;
 }
 
@@ -453,29 +500,39 @@ void pc_rt__w_abort_requests(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    int64_t limit = (int64_t)(rt->cfg.timeout * 1e9);
+    /* One deadline for all the sends: destroy blocks for at most --timeout on them. */
+    int64_t deadline = pc_time_ns() + (int64_t)(rt->cfg.timeout * 1e9);
     for (int ci = 0; ci < w->nchunks; ci++) {
         wchunk_t *c = &w->chunks[ci];
         int server = w->ops->servers ? pc_rt__server_rank(rt, c->server) : -1;
         if (w->recvs[ci] != MPI_REQUEST_NULL) {
             /* A cancelled receive completes at once (cancelled or, if the update came in
-             * meanwhile, received): its buffer is free afterwards. */
+             * meanwhile, received): its buffer is free afterwards. If the cancel or the
+             * wait fails, the receive may still be posted: MPI may still write the buffer,
+             * so it stays allocated (leaked, said so). */
             if (PC_MPI_CHECK_PEER(MPI_Cancel(&w->recvs[ci]), server, why, sizeof(why)) != PC_OK ||
                 PC_MPI_CHECK_PEER(MPI_Wait(&w->recvs[ci], MPI_STATUS_IGNORE), server, why,
-                                  sizeof(why)) != PC_OK)
-                pc_log_write(rt->log, PC_LOG_WARN, NULL, "worker r%d: destroy: %s", rt->rank, why);
+                                  sizeof(why)) != PC_OK) {
+                pc_log_write(rt->log, PC_LOG_WARN, NULL,
+                             "worker r%d: destroy: the update receive of chunk %u from server "
+                             "r%d: %s; its %zu-byte buffer is left allocated",
+                             rt->rank, c->id, server, why, c->recv_cap);
+                c->recvbuf = NULL;
+                w->recvs[ci] = MPI_REQUEST_NULL;
+            }
         }
-        int64_t start = pc_time_ns();
         pc_backoff_t b;
         pc_backoff_init(&b);
         while (w->sends[ci] != MPI_REQUEST_NULL) {
             int flag = 0;
-            if (PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE), server, why,
-                                  sizeof(why)) != PC_OK ||
-                (!flag && pc_time_ns() - start > limit)) {
-                /* MPI may still read the buffer: it stays allocated (leaked, said so). */
-                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, why, sizeof(why)) ==
-                    PC_OK)
+            bool failed = PC_MPI_CHECK_PEER(MPI_Test(&w->sends[ci], &flag, MPI_STATUS_IGNORE),
+                                            server, why, sizeof(why)) != PC_OK;
+            if (failed || (!flag && pc_time_ns() > deadline)) {
+                /* MPI may still read the buffer: it stays allocated (leaked, said so). The
+                 * first failure's message stays: MPI_Test's, or MPI_Request_free's. */
+                if (PC_MPI_CHECK_PEER(MPI_Request_free(&w->sends[ci]), server, failed ? NULL : why,
+                                      failed ? 0 : sizeof(why)) == PC_OK &&
+                    !failed)
                     snprintf(why, sizeof(why), "not delivered within %g s", rt->cfg.timeout);
                 pc_log_write(rt->log, PC_LOG_WARN, NULL,
                              "worker r%d: destroy: the gradient of chunk %u to server r%d: %s; "

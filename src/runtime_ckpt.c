@@ -72,7 +72,7 @@ typedef struct outcome {
     char why[240];
 } outcome_t;
 /* Gathered as raw bytes (MPI_BYTE) from every rank: no padding, one size everywhere. */
-_Static_assert(sizeof(outcome_t) == 256 && offsetof(outcome_t, why) == 16,
+_Static_assert(sizeof(outcome_t) == CKPT_OUTCOME_BYTES && offsetof(outcome_t, why) == 16,
                "outcome_t travels as 256 raw bytes");
 
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
@@ -88,17 +88,14 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
         pc_ckpt_writer_abort(w);
         snprintf(mine.why, sizeof(mine.why), "%s", why ? why : pc_strerror(rc));
     }
-    outcome_t *all = malloc(sizeof(outcome_t) * (size_t)rt->size);
-    if (!all)
-        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    /* Allocated with the runtime: every rank always takes part in the collective. */
+    outcome_t *all = rt->ckpt_outcomes;
     char mpi[256];
     int mrc = PC_MPI_CHECK(
         MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, rt->comm), mpi,
         sizeof(mpi));
-    if (mrc != PC_OK) {
-        free(all);
+    if (mrc != PC_OK)
         return pc_error_fmt(mrc, err, errlen, "checkpoint of iteration %" PRIu64 ": %s", it, mpi);
-    }
     int out = PC_OK;
     for (int r = 0; r < rt->size && out == PC_OK; r++)
         if (all[r].rc != PC_OK)
@@ -109,10 +106,8 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
         pc_ckpt_meta_t m;
         pc_rt__ckpt_meta(rt, it, &m);
         pc_ckpt_file_t *files = malloc(sizeof(pc_ckpt_file_t) * (size_t)rt->size);
-        if (!files) {
-            free(all);
+        if (!files)
             return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-        }
         for (int r = 0; r < rt->size; r++)
             files[r] = (pc_ckpt_file_t){.size = all[r].size, .crc = all[r].crc};
         out = pc_ckpt_manifest_write(rt->cfg.checkpoint_dir, &m, files, err, errlen);
@@ -127,7 +122,6 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
                          rt->cfg.checkpoint_dir);
         }
     }
-    free(all);
     /* Only rank 0 knows whether the manifest went down; a failure there ends its run (the
      * previous checkpoint stays the newest complete one). */
     return out;

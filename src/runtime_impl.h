@@ -47,10 +47,17 @@ struct pc_runtime {
     size_t metrics_len, metrics_cap;
     pc_timeline_t *tl;   /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
     uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
-    int stop_signal;     /* the signal all ranks agreed to stop on (0: none); workers: set by
-                            the backprop thread in iteration_end before the compressor thread
-                            sends TAG_DONE (ordered by the q_ready push/pop); servers: from
-                            TAG_DONE */
+    /* Receive buffers of the rank-wide collectives, rt->size entries each, allocated at
+     * creation so that no rank can run out of memory and skip a collective the others are
+     * in: the outcomes of pc_rt__ckpt_finish (CKPT_OUTCOME_BYTES each), and the counts and
+     * displacements of the metrics and timeline gather. Only the thread that runs those
+     * collectives (the backprop thread, or the server thread) uses them. */
+    void *ckpt_outcomes;
+    int *gather_counts, *gather_displs;
+    int stop_signal; /* the signal all ranks agreed to stop on (0: none); workers: set by
+                        the backprop thread in iteration_end before the compressor thread
+                        sends TAG_DONE (ordered by the q_ready push/pop); servers: from
+                        TAG_DONE */
 };
 
 /* Timeline tracks. */
@@ -91,7 +98,9 @@ void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 
 /* Collective over rt->comm, every rank once at the end: gather every rank's metrics lines
  * and timeline to rank 0, which writes --metrics and --timeline (temporary file, then
- * rename). PC_OK, or an MPI or I/O error with a message in err. Then no thread may add
+ * rename). PC_OK, or an error with a message in err: an MPI error, PC_ENOMEM or PC_ERANGE
+ * (rank 0 cannot take the data: the same on every rank), or rank 0's I/O error. Then no
+ * thread may add
  * metrics or events any more. */
 int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
@@ -99,6 +108,8 @@ int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 #define CKPT_MAGIC   "PCCKRANK"
 #define CKPT_VERSION 1u
+/* The size of one rank's outcome record in pc_rt__ckpt_finish (rt->ckpt_outcomes). */
+#define CKPT_OUTCOME_BYTES 256
 
 /* The header of a rank's checkpoint file (native byte order; 32 bytes). */
 typedef struct ckpt_header {

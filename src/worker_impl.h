@@ -162,6 +162,9 @@ struct pc_worker {
     double loss, accuracy; /* reported for the current iteration */
     uint32_t hwm;
     uint64_t released;
+    uint8_t *rel_seen; /* per tensor: released in this iteration (released counts them) */
+    rel_t bad_rel;     /* --pipeline off: the first release that was not expected */
+    bool have_bad_rel;
     pc_worker_metrics_t pending; /* the previous iteration, compressor side still open */
     bool have_pending;
     pc_worker_metrics_t last;
@@ -196,9 +199,10 @@ int pc_rt__w_wait_releases(pc_worker_t *w);
 int pc_rt__w_stop_thread(pc_worker_t *w, bool abort);
 
 /* After the compressor thread is gone (or never ran), before the buffers are freed:
- * cancel the posted update receives and complete the gradient sends, each bounded by
- * --timeout; a send that does not complete in time is freed with MPI_Request_free and its
- * buffer left allocated (MPI may still read it), with a warning in the log. Backprop
+ * cancel the posted update receives and complete the gradient sends, all the sends within
+ * one --timeout; a send that does not complete in time is freed with MPI_Request_free and
+ * its buffer left allocated (MPI may still read it), with a warning in the log; so is the
+ * buffer of a receive whose cancel or wait fails (MPI may still write it). Backprop
  * thread, from pc_worker_destroy. */
 void pc_rt__w_abort_requests(pc_worker_t *w);
 

@@ -192,8 +192,11 @@ static int setup_chunks(pc_worker_t *w)
     w->ready_list = malloc(sizeof(int) * nc);
     w->queued = malloc(sizeof(int) * nc);
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
+    w->rel_seen = calloc((size_t)w->ntensors, 1);
+    w->released = 0;
+    w->have_bad_rel = false;
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->queued || !w->tensor_pending)
+        !w->queued || !w->tensor_pending || !w->rel_seen)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -354,6 +357,7 @@ static void release_started(pc_worker_t *w)
     free(w->ready_list);
     free(w->queued);
     free(w->tensor_pending);
+    free(w->rel_seen);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
     pc_codec_destroy(w->codec_dense);
@@ -363,6 +367,7 @@ static void release_started(pc_worker_t *w)
     w->sends = w->recvs = NULL;
     w->statuses = NULL;
     w->done_idx = w->ready_list = w->queued = w->tensor_pending = NULL;
+    w->rel_seen = NULL;
     w->nchunks = 0;
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;
@@ -373,6 +378,10 @@ int pc_worker_start(pc_worker_t *w)
 {
     int rc;
     uint64_t resume = 0;
+    /* What the steps below change besides what release_started frees: restored on failure,
+     * so a failed start leaves the worker as registered. */
+    const uint64_t iter0 = w->iter, last_ckpt0 = w->last_ckpt, hash0 = w->rt->model_hash;
+    const bool have_ckpt0 = w->have_ckpt;
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)
@@ -394,6 +403,10 @@ int pc_worker_start(pc_worker_t *w)
     return PC_OK;
 fail:
     release_started(w);
+    w->iter = iter0;
+    w->last_ckpt = last_ckpt0;
+    w->have_ckpt = have_ckpt0;
+    w->rt->model_hash = hash0;
     return rc;
 }
 

@@ -47,7 +47,8 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
  * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),
  * and plan with `bind`. Collective over comm. On success *plan owns the node's plan and
  * *local_rank is the caller's index in it. Every rank of the node gets the same plan or
- * the same planning error (PC_EUSAGE, PC_ETOPO), with a message in err; MPI failures give
+ * the same planning error (PC_EUSAGE, PC_ETOPO, or PC_ENOMEM when a rank of the node ran
+ * out of memory), with a message in err; MPI failures give
  * PC_EMPI. Call from one thread per rank. */
 int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind, int nthreads,
                       const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,

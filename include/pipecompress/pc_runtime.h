@@ -157,9 +157,11 @@ int pc_worker_finish(pc_worker_t *w);
  * caller's. After pc_worker_finish (or a failed or absent pc_worker_start) it only frees.
  * On a started worker that did not finish (an error path, or an abandoned run) it also
  * stops the compressor thread without draining its queue and joins it (no thread is left
- * detached), cancels the posted update receives, and completes the gradient sends; a send
- * still incomplete after --timeout is released with MPI_Request_free and its buffer left
- * allocated (MPI may still read it), with a warning in the log. The servers are not told:
+ * detached), cancels the posted update receives, and completes the gradient sends; the
+ * sends share one deadline, --timeout after destroy began settling them, and a send still
+ * incomplete then is released with MPI_Request_free and its buffer left allocated (MPI may
+ * still read it), with a warning in the log. A receive whose cancel fails also keeps its
+ * buffer allocated (MPI may still write it), with a warning. The servers are not told:
  * they time out. Call before MPI_Finalize, from the backprop thread, with rt still alive. */
 void pc_worker_destroy(pc_worker_t *w);
 
