@@ -17,6 +17,14 @@ int bench_compress_main(int argc, char **argv);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
 
+/* The --reps row both timing benchmarks' flag tables share; TYPE is the options struct
+ * with an int field reps. */
+#define BENCH_OPT_REPS(TYPE)                                                                       \
+    {                                                                                              \
+        .name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(TYPE, reps),     \
+        .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"          \
+    }
+
 /* Median of n doubles (sorts v in place). */
 double bench_median(double *v, size_t n);
 

@@ -33,14 +33,7 @@ typedef struct opts {
 } opts_t;
 
 static const pc_opt_t compress_opts[] = {
-    {.name = "reps",
-     .short_name = 'r',
-     .type = PC_OPT_INT,
-     .offset = offsetof(opts_t, reps),
-     .min = 1,
-     .max = 101,
-     .metavar = "R",
-     .help = "repetitions; medians are reported"},
+    BENCH_OPT_REPS(opts_t),
     {.name = "sizes",
      .type = PC_OPT_STRING,
      .offset = offsetof(opts_t, sizes),
