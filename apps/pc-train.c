@@ -325,7 +325,7 @@ int main(int argc, char **argv)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
-    int64_t total = (int64_t)ipe * o.epochs;
+    int64_t total = run_length(&o, &cfg, size, train.n); /* ipe * --epochs */
     if (cfg.iters > 0 && cfg.iters < total)
         total = cfg.iters;
     /* Where to begin: 0, or the checkpoint's iteration with --resume (the data order of an
