@@ -81,6 +81,12 @@ static const pc_opt_t config_opts[] = {
      .offset = offsetof(pc_config_t, pull),
      .choices = PC_CONFIG_PULL_TABLE(PC_OPT_CHOICE_TEXT) + 1,
      .help = "how updated parameters travel back"},
+    {.name = "priority",
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(pc_config_t, priority),
+     .choices = PC_CONFIG_PRIORITY_TABLE(PC_OPT_CHOICE_TEXT) + 1,
+     .help = "compress, send and aggregate first what the next forward pass needs first, or "
+             "in the order gradients became ready"},
     {.name = "seed",
      .type = PC_OPT_INT64,
      .offset = offsetof(pc_config_t, seed),
@@ -209,6 +215,7 @@ void pc_config_defaults(pc_config_t *cfg)
      * BytePS's minimum compress size and DGC's treatment of small layers, they go dense. */
     cfg->compress_min_bytes = 65536;
     cfg->pull = PC_PULL_AUTO;
+    cfg->priority = PC_PRIORITY_FORWARD;
     cfg->seed = 42;
     cfg->timeout = 300;
     cfg->iters = 0;

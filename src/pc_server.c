@@ -13,7 +13,9 @@
  *   all workers' are in, then decoded into the sum in worker-rank order, each scaled by
  *   1/W: the mean gradient, bit for bit the same in every run.
  * - Chunks progress independently: each has its own buffers and iteration counter, so a
- *   slow chunk holds up only itself.
+ *   slow chunk holds up only itself. With --priority forward (the default) a chunk whose
+ *   gradients are all in is aggregated once no message is waiting, lowest chunk id first:
+ *   the workers' next forward pass needs the first layers first. With fifo, at once.
  * - Idle: the loop backs off (spin, yield, then naps up to 1 ms): an idle server costs
  *   next to nothing. A wait with no message for --timeout seconds is an error naming what
  *   was awaited.
@@ -54,6 +56,7 @@ typedef struct server {
     int nmine;
     schunk_t *mine;
     int *local; /* chunk id -> index in mine, or -1 */
+    int nready; /* --priority forward: chunks with every worker's gradient, not completed */
     /* Per-iteration metrics, two slots: chunks are at most one iteration apart. */
     struct {
         uint64_t it;
@@ -381,9 +384,27 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     }
     k->msgs[src] = buf;
     k->grads[src] = g;
-    if (++k->have == rt->nworkers)
+    if (++k->have < rt->nworkers)
+        return PC_OK;
+    if (rt->cfg.priority == PC_PRIORITY_FIFO)
         return complete_chunk(s, k, err, errlen);
+    s->nready++; /* completed by complete_next, in forward order */
     return PC_OK;
+}
+
+/* --priority forward: complete the ready chunk (every worker's gradient in) that the
+ * workers' next forward pass needs first: the lowest chunk id (mine[] is in id order). The
+ * loop calls it only when no message is waiting, so chunks that became ready together are
+ * aggregated front layer first. */
+static int complete_next(server_t *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->nmine; i++)
+        if (s->mine[i].have == s->rt->nworkers) {
+            s->nready--;
+            return complete_chunk(s, &s->mine[i], err, errlen);
+        }
+    return pc_error_fmt(PC_ESTATE, err, errlen, "server r%d: internal error: no chunk ready",
+                        s->rt->rank);
 }
 
 /* What the server is waiting for, for timeout messages. */
@@ -445,6 +466,14 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         if ((rc = PC_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, rt->comm, &flag, &m, &st),
                                err, errlen)) != PC_OK)
             break;
+        if (!flag && s.nready > 0) {
+            /* Nothing waiting: aggregate the most urgent ready chunk, then look again. */
+            if ((rc = complete_next(&s, err, errlen)) != PC_OK)
+                break;
+            last = pc_time_ns();
+            pc_backoff_init(&b);
+            continue;
+        }
         if (!flag) {
             if (pc_time_ns() - last > limit) {
                 char what[512];

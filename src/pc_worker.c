@@ -126,8 +126,8 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 }
 
 /* ps: fold every completed chunk into its error-feedback state first, so gradient buffers
- * go back as early as possible, then queue the chunks for compression (FIFO; folds of later
- * hand-overs may overtake). */
+ * go back as early as possible, then queue the chunks for compression (pc_rt__queue_push: by
+ * --priority; folds of later hand-overs may overtake compressions). */
 static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
@@ -150,23 +150,21 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
         pc_rt__w_chunk_done(w, c, it);
     }
     for (int j = 0; j < nlist; j++)
-        w->queued[(w->queued_head + w->nqueued++) % (size_t)w->nchunks] = list[j];
+        pc_rt__queue_push(&w->queue, list[j]);
     return PC_OK;
 }
 
-/* ps: compress and send the oldest folded chunk; *did tells whether there was one. Between
- * two of these the compressor thread folds whatever was handed over meanwhile, so a
+/* ps: compress and send the next folded chunk (pc_rt__queue_pop); *did tells whether there was one.
+ * Between two of these the compressor thread folds whatever was handed over meanwhile, so a
  * gradient buffer waits for at most one chunk's compression before it is released. */
 static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    *did = w->nqueued > 0;
+    *did = w->queue.n > 0;
     if (!*did)
         return PC_OK;
-    wchunk_t *c = &w->chunks[w->queued[w->queued_head]];
-    w->queued_head = (w->queued_head + 1) % (size_t)w->nchunks;
-    w->nqueued--;
+    wchunk_t *c = &w->chunks[pc_rt__queue_pop(&w->queue)];
     uint64_t it = c->fold_it;
     int server = pc_rt__server_rank(rt, c->server);
     /* The previous send from this buffer completed long ago (its update came back). */
@@ -315,7 +313,7 @@ void *pc_rt__w_compressor_main(void *arg)
             rc = w->ops->progress(w, &got, me);
         if (rc != PC_OK)
             break;
-        if (stopping && !w->nqueued && !updates_outstanding(w)) {
+        if (stopping && !w->queue.n && !updates_outstanding(w)) {
             rc = w->ops->done(w, me);
             break;
         }

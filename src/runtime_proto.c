@@ -225,3 +225,45 @@ int pc_rt__ckpt_req_parse(const uint8_t *msg, size_t len, uint64_t *it, char *er
     *it = pc_wire_get_u64(msg);
     return PC_OK;
 }
+
+/* ---- the order chunks travel in -------------------------------------------------------- */
+
+void pc_rt__queue_push(rt_queue_t *q, int id)
+{
+    if (!q->forward) {
+        q->slot[(q->head + q->n++) % q->cap] = id;
+        return;
+    }
+    size_t i = q->n++;
+    while (i > 0 && q->slot[(i - 1) / 2] > id) { /* sift up */
+        q->slot[i] = q->slot[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->slot[i] = id;
+}
+
+int pc_rt__queue_pop(rt_queue_t *q)
+{
+    if (!q->forward) {
+        int id = q->slot[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        return id;
+    }
+    int top = q->slot[0], last = q->slot[--q->n];
+    size_t i = 0, n = q->n;
+    for (;;) { /* sift the last entry down from the root */
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && q->slot[c + 1] < q->slot[c])
+            c++;
+        if (q->slot[c] >= last)
+            break;
+        q->slot[i] = q->slot[c];
+        i = c;
+    }
+    if (n)
+        q->slot[i] = last;
+    return top;
+}

@@ -34,6 +34,7 @@
 #define PC_RUNTIME_PROTO_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -189,6 +190,27 @@ void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it);
  * on PC_EFORMAT it is untouched. Whether the iteration is the one the server is at is the
  * server's check. */
 int pc_rt__ckpt_req_parse(const uint8_t *msg, size_t len, uint64_t *it, char *err, size_t errlen);
+
+/* ---- the order chunks travel in (no message: the worker's queue) ----------------------
+ * A worker's folded chunks wait in this queue for compression. FORWARD order is a binary
+ * min-heap on the chunk id: chunks are numbered in forward order, so the chunk the next
+ * forward pass needs first leaves first, and a front layer's chunk overtakes back layers'
+ * chunks queued before it (backward produces the first layer's gradient last). FIFO order
+ * is a ring. The order changes when a chunk travels, never what it carries. One thread
+ * owns a queue. */
+typedef struct rt_queue {
+    int *slot;      /* cap entries, the caller's */
+    size_t cap;     /* the most chunks queued at once */
+    size_t head, n; /* fifo: the ring's first slot; both: the entries queued */
+    bool forward;   /* min-heap (forward order) instead of a ring */
+} rt_queue_t;
+
+/* Queue chunk id (the queue holds fewer than cap). */
+void pc_rt__queue_push(rt_queue_t *q, int id);
+
+/* Take the next chunk: the lowest id (forward) or the oldest (fifo). The queue must not be
+ * empty. */
+int pc_rt__queue_pop(rt_queue_t *q);
 
 #pragma GCC visibility pop
 

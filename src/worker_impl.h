@@ -110,7 +110,7 @@ typedef struct worker_ops {
     int (*share_initial)(pc_worker_t *w, uint64_t resume, wthread_t *me);
     /* The chunks in list (n of them) of iteration it are completely handed over. */
     int (*chunks_ready)(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me);
-    /* Send the oldest chunk waiting to be sent; *did says whether there was one. */
+    /* Send the next chunk waiting to be sent (by --priority); *did says whether there was one. */
     int (*send_one)(pc_worker_t *w, bool *did, wthread_t *me);
     /* Apply the updates that have arrived; *got counts them. */
     int (*progress)(pc_worker_t *w, int *got, wthread_t *me);
@@ -152,8 +152,9 @@ struct pc_worker {
     /* MPI thread only */
     int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
     int *ready_list;
-    int *queued; /* ring of folded chunks awaiting compression (nchunks slots) */
-    size_t queued_head, nqueued;
+    /* Folded chunks awaiting compression, in --priority order (runtime_proto.h); its slots
+     * (nchunks) are owned by the worker. */
+    rt_queue_t queue;
     /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
     /* backprop thread */

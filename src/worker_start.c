@@ -190,13 +190,15 @@ static int setup_chunks(pc_worker_t *w)
     w->done_idx = malloc(sizeof(int) * nc);
     w->statuses = malloc(sizeof(MPI_Status) * nc);
     w->ready_list = malloc(sizeof(int) * nc);
-    w->queued = malloc(sizeof(int) * nc);
+    w->queue = (rt_queue_t){.slot = malloc(sizeof(int) * nc),
+                            .cap = nc,
+                            .forward = w->rt->cfg.priority == PC_PRIORITY_FORWARD};
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     w->rel_seen = calloc((size_t)w->ntensors, 1);
     w->released = 0;
     w->have_bad_rel = false;
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->queued || !w->tensor_pending || !w->rel_seen)
+        !w->queue.slot || !w->tensor_pending || !w->rel_seen)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -355,7 +357,7 @@ static void release_started(pc_worker_t *w)
     free(w->done_idx);
     free(w->statuses);
     free(w->ready_list);
-    free(w->queued);
+    free(w->queue.slot);
     free(w->tensor_pending);
     free(w->rel_seen);
     pc_plan_destroy(w->plan);
@@ -366,7 +368,8 @@ static void release_started(pc_worker_t *w)
     w->chunks = NULL;
     w->sends = w->recvs = NULL;
     w->statuses = NULL;
-    w->done_idx = w->ready_list = w->queued = w->tensor_pending = NULL;
+    w->done_idx = w->ready_list = w->tensor_pending = NULL;
+    w->queue = (rt_queue_t){0};
     w->rel_seen = NULL;
     w->nchunks = 0;
     w->plan = NULL;

@@ -28,6 +28,10 @@ extern "C" {
  * choice strings come from these tables. */
 #define PC_CONFIG_MODE_TABLE(X) X(PS, "ps") X(ALLREDUCE, "allreduce")
 #define PC_CONFIG_PULL_TABLE(X) X(AUTO, "auto") X(DENSE, "dense") X(SPARSE, "sparse")
+/* --priority: the order in which folded chunks are compressed and sent, and completed chunks
+ * aggregated on a server: FORWARD, the order the next forward pass needs them (the lowest
+ * chunk id, i.e. the first layer, first); FIFO, the order their gradients became ready. */
+#define PC_CONFIG_PRIORITY_TABLE(X) X(FORWARD, "forward") X(FIFO, "fifo")
 
 typedef enum pc_config_mode {
 #define PC_CONFIG_MODE_ENUM(name, text) PC_MODE_##name,
@@ -41,6 +45,12 @@ typedef enum pc_config_pull {
 #undef PC_CONFIG_PULL_ENUM
 } pc_config_pull_t;
 
+typedef enum pc_config_priority {
+#define PC_CONFIG_PRIORITY_ENUM(name, text) PC_PRIORITY_##name,
+    PC_CONFIG_PRIORITY_TABLE(PC_CONFIG_PRIORITY_ENUM)
+#undef PC_CONFIG_PRIORITY_ENUM
+} pc_config_priority_t;
+
 typedef struct pc_config {
     int servers;                       /* --servers S: ranks acting as parameter servers */
     char bind[PC_CONFIG_BIND_LEN];     /* --bind auto|none|LIST (see pc_topo.h) */
@@ -51,6 +61,7 @@ typedef struct pc_config {
     int64_t chunk_bytes;               /* --chunk-bytes: largest chunk of a tensor */
     int64_t compress_min_bytes;        /* --compress-min-bytes: smaller chunks travel dense */
     int pull;                          /* --pull auto|dense|sparse: a pc_config_pull_t */
+    int priority;                      /* --priority forward|fifo: a pc_config_priority_t */
     int64_t seed;                      /* --seed: every random choice derives from it */
     double timeout;                    /* --timeout SECONDS: longest wait before aborting */
     int64_t iters;                     /* --iters N: stop after N iterations (0: the program's) */

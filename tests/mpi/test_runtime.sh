@@ -5,6 +5,7 @@
 #  - --pipeline on and off save bitwise-identical parameters (topk, dgc with 2 servers; 2 to
 #    4 workers);
 #  - --pull dense and sparse give bitwise-identical parameters;
+#  - --priority forward and fifo give bitwise-identical parameters;
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
 #  - metrics: one line per worker and server iteration; inline exposed == compress time;
@@ -49,6 +50,18 @@ same "dgc, 2 servers, 64 KiB chunks" 4 --servers 2 --chunk-bytes 64K --compress 
 same "randomk fp16 values" 3 --compress randomk:ratio=0.05,values=fp16
 same "randomk, 4 workers, 2 servers" 6 --servers 2 --compress randomk:ratio=0.05
 same "allreduce" 2 --mode allreduce --compress none
+
+# Priority order: chunks travel front layer first or in hand-over order, to the same bits.
+# Small chunks and 2 servers give each worker and server many chunks to order.
+prio() { # NAME NP FLAGS...
+    local name=$1 np=$2; shift 2
+    "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority forward --save "$tmp/fw.bin" >"$tmp/fw.log" 2>&1 \
+        && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority fifo --save "$tmp/ff.bin" >"$tmp/ff.log" 2>&1 \
+        && cmp -s "$tmp/fw.bin" "$tmp/ff.bin" && ok "$name: --priority forward == fifo" \
+        || { bad "$name: --priority forward != fifo"; tail -3 "$tmp/fw.log" "$tmp/ff.log"; }
+}
+prio "topk, 3 workers, 2 servers, 4 KiB chunks" 5 --servers 2 --chunk-bytes 4K --compress topk:ratio=0.01
+prio "dgc, 2 workers, inline" 3 --chunk-bytes 4K --compress dgc:ratio=0.01 --pipeline off
 
 # --compress-min-bytes: chunks under it travel uncompressed. With a bound above every
 # chunk, top-k never runs: the result is the uncompressed run's, bit for bit.

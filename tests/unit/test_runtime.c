@@ -1,7 +1,8 @@
 /* test_runtime: the runtime's pure parts: flag combinations (pc_runtime_check_config) and
  * every runtime message (runtime_proto: layout, init, gradient, pull dense and sparse,
  * done, checkpoint request): byte layout, round trips, and rejection of malformed ones
- * without writing. The MPI behaviour is tested by tests/mpi/test_runtime.sh. */
+ * without writing; the order of the worker's chunk queue (--priority). The MPI behaviour is
+ * tested by tests/mpi/test_runtime.sh. */
 #include <math.h>
 #include <stdlib.h>
 #include <setjmp.h>
@@ -426,6 +427,54 @@ static void test_pull_bytes(void **state)
     assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 4), 0xbf800000u);
 }
 
+/* The chunk queue: forward order pops the lowest id queued (a front layer overtakes back
+ * layers queued before it), fifo the oldest; random interleavings of pushes and pops
+ * against a reference (a sorted set, a list). */
+static void test_queue_order(void **state)
+{
+    (void)state;
+    enum { CAP = 37 };
+    int slots[CAP];
+    /* Backward hands chunks over last layer first: forward order reverses that. */
+    rt_queue_t q = {.slot = slots, .cap = CAP, .forward = true};
+    for (int id = 9; id >= 0; id--)
+        pc_rt__queue_push(&q, id);
+    for (int id = 0; id < 10; id++)
+        assert_int_equal(pc_rt__queue_pop(&q), id);
+    assert_int_equal(q.n, 0);
+    q = (rt_queue_t){.slot = slots, .cap = CAP, .forward = false};
+    for (int id = 9; id >= 0; id--)
+        pc_rt__queue_push(&q, id);
+    for (int id = 9; id >= 0; id--)
+        assert_int_equal(pc_rt__queue_pop(&q), id);
+    for (int forward = 0; forward < 2; forward++) {
+        q = (rt_queue_t){.slot = slots, .cap = CAP, .forward = forward};
+        bool in[CAP] = {false};
+        int fifo[4096], fh = 0, ft = 0;
+        uint32_t x = 12345;
+        for (int step = 0; step < 4000; step++) {
+            x = x * 1664525u + 1013904223u;
+            int id = (int)((x >> 8) % CAP);
+            if (((x >> 20) & 1) && !in[id]) { /* push a chunk not queued (each at most once) */
+                in[id] = true;
+                fifo[ft++ % 4096] = id;
+                pc_rt__queue_push(&q, id);
+            } else if (q.n > 0) {
+                int want = -1;
+                if (forward) {
+                    for (int k = 0; k < CAP && want < 0; k++)
+                        if (in[k])
+                            want = k;
+                } else {
+                    want = fifo[fh++ % 4096];
+                }
+                assert_int_equal(pc_rt__queue_pop(&q), want);
+                in[want] = false;
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_grad),
         cmocka_unit_test(test_done_and_ckpt),
+        cmocka_unit_test(test_queue_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
