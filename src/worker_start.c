@@ -193,10 +193,15 @@ static int setup_chunks(pc_worker_t *w)
     w->queued = malloc(sizeof(int) * nc);
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     w->rel_seen = calloc((size_t)w->ntensors, 1);
+    /* pc_worker_breakdown's gather (and, after it, a scratch column for the medians):
+     * allocated here so that the collective never fails on one rank alone. */
+    w->bd_send = malloc(sizeof(double) * BD_RING * BD_FIELDS);
+    w->bd_all = malloc(sizeof(double) * BD_RING * (BD_FIELDS + 1) * (size_t)w->rt->nworkers);
     w->released = 0;
     w->have_bad_rel = false;
+    w->nhist = 0;
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->queued || !w->tensor_pending || !w->rel_seen)
+        !w->queued || !w->tensor_pending || !w->rel_seen || !w->bd_send || !w->bd_all)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -358,6 +363,8 @@ static void release_started(pc_worker_t *w)
     free(w->queued);
     free(w->tensor_pending);
     free(w->rel_seen);
+    free(w->bd_send);
+    free(w->bd_all);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
     pc_codec_destroy(w->codec_dense);
@@ -368,6 +375,7 @@ static void release_started(pc_worker_t *w)
     w->statuses = NULL;
     w->done_idx = w->ready_list = w->queued = w->tensor_pending = NULL;
     w->rel_seen = NULL;
+    w->bd_send = w->bd_all = NULL;
     w->nchunks = 0;
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;
