@@ -229,6 +229,30 @@ static void fmt_eta(double s, char *buf, size_t len)
     snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
+/* Iterations the progress line's medians cover (per worker), and how often every worker
+ * takes the breakdown collective: often enough that a print is never long overdue, rarely
+ * enough that the collective costs nothing (one small allgather per 20 iterations). */
+#define PRINT_WINDOW 20
+
+/* The progress line: loss and accuracy since the last print, throughput, and the medians
+ * of the last PRINT_WINDOW iterations over all workers (pc_worker_breakdown). */
+static void print_progress(int epoch, int epochs, int64_t it, int64_t total, double loss,
+                           double acc, double samples, const pc_worker_breakdown_t *b,
+                           const char *eta)
+{
+    printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | median of %d "
+           "iters x %d workers: iter %.2f ms = compute %.2f + wait release %.2f, back-pressure "
+           "%.2f, compress %.2f, network %.2f, server %.2f, inline compress %.2f | compress "
+           "%.2f ms exposed %.2f ms | slowest r%d compute %.2f ms | %.1f KB/iter sent | ETA "
+           "%s\n",
+           epoch, epochs, (long long)it, (long long)total, loss, acc, samples, b->window,
+           b->workers, b->t_iteration * 1e3, b->t_compute * 1e3, b->t_wait_release * 1e3,
+           b->t_wait_backpressure * 1e3, b->t_wait_compress * 1e3, b->t_wait_network * 1e3,
+           b->t_wait_server * 1e3, b->t_compress_inline * 1e3, b->t_compress * 1e3,
+           b->t_exposed * 1e3, b->slowest, b->slowest_compute * 1e3, b->bytes_sent / 1024, eta);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -357,9 +381,8 @@ int main(int argc, char **argv)
         hooks.layer_end = hook_layer_end;
     }
     int64_t t0 = pc_time_ns(), last_print = t0;
-    double loss_sum = 0, comp_sum = 0, exp_sum = 0;
-    long seen = 0, correct_sum = 0, nmetrics = 0;
-    uint64_t bytes_sum = 0;
+    double loss_sum = 0;
+    long seen = 0, correct_sum = 0;
     bool stop = false;
     int64_t it = first;
     double test_acc = -1;
@@ -386,31 +409,28 @@ int main(int argc, char **argv)
             loss_sum += loss;
             correct_sum += ok;
             seen += B;
-            pc_worker_metrics_t mt;
-            if (pc_worker_last_metrics(w, &mt) && mt.iteration == it - 1) {
-                comp_sum += mt.t_compress;
-                exp_sum += mt.t_exposed;
-                bytes_sum += mt.bytes_sent;
-                nmetrics++;
-            }
-            int64_t now = pc_time_ns();
-            if (rank == 0 &&
-                (it == 0 || now - last_print > 2000000000LL || it + 1 == total || i + 1 == ipe)) {
-                double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
-                char eta[32];
-                fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
-                printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | "
-                       "compress %.2f ms exposed %.2f ms /iter | %.1f KB/iter sent | ETA %s\n",
-                       epoch + 1, o.epochs, (long long)it + 1, (long long)total,
-                       loss_sum / (seen / B), 100.0 * correct_sum / seen, rate * B * W,
-                       nmetrics ? comp_sum / nmetrics * 1e3 : 0,
-                       nmetrics ? exp_sum / nmetrics * 1e3 : 0,
-                       nmetrics ? (double)bytes_sum / nmetrics / 1024 : 0, eta);
-                fflush(stdout);
-                last_print = now;
-                loss_sum = 0;
-                correct_sum = 0;
-                seen = 0;
+            /* The breakdown is a collective over the workers: every worker takes it at the
+             * same iterations (this rule reads nothing but the iteration), and rank 0 prints
+             * at those of them that come 2 s after its last print, and at the first, the
+             * epoch's last and the run's last. */
+            if (it == first || (it + 1 - first) % PRINT_WINDOW == 0 || it + 1 == total ||
+                i + 1 == ipe) {
+                pc_worker_breakdown_t bd;
+                if (pc_worker_breakdown(w, PRINT_WINDOW, &bd) != PC_OK)
+                    die("breakdown", pc_worker_error(w));
+                int64_t now = pc_time_ns();
+                if (rank == 0 && (it == first || now - last_print > 2000000000LL ||
+                                  it + 1 == total || i + 1 == ipe)) {
+                    double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
+                    char eta[32];
+                    fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
+                    print_progress(epoch + 1, o.epochs, it + 1, total, loss_sum / (seen / B),
+                                   100.0 * correct_sum / seen, rate * B * W, &bd, eta);
+                    last_print = now;
+                    loss_sum = 0;
+                    correct_sum = 0;
+                    seen = 0;
+                }
             }
         }
         if (rank == 0 && !stop) {

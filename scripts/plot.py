@@ -3,16 +3,17 @@
 
   scripts/plot.py e2e RESULTS.json [--out PREFIX]
       PREFIX-MODEL-wN.png  per model and worker count, one panel per network: each mode's
-                        median iteration split into forward compute, waiting for updates,
-                        backward compute and waiting for buffer releases (compression
-                        inline, or the allreduce), stacked (scripts/bench/e2e.sh)
+                        iteration split into the breakdown's parts (medians of each):
+                        compute, wait release, back-pressure, wait compress, wait network,
+                        wait server, inline compression, stacked (scripts/bench/e2e.sh)
 
   scripts/plot.py metrics.jsonl [--out PREFIX]
       PREFIX-loss.png   training loss and accuracy of worker 0 per iteration, test accuracy
                         per epoch (pc-train)
-      PREFIX-time.png   per-iteration time breakdown of worker 0, stacked: forward compute,
-                        waiting for parameters, backward, exposed compression (the backprop
-                        thread waiting on the pipeline); total compression as a line
+      PREFIX-time.png   the breakdown of worker 0 per iteration, stacked: compute, wait
+                        release, back-pressure, wait compress, wait network, wait server,
+                        inline compression (doc/api.md, Metrics, defines them); total and
+                        exposed compression as lines
 
 Uses Debian's python3-matplotlib (hence /usr/bin/python3). Exits 2 with one line on bad
 input: a missing or unreadable file, a line that is not JSON, no worker rows.
@@ -75,9 +76,10 @@ def e2e(argv):
         import matplotlib.pyplot as plt
     except ImportError:
         fail("matplotlib is missing: install the Debian package python3-matplotlib")
-    parts = [("forward_compute", "forward compute"), ("wait_update", "waiting for updates"),
-             ("backward_compute", "backward compute"),
-             ("wait_release", "waiting for releases (compression inline / allreduce)")]
+    parts = [("compute", "compute"), ("wait_release", "wait release"),
+             ("wait_backpressure", "back-pressure"), ("wait_compress", "wait compress"),
+             ("wait_network", "wait network"), ("wait_server", "wait server"),
+             ("compress_inline", "compression inline")]
     order = ["shm", "10g", "1g"]
     for model in sorted({r["model"] for r in runs}):
         for w in sorted({r["workers"] for r in runs if r["model"] == model}):
@@ -156,16 +158,26 @@ def main():
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ms = lambda key: smooth([1e3 * r[key] for r in w0], window)
-    fwd_compute = [max(0.0, f - p) for f, p in zip(ms("t_forward"), ms("t_param_wait"))]
-    parts = [("forward compute", fwd_compute), ("waiting for parameters", ms("t_param_wait")),
-             ("backward", ms("t_backward")),
-             ("exposed compression (backprop waiting on it)", ms("t_exposed"))]
+    for r in w0:
+        if "t_wait_release" not in r:
+            fail("worker rows without the breakdown (t_wait_release ...): metrics of an "
+                 "older build")
+    waits = ("t_param_wait", "t_wait_release", "t_wait_backpressure", "t_compress_inline")
+    compute = smooth([1e3 * max(0.0, r["t_iteration"] - sum(r[k] for k in waits))
+                      for r in w0], window)
+    parts = [("compute", compute), ("wait release", ms("t_wait_release")),
+             ("back-pressure", ms("t_wait_backpressure")),
+             ("wait compress", ms("t_wait_compress")),
+             ("wait network", ms("t_wait_network")), ("wait server", ms("t_wait_server")),
+             ("compression inline", ms("t_compress_inline"))]
     bottom = [0.0] * len(it)
     for label, vals in parts:
         ax.fill_between(it, bottom, [b + v for b, v in zip(bottom, vals)], label=label, alpha=0.7)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.plot(it, ms("t_compress"), color="black", linestyle="--",
             label="total compression (any thread)")
+    ax.plot(it, ms("t_exposed"), color="black", linestyle=":",
+            label="exposed compression (<= total)")
     ax.set_xlabel("iteration")
     ax.set_ylabel("milliseconds per iteration")
     mode = "pipelined" if w0[0].get("pipeline") else "inline"

@@ -313,8 +313,11 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     int rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
     if (rc != PC_OK)
         return rc;
-    size_t len =
-        pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged, rt->cfg.pull);
+    /* The server's time on the chunk, which the workers' breakdown counts as t_wait_server:
+     * from the start of aggregation (the last worker's message has just arrived) to the
+     * push being posted. A duration on this host's clock: hosts need no common clock. */
+    size_t len = pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged,
+                                    rt->cfg.pull, (uint64_t)(pc_time_ns() - t0));
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
                                          rt->comm, &k->sends[w]),

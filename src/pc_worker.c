@@ -119,6 +119,8 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
         c->remaining -= b - a;
         if (c->remaining == 0) {
             c->remaining = c->n;
+            /* Its lifecycle slot starts afresh (ctimes_t: read only after its version). */
+            c->tm[d->iteration & 1] = (ctimes_t){.handed = d->t_ready};
             w->ready_list[n++] = ci;
         }
     }
@@ -138,6 +140,8 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
         c->fold_it = it;
         int rc = pc_codec_fold(c->codec, c->st, c->g);
         int64_t t1 = pc_time_ns();
+        c->tm[it & 1].fold0 = t0;
+        c->tm[it & 1].fold1 = t1;
         atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0),
                                   memory_order_relaxed);
         snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
@@ -175,8 +179,9 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     size_t len = 0;
     int64_t t0 = pc_time_ns();
     rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
-    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
-                              memory_order_relaxed);
+    int64_t t1 = pc_time_ns();
+    c->tm[it & 1].comp1 = t1;
+    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: compressing chunk %u: %s", rt->rank, c->id,
                      pc_strerror(rc));
@@ -192,9 +197,11 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
+    int64_t t2 = pc_time_ns();
+    c->tm[it & 1].sent = t2;
     char ev[40];
     snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
-    pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
+    pc_rt__trace(rt, me->track, ev, t0, t2);
     return PC_OK;
 }
 
@@ -221,15 +228,21 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
             return WFAIL(me, rc, "worker r%d: update of chunk %u: %s", rt->rank, c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
-        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, why, sizeof(why));
+        uint64_t server_ns = 0;
+        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, &server_ns, why,
+                               sizeof(why));
+        int64_t t1 = pc_time_ns();
         char ev[40];
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
-        pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
+        pc_rt__trace(rt, me->track, ev, t0, t1);
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
                          server, why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
-        /* Release pairs with param_wait's acquire: the parameters are written. */
+        c->tm[c->recv_it & 1].update_in = t1;
+        c->tm[c->recv_it & 1].server_ns = (int64_t)server_ns; /* <= PC_RT_PULL_MAX_SERVER_NS */
+        /* Release pairs with param_wait's acquire: the parameters (and the chunk's
+         * lifecycle times, ctimes_t) are written. */
         atomic_store_explicit(&c->version, c->recv_it + 1, memory_order_release);
         (*got)++;
     }
@@ -350,19 +363,24 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         return WFAIL(&w->main, PC_EINVAL,
                      "worker r%d: grad_ready('%s', %zu, %zu): bad range for %zu elements",
                      w->rt->rank, t->name, begin, end, t->n);
+    int64_t now = pc_time_ns();
     if (!w->t_first_ready)
-        w->t_first_ready = pc_time_ns();
-    desc_t d = {
-        .kind = D_READY, .tensor = tensor, .iteration = w->iter, .begin = begin, .end = end};
+        w->t_first_ready = now;
+    desc_t d = {.kind = D_READY,
+                .tensor = tensor,
+                .iteration = w->iter,
+                .begin = begin,
+                .end = end,
+                .t_ready = now};
     if (!w->pipelined) {
         uint64_t c0 = atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed);
         int rc = on_ready(w, &d, &w->main);
         for (bool did = true; rc == PC_OK && did;)
             rc = w->ops->send_one(w, &did, &w->main);
-        /* Inline, the compression time is exactly what backprop is exposed to. */
-        w->exposed +=
-            (double)(atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed) - c0) *
-            1e-9;
+        /* Inline, the compression this thread ran is exactly what backprop is exposed to
+         * (the counter is this thread's own here: relaxed suffices). */
+        w->compress_inline +=
+            (int64_t)(atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed) - c0);
         return rc;
     }
     int rc = pc_rt__w_check_thread(w);
@@ -370,7 +388,10 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         return rc;
     int64_t waited = 0;
     rc = pc_spsc_push_wait(w->q_ready, &d, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);
-    w->exposed += (double)waited * 1e-9;
+    if (waited > 0) {
+        w->wait_backpressure += waited;
+        pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", now, now + waited);
+    }
     if (rc != PC_OK)
         return WFAIL(&w->main, rc, "worker r%d: the compressor thread took no descriptor for %g s",
                      w->rt->rank, w->rt->cfg.timeout);
@@ -416,7 +437,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
                          (unsigned long long)(want - 1));
         pc_backoff_pause(&b);
     }
-    w->param_wait += (double)(pc_time_ns() - start) * 1e-9;
+    pc_rt__w_account_update_wait(w, c, start, pc_time_ns());
     return PC_OK;
 }
 
@@ -450,7 +471,7 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         memset(w->rel_seen, 0, (size_t)w->ntensors);
         return PC_OK;
     }
-    int64_t limit = (int64_t)(rt->cfg.timeout * 1e9), start = pc_time_ns();
+    int64_t limit = (int64_t)(rt->cfg.timeout * 1e9), start = pc_time_ns(), total = 0;
     while (w->released < (uint64_t)w->ntensors) {
         rel_t r;
         int64_t waited = 0;
@@ -458,7 +479,8 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         if (rc != PC_OK)
             return rc;
         rc = pc_spsc_pop_wait(w->q_back, &r, 10000000, &waited); /* re-check every 10 ms */
-        w->exposed += (double)waited * 1e-9;
+        w->wait_release += waited;
+        total += waited;
         if (rc == PC_OK) {
             if (!release_expected(w, &r))
                 return bad_release(w, &r);
@@ -470,6 +492,8 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
                          rt->rank, rt->cfg.timeout, (unsigned long long)w->iter,
                          (unsigned long long)w->released, w->ntensors);
     }
+    if (total > 0)
+        pc_rt__trace(rt, TRACK_MAIN, "wait release", start, start + total);
     w->released = 0;
     memset(w->rel_seen, 0, (size_t)w->ntensors);
     return PC_OK;

@@ -111,7 +111,7 @@ int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, floa
 /* ---- pull -------------------------------------------------------------------------------- */
 
 size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                          const uint32_t *changed, size_t nchanged, int mode)
+                          const uint32_t *changed, size_t nchanged, int mode, uint64_t server_ns)
 {
     /* A sparse entry costs 8 bytes, a dense one 4: sparse must at least halve the entries
      * to pay; auto wants it to quarter them (decode work, margin). */
@@ -123,7 +123,9 @@ size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float
                           .chunk = chunk,
                           .n = (uint32_t)n,
                           .iteration = it};
-    uint8_t *q = buf + PC_WIRE_HEADER_BYTES;
+    pc_wire_put_u64(buf + PC_WIRE_HEADER_BYTES,
+                    server_ns < PC_RT_PULL_MAX_SERVER_NS ? server_ns : PC_RT_PULL_MAX_SERVER_NS);
+    uint8_t *q = buf + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES;
     if (sparse) {
         for (size_t j = 0; j < nchanged; j++)
             pc_wire_put_u32(q + 4 * j, changed[j]);
@@ -134,18 +136,18 @@ size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float
             pc_wire_put_u32(q + 4 * j, u);
         }
         h.entries = (uint32_t)nchanged;
-        h.payload = (uint32_t)(8 * nchanged);
+        h.payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 8 * nchanged);
     } else {
         pc_wire_put_f32s(q, p, n);
         h.entries = (uint32_t)n;
-        h.payload = (uint32_t)(4 * n);
+        h.payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 4 * n);
     }
     pc_wire_header_write(&h, buf);
     return PC_WIRE_HEADER_BYTES + h.payload;
 }
 
 int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
-                      size_t n, char *err, size_t errlen)
+                      size_t n, uint64_t *server_ns, char *err, size_t errlen)
 {
     pc_wire_header_t h;
     int rc = pc_wire_header_read(msg, len, &h, err, errlen);
@@ -158,13 +160,18 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
                             "chunk %u, n %zu, iteration %llu was expected",
                             h.codec, h.chunk, h.n, (unsigned long long)h.iteration, chunk, n,
                             (unsigned long long)it);
-    const uint8_t *q = msg + PC_WIRE_HEADER_BYTES;
+    const uint8_t *q = msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES;
     bool dense = h.codec == PC_RT_PULL_DENSE;
     size_t k = dense ? n : h.entries;
-    if ((dense && (h.entries != n || h.payload != 4 * (size_t)n)) ||
-        (!dense && h.payload != 8 * (size_t)h.entries))
+    if ((dense && (h.entries != n || h.payload != PC_RT_PULL_TIME_BYTES + 4 * (size_t)n)) ||
+        (!dense && h.payload != PC_RT_PULL_TIME_BYTES + 8 * (size_t)h.entries))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: update of %u entries in %u bytes",
                             chunk, h.entries, h.payload);
+    uint64_t sns = pc_wire_get_u64(msg + PC_WIRE_HEADER_BYTES);
+    if (sns > PC_RT_PULL_MAX_SERVER_NS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: update names a server time of %llu ns, at most %llu", chunk,
+                            (unsigned long long)sns, PC_RT_PULL_MAX_SERVER_NS);
     uint32_t scale_bits; /* +0 exactly: -0 compares equal to 0 but is other bytes */
     memcpy(&scale_bits, &h.scale, sizeof(scale_bits));
     if (scale_bits != 0)
@@ -176,6 +183,8 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
                             chunk);
     if (dense) {
         pc_wire_get_f32s(p, vals, n);
+        if (server_ns)
+            *server_ns = sns;
         return PC_OK;
     }
     for (size_t j = 0; j < k; j++) {
@@ -189,6 +198,8 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
         uint32_t u = pc_wire_get_u32(vals + 4 * j);
         memcpy(&p[pc_wire_get_u32(q + 4 * j)], &u, sizeof(u));
     }
+    if (server_ns)
+        *server_ns = sns;
     return PC_OK;
 }
 

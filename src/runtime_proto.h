@@ -14,9 +14,10 @@
  *   TAG_GRAD       worker -> the chunk's server, once per   a pc_wire message of the run's
  *                  chunk and iteration                      codec (pc_codec_compress)
  *   TAG_PULL + c   server -> every worker, once per         a pc_wire header with codec
- *                  iteration of chunk c                     PULL_DENSE (n binary32) or
- *                                                           PULL_SPARSE (k u32 indices,
- *                                                           then k binary32)
+ *                  iteration of chunk c                     PULL_DENSE or PULL_SPARSE, u64
+ *                                                           server time (ns), then n
+ *                                                           binary32 (dense) or k u32
+ *                                                           indices and k binary32
  *   TAG_DONE       worker -> every server, once at the end  4: u32 stop signal (0: none)
  *   TAG_CKPT       worker -> every server, at a checkpoint  8: u64 iteration N
  *                  boundary N
@@ -141,28 +142,39 @@ int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, floa
 
 /* ---- pull: a chunk's updated parameters ---------------------------------------------- */
 
-/* Codec ids of pull messages in the pc_wire header: outside the gradient codecs' range. */
-#define PC_RT_PULL_DENSE  0xF0
-#define PC_RT_PULL_SPARSE 0xF1
+/* Codec ids of pull messages in the pc_wire header: outside the gradient codecs' range.
+ * The second pull format (with the server's time) took new ids: a pull of the first format
+ * (0xF0 dense, 0xF1 sparse, no server time) is rejected as an unknown codec. */
+#define PC_RT_PULL_DENSE  0xF2
+#define PC_RT_PULL_SPARSE 0xF3
+/* Bytes between the header and the parameters: u64 server time in ns. */
+#define PC_RT_PULL_TIME_BYTES 8
+/* Largest server time a pull may carry: one hour. The server's work on one chunk is
+ * milliseconds; a larger value is a corrupt message, not a slow server (and it keeps a
+ * worker's sums of nanoseconds far from overflow). */
+#define PC_RT_PULL_MAX_SERVER_NS 3600000000000ull
 
 /* Largest pull message for a chunk of n elements. */
 static inline size_t pc_rt__pull_max_bytes(size_t n)
 {
-    return PC_WIRE_HEADER_BYTES + 4 * n;
+    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * n;
 }
 
 /* Encode the pull message for chunk (chunk, n) at iteration it: dense, or sparse when
- * `changed` indices (ascending) are few enough for mode (pc_config_pull_t). Returns the
- * message length. buf holds pc_rt__pull_max_bytes(n). */
+ * `changed` indices (ascending) are few enough for mode (pc_config_pull_t); server_ns: the
+ * server's time on the chunk this iteration (a duration on the server's clock; clamped to
+ * PC_RT_PULL_MAX_SERVER_NS). Returns the message length. buf holds
+ * pc_rt__pull_max_bytes(n). */
 size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p, size_t n,
-                          const uint32_t *changed, size_t nchanged, int mode);
+                          const uint32_t *changed, size_t nchanged, int mode, uint64_t server_ns);
 
 /* Validate a pull message completely (header, codec PULL_DENSE or PULL_SPARSE, no flags,
- * chunk, n and iteration as expected, sizes, scale 0, indices < n and strictly increasing,
- * values finite), then write its parameters into p (n floats). On PC_EFORMAT p is
- * untouched. */
+ * chunk, n and iteration as expected, sizes, scale 0, server time at most
+ * PC_RT_PULL_MAX_SERVER_NS, indices < n and strictly increasing, values finite), then write
+ * its parameters into p (n floats) and the server's time into *server_ns (may be NULL). On
+ * PC_EFORMAT p and *server_ns are untouched. */
 int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
-                      size_t n, char *err, size_t errlen);
+                      size_t n, uint64_t *server_ns, char *err, size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

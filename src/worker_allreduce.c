@@ -8,6 +8,7 @@
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_time.h"
 #include "worker_impl.h"
 
 /* The sum buffer, and the momentum when the optimizer has one. Backprop thread (start). */
@@ -35,23 +36,33 @@ static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
     char why[256];
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
+        ctimes_t *tm = &c->tm[it & 1];
+        /* Nothing to compress: the chunk is "sent" when handed over, and the wait for it
+         * is all network (its turn among the allreduces, then its own) plus the local
+         * step, which stands where the server's work stands in ps mode (t_wait_server). */
+        tm->fold0 = pc_time_ns();
+        tm->fold1 = tm->comp1 = tm->fold0;
+        tm->sent = tm->handed;
         int rc =
             PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
                          why, sizeof(why));
         if (rc != PC_OK)
             return WFAIL(me, rc, "worker r%d: allreduce of chunk %u: %s", rt->rank, c->id, why);
         pc_rt__w_chunk_done(w, c, it);
+        int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
         float scale = 1.0f / (float)rt->nworkers;
         for (size_t i = 0; i < c->n; i++)
             c->sum[i] *= scale;
         float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
         pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+        tm->update_in = pc_time_ns();
+        tm->server_ns = tm->update_in - t_step;
         /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0
          * for one rank; Open MPI may pick another algorithm, but none moves less). */
         uint64_t moved = 2 * (uint64_t)(rt->nworkers - 1) * 4 * c->n / (uint64_t)rt->nworkers;
         atomic_fetch_add_explicit(&w->sent_bytes[it % RING], moved, memory_order_relaxed);
         atomic_fetch_add_explicit(&w->recv_bytes[it % RING], moved, memory_order_relaxed);
-        /* Release pairs with param_wait's acquire: the parameters are written. */
+        /* Release pairs with param_wait's acquire: the parameters (and tm) are written. */
         atomic_store_explicit(&c->version, it + 1, memory_order_release);
     }
     return PC_OK;

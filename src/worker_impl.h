@@ -43,15 +43,17 @@
 
 enum { D_READY = 1, D_STOP = 2 };
 
-/* "Tensor t, elements [begin, end), of iteration i is ready" (or stop). */
+/* "Tensor t, elements [begin, end), of iteration i is ready" (or stop), handed over at
+ * t_ready (pc_time_ns of the grad_ready call: a chunk's "handed over" time). */
 typedef struct desc {
     uint32_t kind;
     int32_t tensor;
     uint64_t iteration;
     uint64_t begin, end;
+    int64_t t_ready;
 } desc_t;
-/* Descriptors travel through q_ready as raw slots: 32 bytes, no padding. */
-_Static_assert(sizeof(desc_t) == 32, "desc_t is a 32-byte SPSC slot");
+/* Descriptors travel through q_ready as raw slots: 40 bytes, no padding. */
+_Static_assert(sizeof(desc_t) == 40, "desc_t is a 40-byte SPSC slot");
 
 /* "You may overwrite tensor t's gradient buffer" (of iteration i). */
 typedef struct rel {
@@ -67,6 +69,29 @@ typedef struct wtensor {
     size_t n;
     int first_chunk, last_chunk;
 } wtensor_t;
+
+/* Breakdown: how many iterations of metrics a worker keeps for pc_worker_breakdown (its
+ * largest window): twenty seconds of printing at one iteration per 10 ms would need more,
+ * but a median over 64 iterations is already steady, and the gather moves W * 64 rows. */
+#define BD_RING 64
+/* Figures per iteration that pc_worker_breakdown gathers (worker_metrics.c lists them). */
+#define BD_FIELDS 12
+
+/* One chunk's lifecycle in one iteration: pc_time_ns on this host (0: not reached), except
+ * server_ns, a duration on the server's clock (hosts need no common clock). Written by the
+ * MPI thread (plain stores) before its release store of the chunk's version; read by the
+ * backprop thread only after its acquire load of version >= it + 1, which orders the
+ * writes before the read. Two slots by iteration parity: the MPI thread writes iteration
+ * it + 1's slot while the backprop thread may still read iteration it's. */
+typedef struct ctimes {
+    int64_t handed;    /* the grad_ready that completed the chunk was called */
+    int64_t fold0;     /* fold start (allreduce: the allreduce's start) */
+    int64_t fold1;     /* fold end */
+    int64_t comp1;     /* compress end */
+    int64_t sent;      /* MPI_Isend posted (allreduce: = handed, no compression) */
+    int64_t update_in; /* update received and applied, just before the version store */
+    int64_t server_ns; /* the server's time on the chunk (allreduce: the local step) */
+} ctimes_t;
 
 typedef struct wchunk {
     uint32_t id;
@@ -84,6 +109,7 @@ typedef struct wchunk {
     uint64_t recv_it;         /* iteration of the posted update receive */
     uint64_t fold_it;         /* iteration of the folded, not yet compressed gradient */
     float *sum, *mom;         /* allreduce mode */
+    ctimes_t tm[2];           /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
     _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
                                  writing the parameters, loaded (acquire) by param_wait */
 } wchunk_t;
@@ -157,9 +183,10 @@ struct pc_worker {
     rt_queue_t queue;
     /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
-    /* backprop thread */
+    /* backprop thread: this iteration's waits (ns; the breakdown of pc_runtime.h) */
     int64_t t_start, t_first_ready;
-    double param_wait, exposed;
+    int64_t wait_release, wait_backpressure, wait_compress, wait_network, wait_server;
+    int64_t compress_inline;
     double loss, accuracy; /* reported for the current iteration */
     uint32_t hwm;
     uint64_t released;
@@ -170,7 +197,10 @@ struct pc_worker {
     bool have_pending;
     pc_worker_metrics_t last;
     bool have_last;
-    uint64_t last_ckpt; /* iteration of the newest checkpoint written (have_ckpt) */
+    pc_worker_metrics_t hist[BD_RING]; /* the last complete iterations, hist[i % BD_RING] */
+    uint64_t nhist;                    /* complete iterations recorded in hist */
+    double *bd_send, *bd_all;          /* pc_worker_breakdown's gather buffers (start) */
+    uint64_t last_ckpt;                /* iteration of the newest checkpoint written (have_ckpt) */
     bool have_ckpt;
 };
 
@@ -230,6 +260,13 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it);
 int pc_rt__w_checkpoint(pc_worker_t *w);
 
 /* ---- worker_metrics.c ----------------------------------------------------------------- */
+
+/* The backprop thread waited from start to end (pc_time_ns) in param_wait for chunk c's
+ * update of iteration w->iter - 1, and has acquired it (so c's times of that iteration are
+ * readable): split the wait into compression (before the chunk was sent), server (the
+ * server's time, at most the rest) and network (the remainder), add each to the
+ * iteration's waits and record them on the timeline. Backprop thread. */
+void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end);
 
 /* Record the previous iteration's metrics line if one is pending (its compressor-side
  * counters are complete once every update that followed them was acquired). Backprop

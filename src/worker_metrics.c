@@ -1,6 +1,8 @@
 /* worker_metrics: the end of a worker's iteration and what it records: the wait for the
- * gradient buffers (pc_worker.c), the iteration's metrics, the workers' agreement to stop,
- * and the checkpoint trigger; plus the metrics accessors. An iteration's line is written
+ * gradient buffers (pc_worker.c), the iteration's metrics and their breakdown (where the
+ * backprop thread waited and why: pc_runtime.h's definitions), the workers' agreement to
+ * stop, and the checkpoint trigger; plus the metrics accessors and pc_worker_breakdown,
+ * the medians over all workers. An iteration's line is written
  * one iteration late: its compressor-side counters (compression time, bytes) are complete
  * only when the next forward pass has acquired every update that followed them. Backprop
  * thread only. */
@@ -8,6 +10,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
@@ -25,29 +29,38 @@ static void take_ring(pc_worker_t *w, pc_worker_metrics_t *m)
     m->bytes_received = atomic_exchange_explicit(&w->recv_bytes[s], 0, memory_order_relaxed);
 }
 
-/* Complete m from the ring, keep it as the last metrics, and append its JSON line. */
+/* Complete m from the ring, keep it as the last metrics (and in the breakdown's history),
+ * and append its JSON line. */
 static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
 {
     take_ring(w, m);
+    /* The exposed compression (pc_runtime.h): t_exposed holds the uncapped sum until now,
+     * when this iteration's t_compress is complete. */
+    if (m->t_exposed > m->t_compress)
+        m->t_exposed = m->t_compress;
+    w->hist[w->nhist++ % BD_RING] = *m;
     char extra[96] = "";
     if (!isnan(m->loss))
         snprintf(extra, sizeof(extra), ", \"loss\": %.6f, \"accuracy\": %.5f", m->loss,
                  isnan(m->accuracy) ? -1.0 : m->accuracy);
     w->last = *m;
     w->have_last = true;
-    pc_rt__metrics_line(w->rt,
-                        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
-                        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
-                        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
-                        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
-                        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
-                        "\"mode\": \"%s\"%s}",
-                        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward,
-                        m->t_backward, m->t_param_wait, m->t_compress, m->t_exposed,
-                        (unsigned long long)m->bytes_sent, (unsigned long long)m->bytes_received,
-                        (unsigned long long)m->dense_bytes,
-                        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0,
-                        m->queue_high_water, w->pipelined ? "true" : "false", w->ops->name, extra);
+    pc_rt__metrics_line(
+        w->rt,
+        "{\"rank\": %d, \"role\": \"worker\", \"iteration\": %lld, "
+        "\"t_iteration\": %.6f, \"t_forward\": %.6f, \"t_backward\": %.6f, "
+        "\"t_param_wait\": %.6f, \"t_compress\": %.6f, \"t_exposed\": %.6f, "
+        "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dense_bytes\": %llu, "
+        "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
+        "\"mode\": \"%s\", \"t_wait_release\": %.6f, \"t_wait_backpressure\": %.6f, "
+        "\"t_wait_compress\": %.6f, \"t_wait_network\": %.6f, "
+        "\"t_wait_server\": %.6f, \"t_compress_inline\": %.6f%s}",
+        w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward, m->t_backward,
+        m->t_param_wait, m->t_compress, m->t_exposed, (unsigned long long)m->bytes_sent,
+        (unsigned long long)m->bytes_received, (unsigned long long)m->dense_bytes,
+        m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0, m->queue_high_water,
+        w->pipelined ? "true" : "false", w->ops->name, m->t_wait_release, m->t_wait_backpressure,
+        m->t_wait_compress, m->t_wait_network, m->t_wait_server, m->t_compress_inline, extra);
 }
 
 void pc_rt__w_metrics_flush(pc_worker_t *w)
@@ -69,25 +82,72 @@ static void close_iteration(pc_worker_t *w, int64_t t_end_call)
     size_t dense = 0;
     for (int t = 0; t < w->ntensors; t++)
         dense += 4 * w->tensors[t].n;
+    /* The waits in ns, summed as integers: the three parts add up to t_param_wait exactly
+     * before the conversion. */
+    int64_t upd = w->wait_compress + w->wait_network + w->wait_server;
+    int64_t exposed = w->pipelined ? w->wait_release + w->wait_backpressure + w->wait_compress
+                                   : w->compress_inline;
     w->pending = (pc_worker_metrics_t){
         .iteration = (int64_t)w->iter,
         .t_iteration = (double)(now - w->t_start) * 1e-9,
         .t_forward =
             (double)((w->t_first_ready ? w->t_first_ready : t_end_call) - w->t_start) * 1e-9,
         .t_backward = w->t_first_ready ? (double)(t_end_call - w->t_first_ready) * 1e-9 : 0,
-        .t_param_wait = w->param_wait,
-        .t_exposed = w->exposed,
+        .t_param_wait = (double)upd * 1e-9,
+        .t_exposed = (double)exposed * 1e-9, /* capped at t_compress by emit */
         .dense_bytes = dense,
         .queue_high_water = w->hwm,
         .loss = w->loss,
         .accuracy = w->accuracy,
+        .t_wait_release = (double)w->wait_release * 1e-9,
+        .t_wait_backpressure = (double)w->wait_backpressure * 1e-9,
+        .t_wait_compress = (double)w->wait_compress * 1e-9,
+        .t_wait_network = (double)w->wait_network * 1e-9,
+        .t_wait_server = (double)w->wait_server * 1e-9,
+        .t_compress_inline = (double)w->compress_inline * 1e-9,
     };
     w->loss = w->accuracy = NAN;
     w->have_pending = true;
-    w->param_wait = w->exposed = 0;
+    w->wait_release = w->wait_backpressure = w->compress_inline = 0;
+    w->wait_compress = w->wait_network = w->wait_server = 0;
     w->hwm = 0;
     w->t_first_ready = 0;
     w->t_start = now;
+}
+
+void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end)
+{
+    /* The caller acquired c's version >= w->iter: iteration w->iter - 1's times are
+     * written (ctimes_t), and the MPI thread writes only the other slot meanwhile. A wait
+     * happens only when that version was missing, so w->iter >= 1. */
+    const ctimes_t *tm = &c->tm[(w->iter - 1) & 1];
+    int64_t total = end > start ? end - start : 0;
+    /* Before the chunk was sent: compression (queued, folded, compressed). Inline, it was
+     * sent inside grad_ready, before any wait. */
+    int64_t comp = tm->sent > start ? tm->sent - start : 0;
+    if (comp > total)
+        comp = total;
+    int64_t after = total - comp;
+    int64_t server = tm->server_ns < after ? tm->server_ns : after;
+    int64_t net = after - server;
+    w->wait_compress += comp;
+    w->wait_server += server;
+    w->wait_network += net;
+    /* The timeline: one event per cause, in this order; the server's place among the
+     * network's is nominal (it is a duration measured on the server's clock). */
+    char ev[48];
+    if (comp > 0) {
+        snprintf(ev, sizeof(ev), "wait update chunk %u: compress", c->id);
+        pc_rt__trace(w->rt, TRACK_MAIN, ev, start, start + comp);
+    }
+    if (net > 0) {
+        snprintf(ev, sizeof(ev), "wait update chunk %u: network", c->id);
+        pc_rt__trace(w->rt, TRACK_MAIN, ev, start + comp, start + comp + net);
+    }
+    if (server > 0) {
+        snprintf(ev, sizeof(ev), "wait update chunk %u: server", c->id);
+        pc_rt__trace(w->rt, TRACK_MAIN, ev, end - server, end);
+    }
 }
 
 /* Every worker must stop at the same iteration, or servers would wait forever; they agree
@@ -164,4 +224,123 @@ bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out)
     if (w->have_last)
         *out = w->last;
     return w->have_last;
+}
+
+/* The figures pc_worker_breakdown gathers, per iteration (BD_FIELDS of them). */
+enum {
+    F_ITER,
+    F_COMPUTE,
+    F_PARAM_WAIT,
+    F_RELEASE,
+    F_BACKPRESSURE,
+    F_WCOMPRESS,
+    F_NETWORK,
+    F_SERVER,
+    F_COMPRESS,
+    F_INLINE,
+    F_EXPOSED,
+    F_BYTES,
+    F_COUNT
+};
+_Static_assert(F_COUNT == BD_FIELDS, "BD_FIELDS counts the gathered figures");
+_Static_assert(BD_RING == PC_WORKER_BREAKDOWN_MAX, "the public window bound is the ring");
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the non-NaN values among v[0], v[stride], ... (n of them), using tmp (n
+ * doubles); 0 when there are none. */
+static double median(const double *v, size_t n, size_t stride, double *tmp)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i * stride]))
+            tmp[k++] = v[i * stride];
+    if (k == 0)
+        return 0;
+    qsort(tmp, k, sizeof(double), cmp_double);
+    return k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+}
+
+int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->started || window < 1 || window > BD_RING)
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: breakdown over %d iterations: not started, or not 1..%d",
+                     rt->rank, window, BD_RING);
+    /* This worker's last `window` complete iterations, oldest first; NaN rows pad. */
+    uint64_t have = w->nhist < (uint64_t)window ? w->nhist : (uint64_t)window;
+    size_t row = BD_FIELDS, rows = (size_t)window;
+    for (size_t i = 0; i < rows * row; i++)
+        w->bd_send[i] = NAN;
+    for (uint64_t i = 0; i < have; i++) {
+        const pc_worker_metrics_t *m = &w->hist[(w->nhist - have + i) % BD_RING];
+        double *r = w->bd_send + i * row;
+        r[F_ITER] = m->t_iteration;
+        r[F_PARAM_WAIT] = m->t_param_wait;
+        r[F_RELEASE] = m->t_wait_release;
+        r[F_BACKPRESSURE] = m->t_wait_backpressure;
+        r[F_WCOMPRESS] = m->t_wait_compress;
+        r[F_NETWORK] = m->t_wait_network;
+        r[F_SERVER] = m->t_wait_server;
+        r[F_COMPRESS] = m->t_compress;
+        r[F_INLINE] = m->t_compress_inline;
+        r[F_EXPOSED] = m->t_exposed;
+        r[F_BYTES] = (double)m->bytes_sent;
+        double compute = m->t_iteration - m->t_param_wait - m->t_wait_release -
+                         m->t_wait_backpressure - m->t_compress_inline;
+        r[F_COMPUTE] = compute > 0 ? compute : 0;
+    }
+    int64_t last = have ? w->hist[(w->nhist - 1) % BD_RING].iteration : -1, last_all = -1;
+    char why[256];
+    int n = (int)(rows * row);
+    int rc = PC_MPI_CHECK(
+        MPI_Allgather(w->bd_send, n, MPI_DOUBLE, w->bd_all, n, MPI_DOUBLE, rt->workers_ctl), why,
+        sizeof(why));
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Allreduce(&last, &last_all, 1, MPI_INT64_T, MPI_MAX, rt->workers_ctl),
+                          why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL(&w->main, rc, "worker r%d: breakdown: %s", rt->rank, why);
+    /* The scratch: the tail of bd_all (worker_start.c allocates W * BD_RING more). */
+    size_t W = (size_t)rt->nworkers, all = W * rows;
+    double *tmp = w->bd_all + W * BD_RING * BD_FIELDS;
+    double med[BD_FIELDS];
+    for (int f = 0; f < BD_FIELDS; f++)
+        med[f] = median(w->bd_all + f, all, row, tmp);
+    pc_worker_breakdown_t b = {
+        .window = (int)have,
+        .workers = (int)W,
+        .last = last_all,
+        .t_iteration = med[F_ITER],
+        .t_compute = med[F_COMPUTE],
+        .t_param_wait = med[F_PARAM_WAIT],
+        .t_wait_release = med[F_RELEASE],
+        .t_wait_backpressure = med[F_BACKPRESSURE],
+        .t_wait_compress = med[F_WCOMPRESS],
+        .t_wait_network = med[F_NETWORK],
+        .t_wait_server = med[F_SERVER],
+        .t_compress = med[F_COMPRESS],
+        .t_compress_inline = med[F_INLINE],
+        .t_exposed = med[F_EXPOSED],
+        .bytes_sent = med[F_BYTES],
+        .slowest = 0,
+    };
+    /* The slowest: the largest median compute (ties: the lowest rank), the same on every
+     * worker since every worker sees the same gathered rows. */
+    for (size_t r = 0; r < W; r++) {
+        const double *v = w->bd_all + r * rows * row;
+        double c = median(v + F_COMPUTE, rows, row, tmp);
+        if (r == 0 || c > b.slowest_compute) {
+            b.slowest = (int)r;
+            b.slowest_compute = c;
+            b.slowest_iteration = median(v + F_ITER, rows, row, tmp);
+        }
+    }
+    *out = b;
+    return PC_OK;
 }

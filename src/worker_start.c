@@ -195,10 +195,15 @@ static int setup_chunks(pc_worker_t *w)
                             .forward = w->rt->cfg.priority == PC_PRIORITY_FORWARD};
     w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     w->rel_seen = calloc((size_t)w->ntensors, 1);
+    /* pc_worker_breakdown's gather (and, after it, a scratch column for the medians):
+     * allocated here so that the collective never fails on one rank alone. */
+    w->bd_send = malloc(sizeof(double) * BD_RING * BD_FIELDS);
+    w->bd_all = malloc(sizeof(double) * BD_RING * (BD_FIELDS + 1) * (size_t)w->rt->nworkers);
     w->released = 0;
     w->have_bad_rel = false;
+    w->nhist = 0;
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->queue.slot || !w->tensor_pending || !w->rel_seen)
+        !w->queue.slot || !w->tensor_pending || !w->rel_seen || !w->bd_send || !w->bd_all)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -360,6 +365,8 @@ static void release_started(pc_worker_t *w)
     free(w->queue.slot);
     free(w->tensor_pending);
     free(w->rel_seen);
+    free(w->bd_send);
+    free(w->bd_all);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
     pc_codec_destroy(w->codec_dense);
@@ -371,6 +378,7 @@ static void release_started(pc_worker_t *w)
     w->done_idx = w->ready_list = w->tensor_pending = NULL;
     w->queue = (rt_queue_t){0};
     w->rel_seen = NULL;
+    w->bd_send = w->bd_all = NULL;
     w->nchunks = 0;
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;

@@ -171,22 +171,51 @@ const char *pc_worker_error(const pc_worker_t *w);
 /* Iterations completed (pc_worker_iteration_end calls). */
 int64_t pc_worker_iteration(const pc_worker_t *w);
 
-/* Metrics of one iteration of one worker. Times in seconds. */
+/* Metrics of one iteration of one worker. Times in seconds.
+ *
+ * The breakdown: where the backprop thread waited in this iteration, and why, with one
+ * definition in every mode (doc/api.md, "Metrics", says the same):
+ *   t_wait_release       iteration_end waiting for gradient buffers to be released;
+ *   t_wait_backpressure  grad_ready blocked on a full hand-off queue;
+ *   t_wait_compress      param_wait, the part of each wait before the awaited chunk was
+ *                        sent (queued behind other chunks, or being folded/compressed);
+ *   t_wait_server        param_wait after the chunk was sent: the server's time on the
+ *                        chunk (carried in its update), at most what remained of the wait;
+ *                        --mode allreduce: the local mean and optimizer step;
+ *   t_wait_network       param_wait, the rest (--mode allreduce: the allreduces);
+ *   t_compress_inline    --pipeline off: the compression the backprop thread ran itself
+ *                        (inside grad_ready); 0 when pipelined.
+ * t_param_wait = t_wait_compress + t_wait_network + t_wait_server (up to float rounding).
+ * t_exposed, the compression the backprop thread was exposed to: t_compress_inline when
+ * inline; t_wait_release + t_wait_backpressure + t_wait_compress when pipelined; either
+ * capped at t_compress, so it never exceeds the compression it measures. The waits are
+ * those of the iteration in which the thread waited (its forward pass waits for the
+ * previous iteration's updates); t_compress is the compression of this iteration's
+ * chunks. Compute, what is left: t_iteration - t_param_wait - t_wait_release -
+ * t_wait_backpressure - t_compress_inline. With --mode allreduce --pipeline off the
+ * allreduces run inside grad_ready: part of compute. The fields from t_wait_release on
+ * were added at the end of the struct (its size grew: rebuild callers). */
 typedef struct pc_worker_metrics {
     int64_t iteration;
     double t_iteration;  /* iteration_end to iteration_end */
     double t_forward;    /* iteration start to the first grad_ready (includes param waits) */
     double t_backward;   /* first grad_ready to iteration_end */
-    double t_param_wait; /* in param_wait: waiting for updates (communication + servers) */
+    double t_param_wait; /* in param_wait: waiting for updates (the three t_wait_update
+                            parts below) */
     double t_compress;   /* folding and compressing this iteration's chunks, any thread */
-    double t_exposed;    /* the backprop thread waiting on compression: back-pressure,
-                            buffer releases, and inline compression with --pipeline off */
+    double t_exposed;    /* compression the backprop thread was exposed to (above) */
     uint64_t bytes_sent; /* compressed gradients (or allreduce payload) */
     uint64_t bytes_received;
     uint64_t dense_bytes; /* what dense fp32 gradients would have been */
     uint32_t queue_high_water;
-    double loss;     /* as reported by pc_worker_report (NAN when not reported) */
-    double accuracy; /* training accuracy of the batch, 0..1 (NAN when not reported) */
+    double loss;           /* as reported by pc_worker_report (NAN when not reported) */
+    double accuracy;       /* training accuracy of the batch, 0..1 (NAN when not reported) */
+    double t_wait_release; /* the breakdown (above) */
+    double t_wait_backpressure;
+    double t_wait_compress;
+    double t_wait_network;
+    double t_wait_server;
+    double t_compress_inline;
 } pc_worker_metrics_t;
 
 /* Report this iteration's training loss and batch accuracy (before iteration_end); they
@@ -204,6 +233,32 @@ void pc_worker_trace(pc_worker_t *w, const char *name, int64_t t0_ns, int64_t t1
 
 /* The newest complete iteration's metrics; false before any is complete. */
 bool pc_worker_last_metrics(const pc_worker_t *w, pc_worker_metrics_t *out);
+
+/* Largest window of pc_worker_breakdown: iterations each worker keeps. */
+#define PC_WORKER_BREAKDOWN_MAX 64
+
+/* The breakdown of the last iterations over all workers: each figure is the median over
+ * every worker's last `window` complete iterations (seconds; pc_worker_metrics_t defines
+ * them; t_compute is what is left of t_iteration). */
+typedef struct pc_worker_breakdown {
+    int window;   /* iterations per worker the medians cover (fewer early on) */
+    int workers;  /* workers the medians cover */
+    int64_t last; /* the newest iteration covered (-1: none complete yet) */
+    double t_iteration, t_compute, t_param_wait;
+    double t_wait_release, t_wait_backpressure, t_wait_compress, t_wait_network, t_wait_server;
+    double t_compress, t_compress_inline, t_exposed;
+    double bytes_sent; /* per worker and iteration */
+    int slowest;       /* rank of the worker with the largest median compute: the one the
+                          others wait for */
+    double slowest_compute, slowest_iteration; /* its medians of t_compute, t_iteration */
+} pc_worker_breakdown_t;
+
+/* Collective over the workers (not the servers): every worker calls it at the same point
+ * of its loop (the same iteration), with the same window (1..PC_WORKER_BREAKDOWN_MAX,
+ * PC_EINVAL otherwise, on every worker alike). Fills *out, the same on every worker.
+ * Before any iteration is complete, out->last is -1 and the figures are 0. Errors
+ * (PC_EMPI) through pc_worker_error. Backprop thread. */
+int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out);
 
 #ifdef __cplusplus
 }

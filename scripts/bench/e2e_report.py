@@ -44,8 +44,11 @@ def summarise(meta, rows):
     def med(key):
         return st.median(r[key] for r in w0)
 
-    fwd, bwd = med("t_forward"), med("t_backward")
-    wait_upd, wait_rel = med("t_param_wait"), med("t_exposed")
+    # The breakdown (doc/api.md, Metrics): compute is what the waits and the inline
+    # compression leave of each iteration.
+    for r in w0:
+        r["t_compute"] = max(0.0, r["t_iteration"] - r["t_param_wait"] - r["t_wait_release"]
+                             - r["t_wait_backpressure"] - r["t_compress_inline"])
     return {
         **meta,
         "iterations_measured": len(t_iter),
@@ -54,11 +57,16 @@ def summarise(meta, rows):
         "t_iteration_q3": quantile(t_iter, 0.75),
         "t_iteration_min": min(t_iter),
         "t_iteration_max": max(t_iter),
-        # Breakdown of worker 0's iteration (medians): compute, and the two waits.
-        "forward_compute": max(0.0, fwd - wait_upd),
-        "wait_update": wait_upd,
-        "backward_compute": max(0.0, bwd - wait_rel),
-        "wait_release": wait_rel,
+        # Breakdown of worker 0's iteration (medians of each part): compute, the waits by
+        # cause, the inline compression; and the compression, and how much was exposed.
+        "compute": med("t_compute"),
+        "wait_release": med("t_wait_release"),
+        "wait_backpressure": med("t_wait_backpressure"),
+        "wait_compress": med("t_wait_compress"),
+        "wait_network": med("t_wait_network"),
+        "wait_server": med("t_wait_server"),
+        "compress_inline": med("t_compress_inline"),
+        "t_exposed": med("t_exposed"),
         "t_compress": med("t_compress"),
         "bytes_sent": st.median(r["bytes_sent"] for r in w0),
         "bytes_received": st.median(r["bytes_received"] for r in w0),
@@ -120,20 +128,21 @@ def main():
     for (model, net, w), modes in sorted(groups.items()):
         print("\n%s, %s, %d worker%s + %s" % (model, net, w, "s" if w > 1 else "",
                                               "1 server (modes 2-6)"))
-        print("%-4s %-34s %9s %15s %7s %7s %7s %7s %8s %9s %9s" % (
-            "mode", "setting", "iter ms", "q1..q3 ms", "fwd", "wait-up", "bwd", "wait-rel",
-            "compress", "MB sent", "MB recv"))
+        print("%-4s %-34s %9s %15s %7s %7s %7s %7s %7s %7s %7s %8s %7s %9s %9s" % (
+            "mode", "setting", "iter ms", "q1..q3 ms", "compute", "w-rel", "w-bp", "w-comp",
+            "w-net", "w-srv", "inl-cmp", "compress", "exposed", "MB sent", "MB recv"))
         for m in sorted(modes):
             r = modes[m]
             if r.get("failed"):
                 print("%-4d %-34s FAILED (%s)" % (m, r["label"], r["failed"]))
                 continue
-            print("%-4d %-34s %9s %15s %7s %7s %7s %7s %8s %9s %9s" % (
+            print("%-4d %-34s %9s %15s %7s %7s %7s %7s %7s %7s %7s %8s %7s %9s %9s" % (
                 m, r["label"], ms(r["t_iteration_median"]),
                 ms(r["t_iteration_q1"]) + ".." + ms(r["t_iteration_q3"]),
-                ms(r["forward_compute"]), ms(r["wait_update"]), ms(r["backward_compute"]),
-                ms(r["wait_release"]), ms(r["t_compress"]), mb(r["bytes_sent"]),
-                mb(r["bytes_received"])))
+                ms(r["compute"]), ms(r["wait_release"]), ms(r["wait_backpressure"]),
+                ms(r["wait_compress"]), ms(r["wait_network"]), ms(r["wait_server"]),
+                ms(r["compress_inline"]), ms(r["t_compress"]), ms(r["t_exposed"]),
+                mb(r["bytes_sent"]), mb(r["bytes_received"])))
         d = next(x for x in derived if (x["model"], x["net"], x["workers"]) == (model, net, w))
         parts = []
         for k, label in (("speedup_4_over_3", "4 over 3"), ("speedup_4_over_1", "4 over 1"),

@@ -12,7 +12,8 @@
  *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
  *     and says why;
  *   - an accepted one is what its encoder would write (layout, init, dense pull, done and
- *     checkpoint messages re-encode to the same bytes), writes only finite parameters, and
+ *     checkpoint messages re-encode to the same bytes), writes only finite parameters (a
+ *     pull: and a server time within PC_RT_PULL_MAX_SERVER_NS), and
  *     a layout names only chunks of 1..PC_CODEC_MAX_N elements on existing servers;
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
  *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
@@ -180,13 +181,16 @@ static void fuzz_pull(const uint8_t *msg, size_t len)
     fill(buf_a, n);
     memcpy(before, buf_a, sizeof(float) * n);
     char err[256] = "";
-    int rc = pc_rt__pull_apply(msg, len, chunk, it, buf_a, n, err, sizeof(err));
+    uint64_t sns = UINT64_MAX; /* above any valid server time: untouched on rejection */
+    int rc = pc_rt__pull_apply(msg, len, chunk, it, buf_a, n, &sns, err, sizeof(err));
     if (rc != PC_OK) {
         check_reason(rc, err);
-        if (memcmp(buf_a, before, sizeof(float) * n) != 0)
+        if (memcmp(buf_a, before, sizeof(float) * n) != 0 || sns != UINT64_MAX)
             abort();
         return;
     }
+    if (sns > PC_RT_PULL_MAX_SERVER_NS)
+        abort();
     for (uint32_t i = 0; i < n; i++)
         if (!isfinite(buf_a[i]))
             abort();
@@ -194,7 +198,7 @@ static void fuzz_pull(const uint8_t *msg, size_t len)
         uint8_t *again = malloc(pc_rt__pull_max_bytes(n));
         if (!again)
             abort();
-        size_t l2 = pc_rt__pull_encode(again, chunk, it, buf_a, n, NULL, 0, PC_PULL_DENSE);
+        size_t l2 = pc_rt__pull_encode(again, chunk, it, buf_a, n, NULL, 0, PC_PULL_DENSE, sns);
         if (l2 != len || memcmp(again, msg, len) != 0)
             abort();
         free(again);

@@ -9,6 +9,9 @@
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
 #  - metrics: one line per worker and server iteration; inline exposed == compress time;
+#    the breakdown's fields in every mode (pipelined, inline, allreduce both ways): present,
+#    non-negative, exposed <= compress, the update wait's parts sum to t_param_wait, and
+#    each mode's definition of exposed;
 #  - malformed messages from a worker are rejected, naming the sender;
 #  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
 set -uo pipefail
@@ -113,6 +116,50 @@ for r in workers:
     assert r["bytes_sent"] > 0 and r["dense_bytes"] > r["bytes_sent"]
 PY
 then ok "metrics: lines for every rank; inline exposed == compress"; else bad "metrics"; fi
+
+# The breakdown (doc/api.md, Metrics), one definition in every mode. Values are printed
+# with 6 decimals: sums are compared within the rounding of their terms.
+breakdown() { # NAME FLAGS...
+    local name=$1; shift
+    "$run" -t 60 -np 3 "$ex" --iters 12 "$@" --metrics "$tmp/b.jsonl" >"$tmp/b.log" 2>&1 \
+        || { bad "breakdown $name: run failed"; tail -3 "$tmp/b.log"; return; }
+    if python3 - "$tmp/b.jsonl" "$@" <<'PY'
+import sys, json
+args = " ".join(sys.argv[2:])
+inline, allreduce = "--pipeline off" in args, "allreduce" in args
+rows = [json.loads(l) for l in open(sys.argv[1])]
+workers = [r for r in rows if r["role"] == "worker"]
+W = len({r["rank"] for r in workers})  # 2 with a server, 3 in allreduce mode
+assert W == (3 if allreduce else 2) and len(workers) == W * 12, len(workers)
+keys = ["t_wait_release", "t_wait_backpressure", "t_wait_compress", "t_wait_network",
+        "t_wait_server", "t_compress_inline", "t_exposed", "t_compress", "t_param_wait"]
+for r in workers:
+    for k in keys:
+        assert r[k] >= 0, (k, r)
+    assert r["t_exposed"] <= r["t_compress"], r  # never more than the compression it measures
+    parts = r["t_wait_compress"] + r["t_wait_network"] + r["t_wait_server"]
+    assert abs(parts - r["t_param_wait"]) <= 2e-6, r
+    waits = r["t_param_wait"] + r["t_wait_release"] + r["t_wait_backpressure"] + r["t_compress_inline"]
+    assert waits <= r["t_iteration"] + 3e-6, r  # the waits lie inside the iteration
+    if inline:
+        # compression ran on this thread, before any wait for its update
+        assert r["t_wait_compress"] == 0 and r["t_wait_release"] == 0, r
+        assert r["t_wait_backpressure"] == 0, r
+        assert r["t_exposed"] == r["t_compress_inline"] == r["t_compress"], r
+    else:
+        assert r["t_compress_inline"] == 0, r
+        exposed = min(r["t_compress"], r["t_wait_release"] + r["t_wait_backpressure"] + r["t_wait_compress"])
+        assert abs(r["t_exposed"] - exposed) <= 2e-6, r
+    if allreduce:  # nothing compressed: nothing exposed, no wait for compression
+        assert r["t_compress"] == 0 and r["t_exposed"] == 0 and r["t_wait_compress"] == 0, r
+PY
+    then ok "breakdown $name: present, >= 0, exposed <= compress, parts sum to the update wait"
+    else bad "breakdown $name"; fi
+}
+breakdown "pipelined" --compress topk:ratio=0.01
+breakdown "inline" --compress topk:ratio=0.01 --pipeline off
+breakdown "allreduce pipelined" --mode allreduce --compress none
+breakdown "allreduce inline" --mode allreduce --compress none --pipeline off
 
 # Malformed messages.
 for kind in magic index truncated chunk; do

@@ -118,8 +118,34 @@ assert {"forward fc1", "backward fc3", "fold", "compress+send", "aggregate", "up
 assert all(e["dur"] >= 0 for e in ev if e["ph"] == "X")
 rows = [json.loads(l) for l in open(sys.argv[2])]
 assert sum(r["role"] == "worker" for r in rows) == 20 and sum(r["role"] == "server" for r in rows) == 10
+# Every wait of the backprop thread is an event named by its cause, and the update waits
+# the metrics count are on the timeline (which also has finish's, after the last line).
+import re
+tid = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["ph"] == "M" and "tid" in e}
+waitre = re.compile(r"wait (release|back-pressure|update chunk \d+: (compress|network|server))$")
+for e in ev:
+    if e["ph"] == "X" and e["name"].startswith("wait"):
+        assert waitre.match(e["name"]), e["name"]
+        assert tid.get((e["pid"], e["tid"]), "backprop") == "backprop", e
+for rank in (0, 1):
+    upd = sum(e["dur"] for e in ev if e["ph"] == "X" and e["pid"] == rank
+              and e["name"].startswith("wait update")) * 1e-6
+    rel = sum(e["dur"] for e in ev if e["ph"] == "X" and e["pid"] == rank
+              and e["name"] == "wait release") * 1e-6
+    m = [r for r in rows if r["role"] == "worker" and r["rank"] == rank]
+    assert upd >= sum(r["t_param_wait"] for r in m) - 1e-4, (rank, upd)
+    assert rel >= sum(r["t_wait_release"] for r in m) - 1e-4, (rank, rel)
 PY
-then ok "--timeline: tracks for every thread of every rank; --metrics: every rank"; else bad "timeline or metrics content"; fi
+then ok "--timeline: tracks for every thread of every rank, waits named by cause; --metrics: every rank"; else bad "timeline or metrics content"; fi
+# The progress line: taken at the same iterations on every worker (the first and the
+# last of 10; the epoch is longer), medians over both workers; the first has no complete
+# iteration yet, the last covers iterations 0..8 (metrics complete one iteration late).
+num='[0-9]+\.[0-9]{2}'
+if [ "$(grep -c 'median of' "$tmp/tl.log")" = 2 ] \
+    && grep -q 'iter 1/10 .*| median of 0 iters x 2 workers: ' "$tmp/tl.log" \
+    && grep -Eq "iter 10/10 .*\| median of 9 iters x 2 workers: iter $num ms = compute $num \+ wait release $num, back-pressure $num, compress $num, network $num, server $num, inline compress $num \| compress $num ms exposed $num ms \| slowest r[01] compute $num ms \| [0-9.]+ KB/iter sent \| ETA" "$tmp/tl.log"; then
+    ok "pc-train progress line: medians of the last iterations over all workers, the slowest named"
+else bad "pc-train progress line"; grep 'iter ' "$tmp/tl.log" | tail -3; fi
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     if "$PC_SRCDIR/scripts/plot.py" "$tmp/m.jsonl" --out "$tmp/p" >/dev/null && [ -s "$tmp/p-loss.png" ] \
         && [ -s "$tmp/p-time.png" ] && [ "$(head -c 4 "$tmp/p-time.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then

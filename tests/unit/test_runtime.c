@@ -139,27 +139,33 @@ static void test_pull_round_trips(void **state)
     for (int i = 0; i < N; i++)
         p[i] = 0.5f * (float)i - 7.0f;
     uint32_t changed[N] = {3, 17, 99};
-    uint8_t buf[PC_WIRE_HEADER_BYTES + 4 * N];
+    uint8_t buf[PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * N];
     char err[256];
-    /* auto: 3 changed of 100 -> sparse; the old values elsewhere stay. */
-    size_t len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO);
-    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 24);
+    const size_t T = PC_RT_PULL_TIME_BYTES;
+    uint64_t sns = 0;
+    /* auto: 3 changed of 100 -> sparse; the old values elsewhere stay; the server's time
+     * comes back. */
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_AUTO, 123456789);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + T + 24);
     for (int i = 0; i < N; i++)
         q[i] = -1;
-    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, &sns, err, sizeof(err)), PC_OK);
+    assert_true(sns == 123456789);
     for (int i = 0; i < N; i++)
         assert_true(q[i] == ((i == 3 || i == 17 || i == 99) ? p[i] : -1.0f));
-    /* dense always, and auto with many changes. */
-    len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE);
-    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 4 * N);
-    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, err, sizeof(err)), PC_OK);
+    /* dense always, and auto with many changes; a server time over the bound is clamped
+     * by the encoder (and accepted at the bound). */
+    len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, 3, PC_PULL_DENSE, UINT64_MAX);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + T + 4 * N);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 5, 9, q, N, &sns, err, sizeof(err)), PC_OK);
+    assert_true(sns == PC_RT_PULL_MAX_SERVER_NS);
     assert_memory_equal(p, q, sizeof(p));
     for (int i = 0; i < N; i++)
         changed[i] = (uint32_t)i;
-    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO),
-                     PC_WIRE_HEADER_BYTES + 4 * N); /* 40% changed: dense pays */
-    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE),
-                     PC_WIRE_HEADER_BYTES + 8 * 40);
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_AUTO, 0),
+                     PC_WIRE_HEADER_BYTES + T + 4 * N); /* 40% changed: dense pays */
+    assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE, 0),
+                     PC_WIRE_HEADER_BYTES + T + 8 * 40);
 }
 
 static void expect_bad(uint8_t *buf, size_t len, uint32_t chunk, uint64_t it, const char *needle)
@@ -168,11 +174,14 @@ static void expect_bad(uint8_t *buf, size_t len, uint32_t chunk, uint64_t it, co
     for (int i = 0; i < 100; i++)
         q[i] = 1.5f;
     char err[256] = "";
-    assert_int_equal(pc_rt__pull_apply(buf, len, chunk, it, q, 100, err, sizeof(err)), PC_EFORMAT);
+    uint64_t sns = 42;
+    assert_int_equal(pc_rt__pull_apply(buf, len, chunk, it, q, 100, &sns, err, sizeof(err)),
+                     PC_EFORMAT);
     if (needle && !strstr(err, needle))
         fail_msg("\"%s\" lacks \"%s\"", err, needle);
     for (int i = 0; i < 100; i++)
         assert_true(q[i] == 1.5f);
+    assert_true(sns == 42);
 }
 
 static void test_pull_rejections(void **state)
@@ -182,23 +191,40 @@ static void test_pull_rejections(void **state)
     for (int i = 0; i < 100; i++)
         p[i] = (float)i;
     uint32_t changed[3] = {3, 17, 99};
-    uint8_t buf[PC_WIRE_HEADER_BYTES + 400], bad[PC_WIRE_HEADER_BYTES + 400];
-    size_t len = pc_rt__pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE);
-    expect_bad(buf, len, 6, 9, "expected");    /* wrong chunk */
-    expect_bad(buf, len, 5, 8, "expected");    /* wrong iteration */
-    expect_bad(buf, len - 1, 5, 9, "payload"); /* truncated */
+    uint8_t buf[PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 400];
+    uint8_t bad[PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 400];
+    size_t len = pc_rt__pull_encode(buf, 5, 9, p, 100, changed, 3, PC_PULL_SPARSE, 1000);
+    const size_t T = PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES; /* the indices start */
+    expect_bad(buf, len, 6, 9, "expected");                        /* wrong chunk */
+    expect_bad(buf, len, 5, 8, "expected");                        /* wrong iteration */
+    expect_bad(buf, len - 1, 5, 9, "payload");                     /* truncated */
     memcpy(bad, buf, len);
-    pc_wire_put_u32(bad + PC_WIRE_HEADER_BYTES + 4, 200);
+    pc_wire_put_u32(bad + T + 4, 200);
     expect_bad(bad, len, 5, 9, "out of range");
     memcpy(bad, buf, len);
-    pc_wire_put_u32(bad + PC_WIRE_HEADER_BYTES + 4, 3);
+    pc_wire_put_u32(bad + T + 4, 3);
     expect_bad(bad, len, 5, 9, "out of order");
     memcpy(bad, buf, len);
-    pc_wire_put_u32(bad + PC_WIRE_HEADER_BYTES + 12, 0x7fc00000u);
+    pc_wire_put_u32(bad + T + 12, 0x7fc00000u);
     expect_bad(bad, len, 5, 9, "not finite");
     memcpy(bad, buf, len);
     bad[5] = 3; /* a gradient codec id */
     expect_bad(bad, len, 5, 9, "codec");
+    memcpy(bad, buf, len);
+    bad[5] = 0xF1; /* the first pull format's sparse id (no server time) */
+    expect_bad(bad, len, 5, 9, "codec");
+    /* The server time: one past the bound is rejected, the bound accepted. */
+    memcpy(bad, buf, len);
+    pc_wire_put_u64(bad + PC_WIRE_HEADER_BYTES, PC_RT_PULL_MAX_SERVER_NS + 1);
+    expect_bad(bad, len, 5, 9, "server time");
+    pc_wire_put_u64(bad + PC_WIRE_HEADER_BYTES, UINT64_MAX);
+    expect_bad(bad, len, 5, 9, "server time");
+    pc_wire_put_u64(bad + PC_WIRE_HEADER_BYTES, PC_RT_PULL_MAX_SERVER_NS);
+    float q[100];
+    char err[256];
+    uint64_t sns = 0;
+    assert_int_equal(pc_rt__pull_apply(bad, len, 5, 9, q, 100, &sns, err, sizeof(err)), PC_OK);
+    assert_true(sns == PC_RT_PULL_MAX_SERVER_NS);
     memcpy(bad, buf, len);
     pc_wire_put_u32(bad + 32, 0x3f800000u); /* scale 1: pull messages carry 0 */
     expect_bad(bad, len, 5, 9, "scale");
@@ -405,26 +431,31 @@ static void test_pull_bytes(void **state)
 {
     (void)state;
     float p[4] = {1, 2, 3, 4};
-    uint8_t buf[PC_WIRE_HEADER_BYTES + 16];
-    size_t len = pc_rt__pull_encode(buf, 7, 0x100000002ull, p, 4, NULL, 0, PC_PULL_DENSE);
-    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 16);
+    uint8_t buf[PC_WIRE_HEADER_BYTES + 24];
+    size_t len =
+        pc_rt__pull_encode(buf, 7, 0x100000002ull, p, 4, NULL, 0, PC_PULL_DENSE, 0x0102030405ull);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 24);
+    assert_int_equal(buf[5], 0xF2);
     assert_int_equal(buf[5], PC_RT_PULL_DENSE);
-    assert_int_equal(pc_wire_get_u32(buf + 8), 7);                                  /* chunk */
-    assert_int_equal(pc_wire_get_u32(buf + 12), 4);                                 /* n */
-    assert_true(pc_wire_get_u64(buf + 16) == 0x100000002ull);                       /* iteration */
-    assert_int_equal(pc_wire_get_u32(buf + 24), 4);                                 /* entries */
-    assert_int_equal(pc_wire_get_u32(buf + 28), 16);                                /* payload */
-    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8), 0x40400000u); /* 3.0f */
+    assert_int_equal(pc_wire_get_u32(buf + 8), 7);                                   /* chunk */
+    assert_int_equal(pc_wire_get_u32(buf + 12), 4);                                  /* n */
+    assert_true(pc_wire_get_u64(buf + 16) == 0x100000002ull);                        /* iteration */
+    assert_int_equal(pc_wire_get_u32(buf + 24), 4);                                  /* entries */
+    assert_int_equal(pc_wire_get_u32(buf + 28), 24);                                 /* payload */
+    assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == 0x0102030405ull);     /* server ns */
+    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 16), 0x40400000u); /* 3.0f */
     float big[16] = {0};
     uint32_t one[1] = {9};
-    uint8_t sb[PC_WIRE_HEADER_BYTES + 64];
+    uint8_t sb[PC_WIRE_HEADER_BYTES + 72];
     big[9] = -1.0f;
-    len = pc_rt__pull_encode(sb, 7, 1, big, 16, one, 1, PC_PULL_SPARSE);
-    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 8);
+    len = pc_rt__pull_encode(sb, 7, 1, big, 16, one, 1, PC_PULL_SPARSE, 0);
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 16);
+    assert_int_equal(sb[5], 0xF3);
     assert_int_equal(sb[5], PC_RT_PULL_SPARSE);
     assert_int_equal(pc_wire_get_u32(sb + 24), 1);
-    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES), 9);
-    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 4), 0xbf800000u);
+    assert_true(pc_wire_get_u64(sb + PC_WIRE_HEADER_BYTES) == 0);
+    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 8), 9);
+    assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 12), 0xbf800000u);
 }
 
 /* The chunk queue: forward order pops the lowest id queued (a front layer overtakes back
