@@ -88,6 +88,10 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
 /* Write the canonical spec string (every parameter the codec uses) into buf. */
 void pc_codec_spec_format(const pc_codec_spec_t *spec, char *buf, size_t len);
 
+/* The momentum of the codec's momentum correction on the workers (the momentum key of
+ * dgc, topk and randomk), or 0 for a codec without one. Pure. */
+double pc_codec_worker_momentum(const pc_codec_spec_t *spec);
+
 /* Name of a codec id ("topk"), or "?" . Static string. */
 const char *pc_codec_name(int id);
 

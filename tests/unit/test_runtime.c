@@ -88,9 +88,10 @@ static void test_check_config_combinations(void **state)
     assert_int_equal(
         parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0.9", NULL),
         PC_EUSAGE);
-    assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (DGC's "
-                             "momentum correction, dgc:momentum=0.9, runs on the workers); drop "
-                             "--momentum, or set dgc:momentum=0 to keep it on the servers");
+    assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (the "
+                             "codec's momentum correction, dgc:momentum=0.9, runs on the "
+                             "workers); drop --momentum, or set dgc:momentum=0 to keep it on the "
+                             "servers");
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc:momentum=0",
                                  "--momentum", "0.9", NULL),
                      PC_OK);
@@ -98,9 +99,43 @@ static void test_check_config_combinations(void **state)
     assert_int_equal(
         parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0", NULL),
         PC_OK);
-    /* Other codecs keep the servers' momentum. */
+    /* topk and randomk: momentum on the workers by default too, the same rule. */
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01", NULL),
                      PC_OK);
+    assert_true(cfg.momentum == 0.0);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "randomk", NULL), PC_OK);
+    assert_true(cfg.momentum == 0.0);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01",
+                                 "--momentum", "0.9", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.9 with --compress topk applies momentum twice (the "
+                             "codec's momentum correction, topk:momentum=0.9, runs on the "
+                             "workers); drop --momentum, or set topk:momentum=0 to keep it on "
+                             "the servers");
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "randomk:momentum=0.5",
+                                 "--momentum", "0.8", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.8 with --compress randomk applies momentum twice (the "
+                             "codec's momentum correction, randomk:momentum=0.5, runs on the "
+                             "workers); drop --momentum, or set randomk:momentum=0 to keep it on "
+                             "the servers");
+    /* Server-side momentum stays available: momentum=0 on the codec. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress",
+                                 "topk:ratio=0.01,momentum=0", "--momentum", "0.9", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(
+        parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01,momentum=0", NULL),
+        PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ef=off", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9); /* no residual, no worker momentum */
+    /* Codecs without a momentum correction keep the servers' momentum. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "threshold", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "qsgd", NULL), PC_OK);
     assert_true(cfg.momentum == 0.9);
     /* Allreduce: no codec, no servers. */
     assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
