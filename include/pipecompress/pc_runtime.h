@@ -32,7 +32,7 @@
  * Checkpoints (--checkpoint-dir, --checkpoint-every, --resume; files in pc_ckpt.h): at an
  * iteration boundary every worker waits for the last updates, then servers write their
  * shards (parameters, optimizer momentum) and workers their codec state (error-feedback
- * residuals, DGC momentum, steps; in allreduce mode parameters and momentum); rank 0 writes
+ * residuals, codec momentum, steps; in allreduce mode parameters and momentum); rank 0 writes
  * the manifest last. pc_worker_start with --resume restores the newest complete one and
  * pc_worker_iteration() then tells the caller where to continue (its data order and
  * dropout derive from the iteration). The result is bitwise the same as a run that was
