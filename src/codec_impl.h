@@ -35,7 +35,13 @@ typedef struct codec_ops {
      * PC_ENOMEM, and then before writing anything. */
     int (*apply)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                  float scale, float *dense);
-    /* Optional codec-specific fold (DGC's momentum correction); NULL: the generic one. */
+    /* Sparsifiers only (NULL for the dense codecs): apply, and also store the h->entries
+     * indices the values went to in idx[0..h->entries), strictly ascending. */
+    int (*apply_indices)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         float scale, float *dense, uint32_t *idx);
+    /* Optional codec-specific fold: the momentum correction (dgc; topk and randomk with
+     * momentum > 0), called only for a state that holds momentum; NULL or a state without
+     * momentum: the generic one. */
     int (*fold)(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 } codec_ops_t;
 
@@ -57,7 +63,7 @@ struct pc_codec_state {
     uint32_t chunk;
     size_t n;
     float *residual; /* n, error feedback; NULL when off */
-    float *momentum; /* n, dgc's u; NULL otherwise */
+    float *momentum; /* n, the momentum correction's u (dgc; topk, randomk with momentum > 0) */
     float *stage;    /* n, the folded copy of the gradient when error feedback is off */
     uint64_t steps;
 };
@@ -90,6 +96,16 @@ int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
  * PC_ENOMEM (and a reason), before writing. Thread-safe. */
 int pc_codec__apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                     float scale, float *dense, char *err, size_t errlen);
+
+/* Whether c's messages carry indices (sent, or regenerated as randomk's): the sparsifiers
+ * topk, dgc, randomk, threshold. Then pc_codec__apply_indices works. Thread-safe. */
+bool pc_codec__sparse(const pc_codec_t *c);
+
+/* pc_codec__apply for a sparsifier (pc_codec__sparse), also writing the message's
+ * h->entries indices, strictly ascending, into idx (room for h->entries). Fails only with
+ * PC_ENOMEM (and a reason), before writing; PC_EINVAL for a dense codec. Thread-safe. */
+int pc_codec__apply_indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                            float scale, float *dense, uint32_t *idx, char *err, size_t errlen);
 
 /* v += g over n elements (when g is not NULL), and whether all of v is finite. */
 bool pc_codec__fold_finite(float *v, const float *g, size_t n);

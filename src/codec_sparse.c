@@ -160,9 +160,10 @@ static int validate_indexed(const pc_codec_t *c, const pc_wire_header_t *h, cons
     return check_values(c, h, payload, values, err, errlen);
 }
 
-/* Indices are decoded a second time while applying (validation wrote nothing). */
-static int apply_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
-                         float scale, float *dense)
+/* Indices are decoded a second time while applying (validation wrote nothing); when idx is
+ * not NULL they are also stored there (ascending, as validated). */
+static int apply_indexed_list(const pc_codec_t *c, const pc_wire_header_t *h,
+                              const uint8_t *payload, float scale, float *dense, uint32_t *idx)
 {
     const uint8_t *p = payload;
     const uint8_t *values = payload + h->payload - (size_t)h->entries * value_bytes(c);
@@ -179,8 +180,64 @@ static int apply_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const u
         }
         prev = ix;
         dense[ix] += scale * value_at(c, values, j);
+        if (idx)
+            idx[j] = ix;
     }
     return PC_OK;
+}
+
+static int apply_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         float scale, float *dense)
+{
+    return apply_indexed_list(c, h, payload, scale, dense, NULL);
+}
+
+/* ---- momentum correction ---------------------------------------------------------------
+ * Lin et al.'s momentum correction, shared by dgc and by topk and randomk with momentum > 0
+ * (the state then holds u; with momentum=0 topk and randomk allocate no u and fold as
+ * plain error feedback, bit for bit as without the key):
+ *   g <- g * min(1, clip / ||g||)   local gradient clipping (dgc's clip > 0; else off)
+ *   u <- momentum * u + g           momentum correction
+ *   v <- v + u                      accumulation (the residual)
+ * and after selection u[sel] <- 0 (momentum factor masking), so sent + new residual ==
+ * old residual + u holds bit for bit as plain error feedback's invariant does for g. */
+
+static int momentum_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    const pc_codec_spec_t *s = &c->spec;
+    size_t n = st->n;
+    float *u = st->momentum, *v = st->residual;
+    /* Clipping factor from the gradient's L2 norm (double accumulation: deterministic). */
+    float f = 1.0f;
+    if (s->clip > 0) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (double)grad[i] * grad[i];
+        double norm = sqrt(ss);
+        if (!isfinite(norm))
+            return PC_ERANGE;
+        if (norm > s->clip)
+            f = (float)(s->clip / norm);
+    }
+    float m = (float)s->momentum;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        u[i] = m * u[i] + f * grad[i];
+        v[i] += u[i];
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof(bits));
+        bad |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad ? PC_ERANGE : PC_OK;
+}
+
+/* Momentum factor masking: u[idx[0..k)] <- 0 (nothing without u). */
+static void momentum_mask(pc_codec_state_t *st, const uint32_t *idx, size_t k)
+{
+    if (!st->momentum)
+        return;
+    for (size_t j = 0; j < k; j++)
+        st->momentum[idx[j]] = 0.0f;
 }
 
 /* ---- topk ---------------------------------------------------------------------------- */
@@ -199,9 +256,16 @@ static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
         return PC_ENOMEM;
     bool ef = c->spec.ef;
     float *v = pc_codec__source(c, st, grad);
+    if (grad && st->momentum) { /* momentum correction first; the selection only reads v */
+        int rc = momentum_fold(c, st, grad);
+        if (rc != PC_OK)
+            return rc;
+        grad = NULL;
+    }
     long got = pc_select_topk(c->sel, v, ef ? grad : NULL, n, k, c->idx);
     if (got < 0)
         return (int)got;
+    momentum_mask(st, c->idx, (size_t)got);
     h->entries = (uint32_t)got;
     h->payload = (uint32_t)encode(c, v, c->idx, (size_t)got, true, ef, payload);
     return PC_OK;
@@ -221,7 +285,9 @@ static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
 const codec_ops_t pc_codec_ops_topk = {.max_payload = topk_max_payload,
                                        .compress = topk_compress,
                                        .validate = topk_validate,
-                                       .apply = apply_indexed};
+                                       .apply = apply_indexed,
+                                       .apply_indices = apply_indexed_list,
+                                       .fold = momentum_fold};
 
 /* ---- threshold ------------------------------------------------------------------------ */
 
@@ -256,15 +322,15 @@ static int threshold_validate(const pc_codec_t *c, const pc_wire_header_t *h,
 const codec_ops_t pc_codec_ops_threshold = {.max_payload = threshold_max_payload,
                                             .compress = threshold_compress,
                                             .validate = threshold_validate,
-                                            .apply = apply_indexed};
+                                            .apply = apply_indexed,
+                                            .apply_indices = apply_indexed_list};
 
 /* ---- dgc ------------------------------------------------------------------------------
  * Lin et al., "Deep Gradient Compression" (ICLR 2018), per chunk:
- *   g <- g * min(1, clip / ||g||)           local gradient clipping (clip > 0)
- *   u <- momentum * u + g                   momentum correction
- *   v <- v + u                              accumulation (the residual)
+ *   clip, momentum correction, accumulation   (momentum_fold above)
  *   select ~k = density * n of v by a threshold estimated on a strided sample
  *   sent: v[sel]; then v[sel] <- v - sent, u[sel] <- 0   (momentum factor masking)
+ * Its state always holds u (also with momentum=0, as before topk and randomk took the key).
  * The density warms up from ratio^(1/W) to ratio over the first W compress calls
  * (exponentially, as in the paper's 25%, 6.25%, ... schedule). The sampled threshold is
  * accepted when it selects between 0.8k and 1.3k elements; otherwise it is re-estimated
@@ -293,45 +359,15 @@ static size_t dgc_max_payload(const pc_codec_t *c, size_t n)
     return dgc_max_entries(c, n) * (index_bytes(c) + value_bytes(c));
 }
 
-/* DGC's fold: clip, momentum correction, accumulation. */
-static int dgc_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
-{
-    const pc_codec_spec_t *s = &c->spec;
-    size_t n = st->n;
-    float *u = st->momentum, *v = st->residual;
-    /* Clipping factor from the gradient's L2 norm (double accumulation: deterministic). */
-    float f = 1.0f;
-    if (s->clip > 0) {
-        double ss = 0;
-        for (size_t i = 0; i < n; i++)
-            ss += (double)grad[i] * grad[i];
-        double norm = sqrt(ss);
-        if (!isfinite(norm))
-            return PC_ERANGE;
-        if (norm > s->clip)
-            f = (float)(s->clip / norm);
-    }
-    float m = (float)s->momentum;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        u[i] = m * u[i] + f * grad[i];
-        v[i] += u[i];
-        uint32_t bits;
-        memcpy(&bits, &v[i], sizeof(bits));
-        bad |= (bits & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad ? PC_ERANGE : PC_OK;
-}
-
 static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
                         uint8_t *payload, size_t cap)
 {
     (void)cap;
     const pc_codec_spec_t *s = &c->spec;
     size_t n = st->n;
-    float *u = st->momentum, *v = st->residual;
+    float *v = st->residual;
     if (grad) {
-        int rc = dgc_fold(c, st, grad);
+        int rc = momentum_fold(c, st, grad);
         if (rc != PC_OK)
             return rc;
     }
@@ -390,8 +426,7 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
         if (k > 0 && k < n)
             c->stats.dgc_exact++;
     }
-    for (size_t j = 0; j < got; j++)
-        u[c->idx[j]] = 0.0f; /* momentum factor masking */
+    momentum_mask(st, c->idx, got);
     h->entries = (uint32_t)got;
     h->payload = (uint32_t)encode(c, v, c->idx, got, true, true, payload);
     return PC_OK;
@@ -412,7 +447,8 @@ const codec_ops_t pc_codec_ops_dgc = {.max_payload = dgc_max_payload,
                                       .compress = dgc_compress,
                                       .validate = dgc_validate,
                                       .apply = apply_indexed,
-                                      .fold = dgc_fold};
+                                      .apply_indices = apply_indexed_list,
+                                      .fold = momentum_fold};
 
 /* ---- randomk --------------------------------------------------------------------------
  * k distinct indices, uniformly, by Floyd's algorithm on Philox draws from the stream
@@ -455,11 +491,17 @@ static int randomk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *gr
     size_t n = st->n, k = pc_codec__k(c->spec.ratio, n);
     bool ef = c->spec.ef;
     float *v = pc_codec__source(c, st, grad);
-    if (!pc_codec__fold_finite(v, ef ? grad : NULL, n))
+    if (grad && st->momentum) {
+        int rc = momentum_fold(c, st, grad);
+        if (rc != PC_OK)
+            return rc;
+    } else if (!pc_codec__fold_finite(v, ef ? grad : NULL, n)) {
         return PC_ERANGE;
+    }
     if (pc_codec__reserve_idx(c, k) != PC_OK || pc_codec__reserve_bits(c, n) != PC_OK)
         return PC_ENOMEM;
     randomk_indices(&c->spec, h->iteration, h->chunk, n, k, c->bits, c->idx);
+    momentum_mask(st, c->idx, k);
     h->entries = (uint32_t)k;
     h->payload = (uint32_t)encode(c, v, c->idx, k, false, ef, payload);
     return PC_OK;
@@ -476,26 +518,38 @@ static int randomk_validate(const pc_codec_t *c, const pc_wire_header_t *h, cons
     return check_values(c, h, payload, payload, err, errlen);
 }
 
-static int randomk_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
-                         float scale, float *dense)
+/* The indices are regenerated into out when given (the caller's, h->entries of them),
+ * else into a temporary list. */
+static int randomk_apply_list(const pc_codec_t *c, const pc_wire_header_t *h,
+                              const uint8_t *payload, float scale, float *dense, uint32_t *out)
 {
     size_t n = h->n, k = h->entries;
     uint64_t *bits = calloc((n + 63) / 64, sizeof(uint64_t));
-    uint32_t *idx = malloc(sizeof(uint32_t) * (k ? k : 1));
+    uint32_t *idx = out ? out : malloc(sizeof(uint32_t) * (k ? k : 1));
     if (!bits || !idx) {
         free(bits);
-        free(idx);
+        if (!out)
+            free(idx);
         return PC_ENOMEM;
     }
     randomk_indices(&c->spec, h->iteration, h->chunk, n, k, bits, idx);
     for (size_t j = 0; j < k; j++)
         dense[idx[j]] += scale * value_at(c, payload, j);
     free(bits);
-    free(idx);
+    if (!out)
+        free(idx);
     return PC_OK;
+}
+
+static int randomk_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                         float scale, float *dense)
+{
+    return randomk_apply_list(c, h, payload, scale, dense, NULL);
 }
 
 const codec_ops_t pc_codec_ops_randomk = {.max_payload = randomk_max_payload,
                                           .compress = randomk_compress,
                                           .validate = randomk_validate,
-                                          .apply = randomk_apply};
+                                          .apply = randomk_apply,
+                                          .apply_indices = randomk_apply_list,
+                                          .fold = momentum_fold};

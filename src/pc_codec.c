@@ -40,12 +40,14 @@ typedef struct codec_info {
 static const codec_info_t codecs[PC_CODEC_COUNT] = {
     [PC_CODEC_NONE] = {"none", &pc_codec_ops_none, 0, false},
     [PC_CODEC_FP16] = {"fp16", &pc_codec_ops_fp16, K_EF, false},
-    [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk, K_RATIO | K_EF | K_VALUES | K_INDEX, true},
+    [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk, K_RATIO | K_MOMENTUM | K_EF | K_VALUES | K_INDEX,
+                       true},
     /* DGC accumulates by construction: its residual is not optional. */
     [PC_CODEC_DGC] = {"dgc", &pc_codec_ops_dgc,
                       K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_VALUES | K_INDEX,
                       true},
-    [PC_CODEC_RANDOMK] = {"randomk", &pc_codec_ops_randomk, K_RATIO | K_EF | K_VALUES, true},
+    [PC_CODEC_RANDOMK] = {"randomk", &pc_codec_ops_randomk, K_RATIO | K_MOMENTUM | K_EF | K_VALUES,
+                          true},
     [PC_CODEC_THRESHOLD] = {"threshold", &pc_codec_ops_threshold, K_TAU | K_EF | K_VALUES | K_INDEX,
                             true},
     [PC_CODEC_QSGD] = {"qsgd", &pc_codec_ops_qsgd, K_LEVELS | K_EF, false},
@@ -62,6 +64,21 @@ static const struct {
     {"values", K_VALUES}, {"index", K_INDEX},
 };
 #define NKEYS (sizeof(key_names) / sizeof(key_names[0]))
+
+double pc_codec_worker_momentum(const pc_codec_spec_t *s)
+{
+    if (!s || s->id >= PC_CODEC_COUNT || (int)s->id < 0 || !(codecs[s->id].keys & K_MOMENTUM))
+        return 0.0;
+    return s->momentum;
+}
+
+/* Whether a state of this codec holds the momentum correction's u: always for dgc (its
+ * fold is the correction, also with momentum=0), for topk and randomk when momentum > 0
+ * (momentum=0 keeps them exactly the plain error-feedback codecs, without the array). */
+static bool has_momentum(const pc_codec_spec_t *s)
+{
+    return s->id == PC_CODEC_DGC || pc_codec_worker_momentum(s) > 0;
+}
 
 const char *pc_codec_name(int id)
 {
@@ -239,11 +256,11 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
     const char *name = codecs[id].name;
     pc_codec_spec_t s;
     defaults(&s, (pc_codec_id_t)id);
+    unsigned seen = 0;
     if (opts) {
         if (!*opts)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
                                 "%s: ':' must be followed by options (key=value,...)", name);
-        unsigned seen = 0;
         char *save = NULL;
         for (char *item = strtok_r(opts, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(item, '=');
@@ -277,6 +294,16 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
         /* strtok_r skips empty items ("ratio=0.1,,ef=on"): reject them explicitly. */
         if (strstr(text, ",,") || text[strlen(text) - 1] == ',' || strstr(text, ":,"))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: empty option in '%s'", name, text);
+    }
+    /* The momentum correction accumulates into the residual: without error feedback
+     * (topk, randomk ef=off) there is none, and the default momentum becomes 0. */
+    if ((codecs[id].keys & K_MOMENTUM) && (codecs[id].keys & K_EF) && !s.ef) {
+        if ((seen & K_MOMENTUM) && s.momentum > 0)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s: momentum=%g needs ef=on (the momentum correction accumulates "
+                                "into the residual); drop one of the two",
+                                name, s.momentum);
+        s.momentum = 0;
     }
     *out = s;
     return PC_OK;
@@ -333,6 +360,8 @@ int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out)
         spec->levels < 1 || spec->levels > PC_CODEC_MAX_LEVELS || !(spec->tau > 0) ||
         !(spec->momentum >= 0 && spec->momentum < 1) || !(spec->clip >= 0) || spec->warmup < 0)
         return PC_EINVAL;
+    if (spec->id != PC_CODEC_DGC && !spec->ef && pc_codec_worker_momentum(spec) > 0)
+        return PC_EINVAL; /* momentum correction without a residual to accumulate into */
     pc_codec_t *c = calloc(1, sizeof(*c));
     if (!c)
         return PC_ENOMEM;
@@ -435,7 +464,7 @@ int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_code
     st->n = n;
     if (c->spec.ef && !(st->residual = calloc(n, sizeof(float))))
         goto err;
-    if (c->spec.id == PC_CODEC_DGC && !(st->momentum = calloc(n, sizeof(float))))
+    if (has_momentum(&c->spec) && !(st->momentum = calloc(n, sizeof(float))))
         goto err;
     *out = st;
     return PC_OK;
@@ -513,7 +542,7 @@ int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
     if (!c || !st || !grad)
         return PC_EINVAL;
-    if (c->ops->fold)
+    if (c->ops->fold && st->momentum)
         return c->ops->fold(c, st, grad);
     if (c->spec.ef)
         return pc_codec__fold_finite(st->residual, grad, st->n) ? PC_OK : PC_ERANGE;
@@ -593,6 +622,23 @@ int pc_codec__apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
                     float scale, float *dense, char *err, size_t errlen)
 {
     int rc = c->ops->apply(c, h, payload, scale, dense);
+    if (rc != PC_OK)
+        pc_error_fmt(PC_ENOMEM, err, errlen, "chunk %u: out of memory decoding", h->chunk);
+    return rc;
+}
+
+bool pc_codec__sparse(const pc_codec_t *c)
+{
+    return c->ops->apply_indices != NULL;
+}
+
+int pc_codec__apply_indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                            float scale, float *dense, uint32_t *idx, char *err, size_t errlen)
+{
+    if (!c->ops->apply_indices)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "chunk %u: %s messages carry no indices",
+                            h->chunk, pc_codec_name(c->spec.id));
+    int rc = c->ops->apply_indices(c, h, payload, scale, dense, idx);
     if (rc != PC_OK)
         pc_error_fmt(PC_ENOMEM, err, errlen, "chunk %u: out of memory decoding", h->chunk);
     return rc;

@@ -121,7 +121,8 @@ static const pc_opt_t config_opts[] = {
      .min = 0,
      .max = 0.999999,
      .metavar = "M",
-     .help = "the servers' SGD momentum (0 with --compress dgc, whose momentum is the workers')"},
+     .help = "the servers' SGD momentum (0 with dgc, topk, randomk, whose momentum is the "
+             "workers')"},
     {.name = "nesterov",
      .type = PC_OPT_FLAG,
      .offset = offsetof(pc_config_t, nesterov),

@@ -85,6 +85,23 @@ size_t pc_optim_sgd(const pc_optim_cfg_t *cfg, float lr, float *p, float *mom, c
     return nchanged;
 }
 
+size_t pc_optim_sgd_sparse(const pc_optim_cfg_t *cfg, float lr, float *p, const float *g,
+                           const uint32_t *idx, size_t k, uint32_t *changed)
+{
+    /* sgd_block's expression without momentum, wd included (0 here: g + 0 * p is g, but
+     * the same expression keeps even the signs of zeros as pc_optim_sgd's). */
+    float wd = (float)cfg->weight_decay;
+    size_t nchanged = 0;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t i = idx[j];
+        float np = p[i] - lr * (g[i] + wd * p[i]);
+        changed[nchanged] = i; /* branch-free compaction */
+        nchanged += np != p[i];
+        p[i] = np;
+    }
+    return nchanged;
+}
+
 bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg)
 {
     return cfg->momentum == 0.0 && cfg->weight_decay == 0.0;

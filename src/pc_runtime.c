@@ -49,17 +49,20 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
         if (cfg->servers < 1 || cfg->servers >= world_size)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--servers %d leaves no %s among %d ranks",
                                 cfg->servers, cfg->servers < 1 ? "server" : "worker", world_size);
-        if (spec.id == PC_CODEC_DGC && spec.momentum > 0) {
-            /* DGC's momentum correction accumulates momentum on the workers; the servers
-             * then apply plain SGD (Lin et al. 2018). Server momentum on top of it is
-             * momentum applied twice, and diverges. */
+        double wm = pc_codec_worker_momentum(&spec);
+        if (wm > 0) {
+            /* The sparsifiers' momentum correction (DGC's; topk and randomk likewise)
+             * accumulates momentum on the workers; the servers then apply plain SGD to the
+             * sparse aggregate (Lin et al. 2018), touching only what was sent. Server
+             * momentum on top of it is momentum applied twice, and diverges. */
+            const char *name = pc_codec_name(spec.id);
             if (pc_config_given(cfg, "momentum") && cfg->momentum > 0)
                 return pc_error_fmt(
                     PC_EUSAGE, err, errlen,
-                    "--momentum %g with --compress dgc applies momentum twice (DGC's "
-                    "momentum correction, dgc:momentum=%g, runs on the workers); "
-                    "drop --momentum, or set dgc:momentum=0 to keep it on the servers",
-                    cfg->momentum, spec.momentum);
+                    "--momentum %g with --compress %s applies momentum twice (the codec's "
+                    "momentum correction, %s:momentum=%g, runs on the workers); "
+                    "drop --momentum, or set %s:momentum=0 to keep it on the servers",
+                    cfg->momentum, name, name, wm, name);
             cfg->momentum = 0;
         }
     }

@@ -19,6 +19,15 @@
  * - Idle: the loop backs off (spin, yield, then naps up to 1 ms): an idle server costs
  *   next to nothing. A wait with no message for --timeout seconds is an error naming what
  *   was awaited.
+ * - Work in proportion to what was sent: when the step is plain SGD (momentum 0 and weight
+ *   decay 0: the default with the sparsifiers' momentum correction on the workers) and the
+ *   chunk's codec is a sparsifier, the chunk's aggregate is summed sparsely (the same
+ *   additions in the same worker order, recording the touched indices), only the touched
+ *   parameters are stepped and only those aggregate entries cleared: O(nnz), not O(n),
+ *   and bitwise the parameters of the dense path (an untouched entry's step there is
+ *   p - lr * 0 = p). Any other combination (server momentum, weight decay, dense codecs)
+ *   takes the dense path: clear, decode and step all n entries. The metrics line says
+ *   which: "touched" entries aggregated and stepped, "changed" parameters.
  * - Pushback (--pull): dense parameters, or only the entries that changed when they are
  *   few (plain SGD on sparse gradients); workers end up bitwise identical either way. */
 #include "config.h"
@@ -38,10 +47,12 @@ typedef struct schunk {
     uint32_t id;
     size_t n;
     const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
-    float *p, *mom, *agg;
-    uint32_t *changed;
-    uint8_t **msgs;   /* per worker: this iteration's message (owned), or NULL */
-    rt_grad_t *grads; /* per worker: msgs[w] validated (pc_rt__grad_read and _check) */
+    float *p, *mom, *agg;    /* agg: all zero between iterations on the sparse path */
+    uint32_t *changed;       /* dense path: n entries; NULL on the sparse path */
+    bool sparse;             /* the O(nnz) path (see the top of the file) */
+    rt_sparse_t sp;          /* its index lists */
+    uint8_t **msgs;          /* per worker: this iteration's message (owned), or NULL */
+    rt_grad_t *grads;        /* per worker: msgs[w] validated (pc_rt__grad_read and _check) */
     int have;
     uint64_t it; /* iteration being collected */
     uint8_t *pull;
@@ -63,6 +74,7 @@ typedef struct server {
         int done;
         double t_aggregate, t_update, t_push;
         uint64_t bytes_in, bytes_out;
+        uint64_t touched, changed; /* entries aggregated and stepped; parameters changed */
     } slot[2];
 } server_t;
 
@@ -74,6 +86,7 @@ static void server_free(server_t *s)
         free(c->mom);
         free(c->agg);
         free(c->changed);
+        pc_rt__sparse_free(&c->sp);
         if (c->msgs)
             for (int w = 0; w < s->rt->nworkers; w++)
                 free(c->msgs[w]);
@@ -163,16 +176,17 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         k->id = (uint32_t)c;
         k->n = n;
         k->codec = pc_rt__chunk_dense(rt, n) ? s->codec_dense : s->codec;
+        k->sparse = pc_optim_sparse_friendly(&rt->optim) && pc_rt__grad_sparse(k->codec);
         k->p = malloc(sizeof(float) * n);
         k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
-        k->agg = malloc(sizeof(float) * n);
-        k->changed = malloc(sizeof(uint32_t) * n);
+        k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
+        k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
         k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
         k->pull = malloc(pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-        if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg || !k->changed || !k->msgs ||
-            !k->grads || !k->pull || !k->sends) {
+        if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg ||
+            (!k->sparse && !k->changed) || !k->msgs || !k->grads || !k->pull || !k->sends) {
             free(lay);
             return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d",
                                 rt->rank, c);
@@ -284,15 +298,14 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
     return pc_rt__ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
 
-/* All workers' messages for chunk k are in: aggregate, step, push. */
-static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
+/* The dense path: clear the aggregate, decode every message into it, step all n. */
+static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1, char *err,
+                      size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     int W = rt->nworkers;
-    int64_t t0 = pc_time_ns();
     memset(k->agg, 0, sizeof(float) * k->n);
     char why[256];
-    uint64_t in = 0;
     for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
         /* Validated on arrival (on_grad): applied without a second parse. */
         int rc =
@@ -300,23 +313,66 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
         if (rc != PC_OK)
             return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s",
                                 rt->rank, w, why);
+    }
+    *t1 = pc_time_ns();
+    *nchanged = pc_optim_sgd(&rt->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    return PC_OK;
+}
+
+/* The sparse path: the same sums into the touched entries only (agg is zero elsewhere),
+ * plain SGD on those, then clear them. *changed gets the changed list (ascending). */
+static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
+                       const uint32_t **changed, int64_t *t1, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers, failed = 0;
+    char why[256];
+    int rc = pc_rt__grad_aggregate_sparse(&k->sp, k->codec, k->grads, W, 1.0f / (float)W, k->agg,
+                                          k->n, &failed, why, sizeof(why));
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s", rt->rank,
+                            failed, why);
+    *t1 = pc_time_ns();
+    const uint32_t *t = k->sp.touched;
+    size_t nt = k->sp.ntouched;
+    *nchanged = pc_optim_sgd_sparse(&rt->optim, lr, k->p, k->agg, t, nt, k->sp.scratch);
+    for (size_t j = 0; j < nt; j++)
+        k->agg[t[j]] = 0.0f; /* all zero again for the next iteration */
+    *changed = k->sp.scratch;
+    return PC_OK;
+}
+
+/* All workers' messages for chunk k are in: aggregate, step, push. */
+static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers;
+    int64_t t0 = pc_time_ns(), t1 = t0;
+    uint64_t in = 0;
+    for (int w = 0; w < W; w++)
         in += k->grads[w].len;
+    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)k->it);
+    size_t nchanged = 0;
+    const uint32_t *changed = k->changed;
+    int rc = k->sparse ? step_sparse(s, k, lr, &nchanged, &changed, &t1, err, errlen)
+                       : step_dense(s, k, lr, &nchanged, &t1, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    for (int w = 0; w < W; w++) { /* applied: the messages are done with */
         free(k->msgs[w]);
         k->msgs[w] = NULL;
     }
-    int64_t t1 = pc_time_ns();
-    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)k->it);
-    size_t nchanged = pc_optim_sgd(&rt->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    size_t touched = k->sparse ? k->sp.ntouched : k->n;
     int64_t t2 = pc_time_ns();
     /* The previous iteration's pushes of this chunk have long been received (workers sent
      * this iteration's gradients after them); complete them locally before reusing. */
-    int rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
+    rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
     if (rc != PC_OK)
         return rc;
     /* The server's time on the chunk, which the workers' breakdown counts as t_wait_server:
      * from the start of aggregation (the last worker's message has just arrived) to the
      * push being posted. A duration on this host's clock: hosts need no common clock. */
-    size_t len = pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, k->changed, nchanged,
+    size_t len = pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
                                     rt->cfg.pull, (uint64_t)(pc_time_ns() - t0));
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
@@ -343,15 +399,19 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     s->slot[sl].t_push += (double)(t3 - t2) * 1e-9;
     s->slot[sl].bytes_in += in;
     s->slot[sl].bytes_out += len * (size_t)W;
+    s->slot[sl].touched += touched;
+    s->slot[sl].changed += nchanged;
     if (++s->slot[sl].done == s->nmine) {
-        pc_rt__metrics_line(rt,
-                            "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
-                            "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
-                            "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
-                            rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate,
-                            s->slot[sl].t_update, s->slot[sl].t_push,
-                            (unsigned long long)s->slot[sl].bytes_in,
-                            (unsigned long long)s->slot[sl].bytes_out);
+        pc_rt__metrics_line(
+            rt,
+            "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
+            "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
+            "\"touched\": %llu, \"changed\": %llu, "
+            "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
+            rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate, s->slot[sl].t_update,
+            s->slot[sl].t_push, (unsigned long long)s->slot[sl].touched,
+            (unsigned long long)s->slot[sl].changed, (unsigned long long)s->slot[sl].bytes_in,
+            (unsigned long long)s->slot[sl].bytes_out);
         s->slot[sl].done = 0;
     }
     k->have = 0;

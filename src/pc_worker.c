@@ -266,7 +266,7 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
     return PC_OK;
 }
 
-/* ps: a chunk's checkpointed state is its codec's (residual, DGC momentum). */
+/* ps: a chunk's checkpointed state is its codec's (residual, momentum correction). */
 static void ps_ckpt_arrays(wchunk_t *c, float **a, float **b)
 {
     *a = pc_codec_state_residual(c->st);

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec_impl.h"
@@ -106,6 +107,86 @@ int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, floa
                       size_t errlen)
 {
     return pc_codec__apply(c, &g->h, g->msg + PC_WIRE_HEADER_BYTES, scale, dense, err, errlen);
+}
+
+bool pc_rt__grad_sparse(const pc_codec_t *c)
+{
+    return pc_codec__sparse(c);
+}
+
+/* Grow *buf to hold want entries (PC_OK or PC_ENOMEM, *buf kept). */
+static int reserve_u32(uint32_t **buf, size_t *cap, size_t want)
+{
+    if (*cap >= want)
+        return PC_OK;
+    uint32_t *q = realloc(*buf, sizeof(uint32_t) * (want ? want : 1));
+    if (!q)
+        return PC_ENOMEM;
+    *buf = q;
+    *cap = want;
+    return PC_OK;
+}
+
+/* out = a union b, for ascending lists of distinct indices; returns its length. */
+static size_t merge_union(const uint32_t *a, size_t na, const uint32_t *b, size_t nb, uint32_t *out)
+{
+    size_t i = 0, j = 0, o = 0;
+    while (i < na && j < nb) {
+        uint32_t x = a[i], y = b[j];
+        out[o++] = x < y ? x : y;
+        i += x <= y;
+        j += y <= x;
+    }
+    while (i < na)
+        out[o++] = a[i++];
+    while (j < nb)
+        out[o++] = b[j++];
+    return o;
+}
+
+int pc_rt__grad_aggregate_sparse(rt_sparse_t *sp, const pc_codec_t *c, const rt_grad_t *grads,
+                                 int nworkers, float scale, float *agg, size_t n, int *failed,
+                                 char *err, size_t errlen)
+{
+    sp->ntouched = 0;
+    for (int w = 0; w < nworkers; w++) {
+        const rt_grad_t *g = &grads[w];
+        size_t k = g->h.entries, most = sp->ntouched + k < n ? sp->ntouched + k : n;
+        if (reserve_u32(&sp->list, &sp->cap_list, k) != PC_OK ||
+            reserve_u32(&sp->touched, &sp->cap_touched, most) != PC_OK ||
+            reserve_u32(&sp->scratch, &sp->cap_scratch, most) != PC_OK) {
+            *failed = w;
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "chunk %u: out of memory for %zu indices",
+                                g->h.chunk, most);
+        }
+        int rc = pc_codec__apply_indices(c, &g->h, g->msg + PC_WIRE_HEADER_BYTES, scale, agg,
+                                         sp->list, err, errlen);
+        if (rc != PC_OK) {
+            *failed = w;
+            return rc;
+        }
+        if (w == 0) {
+            memcpy(sp->touched, sp->list, sizeof(uint32_t) * k);
+            sp->ntouched = k;
+        } else {
+            sp->ntouched = merge_union(sp->touched, sp->ntouched, sp->list, k, sp->scratch);
+            uint32_t *t = sp->touched; /* the union becomes touched; the old list scratch */
+            size_t tc = sp->cap_touched;
+            sp->touched = sp->scratch;
+            sp->cap_touched = sp->cap_scratch;
+            sp->scratch = t;
+            sp->cap_scratch = tc;
+        }
+    }
+    return PC_OK;
+}
+
+void pc_rt__sparse_free(rt_sparse_t *sp)
+{
+    free(sp->touched);
+    free(sp->scratch);
+    free(sp->list);
+    memset(sp, 0, sizeof(*sp));
 }
 
 /* ---- pull -------------------------------------------------------------------------------- */

@@ -140,6 +140,34 @@ int pc_rt__grad_check(const pc_codec_t *c, const rt_grad_t *g, const pc_codec_ex
 int pc_rt__grad_apply(const pc_codec_t *c, const rt_grad_t *g, float scale, float *dense, char *err,
                       size_t errlen);
 
+/* ---- the sparse aggregate: the server's O(nnz) step ---------------------------------- */
+
+/* Whether c's messages carry indices (the sparsifiers topk, dgc, randomk, threshold), so
+ * that pc_rt__grad_aggregate_sparse can aggregate them. Thread-safe. */
+bool pc_rt__grad_sparse(const pc_codec_t *c);
+
+/* Index lists of one chunk's sparse aggregation, grown on demand (each to at most n
+ * entries). Zero-initialise; free with pc_rt__sparse_free. One thread at a time. */
+typedef struct rt_sparse {
+    uint32_t *touched; /* the aggregate's touched entries: ascending, distinct */
+    size_t ntouched;
+    uint32_t *scratch; /* after aggregation: free for the caller, room for ntouched */
+    uint32_t *list;    /* one message's indices */
+    size_t cap_touched, cap_scratch, cap_list;
+} rt_sparse_t;
+
+/* Add scale * the values of grads[0..nworkers) (each passed pc_rt__grad_check with the
+ * sparsifier c: pc_rt__grad_sparse) into agg[0..n), message after message in the order
+ * given: exactly the arithmetic of nworkers pc_rt__grad_apply calls, so agg equals their
+ * dense sum wherever it was zero before; and set sp->touched to the union of the messages'
+ * indices (ascending; entries whose sum cancelled to 0 included). O(sum of entries x
+ * nworkers), never O(n). On error (PC_ENOMEM with a reason; *failed = the message's
+ * position) agg may hold part of the sum. Not thread-safe on one sp. */
+int pc_rt__grad_aggregate_sparse(rt_sparse_t *sp, const pc_codec_t *c, const rt_grad_t *grads,
+                                 int nworkers, float scale, float *agg, size_t n, int *failed,
+                                 char *err, size_t errlen);
+void pc_rt__sparse_free(rt_sparse_t *sp);
+
 /* ---- pull: a chunk's updated parameters ---------------------------------------------- */
 
 /* Codec ids of pull messages in the pc_wire header: outside the gradient codecs' range.

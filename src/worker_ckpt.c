@@ -1,7 +1,7 @@
 /* worker_ckpt: a worker's part of checkpoints (doc/design.md, "Checkpoints and stopping"):
  * choosing the checkpoint to resume from, restoring the chunk states from this worker's
  * file, and writing it at an iteration boundary. What a chunk saves is the mode's
- * (worker_ops_t ckpt_arrays): ps, the codec state (residual, DGC momentum, steps);
+ * (worker_ops_t ckpt_arrays): ps, the codec state (residual, codec momentum, steps);
  * allreduce, the parameters and momentum. Backprop thread only. */
 #include "config.h"
 

@@ -2,15 +2,17 @@
  *
  * A codec turns one chunk of a gradient (n floats) into a self-describing message (pc_wire)
  * and back. The sender keeps per-chunk state (pc_codec_state_t: the error-feedback
- * residual, DGC's momentum, the iteration count for warm-up); the receiver needs none but
- * the codec's configuration. Codecs:
+ * residual, the momentum correction's u, the iteration count for warm-up); the receiver
+ * needs none but the codec's configuration. Codecs:
  *
  *   none        dense fp32
  *   fp16        dense binary16, round to nearest even
- *   topk        exactly k = ceil(ratio * n) largest magnitudes; ties to the lower index
+ *   topk        exactly k = ceil(ratio * n) largest magnitudes; ties to the lower index;
+ *               momentum correction (momentum=0.9 by default, as dgc's)
  *   dgc         Deep Gradient Compression: sampled threshold, momentum correction and
  *               factor masking, local clipping, density warm-up
- *   randomk     k indices drawn by Philox from (seed, iteration, chunk): only values travel
+ *   randomk     k indices drawn by Philox from (seed, iteration, chunk): only values travel;
+ *               momentum correction (momentum=0.9 by default)
  *   threshold   every |v| >= tau
  *   qsgd        s levels, stochastic rounding (Philox), L2-norm scaling; unbiased
  *   terngrad    {-1, 0, +1} * max|v|, stochastic; unbiased
@@ -20,6 +22,14 @@
  * efsign): the codec compresses v = residual + gradient and keeps residual = v - sent, so
  * nothing is lost, only delayed. For sparsifiers sent + new residual == old residual +
  * gradient holds exactly, bit for bit.
+ *
+ * Momentum correction (Lin et al., DGC; the key momentum= of dgc, topk and randomk, 0.9 by
+ * default): the workers keep u = momentum * u + gradient and accumulate u instead of the
+ * gradient (sent + new residual == old residual + u, bit for bit); u is zeroed where
+ * values were sent (momentum factor masking). The servers then apply plain SGD
+ * (pc_runtime_check_config makes their --momentum 0) and touch only what was sent.
+ * momentum=0 is the plain error-feedback codec exactly (topk, randomk: no u array); it
+ * needs ef=on (with ef=off the default momentum is 0).
  *
  * Threads: a pc_codec_t holds scratch memory for compression, so one thread at a time may
  * compress with it (each compressor thread creates its own); pc_codec_decode_add and the
@@ -66,7 +76,7 @@ typedef struct pc_codec_spec {
     pc_codec_id_t id;
     double ratio;             /* topk, dgc, randomk: fraction of elements kept, [0, 1] */
     double sample;            /* dgc: fraction sampled to estimate the threshold, (0, 1] */
-    double momentum;          /* dgc: momentum of the correction, [0, 1) */
+    double momentum;          /* dgc, topk, randomk: momentum of the correction, [0, 1) */
     double clip;              /* dgc: local gradient clipping L2 norm; 0 = off */
     int warmup;               /* dgc: iterations of exponentially decreasing density; 0 = off */
     double tau;               /* threshold: |v| >= tau is sent, > 0 */
@@ -78,7 +88,8 @@ typedef struct pc_codec_spec {
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,
- * warmup, tau, levels (per codec, see above) and, where they apply, ef=on|off,
+ * warmup, tau, levels (per codec, see above; momentum=M > 0 with ef=off is refused, and
+ * ef=off makes the default momentum 0) and, where they apply, ef=on|off,
  * values=fp32|fp16, index=u32|delta. Unknown names or keys, keys the codec does not take,
  * malformed or out-of-range values are PC_EUSAGE with a one-line message naming the
  * problem ("topk: ratio=1.5 is out of range [0, 1]"). On error *out is untouched. The seed
@@ -87,6 +98,10 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
 
 /* Write the canonical spec string (every parameter the codec uses) into buf. */
 void pc_codec_spec_format(const pc_codec_spec_t *spec, char *buf, size_t len);
+
+/* The momentum of the codec's momentum correction on the workers (the momentum key of
+ * dgc, topk and randomk), or 0 for a codec without one. Pure. */
+double pc_codec_worker_momentum(const pc_codec_spec_t *spec);
 
 /* Name of a codec id ("topk"), or "?" . Static string. */
 const char *pc_codec_name(int id);
@@ -117,13 +132,14 @@ pc_codec_stats_t pc_codec_stats(const pc_codec_t *c);
 size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n);
 
 /* Per-chunk sender state for chunk `chunk` of n elements (1..PC_CODEC_MAX_N): residual
- * (zeroed) when error feedback is on, momentum for dgc. Owned by the caller; one thread at
- * a time. */
+ * (zeroed) when error feedback is on, momentum (zeroed) for dgc and for topk and randomk
+ * with momentum > 0. Owned by the caller; one thread at a time. */
 int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out);
 /* Free st (NULL is accepted); the codec it was made with may be destroyed before or after. */
 void pc_codec_state_destroy(pc_codec_state_t *st);
 size_t pc_codec_state_n(const pc_codec_state_t *st);
-/* The residual (n floats) or NULL when error feedback is off; the momentum (dgc) or NULL.
+/* The residual (n floats) or NULL when error feedback is off; the momentum (dgc; topk and
+ * randomk with momentum > 0) or NULL.
  * The state owns them; callers may read them or restore them (checkpoints). */
 float *pc_codec_state_residual(pc_codec_state_t *st);
 float *pc_codec_state_momentum(pc_codec_state_t *st);
@@ -142,13 +158,12 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
 
 /* The two halves of pc_codec_compress, for a caller that wants the gradient buffer back
  * before compression runs (the worker pipeline releases it to backprop in between):
- * pc_codec_fold folds grad into st (residual += grad with error feedback, DGC's momentum
- * correction, or a copy into the state's stage without) and checks it is finite (else
- * PC_ERANGE); afterwards the caller may overwrite grad. pc_codec_compress_folded then
- * compresses what was folded (PC_EINVAL if nothing was). fold + compress_folded give the
- * same bytes and state as pc_codec_compress. One thread at a time per state; fold does not
- * touch c's scratch, so it may run on another thread than compress (never concurrently on
- * the same state). */
+ * pc_codec_fold folds grad into st (residual += grad with error feedback, the momentum
+ * correction when the state has momentum, or a copy into the state's stage without) and checks it
+ * is finite (else PC_ERANGE); afterwards the caller may overwrite grad. pc_codec_compress_folded
+ * then compresses what was folded (PC_EINVAL if nothing was). fold + compress_folded give the same
+ * bytes and state as pc_codec_compress. One thread at a time per state; fold does not touch c's
+ * scratch, so it may run on another thread than compress (never concurrently on the same state). */
 int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 int pc_codec_compress_folded(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                              size_t cap, size_t *len);

@@ -58,6 +58,15 @@ double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t);
 size_t pc_optim_sgd(const pc_optim_cfg_t *cfg, float lr, float *p, float *mom, const float *g,
                     size_t n, uint32_t *changed);
 
+/* The step of pc_optim_sgd on the k entries idx[0..k) only (ascending or not, distinct),
+ * for a sparse-friendly cfg (pc_optim_sparse_friendly: no momentum, no weight decay), where
+ * every other entry's step would leave its parameter as it is because its gradient is 0:
+ * then p ends bitwise as pc_optim_sgd over all n leaves it. Writes the indices whose
+ * parameter changed value to changed (room for k; always complete, in idx's order) and
+ * returns their count. O(k). The caller owns every buffer; thread-safe on distinct p. */
+size_t pc_optim_sgd_sparse(const pc_optim_cfg_t *cfg, float lr, float *p, const float *g,
+                           const uint32_t *idx, size_t k, uint32_t *changed);
+
 /* True when a step changes only parameters whose gradient entry is non-zero (plain SGD:
  * no momentum, no weight decay): then updates are as sparse as the aggregated gradient. */
 bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg);

@@ -32,7 +32,7 @@
  * Checkpoints (--checkpoint-dir, --checkpoint-every, --resume; files in pc_ckpt.h): at an
  * iteration boundary every worker waits for the last updates, then servers write their
  * shards (parameters, optimizer momentum) and workers their codec state (error-feedback
- * residuals, DGC momentum, steps; in allreduce mode parameters and momentum); rank 0 writes
+ * residuals, codec momentum, steps; in allreduce mode parameters and momentum); rank 0 writes
  * the manifest last. pc_worker_start with --resume restores the newest complete one and
  * pc_worker_iteration() then tells the caller where to continue (its data order and
  * dropout derive from the iteration). The result is bitwise the same as a run that was
@@ -67,8 +67,9 @@ typedef struct pc_worker pc_worker_t;
  * runs. Checks: the --compress spec, the worker/server split, a cosine schedule without
  * --iters, --resume or --checkpoint-every without --checkpoint-dir, a compressing
  * --compress or --servers with --mode allreduce (which sends every gradient dense and has
- * no servers), and --momentum given with DGC's own momentum (momentum applied twice).
- * Fills in: with --compress dgc (momentum correction on the workers, as in the DGC paper)
+ * no servers), and --momentum given with a sparsifier's own momentum (dgc, topk, randomk
+ * with momentum > 0: momentum applied twice). Fills in: with such a codec (momentum
+ * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. Which flags were given comes from cfg->given (pc_config_group); a cfg not
  * parsed that way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a

@@ -102,12 +102,23 @@ static void test_spec_parsing(void **state)
     assert_int_equal(s.id, PC_CODEC_TOPK);
     assert_true(s.ratio == 0.01 && s.ef && s.values == PC_VALUES_FP32 && s.index == PC_INDEX_U32);
     pc_codec_spec_format(&s, buf, sizeof(buf));
-    assert_string_equal(buf, "topk:ratio=0.01,ef=on,values=fp32,index=u32");
+    /* Worker-side momentum (the momentum correction) by default for the sparsifiers. */
+    assert_string_equal(buf, "topk:ratio=0.01,momentum=0.9,ef=on,values=fp32,index=u32");
+    assert_true(pc_codec_worker_momentum(&s) == 0.9);
     assert_int_equal(pc_codec_spec_parse("topk:ratio=0.001,ef=off,values=fp16,index=delta", &s, err,
                                          sizeof(err)),
                      PC_OK);
     assert_true(s.ratio == 0.001 && !s.ef && s.values == PC_VALUES_FP16 &&
                 s.index == PC_INDEX_DELTA);
+    assert_true(s.momentum == 0.0); /* no residual to accumulate into: no momentum */
+    assert_int_equal(pc_codec_spec_parse("randomk:momentum=0", &s, err, sizeof(err)), PC_OK);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "randomk:ratio=0.01,momentum=0,ef=on,values=fp32");
+    assert_true(pc_codec_worker_momentum(&s) == 0.0);
+    assert_int_equal(pc_codec_spec_parse("threshold", &s, err, sizeof(err)), PC_OK);
+    assert_true(pc_codec_worker_momentum(&s) == 0.0); /* no momentum key */
+    assert_int_equal(pc_codec_spec_parse("dgc", &s, err, sizeof(err)), PC_OK);
+    assert_true(pc_codec_worker_momentum(&s) == 0.9);
     assert_int_equal(pc_codec_spec_parse("dgc:ratio=0.001,sample=0.01,momentum=0.5,clip=2,warmup=4",
                                          &s, err, sizeof(err)),
                      PC_OK);
@@ -130,10 +141,22 @@ static void test_spec_parsing(void **state)
     expect_spec_error("", "empty compressor spec");
     expect_spec_error(NULL, "empty compressor spec");
     expect_spec_error("topk:", "topk: ':' must be followed by options (key=value,...)");
-    expect_spec_error("topk:ratoi=0.1",
-                      "topk: unknown option 'ratoi' (topk takes: ratio, ef, values, index)");
-    expect_spec_error("topk:levels=4",
-                      "topk: unknown option 'levels' (topk takes: ratio, ef, values, index)");
+    expect_spec_error(
+        "topk:ratoi=0.1",
+        "topk: unknown option 'ratoi' (topk takes: ratio, momentum, ef, values, index)");
+    expect_spec_error(
+        "topk:levels=4",
+        "topk: unknown option 'levels' (topk takes: ratio, momentum, ef, values, index)");
+    expect_spec_error("threshold:momentum=0.9",
+                      "threshold: unknown option 'momentum' (threshold takes: tau, ef, values, "
+                      "index)");
+    expect_spec_error("topk:momentum=0.9,ef=off",
+                      "topk: momentum=0.9 needs ef=on (the momentum correction accumulates into "
+                      "the residual); drop one of the two");
+    expect_spec_error("randomk:ef=off,momentum=0.5",
+                      "randomk: momentum=0.5 needs ef=on (the momentum correction accumulates "
+                      "into the residual); drop one of the two");
+    expect_spec_error("topk:momentum=1", "topk: momentum=1 is out of range [0, 1)");
     expect_spec_error("none:ef=on", "none: unknown option 'ef' (none takes: no options)");
     expect_spec_error("dgc:ef=off", "dgc: unknown option 'ef' (dgc takes: ratio, sample, "
                                     "momentum, clip, warmup, values, index)");
@@ -230,11 +253,14 @@ static void test_topk_reference(void **state)
 static void test_error_feedback_invariant(void **state)
 {
     (void)state;
-    const char *specs[] = {
-        "topk:ratio=0.01",           "topk:ratio=0.01,values=fp16,index=delta",
-        "dgc:ratio=0.01,momentum=0", "dgc:ratio=0.01,momentum=0,values=fp16",
-        "randomk:ratio=0.02",        "randomk:ratio=0.02,values=fp16",
-        "threshold:tau=0.01",        "threshold:tau=0.01,values=fp16,index=delta"};
+    const char *specs[] = {"topk:ratio=0.01,momentum=0",
+                           "topk:ratio=0.01,values=fp16,index=delta,momentum=0",
+                           "dgc:ratio=0.01,momentum=0",
+                           "dgc:ratio=0.01,momentum=0,values=fp16",
+                           "randomk:ratio=0.02,momentum=0",
+                           "randomk:ratio=0.02,values=fp16,momentum=0",
+                           "threshold:tau=0.01",
+                           "threshold:tau=0.01,values=fp16,index=delta"};
     const size_t n = 5000;
     float *g = malloc(sizeof(float) * n), *before = malloc(sizeof(float) * n),
           *v = malloc(sizeof(float) * n);
@@ -269,6 +295,124 @@ static void test_error_feedback_invariant(void **state)
     free(g);
     free(before);
     free(v);
+}
+
+/* Momentum correction on the workers (topk, randomk with momentum > 0; dgc): with u' =
+ * m * u + g computed here, sent + new residual == old residual + u' bit for bit, and u is
+ * masked (0) exactly at the sent indices, u' elsewhere. */
+static void test_momentum_correction(void **state)
+{
+    (void)state;
+    const char *specs[] = {"topk:ratio=0.01",    "topk:ratio=0.01,momentum=0.5,values=fp16",
+                           "randomk:ratio=0.02", "randomk:ratio=0.02,values=fp16",
+                           "dgc:ratio=0.01",     "topk:ratio=0.01,index=delta,momentum=0.99"};
+    const size_t n = 5000;
+    float *g = malloc(sizeof(float) * n), *before = malloc(sizeof(float) * n),
+          *u = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+    for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+        pc_codec_t *c = make(specs[s], 5);
+        float m = (float)pc_codec_spec(c)->momentum;
+        assert_true(m > 0);
+        pc_codec_state_t *st;
+        assert_int_equal(pc_codec_state_create(c, 0, n, &st), PC_OK);
+        float *r = pc_codec_state_residual(st), *mom = pc_codec_state_momentum(st);
+        assert_non_null(r);
+        assert_non_null(mom);
+        size_t masked = 0;
+        for (uint64_t it = 0; it < 6; it++) {
+            heavy(g, n, 200 + it);
+            memcpy(before, r, sizeof(float) * n);
+            for (size_t i = 0; i < n; i++) {
+                u[i] = m * mom[i] + g[i]; /* the codec's arithmetic, in its order */
+                v[i] = before[i] + u[i];
+            }
+            msg_t msg = compress(c, st, g, it);
+            float *sent = decode(c, &msg, 0, n, it);
+            size_t nsent = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (sent[i] + r[i] != v[i])
+                    fail_msg("%s it %llu elem %zu: sent %a + residual %a != residual + u %a",
+                             specs[s], (unsigned long long)it, i, (double)sent[i], (double)r[i],
+                             (double)v[i]);
+                bool was_sent = sent[i] != 0;
+                nsent += was_sent;
+                float want = was_sent ? 0.0f : u[i];
+                if (memcmp(&mom[i], &want, sizeof(float)) != 0)
+                    fail_msg("%s it %llu elem %zu: u %a, expected %a (%s)", specs[s],
+                             (unsigned long long)it, i, (double)mom[i], (double)want,
+                             was_sent ? "sent: masked" : "not sent");
+                masked += was_sent && u[i] != 0;
+            }
+            assert_true(nsent > 0);
+            free(sent);
+            free(msg.buf);
+        }
+        assert_true(masked > 0); /* the mask did clear momentum */
+        pc_codec_state_destroy(st);
+        pc_codec_destroy(c);
+    }
+    free(g);
+    free(before);
+    free(u);
+    free(v);
+}
+
+/* momentum=0 is the plain error-feedback codec: no momentum array, and every message is
+ * the reference top-k (sort-based, ties to the lower index) of residual + gradient, with
+ * the residual emptied exactly there, iteration after iteration; momentum=0 and ef=off
+ * (momentum 0 by default then) are accepted, momentum > 0 without a residual is not. */
+static void test_momentum_zero_is_plain(void **state)
+{
+    (void)state;
+    const size_t n = 3000;
+    float *g = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+    uint32_t *ord = malloc(sizeof(uint32_t) * n);
+    pc_codec_t *c = make("topk:ratio=0.01,momentum=0", 2);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create(c, 1, n, &st), PC_OK);
+    assert_null(pc_codec_state_momentum(st));
+    float *r = pc_codec_state_residual(st);
+    size_t k = (size_t)ceil(0.01 * (double)n);
+    for (uint64_t it = 0; it < 5; it++) {
+        heavy(g, n, 40 + it);
+        for (size_t i = 0; i < n; i++) {
+            v[i] = r[i] + g[i];
+            ord[i] = (uint32_t)i;
+        }
+        qsort_r(ord, n, sizeof(uint32_t), cmp_mag_idx, v);
+        msg_t m = compress(c, st, g, it);
+        float *d = decode(c, &m, 1, n, it);
+        float *want = calloc(n, sizeof(float));
+        for (size_t j = 0; j < k; j++) {
+            want[ord[j]] = v[ord[j]];
+            v[ord[j]] = 0.0f;
+        }
+        assert_memory_equal(d, want, sizeof(float) * n);
+        assert_memory_equal(r, v, sizeof(float) * n);
+        free(want);
+        free(d);
+        free(m.buf);
+    }
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    c = make("randomk:momentum=0", 2);
+    assert_int_equal(pc_codec_state_create(c, 1, n, &st), PC_OK);
+    assert_null(pc_codec_state_momentum(st));
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    c = make("topk:ef=off", 2);
+    assert_int_equal(pc_codec_state_create(c, 1, n, &st), PC_OK);
+    assert_null(pc_codec_state_momentum(st));
+    assert_null(pc_codec_state_residual(st));
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    pc_codec_spec_t spec;
+    assert_int_equal(pc_codec_spec_parse("topk:ef=off", &spec, NULL, 0), PC_OK);
+    spec.momentum = 0.9; /* set by hand: no residual to accumulate into */
+    assert_int_equal(pc_codec_create(&spec, &c), PC_EINVAL);
+    free(g);
+    free(v);
+    free(ord);
 }
 
 static void test_dense_codecs(void **state)
@@ -412,10 +556,12 @@ static void test_fold_then_compress(void **state)
                            "fp16",
                            "fp16:ef=on",
                            "topk",
+                           "topk:momentum=0",
                            "topk:ef=off",
                            "dgc:ratio=0.01",
                            "dgc:clip=1,warmup=2",
                            "randomk",
+                           "randomk:momentum=0",
                            "randomk:ef=off",
                            "threshold",
                            "qsgd",
@@ -451,6 +597,9 @@ static void test_fold_then_compress(void **state)
             if (pc_codec_state_residual(sa))
                 assert_memory_equal(pc_codec_state_residual(sa), pc_codec_state_residual(sb),
                                     sizeof(float) * n);
+            if (pc_codec_state_momentum(sa))
+                assert_memory_equal(pc_codec_state_momentum(sa), pc_codec_state_momentum(sb),
+                                    sizeof(float) * n);
             free(ma.buf);
             free(mb.buf);
         }
@@ -471,7 +620,8 @@ static void test_randomk_agreement(void **state)
     const size_t n = 10000;
     float *g = malloc(sizeof(float) * n);
     heavy(g, n, 8);
-    pc_codec_t *sender = make("randomk:ratio=0.01", 42), *receiver = make("randomk:ratio=0.01", 42);
+    pc_codec_t *sender = make("randomk:ratio=0.01,momentum=0", 42),
+               *receiver = make("randomk:ratio=0.01", 42);
     pc_codec_state_t *st;
     assert_int_equal(pc_codec_state_create(sender, 6, n, &st), PC_OK);
     msg_t m = compress(sender, st, g, 3);
@@ -927,6 +1077,8 @@ int main(void)
         cmocka_unit_test(test_spec_parsing),
         cmocka_unit_test(test_topk_reference),
         cmocka_unit_test(test_error_feedback_invariant),
+        cmocka_unit_test(test_momentum_correction),
+        cmocka_unit_test(test_momentum_zero_is_plain),
         cmocka_unit_test(test_dense_codecs),
         cmocka_unit_test(test_qsgd_terngrad_unbiased),
         cmocka_unit_test(test_determinism),

@@ -89,9 +89,10 @@ static void test_check_config_combinations(void **state)
     assert_int_equal(
         parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0.9", NULL),
         PC_EUSAGE);
-    assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (DGC's "
-                             "momentum correction, dgc:momentum=0.9, runs on the workers); drop "
-                             "--momentum, or set dgc:momentum=0 to keep it on the servers");
+    assert_string_equal(err, "--momentum 0.9 with --compress dgc applies momentum twice (the "
+                             "codec's momentum correction, dgc:momentum=0.9, runs on the "
+                             "workers); drop --momentum, or set dgc:momentum=0 to keep it on the "
+                             "servers");
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc:momentum=0",
                                  "--momentum", "0.9", NULL),
                      PC_OK);
@@ -99,9 +100,43 @@ static void test_check_config_combinations(void **state)
     assert_int_equal(
         parse_check(&cfg, 3, err, sizeof(err), "--compress", "dgc", "--momentum", "0", NULL),
         PC_OK);
-    /* Other codecs keep the servers' momentum. */
+    /* topk and randomk: momentum on the workers by default too, the same rule. */
     assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01", NULL),
                      PC_OK);
+    assert_true(cfg.momentum == 0.0);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "randomk", NULL), PC_OK);
+    assert_true(cfg.momentum == 0.0);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01",
+                                 "--momentum", "0.9", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.9 with --compress topk applies momentum twice (the "
+                             "codec's momentum correction, topk:momentum=0.9, runs on the "
+                             "workers); drop --momentum, or set topk:momentum=0 to keep it on "
+                             "the servers");
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "randomk:momentum=0.5",
+                                 "--momentum", "0.8", NULL),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.8 with --compress randomk applies momentum twice (the "
+                             "codec's momentum correction, randomk:momentum=0.5, runs on the "
+                             "workers); drop --momentum, or set randomk:momentum=0 to keep it on "
+                             "the servers");
+    /* Server-side momentum stays available: momentum=0 on the codec. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress",
+                                 "topk:ratio=0.01,momentum=0", "--momentum", "0.9", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(
+        parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ratio=0.01,momentum=0", NULL),
+        PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "topk:ef=off", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9); /* no residual, no worker momentum */
+    /* Codecs without a momentum correction keep the servers' momentum. */
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "threshold", NULL),
+                     PC_OK);
+    assert_true(cfg.momentum == 0.9);
+    assert_int_equal(parse_check(&cfg, 3, err, sizeof(err), "--compress", "qsgd", NULL), PC_OK);
     assert_true(cfg.momentum == 0.9);
     /* Allreduce: no codec, no servers. */
     assert_int_equal(parse_check(&cfg, 2, err, sizeof(err), "--mode", "allreduce", "--compress",
@@ -390,6 +425,135 @@ static void test_grad(void **state)
     }
 }
 
+/* The server's sparse path (pc_rt__grad_aggregate_sparse, pc_optim_sgd_sparse, clearing the
+ * touched entries) against its dense path (clear all n, pc_rt__grad_apply per worker,
+ * pc_optim_sgd over all n): bitwise the same parameters, the same changed count and the
+ * same pull messages, iteration after iteration on one aggregate buffer, with workers whose
+ * entries overlap and cancel (touched but unchanged) and parameters that are -0. */
+static void test_sparse_step(void **state)
+{
+    (void)state;
+    const char *sparse[] = {"topk:ratio=0.05", "topk:ratio=0.05,values=fp16,index=delta",
+                            "dgc:ratio=0.05", "randomk:ratio=0.1,values=fp16", "threshold:tau=1.5"};
+    const char *dense[] = {"none", "fp16", "qsgd", "terngrad", "efsign"};
+    enum { N = 2000, W = 3, ITERS = 4 };
+    pc_optim_cfg_t cfg = {.lr = 0.1};
+    assert_true(pc_optim_sparse_friendly(&cfg));
+    size_t cancelled = 0;
+    for (size_t s = 0; s < sizeof(sparse) / sizeof(sparse[0]); s++) {
+        pc_codec_spec_t spec;
+        char err[256];
+        assert_int_equal(pc_codec_spec_parse(sparse[s], &spec, err, sizeof(err)), PC_OK);
+        spec.seed = 3;
+        pc_codec_t *c;
+        assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+        assert_true(pc_rt__grad_sparse(c));
+        pc_codec_state_t *st[W];
+        uint8_t *msg[W];
+        rt_grad_t gr[W];
+        size_t cap = pc_codec_max_bytes(c, N);
+        for (int w = 0; w < W; w++) {
+            assert_int_equal(pc_codec_state_create(c, 2, N, &st[w]), PC_OK);
+            msg[w] = malloc(cap);
+        }
+        float *pd = malloc(sizeof(float) * N), *ps = malloc(sizeof(float) * N),
+              *aggd = malloc(sizeof(float) * N), *aggs = calloc(N, sizeof(float)),
+              *g = malloc(sizeof(float) * N), *g0 = malloc(sizeof(float) * N);
+        uint32_t *changed = malloc(sizeof(uint32_t) * N);
+        uint8_t *pulld = malloc(pc_rt__pull_max_bytes(N)),
+                *pulls = malloc(pc_rt__pull_max_bytes(N));
+        for (int i = 0; i < N; i++)
+            pd[i] = ps[i] = i % 11 == 0 ? -0.0f : sinf((float)i);
+        rt_sparse_t sp = {0};
+        for (uint64_t it = 0; it < ITERS; it++) {
+            size_t entries = 0;
+            for (int w = 0; w < W; w++) {
+                for (int i = 0; i < N; i++) {
+                    float x =
+                        sinf((float)i * 0.71f + (float)(w * 7 + (int)it)) * (float)(1 + i % 5);
+                    if (w == 0)
+                        g0[i] = x;
+                    /* Worker 1 cancels worker 0 on every third entry: touched, sum 0. */
+                    g[i] = w == 1 && i % 3 == 0 ? -g0[i] : x;
+                }
+                if (w == 0)
+                    memcpy(g, g0, sizeof(float) * N);
+                size_t len;
+                assert_int_equal(pc_codec_compress(c, st[w], g, it, msg[w], cap, &len), PC_OK);
+                pc_codec_expect_t want = {.chunk = 2, .n = N, .iteration = it};
+                assert_int_equal(pc_rt__grad_read(msg[w], len, &gr[w], err, sizeof(err)), PC_OK);
+                assert_int_equal(pc_rt__grad_check(c, &gr[w], &want, err, sizeof(err)), PC_OK);
+                entries += gr[w].h.entries;
+            }
+            float lr = 0.1f;
+            /* Dense path. */
+            memset(aggd, 0, sizeof(float) * N);
+            for (int w = 0; w < W; w++)
+                assert_int_equal(pc_rt__grad_apply(c, &gr[w], 1.0f / W, aggd, err, sizeof(err)),
+                                 PC_OK);
+            size_t ncd = pc_optim_sgd(&cfg, lr, pd, NULL, aggd, N, changed);
+            /* Sparse path. */
+            int failed = -1;
+            assert_int_equal(pc_rt__grad_aggregate_sparse(&sp, c, gr, W, 1.0f / W, aggs, N, &failed,
+                                                          err, sizeof(err)),
+                             PC_OK);
+            assert_true(sp.ntouched <= entries && sp.ntouched <= N);
+            for (size_t j = 0; j < sp.ntouched; j++) {
+                if (j > 0)
+                    assert_true(sp.touched[j] > sp.touched[j - 1]);
+                uint32_t i = sp.touched[j];
+                if (memcmp(&aggs[i], &aggd[i], sizeof(float)) != 0)
+                    fail_msg("%s it %llu: aggregate[%u] %a, dense %a", sparse[s],
+                             (unsigned long long)it, i, (double)aggs[i], (double)aggd[i]);
+                cancelled += aggs[i] == 0.0f;
+            }
+            size_t ncs =
+                pc_optim_sgd_sparse(&cfg, lr, ps, aggs, sp.touched, sp.ntouched, sp.scratch);
+            for (size_t j = 0; j < sp.ntouched; j++)
+                aggs[sp.touched[j]] = 0.0f;
+            if (memcmp(pd, ps, sizeof(float) * N) != 0)
+                fail_msg("%s it %llu: sparse path parameters differ from the dense path's",
+                         sparse[s], (unsigned long long)it);
+            assert_int_equal(ncs, ncd);
+            for (int i = 0; i < N; i++) /* the dense path's aggregate is 0 off the list */
+                assert_true(aggs[i] == 0.0f);
+            for (int mode = PC_PULL_AUTO; mode <= PC_PULL_SPARSE; mode++) {
+                size_t ld = pc_rt__pull_encode(pulld, 2, it, pd, N, changed, ncd, mode);
+                size_t ls = pc_rt__pull_encode(pulls, 2, it, ps, N, sp.scratch, ncs, mode);
+                assert_int_equal(ld, ls);
+                assert_memory_equal(pulld, pulls, ld);
+            }
+        }
+        pc_rt__sparse_free(&sp);
+        for (int w = 0; w < W; w++) {
+            pc_codec_state_destroy(st[w]);
+            free(msg[w]);
+        }
+        free(pd);
+        free(ps);
+        free(aggd);
+        free(aggs);
+        free(g);
+        free(g0);
+        free(changed);
+        free(pulld);
+        free(pulls);
+        pc_codec_destroy(c);
+    }
+    assert_true(cancelled > 0); /* the test did exercise touched-but-unchanged entries */
+    for (size_t s = 0; s < sizeof(dense) / sizeof(dense[0]); s++) {
+        pc_codec_spec_t spec;
+        pc_codec_t *c;
+        assert_int_equal(pc_codec_spec_parse(dense[s], &spec, NULL, 0), PC_OK);
+        assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+        assert_false(pc_rt__grad_sparse(c));
+        pc_codec_destroy(c);
+    }
+    pc_optim_cfg_t mom = {.lr = 0.1, .momentum = 0.9}, wd = {.lr = 0.1, .weight_decay = 1e-4};
+    assert_false(pc_optim_sparse_friendly(&mom));
+    assert_false(pc_optim_sparse_friendly(&wd));
+}
+
 /* Done and checkpoint requests: fixed sizes, little-endian, the signal bounded. */
 static void test_done_and_ckpt(void **state)
 {
@@ -517,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_sparse_step),
         cmocka_unit_test(test_done_and_ckpt),
         cmocka_unit_test(test_queue_order),
     };
