@@ -518,8 +518,8 @@ static void test_sparse_step(void **state)
             for (int i = 0; i < N; i++) /* the dense path's aggregate is 0 off the list */
                 assert_true(aggs[i] == 0.0f);
             for (int mode = PC_PULL_AUTO; mode <= PC_PULL_SPARSE; mode++) {
-                size_t ld = pc_rt__pull_encode(pulld, 2, it, pd, N, changed, ncd, mode);
-                size_t ls = pc_rt__pull_encode(pulls, 2, it, ps, N, sp.scratch, ncs, mode);
+                size_t ld = pc_rt__pull_encode(pulld, 2, it, pd, N, changed, ncd, mode, 0);
+                size_t ls = pc_rt__pull_encode(pulls, 2, it, ps, N, sp.scratch, ncs, mode, 0);
                 assert_int_equal(ld, ls);
                 assert_memory_equal(pulld, pulls, ld);
             }
