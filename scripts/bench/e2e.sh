@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # e2e.sh: end-to-end iteration time of pc-train, side by side in one run:
 #   1 dense MPI_Allreduce (the Horovod-style baseline), 2 parameter servers without
-#   compression, 3 top-k 1% inline, 4 top-k 1% pipelined (PipeCompress), 5 DGC 0.1%
-#   pipelined, 6 the best setting for a slow network: DGC 0.1% pipelined with its momentum
-#   on the workers (DGC's momentum correction), plain SGD on the servers and sparse pulls;
+#   compression, 3 top-k 1% inline, 4 top-k 1% pipelined (PipeCompress; both with the
+#   defaults: momentum on the workers, plain SGD on O(nnz) entries on the servers, sparse
+#   pulls), 5 DGC 0.1% pipelined (same defaults), 6 top-k 1% pipelined with the earlier
+#   design: momentum on the servers, which touch and push back every parameter;
 # for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-6), under
 # three networks: shared memory; TCP over a loopback shaped to 10 Gbit/s and to 1 Gbit/s
 # inside a private network namespace (root only; every rank shares that one link).
@@ -92,7 +93,7 @@ label_of() {
     3) echo "ps, topk 1%, inline" ;;
     4) echo "ps, topk 1%, pipelined" ;;
     5) echo "ps, dgc 0.1%, pipelined" ;;
-    6) echo "ps, dgc 0.1%, pipelined, mom0 sparse" ;;
+    6) echo "ps, topk 1%, pipelined, server mom" ;;
     esac
 }
 
@@ -103,7 +104,7 @@ flags_of() {
     3) echo "--compress topk:ratio=0.01 --pipeline off" ;;
     4) echo "--compress topk:ratio=0.01 --pipeline on" ;;
     5) echo "--compress dgc:ratio=0.001 --pipeline on" ;;
-    6) echo "--compress dgc:ratio=0.001 --pipeline on --momentum 0 --pull sparse" ;;
+    6) echo "--compress topk:ratio=0.01,momentum=0 --momentum 0.9 --pipeline on" ;;
     esac
 }
 
