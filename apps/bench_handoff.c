@@ -36,6 +36,7 @@ typedef struct opts {
     int items;
     int min_us, max_us;
     int idle_ms;
+    int spin_us;
     int reps;
     char json[512];
 } opts_t;
@@ -70,6 +71,14 @@ static const pc_opt_t handoff_opts[] = {
      .max = 600000,
      .metavar = "MS",
      .help = "idle stretch over which the consumer's CPU use is measured"},
+    {.name = "spin-us",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, spin_us),
+     .min = 0,
+     .max = 1000000,
+     .metavar = "US",
+     .help = "event policy: also spin this long after each item before parking (0: only "
+             "pc_event's short spin; what a spin window would buy, and cost)"},
     BENCH_OPT_REPS(opts_t),
     {.name = "json",
      .type = PC_OPT_STRING,
@@ -97,9 +106,10 @@ typedef struct exp {
     const opts_t *o;
     pc_spsc_t *q;
     pc_event_t *ev;
-    int64_t *lat_ns; /* items latencies, by seq */
-    int64_t idle_cpu_ns, idle_wall_ns;
-    int64_t bad; /* items received out of order */
+    int64_t *lat_ns;                   /* items latencies, by seq */
+    int64_t busy_cpu_ns, busy_wall_ns; /* the consumer over the hand-over phase */
+    int64_t idle_cpu_ns, idle_wall_ns; /* the consumer over the idle stretch */
+    int64_t bad;                       /* items received out of order */
 } exp_t;
 
 static int64_t thread_cpu_ns(void)
@@ -130,10 +140,18 @@ static bool pop_into(void *arg)
     return pc_spsc_try_pop(p->q, p->out);
 }
 
-static void wait_item(exp_t *e, item_t *out)
+static void wait_item(exp_t *e, item_t *out, bool idle)
 {
     if (e->policy == P_EVENT) {
         pop_arg_t p = {e->q, out};
+        if (e->o->spin_us > 0 && !idle) {
+            int64_t until = pc_time_ns() + (int64_t)e->o->spin_us * 1000;
+            while (pc_time_ns() < until) {
+                if (pc_spsc_try_pop(e->q, out))
+                    return;
+                pc_backoff_cpu_relax();
+            }
+        }
         while (pc_event_await(e->ev, pop_into, &p, EVENT_RECHECK_NS, NULL) != PC_OK)
             ;
         return;
@@ -153,8 +171,9 @@ static void run_side(void *arg, int side)
         uint64_t rng = 0x9e3779b97f4a7c15ull;
         int64_t span = (int64_t)(o->max_us - o->min_us) + 1;
         for (int i = 0; i <= o->items; i++) {
-            int64_t gap_us = i == o->items ? (int64_t)o->idle_ms * 1000
-                                           : o->min_us + (int64_t)(next_rand(&rng) % (uint64_t)span);
+            int64_t gap_us = i == o->items
+                                 ? (int64_t)o->idle_ms * 1000
+                                 : o->min_us + (int64_t)(next_rand(&rng) % (uint64_t)span);
             pc_time_sleep_ns(gap_us * 1000);
             item_t it = {.seq = i == o->items ? -1 : i, .t_push = pc_time_ns()};
             while (!pc_spsc_try_push(e->q, &it))
@@ -164,18 +183,22 @@ static void run_side(void *arg, int side)
         }
         return;
     }
+    int64_t c0 = thread_cpu_ns(), w0 = pc_time_ns();
     for (int i = 0; i < o->items; i++) {
         item_t it;
-        wait_item(e, &it);
+        wait_item(e, &it, false);
         int64_t now = pc_time_ns();
         if (it.seq != i)
             e->bad++;
         else
             e->lat_ns[i] = now - it.t_push;
     }
-    int64_t c0 = thread_cpu_ns(), w0 = pc_time_ns();
+    e->busy_cpu_ns = thread_cpu_ns() - c0;
+    e->busy_wall_ns = pc_time_ns() - w0;
+    c0 = thread_cpu_ns();
+    w0 = pc_time_ns();
     item_t stop;
-    wait_item(e, &stop);
+    wait_item(e, &stop, true); /* an idle compressor does not spin-wait for work */
     e->idle_cpu_ns = thread_cpu_ns() - c0;
     e->idle_wall_ns = pc_time_ns() - w0;
     if (stop.seq != -1)
@@ -199,9 +222,10 @@ static double quantile(const int64_t *v, int n, double q)
     return (double)v[k];
 }
 
-/* One repetition of one policy: p50 and p99 in microseconds, idle CPU in % of a core. */
+/* One repetition of one policy: p50 and p99 in microseconds, CPU while handing over and
+ * while idle in % of a core. */
 static int run_once(bench_pair_t *pair, enum policy p, const opts_t *o, double *p50, double *p99,
-                    double *idle)
+                    double *busy, double *idle)
 {
     exp_t e = {.policy = p, .o = o};
     e.lat_ns = calloc((size_t)o->items, sizeof(int64_t));
@@ -218,6 +242,7 @@ static int run_once(bench_pair_t *pair, enum policy p, const opts_t *o, double *
     qsort(e.lat_ns, (size_t)o->items, sizeof(int64_t), cmp_i64);
     *p50 = quantile(e.lat_ns, o->items, 0.50) * 1e-3;
     *p99 = quantile(e.lat_ns, o->items, 0.99) * 1e-3;
+    *busy = e.busy_wall_ns > 0 ? 100.0 * (double)e.busy_cpu_ns / (double)e.busy_wall_ns : 0;
     *idle = e.idle_wall_ns > 0 ? 100.0 * (double)e.idle_cpu_ns / (double)e.idle_wall_ns : 0;
     rc = 0;
 out:
@@ -244,7 +269,8 @@ static double notify_cost_ns(void)
 
 int bench_handoff_main(int argc, char **argv)
 {
-    opts_t o = {.items = 2000, .min_us = 100, .max_us = 500, .idle_ms = 1000, .reps = 3};
+    opts_t o = {
+        .items = 2000, .min_us = 100, .max_us = 500, .idle_ms = 1000, .reps = 3, .spin_us = 0};
     pc_opt_group_t g = {"pc-bench handoff flags", handoff_opts,
                         sizeof(handoff_opts) / sizeof(handoff_opts[0]), &o, NULL};
     char err[512];
@@ -269,11 +295,13 @@ int bench_handoff_main(int argc, char **argv)
         return BENCH_EXIT_FAIL;
     }
     double notify_ns = notify_cost_ns();
-    printf("pc-bench handoff: %d items every %d-%d us, idle %d ms, %d reps (median)\n%s\n"
-           "notify with nobody waiting: %.1f ns\n",
-           o.items, o.min_us, o.max_us, o.idle_ms, o.reps, bench_pair_placement(pair), notify_ns);
-    /* samples[(p * 3 + figure) * reps + r]; figures: p50, p99, idle. */
-    double *samples = malloc(sizeof(double) * (size_t)o.reps * P_COUNT * 3);
+    printf("pc-bench handoff: %d items every %d-%d us, idle %d ms, event spin window %d us, "
+           "%d reps (median)\n%s\nnotify with nobody waiting: %.1f ns\n",
+           o.items, o.min_us, o.max_us, o.idle_ms, o.spin_us, o.reps, bench_pair_placement(pair),
+           notify_ns);
+    /* samples[(p * NFIG + figure) * reps + r]; figures: p50, p99, busy CPU, idle CPU. */
+    enum { NFIG = 4 };
+    double *samples = malloc(sizeof(double) * (size_t)o.reps * P_COUNT * NFIG);
     if (!samples) {
         bench_pair_destroy(pair);
         if (json)
@@ -282,8 +310,9 @@ int bench_handoff_main(int argc, char **argv)
     }
     for (int r = 0; r < o.reps; r++)
         for (int p = 0; p < P_COUNT; p++) {
-            double *s = samples + (size_t)p * 3 * (size_t)o.reps + (size_t)r;
-            if (run_once(pair, (enum policy)p, &o, &s[0], &s[o.reps], &s[2 * o.reps]) != 0) {
+            double *s = samples + (size_t)p * NFIG * (size_t)o.reps + (size_t)r;
+            if (run_once(pair, (enum policy)p, &o, &s[0], &s[o.reps], &s[2 * o.reps],
+                         &s[3 * o.reps]) != 0) {
                 free(samples);
                 bench_pair_destroy(pair);
                 if (json)
@@ -291,14 +320,16 @@ int bench_handoff_main(int argc, char **argv)
                 return BENCH_EXIT_FAIL;
             }
         }
-    double fig[P_COUNT][3];
+    double fig[P_COUNT][NFIG];
     for (int p = 0; p < P_COUNT; p++)
-        for (int f = 0; f < 3; f++)
-            fig[p][f] = bench_median(samples + ((size_t)p * 3 + (size_t)f) * (size_t)o.reps,
+        for (int f = 0; f < NFIG; f++)
+            fig[p][f] = bench_median(samples + ((size_t)p * NFIG + (size_t)f) * (size_t)o.reps,
                                      (size_t)o.reps);
-    printf("\n%-14s %12s %12s %14s\n", "policy", "p50 us", "p99 us", "idle CPU %");
+    printf("\n%-14s %12s %12s %14s %14s\n", "policy", "p50 us", "p99 us", "busy CPU %",
+           "idle CPU %");
     for (int p = 0; p < P_COUNT; p++)
-        printf("%-14s %12.1f %12.1f %14.3f\n", policy_names[p], fig[p][0], fig[p][1], fig[p][2]);
+        printf("%-14s %12.1f %12.1f %14.2f %14.3f\n", policy_names[p], fig[p][0], fig[p][1],
+               fig[p][2], fig[p][3]);
     const double *ev = fig[P_EVENT];
     printf("\nratios: p50 backoff-1ms/event %.1f, backoff-50us/event %.1f; p99 backoff-1ms/event "
            "%.1f, backoff-50us/event %.1f\n",
@@ -306,19 +337,21 @@ int bench_handoff_main(int argc, char **argv)
            fig[P_BACKOFF_1MS][1] / ev[1], fig[P_BACKOFF_50US][1] / ev[1]);
     printf("event: p50 %.1f us (target <= 10: %s), p99 %.1f us (target <= 100: %s), idle %.3f %% "
            "of a core (target < 1: %s)\n",
-           ev[0], ev[0] <= 10 ? "met" : "NOT met", ev[1], ev[1] <= 100 ? "met" : "NOT met", ev[2],
-           ev[2] < 1 ? "met" : "NOT met");
+           ev[0], ev[0] <= 10 ? "met" : "NOT met", ev[1], ev[1] <= 100 ? "met" : "NOT met", ev[3],
+           ev[3] < 1 ? "met" : "NOT met");
     if (json) {
         fprintf(json,
                 "{\n  \"benchmark\": \"handoff\",\n  \"items\": %d,\n  \"min_us\": %d,\n"
                 "  \"max_us\": %d,\n  \"idle_ms\": %d,\n  \"reps\": %d,\n  \"placement\": \"%s\",\n"
-                "  \"notify_ns\": %.2f,\n  \"policies\": {\n",
+                "  \"spin_us\": %d,\n  \"notify_ns\": %.2f,\n  \"policies\": {\n",
                 o.items, o.min_us, o.max_us, o.idle_ms, o.reps, bench_pair_placement(pair),
-                notify_ns);
+                o.spin_us, notify_ns);
         for (int p = 0; p < P_COUNT; p++)
             fprintf(json,
-                    "    \"%s\": {\"p50_us\": %.2f, \"p99_us\": %.2f, \"idle_cpu_pct\": %.4f}%s\n",
-                    policy_names[p], fig[p][0], fig[p][1], fig[p][2], p + 1 < P_COUNT ? "," : "");
+                    "    \"%s\": {\"p50_us\": %.2f, \"p99_us\": %.2f, \"busy_cpu_pct\": %.3f, "
+                    "\"idle_cpu_pct\": %.4f}%s\n",
+                    policy_names[p], fig[p][0], fig[p][1], fig[p][2], fig[p][3],
+                    p + 1 < P_COUNT ? "," : "");
         fprintf(json,
                 "  },\n  \"ratios\": {\"p50_backoff_1ms_vs_event\": %.4f, "
                 "\"p99_backoff_1ms_vs_event\": %.4f}\n}\n",

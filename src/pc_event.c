@@ -97,8 +97,12 @@ void pc_event_wake(pc_event_t *ev)
      * was settled by the RMW pair in pc_event_notify/pc_event_prepare. */
     atomic_fetch_add_explicit(&ev->state, (uint64_t)1 << 32, memory_order_relaxed);
     ev->wakes++;
-    pthread_cond_broadcast(&ev->cv);
     pthread_mutex_unlock(&ev->mu);
+    /* Broadcast after unlocking: a waiter woken while we still held mu would only block
+     * again on mu (a second sleep and wake-up on its way out). Still no lost wake-up: a
+     * waiter that tested the old epoch under mu was registered on cv before it released
+     * mu, so before we could take it. */
+    pthread_cond_broadcast(&ev->cv);
 }
 
 int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t timeout_ns,

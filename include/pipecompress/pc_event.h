@@ -21,7 +21,8 @@
  * - Notifier: make the condition true (a release store: push into the ring, store the
  *   version), then pc_event_notify(ev). With no waiter announced that is one atomic
  *   read-modify-write on the event's word: no lock, no system call. Only when a waiter is
- *   announced does it take the mutex, bump the epoch and broadcast.
+ *   announced does it take the mutex, bump the epoch, release the mutex and broadcast
+ *   (after unlocking, so the woken thread does not block again on the mutex).
  *
  * Representation. One 64-bit word: the number of announced waiters in the low 32 bits,
  * the epoch (bumped by every notify that found a waiter) in the high 32 bits. prepare's
