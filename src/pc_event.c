@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -116,8 +117,11 @@ int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t ti
     int64_t start = pc_time_ns();
     int rc = PC_OK;
     bool done = false;
-    for (int i = 0; i < PC_EVENT_SPINS && !done; i++) {
-        pc_backoff_cpu_relax();
+    for (int i = 0; i < PC_EVENT_SPINS + PC_EVENT_YIELDS && !done; i++) {
+        if (i < PC_EVENT_SPINS)
+            pc_backoff_cpu_relax();
+        else
+            sched_yield();
         done = try_fn(arg);
     }
     while (!done) {

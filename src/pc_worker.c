@@ -30,6 +30,7 @@
  * into the calling thread's context, passed explicitly (worker_impl.h). */
 #include "config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -336,13 +337,15 @@ void *pc_rt__w_compressor_main(void *arg)
             idle = 0;
             continue;
         }
-        /* Idle: a short spin (work often follows work), then park on ev_comp, which
-         * grad_ready, the stop descriptor and abort notify. While updates are
-         * outstanding MPI must still be polled (ps_progress): park for at most the poll
-         * interval. Otherwise nothing needs this thread until a notify: park long. */
-        if (idle < PC_EVENT_SPINS) {
-            idle++;
-            pc_backoff_cpu_relax();
+        /* Idle: a short spin and a few yields (work often follows work), then park on
+         * ev_comp, which grad_ready, the stop descriptor and abort notify. While updates
+         * are outstanding MPI must still be polled (ps_progress): park for at most the
+         * poll interval. Otherwise nothing needs this thread until a notify: park long. */
+        if (idle < PC_EVENT_SPINS + PC_EVENT_YIELDS) {
+            if (idle++ < PC_EVENT_SPINS)
+                pc_backoff_cpu_relax();
+            else
+                sched_yield(); /* why before parking: PC_EVENT_YIELDS */
             continue;
         }
         int64_t park_ns = updates_outstanding(w) ? POLL_SLEEP_NS : IDLE_PARK_NS;
@@ -379,7 +382,8 @@ typedef bool (*await_fn)(pc_worker_t *w, void *arg);
 
 /* Pipelined, backprop thread: until fn(w, arg) holds, the compressor thread fails, or
  * limit_ns nanoseconds pass (negative: no limit). Tests, spins PC_EVENT_SPINS times
- * (the compressor thread is often mid-operation), then parks on ev_main, announcing
+ * (the compressor thread is often mid-operation) and yields PC_EVENT_YIELDS times, then
+ * parks on ev_main, announcing
  * itself and re-testing first (pc_event.h); every condition awaited here is notified by
  * the compressor thread (worker_impl.h, ev_main). Returns PC_OK, the compressor thread's
  * error (its message copied, pc_rt__w_check_thread) or PC_ETIMEDOUT; *waited_ns: the time
@@ -401,6 +405,8 @@ static int main_await(pc_worker_t *w, await_fn fn, void *arg, int64_t limit_ns, 
         }
         if (spins < PC_EVENT_SPINS) {
             pc_backoff_cpu_relax();
+        } else if (spins < PC_EVENT_SPINS + PC_EVENT_YIELDS) {
+            sched_yield(); /* why before parking: PC_EVENT_YIELDS */
         } else {
             uint32_t key = pc_event_prepare(w->ev_main);
             /* The re-test (pc_event.h). Acquire: pairs with the compressor thread's

@@ -11,8 +11,8 @@
  *
  * Protocol. The condition itself lives elsewhere; the event only carries wake-ups.
  * - Waiter: test the condition; spin a little (PC_EVENT_SPINS, the peer is often
- *   mid-operation); then key = pc_event_prepare(ev) (announces a waiter), test the
- *   condition again, and either pc_event_cancel(ev) (it came true) or
+ *   mid-operation) and yield a little (PC_EVENT_YIELDS); then key = pc_event_prepare(ev) (announces
+ * a waiter), test the condition again, and either pc_event_cancel(ev) (it came true) or
  *   pc_event_wait(ev, key, timeout) (parks unless a notify came after prepare). After
  *   wait returns, test the condition again: a wake-up says "look again", never "it is
  *   true" (another waiter may have taken it, the wait may have timed out, or a
@@ -72,6 +72,15 @@ extern "C" {
  * parked waiter is woken in one condition-variable signal) and on a shared core they
  * steal time from the thread that would make the condition true. */
 #define PC_EVENT_SPINS 200
+/* sched_yield tests after the spins, before parking. On a core shared with other threads
+ * (a 2-core node running 5 threads) a parked thread that is woken waits for the scheduler
+ * to preempt whoever runs there, and a halted vCPU takes ~25 us to wake; a yielding one
+ * stays runnable while handing its core over. Measured in pc-train (mlp, 2 workers + 1
+ * server on 2 cores, 5 threads): parking straight after the spins cut throughput from
+ * 58-66k (naps) to 46-47k samples/s, consistently; with these yields first, runs spread
+ * over 43-70k on the shared machine (the naps' 53-65k). On an idle core a yield returns
+ * at once, so this is some 30-50 us more of polling after work, never while idle. */
+#define PC_EVENT_YIELDS 32
 
 /* Cache line of the event's word and of its mutex/condition variable. */
 #define PC_EVENT_CACHELINE 64
@@ -145,10 +154,10 @@ static inline void pc_event_notify(pc_event_t *ev)
 typedef bool (*pc_event_try_fn)(void *arg);
 
 /* Waiter: until try_fn(arg) returns true or timeout_ns nanoseconds pass (negative: no
- * limit): test, spin PC_EVENT_SPINS times, then prepare / re-test / wait, as the header
- * describes. Returns PC_OK or PC_ETIMEDOUT (try_fn never returned true). If waited_ns is
- * not NULL it receives the time spent (0 when the first test succeeded: that costs no
- * clock read). Any thread. */
+ * limit): test, spin PC_EVENT_SPINS times, yield PC_EVENT_YIELDS times, then prepare /
+ * re-test / wait, as the header describes. Returns PC_OK or PC_ETIMEDOUT (try_fn never returned
+ * true). If waited_ns is not NULL it receives the time spent (0 when the first test succeeded: that
+ * costs no clock read). Any thread. */
 int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t timeout_ns,
                    int64_t *waited_ns);
 
