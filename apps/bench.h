@@ -14,10 +14,11 @@
 
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */
 int bench_compress_main(int argc, char **argv);
+int bench_handoff_main(int argc, char **argv);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
 
-/* The --reps row both timing benchmarks' flag tables share; TYPE is the options struct
+/* The --reps row the timing benchmarks' flag tables share; TYPE is the options struct
  * with an int field reps. */
 #define BENCH_OPT_REPS(TYPE)                                                                       \
     {                                                                                              \

@@ -2,6 +2,7 @@
  * PipeCompress and its baselines side by side in one run and prints ratios.
  *   pc-bench compress [flags] every codec vs a memory-read bound and a sort-based top-k
  *   pc-bench spsc [flags]    SPSC ring vs ck_ring vs a mutex+condvar queue
+ *   pc-bench handoff [flags] an idle consumer's pick-up latency and idle CPU: pc_event vs naps
  *   pc-bench topo [flags]    (under mpirun) roles and verified thread placement per rank
  * This file only dispatches: the subcommands are apps/bench_<name>.c, the helpers they
  * share apps/bench.c. */
@@ -18,6 +19,8 @@ static void usage(FILE *out)
                  "benchmarks:\n"
                  "  compress  every codec vs one read of the input and a sort-based top-k\n"
                  "  spsc      pc_spsc throughput and round trip vs ck_ring and a mutex queue\n"
+                 "  handoff   idle consumer's pick-up latency (p50, p99) and idle CPU: pc_event\n"
+                 "            park vs pc_backoff naps\n"
                  "  topo      under mpirun: each rank's role and verified thread placement\n");
 }
 
@@ -39,8 +42,10 @@ int main(int argc, char **argv)
         return bench_compress_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "spsc") == 0)
         return bench_spsc_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "handoff") == 0)
+        return bench_handoff_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "topo") == 0)
         return bench_topo_main(argc - 1, argv + 1);
-    fprintf(stderr, "pc-bench: unknown benchmark '%s' (compress, spsc, topo)\n", argv[1]);
+    fprintf(stderr, "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo)\n", argv[1]);
     return BENCH_EXIT_USAGE;
 }

@@ -16,9 +16,9 @@
  *   slow chunk holds up only itself. With --priority forward (the default) a chunk whose
  *   gradients are all in is aggregated once no message is waiting, lowest chunk id first:
  *   the workers' next forward pass needs the first layers first. With fifo, at once.
- * - Idle: the loop backs off (spin, yield, then naps up to 1 ms): an idle server costs
- *   next to nothing. A wait with no message for --timeout seconds is an error naming what
- *   was awaited.
+ * - Idle: the loop backs off (spin, yield, then naps up to 1 ms; 100 us while a chunk is
+ *   partly in, PARTIAL_NAP_NS): an idle server costs next to nothing. A wait with no
+ *   message for --timeout seconds is an error naming what was awaited.
  * - Work in proportion to what was sent: when the step is plain SGD (momentum 0 and weight
  *   decay 0: the default with the sparsifiers' momentum correction on the workers) and the
  *   chunk's codec is a sparsifier, the chunk's aggregate is summed sparsely (the same
@@ -470,6 +470,21 @@ static int complete_next(server_t *s, char *err, size_t errlen)
                         s->rt->rank);
 }
 
+/* The idle loop's longest nap while some chunk holds some but not all workers'
+ * gradients: the rest are on their way and the server is then on the critical path (the
+ * workers' next forward pass waits for the update), so 100 us instead of pc_backoff's
+ * 1 ms (kept when nothing is partly in: then the next message is a new iteration's). */
+#define PARTIAL_NAP_NS 100000
+
+/* Whether some chunk has some but not all of this iteration's gradients. */
+static bool chunk_partial(const server_t *s)
+{
+    for (int i = 0; i < s->nmine; i++)
+        if (s->mine[i].have > 0 && s->mine[i].have < s->rt->nworkers)
+            return true;
+    return false;
+}
+
 /* What the server is waiting for, for timeout messages. */
 static void describe_wait(const server_t *s, char *buf, size_t len)
 {
@@ -522,6 +537,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     int64_t last = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
     pc_backoff_t b;
     pc_backoff_init(&b);
+    bool fresh = true; /* a message was handled since the last nap cap was chosen */
     while (done < rt->nworkers) {
         int flag = 0;
         MPI_Message m;
@@ -547,10 +563,16 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
                                  rt->rank, rt->cfg.timeout, what);
                 break;
             }
+            if (fresh) {
+                /* First idle pass after a message: the cap for this wait. */
+                pc_backoff_init_capped(&b, chunk_partial(&s) ? PARTIAL_NAP_NS
+                                                             : PC_BACKOFF_MAX_SLEEP_NS);
+                fresh = false;
+            }
             pc_backoff_pause(&b);
             continue;
         }
-        pc_backoff_init(&b);
+        fresh = true;
         last = pc_time_ns();
         int src = st.MPI_SOURCE, len = 0;
         if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) != PC_OK)

@@ -30,14 +30,24 @@
  * into the calling thread's context, passed explicitly (worker_impl.h). */
 #include "config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "pipecompress/pc_backoff.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_event.h"
 #include "pipecompress/pc_time.h"
 #include "worker_impl.h"
+
+/* Wake the backprop thread if it is parked on ev_main (pipelined only; with --pipeline off
+ * the backprop thread is the MPI thread and never parks). MPI thread. */
+static void wake_main(pc_worker_t *w)
+{
+    if (w->pipelined)
+        pc_event_notify(w->ev_main);
+}
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
 
@@ -86,6 +96,7 @@ static void release_tensor(pc_worker_t *w, int t, uint64_t it)
     /* q_back holds four iterations of releases and the backprop thread drains it every
      * iteration: the push cannot wait for long. */
     pc_spsc_push_wait(w->q_back, &r, -1, NULL);
+    wake_main(w); /* the end of the iteration may be waiting for it */
 }
 
 void pc_rt__w_chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
@@ -244,6 +255,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         /* Release pairs with param_wait's acquire: the parameters (and the chunk's
          * lifecycle times, ctimes_t) are written. */
         atomic_store_explicit(&c->version, c->recv_it + 1, memory_order_release);
+        wake_main(w); /* param_wait may be parked on this chunk */
         (*got)++;
     }
     return PC_OK;
@@ -305,18 +317,20 @@ void *pc_rt__w_compressor_main(void *arg)
         WFAIL(me, rc, "worker r%d: cannot bind the compressor thread", w->rt->rank);
     desc_t batch[32];
     bool stopping = false;
-    pc_backoff_t b;
-    pc_backoff_init_capped(&b, POLL_SLEEP_NS);
+    int idle = 0; /* passes without work since the last work: the spin before parking */
     while (rc == PC_OK) {
         /* Acquire pairs with pc_worker_destroy's release store: stop without draining. */
         if (atomic_load_explicit(&w->abort, memory_order_acquire))
             break;
         size_t n = pc_spsc_try_pop_burst(w->q_ready, batch, 32);
+        if (n)
+            wake_main(w); /* queue space: grad_ready may be parked on a full q_ready */
         for (size_t i = 0; i < n && rc == PC_OK; i++) {
             if (batch[i].kind == D_STOP)
                 stopping = true;
             else
                 rc = on_ready(w, &batch[i], me);
+            wake_main(w); /* allreduce mode publishes versions in on_ready */
         }
         bool did = false;
         if (rc == PC_OK)
@@ -330,14 +344,35 @@ void *pc_rt__w_compressor_main(void *arg)
             rc = w->ops->done(w, me);
             break;
         }
-        if (n || got || did)
-            pc_backoff_init_capped(&b, updates_outstanding(w) ? POLL_SLEEP_NS
-                                                              : PC_BACKOFF_MAX_SLEEP_NS);
+        if (n || got || did) {
+            idle = 0;
+            continue;
+        }
+        /* Idle: a short spin and a few yields (work often follows work), then park on
+         * ev_comp, which grad_ready, the stop descriptor and abort notify. While updates
+         * are outstanding MPI must still be polled (ps_progress): park for at most the
+         * poll interval. Otherwise nothing needs this thread until a notify: park long. */
+        if (idle < PC_EVENT_SPINS + PC_EVENT_YIELDS) {
+            if (idle++ < PC_EVENT_SPINS)
+                pc_backoff_cpu_relax();
+            else
+                sched_yield(); /* why before parking: PC_EVENT_YIELDS */
+            continue;
+        }
+        int64_t park_ns = updates_outstanding(w) ? POLL_SLEEP_NS : IDLE_PARK_NS;
+        uint32_t key = pc_event_prepare(w->ev_comp);
+        /* The re-test after announcing (pc_event.h): a descriptor pushed, or abort stored,
+         * before our announcement is seen here; one after it notifies. Acquire: as above. */
+        if (pc_spsc_can_pop(w->q_ready) || atomic_load_explicit(&w->abort, memory_order_acquire))
+            pc_event_cancel(w->ev_comp);
         else
-            pc_backoff_pause(&b);
+            pc_event_wait(w->ev_comp, key, park_ns);
     }
     /* Release pairs with pc_rt__w_check_thread's acquire load: comp.err is written. */
     atomic_store_explicit(&w->thread_rc, rc, memory_order_release);
+    /* A backprop thread parked on a queue, a release or an update learns of the failure
+     * (or of the normal end) now, not at its next re-check. */
+    pc_event_notify(w->ev_main);
     return NULL;
 }
 
@@ -351,6 +386,83 @@ int pc_rt__w_check_thread(pc_worker_t *w)
 }
 
 /* ---- the backprop thread's calls ----------------------------------------------------- */
+
+/* What a backprop-thread wait awaits: true once it happened; it may act (push or pop the
+ * item it was waiting to move) and is not called again after returning true. */
+typedef bool (*await_fn)(pc_worker_t *w, void *arg);
+
+/* Pipelined, backprop thread: until fn(w, arg) holds, the compressor thread fails, or
+ * limit_ns nanoseconds pass (negative: no limit). Tests, spins PC_EVENT_SPINS times
+ * (the compressor thread is often mid-operation) and yields PC_EVENT_YIELDS times, then
+ * parks on ev_main, announcing
+ * itself and re-testing first (pc_event.h); every condition awaited here is notified by
+ * the compressor thread (worker_impl.h, ev_main). Returns PC_OK, the compressor thread's
+ * error (its message copied, pc_rt__w_check_thread) or PC_ETIMEDOUT; *waited_ns: the time
+ * spent (0 when the first test held: no clock read). */
+static int main_await(pc_worker_t *w, await_fn fn, void *arg, int64_t limit_ns, int64_t *waited_ns)
+{
+    *waited_ns = 0;
+    if (fn(w, arg))
+        return PC_OK;
+    int64_t start = pc_time_ns();
+    int rc = PC_OK;
+    for (int spins = 0;; spins++) {
+        if ((rc = pc_rt__w_check_thread(w)) != PC_OK)
+            break;
+        int64_t left = limit_ns < 0 ? IDLE_PARK_NS : limit_ns - (pc_time_ns() - start);
+        if (left <= 0) {
+            rc = PC_ETIMEDOUT;
+            break;
+        }
+        if (spins < PC_EVENT_SPINS) {
+            pc_backoff_cpu_relax();
+        } else if (spins < PC_EVENT_SPINS + PC_EVENT_YIELDS) {
+            sched_yield(); /* why before parking: PC_EVENT_YIELDS */
+        } else {
+            uint32_t key = pc_event_prepare(w->ev_main);
+            /* The re-test (pc_event.h). Acquire: pairs with the compressor thread's
+             * release store of thread_rc, as in pc_rt__w_check_thread. */
+            if (fn(w, arg)) {
+                pc_event_cancel(w->ev_main);
+                break;
+            }
+            if (atomic_load_explicit(&w->thread_rc, memory_order_acquire) != PC_OK)
+                pc_event_cancel(w->ev_main); /* reported at the top of the loop */
+            else
+                pc_event_wait(w->ev_main, key, left < IDLE_PARK_NS ? left : IDLE_PARK_NS);
+        }
+        if (fn(w, arg))
+            break;
+    }
+    *waited_ns = pc_time_ns() - start;
+    return rc;
+}
+
+/* await_fn: push the descriptor arg into q_ready. */
+static bool push_desc(pc_worker_t *w, void *arg)
+{
+    return pc_spsc_try_push(w->q_ready, arg);
+}
+
+/* await_fn: pop a release from q_back into arg. */
+static bool pop_release(pc_worker_t *w, void *arg)
+{
+    return pc_spsc_try_pop(w->q_back, arg);
+}
+
+typedef struct version_wait {
+    const wchunk_t *c;
+    uint64_t want;
+} version_wait_t;
+
+/* await_fn: chunk arg->c holds parameters of version arg->want or later. */
+static bool version_reached(pc_worker_t *w, void *arg)
+{
+    (void)w;
+    const version_wait_t *v = arg;
+    /* Acquire pairs with the MPI thread's release store after writing the parameters. */
+    return atomic_load_explicit(&v->c->version, memory_order_acquire) >= v->want;
+}
 
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
@@ -387,14 +499,17 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
     if (rc != PC_OK)
         return rc;
     int64_t waited = 0;
-    rc = pc_spsc_push_wait(w->q_ready, &d, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);
+    rc = main_await(w, push_desc, &d, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);
     if (waited > 0) {
         w->wait_backpressure += waited;
         pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", now, now + waited);
     }
-    if (rc != PC_OK)
+    if (rc == PC_ETIMEDOUT)
         return WFAIL(&w->main, rc, "worker r%d: the compressor thread took no descriptor for %g s",
                      w->rt->rank, w->rt->cfg.timeout);
+    if (rc != PC_OK)
+        return rc; /* the compressor thread's failure, its message in main.err */
+    pc_event_notify(w->ev_comp);
     uint32_t depth = (uint32_t)pc_spsc_size_approx(w->q_ready);
     if (depth > w->hwm)
         w->hwm = depth;
@@ -418,11 +533,29 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
     if (atomic_load_explicit(&c->version, memory_order_acquire) >= want)
         return PC_OK;
     int64_t start = pc_time_ns(), limit = (int64_t)(w->rt->cfg.timeout * 1e9);
+    if (w->pipelined) {
+        /* The compressor thread stores the version and notifies ev_main. */
+        version_wait_t v = {c, want};
+        int64_t waited = 0;
+        int rc = main_await(w, version_reached, &v, limit, &waited);
+        if (rc == PC_ETIMEDOUT)
+            return WFAIL(&w->main, PC_ETIMEDOUT,
+                         "worker r%d: timed out after %g s waiting for the update of tensor "
+                         "'%s' (chunk %u, server r%d) for iteration %llu",
+                         w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
+                         w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
+                         (unsigned long long)(want - 1));
+        if (rc != PC_OK)
+            return rc;
+        pc_rt__w_account_update_wait(w, c, start, pc_time_ns());
+        return PC_OK;
+    }
+    /* Inline: this thread polls MPI itself between naps. */
     pc_backoff_t b;
     pc_backoff_init_capped(&b, POLL_SLEEP_NS);
     for (;;) {
-        int rc, got;
-        rc = w->pipelined ? pc_rt__w_check_thread(w) : w->ops->progress(w, &got, &w->main);
+        int got;
+        int rc = w->ops->progress(w, &got, &w->main);
         if (rc != PC_OK)
             return rc;
         /* Acquire: as above. */
@@ -478,19 +611,21 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         int rc = pc_rt__w_check_thread(w);
         if (rc != PC_OK)
             return rc;
-        rc = pc_spsc_pop_wait(w->q_back, &r, 10000000, &waited); /* re-check every 10 ms */
+        /* One --timeout for all the releases of the iteration. */
+        rc = main_await(w, pop_release, &r, limit - (pc_time_ns() - start), &waited);
         w->wait_release += waited;
         total += waited;
-        if (rc == PC_OK) {
-            if (!release_expected(w, &r))
-                return bad_release(w, &r);
-            take_release(w, &r);
-        } else if (pc_time_ns() - start > limit)
+        if (rc == PC_ETIMEDOUT)
             return WFAIL(&w->main, PC_ETIMEDOUT,
                          "worker r%d: timed out after %g s waiting for gradient buffers of "
                          "iteration %llu to be released (%llu of %d tensors)",
                          rt->rank, rt->cfg.timeout, (unsigned long long)w->iter,
                          (unsigned long long)w->released, w->ntensors);
+        if (rc != PC_OK)
+            return rc;
+        if (!release_expected(w, &r))
+            return bad_release(w, &r);
+        take_release(w, &r);
     }
     if (total > 0)
         pc_rt__trace(rt, TRACK_MAIN, "wait release", start, start + total);
@@ -506,9 +641,14 @@ int pc_rt__w_stop_thread(pc_worker_t *w, bool abort)
     if (abort) {
         /* Release pairs with the compressor thread's acquire load of abort. */
         atomic_store_explicit(&w->abort, true, memory_order_release);
+        pc_event_notify(w->ev_comp);
     } else {
+        /* No limit (the compressor thread drains q_ready), but a failed compressor thread
+         * ends the wait: it is joined below and its error returned. */
         desc_t d = {.kind = D_STOP};
-        pc_spsc_push_wait(w->q_ready, &d, -1, NULL);
+        int64_t waited;
+        if (main_await(w, push_desc, &d, -1, &waited) == PC_OK)
+            pc_event_notify(w->ev_comp);
     }
     int jrc = pthread_join(w->thread, NULL);
     w->thread_started = false;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_event.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_spsc.h"
 #include "runtime_impl.h"
@@ -35,9 +36,15 @@
  * four slots leave room for a future bounded-staleness window. */
 #define RING 4
 /* The MPI thread's longest nap while it awaits updates: the next forward pass waits on
- * them, so wake-up latency is iteration time. */
+ * them, so wake-up latency is iteration time. Pipelined, the compressor thread parks on
+ * ev_comp for at most this long then (MPI has no wake-up to give; a grad_ready still
+ * wakes it at once). */
 #define POLL_SLEEP_NS 50000
-#define NAME_LEN      64
+/* A parked thread's longest park when nothing it can poll is outstanding: every wake-up
+ * it needs is notified (descriptors, stop, abort; releases, versions, queue space, the
+ * compressor's exit), so this is only a re-check, ten a second, that costs nothing. */
+#define IDLE_PARK_NS 100000000
+#define NAME_LEN     64
 /* An error message: long enough for a path plus an MPI error string. */
 #define WERR_LEN 512
 
@@ -168,6 +175,13 @@ struct pc_worker {
     wthread_t comp; /* the compressor thread's context (--pipeline on) */
     /* pipeline */
     pc_spsc_t *q_ready, *q_back;
+    /* Wake-ups (pc_event; the condition is always in the queues or atomics, the event only
+     * ends a park). ev_comp: the compressor thread parks on it; notified after grad_ready's
+     * push, the stop descriptor's push, and the abort store. ev_main: the backprop thread
+     * parks on it; notified by the compressor thread after it pops descriptors (queue
+     * space), hands a descriptor to the mode (allreduce publishes versions there), pushes a
+     * release, stores a chunk's version, and stores thread_rc on exit. */
+    pc_event_t *ev_comp, *ev_main;
     pthread_t thread;
     bool thread_started;   /* backprop thread: between pthread_create and pthread_join */
     _Atomic int thread_rc; /* the compressor thread's error: stored (release) after writing

@@ -338,6 +338,12 @@ static int start_pipeline(pc_worker_t *w)
     if (pc_spsc_create(cap, sizeof(desc_t), &w->q_ready) != PC_OK ||
         pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) != PC_OK)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory for the queues");
+    int rc = pc_event_create(&w->ev_comp);
+    if (rc == PC_OK)
+        rc = pc_event_create(&w->ev_main);
+    if (rc != PC_OK)
+        return WFAIL(&w->main, rc, "cannot create the pipeline's wake-up events: %s",
+                     pc_strerror(rc));
     if (pthread_create(&w->thread, NULL, pc_rt__w_compressor_main, w) != 0)
         return WFAIL(&w->main, PC_ETHREAD, "cannot start the compressor thread");
     w->thread_started = true;
@@ -372,6 +378,8 @@ static void release_started(pc_worker_t *w)
     pc_codec_destroy(w->codec_dense);
     pc_spsc_destroy(w->q_ready);
     pc_spsc_destroy(w->q_back);
+    pc_event_destroy(w->ev_comp);
+    pc_event_destroy(w->ev_main);
     w->chunks = NULL;
     w->sends = w->recvs = NULL;
     w->statuses = NULL;
@@ -383,6 +391,7 @@ static void release_started(pc_worker_t *w)
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;
     w->q_ready = w->q_back = NULL;
+    w->ev_comp = w->ev_main = NULL;
 }
 
 int pc_worker_start(pc_worker_t *w)

@@ -43,7 +43,8 @@
  *
  * The hot operations are static inline (the one exception to opaque handles in this
  * project): a descriptor hand-off must cost a few nanoseconds, not a call. The try_
- * operations never block; the _wait helpers spin, yield, then sleep (pc_backoff). */
+ * operations never block; the _wait helpers spin, yield, then sleep (pc_backoff). A thread
+ * that should be woken at once instead pairs the try_ operations with a pc_event. */
 #ifndef PC_SPSC_H
 #define PC_SPSC_H
 
@@ -206,6 +207,15 @@ static inline size_t pc_spsc_try_pop_burst(pc_spsc_t *q, void *items, size_t max
     /* Release pairs with the producer's acquire load of head (see try_pop). */
     atomic_store_explicit(&q->head, h + n, memory_order_release);
     return n;
+}
+
+/* Consumer only. Whether try_pop would find an item now; pops nothing. For a waiter's
+ * re-test of "is there work" after it announced itself and before it parks (pc_event). */
+static inline bool pc_spsc_can_pop(pc_spsc_t *q)
+{
+    size_t h = atomic_load_explicit(&q->head, memory_order_relaxed); /* own index */
+    /* Acquire pairs with the producer's release store of the stamp (see try_pop). */
+    return atomic_load_explicit(pc_spsc__stamp(q, h), memory_order_acquire) == h + 1;
 }
 
 /* Either side. Number of full slots at some instant during the call; exact only when the

@@ -12,6 +12,7 @@
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_event.h"
 #include "pipecompress/pc_layers.h"
 #include "pipecompress/pc_log.h"
 #include "pipecompress/pc_model.h"

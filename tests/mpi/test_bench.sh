@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pc-bench compress and spsc, in a tiny form: each prints its table and its ratios with the
+# pc-bench compress, spsc and handoff, in a tiny form: each prints its table and its ratios with the
 # target and whether it was met (a figure without its verdict once left the reader to
 # guess), and writes JSON that parses. No timing is asserted: the machines are shared.
 set -uo pipefail
@@ -23,6 +23,18 @@ if "$bench" compress --sizes 100000 --ratios 0.01 --reps 1 --json "$tmp/c.json" 
     ok "pc-bench compress: $(grep -m1 -o 'n=100000 .*' "$tmp/c.out")"
 else
     bad "pc-bench compress"; tail -5 "$tmp/c.out"
+fi
+
+if "$bench" handoff --items 40 --min-us 50 --max-us 150 --idle-ms 50 --reps 1 --json "$tmp/h.json" >"$tmp/h.out" 2>&1 &&
+    grep -qE '^backoff-50us +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
+    grep -qE '^backoff-1ms +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
+    grep -qE '^event +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
+    grep -qE 'ratios: p50 backoff-1ms/event [0-9.]+' "$tmp/h.out" &&
+    grep -qE 'event: p50 [0-9.]+ us \(target <= 10: (met|NOT met)\), p99 [0-9.]+ us \(target <= 100: (met|NOT met)\), idle [0-9.]+ % of a core \(target < 1: (met|NOT met)\)' "$tmp/h.out" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["policies"]; assert all(p[k]["p50_us"] > 0 for k in ("backoff-50us","backoff-1ms","event"))' "$tmp/h.json"; then
+    ok "pc-bench handoff: $(grep -o '^event: .*' "$tmp/h.out")"
+else
+    bad "pc-bench handoff"; tail -8 "$tmp/h.out"
 fi
 
 out=$("$bench" spsc --reps 0 2>&1)

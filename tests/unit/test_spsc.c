@@ -48,10 +48,12 @@ static void test_empty_and_full(void **state)
     assert_int_equal(pc_spsc_capacity(q), 8);
     desc_t d;
     assert_false(pc_spsc_try_pop(q, &d));
+    assert_false(pc_spsc_can_pop(q));
     for (uint64_t i = 0; i < 8; i++) {
         desc_t in = make(i);
         assert_true(pc_spsc_try_push(q, &in));
         assert_int_equal(pc_spsc_size_approx(q), i + 1);
+        assert_true(pc_spsc_can_pop(q));
     }
     desc_t extra = make(99);
     assert_false(pc_spsc_try_push(q, &extra)); /* full: nothing changes */
@@ -60,6 +62,7 @@ static void test_empty_and_full(void **state)
         assert_true(pc_spsc_try_pop(q, &d));
         assert_int_equal(d.seq, i);
         assert_int_equal(d.check, make(i).check);
+        assert_int_equal(pc_spsc_can_pop(q), i < 7); /* it pops nothing itself */
     }
     assert_false(pc_spsc_try_pop(q, &d));
     assert_int_equal(pc_spsc_size_approx(q), 0);
