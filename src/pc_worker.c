@@ -318,6 +318,13 @@ void *pc_rt__w_compressor_main(void *arg)
     desc_t batch[32];
     bool stopping = false;
     int idle = 0; /* passes without work since the last work: the spin before parking */
+    /* The spin window: only on a core of our own (SPIN_WINDOW_NS). */
+    pc_runtime_t *rt = w->rt;
+    int64_t window = pc_topo_plan_core(rt->place, rt->local_rank, 1) >= 0 &&
+                             !pc_topo_plan_shared(rt->place, rt->local_rank, 1)
+                         ? SPIN_WINDOW_NS
+                         : 0;
+    int64_t last_work = pc_time_ns();
     while (rc == PC_OK) {
         /* Acquire pairs with pc_worker_destroy's release store: stop without draining. */
         if (atomic_load_explicit(&w->abort, memory_order_acquire))
@@ -346,9 +353,16 @@ void *pc_rt__w_compressor_main(void *arg)
         }
         if (n || got || did) {
             idle = 0;
+            if (window)
+                last_work = pc_time_ns();
             continue;
         }
-        /* Idle: a short spin and a few yields (work often follows work), then park on
+        if (window && pc_time_ns() - last_work < window) {
+            pc_backoff_cpu_relax(); /* within the spin window: keep polling */
+            continue;
+        }
+        /* Idle (past the spin window, if any): a short spin and a few yields (work often
+         * follows work), then park on
          * ev_comp, which grad_ready, the stop descriptor and abort notify. While updates
          * are outstanding MPI must still be polled (ps_progress): park for at most the
          * poll interval. Otherwise nothing needs this thread until a notify: park long. */

@@ -29,10 +29,11 @@ if "$bench" handoff --items 40 --min-us 50 --max-us 150 --idle-ms 50 --reps 1 --
     grep -qE '^backoff-50us +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
     grep -qE '^backoff-1ms +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
     grep -qE '^event +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
-    grep -qE 'ratios: p50 backoff-1ms/event [0-9.]+' "$tmp/h.out" &&
-    grep -qE 'event: p50 [0-9.]+ us \(target <= 10: (met|NOT met)\), p99 [0-9.]+ us \(target <= 100: (met|NOT met)\), idle [0-9.]+ % of a core \(target < 1: (met|NOT met)\)' "$tmp/h.out" &&
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["policies"]; assert all(p[k]["p50_us"] > 0 for k in ("backoff-50us","backoff-1ms","event"))' "$tmp/h.json"; then
-    ok "pc-bench handoff: $(grep -o '^event: .*' "$tmp/h.out")"
+    grep -qE '^event\+window +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
+    grep -qE 'ratios \(against event\+window\): p50 backoff-1ms [0-9.]+' "$tmp/h.out" &&
+    grep -qE 'event\+window \(two threads on cores of their own\): p50 [0-9.]+ us \(target <= 10: (met|NOT met)\), p99 [0-9.]+ us \(target <= 100: (met|NOT met)\), idle [0-9.]+ % of a core \(target < 1: (met|NOT met)\)' "$tmp/h.out" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["policies"]; assert all(p[k]["p50_us"] > 0 for k in ("backoff-50us","backoff-1ms","event","event+window"))' "$tmp/h.json"; then
+    ok "pc-bench handoff: $(grep -o '^event+window (.*' "$tmp/h.out")"
 else
     bad "pc-bench handoff"; tail -8 "$tmp/h.out"
 fi
