@@ -240,6 +240,12 @@ static void print_progress(int epoch, int epochs, int64_t it, int64_t total, dou
                            double acc, double samples, const pc_worker_breakdown_t *b,
                            const char *eta)
 {
+    if (b->window == 0) { /* the first iteration: no complete iteration to take medians of */
+        printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | ETA %s\n", epoch, epochs,
+               (long long)it, (long long)total, loss, acc, eta);
+        fflush(stdout);
+        return;
+    }
     printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | median of %d "
            "iters x %d workers: iter %.2f ms = compute %.2f + wait release %.2f, back-pressure "
            "%.2f, compress %.2f, network %.2f, server %.2f, inline compress %.2f | compress "
