@@ -247,7 +247,7 @@ static void print_progress(int epoch, int epochs, int64_t it, int64_t total, dou
         return;
     }
     printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | median of %d "
-           "iters x %d workers: iter %.2f ms = compute %.2f + wait release %.2f, back-pressure "
+           "iters x %d workers: iter %.2f ms, compute %.2f, wait release %.2f, back-pressure "
            "%.2f, compress %.2f, network %.2f, server %.2f, inline compress %.2f | compress "
            "%.2f ms exposed %.2f ms | slowest r%d compute %.2f ms | %.1f KB/iter sent | ETA "
            "%s\n",

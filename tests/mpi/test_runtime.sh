@@ -45,7 +45,7 @@ same() { # NAME NP FLAGS...
     "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline on --save "$tmp/on.bin" >"$tmp/on.log" 2>&1 \
         && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline off --save "$tmp/off.bin" >"$tmp/off.log" 2>&1 \
         && cmp -s "$tmp/on.bin" "$tmp/off.bin" && ok "$name: --pipeline on == off" \
-        || { bad "$name: --pipeline on != off"; tail -3 "$tmp/on.log" "$tmp/off.log"; }
+        || { bad "$name: --pipeline on != off"; tail -n 3 "$tmp/on.log" "$tmp/off.log"; }
 }
 same "topk" 3 --compress topk:ratio=0.01
 same "topk, 3 workers" 4 --compress topk:ratio=0.01
@@ -61,7 +61,7 @@ prio() { # NAME NP FLAGS...
     "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority forward --save "$tmp/fw.bin" >"$tmp/fw.log" 2>&1 \
         && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority fifo --save "$tmp/ff.bin" >"$tmp/ff.log" 2>&1 \
         && cmp -s "$tmp/fw.bin" "$tmp/ff.bin" && ok "$name: --priority forward == fifo" \
-        || { bad "$name: --priority forward != fifo"; tail -3 "$tmp/fw.log" "$tmp/ff.log"; }
+        || { bad "$name: --priority forward != fifo"; tail -n 3 "$tmp/fw.log" "$tmp/ff.log"; }
 }
 prio "topk, 3 workers, 2 servers, 4 KiB chunks" 5 --servers 2 --chunk-bytes 4K --compress topk:ratio=0.01
 prio "dgc, 2 workers, inline" 3 --chunk-bytes 4K --compress dgc:ratio=0.01 --pipeline off
@@ -102,7 +102,7 @@ then ok "--compress none: PS matches allreduce within 1e-5"; else bad "PS vs all
 
 # Empty messages.
 if "$run" -t 60 -np 3 "$ex" --iters 10 --compress threshold:tau=1e30 >"$tmp/empty.log" 2>&1; then
-    ok "empty messages (nothing above the threshold) complete"; else bad "empty-message run"; tail -3 "$tmp/empty.log"; fi
+    ok "empty messages (nothing above the threshold) complete"; else bad "empty-message run"; tail -n 3 "$tmp/empty.log"; fi
 
 # Metrics.
 "$run" -t 60 -np 3 "$ex" --iters 12 --pipeline off --metrics "$tmp/m.jsonl" >/dev/null 2>&1
@@ -123,7 +123,7 @@ then ok "metrics: lines for every rank; inline exposed == compress"; else bad "m
 breakdown() { # NAME FLAGS...
     local name=$1; shift
     "$run" -t 60 -np 3 "$ex" --iters 12 "$@" --metrics "$tmp/b.jsonl" >"$tmp/b.log" 2>&1 \
-        || { bad "breakdown $name: run failed"; tail -3 "$tmp/b.log"; return; }
+        || { bad "breakdown $name: run failed"; tail -n 3 "$tmp/b.log"; return; }
     if python3 - "$tmp/b.jsonl" "$@" <<'PY'
 import sys, json
 args = " ".join(sys.argv[2:])
