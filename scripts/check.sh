@@ -63,7 +63,7 @@ run_suite() { # DIR TARGET
         count "$1" "$dir/$target.out"
         [ "$FAILED" = "$before" ] && FAILED=$((FAILED + 1)) # the suite broke before its summary
         summary
-        pc_die "$target failed in $1"
+        pc_die "$target failed in $1; the stages after it did not run"
     fi
     grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir/$target.out" || true
     count "$1" "$dir/$target.out"
@@ -91,7 +91,7 @@ lint() {
     else
         FAILED=$((FAILED + 1))
         summary
-        pc_die "$name failed"
+        pc_die "$name failed; the stages after it did not run"
     fi
 }
 lint "layers (scripts/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/check-layers.py" "$PC_TOP"
