@@ -538,6 +538,18 @@ int pc_worker_grad_ready(pc_worker_t *w, int tensor)
     return pc_worker_grad_ready_range(w, tensor, 0, w->tensors[tensor].n);
 }
 
+/* The error of a wait for chunk c's update (for iteration want - 1) that ran past
+ * --timeout. Backprop thread. */
+static int update_timeout(pc_worker_t *w, const wchunk_t *c, const char *tensor, uint64_t want)
+{
+    return WFAIL(&w->main, PC_ETIMEDOUT,
+                 "worker r%d: timed out after %g s waiting for the update of tensor '%s' (chunk "
+                 "%u, server r%d) for iteration %llu",
+                 w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
+                 w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
+                 (unsigned long long)(want - 1));
+}
+
 /* Wait until chunk c holds this iteration's parameters; inline, this thread applies the
  * updates itself meanwhile. */
 static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
@@ -553,12 +565,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
         int64_t waited = 0;
         int rc = main_await(w, version_reached, &v, limit, &waited);
         if (rc == PC_ETIMEDOUT)
-            return WFAIL(&w->main, PC_ETIMEDOUT,
-                         "worker r%d: timed out after %g s waiting for the update of tensor "
-                         "'%s' (chunk %u, server r%d) for iteration %llu",
-                         w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
-                         w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
-                         (unsigned long long)(want - 1));
+            return update_timeout(w, c, tensor, want);
         if (rc != PC_OK)
             return rc;
         pc_rt__w_account_update_wait(w, c, start, pc_time_ns());
@@ -576,12 +583,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
         if (atomic_load_explicit(&c->version, memory_order_acquire) >= want)
             break;
         if (pc_time_ns() - start > limit)
-            return WFAIL(&w->main, PC_ETIMEDOUT,
-                         "worker r%d: timed out after %g s waiting for the update of tensor "
-                         "'%s' (chunk %u, server r%d) for iteration %llu",
-                         w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
-                         w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
-                         (unsigned long long)(want - 1));
+            return update_timeout(w, c, tensor, want);
         pc_backoff_pause(&b);
     }
     pc_rt__w_account_update_wait(w, c, start, pc_time_ns());

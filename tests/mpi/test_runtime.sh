@@ -39,13 +39,19 @@ for args in "-np 2 --servers 1 --chunk-bytes 4M" "-np 3 --servers 1 --chunk-byte
     done
 done
 
-# Pipelined and inline: bitwise the same.
+# Pipelined and inline, and either priority order: bitwise the same.
+# same_as NAME NP "FLAGS A" "FLAGS B" FLAGS...: the two runs save the same model.
+same_as() {
+    local name=$1 np=$2 a=$3 b=$4; shift 4
+    # shellcheck disable=SC2086
+    "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" $a --save "$tmp/a.bin" >"$tmp/a.log" 2>&1 \
+        && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" $b --save "$tmp/b.bin" >"$tmp/b.log" 2>&1 \
+        && cmp -s "$tmp/a.bin" "$tmp/b.bin" && ok "$name: $a == $b" \
+        || { bad "$name: $a != $b"; tail -n 3 "$tmp/a.log" "$tmp/b.log"; }
+}
 same() { # NAME NP FLAGS...
     local name=$1 np=$2; shift 2
-    "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline on --save "$tmp/on.bin" >"$tmp/on.log" 2>&1 \
-        && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --pipeline off --save "$tmp/off.bin" >"$tmp/off.log" 2>&1 \
-        && cmp -s "$tmp/on.bin" "$tmp/off.bin" && ok "$name: --pipeline on == off" \
-        || { bad "$name: --pipeline on != off"; tail -n 3 "$tmp/on.log" "$tmp/off.log"; }
+    same_as "$name" "$np" "--pipeline on" "--pipeline off" "$@"
 }
 same "topk" 3 --compress topk:ratio=0.01
 same "topk, 3 workers" 4 --compress topk:ratio=0.01
@@ -58,10 +64,7 @@ same "allreduce" 2 --mode allreduce --compress none
 # Small chunks and 2 servers give each worker and server many chunks to order.
 prio() { # NAME NP FLAGS...
     local name=$1 np=$2; shift 2
-    "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority forward --save "$tmp/fw.bin" >"$tmp/fw.log" 2>&1 \
-        && "$run" -t 120 -np "$np" "$ex" --iters 25 "$@" --priority fifo --save "$tmp/ff.bin" >"$tmp/ff.log" 2>&1 \
-        && cmp -s "$tmp/fw.bin" "$tmp/ff.bin" && ok "$name: --priority forward == fifo" \
-        || { bad "$name: --priority forward != fifo"; tail -n 3 "$tmp/fw.log" "$tmp/ff.log"; }
+    same_as "$name" "$np" "--priority forward" "--priority fifo" "$@"
 }
 prio "topk, 3 workers, 2 servers, 4 KiB chunks" 5 --servers 2 --chunk-bytes 4K --compress topk:ratio=0.01
 prio "dgc, 2 workers, inline" 3 --chunk-bytes 4K --compress dgc:ratio=0.01 --pipeline off
