@@ -47,6 +47,8 @@ typedef struct schunk {
     uint32_t id;
     size_t n;
     const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
+    pc_optim_cfg_t optim;    /* the run's step; for a small chunk of a run whose momentum is
+                                the workers' (chunk_optim), with that momentum */
     float *p, *mom, *agg;    /* agg: all zero between iterations on the sparse path */
     uint32_t *changed;       /* dense path: n entries; NULL on the sparse path */
     bool sparse;             /* the O(nnz) path (see the top of the file) */
@@ -137,6 +139,20 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
 
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen);
 
+/* The step of a chunk of n elements. A chunk under --compress-min-bytes travels with codec
+ * "none", which has no momentum: when the run's momentum is the workers' (a sparsifier's
+ * momentum correction, the servers' --momentum then 0), such a chunk would train without
+ * any, so its server applies the codec's momentum itself (plain SGD momentum: on a dense
+ * gradient that is what momentum correction amounts to). Workers and servers agree on which
+ * chunks these are (pc_rt__chunk_dense). Thread-safe. */
+static pc_optim_cfg_t chunk_optim(const pc_runtime_t *rt, size_t n)
+{
+    pc_optim_cfg_t o = rt->optim;
+    if (o.momentum == 0 && pc_rt__chunk_dense(rt, n))
+        o.momentum = pc_codec_worker_momentum(&rt->spec);
+    return o;
+}
+
 /* Receive the plan and this server's chunks' initial parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
@@ -176,16 +192,17 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         k->id = (uint32_t)c;
         k->n = n;
         k->codec = pc_rt__chunk_dense(rt, n) ? s->codec_dense : s->codec;
-        k->sparse = pc_optim_sparse_friendly(&rt->optim) && pc_rt__grad_sparse(k->codec);
+        k->optim = chunk_optim(rt, n);
+        k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
         k->p = malloc(sizeof(float) * n);
-        k->mom = rt->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
+        k->mom = k->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
         k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
         k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
         k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
         k->pull = malloc(pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-        if (!k->p || (rt->optim.momentum != 0 && !k->mom) || !k->agg ||
+        if (!k->p || (k->optim.momentum != 0 && !k->mom) || !k->agg ||
             (!k->sparse && !k->changed) || !k->msgs || !k->grads || !k->pull || !k->sends) {
             free(lay);
             return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d",
@@ -315,7 +332,7 @@ static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int6
                                 rt->rank, w, why);
     }
     *t1 = pc_time_ns();
-    *nchanged = pc_optim_sgd(&rt->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    *nchanged = pc_optim_sgd(&k->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
     return PC_OK;
 }
 
@@ -335,7 +352,7 @@ static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
     *t1 = pc_time_ns();
     const uint32_t *t = k->sp.touched;
     size_t nt = k->sp.ntouched;
-    *nchanged = pc_optim_sgd_sparse(&rt->optim, lr, k->p, k->agg, t, nt, k->sp.scratch);
+    *nchanged = pc_optim_sgd_sparse(&k->optim, lr, k->p, k->agg, t, nt, k->sp.scratch);
     for (size_t j = 0; j < nt; j++)
         k->agg[t[j]] = 0.0f; /* all zero again for the next iteration */
     *changed = k->sp.scratch;
