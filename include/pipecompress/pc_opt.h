@@ -43,7 +43,7 @@ typedef struct pc_opt {
     size_t size;           /* PC_OPT_STRING: the buffer's size including the NUL */
     double min, max;       /* numeric range, inclusive (ignored when min > max) */
     const char *choices;   /* PC_OPT_CHOICE: "auto|none|..." */
-    const char *metavar;   /* value placeholder in --help ("N", "FILE") */
+    const char *metavar;   /* the value's name in --help ("N", "FILE") */
     const char *help;      /* one line */
     pc_opt_check_fn check; /* optional */
 } pc_opt_t;
