@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipecompress/pc_backoff.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_time.h"
@@ -150,8 +151,42 @@ void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t sta
     }
 }
 
+/* Wait for a nonblocking collective over the workers (req) on the backprop thread,
+ * yielding the core: Open MPI's blocking collectives busy-poll unless told the machine is
+ * oversubscribed (mpi_yield_when_idle), which nothing tells it when a launcher reports more
+ * CPUs than there are cores (emulated nodes, Slurm's config_overrides), and a poll that
+ * never yields starves the threads pinned beside it, among them the peers this collective
+ * waits for. Test, back off (spin, yield, naps of at most 1 ms), give up after --timeout
+ * with what was awaited in why, or when the compressor thread failed (its error, already
+ * in w->main.err; why is then empty). *req is freed
+ * on success; on failure the job is being torn down and the request is left to MPI_Abort
+ * or finalize. Backprop thread. */
+static int wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
+                           size_t whylen)
+{
+    pc_backoff_t b;
+    pc_backoff_init(&b);
+    int64_t start = pc_time_ns(), limit = (int64_t)(w->rt->cfg.timeout * 1e9);
+    for (;;) {
+        int done = 0;
+        int rc = PC_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE), why, whylen);
+        if (rc != PC_OK || done)
+            return rc;
+        if ((rc = pc_rt__w_check_thread(w)) != PC_OK) {
+            why[0] = '\0'; /* reported: w->main.err has the compressor thread's message */
+            return rc;
+        }
+        if (pc_time_ns() - start > limit)
+            return pc_error_fmt(PC_ETIMEDOUT, why, whylen,
+                                "timed out after %g s in %s (another worker did not join)",
+                                w->rt->cfg.timeout, what);
+        pc_backoff_pause(&b);
+    }
+}
+
 /* Every worker must stop at the same iteration, or servers would wait forever; they agree
- * on the signal too (the largest number raised anywhere). Collective over the workers. */
+ * on the signal too (the largest number raised anywhere). Collective over the workers,
+ * waited for without spinning (wait_collective). */
 static int agree_stop(pc_worker_t *w, bool *want_stop)
 {
     pc_runtime_t *rt = w->rt;
@@ -160,10 +195,13 @@ static int agree_stop(pc_worker_t *w, bool *want_stop)
         return PC_OK;
     int mine = (int)*rt->stop_flag, any = 0;
     char why[256];
-    int rc = PC_MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, rt->workers_ctl), why,
-                          sizeof(why));
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = PC_MPI_CHECK(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, rt->workers_ctl, &req),
+                          why, sizeof(why));
+    if (rc == PC_OK)
+        rc = wait_collective(w, &req, "the workers' agreement to stop", why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "worker r%d: agreeing to stop: %s", rt->rank, why);
+        return why[0] ? WFAIL(&w->main, rc, "worker r%d: agreeing to stop: %s", rt->rank, why) : rc;
     *want_stop = any != 0;
     rt->stop_signal = any;
     return PC_OK;
@@ -298,14 +336,20 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
     int64_t last = have ? w->hist[(w->nhist - 1) % BD_RING].iteration : -1, last_all = -1;
     char why[256];
     int n = (int)(rows * row);
+    MPI_Request req = MPI_REQUEST_NULL;
     int rc = PC_MPI_CHECK(
-        MPI_Allgather(w->bd_send, n, MPI_DOUBLE, w->bd_all, n, MPI_DOUBLE, rt->workers_ctl), why,
-        sizeof(why));
+        MPI_Iallgather(w->bd_send, n, MPI_DOUBLE, w->bd_all, n, MPI_DOUBLE, rt->workers_ctl, &req),
+        why, sizeof(why));
     if (rc == PC_OK)
-        rc = PC_MPI_CHECK(MPI_Allreduce(&last, &last_all, 1, MPI_INT64_T, MPI_MAX, rt->workers_ctl),
-                          why, sizeof(why));
+        rc = wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(
+            MPI_Iallreduce(&last, &last_all, 1, MPI_INT64_T, MPI_MAX, rt->workers_ctl, &req), why,
+            sizeof(why));
+    if (rc == PC_OK)
+        rc = wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "worker r%d: breakdown: %s", rt->rank, why);
+        return why[0] ? WFAIL(&w->main, rc, "worker r%d: breakdown: %s", rt->rank, why) : rc;
     /* The scratch: the tail of bd_all (worker_start.c allocates W * BD_RING more). */
     size_t W = (size_t)rt->nworkers, all = W * rows;
     double *tmp = w->bd_all + W * BD_RING * BD_FIELDS;
