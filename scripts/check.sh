@@ -7,7 +7,8 @@
 #     (2 and 3 build only the static library: their tests link it, like every program;
 #     the shared library is checked in 1, by tests/mpi/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
-#     (tests/mpi/test_slurm.sh; needs root, skipped otherwise);
+#     (tests/mpi/test_slurm.sh; needs root, skipped otherwise), and mpirun and Slurm across
+#     emulated nodes (tests/mpi/test_cluster.sh, scripts/cluster/pc-cluster.sh; root);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Before the builds, the static checks: the include graph against doc/design.md's layers
@@ -19,7 +20,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" = 0 ]; then
-    pc_setup slurmctld slurmd slurm-client munge $PC_OPTIONAL_PACKAGES
+    pc_setup slurmctld slurmd slurm-client munge iproute2 nftables $PC_OPTIONAL_PACKAGES
 else
     pc_setup
     if command -v dpkg-query >/dev/null 2>&1 && [ -n "$(pc_missing $PC_OPTIONAL_PACKAGES)" ]; then
@@ -107,17 +108,23 @@ run_suite build-tsan check-concurrency
 pc_build build-asan --enable-asan --without-cuda --disable-shared
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-asan
 
-pc_say "tests/mpi/test_slurm.sh (Slurm on localhost)"
-set +e
-"$PC_TOP/tests/mpi/test_slurm.sh" "$PC_TOP/build" >"$PC_TOP/build/test_slurm.log" 2>&1
-rc=$?
-set -e
-cat "$PC_TOP/build/test_slurm.log"
-case $rc in
-0) PASSED=$((PASSED + 1)) ;;
-77) skipped tests/mpi/test_slurm.sh "$(skip_reason "$PC_TOP/build/test_slurm.log")" ;;
-*) FAILED=$((FAILED + 1)); summary; pc_die "the Slurm test failed" ;;
-esac
+# run_root_test NAME WHAT: a tests/mpi script that needs root, counted like a suite.
+run_root_test() {
+    local name=$1 what=$2 rc
+    pc_say "tests/mpi/$name.sh ($what)"
+    set +e
+    "$PC_TOP/tests/mpi/$name.sh" "$PC_TOP/build" >"$PC_TOP/build/$name.log" 2>&1
+    rc=$?
+    set -e
+    cat "$PC_TOP/build/$name.log"
+    case $rc in
+    0) PASSED=$((PASSED + 1)) ;;
+    77) skipped "tests/mpi/$name.sh" "$(skip_reason "$PC_TOP/build/$name.log")" ;;
+    *) FAILED=$((FAILED + 1)); summary; pc_die "tests/mpi/$name.sh failed (log: build/$name.log)" ;;
+    esac
+}
+run_root_test test_slurm "Slurm on localhost"
+run_root_test test_cluster "emulated nodes: mpirun and Slurm across network namespaces"
 
 # The libFuzzer targets: tests/fuzz/fuzz_*.c (make fuzz builds them into build/fuzz/).
 FUZZ_TARGETS=$(cd "$PC_TOP/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
