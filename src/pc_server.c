@@ -513,12 +513,17 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
             continue;
         pos += (size_t)snprintf(buf + pos, len - pos, "%schunk %u iteration %llu from",
                                 pos ? "; " : "", k->id, (unsigned long long)k->it);
-        for (int w = 0; w < s->rt->nworkers && pos + 16 < len; w++)
+        for (int w = 0; w < s->rt->nworkers && pos + 80 < len; w++)
             if (!k->msgs[w])
-                pos += (size_t)snprintf(buf + pos, len - pos, " r%d", w);
+                pos +=
+                    (size_t)snprintf(buf + pos, len - pos, " r%d (%s)", w, pc_rt__host(s->rt, w));
     }
-    if (!buf[0])
-        snprintf(buf, len, "any gradient from the workers");
+    if (!buf[0]) {
+        pos = (size_t)snprintf(buf, len, "any gradient from the workers");
+        for (int w = 0; w < s->rt->nworkers && pos + 80 < len; w++)
+            pos += (size_t)snprintf(buf + pos, len - pos, "%s r%d (%s)", w ? "," : "", w,
+                                    pc_rt__host(s->rt, w));
+    }
 }
 
 int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)

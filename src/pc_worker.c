@@ -544,9 +544,11 @@ static int update_timeout(pc_worker_t *w, const wchunk_t *c, const char *tensor,
 {
     return WFAIL(&w->main, PC_ETIMEDOUT,
                  "worker r%d: timed out after %g s waiting for the update of tensor '%s' (chunk "
-                 "%u, server r%d) for iteration %llu",
+                 "%u, server r%d on %s) for iteration %llu",
                  w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
                  w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
+                 w->ops->servers ? pc_rt__host(w->rt, pc_rt__server_rank(w->rt, c->server))
+                                 : "the workers",
                  (unsigned long long)(want - 1));
 }
 

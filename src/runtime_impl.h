@@ -54,6 +54,10 @@ struct pc_runtime {
      * collectives (the backprop thread, or the server thread) uses them. */
     void *ckpt_outcomes;
     int *gather_counts, *gather_displs;
+    /* Every rank's host name (PC_RT_HOST_LEN bytes each, gathered at creation), for the
+     * messages that name a peer: on several nodes, which node stopped answering. Read-only
+     * after creation: any thread. */
+    char *hosts;
     int stop_signal; /* the signal all ranks agreed to stop on (0: none); workers: set by
                         the backprop thread in iteration_end before the compressor thread
                         sends TAG_DONE (ordered by the q_ready push/pop); servers: from
@@ -78,6 +82,15 @@ static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, i
 static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
 {
     return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
+}
+
+/* Bytes of a host name in rt->hosts (with its terminating NUL; longer names are cut). */
+#define PC_RT_HOST_LEN 64
+
+/* Rank r's host name (r in 0..size-1; "?" otherwise). Thread-safe. */
+static inline const char *pc_rt__host(const pc_runtime_t *rt, int r)
+{
+    return rt->hosts && r >= 0 && r < rt->size ? rt->hosts + (size_t)r * PC_RT_HOST_LEN : "?";
 }
 
 /* The rank of server s (0..nservers-1) in rt->comm. Thread-safe. */

@@ -4,6 +4,10 @@
 #    leaves none of the names it recorded;
 #  - mpirun across 3 nodes: every rank reports its node's hostname, and a training run's
 #    bytes cross the nodes' veth links (interface counters);
+#  - faults (workers on node0 and node1, the server on node2): a link down for 5 s, a link
+#    down past --timeout, a node's processes killed, 1 % packet loss; what TCP survives the
+#    job survives, otherwise every rank ends by itself within --timeout naming the node it
+#    waited for, and --resume gives bitwise the model of an uninterrupted run;
 #  - Slurm across 2 nodes (a slurmd and a munged per node): srun puts ranks on both nodes;
 #    the layout that stalled with --bind auto (2 workers on one node, a worker and the
 #    server on the other, Open MPI not told to yield) finishes, 3 runs of 3;
@@ -91,6 +95,119 @@ if timeout 180 "$pcc" mpirun "$cl" -np 3 --map-by node "$train" --model cnn --da
 else
     bad "pc-train under mpirun across 3 nodes"; grep -v '^  ' "$tmp/mpirun.log" | tail -n 10
 fi
+# 3. Faults across nodes (workers on node0 and node1, the server on node2), each against
+# the model of an uninterrupted run: what TCP survives, the job survives; otherwise every
+# rank ends by itself within --timeout with one line naming the node it waited for, and
+# --resume from the last checkpoint gives the uninterrupted run's model.
+ns_of() { awk -v n="$1" '$1 == n {print $3}' "$cl/nodes"; }
+ranks_in() { # ranks_in NODE: pc-train processes in NODE's namespace
+    local p k=0
+    for p in $(ip netns pids "$(ns_of "$1")"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pc-train ] && k=$((k + 1))
+    done
+    echo "$k"
+}
+fargs=(--model mlp --data synthetic --synthetic-samples 20000 --batch 16 --epochs 8 --lr 0.01
+    --checkpoint-dir "$tmp/fck" --checkpoint-every 500)
+frun() { # frun LOG TIMEOUT [more flags]: pc-train across the 3 nodes in the background ($fjob)
+    local log=$1 to=$2
+    shift 2
+    timeout 300 "$pcc" mpirun "$cl" -np 3 --map-by node "$train" "${fargs[@]}" --timeout "$to" "$@" \
+        >"$log" 2>&1 &
+    fjob=$!
+}
+await_ckpt() { # await_ckpt: until the first checkpoint of the run exists
+    for _ in $(seq 600); do
+        compgen -G "$tmp/fck/ckpt-*/MANIFEST" >/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+rm -rf "$tmp/fck"
+frun "$tmp/fref.log" 60 --save-model "$tmp/fref.pcm"
+wait "$fjob" || bad "fault reference run"
+fdone=$(grep -o '^done: [0-9]* iterations' "$tmp/fref.log")
+
+# 3a. node2's link down for 5 s in mid-run (--timeout 30): TCP retransmits; same model.
+rm -rf "$tmp/fck"
+frun "$tmp/fa.log" 30 --save-model "$tmp/fa.pcm"
+await_ckpt
+"$pcc" link "$cl" node2 down
+sleep 5
+"$pcc" link "$cl" node2 up
+if wait "$fjob" && grep -q "^$fdone" "$tmp/fa.log" && cmp -s "$tmp/fref.pcm" "$tmp/fa.pcm"; then
+    ok "node2's link down 5 s in mid-run: the job went on; model bitwise that of an uninterrupted run"
+else
+    bad "link down 5 s"; grep -v '^  ' "$tmp/fa.log" | tail -n 8
+fi
+
+# 3b. node2's link down for longer than --timeout 8: every rank ends by itself while the
+# link is still down (40 s), each with one line naming what it waited for and where;
+# then, link up, --resume from the last checkpoint: the uninterrupted run's model.
+rm -rf "$tmp/fck"
+frun "$tmp/fb.log" 8
+await_ckpt
+"$pcc" link "$cl" node2 down
+ended=""
+for s in $(seq 40); do
+    sleep 1
+    if [ "$(ranks_in node0)$(ranks_in node1)$(ranks_in node2)" = 000 ]; then ended=$s; break; fi
+done
+[ -n "$ended" ] || sleep $((40 - s))
+"$pcc" link "$cl" node2 up
+wait "$fjob"
+frc=$?
+w0=$(grep -c "^pc-train: training: worker r[01]: timed out after 8 s waiting for the update of tensor '.*' (chunk [0-9]*, server r2 on node2)" "$tmp/fb.log")
+s2=$(grep -c "^pc-train: server: server r2: timed out after 8 s with no message, waiting for .*(node[01])" "$tmp/fb.log")
+if [ -n "$ended" ] && [ "$frc" != 0 ] && [ "$w0" = 2 ] && [ "$s2" = 1 ]; then
+    ok "node2's link down past --timeout 8: every rank ended by itself within $ended s, the link still down; each said what it awaited and on which node"
+else
+    bad "link down past --timeout (ranks ended: '${ended:-no, after 40 s}', status $frc, worker lines $w0, server lines $s2)"
+    grep -v '^  ' "$tmp/fb.log" | tail -n 12
+fi
+frun "$tmp/fb2.log" 60 --resume --save-model "$tmp/fb.pcm"
+if wait "$fjob" && grep -q 'resuming from the checkpoint of iteration' "$tmp/fb2.log" &&
+    cmp -s "$tmp/fref.pcm" "$tmp/fb.pcm"; then
+    ok "then --resume: $(grep -o 'resuming from the checkpoint of iteration [0-9]*' "$tmp/fb2.log"); model bitwise that of an uninterrupted run"
+else
+    bad "resume after the link failure"; grep -v '^  ' "$tmp/fb2.log" | tail -n 8
+fi
+
+# 3c. node1's processes killed (its Open MPI daemon and the worker): the job ends; resume.
+rm -rf "$tmp/fck"
+frun "$tmp/fc.log" 60
+await_ckpt
+"$pcc" kill "$cl" node1 >/dev/null
+ended=""
+for s in $(seq 60); do
+    sleep 1
+    if [ "$(ranks_in node0)$(ranks_in node1)$(ranks_in node2)" = 000 ]; then ended=$s; break; fi
+done
+wait "$fjob"
+frc=$?
+frun "$tmp/fc2.log" 60 --resume --save-model "$tmp/fc.pcm"
+if [ -n "$ended" ] && [ "$frc" != 0 ] && wait "$fjob" &&
+    grep -q 'resuming from the checkpoint of iteration' "$tmp/fc2.log" && cmp -s "$tmp/fref.pcm" "$tmp/fc.pcm"; then
+    ok "node1's processes killed: every rank ended within $ended s (status $frc); --resume: model bitwise that of an uninterrupted run"
+else
+    bad "node killed (ranks ended: '${ended:-no}', status $frc)"; grep -v '^  ' "$tmp/fc.log" | tail -n 6
+    grep -v '^  ' "$tmp/fc2.log" | tail -n 6
+fi
+
+# 3d. 1 % of the packets lost each way on every node's link: TCP retransmits; same model.
+if command -v nft >/dev/null; then
+    for n in node0 node1 node2; do "$pcc" link "$cl" "$n" shape 1gbit,0,1%; done
+    rm -rf "$tmp/fck"
+    frun "$tmp/fd.log" 60 --save-model "$tmp/fd.pcm"
+    if wait "$fjob" && grep -q "^$fdone" "$tmp/fd.log" && cmp -s "$tmp/fref.pcm" "$tmp/fd.pcm"; then
+        ok "1 % packet loss on every link: finished; model bitwise that of an uninterrupted run"
+    else
+        bad "1 % loss"; grep -v '^  ' "$tmp/fd.log" | tail -n 8
+    fi
+else
+    echo "skip: 1 % loss (nft not installed: apt-get install nftables)"
+fi
+
 id=$(sed -n 's/^id=//p' "$cl/cluster")
 "$pcc" down "$cl" >/dev/null
 if "$pcc" down "$cl" >"$tmp/down2.log" 2>&1; then ok "down twice: $(cat "$tmp/down2.log")"; else bad "second down failed"; fi
@@ -100,7 +217,7 @@ else
     ok "down removed every namespace, link and UTS file of cluster $id"
 fi
 
-# 3. Slurm across 2 nodes.
+# 4. Slurm across 2 nodes.
 have_slurm=1
 for b in munged slurmctld slurmd sinfo; do
     command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] || have_slurm=0
@@ -130,7 +247,7 @@ else
     bad "srun across 2 nodes: $fin of 3 finished"; grep -v '^  ' "$tmp/srun3.log" | tail -n 8
 fi
 
-# 4. The multi-node batch script across the 2 nodes: time-limit signal, requeue, resume.
+# 5. The multi-node batch script across the 2 nodes: time-limit signal, requeue, resume.
 long=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01)
 "$src/scripts/pc-mpirun.sh" -t 300 -np 4 "$train" "${long[@]}" --save-model "$tmp/ref.pcm" \
     >"$tmp/ref.log" 2>&1 || bad "reference run (mpirun, one node)"
