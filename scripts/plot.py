@@ -84,7 +84,9 @@ def e2e(argv):
     for model in sorted({r["model"] for r in runs}):
         for w in sorted({r["workers"] for r in runs if r["model"] == model}):
             sel = [r for r in runs if r["model"] == model and r["workers"] == w]
-            nets = [n for n in order if any(r["net"] == n for r in sel)]
+            # Known networks in their order, then the others (node-RATE) as they sort.
+            seen = {r["net"] for r in sel}
+            nets = [n for n in order if n in seen] + sorted(seen - set(order))
             fig, axes = plt.subplots(1, len(nets), figsize=(5 * len(nets), 4.5), squeeze=False)
             for ax, net in zip(axes[0], nets):
                 rs = sorted((r for r in sel if r["net"] == net), key=lambda r: r["mode"])

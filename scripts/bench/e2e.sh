@@ -8,9 +8,14 @@
 # for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-6), under
 # three networks: shared memory; TCP over a loopback shaped to 10 Gbit/s and to 1 Gbit/s
 # inside a private network namespace (root only; every rank shares that one link).
+# With --nodes N: on N emulated nodes instead (scripts/cluster/pc-cluster.sh, root), one
+# rank per node (--map-by node: the workers on nodes 0..W-1, the server on node W), each
+# node with its own link shaped to each rate of --link (default "1gbit 10gbit"; the
+# networks are then named node-RATE); N must be at least the most workers + 1.
 #
 #   scripts/bench/e2e.sh [--quick] [--out DIR] [--models "wide cnn"] [--nets "shm 10g 1g"]
 #                        [--workers "1 2"] [--iters N] [--warmup N]
+#                        [--nodes N [--link "RATE[,DELAY] ..."]]
 #
 # --quick: wide only, 6 iterations (2 of warm-up), shared memory with 1 and 2 workers and
 # 1 Gbit/s with 2 workers (about 3 minutes here). Writes DIR/runs/* (metrics and logs of every run),
@@ -26,6 +31,8 @@ workers="1 2"
 iters=""
 warmup=3
 out=""
+nodes=""
+links="1gbit 10gbit"
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -35,13 +42,24 @@ while [ $# -gt 0 ]; do
     --workers) workers=${2:?}; shift ;;
     --iters) iters=${2:?}; shift ;;
     --warmup) warmup=${2:?}; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --nodes) nodes=${2:?--nodes needs a count}; shift ;;
+    --link) links=${2:?--link needs rates}; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 for m in $models; do case $m in wide|cnn|mlp) ;; *) echo "e2e.sh: --models: unknown model '$m'" >&2; exit 2 ;; esac; done
-for n in $nets; do case $n in shm|10g|1g) ;; *) echo "e2e.sh: --nets: unknown network '$n' (shm, 10g, 1g)" >&2; exit 2 ;; esac; done
+if [ -n "$nodes" ]; then
+    case $nodes in *[!0-9]*|"") echo "e2e.sh: --nodes: '$nodes' is not a number" >&2; exit 2 ;; esac
+    for w in $workers; do
+        [ "$nodes" -gt "$w" ] || { echo "e2e.sh: --nodes $nodes: $w workers and a server need $((w + 1)) nodes" >&2; exit 2; }
+    done
+    [ "$(id -u)" = 0 ] || { echo "e2e.sh: --nodes needs root (network namespaces)" >&2; exit 2; }
+    nets=""
+    for l in $links; do nets="$nets node-$l"; done
+fi
+for n in $nets; do case $n in shm|10g|1g|node-*) ;; *) echo "e2e.sh: --nets: unknown network '$n' (shm, 10g, 1g)" >&2; exit 2 ;; esac; done
 for w in $workers; do case $w in 1|2|3|4) ;; *) echo "e2e.sh: --workers: '$w' is not 1..4" >&2; exit 2 ;; esac; done
 if [ $quick = 1 ]; then
     models=wide
@@ -68,14 +86,30 @@ if [ "$(id -u)" != 0 ]; then
     esac
 fi
 ns=""
-cleanup() { [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null; true; }
+cluster=""
+pcc="$PC_TOP/scripts/cluster/pc-cluster.sh"
+cleanup() {
+    [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
+    [ -n "$cluster" ] && "$pcc" down "$cluster" >/dev/null 2>&1
+    true
+}
 trap cleanup EXIT
+if [ -n "$nodes" ]; then
+    cluster="$out/cluster"
+    "$pcc" down "$cluster" >/dev/null 2>&1 || true
+    "$pcc" up "$cluster" --nodes "$nodes" --link "${links%% *}" | tee "$out/cluster.txt"
+fi
 
-# setup_net NET: a namespace with its loopback shaped (or none for shared memory).
+# setup_net NET: a namespace with its loopback shaped (or none for shared memory); on
+# emulated nodes, every node's link reshaped to the rate.
 setup_net() {
-    cleanup
+    [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
     ns=""
     case $1 in
+    node-*)
+        local k
+        for k in $(seq 0 $((nodes - 1))); do "$pcc" link "$cluster" "$k" shape "${1#node-}"; done
+        return 0 ;;
     shm) return 0 ;;
     10g) rate=10gbit burst=2mb ;;
     1g) rate=1gbit burst=128kb ;;
@@ -130,8 +164,13 @@ for model in $models; do
                 printf '== %-24s %-38s ' "$name" "$(label_of $mode)"
                 t0=$(date +%s%N)
                 failed=""
-                "${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np "$np" "${cmd[@]}" \
-                    >"$runs/$name.log" 2>&1 || failed="exit status $?"
+                if [ -n "$cluster" ]; then
+                    timeout 900 "$pcc" mpirun "$cluster" -np "$np" --map-by node "${cmd[@]}" \
+                        >"$runs/$name.log" 2>&1 || failed="exit status $?"
+                else
+                    "${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np "$np" "${cmd[@]}" \
+                        >"$runs/$name.log" 2>&1 || failed="exit status $?"
+                fi
                 t1=$(date +%s%N)
                 printf '%6d s %s\n' $(( (t1 - t0) / 1000000000 )) "${failed:-ok}"
                 [ -n "$failed" ] && tail -n 3 "$runs/$name.log" >&2
@@ -144,6 +183,7 @@ for model in $models; do
 done
 cleanup
 ns=""
+cluster=""
 pc_say "all runs in $(( $(date +%s) - start )) s"
 python3 "$PC_TOP/scripts/bench/e2e_report.py" "$runs" "$out/e2e.json"
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
