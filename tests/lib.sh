@@ -64,3 +64,17 @@ pc_skip() {
     echo "skipped: $*"
     exit 77
 }
+
+# pc_job_state JOBID: a Slurm job's JobState and Restarts ("JobState=COMPLETED Restarts=1 ").
+pc_job_state() { scontrol show job "$1" 2>/dev/null | grep -o -E 'JobState=[A-Z_]+|Restarts=[0-9]+' | tr '\n' ' '; }
+
+# pc_await_job JOBID TRIES: until the job has ended (completed, failed, cancelled, timed
+# out), polling every 0.5 s at most TRIES times.
+pc_await_job() {
+    local _
+    for _ in $(seq "$2"); do
+        case $(pc_job_state "$1") in *COMPLETED*|*FAILED*|*CANCELLED*|*TIMEOUT*) return 0 ;; esac
+        sleep 0.5
+    done
+    return 1
+}

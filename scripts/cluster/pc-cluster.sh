@@ -399,9 +399,6 @@ cmd_slurm() {
             cat <<CONF
 ClusterName=pc$id
 SlurmctldHost=$ctl($subnet.1)
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=cred_expire=10
 StateSaveLocation=$s/state
 SlurmdSpoolDir=$s/spool/%n
 SlurmctldPidFile=$s/slurmctld.pid
@@ -410,16 +407,7 @@ SlurmctldLogFile=$s/slurmctld.log
 SlurmdLogFile=$s/slurmd-%n.log
 SlurmctldPort=$((6900 + 0x${id:0:2} % 50 * 2))
 SlurmdPort=$((6901 + 0x${id:0:2} % 50 * 2))
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SchedulerType=sched/builtin
-MpiDefault=none
-MailProg=/bin/true
-MinJobAge=4
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobCompType=jobcomp/none
+$(grep -v '^#' "$(dirname "$0")/../slurm/common.conf")
 CONF
             while read -r name addr ns uts veth cset; do
                 # Each node advertises 16 CPUs at least: jobs with 2 CPUs a task fit,

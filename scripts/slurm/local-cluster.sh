@@ -37,26 +37,13 @@ start)
     cat >"$dir/slurm.conf" <<CONF
 ClusterName=pclocal
 SlurmctldHost=localhost
-SlurmUser=root
-AuthType=auth/munge
-# A requeued job waits this long before it may start again (default 120 s).
-AuthInfo=cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SchedulerType=sched/builtin
-MpiDefault=none
-MailProg=/bin/true
-MinJobAge=4
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobCompType=jobcomp/none
+$(grep -v '^#' "$(dirname "$0")/common.conf")
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF

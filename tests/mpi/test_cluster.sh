@@ -251,7 +251,6 @@ fi
 long=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01)
 "$src/scripts/pc-mpirun.sh" -t 300 -np 4 "$train" "${long[@]}" --save-model "$tmp/ref.pcm" \
     >"$tmp/ref.log" 2>&1 || bad "reference run (mpirun, one node)"
-job_state() { scontrol show job "$1" 2>/dev/null | grep -o -E 'JobState=[A-Z_]+|Restarts=[0-9]+' | tr '\n' ' '; }
 jid=$(cd "$src" && PC_TRAIN="$train" PC_CHECKPOINT_DIR="$tmp/ck" PC_CHECKPOINT_EVERY=200 \
     sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --output="$tmp/job.out" \
     scripts/slurm/pc-train-multinode.sbatch "${long[@]}" --save-model "$tmp/requeued.pcm")
@@ -260,11 +259,8 @@ for _ in $(seq 1200); do
     sleep 0.1
 done
 scancel --signal=USR1 --batch "$jid"
-for _ in $(seq 600); do
-    case $(job_state "$jid") in *COMPLETED*|*FAILED*|*CANCELLED*|*TIMEOUT*) break ;; esac
-    sleep 0.5
-done
-state=$(job_state "$jid")
+pc_await_job "$jid" 600
+state=$(pc_job_state "$jid")
 at=$(grep -o 'stopped by signal 15 after [0-9]* iterations (checkpoint written)' "$tmp/job.out" | awk '{print $6}')
 from=$(grep -o 'resuming from the checkpoint of iteration [0-9]*' "$tmp/job.out" | awk '{print $7}')
 nodes=$(grep -o 'on node[0-9]' "$tmp/job.out" | sort -u | tr '\n' ' ')

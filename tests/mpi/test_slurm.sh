@@ -33,8 +33,6 @@ trap cleanup EXIT
 export SLURM_CONF="$cluster/slurm.conf" PC_TRAIN="$train"
 cd "$tmp" || exit 1
 
-# job_state ID: JobState and Restarts of a job.
-job_state() { scontrol show job "$1" 2>/dev/null | grep -o -E 'JobState=[A-Z_]+|Restarts=[0-9]+' | tr '\n' ' '; }
 
 # 1. The single-node script, start to end.
 short=(--data synthetic --synthetic-samples 3000 --batch 16 --iters 60 --lr 0.01)
@@ -61,11 +59,8 @@ scancel --signal=USR1 --batch "$jid"
 # Slurm holds a requeued job until the old credentials expire (cred_expire, 10 s on the
 # test cluster); then it starts again. Up to 240 s: on a loaded 2-core machine the
 # requeued job was once seen still finishing its last epoch after 120 s.
-for _ in $(seq 480); do
-    case $(job_state "$jid") in *COMPLETED*|*FAILED*|*CANCELLED*|*TIMEOUT*) break ;; esac
-    sleep 0.5
-done
-state=$(job_state "$jid")
+pc_await_job "$jid" 480
+state=$(pc_job_state "$jid")
 at=$(grep -o 'stopped by signal 15 after [0-9]* iterations (checkpoint written)' "$tmp/job2.out" | awk '{print $6}')
 from=$(grep -o 'resuming from the checkpoint of iteration [0-9]*' "$tmp/job2.out" | awk '{print $7}')
 if [[ $state == *COMPLETED*Restarts=1* ]] && [ -n "$at" ] && [ "$at" = "$from" ] &&
@@ -129,7 +124,7 @@ scancel "$jid"
 # state is read on the way, as Slurm forgets an ended job after MinJobAge (4 s).
 state=""
 for _ in $(seq 120); do
-    s=$(job_state "$jid")
+    s=$(pc_job_state "$jid")
     [ -n "$s" ] && state=$s
     [ -z "$(squeue -h -j "$jid" -o %T 2>/dev/null)" ] && break
     sleep 0.5
