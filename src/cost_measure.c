@@ -1,0 +1,315 @@
+/* cost_measure: the rates of pc_cost measured with the code paths the runtime runs: the
+ * codecs' compress (the compressor thread's work), the server's message check, dense and
+ * sparse aggregation and SGD steps, and the pull's encoding and application. Each step is
+ * timed reps times on this thread and the median kept: one outlier (a preemption on a
+ * shared machine) does not move a median of three; one untimed run first touches the
+ * buffers, as the runtime's steady state has. No MPI (pc_comm_pingpong measures the
+ * link). */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cost.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_optim.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_time.h"
+#include "pipecompress/pc_wire.h"
+#include "runtime_proto.h"
+
+/* Messages the sparse aggregation is timed with: enough for the union merge to show
+ * (three merges) while the chunk's union stays far below n (4 % at 1 %). */
+#define SERVER_MSGS 4
+/* Fraction kept by the top-k messages of the server's measurement: the defaults' 1 %. */
+#define SERVER_RATIO 0.01
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n), n >= 1 (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double secs_since(int64_t t0)
+{
+    return (double)(pc_time_ns() - t0) * 1e-9;
+}
+
+int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const size_t *chunk_n,
+                          int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
+                          size_t errlen)
+{
+    if (!spec || !grad || !chunk_n || nchunks < 1 || reps < 1 || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure codec: bad arguments");
+    size_t most = 0;
+    for (int i = 0; i < nchunks; i++) {
+        if (chunk_n[i] == 0 || chunk_n[i] > PC_CODEC_MAX_N)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "measure codec: chunk %d of %zu elements",
+                                i, chunk_n[i]);
+        most = chunk_n[i] > most ? chunk_n[i] : most;
+    }
+    pc_codec_t *c = NULL;
+    pc_codec_state_t *st = NULL;
+    uint8_t *msg = NULL;
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    int rc = pc_codec_create(spec, &c);
+    if (rc == PC_OK && (!t || !(msg = malloc(pc_codec_max_bytes(c, most)))))
+        rc = PC_ENOMEM;
+    if (rc != PC_OK) {
+        rc = pc_error_fmt(rc, err, errlen, "measure codec: %s", pc_strerror(rc));
+        goto out;
+    }
+    double total = 0, bytes = 0, entries = 0, elems = 0;
+    const float *g = grad;
+    for (int i = 0; i < nchunks; i++) {
+        size_t n = chunk_n[i], len = 0;
+        if ((rc = pc_codec_state_create(c, (uint32_t)i, n, &st)) != PC_OK) {
+            rc = pc_error_fmt(rc, err, errlen, "measure codec: state of %zu elements: %s", n,
+                              pc_strerror(rc));
+            goto out;
+        }
+        for (int r = -1; r < reps; r++) { /* r = -1: untimed, touches the state's pages */
+            int64_t t0 = pc_time_ns();
+            rc =
+                pc_codec_compress(c, st, g, (uint64_t)(r + 1), msg, pc_codec_max_bytes(c, n), &len);
+            t[r < 0 ? 0 : r] = secs_since(t0);
+            if (rc != PC_OK) {
+                rc = pc_error_fmt(rc, err, errlen, "measure codec: compress %zu elements: %s", n,
+                                  pc_strerror(rc));
+                goto out;
+            }
+        }
+        pc_wire_header_t h;
+        if ((rc = pc_wire_header_read(msg, len, &h, err, errlen)) != PC_OK)
+            goto out;
+        total += median(t, reps);
+        bytes += (double)(len - PC_WIRE_HEADER_BYTES);
+        entries += (double)h.entries;
+        elems += (double)n;
+        pc_codec_state_destroy(st);
+        st = NULL;
+        g += n;
+    }
+    *out = (pc_cost_codec_rate_t){.compress = total / elems,
+                                  .bytes = bytes / elems,
+                                  .density = entries > 0 ? entries / elems : 1.0 / elems,
+                                  .sparse = pc_rt__grad_sparse(c)};
+    if (out->density > 1)
+        out->density = 1;
+out:
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    free(msg);
+    free(t);
+    return rc;
+}
+
+/* Heavy-tailed gradients, as pc-bench compress draws them: |x| = 1e-3 u^-1.2. */
+static void heavy(float *x, size_t n, uint64_t stream)
+{
+    pc_philox_t g;
+    pc_philox_init(&g, 2022, stream, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = pc_philox_next(&g);
+        float u = pc_philox_uniform(a | 1);
+        x[i] = ((a & 1) ? -1e-3f : 1e-3f) * powf(u, -1.2f);
+    }
+}
+
+/* Everything the server measurement holds, freed in one place. */
+typedef struct sbufs {
+    float *grad, *p, *mom, *agg, *p2;
+    uint32_t *changed;
+    uint8_t *dense_msg, *msgs[SERVER_MSGS], *pull;
+    size_t dense_len, lens[SERVER_MSGS];
+    rt_grad_t grads[SERVER_MSGS];
+    double *t;
+    rt_sparse_t sp;
+    pc_codec_t *none, *topk;
+} sbufs_t;
+
+static void sbufs_free(sbufs_t *b)
+{
+    free(b->grad);
+    free(b->p);
+    free(b->mom);
+    free(b->agg);
+    free(b->p2);
+    free(b->changed);
+    free(b->dense_msg);
+    for (int i = 0; i < SERVER_MSGS; i++)
+        free(b->msgs[i]);
+    free(b->pull);
+    free(b->t);
+    pc_rt__sparse_free(&b->sp);
+    pc_codec_destroy(b->none);
+    pc_codec_destroy(b->topk);
+}
+
+/* Compress grad (n) with codec c into a new message (*msg, *len). */
+static int make_msg(pc_codec_t *c, const float *grad, size_t n, uint8_t **msg, size_t *len)
+{
+    pc_codec_state_t *st = NULL;
+    size_t cap = pc_codec_max_bytes(c, n);
+    int rc = pc_codec_state_create(c, 0, n, &st);
+    if (rc == PC_OK && !(*msg = malloc(cap)))
+        rc = PC_ENOMEM;
+    if (rc == PC_OK)
+        rc = pc_codec_compress(c, st, grad, 0, *msg, cap, len);
+    pc_codec_state_destroy(st);
+    return rc;
+}
+
+/* Check messages [0, m) (header and payload, as the server does on arrival) and aggregate
+ * them sparsely into b->agg; *secs gets the time of both. The aggregate's touched entries
+ * are cleared afterwards (not timed). PC_OK, or the check's or the aggregation's error. */
+static int time_sparse(sbufs_t *b, int m, size_t n, double *secs, char *err, size_t errlen)
+{
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    int failed = 0, rc = PC_OK;
+    int64_t t0 = pc_time_ns();
+    for (int w = 0; w < m && rc == PC_OK; w++)
+        if ((rc = pc_rt__grad_read(b->msgs[w], b->lens[w], &b->grads[w], err, errlen)) == PC_OK)
+            rc = pc_rt__grad_check(b->topk, &b->grads[w], &want, err, errlen);
+    if (rc == PC_OK)
+        rc = pc_rt__grad_aggregate_sparse(&b->sp, b->topk, b->grads, m, 1.0f / (float)m, b->agg, n,
+                                          &failed, err, errlen);
+    *secs = secs_since(t0);
+    for (size_t j = 0; rc == PC_OK && j < b->sp.ntouched; j++)
+        b->agg[b->sp.touched[j]] = 0.0f;
+    return rc;
+}
+
+int pc_cost_measure_server(size_t n, int reps, pc_cost_server_rate_t *out, char *err, size_t errlen)
+{
+    if (n < 1024 || n > PC_CODEC_MAX_N || reps < 1 || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure server: bad arguments");
+    sbufs_t b = {0};
+    pc_codec_spec_t none, topk;
+    char spec[64];
+    snprintf(spec, sizeof(spec), "topk:ratio=%g", SERVER_RATIO);
+    int rc = pc_codec_spec_parse("none", &none, err, errlen);
+    if (rc == PC_OK)
+        rc = pc_codec_spec_parse(spec, &topk, err, errlen);
+    if (rc == PC_OK && (rc = pc_codec_create(&none, &b.none)) == PC_OK)
+        rc = pc_codec_create(&topk, &b.topk);
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return pc_error_fmt(rc, err, errlen, "measure server: codecs: %s", pc_strerror(rc));
+    }
+    b.grad = malloc(sizeof(float) * n);
+    b.p = malloc(sizeof(float) * n);
+    b.p2 = malloc(sizeof(float) * n);
+    b.mom = calloc(n, sizeof(float));
+    b.agg = calloc(n, sizeof(float));
+    b.changed = malloc(sizeof(uint32_t) * n);
+    b.pull = malloc(pc_rt__pull_max_bytes(n));
+    b.t = malloc(sizeof(double) * (size_t)reps * 7);
+    if (!b.grad || !b.p || !b.p2 || !b.mom || !b.agg || !b.changed || !b.pull || !b.t) {
+        sbufs_free(&b);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure server: out of memory for %zu", n);
+    }
+    heavy(b.p, n, 99);
+    for (size_t i = 0; i < n; i++)
+        b.p[i] *= 10.0f;
+    /* Each simulated worker's gradient differs (its own Philox stream): top-k supports
+     * that overlap as little as independent draws do. */
+    for (int w = 0; w < SERVER_MSGS && rc == PC_OK; w++) {
+        heavy(b.grad, n, (uint64_t)w);
+        rc = make_msg(b.topk, b.grad, n, &b.msgs[w], &b.lens[w]);
+    }
+    if (rc == PC_OK)
+        rc = make_msg(b.none, b.grad, n, &b.dense_msg, &b.dense_len);
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return pc_error_fmt(rc, err, errlen, "measure server: messages: %s", pc_strerror(rc));
+    }
+    double *t_dense = b.t, *t_step = b.t + reps, *t_one = b.t + 2 * reps, *t_all = b.t + 3 * reps,
+           *t_sstep = b.t + 4 * reps, *t_pd = b.t + 5 * reps, *t_ps = b.t + 6 * reps;
+    pc_optim_cfg_t mom = {.lr = 1e-6, .momentum = 0.9}, plain = {.lr = 1e-6};
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    double u[SERVER_MSGS] = {0}; /* union sizes after 1..SERVER_MSGS messages */
+    size_t k = 0, nt = 0;
+    for (int i = -1; i < reps; i++) {
+        /* i = -1: a warm-up whose times rep 0 overwrites (first touches of fresh pages,
+         * the scratch lists' growth). */
+        int r = i < 0 ? 0 : i;
+        /* Dense path: check and add one message, then clear and step with momentum. */
+        rt_grad_t g;
+        int64_t t0 = pc_time_ns();
+        if ((rc = pc_rt__grad_read(b.dense_msg, b.dense_len, &g, err, errlen)) != PC_OK ||
+            (rc = pc_rt__grad_check(b.none, &g, &want, err, errlen)) != PC_OK ||
+            (rc = pc_rt__grad_apply(b.none, &g, 0.5f, b.agg, err, errlen)) != PC_OK)
+            break;
+        t_dense[r] = secs_since(t0);
+        t0 = pc_time_ns();
+        memset(b.agg, 0, sizeof(float) * n);
+        pc_optim_sgd(&mom, 1e-6f, b.p, b.mom, b.grad, n, b.changed);
+        t_step[r] = secs_since(t0);
+        /* Sparse path: one message, then all; the union sizes in between (not timed). */
+        double ignored;
+        if ((rc = time_sparse(&b, 1, n, &t_one[r], err, errlen)) != PC_OK)
+            break;
+        k = b.sp.ntouched;
+        u[0] = (double)k;
+        for (int m = 2; m < SERVER_MSGS && rc == PC_OK; m++) {
+            rc = time_sparse(&b, m, n, &ignored, err, errlen);
+            u[m - 1] = (double)b.sp.ntouched;
+        }
+        if (rc != PC_OK || (rc = time_sparse(&b, SERVER_MSGS, n, &t_all[r], err, errlen)) != PC_OK)
+            break;
+        nt = b.sp.ntouched;
+        /* time_sparse cleared agg; refill the union's entries for the step. */
+        for (size_t j = 0; j < nt; j++)
+            b.agg[b.sp.touched[j]] = b.grad[b.sp.touched[j]];
+        t0 = pc_time_ns();
+        pc_optim_sgd_sparse(&plain, 1e-6f, b.p, b.agg, b.sp.touched, nt, b.sp.scratch);
+        for (size_t j = 0; j < nt; j++)
+            b.agg[b.sp.touched[j]] = 0.0f;
+        t_sstep[r] = secs_since(t0);
+        /* Pulls: encoded by the server, applied by a worker. */
+        t0 = pc_time_ns();
+        size_t len = pc_rt__pull_encode(b.pull, 0, 0, b.p, n, NULL, 0, PC_PULL_DENSE, 0);
+        if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, b.p2, n, NULL, err, errlen)) != PC_OK)
+            break;
+        t_pd[r] = secs_since(t0);
+        t0 = pc_time_ns();
+        len = pc_rt__pull_encode(b.pull, 0, 0, b.p, n, b.sp.touched, nt, PC_PULL_SPARSE, 0);
+        if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, b.p2, n, NULL, err, errlen)) != PC_OK)
+            break;
+        t_ps[r] = secs_since(t0);
+    }
+    if (rc == PC_OK && (k == 0 || nt == 0))
+        rc = pc_error_fmt(PC_ERANGE, err, errlen, "measure server: empty top-k messages");
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return rc;
+    }
+    double one = median(t_one, reps), all = median(t_all, reps);
+    /* Merging message w + 1 into the union of w reads both lists: U_w + k indices. */
+    double merged = 0;
+    for (int m = 1; m < SERVER_MSGS; m++)
+        merged += u[m - 1] + (double)k;
+    *out = (pc_cost_server_rate_t){
+        .agg_dense = median(t_dense, reps) / (double)n,
+        .agg_sparse = one / (double)k,
+        .merge = all > SERVER_MSGS * one ? (all - SERVER_MSGS * one) / merged : 0,
+        .step_dense = median(t_step, reps) / (double)n,
+        .step_sparse = median(t_sstep, reps) / (double)nt,
+        .pull_dense = median(t_pd, reps) / (double)n,
+        .pull_sparse = median(t_ps, reps) / (double)nt,
+    };
+    sbufs_free(&b);
+    return PC_OK;
+}
