@@ -88,6 +88,18 @@ else
     bad "pc-bench model --json: inconsistent (above)"
 fi
 
+# The charts, where Debian's matplotlib is installed (scripts/plot.py needs it).
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    if "$PC_SRCDIR/scripts/plot.py" model "$tmp/m.json" --out "$tmp/m" >"$tmp/plot.out" 2>&1 &&
+        [ -s "$tmp/m-workers.png" ] && [ -s "$tmp/m-bandwidth.png" ]; then
+        ok "scripts/plot.py model: m-workers.png and m-bandwidth.png"
+    else
+        bad "scripts/plot.py model"; cat "$tmp/plot.out"
+    fi
+else
+    echo "note: python3-matplotlib missing: scripts/plot.py model not tried"
+fi
+
 # --predict: one machine-readable line, equal to the JSON table's entry of the same run.
 if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 4 --predict 2,1,ps-topk-pipelined \
     --json "$tmp/p.json" >"$tmp/p.out" 2>&1 &&
