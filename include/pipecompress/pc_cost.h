@@ -206,12 +206,12 @@ int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const 
 
 /* Time the server's and the pull's per-element work on a chunk of n elements (n >= 1024)
  * of synthetic heavy-tailed gradients, each step reps times (medians) after one untimed
- * round: a dense message
- * checked and added (the server's pc_rt__grad_check and _apply), four top-k 1 % messages
- * checked and aggregated sparsely (the union merge timed from the difference between one
- * and four messages), SGD with momentum on all n and plain SGD on the union, dense and
- * sparse pulls encoded and applied. Returns PC_OK, PC_EINVAL, PC_ENOMEM or PC_ERANGE
- * (with a message in err). Thread-safe. */
+ * round: a dense message checked and added (the server's pc_rt__grad_check and _apply);
+ * eight top-k 1 % messages of different supports checked and aggregated sparsely
+ * (pc_rt__grad_aggregate_sparse; the union merge is the time of eight less eight times
+ * that of one, per index merged); SGD with momentum on all n; plain SGD on the union;
+ * dense and sparse pulls encoded and applied (pc_rt__pull_encode, pc_rt__pull_apply).
+ * Returns PC_OK, PC_EINVAL, PC_ENOMEM or PC_ERANGE (with a message in err). Thread-safe. */
 int pc_cost_measure_server(size_t n, int reps, pc_cost_server_rate_t *out, char *err,
                            size_t errlen);
 
