@@ -10,7 +10,8 @@
  * and the pull's per-element work. With one rank, --bandwidth and --latency stand for the
  * link. Prints the rates, the prediction table, the speedups over the allreduce, and with
  * --bandwidth a speedup-vs-bandwidth table; --json FILE writes all of it; --predict W,S,MODE
- * prints one machine-readable line for one prediction instead of the tables. */
+ * prints one machine-readable line for one prediction instead of the tables (MODE "all":
+ * a line for each mode, from the same measurements). */
 #include "config.h"
 
 #include <ctype.h>
@@ -114,15 +115,17 @@ static double parse_latency(const char *s)
     return -1;
 }
 
-/* --predict W,S,MODE; false when malformed. */
-static bool parse_predict(const char *s, int *W, int *S, pc_cost_mode_t *mode)
+/* --predict W,S,MODE (MODE "all": *all set, *mode left); false when malformed. */
+static bool parse_predict(const char *s, int *W, int *S, pc_cost_mode_t *mode, bool *all)
 {
     char mode_text[64];
     int used = 0;
     if (sscanf(s, "%d,%d,%63[^,]%n", W, S, mode_text, &used) != 3 || s[used] != '\0')
         return false;
-    if (pc_cost_mode_parse(mode_text, mode) != PC_OK || *W < 1 || *W > PC_COST_MAX_RANKS ||
-        *S < (*mode == PC_COST_ALLREDUCE ? 0 : 1) || *S > PC_COST_MAX_RANKS)
+    *all = strcmp(mode_text, "all") == 0;
+    if ((!*all && pc_cost_mode_parse(mode_text, mode) != PC_OK) || *W < 1 ||
+        *W > PC_COST_MAX_RANKS || *S < (!*all && *mode == PC_COST_ALLREDUCE ? 0 : 1) ||
+        *S > PC_COST_MAX_RANKS)
         return false;
     return true;
 }
@@ -152,12 +155,13 @@ static int check_predict(const void *value, char *err, size_t errlen)
 {
     int W, S;
     pc_cost_mode_t m;
-    if (parse_predict((const char *)value, &W, &S, &m))
+    bool all;
+    if (parse_predict((const char *)value, &W, &S, &m, &all))
         return 0;
     snprintf(err, errlen,
              "'%s' is not W,S,MODE (W >= 1; S >= 1, or 0 for the allreduce; MODE a name or "
              "e2e.sh's number: 1 allreduce, 2 ps-none, 3 ps-topk-inline, 4 ps-topk-pipelined, "
-             "5 ps-dgc-pipelined, 6 ps-topk-servermom)",
+             "5 ps-dgc-pipelined, 6 ps-topk-servermom; or all)",
              (const char *)value);
     return 1;
 }
@@ -253,7 +257,8 @@ static const pc_opt_t model_opts[] = {
      .offset = offsetof(opts_t, predict),
      .size = 128,
      .metavar = "W,S,MODE",
-     .help = "print one prediction as a 'predict ... iter_ms=X' line instead of the tables",
+     .help = "print one prediction as a 'predict ... iter_ms=X' line instead of the tables "
+             "(MODE all: one line per mode)",
      .check = check_predict},
     {.name = "json",
      .type = PC_OPT_STRING,
@@ -640,7 +645,7 @@ static int json_point(FILE *j, const pc_cost_t *c, int W, int S, const pc_cost_l
 
 static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
                       const pc_cost_link_t *link, const double *bw, int nbw, const pc_cost_t *c,
-                      const char *predict_line)
+                      char (*predict_lines)[256], int npredict)
 {
     FILE *j = fopen(o->json, "w");
     if (!j) {
@@ -698,11 +703,10 @@ static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
             rc = json_point(j, c, W, servers_for(o, W), &l, "    ");
             fprintf(j, "%s\n", b + 1 < nbw || W * 2 <= o->max_workers ? "," : "");
         }
-    fprintf(j, "  ],\n  \"predict\": ");
-    if (predict_line[0])
-        fprintf(j, "\"%s\"\n}\n", predict_line);
-    else
-        fprintf(j, "null\n}\n");
+    fprintf(j, "  ],\n  \"predict\": [");
+    for (int i = 0; i < npredict; i++)
+        fprintf(j, "%s\"%s\"", i ? ", " : "", predict_lines[i]);
+    fprintf(j, "]\n}\n");
     if (fclose(j) != 0 && !rc) {
         fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o->json);
         rc = -1;
@@ -799,7 +803,8 @@ int bench_model_main(int argc, char **argv)
     double latency = o.latency[0] ? parse_latency(o.latency) : -1;
     int pW = 0, pS = 0;
     pc_cost_mode_t pmode = PC_COST_ALLREDUCE;
-    bool want_predict = o.predict[0] && parse_predict(o.predict, &pW, &pS, &pmode);
+    bool pall = false,
+         want_predict = o.predict[0] && parse_predict(o.predict, &pW, &pS, &pmode, &pall);
     if (size < 2 && (nbw == 0 || latency < 0)) {
         if (rank == 0)
             fprintf(stderr, "pc-bench: model: one rank cannot measure the link: give --bandwidth "
@@ -818,7 +823,8 @@ int bench_model_main(int argc, char **argv)
     }
     measured_t m = {0};
     pc_cost_t *cost = NULL;
-    char predict_line[256] = "";
+    char predict_lines[PC_COST_MODES][256];
+    int npredict = 0;
     if (status == 0 && (measure_compute(&o, &m) != 0 || measure_codecs(&o, &m) != 0))
         status = BENCH_EXIT_FAIL;
     if (status == 0 &&
@@ -852,17 +858,20 @@ int bench_model_main(int argc, char **argv)
         fflush(stdout);
     }
     if (status == 0 && want_predict) {
-        pc_cost_result_t r;
-        if (predict(cost, pmode, pW, pS, &link, &r) != PC_OK) {
-            status = BENCH_EXIT_FAIL;
-        } else {
-            snprintf(predict_line, sizeof(predict_line),
+        printf("\n");
+        int first = pall ? 0 : (int)pmode, last = pall ? PC_COST_MODES - 1 : (int)pmode;
+        for (int k = first; k <= last && !status; k++) {
+            pc_cost_result_t r;
+            if (predict(cost, k, pW, pS, &link, &r) != PC_OK) {
+                status = BENCH_EXIT_FAIL;
+                break;
+            }
+            snprintf(predict_lines[npredict], sizeof(predict_lines[0]),
                      "predict mode=%s e2e=%d W=%d S=%d iter_ms=%.3f compute_ms=%.3f "
                      "exposed_ms=%.3f bandwidth=%.6g latency=%.6g",
-                     pc_cost_mode_name(pmode), pc_cost_mode_e2e(pmode), pW,
-                     pmode == PC_COST_ALLREDUCE ? 0 : pS, r.iter * 1e3, r.compute * 1e3,
-                     r.exposed * 1e3, link.bandwidth, link.latency);
-            printf("\n%s\n", predict_line);
+                     pc_cost_mode_name(k), pc_cost_mode_e2e(k), pW, k == PC_COST_ALLREDUCE ? 0 : pS,
+                     r.iter * 1e3, r.compute * 1e3, r.exposed * 1e3, link.bandwidth, link.latency);
+            printf("%s\n", predict_lines[npredict++]);
         }
     } else if (status == 0) {
         printf("\npredicted iteration time, ms (speedup over the allreduce); S = max(1, "
@@ -889,7 +898,7 @@ int bench_model_main(int argc, char **argv)
         }
     }
     if (status == 0 && o.json[0] &&
-        write_json(&o, &m, &lm, &link, bw, nbw, cost, predict_line) != 0)
+        write_json(&o, &m, &lm, &link, bw, nbw, cost, predict_lines, npredict) != 0)
         status = BENCH_EXIT_FAIL;
     fflush(stdout);
     pc_cost_destroy(cost);

@@ -109,7 +109,7 @@ if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 4 --predict 2,1,ps-
     python3 - "$tmp/p.json" "$line" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
-assert d["predict"] == sys.argv[2]
+assert d["predict"] == [sys.argv[2]]
 v = float(re.search(r"iter_ms=([0-9.]+)", sys.argv[2]).group(1))
 t = [p for p in d["table"] if p["workers"] == 2][0]
 assert t["servers"] == 1 and v > 0
@@ -119,6 +119,15 @@ then
     ok "--predict 2,1,ps-topk-pipelined: $line"
 else
     bad "--predict 2,1,ps-topk-pipelined"; tail -n 5 "$tmp/p.out"
+fi
+
+# MODE all: a line per mode, in e2e.sh's order, from the same measurements.
+if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 2 --predict 2,1,all >"$tmp/a.out" 2>&1 &&
+    [ "$(grep -cE '^predict mode=[a-z-]+ e2e=[1-6] W=2 S=[01] iter_ms=[0-9]+\.[0-9]+ ' "$tmp/a.out")" = 6 ] &&
+    [ "$(grep -oE '^predict mode=[a-z-]+ e2e=[1-6]' "$tmp/a.out" | tr '\n' ' ')" = "predict mode=allreduce e2e=1 predict mode=ps-none e2e=2 predict mode=ps-topk-inline e2e=3 predict mode=ps-topk-pipelined e2e=4 predict mode=ps-dgc-pipelined e2e=5 predict mode=ps-topk-servermom e2e=6 " ]; then
+    ok "--predict 2,1,all: six lines, modes 1..6"
+else
+    bad "--predict 2,1,all"; tail -n 8 "$tmp/a.out"
 fi
 
 # One rank: the link from the command line; e2e.sh's mode number works as a name.
