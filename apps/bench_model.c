@@ -755,11 +755,12 @@ static void print_rates(const opts_t *o, const measured_t *m, const linkm_t *lm,
                m->codec[q].bytes, m->codec[q].density,
                m->codec[q].bytes > 0 ? 4.0 / m->codec[q].bytes : 0);
     const pc_cost_server_rate_t *s = &m->server;
-    printf("server and pull (%zu-element chunk), ns: aggregate dense %.3f/elem/msg, sparse "
-           "%.3f/entry/msg, merge %.3f/index; step dense (momentum) %.3f/elem, sparse "
-           "%.3f/entry; pull dense %.3f/elem, sparse %.3f/entry\n",
-           m->server_n, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
-           s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9, s->pull_sparse * 1e9);
+    printf("server and pull (%zu-element chunks, passes over the model's %zu elements), ns: "
+           "aggregate dense %.3f/elem/msg, sparse %.3f/entry/msg, merge %.3f/index; step dense "
+           "(momentum) %.3f/elem, sparse %.3f/entry; pull dense %.3f/elem, sparse %.3f/entry\n",
+           m->server_n, pc_model_nparams(m->model), s->agg_dense * 1e9, s->agg_sparse * 1e9,
+           s->merge * 1e9, s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9,
+           s->pull_sparse * 1e9);
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -827,8 +828,8 @@ int bench_model_main(int argc, char **argv)
     int npredict = 0;
     if (status == 0 && (measure_compute(&o, &m) != 0 || measure_codecs(&o, &m) != 0))
         status = BENCH_EXIT_FAIL;
-    if (status == 0 &&
-        pc_cost_measure_server(m.server_n, o.reps, &m.server, err, sizeof(err)) != PC_OK) {
+    if (status == 0 && pc_cost_measure_server(m.server_n, pc_model_nparams(m.model), o.reps,
+                                              &m.server, err, sizeof(err)) != PC_OK) {
         fprintf(stderr, "pc-bench: model: %s\n", err);
         status = BENCH_EXIT_FAIL;
     }

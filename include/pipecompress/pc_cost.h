@@ -192,27 +192,29 @@ const char *pc_cost_codec_name(int codec);
 
 /* ---- measuring (src/cost_measure.c): the real code paths, timed on this thread -------- */
 
-/* Time `spec` (seed set by the caller) compressing each of nchunks consecutive chunks of
- * grad (chunk i: chunk_n[i] elements, following chunk i-1): per chunk a codec state of its
- * own, one untimed compression (it touches the state's pages, as the runtime's steady
- * state has), then reps timed ones (median per chunk), each pc_codec_compress: fold, then
- * compress, the compressor thread's work. *out: compress = the medians'
- * sum over the elements, bytes and density from the messages. grad is read only. Returns
- * PC_OK, PC_EINVAL (no chunks, a chunk of 0 or more than PC_CODEC_MAX_N elements, reps
- * < 1), PC_ENOMEM, or the codec's error (with a message in err). Thread-safe. */
+/* Time `spec` (seed set by the caller) compressing nchunks consecutive chunks of grad
+ * (chunk i: chunk_n[i] elements, following chunk i-1), each with a codec state of its
+ * own, in passes over all of them as the compressor thread makes one per iteration: one
+ * untimed pass (it touches the states' pages), then reps timed ones; compress = the
+ * median pass over the elements (pc_codec_compress: fold, then compress); bytes and
+ * density from the last pass's messages. grad is read only. Returns PC_OK, PC_EINVAL (no
+ * chunks, a chunk of 0 or more than PC_CODEC_MAX_N elements, reps < 1), PC_ENOMEM, or the
+ * codec's error (with a message in err). Thread-safe. */
 int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const size_t *chunk_n,
                           int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
                           size_t errlen);
 
-/* Time the server's and the pull's per-element work on a chunk of n elements (n >= 1024)
- * of synthetic heavy-tailed gradients, each step reps times (medians) after one untimed
- * round: a dense message checked and added (the server's pc_rt__grad_check and _apply);
- * eight top-k 1 % messages of different supports checked and aggregated sparsely
- * (pc_rt__grad_aggregate_sparse; the union merge is the time of eight less eight times
- * that of one, per index merged); SGD with momentum on all n; plain SGD on the union;
- * dense and sparse pulls encoded and applied (pc_rt__pull_encode, pc_rt__pull_apply).
- * Returns PC_OK, PC_EINVAL, PC_ENOMEM or PC_ERANGE (with a message in err). Thread-safe. */
-int pc_cost_measure_server(size_t n, int reps, pc_cost_server_rate_t *out, char *err,
+/* Time the server's and the pull's per-element work on chunks of n elements (n >= 1024)
+ * of synthetic heavy-tailed gradients, in passes over `total` elements (>= n: the
+ * server's share, its state then as cold as the server finds it; at most 1 GiB of state),
+ * reps timed passes after an untimed one (medians): a dense message checked and added (the
+ * server's pc_rt__grad_check and _apply); eight top-k 1 % messages of different supports
+ * checked and aggregated sparsely (pc_rt__grad_aggregate_sparse; the union merge is the
+ * time of eight less eight times that of one, per index merged); clearing the sum and SGD
+ * with momentum on all n; plain SGD on the union; dense and sparse pulls encoded and
+ * applied (pc_rt__pull_encode, pc_rt__pull_apply). Returns PC_OK, PC_EINVAL, PC_ENOMEM or
+ * PC_ERANGE (with a message in err). Thread-safe. */
+int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate_t *out, char *err,
                            size_t errlen);
 
 #ifdef __cplusplus

@@ -30,7 +30,7 @@ grep -qE "^total +235146 +$num +$num +compute $num ms$" "$tmp/m.out" || missing+
 for c in none 'topk:ratio=0.01' 'topk:ratio=0.01,momentum=0' 'dgc:ratio=0.001'; do
     grep -qE "^$c +$num +$num +$num +$num$" "$tmp/m.out" || missing+=" codec-$c"
 done
-grep -qE '^server and pull \([0-9]+-element chunk\), ns: aggregate dense' "$tmp/m.out" || missing+=" server"
+grep -qE "^server and pull \([0-9]+-element chunks, passes over the model's 235146 elements\), ns: aggregate dense $num/elem/msg" "$tmp/m.out" || missing+=" server"
 grep -qE "^W +S +$(sed 's/ / +/g' <<<"$modes")$" "$tmp/m.out" || missing+=" header"
 [ "$(grep -cE "$row" "$tmp/m.out")" = 4 ] || missing+=" rows(W=2..16)"
 for b in 1gbit 10gbit; do

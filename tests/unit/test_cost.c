@@ -495,14 +495,15 @@ static void test_measure(void **state)
     free(g);
 
     pc_cost_server_rate_t s;
-    assert_int_equal(pc_cost_measure_server(20000, 1, &s, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_cost_measure_server(20000, 50000, 1, &s, err, sizeof(err)), PC_OK);
     double v[] = {s.agg_dense,   s.agg_sparse, s.merge,      s.step_dense,
                   s.step_sparse, s.pull_dense, s.pull_sparse};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         assert_true(v[i] >= 0 && isfinite(v[i]));
     assert_true(s.agg_sparse > 0 && s.step_dense > 0 && s.pull_dense > 0);
-    assert_int_equal(pc_cost_measure_server(100, 1, &s, err, sizeof(err)), PC_EINVAL);
-    assert_int_equal(pc_cost_measure_server(20000, 0, &s, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(pc_cost_measure_server(100, 100, 1, &s, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(pc_cost_measure_server(20000, 20000, 0, &s, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(pc_cost_measure_server(20000, 10000, 1, &s, err, sizeof(err)), PC_EINVAL);
 }
 
 int main(void)
