@@ -533,11 +533,16 @@ static int measure_link(const opts_t *o, int rank, linkm_t *lm)
     double d01 = lm->rtt_01 - lm->rtt_small, d10 = lm->rtt_10 - lm->rtt_small;
     lm->bw01 = (double)(big - SMALL_BYTES) / (d01 > 0 ? d01 : lm->rtt_01);
     lm->bw10 = (double)(big - SMALL_BYTES) / (d10 > 0 ? d10 : lm->rtt_10);
-    const char *btl = getenv("OMPI_MCA_btl");
-    if (!btl)
+    /* The transport as Open MPI was told (its value goes into the JSON: kept to the
+     * characters an MCA list uses). */
+    const char *env = getenv("OMPI_MCA_btl");
+    char btl[48] = "";
+    for (size_t i = 0; env && env[i] && i + 1 < sizeof(btl); i++)
+        btl[i] = isalnum((unsigned char)env[i]) || strchr(",_^-", env[i]) ? env[i] : '?';
+    if (!env)
         snprintf(lm->transport, sizeof(lm->transport), "Open MPI's choice (OMPI_MCA_btl unset)");
     else
-        snprintf(lm->transport, sizeof(lm->transport), "%s (OMPI_MCA_btl=%.40s)",
+        snprintf(lm->transport, sizeof(lm->transport), "%s (OMPI_MCA_btl=%s)",
                  strstr(btl, "vader") || strstr(btl, "sm") ? "shared memory"
                  : strstr(btl, "tcp")                      ? "TCP"
                                                            : "other",

@@ -154,12 +154,14 @@ typedef struct pc_cost_result {
 typedef struct pc_cost pc_cost_t;
 
 /* A model of cfg: copies the layers and the rates and cuts the tensors into chunks with
- * pc_plan (cfg's pointers are read during the call only). Returns PC_OK, PC_EINVAL (no
- * layers or tensors, a layer index out of range, a negative, NaN or infinite time or
- * rate, a density outside (0, 1], chunk_bytes < 4, a bad link) or PC_ENOMEM. On error
- * *out is untouched. */
+ * pc_plan; cfg and what it points to are read during the call only (the tensors' buffers
+ * are compared, never dereferenced) and stay the caller's. On success *out is the
+ * caller's, to free with pc_cost_destroy. Returns PC_OK, PC_EINVAL (no layers or tensors,
+ * a layer index out of range, a negative, NaN or infinite time or rate, a density outside
+ * (0, 1], chunk_bytes < 4, a bad link) or PC_ENOMEM. On error *out is untouched.
+ * Thread-safe (no shared state). */
 int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out);
-/* Free c (NULL is accepted). */
+/* Free c (NULL is accepted); no pc_cost_predict on c may be running. */
 void pc_cost_destroy(pc_cost_t *c);
 
 /* Predict one iteration of mode for `workers` W and `servers` S (ignored by the
