@@ -257,7 +257,8 @@ int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate
         return pc_error_fmt(rc, err, errlen, "measure server: messages: %s", pc_strerror(rc));
     }
     double *t_dense = b.t, *t_step = b.t + reps, *t_one = b.t + 2 * reps, *t_all = b.t + 3 * reps,
-           *t_sstep = b.t + 4 * reps, *t_pd = b.t + 5 * reps, *t_ps = b.t + 6 * reps, scratch[7];
+           *t_sstep = b.t + 4 * reps, *t_pd = b.t + 5 * reps, *t_ps = b.t + 6 * reps,
+           scratch[7] = {0};
     pc_optim_cfg_t mom = {.lr = 1e-6, .momentum = 0.9}, plain = {.lr = 1e-6};
     pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
     double u[SERVER_MSGS] = {0}; /* union sizes after 1..SERVER_MSGS messages */
