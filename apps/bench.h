@@ -15,6 +15,7 @@
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */
 int bench_compress_main(int argc, char **argv);
 int bench_handoff_main(int argc, char **argv);
+int bench_model_main(int argc, char **argv);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
 

@@ -4,6 +4,8 @@
  *   pc-bench spsc [flags]    SPSC ring vs ck_ring vs a mutex+condvar queue
  *   pc-bench handoff [flags] an idle consumer's pick-up latency and idle CPU: pc_event vs naps
  *   pc-bench topo [flags]    (under mpirun) roles and verified thread placement per rank
+ *   pc-bench model [flags]   (under mpirun, 2 ranks) this machine's rates and the predicted
+ *                            iteration time of the allreduce and each PS mode for W workers
  * This file only dispatches: the subcommands are apps/bench_<name>.c, the helpers they
  * share apps/bench.c. */
 #include "config.h"
@@ -15,13 +17,16 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: pc-bench BENCHMARK [flags]   (pc-bench BENCHMARK --help for its flags)\n"
-                 "benchmarks:\n"
-                 "  compress  every codec vs one read of the input and a sort-based top-k\n"
-                 "  spsc      pc_spsc throughput and round trip vs ck_ring and a mutex queue\n"
-                 "  handoff   idle consumer's pick-up latency (p50, p99) and idle CPU: pc_event\n"
-                 "            park vs pc_backoff naps\n"
-                 "  topo      under mpirun: each rank's role and verified thread placement\n");
+    fprintf(out,
+            "usage: pc-bench BENCHMARK [flags]   (pc-bench BENCHMARK --help for its flags)\n"
+            "benchmarks:\n"
+            "  compress  every codec vs one read of the input and a sort-based top-k\n"
+            "  spsc      pc_spsc throughput and round trip vs ck_ring and a mutex queue\n"
+            "  handoff   idle consumer's pick-up latency (p50, p99) and idle CPU: pc_event\n"
+            "            park vs pc_backoff naps\n"
+            "  topo      under mpirun: each rank's role and verified thread placement\n"
+            "  model     under mpirun (2 ranks): measure this machine's rates and predict the\n"
+            "            iteration time of the allreduce and each PS mode for W workers\n");
 }
 
 int main(int argc, char **argv)
@@ -46,6 +51,9 @@ int main(int argc, char **argv)
         return bench_handoff_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "topo") == 0)
         return bench_topo_main(argc - 1, argv + 1);
-    fprintf(stderr, "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo)\n", argv[1]);
+    if (strcmp(argv[1], "model") == 0)
+        return bench_model_main(argc - 1, argv + 1);
+    fprintf(stderr, "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model)\n",
+            argv[1]);
     return BENCH_EXIT_USAGE;
 }

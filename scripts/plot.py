@@ -7,6 +7,13 @@
                         compute, wait release, back-pressure, wait compress, wait network,
                         wait server, inline compression, stacked (scripts/bench/e2e.sh)
 
+  scripts/plot.py model RESULTS.json [--out PREFIX]
+      PREFIX-workers.png    predicted speedup of each parameter-server mode over the dense
+                            allreduce against the number of workers (log2), and the
+                            predicted iteration times beside it (pc-bench model --json)
+      PREFIX-bandwidth.png  the speedup against the link's bandwidth (log), at the
+                            run's --at-workers, when it was given --bandwidth
+
   scripts/plot.py metrics.jsonl [--out PREFIX]
       PREFIX-loss.png   training loss and accuracy of worker 0 per iteration, test accuracy
                         per epoch (pc-train)
@@ -16,7 +23,8 @@
                         exposed compression as lines
 
 Uses Debian's python3-matplotlib (hence /usr/bin/python3). Exits 2 with one line on bad
-input: a missing or unreadable file, a line that is not JSON, no worker rows.
+input: a missing or unreadable file, a line that is not JSON, no worker rows, a results
+file of another benchmark.
 """
 import argparse
 import json
@@ -111,9 +119,103 @@ def e2e(argv):
             print(path)
 
 
+MODES = ["allreduce", "ps-none", "ps-topk-inline", "ps-topk-pipelined", "ps-dgc-pipelined",
+         "ps-topk-servermom"]
+
+
+def model(argv):
+    ap = argparse.ArgumentParser(prog="plot.py model",
+                                 description="charts from pc-bench model --json results")
+    ap.add_argument("results")
+    ap.add_argument("--out", default=None, help="output prefix (default: the input's name)")
+    args = ap.parse_args(argv)
+    try:
+        data = json.load(open(args.results))
+        if data.get("benchmark") != "model":
+            raise ValueError("benchmark is %r" % data.get("benchmark"))
+        table = sorted(data["table"], key=lambda p: p["workers"])
+        sweep = data["bandwidth_table"]
+        for p in table + sweep:
+            for m in MODES:
+                p["modes"][m]["speedup"], p["modes"][m]["iter_ms"]
+    except OSError as e:
+        fail("%s: %s" % (args.results, e.strerror))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        fail("%s: not pc-bench model results (%s)" % (args.results, e))
+    if not table:
+        fail("%s: no predictions" % args.results)
+    prefix = args.out or args.results.rsplit(".", 1)[0]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    link = data["link"]
+    where = "%s, batch %d; link %.3g Gbit/s, %.3g us%s" % (
+        data["model"], data["batch"], link["bandwidth"] * 8e-9, link["latency"] * 1e6,
+        " (measured)" if link.get("measured") else " (given)")
+    written = []
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    ws = [p["workers"] for p in table]
+    for m in MODES:
+        color = "C%d" % MODES.index(m)  # one colour per mode in every chart
+        ax2.plot(ws, [p["modes"][m]["iter_ms"] for p in table], "o-", label=m, color=color)
+        if m != "allreduce":
+            ax.plot(ws, [p["modes"][m]["speedup"] for p in table], "o-", label=m, color=color)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("workers W (servers S = max(1, round(W x %g)))" % data["servers_ratio"])
+    ax.set_yscale("log")
+    ax.set_ylabel("predicted speedup over the allreduce")
+    ax.set_title("speedup against workers")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("predicted ms per iteration")
+    ax2.set_title("iteration time against workers")
+    ax.legend(loc="best", fontsize="small")
+    ax2.legend(loc="best", fontsize="small")
+    fig.suptitle("pc-bench model (a prediction): " + where, fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(prefix + "-workers.png", dpi=100)
+    written.append(prefix + "-workers.png")
+    plt.close(fig)
+
+    at = [p for p in sweep if p["workers"] == data["at_workers"]]
+    if not at and sweep:  # --at-workers is not a power of two: the W closest to it
+        w = min({p["workers"] for p in sweep}, key=lambda w: abs(w - data["at_workers"]))
+        at = [p for p in sweep if p["workers"] == w]
+    if at:
+        at.sort(key=lambda p: p["bandwidth"])
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        gbit = [p["bandwidth"] * 8e-9 for p in at]
+        for m in MODES[1:]:
+            ax.plot(gbit, [p["modes"][m]["speedup"] for p in at], "o-", label=m,
+                    color="C%d" % MODES.index(m))
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("link bandwidth (Gbit/s), latency %.3g us" % (at[0]["latency"] * 1e6))
+        ax.set_ylabel("predicted speedup over the allreduce")
+        ax.set_title("%d workers, %d servers: speedup against bandwidth"
+                     % (at[0]["workers"], at[0]["servers"]))
+        ax.legend(loc="best", fontsize="small")
+        fig.suptitle("pc-bench model (a prediction): " + where, fontsize="medium")
+        fig.tight_layout()
+        fig.savefig(prefix + "-bandwidth.png", dpi=100)
+        written.append(prefix + "-bandwidth.png")
+        plt.close(fig)
+    for p in written:
+        print(p)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "e2e":
         e2e(sys.argv[2:])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "model":
+        model(sys.argv[2:])
         return
     ap = argparse.ArgumentParser(description="charts from --metrics files")
     ap.add_argument("metrics")

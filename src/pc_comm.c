@@ -1,12 +1,16 @@
-/* pc_comm: the MPI error check every MPI call goes through, and the node-local exchange
- * for thread placement. */
+/* pc_comm: the MPI error check every MPI call goes through, the node-local exchange for
+ * thread placement, and the ping-pong that measures a link. */
 #include "config.h"
 
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_time.h"
 
 int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file, int line,
                        char *err, size_t errlen)
@@ -88,5 +92,72 @@ out:
         if (rc == PC_OK)
             rc = frc; /* the first failure's message stays */
     }
+    return rc;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
+}
+
+int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_ba, int reps,
+                     double *rtt, char *err, size_t errlen)
+{
+    int rank, size, rc;
+    if (!rtt || reps < 1 || a == b || bytes_ab > INT_MAX || bytes_ba > INT_MAX)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "ping-pong: bad arguments");
+    *rtt = 0;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_rank(comm, &rank), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen)) != PC_OK)
+        return rc;
+    if (a < 0 || b < 0 || a >= size || b >= size)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "ping-pong: ranks %d and %d among %d", a, b,
+                            size);
+    if (rank != a && rank != b)
+        return PC_OK;
+    bool first = rank == a;
+    int peer = first ? b : a;
+    size_t out_bytes = first ? bytes_ab : bytes_ba, in_bytes = first ? bytes_ba : bytes_ab;
+    /* One byte at least: malloc(0) may return NULL, which would read as a failure. */
+    uint8_t *out = calloc(out_bytes + 1, 1), *in = malloc(in_bytes + 1);
+    double *t = first ? malloc(sizeof(double) * (size_t)reps) : NULL;
+    int ok = out && in && (!first || t), peer_ok = 0;
+    rc = PC_MPI_CHECK_PEER(MPI_Sendrecv(&ok, 1, MPI_INT, peer, PC_COMM_PINGPONG_TAG, &peer_ok, 1,
+                                        MPI_INT, peer, PC_COMM_PINGPONG_TAG, comm,
+                                        MPI_STATUS_IGNORE),
+                           peer, err, errlen);
+    if (rc == PC_OK && (!ok || !peer_ok))
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "ping-pong: out of memory on rank %d",
+                          ok ? peer : rank);
+    for (int r = -1; r < reps && rc == PC_OK; r++) { /* r = -1: the untimed round trip */
+        int64_t t0 = pc_time_ns();
+        if (first) {
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(out, (int)out_bytes, MPI_BYTE, peer, PC_COMM_PINGPONG_TAG, comm), peer,
+                err, errlen);
+            if (rc == PC_OK)
+                rc = PC_MPI_CHECK_PEER(MPI_Recv(in, (int)in_bytes, MPI_BYTE, peer,
+                                                PC_COMM_PINGPONG_TAG, comm, MPI_STATUS_IGNORE),
+                                       peer, err, errlen);
+            if (r >= 0)
+                t[r] = (double)(pc_time_ns() - t0) * 1e-9;
+        } else {
+            rc = PC_MPI_CHECK_PEER(MPI_Recv(in, (int)in_bytes, MPI_BYTE, peer, PC_COMM_PINGPONG_TAG,
+                                            comm, MPI_STATUS_IGNORE),
+                                   peer, err, errlen);
+            if (rc == PC_OK)
+                rc = PC_MPI_CHECK_PEER(
+                    MPI_Send(out, (int)out_bytes, MPI_BYTE, peer, PC_COMM_PINGPONG_TAG, comm), peer,
+                    err, errlen);
+        }
+    }
+    if (rc == PC_OK && first) {
+        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        *rtt = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    }
+    free(out);
+    free(in);
+    free(t);
     return rc;
 }

@@ -54,6 +54,23 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
                       const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,
                       size_t errlen);
 
+/* The tag pc_comm_pingpong's messages carry on its communicator. */
+#define PC_COMM_PINGPONG_TAG 0x7070
+
+/* Round trips between ranks a and b (a != b) of comm, to measure the link between them
+ * (pc_cost's latency and bandwidth): a sends bytes_ab bytes to b, which answers with
+ * bytes_ba bytes (either may be 0); one untimed round trip, then reps timed ones. *rtt
+ * gets the median round trip in seconds on rank a, 0 on b. Only a and b take part: every
+ * other rank returns PC_OK at once with *rtt = 0. The two first exchange whether each
+ * has its buffers, so an allocation failure on one side fails both instead of leaving
+ * the other waiting. No other message with tag PC_COMM_PINGPONG_TAG may travel between
+ * them meanwhile. Buffers are allocated and freed inside. Returns PC_OK, PC_EINVAL (a == b,
+ * a rank outside comm, reps < 1, a size above INT_MAX; before any communication, on
+ * every rank alike), PC_ENOMEM or PC_EMPI with a message in err. Call from one thread
+ * per rank. */
+int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_ba, int reps,
+                     double *rtt, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

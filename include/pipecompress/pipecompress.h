@@ -7,6 +7,7 @@
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_file.h"
 #include "pipecompress/pc_opt.h"
 #include "pipecompress/pc_cuda.h"

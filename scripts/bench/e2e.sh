@@ -14,9 +14,12 @@
 # networks are then named node-RATE); N must be at least the most workers + 1.
 #
 #   scripts/bench/e2e.sh [--quick] [--out DIR] [--models "wide cnn"] [--nets "shm 10g 1g"]
-#                        [--workers "1 2"] [--iters N] [--warmup N]
+#                        [--workers "1 2"] [--iters N] [--warmup N] [--predict]
 #                        [--nodes N [--link "RATE[,DELAY] ..."]]
 #
+# --predict: before each (model, network, workers) group, `pc-bench model --predict W,1,all`
+# (2 ranks, the same network) measures this machine's rates and predicts the six modes
+# (pc_cost, doc/scaling.md); the tables then show each prediction beside its measurement.
 # --quick: wide only, 6 iterations (2 of warm-up), shared memory with 1 and 2 workers and
 # 1 Gbit/s with 2 workers (about 3 minutes here). Writes DIR/runs/* (metrics and logs of every run),
 # DIR/e2e.json (scripts/bench/e2e_report.py) and DIR/*.png (scripts/plot.py e2e); prints
@@ -33,6 +36,7 @@ warmup=3
 out=""
 nodes=""
 links="1gbit 10gbit"
+predict=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -44,7 +48,8 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=${2:?}; shift ;;
     --nodes) nodes=${2:?--nodes needs a count}; shift ;;
     --link) links=${2:?--link needs rates}; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --predict) predict=1 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -148,6 +153,26 @@ for model in $models; do
         setup_net "$net"
         for w in $workers; do
             [ $quick = 1 ] && [ "$w" = 1 ] && [ "$net" != shm ] && continue
+            if [ $predict = 1 ]; then
+                # The model's prediction of the six modes below, from rates measured now.
+                env=(OMPI_MCA_btl=self,vader)
+                pre=()
+                if [ -n "$ns" ]; then
+                    env=(OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo)
+                    pre=(ip netns exec "$ns")
+                fi
+                name="$model-$net-w$w"
+                printf '== %-24s %-38s ' "$name" "pc-bench model --predict $w,1,all"
+                probe=("$PC_TOP/build/apps/pc-bench" model --model "$model" --batch 32 --reps 3
+                       --predict "$w,1,all")
+                if [ -n "$cluster" ]; then # two ranks on two nodes: the per-node link
+                    launch=(timeout 900 "$pcc" mpirun "$cluster" -np 2 --map-by node)
+                else
+                    launch=("${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np 2)
+                fi
+                "${launch[@]}" "${probe[@]}" >"$runs/$name.predict" 2>&1 && echo ok ||
+                    { echo "failed (the report goes without it)"; tail -n 3 "$runs/$name.predict" >&2; }
+            fi
             for mode in 1 2 3 4 5 6; do
                 np=$((mode == 1 ? w : w + 1))
                 name="$model-$net-w$w-m$mode"

@@ -4,12 +4,16 @@
   e2e_report.py RUNS_DIR RESULTS_JSON
 
 RUNS_DIR holds one NAME.jsonl (pc-train --metrics) and NAME.meta.json (what the run was)
-per run. Writes RESULTS_JSON (every run's medians, spreads, breakdown and bytes, and the
-derived speedups and hidden fractions) and prints the tables. Iterations before
-`warmup` (in the meta file) are left out. Exits 2 with one line on bad input.
+per run, and with e2e.sh --predict one MODEL-NET-wW.predict per group (pc-bench model's
+"predict mode=... e2e=M ... iter_ms=X compute_ms=Y exposed_ms=Z" lines). Writes
+RESULTS_JSON (every run's medians, spreads, breakdown and bytes, its prediction when
+there is one, and the derived speedups and hidden fractions) and prints the tables.
+Iterations before `warmup` (in the meta file) are left out. Exits 2 with one line on bad
+input.
 """
 import json
 import os
+import re
 import statistics as st
 import sys
 
@@ -74,6 +78,22 @@ def summarise(meta, rows):
     }
 
 
+def predictions(runs_dir, meta):
+    """The model's prediction for this run (seconds), from its group's .predict file."""
+    path = os.path.join(runs_dir, "%s-%s-w%d.predict" % (meta["model"], meta["net"],
+                                                         meta["workers"]))
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    m = re.search(r"^predict mode=\S+ e2e=%d .*iter_ms=([0-9.]+) compute_ms=([0-9.]+) "
+                  r"exposed_ms=([0-9.]+)" % meta["mode"], text, re.M)
+    if not m:
+        return None
+    return {"iter": 1e-3 * float(m.group(1)), "compute": 1e-3 * float(m.group(2)),
+            "exposed": 1e-3 * float(m.group(3))}
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: e2e_report.py RUNS_DIR RESULTS_JSON")
@@ -92,7 +112,11 @@ def main():
             rows = [json.loads(l) for l in open(os.path.join(runs_dir, n + ".jsonl")) if l.strip()]
         except (OSError, ValueError) as e:
             fail("%s: %s" % (n, e))
-        runs.append(summarise(meta, rows))
+        r = summarise(meta, rows)
+        p = predictions(runs_dir, meta)
+        if p:
+            r["predicted"] = p
+        runs.append(r)
     if not runs:
         fail("%s: no runs" % runs_dir)
 
@@ -133,6 +157,7 @@ def main():
     for (model, net, w), modes in sorted(groups.items()):
         print("\n%s, %s, %d worker%s + %s" % (model, net, w, "s" if w > 1 else "",
                                               "1 server (modes 2-6)"))
+        pred = [m for m in sorted(modes) if modes[m].get("predicted")]
         print("%-4s %-34s %9s %15s %7s %7s %7s %7s %7s %7s %7s %8s %7s %9s %9s" % (
             "mode", "setting", "iter ms", "q1..q3 ms", "compute", "w-rel", "w-bp", "w-comp",
             "w-net", "w-srv", "inl-cmp", "compress", "exposed", "MB sent", "MB recv"))
@@ -148,6 +173,14 @@ def main():
                 ms(r["wait_compress"]), ms(r["wait_network"]), ms(r["wait_server"]),
                 ms(r["compress_inline"]), ms(r["t_compress"]), ms(r["t_exposed"]),
                 mb(r["bytes_sent"]), mb(r["bytes_received"])))
+        if pred:
+            # pc-bench model's prediction beside the measurement (doc/scaling.md says what
+            # the model assumes: a core per thread, a link per rank).
+            print("  predicted (pc-bench model): " + "; ".join(
+                "%d %s ms (compute %s, exposed %s; measured %s, compute %s)" % (
+                    m, ms(modes[m]["predicted"]["iter"]), ms(modes[m]["predicted"]["compute"]),
+                    ms(modes[m]["predicted"]["exposed"]), ms(modes[m]["t_iteration_median"]),
+                    ms(modes[m]["compute"])) for m in pred))
         d = next(x for x in derived if (x["model"], x["net"], x["workers"]) == (model, net, w))
         parts = []
         for k, label in (("speedup_4_over_3", "4 over 3"), ("speedup_4_over_1", "4 over 1"),

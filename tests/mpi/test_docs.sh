@@ -139,7 +139,7 @@ while IFS=$'\t' read -r where cmd; do
         run=$(short_iters "$cmd") ;;
     scripts/plot.py*)
         run="$cmd" ;;
-    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*) # benchmarks that need no mpirun: as written
+    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*|pc-bench\ model*) # benchmarks run as written (model: one rank, the link given)
         run="$cmd" ;;
     *)
         bad "$where: no rule for the documented command '$cmd'"; continue ;;

@@ -1,0 +1,915 @@
+/* pc-bench model: measure this machine's rates for a model and predict the iteration time
+ * of the dense allreduce and of each parameter-server mode for W = 2, 4, ..., --max-workers
+ * workers and S = W x --servers-ratio servers (pc_cost; doc/scaling.md).
+ *
+ * Under mpirun with 2 or more ranks, ranks 0 and 1 measure the link first (ping-pong of a
+ * small message and of --link-bytes in each direction: latency and bandwidth); then rank 0
+ * alone measures the rest while the others wait without spinning: each layer's forward and
+ * backward time (the model's own hooks, where the runtime's param_wait and grad_ready sit),
+ * each codec on the model's real gradient cut into the runtime's chunks, and the server's
+ * and the pull's per-element work. With one rank, --bandwidth and --latency stand for the
+ * link. Prints the rates, the prediction table, the speedups over the allreduce, and with
+ * --bandwidth a speedup-vs-bandwidth table; --json FILE writes all of it; --predict W,S,MODE
+ * prints one machine-readable line for one prediction instead of the tables (MODE "all":
+ * a line for each mode, from the same measurements). */
+#include "config.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+#include <mpi.h>
+
+#include "bench.h"
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cost.h"
+#include "pipecompress/pc_data.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_model.h"
+#include "pipecompress/pc_plan.h"
+#include "pipecompress/pc_time.h"
+
+/* Most --bandwidth values, and most layers and tensors of a built-in model. */
+#define MAX_BW      16
+#define MAX_LAYERS  16
+#define MAX_TENSORS 32
+
+typedef struct opts {
+    int model;
+    int batch;
+    int reps;
+    int64_t chunk_bytes;
+    int64_t compress_min_bytes;
+    double topk_ratio;
+    double dgc_ratio;
+    double servers_ratio;
+    int max_workers;
+    int at_workers;
+    int64_t link_bytes;
+    char bandwidth[256];
+    char latency[64];
+    char predict[128];
+    char json[512];
+} opts_t;
+
+/* "10gbit" -> bytes per second; 0 when it is not a bandwidth. Units: gbit, mbit, kbit
+ * (bits per second, powers of 10) and GB, MB, KB (bytes per second). */
+static double parse_rate(const char *s, const char **end)
+{
+    char *e;
+    double v = strtod(s, &e);
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"gbit", 1e9 / 8}, {"mbit", 1e6 / 8}, {"kbit", 1e3 / 8},
+                 {"GB", 1e9},       {"MB", 1e6},       {"KB", 1e3}};
+    if (e == s || !(v > 0) || !isfinite(v))
+        return 0;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        size_t len = strlen(units[i].unit);
+        if (strncmp(e, units[i].unit, len) == 0 && (e[len] == '\0' || e[len] == ',')) {
+            *end = e + len;
+            return v * units[i].scale;
+        }
+    }
+    return 0;
+}
+
+/* A comma-separated --bandwidth list into bw (at most MAX_BW); the count, 0 when bad. */
+static int parse_rates(const char *s, double *bw)
+{
+    int n = 0;
+    while (*s) {
+        const char *end = s;
+        double v = parse_rate(s, &end);
+        if (v <= 0 || n == MAX_BW)
+            return 0;
+        bw[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (end[0] == ',' && !*s)
+            return 0;
+    }
+    return n;
+}
+
+/* "20us" -> seconds; -1 when it is not a latency. Units: ns, us, ms, s. */
+static double parse_latency(const char *s)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || !(v >= 0) || !isfinite(v))
+        return -1;
+    if (strcmp(e, "ns") == 0)
+        return v * 1e-9;
+    if (strcmp(e, "us") == 0)
+        return v * 1e-6;
+    if (strcmp(e, "ms") == 0)
+        return v * 1e-3;
+    if (strcmp(e, "s") == 0)
+        return v;
+    return -1;
+}
+
+/* --predict W,S,MODE (MODE "all": *all set, *mode left); false when malformed. */
+static bool parse_predict(const char *s, int *W, int *S, pc_cost_mode_t *mode, bool *all)
+{
+    char mode_text[64];
+    int used = 0;
+    if (sscanf(s, "%d,%d,%63[^,]%n", W, S, mode_text, &used) != 3 || s[used] != '\0')
+        return false;
+    *all = strcmp(mode_text, "all") == 0;
+    if ((!*all && pc_cost_mode_parse(mode_text, mode) != PC_OK) || *W < 1 ||
+        *W > PC_COST_MAX_RANKS || *S < (!*all && *mode == PC_COST_ALLREDUCE ? 0 : 1) ||
+        *S > PC_COST_MAX_RANKS)
+        return false;
+    return true;
+}
+
+static int check_bandwidth(const void *value, char *err, size_t errlen)
+{
+    double bw[MAX_BW];
+    if (parse_rates((const char *)value, bw) > 0)
+        return 0;
+    snprintf(err, errlen,
+             "'%s' is not a list of up to %d bandwidths such as 1gbit,10gbit,100gbit "
+             "(units gbit, mbit, kbit, GB, MB, KB per second)",
+             (const char *)value, MAX_BW);
+    return 1;
+}
+
+static int check_latency(const void *value, char *err, size_t errlen)
+{
+    if (parse_latency((const char *)value) >= 0)
+        return 0;
+    snprintf(err, errlen, "'%s' is not a latency such as 20us (units ns, us, ms, s)",
+             (const char *)value);
+    return 1;
+}
+
+static int check_predict(const void *value, char *err, size_t errlen)
+{
+    int W, S;
+    pc_cost_mode_t m;
+    bool all;
+    if (parse_predict((const char *)value, &W, &S, &m, &all))
+        return 0;
+    snprintf(err, errlen,
+             "'%s' is not W,S,MODE (W >= 1; S >= 1, or 0 for the allreduce; MODE a name or "
+             "e2e.sh's number: 1 allreduce, 2 ps-none, 3 ps-topk-inline, 4 ps-topk-pipelined, "
+             "5 ps-dgc-pipelined, 6 ps-topk-servermom; or all)",
+             (const char *)value);
+    return 1;
+}
+
+static const pc_opt_t model_opts[] = {
+    {.name = "model",
+     .short_name = 'm',
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(opts_t, model),
+     .choices = PC_MODEL_CHOICES,
+     .help = "network whose layers are timed (pc-train's)"},
+    {.name = "batch",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, batch),
+     .min = 1,
+     .max = 4096,
+     .metavar = "B",
+     .help = "samples per worker and iteration"},
+    BENCH_OPT_REPS(opts_t),
+    {.name = "chunk-bytes",
+     .type = PC_OPT_SIZE,
+     .offset = offsetof(opts_t, chunk_bytes),
+     .min = 64,
+     .max = 1073741824.0,
+     .metavar = "SIZE",
+     .help = "largest chunk of a tensor (as pc-train's)"},
+    {.name = "compress-min-bytes",
+     .type = PC_OPT_SIZE,
+     .offset = offsetof(opts_t, compress_min_bytes),
+     .min = 0,
+     .max = 1073741824.0,
+     .metavar = "SIZE",
+     .help = "chunks smaller than this travel uncompressed (as pc-train's)"},
+    {.name = "topk-ratio",
+     .type = PC_OPT_DOUBLE,
+     .offset = offsetof(opts_t, topk_ratio),
+     .min = 1e-6,
+     .max = 1,
+     .metavar = "R",
+     .help = "top-k's kept fraction (modes 3, 4, 6)"},
+    {.name = "dgc-ratio",
+     .type = PC_OPT_DOUBLE,
+     .offset = offsetof(opts_t, dgc_ratio),
+     .min = 1e-6,
+     .max = 1,
+     .metavar = "R",
+     .help = "DGC's kept fraction (mode 5)"},
+    {.name = "servers-ratio",
+     .type = PC_OPT_DOUBLE,
+     .offset = offsetof(opts_t, servers_ratio),
+     .min = 0.001,
+     .max = 64,
+     .metavar = "R",
+     .help = "servers per worker in the tables: S = max(1, round(W x R))"},
+    {.name = "max-workers",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, max_workers),
+     .min = 2,
+     .max = PC_COST_MAX_RANKS,
+     .metavar = "W",
+     .help = "the table's last W (W = 2, 4, 8, ... up to this)"},
+    {.name = "at-workers",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, at_workers),
+     .min = 1,
+     .max = PC_COST_MAX_RANKS,
+     .metavar = "W",
+     .help = "workers of the speedup-vs-bandwidth table"},
+    {.name = "link-bytes",
+     .type = PC_OPT_SIZE,
+     .offset = offsetof(opts_t, link_bytes),
+     .min = 4096,
+     .max = 1073741824.0,
+     .metavar = "SIZE",
+     .help = "the large ping-pong message (bandwidth)"},
+    {.name = "bandwidth",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, bandwidth),
+     .size = 256,
+     .metavar = "LIST",
+     .help = "bandwidths for the speedup-vs-bandwidth table, e.g. 1gbit,10gbit,100gbit; with "
+             "one rank the first is the link",
+     .check = check_bandwidth},
+    {.name = "latency",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, latency),
+     .size = 64,
+     .metavar = "T",
+     .help = "the link's latency, e.g. 20us (default: measured; needed with one rank)",
+     .check = check_latency},
+    {.name = "predict",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, predict),
+     .size = 128,
+     .metavar = "W,S,MODE",
+     .help = "print one prediction as a 'predict ... iter_ms=X' line instead of the tables "
+             "(MODE all: one line per mode)",
+     .check = check_predict},
+    {.name = "json",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, json),
+     .size = 512,
+     .metavar = "FILE",
+     .help = "also write the rates and every prediction as JSON to FILE"},
+};
+
+/* ---- compute: per-layer times from the model's hooks -------------------------------- */
+
+/* What the hooks record in one forward and backward pass. A layer is discovered at the
+ * first pass: a param_wait not directly preceded by another starts a new one (the model
+ * calls it for a layer's weight, then its bias, then runs the layer). */
+typedef struct probe {
+    int nlayers;
+    int tensor_layer[MAX_TENSORS]; /* -1 until discovered */
+    bool pending;                  /* a param_wait since the last layer_begin */
+    int64_t fwd_start[MAX_LAYERS]; /* first param_wait of the layer in this pass */
+    int64_t bwd_ready[MAX_LAYERS]; /* first grad_ready of the layer in this pass */
+    bool overflow;
+} probe_t;
+
+static int probe_wait(void *ud, int t)
+{
+    probe_t *p = ud;
+    int64_t now = pc_time_ns();
+    if (t < 0 || t >= MAX_TENSORS) {
+        p->overflow = true;
+        return PC_OK;
+    }
+    if (p->tensor_layer[t] < 0) {
+        if (!p->pending && p->nlayers == MAX_LAYERS) {
+            p->overflow = true;
+            return PC_OK;
+        }
+        p->tensor_layer[t] = p->pending ? p->nlayers - 1 : p->nlayers++;
+    }
+    int l = p->tensor_layer[t];
+    if (!p->fwd_start[l])
+        p->fwd_start[l] = now;
+    p->pending = true;
+    return PC_OK;
+}
+
+static int probe_ready(void *ud, int t)
+{
+    probe_t *p = ud;
+    int64_t now = pc_time_ns();
+    if (t < 0 || t >= MAX_TENSORS || p->tensor_layer[t] < 0) {
+        p->overflow = true;
+        return PC_OK;
+    }
+    int l = p->tensor_layer[t];
+    if (!p->bwd_ready[l])
+        p->bwd_ready[l] = now;
+    return PC_OK;
+}
+
+static void probe_begin(void *ud, const char *layer, bool backward)
+{
+    (void)layer;
+    if (!backward)
+        ((probe_t *)ud)->pending = false;
+}
+
+/* What rank 0 measured. */
+typedef struct measured {
+    pc_model_t *model;
+    int nlayers, ntensors;
+    char layer_name[MAX_LAYERS][24];
+    pc_cost_layer_t layers[MAX_LAYERS];
+    pc_plan_tensor_t tensors[MAX_TENSORS];
+    int tensor_layer[MAX_TENSORS];
+    size_t layer_params[MAX_LAYERS];
+    pc_cost_codec_rate_t codec[PC_COST_CODECS];
+    char codec_spec[PC_COST_CODECS][64];
+    pc_cost_server_rate_t server;
+    size_t server_n;
+    int nchunks, nmeasured; /* chunks of the plan; those at or above --compress-min-bytes */
+} measured_t;
+
+/* Time forward and backward reps times (after one warm-up) on a synthetic batch; per-layer
+ * medians into m. 0, or -1 with a message printed. */
+static int measure_compute(const opts_t *o, measured_t *m)
+{
+    pc_dataset_t ds = {0};
+    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK ||
+        pc_model_create((pc_model_kind_t)o->model, o->batch, 1, (int)ds.rows, (int)ds.cols,
+                        ds.classes, 0.5f, &m->model) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: cannot build the %s model for batch %d\n",
+                pc_model_kind_name((pc_model_kind_t)o->model), o->batch);
+        pc_data_free(&ds);
+        return -1;
+    }
+    pc_model_init(m->model, 1);
+    m->ntensors = pc_model_ntensors(m->model);
+    if (m->ntensors > MAX_TENSORS) {
+        fprintf(stderr, "pc-bench: model: %d tensors, at most %d\n", m->ntensors, MAX_TENSORS);
+        pc_data_free(&ds);
+        return -1;
+    }
+    probe_t p = {0};
+    for (int t = 0; t < MAX_TENSORS; t++)
+        p.tensor_layer[t] = -1;
+    pc_model_hooks_t hooks = {
+        .ud = &p, .param_wait = probe_wait, .grad_ready = probe_ready, .layer_begin = probe_begin};
+    int reps = o->reps;
+    double *f = malloc(sizeof(double) * (size_t)reps * MAX_LAYERS * 2),
+           *b = f ? f + reps * MAX_LAYERS : NULL;
+    if (!f) {
+        fprintf(stderr, "pc-bench: model: out of memory\n");
+        pc_data_free(&ds);
+        return -1;
+    }
+    for (int r = -1; r < reps; r++) { /* r = -1: the warm-up, which also finds the layers */
+        memset(p.fwd_start, 0, sizeof(p.fwd_start));
+        memset(p.bwd_ready, 0, sizeof(p.bwd_ready));
+        p.pending = false;
+        float loss;
+        int correct;
+        int64_t t0 = pc_time_ns();
+        int rc = pc_model_forward(m->model, ds.images, ds.labels, o->batch, true, 1,
+                                  (uint64_t)r + 1, &hooks, &loss, &correct);
+        int64_t t1 = pc_time_ns();
+        if (rc == PC_OK)
+            rc = pc_model_backward(m->model, ds.labels, o->batch, &hooks);
+        int64_t t2 = pc_time_ns();
+        if (rc != PC_OK || p.overflow || p.nlayers < 1) {
+            fprintf(stderr, "pc-bench: model: cannot time the %s model's layers\n",
+                    pc_model_kind_name((pc_model_kind_t)o->model));
+            free(f);
+            pc_data_free(&ds);
+            return -1;
+        }
+        if (r < 0)
+            continue;
+        int L = p.nlayers;
+        for (int l = 0; l < L; l++) {
+            int64_t start = l ? p.fwd_start[l] : t0, stop = l + 1 < L ? p.fwd_start[l + 1] : t1;
+            int64_t from = l + 1 < L ? p.bwd_ready[l + 1] : t1;
+            int64_t to = l ? p.bwd_ready[l] : t2; /* after the first layer's: nothing to hide */
+            f[l * reps + r] = (double)(stop - start) * 1e-9;
+            b[l * reps + r] = (double)(to - from) * 1e-9;
+        }
+    }
+    m->nlayers = p.nlayers;
+    for (int l = 0; l < m->nlayers; l++) {
+        m->layers[l].fwd = bench_median(f + l * reps, (size_t)reps);
+        m->layers[l].bwd = bench_median(b + l * reps, (size_t)reps);
+    }
+    for (int t = 0; t < m->ntensors; t++) {
+        int l = p.tensor_layer[t];
+        m->tensor_layer[t] = l;
+        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t),
+                                           pc_model_tensor_param(m->model, t),
+                                           pc_model_tensor_grad(m->model, t)};
+        m->layer_params[l] += m->tensors[t].n;
+        if (!m->layer_name[l][0]) { /* "fc1.weight" -> "fc1" */
+            const char *name = pc_model_tensor_name(m->model, t), *dot = strchr(name, '.');
+            snprintf(m->layer_name[l], sizeof(m->layer_name[l]), "%.*s",
+                     (int)(dot ? (size_t)(dot - name) : strlen(name)), name);
+        }
+    }
+    free(f);
+    pc_data_free(&ds);
+    return 0;
+}
+
+/* Each codec on the model's gradient as the runtime chunks it: the compressed codecs on
+ * the chunks at or above --compress-min-bytes (all chunks when none is), NONE on all. */
+static int measure_codecs(const opts_t *o, measured_t *m)
+{
+    pc_plan_t *plan = NULL;
+    if (pc_plan_create(m->tensors, m->ntensors, (size_t)o->chunk_bytes / sizeof(float), 1, &plan) !=
+        PC_OK) {
+        fprintf(stderr, "pc-bench: model: cannot plan the chunks\n");
+        return -1;
+    }
+    m->nchunks = plan->nchunks;
+    /* The chunks cover the gradient slab in order: chunk i starts where i - 1 ends. The
+     * compressed codecs run on the big chunks laid end to end from the first big one's
+     * start: the same data where they are consecutive (a small chunk in between, if any,
+     * shifts the later ones' data, never past the slab's end), which is all a rate needs. */
+    size_t *all = malloc(sizeof(size_t) * (size_t)plan->nchunks * 2),
+           *big = all ? all + plan->nchunks : NULL;
+    const float *slab = pc_model_tensor_grad(m->model, 0), *big_start = NULL;
+    int nbig = 0;
+    size_t off = 0, most = 1024;
+    for (int i = 0; all && i < plan->nchunks; i++) {
+        size_t n = plan->chunks[i].n;
+        all[i] = n;
+        if ((int64_t)(n * sizeof(float)) >= o->compress_min_bytes) {
+            if (!nbig)
+                big_start = slab + off;
+            big[nbig++] = n;
+        }
+        most = n > most ? n : most;
+        off += n;
+    }
+    if (!all) {
+        pc_plan_destroy(plan);
+        fprintf(stderr, "pc-bench: model: out of memory\n");
+        return -1;
+    }
+    m->nmeasured = nbig;
+    m->server_n = most;
+    snprintf(m->codec_spec[PC_COST_CODEC_NONE], 64, "none");
+    snprintf(m->codec_spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g", o->topk_ratio);
+    snprintf(m->codec_spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", o->topk_ratio);
+    snprintf(m->codec_spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g", o->dgc_ratio);
+    int status = 0;
+    for (int q = 0; q < PC_COST_CODECS && !status; q++) {
+        char err[256];
+        pc_codec_spec_t spec;
+        if (pc_codec_spec_parse(m->codec_spec[q], &spec, err, sizeof(err)) != PC_OK) {
+            fprintf(stderr, "pc-bench: model: %s\n", err);
+            status = -1;
+            break;
+        }
+        spec.seed = 42;
+        bool dense = q == PC_COST_CODEC_NONE || nbig == 0;
+        int rc = pc_cost_measure_codec(&spec, dense ? slab : big_start, dense ? all : big,
+                                       dense ? plan->nchunks : nbig, o->reps, &m->codec[q], err,
+                                       sizeof(err));
+        if (rc != PC_OK) {
+            fprintf(stderr, "pc-bench: model: %s: %s\n", m->codec_spec[q], err);
+            status = -1;
+        }
+    }
+    free(all);
+    pc_plan_destroy(plan);
+    return status;
+}
+
+/* ---- the link: ping-pong between ranks 0 and 1 -------------------------------------- */
+
+typedef struct linkm {
+    bool measured;
+    double rtt_small, rtt_01, rtt_10; /* medians, seconds */
+    double latency, bw01, bw10;       /* seconds; bytes per second */
+    char transport[96];
+} linkm_t;
+
+/* Bytes of the small ping-pong message: the latency probe. */
+#define SMALL_BYTES 8
+
+/* Ranks 0 and 1 (every rank calls this). 0, or -1 with a message printed. */
+static int measure_link(const opts_t *o, int rank, linkm_t *lm)
+{
+    char err[512];
+    size_t big = (size_t)o->link_bytes;
+    int small_reps = 20 * o->reps + 1, big_reps = 2 * o->reps + 1;
+    int rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, SMALL_BYTES, SMALL_BYTES, small_reps,
+                              &lm->rtt_small, err, sizeof(err));
+    if (rc == PC_OK)
+        rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, big, SMALL_BYTES, big_reps, &lm->rtt_01, err,
+                              sizeof(err));
+    if (rc == PC_OK)
+        rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, SMALL_BYTES, big, big_reps, &lm->rtt_10, err,
+                              sizeof(err));
+    if (rc != PC_OK) {
+        fprintf(stderr, "pc-bench: model: rank %d: link probe: %s\n", rank, err);
+        return -1;
+    }
+    if (rank != 0)
+        return 0;
+    /* A round trip of (a, b) bytes is 2 alpha + (a + b) / B: the small one gives alpha, the
+     * difference of a large one and the small one (big - small) / B for its direction. */
+    lm->measured = true;
+    lm->latency = lm->rtt_small / 2;
+    double d01 = lm->rtt_01 - lm->rtt_small, d10 = lm->rtt_10 - lm->rtt_small;
+    lm->bw01 = (double)(big - SMALL_BYTES) / (d01 > 0 ? d01 : lm->rtt_01);
+    lm->bw10 = (double)(big - SMALL_BYTES) / (d10 > 0 ? d10 : lm->rtt_10);
+    /* The transport as Open MPI was told (its value goes into the JSON: kept to the
+     * characters an MCA list uses). */
+    const char *env = getenv("OMPI_MCA_btl");
+    char btl[48] = "";
+    for (size_t i = 0; env && env[i] && i + 1 < sizeof(btl); i++)
+        btl[i] = isalnum((unsigned char)env[i]) || strchr(",_^-", env[i]) ? env[i] : '?';
+    if (!env)
+        snprintf(lm->transport, sizeof(lm->transport), "Open MPI's choice (OMPI_MCA_btl unset)");
+    else
+        snprintf(lm->transport, sizeof(lm->transport), "%s (OMPI_MCA_btl=%s)",
+                 strstr(btl, "vader") || strstr(btl, "sm") ? "shared memory"
+                 : strstr(btl, "tcp")                      ? "TCP"
+                                                           : "other",
+                 btl);
+    return 0;
+}
+
+/* Every rank: rank 0's exit status to all; the others wait for it without spinning (they
+ * would take a core from rank 0's measurements). */
+static int share_status(int rank, int status)
+{
+    MPI_Request req;
+    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    int done = 0;
+    while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done && rank != 0)
+            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
+    return status;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static int servers_for(const opts_t *o, int W)
+{
+    long s = lround((double)W * o->servers_ratio);
+    return s < 1 ? 1 : s > PC_COST_MAX_RANKS ? PC_COST_MAX_RANKS : (int)s;
+}
+
+/* One prediction, or exit-worthy failure (an internal error: the inputs were checked). */
+static int predict(const pc_cost_t *c, int mode, int W, int S, const pc_cost_link_t *l,
+                   pc_cost_result_t *r)
+{
+    int rc = pc_cost_predict(c, (pc_cost_mode_t)mode, W, S, l, r);
+    if (rc != PC_OK)
+        fprintf(stderr, "pc-bench: model: prediction of %s for W=%d S=%d: %s\n",
+                pc_cost_mode_name(mode), W, S, pc_strerror(rc));
+    return rc;
+}
+
+static void print_link_rate(FILE *f, double bytes_per_s)
+{
+    if (bytes_per_s >= 1e9)
+        fprintf(f, "%.2f GB/s (%.1f Gbit/s)", bytes_per_s * 1e-9, bytes_per_s * 8e-9);
+    else
+        fprintf(f, "%.1f MB/s (%.2f Gbit/s)", bytes_per_s * 1e-6, bytes_per_s * 8e-9);
+}
+
+/* The header and one row of a table of every mode at W workers, S servers. */
+static void table_header(const char *first)
+{
+    printf("%-12s %6s", first, "S");
+    for (int m = 0; m < PC_COST_MODES; m++)
+        printf(" %*s", m == 0 ? 10 : 19, pc_cost_mode_name(m));
+    printf("\n");
+}
+
+static int table_row(const pc_cost_t *c, const char *first, int W, int S, const pc_cost_link_t *l)
+{
+    pc_cost_result_t r[PC_COST_MODES];
+    for (int m = 0; m < PC_COST_MODES; m++)
+        if (predict(c, m, W, S, l, &r[m]) != PC_OK)
+            return -1;
+    printf("%-12s %6d %10.2f", first, S, r[0].iter * 1e3);
+    for (int m = 1; m < PC_COST_MODES; m++) {
+        char cell[32];
+        snprintf(cell, sizeof(cell), "%.2f (%.2fx)", r[m].iter * 1e3, r[0].iter / r[m].iter);
+        printf(" %19s", cell);
+    }
+    printf("\n");
+    return 0;
+}
+
+static void json_result(FILE *j, const pc_cost_result_t *r, double allreduce_iter)
+{
+    fprintf(j,
+            "{\"iter_ms\": %.6f, \"compute_ms\": %.6f, \"exposed_ms\": %.6f, "
+            "\"compress_ms\": %.6f, \"comm_busy_ms\": %.6f, \"server_busy_ms\": %.6f, "
+            "\"bytes_up\": %.0f, \"bytes_down\": %.0f, \"servers_used\": %d, \"speedup\": %.6f}",
+            r->iter * 1e3, r->compute * 1e3, r->exposed * 1e3, r->compress * 1e3,
+            r->comm_busy * 1e3, r->server_busy * 1e3, r->bytes_up, r->bytes_down, r->servers_used,
+            allreduce_iter / r->iter);
+}
+
+/* Every mode at (W, S, l) as one JSON object. */
+static int json_point(FILE *j, const pc_cost_t *c, int W, int S, const pc_cost_link_t *l,
+                      const char *indent)
+{
+    pc_cost_result_t r[PC_COST_MODES];
+    for (int m = 0; m < PC_COST_MODES; m++)
+        if (predict(c, m, W, S, l, &r[m]) != PC_OK)
+            return -1;
+    fprintf(j,
+            "%s{\"workers\": %d, \"servers\": %d, \"bandwidth\": %.6g, \"latency\": %.6g, "
+            "\"modes\": {",
+            indent, W, S, l->bandwidth, l->latency);
+    for (int m = 0; m < PC_COST_MODES; m++) {
+        fprintf(j, "%s\n%s  \"%s\": ", m ? "," : "", indent, pc_cost_mode_name(m));
+        json_result(j, &r[m], r[0].iter);
+    }
+    fprintf(j, "}}");
+    return 0;
+}
+
+static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
+                      const pc_cost_link_t *link, const double *bw, int nbw, const pc_cost_t *c,
+                      char (*predict_lines)[256], int npredict)
+{
+    FILE *j = fopen(o->json, "w");
+    if (!j) {
+        fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o->json);
+        return -1;
+    }
+    fprintf(j,
+            "{\n  \"benchmark\": \"model\",\n  \"model\": \"%s\",\n  \"batch\": %d,\n"
+            "  \"reps\": %d,\n  \"chunk_bytes\": %lld,\n  \"compress_min_bytes\": %lld,\n"
+            "  \"servers_ratio\": %g,\n  \"at_workers\": %d,\n  \"chunks\": %d,\n"
+            "  \"elements\": %zu,\n",
+            pc_model_kind_name((pc_model_kind_t)o->model), o->batch, o->reps,
+            (long long)o->chunk_bytes, (long long)o->compress_min_bytes, o->servers_ratio,
+            o->at_workers, pc_cost_nchunks(c), pc_cost_nelems(c));
+    fprintf(j, "  \"link\": {\"measured\": %s", lm->measured ? "true" : "false");
+    if (lm->measured)
+        fprintf(j,
+                ", \"transport\": \"%s\", \"rtt_small_s\": %.9g, \"rtt_01_s\": %.9g, "
+                "\"rtt_10_s\": %.9g, \"link_bytes\": %lld, \"bandwidth_01\": %.6g, "
+                "\"bandwidth_10\": %.6g, \"latency_measured\": %.6g",
+                lm->transport, lm->rtt_small, lm->rtt_01, lm->rtt_10, (long long)o->link_bytes,
+                lm->bw01, lm->bw10, lm->latency);
+    fprintf(j, ", \"bandwidth\": %.6g, \"latency\": %.6g},\n", link->bandwidth, link->latency);
+    fprintf(j, "  \"layers\": [\n");
+    for (int l = 0; l < m->nlayers; l++)
+        fprintf(j,
+                "    {\"name\": \"%s\", \"params\": %zu, \"fwd_ms\": %.6f, \"bwd_ms\": %.6f}%s\n",
+                m->layer_name[l], m->layer_params[l], m->layers[l].fwd * 1e3,
+                m->layers[l].bwd * 1e3, l + 1 < m->nlayers ? "," : "");
+    fprintf(j, "  ],\n  \"codecs\": {\n");
+    for (int q = 0; q < PC_COST_CODECS; q++)
+        fprintf(j,
+                "    \"%s\": {\"spec\": \"%s\", \"compress_ns_per_elem\": %.6f, "
+                "\"bytes_per_elem\": %.6f, \"density\": %.6g, \"sparse\": %s}%s\n",
+                pc_cost_codec_name(q), m->codec_spec[q], m->codec[q].compress * 1e9,
+                m->codec[q].bytes, m->codec[q].density, m->codec[q].sparse ? "true" : "false",
+                q + 1 < PC_COST_CODECS ? "," : "");
+    const pc_cost_server_rate_t *s = &m->server;
+    fprintf(j,
+            "  },\n  \"server\": {\"elements\": %zu, \"agg_dense_ns\": %.6f, "
+            "\"agg_sparse_ns\": %.6f, \"merge_ns\": %.6f, \"step_dense_ns\": %.6f, "
+            "\"step_sparse_ns\": %.6f, \"pull_dense_ns\": %.6f, \"pull_sparse_ns\": %.6f},\n",
+            m->server_n, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
+            s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9, s->pull_sparse * 1e9);
+    fprintf(j, "  \"table\": [\n");
+    int rc = 0;
+    for (int W = 2; W <= o->max_workers && !rc; W *= 2) {
+        rc = json_point(j, c, W, servers_for(o, W), link, "    ");
+        fprintf(j, "%s\n", W * 2 <= o->max_workers ? "," : "");
+    }
+    fprintf(j, "  ],\n  \"bandwidth_table\": [\n");
+    for (int b = 0; b < nbw && !rc; b++)
+        for (int W = 2; W <= o->max_workers && !rc; W *= 2) {
+            pc_cost_link_t l = {.bandwidth = bw[b], .latency = link->latency};
+            rc = json_point(j, c, W, servers_for(o, W), &l, "    ");
+            fprintf(j, "%s\n", b + 1 < nbw || W * 2 <= o->max_workers ? "," : "");
+        }
+    fprintf(j, "  ],\n  \"predict\": [");
+    for (int i = 0; i < npredict; i++)
+        fprintf(j, "%s\"%s\"", i ? ", " : "", predict_lines[i]);
+    fprintf(j, "]\n}\n");
+    if (fclose(j) != 0 && !rc) {
+        fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o->json);
+        rc = -1;
+    }
+    return rc;
+}
+
+static void print_rates(const opts_t *o, const measured_t *m, const linkm_t *lm,
+                        const pc_cost_link_t *link, int size)
+{
+    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; one worker's rates "
+           "measured here, one thread each\n",
+           pc_model_kind_name((pc_model_kind_t)o->model), o->batch, pc_model_nparams(m->model),
+           o->reps);
+    if (lm->measured) {
+        printf("link: ranks 0 and 1 of %d, %s: latency %.2f us (half the %d-byte round trip); "
+               "bandwidth 0->1 ",
+               size, lm->transport, lm->latency * 1e6, SMALL_BYTES);
+        print_link_rate(stdout, lm->bw01);
+        printf(", 1->0 ");
+        print_link_rate(stdout, lm->bw10);
+        printf(" (%lld-byte ping-pong)\n", (long long)o->link_bytes);
+    } else {
+        printf("link: not measured (one rank): --bandwidth and --latency stand for it\n");
+    }
+    printf("model's link: ");
+    print_link_rate(stdout, link->bandwidth);
+    printf(", latency %.2f us%s\n", link->latency * 1e6,
+           lm->measured ? " (the slower direction; --latency overrides the latency)" : "");
+    printf("\n%-12s %10s %9s %9s\n", "layer", "params", "fwd ms", "bwd ms");
+    double tf = 0, tb = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        printf("%-12s %10zu %9.3f %9.3f\n", m->layer_name[l], m->layer_params[l],
+               m->layers[l].fwd * 1e3, m->layers[l].bwd * 1e3);
+        tf += m->layers[l].fwd;
+        tb += m->layers[l].bwd;
+    }
+    printf("%-12s %10zu %9.3f %9.3f   compute %.3f ms\n", "total", pc_model_nparams(m->model),
+           tf * 1e3, tb * 1e3, (tf + tb) * 1e3);
+    printf("\nchunks: %d (--chunk-bytes %lld, --compress-min-bytes %lld: %d compressed)\n",
+           m->nchunks, (long long)o->chunk_bytes, (long long)o->compress_min_bytes, m->nmeasured);
+    printf("%-34s %12s %11s %9s %8s\n", "codec (on the model's gradient)", "comp ns/elem",
+           "bytes/elem", "density", "x less");
+    for (int q = 0; q < PC_COST_CODECS; q++)
+        printf("%-34s %12.3f %11.4f %9.5f %8.1f\n", m->codec_spec[q], m->codec[q].compress * 1e9,
+               m->codec[q].bytes, m->codec[q].density,
+               m->codec[q].bytes > 0 ? 4.0 / m->codec[q].bytes : 0);
+    const pc_cost_server_rate_t *s = &m->server;
+    printf("server and pull (%zu-element chunks, passes over the model's %zu elements), ns: "
+           "aggregate dense %.3f/elem/msg, sparse %.3f/entry/msg, merge %.3f/index; step dense "
+           "(momentum) %.3f/elem, sparse %.3f/entry; pull dense %.3f/elem, sparse %.3f/entry\n",
+           m->server_n, pc_model_nparams(m->model), s->agg_dense * 1e9, s->agg_sparse * 1e9,
+           s->merge * 1e9, s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9,
+           s->pull_sparse * 1e9);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+int bench_model_main(int argc, char **argv)
+{
+    int provided, rank, size;
+    /* MPI_COMM_WORLD keeps MPI_ERRORS_ARE_FATAL: an MPI error in this program's own calls
+     * ends the job with MPI's message. */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    openblas_set_num_threads(1); /* pc-train's setting: a worker's BLAS on one core */
+    pc_config_t defaults;
+    pc_config_defaults(&defaults);
+    opts_t o = {.model = PC_MODEL_MLP,
+                .batch = 32,
+                .reps = 5,
+                .chunk_bytes = defaults.chunk_bytes,
+                .compress_min_bytes = defaults.compress_min_bytes,
+                .topk_ratio = 0.01,
+                .dgc_ratio = 0.001,
+                .servers_ratio = 0.25,
+                .max_workers = 1024,
+                .at_workers = 8,
+                .link_bytes = 4 << 20};
+    pc_opt_group_t g = {"pc-bench model flags", model_opts,
+                        sizeof(model_opts) / sizeof(model_opts[0]), &o, NULL};
+    char err[512] = "";
+    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int early = pc_opt_finish(rc, &g, 1, "pc-bench",
+                              "mpirun -np 2 pc-bench model [flags]   (or, one rank: pc-bench "
+                              "model --bandwidth B --latency T [flags])",
+                              err, rank == 0, stdout, stderr);
+    if (early >= 0) {
+        MPI_Finalize();
+        return early;
+    }
+    double bw[MAX_BW];
+    int nbw = o.bandwidth[0] ? parse_rates(o.bandwidth, bw) : 0;
+    double latency = o.latency[0] ? parse_latency(o.latency) : -1;
+    int pW = 0, pS = 0;
+    pc_cost_mode_t pmode = PC_COST_ALLREDUCE;
+    bool pall = false,
+         want_predict = o.predict[0] && parse_predict(o.predict, &pW, &pS, &pmode, &pall);
+    if (size < 2 && (nbw == 0 || latency < 0)) {
+        if (rank == 0)
+            fprintf(stderr, "pc-bench: model: one rank cannot measure the link: give --bandwidth "
+                            "and --latency, or run it under mpirun with 2 ranks\n");
+        MPI_Finalize();
+        return BENCH_EXIT_USAGE;
+    }
+    linkm_t lm = {0};
+    int status = 0;
+    if (size >= 2 && rank <= 1 && measure_link(&o, rank, &lm) != 0)
+        status = BENCH_EXIT_FAIL;
+    if (rank != 0) {
+        int all = share_status(rank, status);
+        MPI_Finalize();
+        return status ? status : all;
+    }
+    measured_t m = {0};
+    pc_cost_t *cost = NULL;
+    char predict_lines[PC_COST_MODES][256];
+    int npredict = 0;
+    if (status == 0 && (measure_compute(&o, &m) != 0 || measure_codecs(&o, &m) != 0))
+        status = BENCH_EXIT_FAIL;
+    if (status == 0 && pc_cost_measure_server(m.server_n, pc_model_nparams(m.model), o.reps,
+                                              &m.server, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: %s\n", err);
+        status = BENCH_EXIT_FAIL;
+    }
+    /* The model's link: the measured one (the slower direction), else the first
+     * --bandwidth; --latency, when given, overrides the measured latency. */
+    pc_cost_link_t link = {.bandwidth = lm.measured ? fmin(lm.bw01, lm.bw10) : bw[0],
+                           .latency = latency >= 0 ? latency : lm.latency};
+    if (status == 0) {
+        pc_cost_cfg_t cfg = {.layers = m.layers,
+                             .nlayers = m.nlayers,
+                             .tensors = m.tensors,
+                             .tensor_layer = m.tensor_layer,
+                             .ntensors = m.ntensors,
+                             .chunk_bytes = (size_t)o.chunk_bytes,
+                             .compress_min_bytes = (size_t)o.compress_min_bytes,
+                             .server = m.server,
+                             .link = link};
+        memcpy(cfg.codec, m.codec, sizeof(cfg.codec));
+        if ((rc = pc_cost_create(&cfg, &cost)) != PC_OK) {
+            fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n",
+                    pc_strerror(rc));
+            status = BENCH_EXIT_FAIL;
+        }
+    }
+    if (status == 0) {
+        print_rates(&o, &m, &lm, &link, size);
+        fflush(stdout);
+    }
+    if (status == 0 && want_predict) {
+        printf("\n");
+        int first = pall ? 0 : (int)pmode, last = pall ? PC_COST_MODES - 1 : (int)pmode;
+        for (int k = first; k <= last && !status; k++) {
+            pc_cost_result_t r;
+            if (predict(cost, k, pW, pS, &link, &r) != PC_OK) {
+                status = BENCH_EXIT_FAIL;
+                break;
+            }
+            snprintf(predict_lines[npredict], sizeof(predict_lines[0]),
+                     "predict mode=%s e2e=%d W=%d S=%d iter_ms=%.3f compute_ms=%.3f "
+                     "exposed_ms=%.3f bandwidth=%.6g latency=%.6g",
+                     pc_cost_mode_name(k), pc_cost_mode_e2e(k), pW, k == PC_COST_ALLREDUCE ? 0 : pS,
+                     r.iter * 1e3, r.compute * 1e3, r.exposed * 1e3, link.bandwidth, link.latency);
+            printf("%s\n", predict_lines[npredict++]);
+        }
+    } else if (status == 0) {
+        printf("\npredicted iteration time, ms (speedup over the allreduce); S = max(1, "
+               "round(W x %g))\n",
+               o.servers_ratio);
+        table_header("W");
+        for (int W = 2; W <= o.max_workers && status == 0; W *= 2) {
+            char first[16];
+            snprintf(first, sizeof(first), "%d", W);
+            if (table_row(cost, first, W, servers_for(&o, W), &link) != 0)
+                status = BENCH_EXIT_FAIL;
+        }
+        if (nbw > 0 && status == 0) {
+            printf("\nspeedup over the allreduce against bandwidth, W = %d (latency %.2f us)\n",
+                   o.at_workers, link.latency * 1e6);
+            table_header("bandwidth");
+            for (int b = 0; b < nbw && status == 0; b++) {
+                pc_cost_link_t l = {.bandwidth = bw[b], .latency = link.latency};
+                char first[24];
+                snprintf(first, sizeof(first), "%.4ggbit", bw[b] * 8e-9);
+                if (table_row(cost, first, o.at_workers, servers_for(&o, o.at_workers), &l) != 0)
+                    status = BENCH_EXIT_FAIL;
+            }
+        }
+    }
+    if (status == 0 && o.json[0] &&
+        write_json(&o, &m, &lm, &link, bw, nbw, cost, predict_lines, npredict) != 0)
+        status = BENCH_EXIT_FAIL;
+    fflush(stdout);
+    pc_cost_destroy(cost);
+    pc_model_destroy(m.model);
+    share_status(rank, status);
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,225 @@
+/* pc_cost: a cost model that predicts the iteration time of data-parallel training, for the
+ * dense allreduce and each parameter-server mode, from rates measured on the spot.
+ *
+ * What it is for. Whether compression on parameter servers pays depends on the model, the
+ * number of workers, the servers, the network and how fast this machine compresses; the
+ * end-to-end benchmark measures it for 1 and 2 workers only. This module extrapolates: it
+ * takes what one worker's machine measured (per-layer forward and backward times, each
+ * codec's time and bytes per element, the server's aggregation and update rates, the link's
+ * bandwidth and latency) and predicts one iteration for W workers and S servers. `pc-bench
+ * model` measures and prints the tables; a later `pc-train --mode auto` can call it at
+ * start-up. doc/scaling.md states every formula and assumption; in short:
+ *
+ *   - Time runs from the start of one backward pass to the start of the next. Backward of
+ *     layer l (forward order, 1..L) ends at E_l = sum of bwd over layers l..L; a chunk is
+ *     ready when the lowest layer it holds is done (pc_plan's chunks, as the runtime cuts
+ *     them). The next forward runs layer l once every chunk first needed there is back:
+ *     t = max(t, updates of layer l) + fwd_l, from t = end of backward. iter = that t.
+ *   - allreduce: one communication thread allreduces chunks in the order they become
+ *     ready (worker_allreduce.c), each 2(W-1)/W * 4n/B + 2(W-1) alpha, then steps n
+ *     parameters locally.
+ *   - parameter servers: the worker's compressor thread (pipelined: beside backprop,
+ *     lowest chunk id first among those ready, as --priority forward; inline: right after
+ *     the layer's backward, on the backprop thread, which waits) compresses each chunk;
+ *     the push crosses the worker's uplink (m/B) and the owning server's downlink, which
+ *     carries all W workers' pushes (W m/B); the server aggregates W messages and steps
+ *     (dense: every element; sparse: the union of the W supports, expected
+ *     n (1 - (1 - d)^W) for density d); the pull (dense n floats, or the changed entries when
+ *     fewer than a quarter, as --pull auto) crosses the server's uplink (W p/B) and the
+ *     worker's downlink (p/B).
+ *   - Every resource after the first serves chunks in the order the worker handed them on
+ *     (a fixed order per prediction): finish = max(ready, previous finish) + duration, a
+ *     max-plus system, so a prediction never gets faster when a rate gets worse.
+ *
+ * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
+ * measuring helpers (pc_cost_measure_*, src/cost_measure.c) run the real codecs, the
+ * server's aggregation and the optimizer on this thread; the link is measured with
+ * pc_comm_pingpong (pc_comm.h). */
+#ifndef PC_COST_H
+#define PC_COST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The modes predicted: X(NAME, "spelling", e2e), in enum order; e2e is the mode's number
+ * in scripts/bench/e2e.sh (doc/benchmarks.md), so a prediction sits beside a measurement.
+ *   1 allreduce           dense MPI_Allreduce per chunk, local SGD step (--mode allreduce)
+ *   2 ps-none             servers, no compression (--compress none)
+ *   3 ps-topk-inline      top-k, compressed on the backprop thread (--pipeline off)
+ *   4 ps-topk-pipelined   top-k on the compressor thread (the defaults)
+ *   5 ps-dgc-pipelined    DGC on the compressor thread
+ *   6 ps-topk-servermom   top-k, momentum on the servers (topk:momentum=0 --momentum 0.9):
+ *                         the server steps and pushes back every parameter */
+#define PC_COST_MODE_TABLE(X)                                                                      \
+    X(ALLREDUCE, "allreduce", 1)                                                                   \
+    X(PS_NONE, "ps-none", 2)                                                                       \
+    X(PS_TOPK_INLINE, "ps-topk-inline", 3)                                                         \
+    X(PS_TOPK_PIPELINED, "ps-topk-pipelined", 4)                                                   \
+    X(PS_DGC_PIPELINED, "ps-dgc-pipelined", 5)                                                     \
+    X(PS_TOPK_SERVERMOM, "ps-topk-servermom", 6)
+
+typedef enum pc_cost_mode {
+#define PC_COST_MODE_ENUM(name, text, e2e) PC_COST_##name,
+    PC_COST_MODE_TABLE(PC_COST_MODE_ENUM)
+#undef PC_COST_MODE_ENUM
+        PC_COST_MODES
+} pc_cost_mode_t;
+
+/* The codecs whose rates the modes use: X(NAME, "spelling"). NONE also serves the chunks
+ * under --compress-min-bytes in every mode; TOPK_EF is top-k with momentum=0 (plain error
+ * feedback, mode 6). */
+#define PC_COST_CODEC_TABLE(X) X(NONE, "none") X(TOPK, "topk") X(TOPK_EF, "topk-ef") X(DGC, "dgc")
+
+typedef enum pc_cost_codec {
+#define PC_COST_CODEC_ENUM(name, text) PC_COST_CODEC_##name,
+    PC_COST_CODEC_TABLE(PC_COST_CODEC_ENUM)
+#undef PC_COST_CODEC_ENUM
+        PC_COST_CODECS
+} pc_cost_codec_t;
+
+/* Largest worker or server count a prediction takes. */
+#define PC_COST_MAX_RANKS (1 << 20)
+
+/* A link, the same for every rank (full duplex: each direction carries bandwidth). */
+typedef struct pc_cost_link {
+    double bandwidth; /* bytes per second, > 0 (+infinity allowed: no transfer time) */
+    double latency;   /* seconds per message (alpha), >= 0 */
+} pc_cost_link_t;
+
+/* One codec, measured on a worker (pc_cost_measure_codec). */
+typedef struct pc_cost_codec_rate {
+    double compress; /* seconds per element: fold + compress (pc_codec_compress) */
+    double bytes;    /* message payload bytes per element (the pc_wire header is added) */
+    double density;  /* entries a message carries per element, (0, 1]: 1 for dense codecs */
+    bool sparse;     /* messages carry indices: the server may take its O(nnz) path */
+} pc_cost_codec_rate_t;
+
+/* The server's work and the pull, measured (pc_cost_measure_server); seconds. */
+typedef struct pc_cost_server_rate {
+    double agg_dense;   /* per element per message: check and add a dense message */
+    double agg_sparse;  /* per entry per message: check and add a sparse message's entries */
+    double merge;       /* per index through the union merge (sparse path, workers 2..W) */
+    double step_dense;  /* per element: clear the sum, SGD with momentum (dense path; also
+                         * the allreduce's local step) */
+    double step_sparse; /* per touched entry: plain SGD, then clear it (sparse path) */
+    double pull_dense;  /* per element: encode a dense pull (server) and apply it (worker) */
+    double pull_sparse; /* per entry: the same for a sparse pull */
+} pc_cost_server_rate_t;
+
+/* One parameterised layer, in forward order, with the unparameterised layers that follow
+ * it (ReLU, pooling, dropout; the last layer also the loss): seconds. */
+typedef struct pc_cost_layer {
+    double fwd; /* forward, from the layer's param_wait to the next layer's */
+    double bwd; /* backward, from the previous grad_ready (or the start) to this one's */
+} pc_cost_layer_t;
+
+typedef struct pc_cost_cfg {
+    const pc_cost_layer_t *layers; /* nlayers, forward order */
+    int nlayers;
+    const pc_plan_tensor_t *tensors; /* ntensors, registration (forward) order, as the
+                                      * runtime's pc_plan sees them: the buffers decide
+                                      * which small tensors share a chunk (NULL: none) */
+    const int *tensor_layer;         /* per tensor: its layer, 0..nlayers-1 */
+    int ntensors;
+    size_t chunk_bytes;        /* --chunk-bytes (>= 4) */
+    size_t compress_min_bytes; /* --compress-min-bytes: smaller chunks travel as NONE */
+    pc_cost_codec_rate_t codec[PC_COST_CODECS];
+    pc_cost_server_rate_t server;
+    pc_cost_link_t link; /* the default link of a prediction */
+} pc_cost_cfg_t;
+
+/* A prediction for one mode, W workers and S servers. Times in seconds, per iteration. */
+typedef struct pc_cost_result {
+    double iter;        /* iteration time: compute + exposed */
+    double compute;     /* forward + backward */
+    double exposed;     /* what is not hidden: compression on the backprop thread (inline)
+                         * and the forward's waits for updates */
+    double compress;    /* the worker's compression, hidden or not (0: allreduce) */
+    double comm_busy;   /* the busiest link direction's transfer time (allreduce: the ring
+                         * transfers of all chunks, latency included) */
+    double server_busy; /* the busiest server thread's time (allreduce: the local steps) */
+    double bytes_up;    /* bytes one worker sends (allreduce: 2 (W-1)/W of the gradient) */
+    double bytes_down;  /* bytes one worker receives */
+    int nchunks;        /* chunks of the plan */
+    int servers_used;   /* servers that own a chunk (0: allreduce) */
+} pc_cost_result_t;
+
+typedef struct pc_cost pc_cost_t;
+
+/* A model of cfg: copies the layers and the rates and cuts the tensors into chunks with
+ * pc_plan; cfg and what it points to are read during the call only (the tensors' buffers
+ * are compared, never dereferenced) and stay the caller's. On success *out is the
+ * caller's, to free with pc_cost_destroy. Returns PC_OK, PC_EINVAL (no layers or tensors,
+ * a layer index out of range, a negative, NaN or infinite time or rate, a density outside
+ * (0, 1], chunk_bytes < 4, a bad link) or PC_ENOMEM. On error *out is untouched.
+ * Thread-safe (no shared state). */
+int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out);
+/* Free c (NULL is accepted); no pc_cost_predict on c may be running. */
+void pc_cost_destroy(pc_cost_t *c);
+
+/* Predict one iteration of mode for `workers` W and `servers` S (ignored by the
+ * allreduce, where 0 is accepted) over link (NULL: cfg's). Chunks are spread over the S
+ * servers by pc_plan (largest first to the least loaded). Returns PC_OK, PC_EINVAL (mode
+ * out of range, W or S outside 1..PC_COST_MAX_RANKS, a bad link) or PC_ENOMEM; *out is
+ * written on PC_OK only. c is not modified: thread-safe. */
+int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                    const pc_cost_link_t *link, pc_cost_result_t *out);
+
+/* The chunks of c's plan, and the elements of all of them. Thread-safe. */
+int pc_cost_nchunks(const pc_cost_t *c);
+size_t pc_cost_nelems(const pc_cost_t *c);
+
+/* Ring allreduce of `bytes` bytes over W workers: 2 (W-1)/W * bytes / bandwidth
+ * + 2 (W-1) * latency seconds (0 for W = 1). Pure. */
+double pc_cost_ring(double bytes, int workers, const pc_cost_link_t *link);
+/* Expected size of the union of W independent random supports of density d over n
+ * entries: n (1 - (1 - d)^W). Pure. */
+double pc_cost_union(double n, double density, int workers);
+
+/* The mode's spelling ("ps-topk-pipelined") and its number in scripts/bench/e2e.sh (1..6);
+ * "?" and 0 outside the table. Static strings; thread-safe. */
+const char *pc_cost_mode_name(int mode);
+int pc_cost_mode_e2e(int mode);
+/* A mode from its spelling or its e2e number ("4"). PC_OK or PC_EINVAL (*out untouched). */
+int pc_cost_mode_parse(const char *text, pc_cost_mode_t *out);
+/* The codec slot's spelling ("topk-ef"), or "?". Static string; thread-safe. */
+const char *pc_cost_codec_name(int codec);
+
+/* ---- measuring (src/cost_measure.c): the real code paths, timed on this thread -------- */
+
+/* Time `spec` (seed set by the caller) compressing nchunks consecutive chunks of grad
+ * (chunk i: chunk_n[i] elements, following chunk i-1), each with a codec state of its
+ * own, in passes over all of them as the compressor thread makes one per iteration: one
+ * untimed pass (it touches the states' pages), then reps timed ones; compress = the
+ * median pass over the elements (pc_codec_compress: fold, then compress); bytes and
+ * density from the last pass's messages. grad is read only. Returns PC_OK, PC_EINVAL (no
+ * chunks, a chunk of 0 or more than PC_CODEC_MAX_N elements, reps < 1), PC_ENOMEM, or the
+ * codec's error (with a message in err). Thread-safe. */
+int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const size_t *chunk_n,
+                          int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
+                          size_t errlen);
+
+/* Time the server's and the pull's per-element work on chunks of n elements (n >= 1024)
+ * of synthetic heavy-tailed gradients, in passes over `total` elements (>= n: the
+ * server's share, its state then as cold as the server finds it; at most 1 GiB of state),
+ * reps timed passes after an untimed one (medians): a dense message checked and added (the
+ * server's pc_rt__grad_check and _apply); eight top-k 1 % messages of different supports
+ * checked and aggregated sparsely (pc_rt__grad_aggregate_sparse; the union merge is the
+ * time of eight less eight times that of one, per index merged); clearing the sum and SGD
+ * with momentum on all n; plain SGD on the union; dense and sparse pulls encoded and
+ * applied (pc_rt__pull_encode, pc_rt__pull_apply). Returns PC_OK, PC_EINVAL, PC_ENOMEM or
+ * PC_ERANGE (with a message in err). Thread-safe. */
+int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate_t *out, char *err,
+                           size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_COST_H */

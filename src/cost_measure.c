@@ -1,0 +1,351 @@
+/* cost_measure: the rates of pc_cost measured with the code paths the runtime runs: the
+ * codecs' compress (the compressor thread's work), the server's message check, dense and
+ * sparse aggregation and SGD steps, and the pull's encoding and application. Each step is
+ * timed reps times on this thread and the median kept: one outlier (a preemption on a
+ * shared machine) does not move a median of three; one untimed run first touches the
+ * buffers, as the runtime's steady state has. No MPI (pc_comm_pingpong measures the
+ * link). */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cost.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_optim.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_time.h"
+#include "pipecompress/pc_wire.h"
+#include "runtime_proto.h"
+
+/* Messages the sparse aggregation is timed with: the merges (of 8k, 1 + 2 + ... + 7 k
+ * indices, about 1 ns each) then weigh about as much as the eight messages' checks and
+ * additions (about 4 ns per entry), so their difference stands out of a shared machine's
+ * noise (with four it was often lost in it); the union stays far below n (8 % at 1 %). */
+#define SERVER_MSGS 8
+/* Fraction kept by the top-k messages of the server's measurement: the defaults' 1 %. */
+#define SERVER_RATIO 0.01
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n), n >= 1 (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double secs_since(int64_t t0)
+{
+    return (double)(pc_time_ns() - t0) * 1e-9;
+}
+
+int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const size_t *chunk_n,
+                          int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
+                          size_t errlen)
+{
+    if (!spec || !grad || !chunk_n || nchunks < 1 || reps < 1 || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure codec: bad arguments");
+    size_t most = 0;
+    for (int i = 0; i < nchunks; i++) {
+        if (chunk_n[i] == 0 || chunk_n[i] > PC_CODEC_MAX_N)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "measure codec: chunk %d of %zu elements",
+                                i, chunk_n[i]);
+        most = chunk_n[i] > most ? chunk_n[i] : most;
+    }
+    pc_codec_t *c = NULL;
+    pc_codec_state_t **st = calloc((size_t)nchunks, sizeof(*st));
+    uint8_t *msg = NULL;
+    double *t = calloc((size_t)reps, sizeof(double));
+    int rc = pc_codec_create(spec, &c);
+    if (rc == PC_OK && (!st || !t || !(msg = malloc(pc_codec_max_bytes(c, most)))))
+        rc = PC_ENOMEM;
+    for (int i = 0; i < nchunks && rc == PC_OK; i++)
+        rc = pc_codec_state_create(c, (uint32_t)i, chunk_n[i], &st[i]);
+    if (rc != PC_OK) {
+        rc = pc_error_fmt(rc, err, errlen, "measure codec: %s", pc_strerror(rc));
+        goto out;
+    }
+    /* Passes over all the chunks, as the compressor thread makes one per iteration: a
+     * chunk's state is cold again when its turn comes if the chunks together outgrow the
+     * caches (timing one chunk over and over would keep its 8-12 bytes per element in the
+     * cache and measure a speed the runtime never sees). Pass -1 is untimed: it touches
+     * the states' fresh pages. */
+    double bytes = 0, entries = 0, elems = 0;
+    for (int r = -1; r < reps && rc == PC_OK; r++) {
+        const float *g = grad;
+        for (int i = 0; i < nchunks; i++) {
+            size_t n = chunk_n[i], len = 0;
+            int64_t t0 = pc_time_ns();
+            rc = pc_codec_compress(c, st[i], g, (uint64_t)(r + 1), msg, pc_codec_max_bytes(c, n),
+                                   &len);
+            if (r >= 0)
+                t[r] += secs_since(t0);
+            pc_wire_header_t h;
+            if (rc != PC_OK) {
+                rc = pc_error_fmt(rc, err, errlen, "measure codec: compress %zu elements: %s", n,
+                                  pc_strerror(rc));
+                break;
+            }
+            if (r == reps - 1) { /* the last pass's messages: bytes and entries */
+                if ((rc = pc_wire_header_read(msg, len, &h, err, errlen)) != PC_OK)
+                    break;
+                bytes += (double)(len - PC_WIRE_HEADER_BYTES);
+                entries += (double)h.entries;
+                elems += (double)n;
+            }
+            g += n;
+        }
+    }
+    if (rc == PC_OK) {
+        *out = (pc_cost_codec_rate_t){.compress = median(t, reps) / elems,
+                                      .bytes = bytes / elems,
+                                      .density = entries > 0 ? entries / elems : 1.0 / elems,
+                                      .sparse = pc_rt__grad_sparse(c)};
+        if (out->density > 1)
+            out->density = 1;
+    }
+out:
+    for (int i = 0; st && i < nchunks; i++)
+        pc_codec_state_destroy(st[i]);
+    free(st);
+    pc_codec_destroy(c);
+    free(msg);
+    free(t);
+    return rc;
+}
+
+/* Heavy-tailed gradients, as pc-bench compress draws them: |x| = 1e-3 u^-1.2. */
+static void heavy(float *x, size_t n, uint64_t stream)
+{
+    pc_philox_t g;
+    pc_philox_init(&g, 2022, stream, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = pc_philox_next(&g);
+        float u = pc_philox_uniform(a | 1);
+        x[i] = ((a & 1) ? -1e-3f : 1e-3f) * powf(u, -1.2f);
+    }
+}
+
+/* Most bytes of chunk state (parameters, momentum, aggregate, a worker's copy: 16 bytes
+ * per element) the server measurement cycles through: 1 GiB, far beyond any cache, so
+ * that a larger share cannot change the rate. */
+#define SERVER_STATE_MAX ((size_t)1 << 30)
+
+/* Everything the server measurement holds, freed in one place. The chunks' state is K
+ * chunks of n elements end to end in each of p, mom, agg and p2. */
+typedef struct sbufs {
+    float *grad, *p, *mom, *agg, *p2;
+    uint32_t *changed;
+    uint8_t *dense_msg, *msgs[SERVER_MSGS], *pull;
+    size_t dense_len, lens[SERVER_MSGS];
+    rt_grad_t grads[SERVER_MSGS];
+    double *t;
+    rt_sparse_t sp;
+    pc_codec_t *none, *topk;
+} sbufs_t;
+
+static void sbufs_free(sbufs_t *b)
+{
+    free(b->grad);
+    free(b->p);
+    free(b->mom);
+    free(b->agg);
+    free(b->p2);
+    free(b->changed);
+    free(b->dense_msg);
+    for (int i = 0; i < SERVER_MSGS; i++)
+        free(b->msgs[i]);
+    free(b->pull);
+    free(b->t);
+    pc_rt__sparse_free(&b->sp);
+    pc_codec_destroy(b->none);
+    pc_codec_destroy(b->topk);
+}
+
+/* Compress grad (n) with codec c into a new message (*msg, *len). */
+static int make_msg(pc_codec_t *c, const float *grad, size_t n, uint8_t **msg, size_t *len)
+{
+    pc_codec_state_t *st = NULL;
+    size_t cap = pc_codec_max_bytes(c, n);
+    int rc = pc_codec_state_create(c, 0, n, &st);
+    if (rc == PC_OK && !(*msg = malloc(cap)))
+        rc = PC_ENOMEM;
+    if (rc == PC_OK)
+        rc = pc_codec_compress(c, st, grad, 0, *msg, cap, len);
+    pc_codec_state_destroy(st);
+    return rc;
+}
+
+/* Check messages [0, m) (header and payload, as the server does on arrival) and aggregate
+ * them sparsely into agg (n); *secs += the time of both. The aggregate's touched entries
+ * are cleared afterwards (not timed). PC_OK, or the check's or the aggregation's error. */
+static int time_sparse(sbufs_t *b, int m, float *agg, size_t n, double *secs, char *err,
+                       size_t errlen)
+{
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    int failed = 0, rc = PC_OK;
+    int64_t t0 = pc_time_ns();
+    for (int w = 0; w < m && rc == PC_OK; w++)
+        if ((rc = pc_rt__grad_read(b->msgs[w], b->lens[w], &b->grads[w], err, errlen)) == PC_OK)
+            rc = pc_rt__grad_check(b->topk, &b->grads[w], &want, err, errlen);
+    if (rc == PC_OK)
+        rc = pc_rt__grad_aggregate_sparse(&b->sp, b->topk, b->grads, m, 1.0f / (float)m, agg, n,
+                                          &failed, err, errlen);
+    *secs += secs_since(t0);
+    for (size_t j = 0; rc == PC_OK && j < b->sp.ntouched; j++)
+        agg[b->sp.touched[j]] = 0.0f;
+    return rc;
+}
+
+int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate_t *out, char *err,
+                           size_t errlen)
+{
+    if (n < 1024 || n > PC_CODEC_MAX_N || total < n || reps < 1 || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure server: bad arguments");
+    /* K chunks of n: the server's share, one pass over them per repetition. */
+    size_t K = (total + n - 1) / n, kmax = SERVER_STATE_MAX / (16 * n);
+    K = K < kmax ? K : kmax > 0 ? kmax : 1;
+    sbufs_t b = {0};
+    pc_codec_spec_t none, topk;
+    char spec[64];
+    snprintf(spec, sizeof(spec), "topk:ratio=%g", SERVER_RATIO);
+    int rc = pc_codec_spec_parse("none", &none, err, errlen);
+    if (rc == PC_OK)
+        rc = pc_codec_spec_parse(spec, &topk, err, errlen);
+    if (rc == PC_OK && (rc = pc_codec_create(&none, &b.none)) == PC_OK)
+        rc = pc_codec_create(&topk, &b.topk);
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return pc_error_fmt(rc, err, errlen, "measure server: codecs: %s", pc_strerror(rc));
+    }
+    b.grad = malloc(sizeof(float) * n);
+    b.p = malloc(sizeof(float) * n * K);
+    b.p2 = malloc(sizeof(float) * n * K);
+    b.mom = calloc(n * K, sizeof(float));
+    b.agg = calloc(n * K, sizeof(float));
+    b.changed = malloc(sizeof(uint32_t) * n);
+    b.pull = malloc(pc_rt__pull_max_bytes(n));
+    b.t = calloc((size_t)reps * 7, sizeof(double));
+    if (!b.grad || !b.p || !b.p2 || !b.mom || !b.agg || !b.changed || !b.pull || !b.t) {
+        sbufs_free(&b);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure server: out of memory for %zu x %zu",
+                            K, n);
+    }
+    heavy(b.p, n, 99);
+    for (size_t k = 1; k < K; k++)
+        memcpy(b.p + k * n, b.p, sizeof(float) * n);
+    /* Each simulated worker's gradient differs (its own Philox stream): top-k supports
+     * that overlap as little as independent draws do. The messages are the same for every
+     * chunk: they have just arrived (warm), while each chunk's state is cold in its turn. */
+    for (int w = 0; w < SERVER_MSGS && rc == PC_OK; w++) {
+        heavy(b.grad, n, (uint64_t)w);
+        rc = make_msg(b.topk, b.grad, n, &b.msgs[w], &b.lens[w]);
+    }
+    if (rc == PC_OK)
+        rc = make_msg(b.none, b.grad, n, &b.dense_msg, &b.dense_len);
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return pc_error_fmt(rc, err, errlen, "measure server: messages: %s", pc_strerror(rc));
+    }
+    double *t_dense = b.t, *t_step = b.t + reps, *t_one = b.t + 2 * reps, *t_all = b.t + 3 * reps,
+           *t_sstep = b.t + 4 * reps, *t_pd = b.t + 5 * reps, *t_ps = b.t + 6 * reps,
+           scratch[7] = {0};
+    pc_optim_cfg_t mom = {.lr = 1e-6, .momentum = 0.9}, plain = {.lr = 1e-6};
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    double u[SERVER_MSGS] = {0}; /* union sizes after 1..SERVER_MSGS messages */
+    size_t k1 = 0, nt = 0;
+    /* The union's growth, once (not timed), on the first chunk. */
+    for (int m = 1; m <= SERVER_MSGS && rc == PC_OK; m++) {
+        rc = time_sparse(&b, m, b.agg, n, &scratch[0], err, errlen);
+        u[m - 1] = (double)b.sp.ntouched;
+    }
+    k1 = (size_t)u[0];
+    for (int i = -1; i < reps && rc == PC_OK; i++) {
+        /* i = -1: a warm-up pass, its times in scratch (first touches of fresh pages). */
+        double *at[7] = {scratch,     scratch + 1, scratch + 2, scratch + 3,
+                         scratch + 4, scratch + 5, scratch + 6};
+        if (i >= 0) {
+            double *mine[7] = {&t_dense[i], &t_step[i], &t_one[i], &t_all[i],
+                               &t_sstep[i], &t_pd[i],   &t_ps[i]};
+            memcpy(at, mine, sizeof(at));
+        }
+        for (size_t k = 0; k < K && rc == PC_OK; k++) {
+            float *p = b.p + k * n, *mo = b.mom + k * n, *agg = b.agg + k * n, *p2 = b.p2 + k * n;
+            /* Dense path: clear the sum, check and add a message, step with momentum. */
+            int64_t t0 = pc_time_ns();
+            memset(agg, 0, sizeof(float) * n);
+            *at[1] += secs_since(t0);
+            rt_grad_t g;
+            t0 = pc_time_ns();
+            if ((rc = pc_rt__grad_read(b.dense_msg, b.dense_len, &g, err, errlen)) != PC_OK ||
+                (rc = pc_rt__grad_check(b.none, &g, &want, err, errlen)) != PC_OK ||
+                (rc = pc_rt__grad_apply(b.none, &g, 0.5f, agg, err, errlen)) != PC_OK)
+                break;
+            *at[0] += secs_since(t0);
+            t0 = pc_time_ns();
+            pc_optim_sgd(&mom, 1e-6f, p, mo, agg, n, b.changed);
+            *at[1] += secs_since(t0);
+            memset(agg, 0, sizeof(float) * n); /* the sparse path's sum is all zero */
+            /* Sparse path: one message, then all of them. */
+            if ((rc = time_sparse(&b, 1, agg, n, at[2], err, errlen)) != PC_OK ||
+                (rc = time_sparse(&b, SERVER_MSGS, agg, n, at[3], err, errlen)) != PC_OK)
+                break;
+            nt = b.sp.ntouched;
+            /* time_sparse cleared agg; refill the union's entries for the step. */
+            for (size_t j = 0; j < nt; j++)
+                agg[b.sp.touched[j]] = 1e-3f;
+            t0 = pc_time_ns();
+            pc_optim_sgd_sparse(&plain, 1e-6f, p, agg, b.sp.touched, nt, b.sp.scratch);
+            for (size_t j = 0; j < nt; j++)
+                agg[b.sp.touched[j]] = 0.0f;
+            *at[4] += secs_since(t0);
+            /* Pulls: encoded by the server, applied by a worker. */
+            t0 = pc_time_ns();
+            size_t len = pc_rt__pull_encode(b.pull, 0, 0, p, n, NULL, 0, PC_PULL_DENSE, 0);
+            if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
+                break;
+            *at[5] += secs_since(t0);
+            t0 = pc_time_ns();
+            len = pc_rt__pull_encode(b.pull, 0, 0, p, n, b.sp.touched, nt, PC_PULL_SPARSE, 0);
+            if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
+                break;
+            *at[6] += secs_since(t0);
+        }
+    }
+    if (rc == PC_OK && (k1 == 0 || nt == 0))
+        rc = pc_error_fmt(PC_ERANGE, err, errlen, "measure server: empty top-k messages");
+    if (rc != PC_OK) {
+        sbufs_free(&b);
+        return rc;
+    }
+    /* Merging message w + 1 into the union of w reads both lists: U_w + k indices. The
+     * merges' time is all - SERVER_MSGS x one, per repetition (paired: both ran within
+     * microseconds of each other, under the same load), then the median. */
+    double merged = 0, elems = (double)n * (double)K;
+    for (int m = 1; m < SERVER_MSGS; m++)
+        merged += u[m - 1] + (double)k1;
+    double one = median(t_one, reps), *diff = t_all;
+    for (int r = 0; r < reps; r++)
+        diff[r] = t_all[r] - SERVER_MSGS * t_one[r];
+    double merges = median(diff, reps) / (double)K;
+    *out = (pc_cost_server_rate_t){
+        .agg_dense = median(t_dense, reps) / elems,
+        .agg_sparse = one / ((double)k1 * (double)K),
+        .merge = merges > 0 ? merges / merged : 0,
+        .step_dense = median(t_step, reps) / elems,
+        .step_sparse = median(t_sstep, reps) / ((double)nt * (double)K),
+        .pull_dense = median(t_pd, reps) / elems,
+        .pull_sparse = median(t_ps, reps) / ((double)nt * (double)K),
+    };
+    sbufs_free(&b);
+    return PC_OK;
+}

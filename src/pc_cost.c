@@ -1,0 +1,449 @@
+/* pc_cost: the iteration-time model (see pc_cost.h; doc/scaling.md has the formulas).
+ *
+ * One prediction simulates one iteration of one worker (every worker is alike: same
+ * rates, same chunks, messages leave at the same time), chunk by chunk, on a handful of
+ * serial resources: the worker's compressor (or communication) thread, its uplink and
+ * downlink, and per server its downlink, its thread and its uplink. The first resource
+ * orders the chunks as the runtime does (lowest id first among those ready for the
+ * pipelined compressor thread; hand-over order inline and for the allreduce); every later
+ * resource serves them in that order. With the order fixed, each finish time is
+ * max(ready, the resource's previous finish) + duration: only maxima and sums of
+ * non-negative terms, so a worse rate can never make a prediction faster. (A resource that
+ * re-picked by priority on every arrival could: a low-priority chunk arriving earlier
+ * would start first and delay a high-priority one, a classic scheduling anomaly.) */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_cost.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_plan.h"
+#include "pipecompress/pc_wire.h"
+#include "runtime_proto.h"
+
+typedef struct cchunk {
+    size_t n;
+    int layer; /* the lowest layer among its tensors: its gradient is complete after it */
+} cchunk_t;
+
+struct pc_cost {
+    int nlayers;
+    pc_cost_layer_t *layers;
+    int nchunks;
+    cchunk_t *chunks; /* pc_plan's chunks, id order (forward order) */
+    size_t nelems;
+    size_t compress_min_bytes;
+    pc_cost_codec_rate_t codec[PC_COST_CODECS];
+    pc_cost_server_rate_t server;
+    pc_cost_link_t link;
+};
+
+/* What a mode is made of. */
+typedef struct mode_def {
+    bool allreduce;
+    bool pipelined;       /* compression on the compressor thread (else on backprop's) */
+    bool server_momentum; /* servers keep momentum: dense step, every parameter changes */
+    int codec;            /* pc_cost_codec_t of chunks at or above --compress-min-bytes */
+} mode_def_t;
+
+static const mode_def_t modes[PC_COST_MODES] = {
+    [PC_COST_ALLREDUCE] = {.allreduce = true, .pipelined = true, .codec = PC_COST_CODEC_NONE},
+    [PC_COST_PS_NONE] = {.pipelined = true, .server_momentum = true, .codec = PC_COST_CODEC_NONE},
+    [PC_COST_PS_TOPK_INLINE] = {.pipelined = false, .codec = PC_COST_CODEC_TOPK},
+    [PC_COST_PS_TOPK_PIPELINED] = {.pipelined = true, .codec = PC_COST_CODEC_TOPK},
+    [PC_COST_PS_DGC_PIPELINED] = {.pipelined = true, .codec = PC_COST_CODEC_DGC},
+    [PC_COST_PS_TOPK_SERVERMOM] = {.pipelined = true,
+                                   .server_momentum = true,
+                                   .codec = PC_COST_CODEC_TOPK_EF},
+};
+
+static bool time_ok(double x)
+{
+    return isfinite(x) && x >= 0;
+}
+
+static bool link_ok(const pc_cost_link_t *l)
+{
+    return l->bandwidth > 0 && time_ok(l->latency); /* NaN fails the comparison */
+}
+
+static bool codec_ok(const pc_cost_codec_rate_t *r)
+{
+    return time_ok(r->compress) && time_ok(r->bytes) && r->density > 0 && r->density <= 1;
+}
+
+static bool server_ok(const pc_cost_server_rate_t *s)
+{
+    return time_ok(s->agg_dense) && time_ok(s->agg_sparse) && time_ok(s->merge) &&
+           time_ok(s->step_dense) && time_ok(s->step_sparse) && time_ok(s->pull_dense) &&
+           time_ok(s->pull_sparse);
+}
+
+void pc_cost_destroy(pc_cost_t *c)
+{
+    if (!c)
+        return;
+    free(c->layers);
+    free(c->chunks);
+    free(c);
+}
+
+int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
+{
+    if (!cfg || !out || !cfg->layers || cfg->nlayers < 1 || !cfg->tensors || !cfg->tensor_layer ||
+        cfg->ntensors < 1 || cfg->chunk_bytes < sizeof(float) || !server_ok(&cfg->server) ||
+        !link_ok(&cfg->link))
+        return PC_EINVAL;
+    for (int l = 0; l < cfg->nlayers; l++)
+        if (!time_ok(cfg->layers[l].fwd) || !time_ok(cfg->layers[l].bwd))
+            return PC_EINVAL;
+    for (int t = 0; t < cfg->ntensors; t++)
+        if (cfg->tensor_layer[t] < 0 || cfg->tensor_layer[t] >= cfg->nlayers)
+            return PC_EINVAL;
+    for (int q = 0; q < PC_COST_CODECS; q++)
+        if (!codec_ok(&cfg->codec[q]))
+            return PC_EINVAL;
+    pc_plan_t *plan = NULL;
+    int rc =
+        pc_plan_create(cfg->tensors, cfg->ntensors, cfg->chunk_bytes / sizeof(float), 1, &plan);
+    if (rc != PC_OK)
+        return rc; /* PC_EINVAL (a tensor of 0 elements) or PC_ENOMEM */
+    pc_cost_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        pc_plan_destroy(plan);
+        return PC_ENOMEM;
+    }
+    c->layers = malloc(sizeof(pc_cost_layer_t) * (size_t)cfg->nlayers);
+    c->chunks = malloc(sizeof(cchunk_t) * (size_t)plan->nchunks);
+    if (!c->layers || !c->chunks) {
+        pc_plan_destroy(plan);
+        pc_cost_destroy(c);
+        return PC_ENOMEM;
+    }
+    c->nlayers = cfg->nlayers;
+    memcpy(c->layers, cfg->layers, sizeof(pc_cost_layer_t) * (size_t)cfg->nlayers);
+    c->nchunks = plan->nchunks;
+    for (int i = 0; i < plan->nchunks; i++) {
+        const pc_plan_chunk_t *k = &plan->chunks[i];
+        int layer = cfg->tensor_layer[k->first_tensor];
+        for (int t = k->first_tensor + 1; t <= k->last_tensor; t++)
+            if (cfg->tensor_layer[t] < layer)
+                layer = cfg->tensor_layer[t];
+        c->chunks[i] = (cchunk_t){.n = k->n, .layer = layer};
+        c->nelems += k->n;
+    }
+    pc_plan_destroy(plan);
+    c->compress_min_bytes = cfg->compress_min_bytes;
+    memcpy(c->codec, cfg->codec, sizeof(c->codec));
+    c->server = cfg->server;
+    c->link = cfg->link;
+    *out = c;
+    return PC_OK;
+}
+
+int pc_cost_nchunks(const pc_cost_t *c)
+{
+    return c->nchunks;
+}
+
+size_t pc_cost_nelems(const pc_cost_t *c)
+{
+    return c->nelems;
+}
+
+double pc_cost_ring(double bytes, int workers, const pc_cost_link_t *link)
+{
+    if (workers <= 1)
+        return 0;
+    double w = (double)workers;
+    return 2.0 * (w - 1.0) / w * bytes / link->bandwidth + 2.0 * (w - 1.0) * link->latency;
+}
+
+double pc_cost_union(double n, double density, int workers)
+{
+    return n * (1.0 - pow(1.0 - density, (double)workers));
+}
+
+/* Sum over w = 1..W-1 of the union of w supports: n ((W-1) - q (1 - q^(W-1)) / d), q = 1 - d
+ * (a geometric series; 0 for W = 1). */
+static double union_prefix_sum(double n, double d, int workers)
+{
+    double q = 1.0 - d, w1 = (double)workers - 1.0;
+    return n * (w1 - q * (1.0 - pow(q, w1)) / d);
+}
+
+/* A chunk's costs in mode def for W workers; seconds and bytes. */
+typedef struct ccost {
+    double compress; /* on the worker */
+    double push;     /* message bytes */
+    double server;   /* the server thread: check and aggregate W messages, step, pull */
+    double pull;     /* message bytes */
+} ccost_t;
+
+static ccost_t chunk_cost(const pc_cost_t *c, const mode_def_t *def, const cchunk_t *k, int W)
+{
+    bool small = (double)k->n * sizeof(float) < (double)c->compress_min_bytes;
+    const pc_cost_codec_rate_t *q = &c->codec[small ? PC_COST_CODEC_NONE : def->codec];
+    const pc_cost_server_rate_t *s = &c->server;
+    double n = (double)k->n, w = (double)W, entries = q->density * n;
+    ccost_t r = {.compress = n * q->compress, .push = PC_WIRE_HEADER_BYTES + q->bytes * n};
+    /* The server's O(nnz) path: a sparsifier's messages and plain SGD (momentum on the
+     * workers); chunks under --compress-min-bytes travel as NONE (dense) in every mode. */
+    bool sparse_path = q->sparse && !def->server_momentum;
+    double changed = n; /* the dense path steps with momentum: every parameter moves */
+    if (sparse_path) {
+        changed = pc_cost_union(n, q->density, W);
+        r.server = w * entries * s->agg_sparse +
+                   s->merge * ((w - 1.0) * entries + union_prefix_sum(n, q->density, W)) +
+                   changed * s->step_sparse;
+    } else {
+        r.server = w * entries * (q->sparse ? s->agg_sparse : s->agg_dense) + n * s->step_dense;
+    }
+    /* --pull auto: the changed entries (8 bytes each) when fewer than a quarter of n. */
+    if (changed * 4.0 < n) {
+        r.server += changed * s->pull_sparse;
+        r.pull = PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 8.0 * changed;
+    } else {
+        r.server += n * s->pull_dense;
+        r.pull = PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4.0 * n;
+    }
+    return r;
+}
+
+/* A min-heap of chunk ids: the ready chunks, lowest id (first needed by forward) on top. */
+static void heap_push(int *h, int *len, int v)
+{
+    int i = (*len)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int heap_pop(int *h, int *len)
+{
+    int top = h[0], v = h[--*len], i = 0;
+    for (;;) {
+        int l = 2 * i + 1, m = l + 1 < *len && h[l + 1] < h[l] ? l + 1 : l;
+        if (l >= *len || h[m] >= v)
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    if (*len)
+        h[i] = v;
+    return top;
+}
+
+static double maxd(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                    const pc_cost_link_t *link, pc_cost_result_t *out)
+{
+    if (!c || !out || (int)mode < 0 || mode >= PC_COST_MODES || workers < 1 ||
+        workers > PC_COST_MAX_RANKS)
+        return PC_EINVAL;
+    const mode_def_t *def = &modes[mode];
+    if (!def->allreduce && (servers < 1 || servers > PC_COST_MAX_RANKS))
+        return PC_EINVAL;
+    const pc_cost_link_t *lk = link ? link : &c->link;
+    if (!link_ok(lk))
+        return PC_EINVAL;
+    const int L = c->nlayers, nc = c->nchunks, W = workers;
+    const double B = lk->bandwidth, alpha = lk->latency, w = (double)W;
+    /* Scratch: per layer its backward end and its forward's need; per chunk its costs, the
+     * hand-over order, its server, and when it is sent and when its update is back. */
+    double *end = calloc((size_t)L * 2, sizeof(double)), *need = end ? end + L : NULL;
+    ccost_t *cc = malloc(sizeof(ccost_t) * (size_t)nc);
+    double *sent = malloc(sizeof(double) * (size_t)nc * 2), *upd = sent ? sent + nc : NULL;
+    int *seq = malloc(sizeof(int) * (size_t)nc * 3), *order = seq ? seq + nc : NULL,
+        *heap = seq ? seq + 2 * nc : NULL;
+    int S = def->allreduce ? 1 : (servers < nc ? servers : nc);
+    /* Per server: downlink, thread, uplink free times, and busy sums of each. */
+    double *srv = calloc((size_t)S * 6, sizeof(double));
+    pc_plan_t *plan = NULL;
+    pc_plan_tensor_t *pt = def->allreduce ? NULL : malloc(sizeof(pc_plan_tensor_t) * (size_t)nc);
+    int rc = PC_OK;
+    if (!end || !cc || !sent || !seq || !srv || (!def->allreduce && !pt)) {
+        rc = PC_ENOMEM;
+        goto out;
+    }
+    if (!def->allreduce) {
+        /* The runtime's server assignment (pc_plan: largest first to the least loaded): the
+         * chunks as tensors of their own. More servers than chunks leave the rest idle and
+         * assign exactly as nchunks servers do (each chunk takes a server still empty). */
+        size_t most = 1;
+        for (int i = 0; i < nc; i++) {
+            pt[i] = (pc_plan_tensor_t){.n = c->chunks[i].n};
+            most = c->chunks[i].n > most ? c->chunks[i].n : most;
+        }
+        if ((rc = pc_plan_create(pt, nc, most, S, &plan)) != PC_OK)
+            goto out;
+    }
+    double compute = 0;
+    for (int l = L - 1; l >= 0; l--) { /* backward: the last layer first, from time 0 */
+        compute += c->layers[l].fwd + c->layers[l].bwd;
+        end[l] = (l + 1 < L ? end[l + 1] : 0) + c->layers[l].bwd;
+    }
+    /* Hand-over order: backward's, last layer first; within a layer, by id. */
+    int ns = 0;
+    for (int l = L - 1; l >= 0; l--)
+        for (int i = 0; i < nc; i++)
+            if (c->chunks[i].layer == l)
+                seq[ns++] = i;
+    for (int i = 0; i < nc; i++)
+        cc[i] = chunk_cost(c, def, &c->chunks[i], W);
+
+    pc_cost_result_t r = {.compute = compute, .nchunks = nc};
+    double back_end = end[0];
+    if (def->allreduce) {
+        /* The communication thread: one allreduce per chunk as it becomes ready, then the
+         * local step, in hand-over order. */
+        double t = 0;
+        for (int j = 0; j < nc; j++) {
+            int i = seq[j];
+            double n = (double)c->chunks[i].n, ring = pc_cost_ring(4.0 * n, W, lk);
+            double step = n * c->server.step_dense;
+            t = maxd(t, end[c->chunks[i].layer]) + ring + step;
+            upd[i] = t;
+            r.comm_busy += ring;
+            r.server_busy += step;
+            r.bytes_up += W > 1 ? 2.0 * (w - 1.0) / w * 4.0 * n : 0;
+        }
+        r.bytes_down = r.bytes_up;
+    } else {
+        /* 1. The worker's compression: the order it picks (order[]) and when each chunk
+         *    leaves (sent[]). */
+        if (def->pipelined) {
+            /* The compressor thread beside backprop: among the chunks ready, the lowest id
+             * (--priority forward); idle until the next is ready. */
+            double t = 0;
+            int next = 0, len = 0;
+            for (int j = 0; j < nc; j++) {
+                while (next < nc && end[c->chunks[seq[next]].layer] <= t)
+                    heap_push(heap, &len, seq[next++]);
+                if (len == 0) { /* idle: jump to the next hand-over */
+                    t = end[c->chunks[seq[next]].layer];
+                    while (next < nc && end[c->chunks[seq[next]].layer] <= t)
+                        heap_push(heap, &len, seq[next++]);
+                }
+                int i = heap_pop(heap, &len);
+                t += cc[i].compress;
+                sent[i] = t;
+                order[j] = i;
+            }
+        } else {
+            /* Inline: each layer's chunks are compressed and sent by the backprop thread
+             * right after the layer's backward, which waits for it. */
+            double t = 0;
+            int j = 0;
+            for (int l = L - 1; l >= 0; l--) {
+                t += c->layers[l].bwd;
+                for (; j < nc && c->chunks[seq[j]].layer == l; j++) {
+                    t += cc[seq[j]].compress;
+                    sent[seq[j]] = t;
+                    order[j] = seq[j];
+                }
+            }
+            back_end = t;
+        }
+        /* 2.-4. Push, server, pull: every resource in the order the chunks left. */
+        double up = 0, down = 0, up_busy = 0, down_busy = 0;
+        for (int j = 0; j < nc; j++) {
+            int i = order[j], s = plan->chunks[i].server;
+            double *in = &srv[6 * s], *thr = in + 1, *outl = in + 2;
+            double push = cc[i].push / B, pull = cc[i].pull / B;
+            up = maxd(up, sent[i]) + push;          /* the worker's uplink: its own message */
+            *in = maxd(*in, sent[i]) + w * push;    /* the server's downlink: W messages */
+            double arrived = maxd(up, *in) + alpha; /* the last worker's message is in */
+            *thr = maxd(*thr, arrived) + cc[i].server;
+            *outl = maxd(*outl, *thr) + w * pull; /* the server's uplink: W pulls */
+            down = maxd(down, *thr) + pull;       /* the worker's downlink */
+            upd[i] = maxd(*outl, down) + alpha;
+            up_busy += push;
+            down_busy += pull;
+            in[3] += w * push;
+            in[4] += cc[i].server;
+            in[5] += w * pull;
+            r.compress += cc[i].compress;
+            r.bytes_up += cc[i].push;
+            r.bytes_down += cc[i].pull;
+        }
+        r.comm_busy = maxd(up_busy, down_busy);
+        for (int s = 0; s < S; s++) {
+            r.comm_busy = maxd(r.comm_busy, maxd(srv[6 * s + 3], srv[6 * s + 5]));
+            r.server_busy = maxd(r.server_busy, srv[6 * s + 4]);
+            r.servers_used += plan->server_elems[s] > 0;
+        }
+    }
+    /* 5. The next forward: layer l runs once every chunk first needed there is back. */
+    for (int i = 0; i < nc; i++)
+        need[c->chunks[i].layer] = maxd(need[c->chunks[i].layer], upd[i]);
+    double t = back_end;
+    for (int l = 0; l < L; l++)
+        t = maxd(t, need[l]) + c->layers[l].fwd;
+    r.iter = t;
+    r.exposed = t - compute;
+    *out = r;
+out:
+    pc_plan_destroy(plan);
+    free(pt);
+    free(srv);
+    free(seq);
+    free(sent);
+    free(cc);
+    free(end);
+    return rc;
+}
+
+const char *pc_cost_mode_name(int mode)
+{
+    static const char *const names[] = {
+#define MODE_NAME(name, text, e2e) text,
+        PC_COST_MODE_TABLE(MODE_NAME)
+#undef MODE_NAME
+    };
+    return mode >= 0 && mode < PC_COST_MODES ? names[mode] : "?";
+}
+
+int pc_cost_mode_e2e(int mode)
+{
+    static const int nums[] = {
+#define MODE_E2E(name, text, e2e) e2e,
+        PC_COST_MODE_TABLE(MODE_E2E)
+#undef MODE_E2E
+    };
+    return mode >= 0 && mode < PC_COST_MODES ? nums[mode] : 0;
+}
+
+int pc_cost_mode_parse(const char *text, pc_cost_mode_t *out)
+{
+    if (!text || !out)
+        return PC_EINVAL;
+    for (int m = 0; m < PC_COST_MODES; m++) {
+        char num[4];
+        snprintf(num, sizeof(num), "%d", pc_cost_mode_e2e(m));
+        if (strcmp(text, pc_cost_mode_name(m)) == 0 || strcmp(text, num) == 0) {
+            *out = (pc_cost_mode_t)m;
+            return PC_OK;
+        }
+    }
+    return PC_EINVAL;
+}
+
+const char *pc_cost_codec_name(int codec)
+{
+    static const char *const names[] = {
+#define CODEC_NAME(name, text) text,
+        PC_COST_CODEC_TABLE(CODEC_NAME)
+#undef CODEC_NAME
+    };
+    return codec >= 0 && codec < PC_COST_CODECS ? names[codec] : "?";
+}

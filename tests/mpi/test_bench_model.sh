@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# pc-bench model, briefly: with 2 ranks it measures the link and the rates and prints the
+# tables; its output has every part, its predictions are positive and consistent (each
+# speedup is the allreduce's time over the mode's, an iteration is at least its compute,
+# the printed table is the JSON's, a faster link is never slower, --predict equals the
+# table's entry); with one rank it takes --bandwidth and --latency; bad flags fail with
+# status 2 and one line. No timing is asserted: the machines are shared and noisy.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+bench="$PC_BUILDDIR/apps/pc-bench"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+modes="allreduce ps-none ps-topk-inline ps-topk-pipelined ps-dgc-pipelined ps-topk-servermom"
+
+if "$run" -t 300 -np 2 "$bench" model --model mlp --reps 1 --max-workers 16 \
+    --bandwidth 1gbit,10gbit --json "$tmp/m.json" >"$tmp/m.out" 2>&1; then
+    ok "pc-bench model, 2 ranks: exit 0"
+else
+    bad "pc-bench model, 2 ranks: status $?"; tail -n 5 "$tmp/m.out"
+fi
+num='[0-9]+\.[0-9]+'
+cell="$num \\(${num}x\\)"
+row="^[0-9]+ +[0-9]+ +$num( +$cell){5}$"
+missing=""
+grep -qE "^link: ranks 0 and 1 of 2, .*: latency $num us .* bandwidth 0->1 $num [GM]B/s .*, 1->0 $num [GM]B/s" "$tmp/m.out" || missing+=" link"
+grep -qE "^model's link: $num [GM]B/s" "$tmp/m.out" || missing+=" model-link"
+for l in fc1 fc2 fc3; do grep -qE "^$l +[0-9]+ +$num +$num$" "$tmp/m.out" || missing+=" layer-$l"; done
+grep -qE "^total +235146 +$num +$num +compute $num ms$" "$tmp/m.out" || missing+=" total"
+for c in none 'topk:ratio=0.01' 'topk:ratio=0.01,momentum=0' 'dgc:ratio=0.001'; do
+    grep -qE "^$c +$num +$num +$num +$num$" "$tmp/m.out" || missing+=" codec-$c"
+done
+grep -qE "^server and pull \([0-9]+-element chunks, passes over the model's 235146 elements\), ns: aggregate dense $num/elem/msg" "$tmp/m.out" || missing+=" server"
+grep -qE "^W +S +$(sed 's/ / +/g' <<<"$modes")$" "$tmp/m.out" || missing+=" header"
+[ "$(grep -cE "$row" "$tmp/m.out")" = 4 ] || missing+=" rows(W=2..16)"
+for b in 1gbit 10gbit; do
+    grep -qE "^$b +[0-9]+ +$num( +$cell){5}$" "$tmp/m.out" || missing+=" bandwidth-$b"
+done
+if [ -z "$missing" ]; then
+    ok "pc-bench model: rates, layers, codecs, server, table W=2..16 and bandwidth table printed"
+else
+    bad "pc-bench model output lacks:$missing"; cat "$tmp/m.out"
+fi
+
+# The JSON: every prediction positive and consistent, the printed table the JSON's.
+if python3 - "$tmp/m.json" "$tmp/m.out" <<'PY'
+import json, math, re, sys
+d = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read().splitlines()
+modes = ["allreduce", "ps-none", "ps-topk-inline", "ps-topk-pipelined", "ps-dgc-pipelined",
+         "ps-topk-servermom"]
+compute = sum(l["fwd_ms"] + l["bwd_ms"] for l in d["layers"])
+assert d["link"]["measured"] and d["link"]["bandwidth"] > 0 and d["link"]["latency"] >= 0
+assert [p["workers"] for p in d["table"]] == [2, 4, 8, 16], d["table"]
+def check(p):
+    assert p["servers"] == max(1, round(p["workers"] * d["servers_ratio"])), p
+    ar = p["modes"]["allreduce"]["iter_ms"]
+    for m in modes:
+        r = p["modes"][m]
+        assert r["iter_ms"] > 0 and math.isfinite(r["iter_ms"]), (m, r)
+        assert abs(r["compute_ms"] - compute) <= 1e-3 * compute, (m, r["compute_ms"], compute)
+        assert r["iter_ms"] >= r["compute_ms"] * (1 - 1e-9), (m, r)
+        assert abs(r["exposed_ms"] - (r["iter_ms"] - r["compute_ms"])) <= 1e-6 * r["iter_ms"]
+        assert abs(r["speedup"] - ar / r["iter_ms"]) <= 1e-5 * r["speedup"], (m, r)
+        assert r["bytes_up"] >= 0 and r["bytes_down"] >= 0
+for p in d["table"] + d["bandwidth_table"]:
+    check(p)
+# The printed rows are the JSON's, to the printed precision.
+rows = {int(l.split()[0]): l for l in out if re.match(r"^\d+ +\d+ +\d+\.\d+ ", l)}
+for p in d["table"]:
+    cells = [float(t) for t in rows[p["workers"]].split()[2:] if not t.startswith("(")]
+    for m, v in zip(modes, cells):
+        assert abs(v - p["modes"][m]["iter_ms"]) <= 0.006, (p["workers"], m, v)
+# A faster link is never slower, for every W and mode.
+by = {}
+for p in d["bandwidth_table"]:
+    by.setdefault(p["workers"], []).append(p)
+assert sorted(by) == [2, 4, 8, 16]
+for W, ps in by.items():
+    ps.sort(key=lambda p: p["bandwidth"])
+    assert len(ps) == 2 and ps[0]["bandwidth"] == 1.25e8 and ps[1]["bandwidth"] == 1.25e9
+    for m in modes:
+        assert ps[1]["modes"][m]["iter_ms"] <= ps[0]["modes"][m]["iter_ms"] * (1 + 1e-9), (W, m)
+PY
+then
+    ok "pc-bench model --json: positive, speedups consistent, iteration >= compute, table as printed, 10gbit never slower than 1gbit"
+else
+    bad "pc-bench model --json: inconsistent (above)"
+fi
+
+# The charts, where Debian's matplotlib is installed (scripts/plot.py needs it).
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    if "$PC_SRCDIR/scripts/plot.py" model "$tmp/m.json" --out "$tmp/m" >"$tmp/plot.out" 2>&1 &&
+        [ -s "$tmp/m-workers.png" ] && [ -s "$tmp/m-bandwidth.png" ]; then
+        ok "scripts/plot.py model: m-workers.png and m-bandwidth.png"
+    else
+        bad "scripts/plot.py model"; cat "$tmp/plot.out"
+    fi
+else
+    echo "note: python3-matplotlib missing: scripts/plot.py model not tried"
+fi
+
+# --predict: one machine-readable line, equal to the JSON table's entry of the same run.
+if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 4 --predict 2,1,ps-topk-pipelined \
+    --json "$tmp/p.json" >"$tmp/p.out" 2>&1 &&
+    line=$(grep -E '^predict ' "$tmp/p.out") &&
+    grep -qE '^predict mode=ps-topk-pipelined e2e=4 W=2 S=1 iter_ms=[0-9]+\.[0-9]+ compute_ms=' <<<"$line" &&
+    ! grep -qE '^W +S ' "$tmp/p.out" &&
+    python3 - "$tmp/p.json" "$line" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+assert d["predict"] == [sys.argv[2]]
+v = float(re.search(r"iter_ms=([0-9.]+)", sys.argv[2]).group(1))
+t = [p for p in d["table"] if p["workers"] == 2][0]
+assert t["servers"] == 1 and v > 0
+assert abs(t["modes"]["ps-topk-pipelined"]["iter_ms"] - v) <= 0.0006, (t, v)
+PY
+then
+    ok "--predict 2,1,ps-topk-pipelined: $line"
+else
+    bad "--predict 2,1,ps-topk-pipelined"; tail -n 5 "$tmp/p.out"
+fi
+
+# MODE all: a line per mode, in e2e.sh's order, from the same measurements.
+if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 2 --predict 2,1,all >"$tmp/a.out" 2>&1 &&
+    [ "$(grep -cE '^predict mode=[a-z-]+ e2e=[1-6] W=2 S=[01] iter_ms=[0-9]+\.[0-9]+ ' "$tmp/a.out")" = 6 ] &&
+    [ "$(grep -oE '^predict mode=[a-z-]+ e2e=[1-6]' "$tmp/a.out" | tr '\n' ' ')" = "predict mode=allreduce e2e=1 predict mode=ps-none e2e=2 predict mode=ps-topk-inline e2e=3 predict mode=ps-topk-pipelined e2e=4 predict mode=ps-dgc-pipelined e2e=5 predict mode=ps-topk-servermom e2e=6 " ]; then
+    ok "--predict 2,1,all: six lines, modes 1..6"
+else
+    bad "--predict 2,1,all"; tail -n 8 "$tmp/a.out"
+fi
+
+# One rank: the link from the command line; e2e.sh's mode number works as a name.
+if "$run" -t 300 -np 1 "$bench" model --reps 1 --bandwidth 10gbit --latency 20us --predict 4,1,1 \
+    >"$tmp/o.out" 2>&1 &&
+    grep -q '^link: not measured (one rank)' "$tmp/o.out" &&
+    grep -qE "^model's link: 1.25 GB/s \(10.0 Gbit/s\), latency 20.00 us$" "$tmp/o.out" &&
+    grep -qE '^predict mode=allreduce e2e=1 W=4 S=0 iter_ms=[0-9]+\.[0-9]+ .* bandwidth=1.25e\+09 latency=2e-05$' "$tmp/o.out"; then
+    ok "one rank, --bandwidth 10gbit --latency 20us --predict 4,1,1: $(grep '^predict' "$tmp/o.out")"
+else
+    bad "one rank with --bandwidth and --latency"; tail -n 5 "$tmp/o.out"
+fi
+
+# Usage errors: status 2 and one line (one rank: no mpirun needed).
+usage() { # EXPECTED-TEXT ARGS...: status 2, one line containing the text
+    local want=$1 msg rc
+    shift
+    msg=$("$bench" model "$@" 2>&1)
+    rc=$?
+    if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qF -- "$want" <<<"$msg"; then
+        ok "model $*: status 2, $msg"
+    else
+        bad "model $*: status $rc (expected 2 and one line with '$want'), got: $msg"
+    fi
+}
+usage "pc-bench: --bandwidth: '3furlongs' is not a list" --bandwidth 3furlongs --latency 1us
+usage "pc-bench: --bandwidth: '10gbit,' is not a list" --bandwidth 10gbit, --latency 1us
+usage "pc-bench: --latency: 'fast' is not a latency" --bandwidth 1gbit --latency fast
+usage "pc-bench: --predict: '2,0,ps-none' is not W,S,MODE" --predict 2,0,ps-none
+usage "pc-bench: --predict: '2,1,7' is not W,S,MODE" --predict 2,1,7
+usage "pc-bench: --servers-ratio: 0 is out of range" --servers-ratio 0
+usage "pc-bench: --model: " --model resnet
+usage "one rank cannot measure the link: give --bandwidth and --latency" --bandwidth 1gbit
+pc_done
