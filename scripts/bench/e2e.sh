@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --iters) iters=${2:?}; shift ;;
     --warmup) warmup=${2:?}; shift ;;
     --predict) predict=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
