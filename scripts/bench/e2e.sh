@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=${2:?--nodes needs a count}; shift ;;
     --link) links=${2:?--link needs rates}; shift ;;
     --predict) predict=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
