@@ -40,14 +40,24 @@
 set -Eeuo pipefail
 me=pc-cluster.sh
 die() { echo "$me: $*" >&2; exit 1; }
-usage() { sed -n '3,38p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# usage [PROBLEM]: the problem in one line (or, with none, the whole header: --help)
+usage() {
+    if [ -n "${1:-}" ]; then
+        echo "$me: $1 (see: $me --help)" >&2
+    else
+        awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"
+    fi
+    exit 2
+}
+need_arg() { [ -n "${2:-}" ] || usage "$1"; } # need_arg MESSAGE VALUE
 
-[ $# -ge 2 ] || usage
+case ${1:-} in -h|--help|help) usage ;; "") usage "no command: up, down, info, exec, mpirun, link, kill or slurm" ;; esac
+[ $# -ge 2 ] || usage "$1: needs the cluster's directory DIR"
 cmd=$1
 dir=$(realpath -m "$2")
 shift 2
 
-need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it creates network namespaces and runs tc)"; }
+need_root() { [ "$(id -u)" = 0 ] || die "$cmd must run as root (it enters or changes network namespaces)"; }
 need_tools() {
     local t
     for t in ip tc nsenter unshare taskset; do
@@ -74,10 +84,13 @@ parse_link() {
     local spec=$1
     IFS=, read -r l_rate l_delay l_loss extra <<<"$spec"
     [ -z "${extra:-}" ] || die "--link '$spec': at most RATE,DELAY,LOSS"
+    [[ $spec != *,,* && $spec != *, ]] || die "--link '$spec': an empty field (write 0 for no delay)"
     l_delay=${l_delay:-0}
     l_loss=${l_loss:-0}
     [[ $l_rate =~ ^(none|[0-9]+(\.[0-9]+)?([kmg]?bit|[kmg]?bps))$ ]] \
         || die "--link '$spec': rate '$l_rate' is not like 1gbit, 100mbit or none"
+    [ "$l_rate" = none ] || awk -v r="$l_rate" 'BEGIN { exit !(r + 0 > 0) }' \
+        || die "--link '$spec': rate '$l_rate' must be above zero"
     [[ $l_delay =~ ^(0|[0-9]+(\.[0-9]+)?(us|ms|s))$ ]] \
         || die "--link '$spec': delay '$l_delay' is not like 0, 100us or 2ms"
     [[ $l_loss =~ ^[0-9]+(\.[0-9]+)?%?$ ]] || die "--link '$spec': loss '$l_loss' is not like 1%"
@@ -173,10 +186,10 @@ cmd_up() {
     local nodes=2 link=none cores=split prefix=node
     while [ $# -gt 0 ]; do
         case $1 in
-        --nodes) nodes=${2:?--nodes needs a count}; shift 2 ;;
-        --link) link=${2:?--link needs RATE[,DELAY[,LOSS]]}; shift 2 ;;
-        --cores) cores=${2:?--cores needs split or shared}; shift 2 ;;
-        --name) prefix=${2:?--name needs a prefix}; shift 2 ;;
+        --nodes) need_arg "--nodes needs a count" "${2:-}"; nodes=$2; shift 2 ;;
+        --link) need_arg "--link needs RATE[,DELAY[,LOSS]]" "${2:-}"; link=$2; shift 2 ;;
+        --cores) need_arg "--cores needs split or shared" "${2:-}"; cores=$2; shift 2 ;;
+        --name) need_arg "--name needs a prefix" "${2:-}"; prefix=$2; shift 2 ;;
         *) die "up: unknown flag '$1' (see: $me)" ;;
         esac
     done
@@ -188,6 +201,7 @@ cmd_up() {
     need_root
     need_tools
     check_link
+    [ ! -e "$dir" ] || [ -d "$dir" ] || die "$dir exists and is not a directory"
     [ ! -f "$dir/cluster" ] || die "$dir already records a cluster (run: $me down $dir)"
     mkdir -p "$dir"
     dir=$(realpath "$dir")
@@ -287,7 +301,10 @@ cmd_down() {
     [ -f "$dir/cluster" ] || { echo "$me: nothing recorded in $dir"; return 0; }
     load
     [ "$(id -u)" = 0 ] || die "must run as root (it deletes network namespaces)"
-    [ ! -f "$dir/slurm/slurm.conf" ] || cmd_slurm stop || true
+    if [ -d "$dir/slurm" ]; then
+        cmd_slurm stop >/dev/null || true
+        rm -rf "$dir/slurm"
+    fi
     local name addr ns uts veth cset pid
     while read -r name addr ns uts veth cset; do
         # Processes still inside the node were started in it by us: stop them by pid.
@@ -323,6 +340,7 @@ cmd_exec() {
 
 cmd_mpirun() {
     load
+    need_root
     [ $# -ge 1 ] || die "usage: $me mpirun DIR [mpirun flags] PROGRAM [ARGS...]"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
@@ -343,7 +361,8 @@ cmd_link() {
     down) ip link set "$veth" down ;;
     up) ip link set "$veth" up ;;
     shape)
-        parse_link "${3:?shape needs RATE[,DELAY[,LOSS]]}"
+        need_arg "link shape needs RATE[,DELAY[,LOSS]]" "${3:-}"
+        parse_link "$3"
         check_link
         shape_node "$ns" "$veth"
         ;;
@@ -356,11 +375,12 @@ cmd_kill() {
     need_root
     [ $# -ge 1 ] || die "usage: $me kill DIR NODE [SIGNAL]"
     local ns sig=${2:-KILL} pid n=0
+    kill -l "$sig" >/dev/null 2>&1 || die "kill: '$sig' is not a signal (kill -l lists them)"
     ns=$(node_field "$1" 3)
     # The node's network namespace holds only what was started in it (by the agent or
     # by slurmd): its pids are the node's processes. slurmd and munged are spared.
-    local spare=" "
-    [ -d "$dir/slurm" ] && spare=" $(cat "$dir"/slurm/*.pid 2>/dev/null | tr '\n' ' ') "
+    local spare
+    spare=" $(cat "$dir"/slurm/slurmd-*.pid "$dir"/slurm/munge-*/munged.pid 2>/dev/null | tr '\n' ' ' || true) "
     for pid in $(ip netns pids "$ns"); do
         case $spare in *" $pid "*) continue ;; esac
         kill "-$sig" "$pid" 2>/dev/null && n=$((n + 1))
@@ -371,7 +391,8 @@ cmd_kill() {
 cmd_slurm() {
     load
     need_root
-    local what=${1:?usage: $me slurm DIR start|stop} s=$dir/slurm
+    need_arg "slurm needs start or stop" "${1:-}"
+    local what=$1 s=$dir/slurm
     local name addr ns uts veth cset
     case $what in
     stop)
@@ -381,10 +402,14 @@ cmd_slurm() {
             stop_pid "$s/munge-$name/munged.pid"
         done <"$dir/nodes"
         stop_pid "$s/slurmctld.pid"
-        stop_pid "$s/munged-ctl.pid"
+        stop_pid "$s/munge-ctl/munged.pid"
+        echo "$me: Slurm of $dir stopped"
         ;;
     start)
         local b
+        if [ -s "$s/slurmctld.pid" ] && kill -0 "$(cat "$s/slurmctld.pid")" 2>/dev/null; then
+            die "Slurm already runs for $dir (pid $(cat "$s/slurmctld.pid")): $me slurm $dir stop first"
+        fi
         for b in munged slurmctld slurmd sinfo; do
             command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] \
                 || die "$b not found: apt-get install --no-install-recommends slurmctld slurmd slurm-client munge"
@@ -407,7 +432,10 @@ SlurmctldLogFile=$s/slurmctld.log
 SlurmdLogFile=$s/slurmd-%n.log
 SlurmctldPort=$((6900 + 0x${id:0:2} % 50 * 2))
 SlurmdPort=$((6901 + 0x${id:0:2} % 50 * 2))
-$(grep -v '^#' "$(dirname "$0")/../slurm/common.conf")
+# This cluster's own munged (its socket below), not the machine's /run/munge: another
+# cluster, or local-cluster.sh, may start and stop that one.
+AuthInfo=cred_expire=10,socket=$s/munge-ctl/munge.socket.2
+$(grep -v -e '^#' -e '^AuthInfo=' "$(dirname "$0")/../slurm/common.conf")
 CONF
             while read -r name addr ns uts veth cset; do
                 # Each node advertises 16 CPUs at least: jobs with 2 CPUs a task fit,
@@ -427,14 +455,13 @@ CONF
             echo "export SLURM_CONF=$s/slurm.conf"
         } >"$s/env"
         [ -s /etc/munge/munge.key ] || { mungekey --create 2>/dev/null || /usr/sbin/create-munge-key -f; }
-        # munged for the controller (root namespace), in its own socket directory.
+        # munged for the controller and the clients (root namespace): this cluster's own
+        # socket (AuthInfo above). Each node runs its own munged at the same path, which
+        # the node's mount namespace maps to its own directory.
         install -d -o munge -g munge -m 0755 "$s/munge-ctl"
-        install -d -o munge -g munge -m 0755 /run/munge
-        # slurmctld talks to munge through /run/munge; start one there unless one runs.
-        if ! [ -S /run/munge/munge.socket.2 ] || ! munge -n </dev/null >/dev/null 2>&1; then
-            runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid || die "munged did not start"
-            cp /run/munge/munged.pid "$s/munged-ctl.pid"
-        fi
+        runuser -u munge -- /usr/sbin/munged --socket="$s/munge-ctl/munge.socket.2" \
+            --pid-file="$s/munge-ctl/munged.pid" --origin="$subnet.1" \
+            || die "munged for the controller did not start"
         SLURM_CONF=$s/slurm.conf /usr/sbin/slurmctld -f "$s/slurm.conf" \
             || die "slurmctld did not start (see $s/slurmctld.log)"
         while read -r name addr ns uts veth cset; do
@@ -442,11 +469,13 @@ CONF
             mkdir -p "$s/pmix-$name" "$s/spool/$name"
             local pin=""
             [ "$cset" = all ] || pin="taskset -c $cset"
-            # A mount namespace per node: /run/munge and /run/pmix-tmp are the node's own.
+            # A mount namespace per node: the munge socket's directory and /run/pmix-tmp
+            # are the node's own.
             $pin nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
-                sh -c "hostname $name && mkdir -p /run/pmix-tmp && mount --bind $s/munge-$name /run/munge \
+                sh -c "hostname $name && mkdir -p /run/pmix-tmp && mount --bind $s/munge-$name $s/munge-ctl \
                     && mount --bind $s/pmix-$name /run/pmix-tmp \
-                    && runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid --origin=$addr \
+                    && runuser -u munge -- /usr/sbin/munged --socket=$s/munge-ctl/munge.socket.2 \
+                        --pid-file=$s/munge-ctl/munged.pid --origin=$addr \
                     && SLURM_CONF=$s/slurm.conf /usr/sbin/slurmd -f $s/slurm.conf -N $name" \
                 </dev/null >>"$s/start-$name.log" 2>&1 \
                 || die "slurmd of $name did not start (see $s/start-$name.log, $s/slurmd-$name.log)"
@@ -454,7 +483,7 @@ CONF
         local state _
         for _ in $(seq 150); do
             state=$(SLURM_CONF=$s/slurm.conf sinfo -h -o %t 2>/dev/null | sort -u | tr '\n' ' ')
-            case $state in "idle "|"idle") echo "$me: Slurm up on $(wc -l <"$dir/nodes") nodes: . $s/env"; return 0 ;; esac
+            case $state in "idle "|"idle") echo "$me: Slurm up on $(wc -l <"$dir/nodes") node(s): . $s/env"; return 0 ;; esac
             sleep 0.2
         done
         die "the nodes did not become idle (state '${state:-none}'; see $s/*.log)"

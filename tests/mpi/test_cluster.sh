@@ -56,6 +56,9 @@ check_refusal "--link fast" "rate 'fast'" "$pcc" up "$tmp/bad" --link fast
 check_refusal "--cores half" "--cores 'half'" "$pcc" up "$tmp/bad" --cores half
 check_refusal "a non-root user" "must run as root" runuser -u nobody -- "$pcc" up "$tmp/bad"
 check_refusal "exec on no cluster" "no cluster recorded" "$pcc" exec "$tmp/bad" node0 true
+check_refusal "--nodes without a value" "--nodes needs a count" "$pcc" up "$tmp/bad" --nodes
+check_refusal "--link 0gbit" "must be above zero" "$pcc" up "$tmp/bad" --link 0gbit
+check_refusal "no command" "no command" "$pcc"
 
 # 2. Three nodes, 1 Gbit/s links; mpirun across them.
 if ! "$pcc" up "$cl" --nodes 3 --link 1gbit >"$tmp/up.log" 2>&1; then
@@ -234,6 +237,13 @@ fi
 . "$cl2/slurm/env"
 hosts=$(timeout 60 srun -N 2 -n 2 hostname 2>&1 | sort | tr '\n' ' ')
 [ "$hosts" = "node0 node1 " ] && ok "srun -N 2: ranks on $hosts" || bad "srun hostnames: '$hosts'"
+check_refusal "a second slurm start" "Slurm already runs" "$pcc" slurm "$cl2" start
+check_refusal "mpirun as a non-root user" "must run as root" runuser -u nobody -- "$pcc" mpirun "$cl2" -np 2 hostname
+# kill spares the node's slurmd and munged: Slurm still runs jobs there afterwards.
+"$pcc" kill "$cl2" node1 >/dev/null
+hosts=$(timeout 60 srun -N 2 -n 2 hostname 2>&1 | sort | tr '\n' ' ')
+[ "$hosts" = "node0 node1 " ] && ok "kill node1, then srun -N 2: ranks on $hosts (slurmd and munged spared)" ||
+    bad "srun after kill: '$hosts'"
 # The layout that stalled: not told to yield, --bind auto (the default).
 fin=0
 for i in 1 2 3; do
