@@ -330,17 +330,17 @@ cmd_info() {
 }
 
 cmd_exec() {
+    need_root
     load
     [ $# -ge 2 ] || die "usage: $me exec DIR NODE CMD..."
-    need_root
     local n=$1
     shift
     in_node "$n" "$@"
 }
 
 cmd_mpirun() {
-    load
     need_root
+    load
     [ $# -ge 1 ] || die "usage: $me mpirun DIR [mpirun flags] PROGRAM [ARGS...]"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
@@ -351,8 +351,8 @@ cmd_mpirun() {
 }
 
 cmd_link() {
-    load
     need_root
+    load
     [ $# -ge 2 ] || die "usage: $me link DIR NODE down|up|shape RATE[,DELAY[,LOSS]]"
     local n=$1 what=$2 veth ns
     veth=$(node_field "$n" 5)
@@ -371,8 +371,8 @@ cmd_link() {
 }
 
 cmd_kill() {
-    load
     need_root
+    load
     [ $# -ge 1 ] || die "usage: $me kill DIR NODE [SIGNAL]"
     local ns sig=${2:-KILL} pid n=0
     kill -l "$sig" >/dev/null 2>&1 || die "kill: '$sig' is not a signal (kill -l lists them)"
@@ -380,7 +380,7 @@ cmd_kill() {
     # The node's network namespace holds only what was started in it (by the agent or
     # by slurmd): its pids are the node's processes. slurmd and munged are spared.
     local spare
-    spare=" $(cat "$dir"/slurm/slurmd-*.pid "$dir"/slurm/munge-*/munged.pid 2>/dev/null | tr '\n' ' ' || true) "
+    spare=" $(cat "$dir"/slurm/slurmd-*.pid /run/pc-cluster-"$id"/munge-*/munged.pid 2>/dev/null | tr '\n' ' ' || true) "
     for pid in $(ip netns pids "$ns"); do
         case $spare in *" $pid "*) continue ;; esac
         kill "-$sig" "$pid" 2>/dev/null && n=$((n + 1))
@@ -389,20 +389,23 @@ cmd_kill() {
 }
 
 cmd_slurm() {
-    load
     need_root
+    load
     need_arg "slurm needs start or stop" "${1:-}"
-    local what=$1 s=$dir/slurm
+    # The munge sockets live under /run (user munge must reach them, and a socket's path
+    # is limited to 107 bytes): one directory for this cluster, removed by stop.
+    local what=$1 s=$dir/slurm m=/run/pc-cluster-$id
     local name addr ns uts veth cset
     case $what in
     stop)
         [ -d "$s" ] || return 0
         while read -r name addr ns uts veth cset; do
             stop_pid "$s/slurmd-$name.pid"
-            stop_pid "$s/munge-$name/munged.pid"
+            stop_pid "$m/munge-$name/munged.pid"
         done <"$dir/nodes"
         stop_pid "$s/slurmctld.pid"
-        stop_pid "$s/munge-ctl/munged.pid"
+        stop_pid "$m/munge-ctl/munged.pid"
+        rm -rf "$m"
         echo "$me: Slurm of $dir stopped"
         ;;
     start)
@@ -434,7 +437,7 @@ SlurmctldPort=$((6900 + 0x${id:0:2} % 50 * 2))
 SlurmdPort=$((6901 + 0x${id:0:2} % 50 * 2))
 # This cluster's own munged (its socket below), not the machine's /run/munge: another
 # cluster, or local-cluster.sh, may start and stop that one.
-AuthInfo=cred_expire=10,socket=$s/munge-ctl/munge.socket.2
+AuthInfo=cred_expire=10,socket=$m/munge-ctl/munge.socket.2
 $(grep -v -e '^#' -e '^AuthInfo=' "$(dirname "$0")/../slurm/common.conf")
 CONF
             while read -r name addr ns uts veth cset; do
@@ -458,24 +461,25 @@ CONF
         # munged for the controller and the clients (root namespace): this cluster's own
         # socket (AuthInfo above). Each node runs its own munged at the same path, which
         # the node's mount namespace maps to its own directory.
-        install -d -o munge -g munge -m 0755 "$s/munge-ctl"
-        runuser -u munge -- /usr/sbin/munged --socket="$s/munge-ctl/munge.socket.2" \
-            --pid-file="$s/munge-ctl/munged.pid" --origin="$subnet.1" \
+        install -d -m 0755 "$m"
+        install -d -o munge -g munge -m 0755 "$m/munge-ctl"
+        runuser -u munge -- /usr/sbin/munged --socket="$m/munge-ctl/munge.socket.2" \
+            --pid-file="$m/munge-ctl/munged.pid" --origin="$subnet.1" \
             || die "munged for the controller did not start"
         SLURM_CONF=$s/slurm.conf /usr/sbin/slurmctld -f "$s/slurm.conf" \
             || die "slurmctld did not start (see $s/slurmctld.log)"
         while read -r name addr ns uts veth cset; do
-            install -d -o munge -g munge -m 0755 "$s/munge-$name"
+            install -d -o munge -g munge -m 0755 "$m/munge-$name"
             mkdir -p "$s/pmix-$name" "$s/spool/$name"
             local pin=""
             [ "$cset" = all ] || pin="taskset -c $cset"
             # A mount namespace per node: the munge socket's directory and /run/pmix-tmp
             # are the node's own.
             $pin nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
-                sh -c "hostname $name && mkdir -p /run/pmix-tmp && mount --bind $s/munge-$name $s/munge-ctl \
+                sh -c "hostname $name && mkdir -p /run/pmix-tmp && mount --bind $m/munge-$name $m/munge-ctl \
                     && mount --bind $s/pmix-$name /run/pmix-tmp \
-                    && runuser -u munge -- /usr/sbin/munged --socket=$s/munge-ctl/munge.socket.2 \
-                        --pid-file=$s/munge-ctl/munged.pid --origin=$addr \
+                    && runuser -u munge -- /usr/sbin/munged --socket=$m/munge-ctl/munge.socket.2 \
+                        --pid-file=$m/munge-ctl/munged.pid --origin=$addr \
                     && SLURM_CONF=$s/slurm.conf /usr/sbin/slurmd -f $s/slurm.conf -N $name" \
                 </dev/null >>"$s/start-$name.log" 2>&1 \
                 || die "slurmd of $name did not start (see $s/start-$name.log, $s/slurmd-$name.log)"
