@@ -36,6 +36,17 @@ def fail(msg):
     sys.exit(2)
 
 
+def pyplot():
+    """matplotlib.pyplot drawing to files (Agg), or a one-line error when it is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    return plt
+
+
 def load(path):
     rows = []
     try:
@@ -78,12 +89,7 @@ def e2e(argv):
     if not runs:
         fail("%s: no successful runs" % args.results)
     prefix = args.out or args.results.rsplit(".", 1)[0]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    plt = pyplot()
     parts = [("compute", "compute"), ("wait_release", "wait release"),
              ("wait_backpressure", "back-pressure"), ("wait_compress", "wait compress"),
              ("wait_network", "wait network"), ("wait_server", "wait server"),
@@ -145,12 +151,7 @@ def model(argv):
     if not table:
         fail("%s: no predictions" % args.results)
     prefix = args.out or args.results.rsplit(".", 1)[0]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    plt = pyplot()
     link = data["link"]
     where = "%s, batch %d; link %.3g Gbit/s, %.3g us%s" % (
         data["model"], data["batch"], link["bandwidth"] * 8e-9, link["latency"] * 1e6,
@@ -228,12 +229,7 @@ def main():
     if not w0:
         fail("%s: no rows of worker rank 0" % args.metrics)
     evals = [r for r in rows if r.get("role") == "eval"]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail("matplotlib is missing: install the Debian package python3-matplotlib")
+    plt = pyplot()
 
     it = [r["iteration"] for r in w0]
     window = max(1, len(it) // 50)
