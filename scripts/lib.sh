@@ -11,6 +11,19 @@ PC_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
 # root) those tests are reported as skipped. clang: the libFuzzer targets.
 PC_OPTIONAL_PACKAGES="clang"
 
+# pc_stop_pid FILE: stop the daemon whose pid FILE holds (TERM, then KILL after 5 s), then
+# remove FILE. Nothing happens without FILE or when the process has already gone.
+pc_stop_pid() {
+    local f=$1 pid _
+    [ -s "$f" ] || return 0
+    pid=$(cat "$f")
+    if kill "$pid" 2>/dev/null; then
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+}
+
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 

@@ -78,3 +78,14 @@ pc_await_job() {
     done
     return 1
 }
+
+# pc_await_manifest DIR SECONDS: until DIR holds a complete checkpoint (a MANIFEST); fails
+# after SECONDS.
+pc_await_manifest() {
+    local _
+    for _ in $(seq $(($2 * 20))); do
+        compgen -G "$1/ckpt-*/MANIFEST" >/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}

@@ -38,6 +38,7 @@
 # pid it recorded; interfaces and namespaces are deleted by name. Only the namespaces and
 # links it creates carry traffic. Recipes: doc/cluster.md.
 set -Eeuo pipefail
+. "$(dirname "$0")/../lib.sh" # pc_stop_pid
 me=pc-cluster.sh
 die() { echo "$me: $*" >&2; exit 1; }
 # usage [PROBLEM]: the problem in one line (or, with none, the whole header: --help)
@@ -170,16 +171,6 @@ in_node() {
     else
         taskset -c "$cores" nsenter --net="/run/netns/$ns" --uts="$uts" -- "$@"
     fi
-}
-
-stop_pid() { # stop_pid FILE: TERM, then KILL after 5 s
-    local f=$1 pid
-    [ -s "$f" ] || return 0
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || { rm -f "$f"; return 0; }
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || { rm -f "$f"; return 0; }; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$f"
 }
 
 cmd_up() {
@@ -400,11 +391,11 @@ cmd_slurm() {
     stop)
         [ -d "$s" ] || return 0
         while read -r name addr ns uts veth cset; do
-            stop_pid "$s/slurmd-$name.pid"
-            stop_pid "$m/munge-$name/munged.pid"
+            pc_stop_pid "$s/slurmd-$name.pid"
+            pc_stop_pid "$m/munge-$name/munged.pid"
         done <"$dir/nodes"
-        stop_pid "$s/slurmctld.pid"
-        stop_pid "$m/munge-ctl/munged.pid"
+        pc_stop_pid "$s/slurmctld.pid"
+        pc_stop_pid "$m/munge-ctl/munged.pid"
         rm -rf "$m"
         echo "$me: Slurm of $dir stopped"
         ;;

@@ -10,19 +10,11 @@
 # one-CPU tasks when tests/mpi/test_docs.sh folds a multi-node job onto this node, fit on a
 # 2-core machine, oversubscribed.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh" # pc_stop_pid
 die() { echo "local-cluster.sh: $*" >&2; exit 1; }
 [ $# -eq 2 ] || die "usage: $0 start|stop DIR"
 cmd=$1
 dir=$(realpath -m "$2")
-
-stop_pid() { # stop_pid FILE NAME: TERM, then KILL after 5 s
-    local f=$1 pid
-    [ -s "$f" ] || return 0
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || return 0
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-}
 
 case $cmd in
 start)
@@ -65,9 +57,9 @@ CONF
     die "the node did not become idle (state '${state:-none}'; see $dir/slurmctld.log and $dir/slurmd.log)"
     ;;
 stop)
-    stop_pid "$dir/slurmd.pid"
-    stop_pid "$dir/slurmctld.pid"
-    stop_pid "$dir/munged.pid"
+    pc_stop_pid "$dir/slurmd.pid"
+    pc_stop_pid "$dir/slurmctld.pid"
+    pc_stop_pid "$dir/munged.pid"
     ;;
 *)
     die "usage: $0 start|stop DIR"

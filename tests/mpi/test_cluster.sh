@@ -119,13 +119,6 @@ frun() { # frun LOG TIMEOUT [more flags]: pc-train across the 3 nodes in the bac
         >"$log" 2>&1 &
     fjob=$!
 }
-await_ckpt() { # await_ckpt: until the first checkpoint of the run exists
-    for _ in $(seq 600); do
-        compgen -G "$tmp/fck/ckpt-*/MANIFEST" >/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
 rm -rf "$tmp/fck"
 frun "$tmp/fref.log" 60 --save-model "$tmp/fref.pcm"
 wait "$fjob" || bad "fault reference run"
@@ -134,7 +127,7 @@ fdone=$(grep -o '^done: [0-9]* iterations' "$tmp/fref.log")
 # 3a. node2's link down for 5 s in mid-run (--timeout 30): TCP retransmits; same model.
 rm -rf "$tmp/fck"
 frun "$tmp/fa.log" 30 --save-model "$tmp/fa.pcm"
-await_ckpt
+pc_await_manifest "$tmp/fck" 60
 "$pcc" link "$cl" node2 down
 sleep 5
 "$pcc" link "$cl" node2 up
@@ -149,7 +142,7 @@ fi
 # then, link up, --resume from the last checkpoint: the uninterrupted run's model.
 rm -rf "$tmp/fck"
 frun "$tmp/fb.log" 8
-await_ckpt
+pc_await_manifest "$tmp/fck" 60
 "$pcc" link "$cl" node2 down
 ended=""
 for s in $(seq 40); do
@@ -179,7 +172,7 @@ fi
 # 3c. node1's processes killed (its Open MPI daemon and the worker): the job ends; resume.
 rm -rf "$tmp/fck"
 frun "$tmp/fc.log" 60
-await_ckpt
+pc_await_manifest "$tmp/fck" 60
 "$pcc" kill "$cl" node1 >/dev/null
 ended=""
 for s in $(seq 60); do
@@ -264,10 +257,7 @@ long=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01
 jid=$(cd "$src" && PC_TRAIN="$train" PC_CHECKPOINT_DIR="$tmp/ck" PC_CHECKPOINT_EVERY=200 \
     sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --output="$tmp/job.out" \
     scripts/slurm/pc-train-multinode.sbatch "${long[@]}" --save-model "$tmp/requeued.pcm")
-for _ in $(seq 1200); do
-    compgen -G "$tmp/ck/ckpt-*/MANIFEST" >/dev/null && break
-    sleep 0.1
-done
+pc_await_manifest "$tmp/ck" 120
 scancel --signal=USR1 --batch "$jid"
 pc_await_job "$jid" 600
 state=$(pc_job_state "$jid")

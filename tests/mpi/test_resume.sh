@@ -19,16 +19,6 @@ trap 'for j in $(jobs -p); do pc_kill_tree "$j"; done; rm -rf "$tmp"' EXIT
 # 2 workers x batch 16 over 40000 samples: 1250 iterations per epoch, a few seconds.
 common=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01 --log-level warn)
 
-# wait_manifest DIR SECONDS: until DIR holds a complete checkpoint (a MANIFEST).
-wait_manifest() {
-    local i
-    for i in $(seq $(($2 * 20))); do
-        compgen -G "$1/ckpt-*/MANIFEST" >/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
-
 # interrupted NAME SIGNAL FLAGS...: reference run, then a run hit by SIGNAL on every rank
 # once a checkpoint exists, then --resume to the end; the two saved models must be equal.
 interrupted() {
@@ -40,7 +30,7 @@ interrupted() {
     "$run" -t 240 -np 3 "$train" "${common[@]}" "$@" --checkpoint-dir "$ck" --checkpoint-every 200 \
         --save-model "$tmp/$name-cut.pcm" >"$tmp/$name-cut.log" 2>&1 &
     local pid=$!
-    if ! wait_manifest "$ck" 120; then
+    if ! pc_await_manifest "$ck" 120; then
         bad "$name: no checkpoint appeared"; pc_kill_tree $pid; wait $pid; return
     fi
     # the ranks only, not mpirun or timeout (Slurm signals tasks)

@@ -51,10 +51,7 @@ long=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01
     >"$tmp/ref.log" 2>&1 || bad "reference run (mpirun)"
 jid=$(PC_CHECKPOINT_DIR="$tmp/ck2" PC_CHECKPOINT_EVERY=200 sbatch --parsable --output="$tmp/job2.out" \
     "$src/scripts/slurm/pc-train.sbatch" "${long[@]}" --save-model "$tmp/requeued.pcm")
-for _ in $(seq 1200); do
-    compgen -G "$tmp/ck2/ckpt-*/MANIFEST" >/dev/null && break
-    sleep 0.1
-done
+pc_await_manifest "$tmp/ck2" 120
 scancel --signal=USR1 --batch "$jid"
 # Slurm holds a requeued job until the old credentials expire (cred_expire, 10 s on the
 # test cluster); then it starts again. Up to 240 s: on a loaded 2-core machine the
@@ -115,10 +112,7 @@ done
 # not try to signal the job again (that logged "scancel: error: ... Invalid job id").
 jid=$(PC_CHECKPOINT_DIR="$tmp/ck6" PC_CHECKPOINT_EVERY=200 sbatch --parsable --output="$tmp/job6.out" \
     "$src/scripts/slurm/pc-train.sbatch" "${long[@]}")
-for _ in $(seq 1200); do
-    compgen -G "$tmp/ck6/ckpt-*/MANIFEST" >/dev/null && break
-    sleep 0.1
-done
+pc_await_manifest "$tmp/ck6" 120
 scancel "$jid"
 # Until every process of the job has ended (squeue lists it while it is COMPLETING); the
 # state is read on the way, as Slurm forgets an ended job after MinJobAge (4 s).
