@@ -268,63 +268,6 @@ static const pc_opt_t model_opts[] = {
      .help = "also write the rates and every prediction as JSON to FILE"},
 };
 
-/* ---- compute: per-layer times from the model's hooks -------------------------------- */
-
-/* What the hooks record in one forward and backward pass. A layer is discovered at the
- * first pass: a param_wait not directly preceded by another starts a new one (the model
- * calls it for a layer's weight, then its bias, then runs the layer). */
-typedef struct probe {
-    int nlayers;
-    int tensor_layer[MAX_TENSORS]; /* -1 until discovered */
-    bool pending;                  /* a param_wait since the last layer_begin */
-    int64_t fwd_start[MAX_LAYERS]; /* first param_wait of the layer in this pass */
-    int64_t bwd_ready[MAX_LAYERS]; /* first grad_ready of the layer in this pass */
-    bool overflow;
-} probe_t;
-
-static int probe_wait(void *ud, int t)
-{
-    probe_t *p = ud;
-    int64_t now = pc_time_ns();
-    if (t < 0 || t >= MAX_TENSORS) {
-        p->overflow = true;
-        return PC_OK;
-    }
-    if (p->tensor_layer[t] < 0) {
-        if (!p->pending && p->nlayers == MAX_LAYERS) {
-            p->overflow = true;
-            return PC_OK;
-        }
-        p->tensor_layer[t] = p->pending ? p->nlayers - 1 : p->nlayers++;
-    }
-    int l = p->tensor_layer[t];
-    if (!p->fwd_start[l])
-        p->fwd_start[l] = now;
-    p->pending = true;
-    return PC_OK;
-}
-
-static int probe_ready(void *ud, int t)
-{
-    probe_t *p = ud;
-    int64_t now = pc_time_ns();
-    if (t < 0 || t >= MAX_TENSORS || p->tensor_layer[t] < 0) {
-        p->overflow = true;
-        return PC_OK;
-    }
-    int l = p->tensor_layer[t];
-    if (!p->bwd_ready[l])
-        p->bwd_ready[l] = now;
-    return PC_OK;
-}
-
-static void probe_begin(void *ud, const char *layer, bool backward)
-{
-    (void)layer;
-    if (!backward)
-        ((probe_t *)ud)->pending = false;
-}
-
 /* What rank 0 measured. */
 typedef struct measured {
     pc_model_t *model;
@@ -341,8 +284,8 @@ typedef struct measured {
     int nchunks, nmeasured; /* chunks of the plan; those at or above --compress-min-bytes */
 } measured_t;
 
-/* Time forward and backward reps times (after one warm-up) on a synthetic batch; per-layer
- * medians into m. 0, or -1 with a message printed. */
+/* Time forward and backward reps times (after one warm-up) on a synthetic batch
+ * (pc_model_profile); per-layer medians into m. 0, or -1 with a message printed. */
 static int measure_compute(const opts_t *o, measured_t *m)
 {
     pc_dataset_t ds = {0};
@@ -356,63 +299,16 @@ static int measure_compute(const opts_t *o, measured_t *m)
     }
     pc_model_init(m->model, 1);
     m->ntensors = pc_model_ntensors(m->model);
-    if (m->ntensors > MAX_TENSORS) {
-        fprintf(stderr, "pc-bench: model: %d tensors, at most %d\n", m->ntensors, MAX_TENSORS);
+    if (m->ntensors > MAX_TENSORS ||
+        pc_model_profile(m->model, ds.images, ds.labels, o->batch, o->reps, m->layers, MAX_LAYERS,
+                         &m->nlayers, m->tensor_layer) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: cannot time the %s model's layers\n",
+                pc_model_kind_name((pc_model_kind_t)o->model));
         pc_data_free(&ds);
         return -1;
-    }
-    probe_t p = {0};
-    for (int t = 0; t < MAX_TENSORS; t++)
-        p.tensor_layer[t] = -1;
-    pc_model_hooks_t hooks = {
-        .ud = &p, .param_wait = probe_wait, .grad_ready = probe_ready, .layer_begin = probe_begin};
-    int reps = o->reps;
-    double *f = malloc(sizeof(double) * (size_t)reps * MAX_LAYERS * 2),
-           *b = f ? f + reps * MAX_LAYERS : NULL;
-    if (!f) {
-        fprintf(stderr, "pc-bench: model: out of memory\n");
-        pc_data_free(&ds);
-        return -1;
-    }
-    for (int r = -1; r < reps; r++) { /* r = -1: the warm-up, which also finds the layers */
-        memset(p.fwd_start, 0, sizeof(p.fwd_start));
-        memset(p.bwd_ready, 0, sizeof(p.bwd_ready));
-        p.pending = false;
-        float loss;
-        int correct;
-        int64_t t0 = pc_time_ns();
-        int rc = pc_model_forward(m->model, ds.images, ds.labels, o->batch, true, 1,
-                                  (uint64_t)r + 1, &hooks, &loss, &correct);
-        int64_t t1 = pc_time_ns();
-        if (rc == PC_OK)
-            rc = pc_model_backward(m->model, ds.labels, o->batch, &hooks);
-        int64_t t2 = pc_time_ns();
-        if (rc != PC_OK || p.overflow || p.nlayers < 1) {
-            fprintf(stderr, "pc-bench: model: cannot time the %s model's layers\n",
-                    pc_model_kind_name((pc_model_kind_t)o->model));
-            free(f);
-            pc_data_free(&ds);
-            return -1;
-        }
-        if (r < 0)
-            continue;
-        int L = p.nlayers;
-        for (int l = 0; l < L; l++) {
-            int64_t start = l ? p.fwd_start[l] : t0, stop = l + 1 < L ? p.fwd_start[l + 1] : t1;
-            int64_t from = l + 1 < L ? p.bwd_ready[l + 1] : t1;
-            int64_t to = l ? p.bwd_ready[l] : t2; /* after the first layer's: nothing to hide */
-            f[l * reps + r] = (double)(stop - start) * 1e-9;
-            b[l * reps + r] = (double)(to - from) * 1e-9;
-        }
-    }
-    m->nlayers = p.nlayers;
-    for (int l = 0; l < m->nlayers; l++) {
-        m->layers[l].fwd = bench_median(f + l * reps, (size_t)reps);
-        m->layers[l].bwd = bench_median(b + l * reps, (size_t)reps);
     }
     for (int t = 0; t < m->ntensors; t++) {
-        int l = p.tensor_layer[t];
-        m->tensor_layer[t] = l;
+        int l = m->tensor_layer[t];
         m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t),
                                            pc_model_tensor_param(m->model, t),
                                            pc_model_tensor_grad(m->model, t)};
@@ -423,75 +319,39 @@ static int measure_compute(const opts_t *o, measured_t *m)
                      (int)(dot ? (size_t)(dot - name) : strlen(name)), name);
         }
     }
-    free(f);
     pc_data_free(&ds);
     return 0;
 }
 
-/* Each codec on the model's gradient as the runtime chunks it: the compressed codecs on
- * the chunks at or above --compress-min-bytes (all chunks when none is), NONE on all. */
+/* Each codec on the model's gradient as the runtime chunks it (pc_cost_measure_codecs):
+ * the compressed codecs on the chunks at or above --compress-min-bytes (all chunks when
+ * none is), NONE on all. */
 static int measure_codecs(const opts_t *o, measured_t *m)
 {
-    pc_plan_t *plan = NULL;
-    if (pc_plan_create(m->tensors, m->ntensors, (size_t)o->chunk_bytes / sizeof(float), 1, &plan) !=
-        PC_OK) {
-        fprintf(stderr, "pc-bench: model: cannot plan the chunks\n");
-        return -1;
-    }
-    m->nchunks = plan->nchunks;
-    /* The chunks cover the gradient slab in order: chunk i starts where i - 1 ends. The
-     * compressed codecs run on the big chunks laid end to end from the first big one's
-     * start: the same data where they are consecutive (a small chunk in between, if any,
-     * shifts the later ones' data, never past the slab's end), which is all a rate needs. */
-    size_t *all = malloc(sizeof(size_t) * (size_t)plan->nchunks * 2),
-           *big = all ? all + plan->nchunks : NULL;
-    const float *slab = pc_model_tensor_grad(m->model, 0), *big_start = NULL;
-    int nbig = 0;
-    size_t off = 0, most = 1024;
-    for (int i = 0; all && i < plan->nchunks; i++) {
-        size_t n = plan->chunks[i].n;
-        all[i] = n;
-        if ((int64_t)(n * sizeof(float)) >= o->compress_min_bytes) {
-            if (!nbig)
-                big_start = slab + off;
-            big[nbig++] = n;
-        }
-        most = n > most ? n : most;
-        off += n;
-    }
-    if (!all) {
-        pc_plan_destroy(plan);
-        fprintf(stderr, "pc-bench: model: out of memory\n");
-        return -1;
-    }
-    m->nmeasured = nbig;
-    m->server_n = most;
     snprintf(m->codec_spec[PC_COST_CODEC_NONE], 64, "none");
     snprintf(m->codec_spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g", o->topk_ratio);
     snprintf(m->codec_spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", o->topk_ratio);
     snprintf(m->codec_spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g", o->dgc_ratio);
-    int status = 0;
-    for (int q = 0; q < PC_COST_CODECS && !status; q++) {
-        char err[256];
-        pc_codec_spec_t spec;
-        if (pc_codec_spec_parse(m->codec_spec[q], &spec, err, sizeof(err)) != PC_OK) {
+    pc_codec_spec_t spec[PC_COST_CODECS];
+    char err[256];
+    for (int q = 0; q < PC_COST_CODECS; q++) {
+        if (pc_codec_spec_parse(m->codec_spec[q], &spec[q], err, sizeof(err)) != PC_OK) {
             fprintf(stderr, "pc-bench: model: %s\n", err);
-            status = -1;
-            break;
+            return -1;
         }
-        spec.seed = 42;
-        bool dense = q == PC_COST_CODEC_NONE || nbig == 0;
-        int rc = pc_cost_measure_codec(&spec, dense ? slab : big_start, dense ? all : big,
-                                       dense ? plan->nchunks : nbig, o->reps, &m->codec[q], err,
-                                       sizeof(err));
-        if (rc != PC_OK) {
-            fprintf(stderr, "pc-bench: model: %s: %s\n", m->codec_spec[q], err);
-            status = -1;
-        }
+        spec[q].seed = 42;
     }
-    free(all);
-    pc_plan_destroy(plan);
-    return status;
+    pc_cost_chunks_t ch;
+    if (pc_cost_measure_codecs(m->tensors, m->ntensors, (size_t)o->chunk_bytes,
+                               (size_t)o->compress_min_bytes, spec, o->reps, m->codec, &ch, err,
+                               sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: %s\n", err);
+        return -1;
+    }
+    m->nchunks = ch.nchunks;
+    m->nmeasured = ch.ncompressed;
+    m->server_n = ch.largest > 1024 ? ch.largest : 1024;
+    return 0;
 }
 
 /* ---- the link: ping-pong between ranks 0 and 1 -------------------------------------- */

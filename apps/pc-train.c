@@ -259,6 +259,64 @@ static void print_progress(int epoch, int epochs, int64_t it, int64_t total, dou
     fflush(stdout);
 }
 
+/* --mode auto: profile the model on a synthetic batch of o->batch samples (every rank at
+ * once), then pc_auto_choose measures the link, the codecs and the server, and resolves
+ * cfg; rank 0 prints the figures and the choice. Collective; dies on failure. */
+static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
+{
+    enum { MAX_LAYERS = 16, MAX_TENSORS = 32, REPS = 3 };
+    char err[1024];
+    pc_dataset_t ds = {0};
+    pc_model_t *m = NULL;
+    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK ||
+        pc_model_create((pc_model_kind_t)o->model, o->batch, 1, (int)ds.rows, (int)ds.cols,
+                        ds.classes, (float)o->dropout, &m) != PC_OK)
+        die("--mode auto", "cannot build the model for the probe");
+    pc_model_init(m, (uint64_t)cfg->seed);
+    int nt = pc_model_ntensors(m), nl = 0, tensor_layer[MAX_TENSORS];
+    pc_cost_layer_t layers[MAX_LAYERS];
+    pc_plan_tensor_t tensors[MAX_TENSORS];
+    if (nt > MAX_TENSORS || pc_model_profile(m, ds.images, ds.labels, o->batch, REPS, layers,
+                                             MAX_LAYERS, &nl, tensor_layer) != PC_OK)
+        die("--mode auto", "cannot profile the model's layers");
+    for (int t = 0; t < nt; t++)
+        tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m, t), pc_model_tensor_param(m, t),
+                                        pc_model_tensor_grad(m, t)};
+    pc_auto_probe_t probe = {.layers = layers,
+                             .nlayers = nl,
+                             .tensors = tensors,
+                             .tensor_layer = tensor_layer,
+                             .ntensors = nt,
+                             .reps = REPS};
+    pc_auto_result_t r;
+    if (pc_auto_choose(cfg, MPI_COMM_WORLD, &probe, &r, err, sizeof(err)) != PC_OK)
+        die("--mode auto", err);
+    pc_model_destroy(m);
+    pc_data_free(&ds);
+    if (rank != 0)
+        return;
+    printf("auto: probe %.1f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest rank's "
+           "per layer)",
+           r.seconds, (r.compute.fwd + r.compute.bwd) * 1e3, r.compute.fwd * 1e3,
+           r.compute.bwd * 1e3);
+    if (r.link_peer >= 0)
+        printf("; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", r.link_peer, r.link_host,
+               r.link_remote ? "another host" : "this host", r.link.bandwidth * 1e-6,
+               r.link.latency * 1e6);
+    else
+        printf("; one rank: no link\n");
+    const pc_cost_choice_t *c = &r.choice;
+    for (int k = 0; k < PC_COST_MODES; k++)
+        if (c->candidate[k])
+            printf("auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
+                   pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3,
+                   c->rate[k] * o->batch, c->rate[k] / c->rate[c->best],
+                   k == (int)c->best ? "  <- chosen" : "");
+    printf("auto: chose %s: %s (these flags run the same without the probe)\n",
+           pc_cost_mode_name(c->best), r.flags);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -287,6 +345,12 @@ int main(int argc, char **argv)
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     pc_dataset_t train = {0};
     bool have_train = false;
+    if (rc == PC_OK && !o.eval_model[0] && cfg.mode == PC_MODE_AUTO) {
+        /* Resolved before anything reads the mode (the run's length depends on it). */
+        rc = pc_auto_check(&cfg, size, err, sizeof(err));
+        if (rc == PC_OK)
+            resolve_auto(&o, &cfg, rank);
+    }
     if (rc == PC_OK && !o.eval_model[0] && cfg.lr_schedule == PC_LR_COSINE && cfg.iters == 0) {
         /* The cosine schedule needs the run's length, which --epochs gives once the size of
          * the training set is known: rank 0 reads it now (and keeps it) and tells every

@@ -123,6 +123,77 @@ out:
     return rc;
 }
 
+int pc_cost_measure_codecs(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_bytes,
+                           size_t compress_min_bytes, const pc_codec_spec_t *specs, int reps,
+                           pc_cost_codec_rate_t *out, pc_cost_chunks_t *chunks, char *err,
+                           size_t errlen)
+{
+    if (!tensors || ntensors < 1 || chunk_bytes < sizeof(float) || !specs || reps < 1 || !out ||
+        !chunks)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure codecs: bad arguments");
+    for (int t = 0; t < ntensors; t++)
+        if (!tensors[t].grad)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "measure codecs: tensor %d has no gradient",
+                                t);
+    pc_plan_t *plan = NULL;
+    int rc = pc_plan_create(tensors, ntensors, chunk_bytes / sizeof(float), 1, &plan);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "measure codecs: cannot plan the chunks: %s",
+                            pc_strerror(rc));
+    /* The gradient copied chunk after chunk into one buffer (a chunk may span small
+     * tensors, and tensors need not be adjacent): all chunks from `all`, then the big ones
+     * (at least compress_min_bytes) again from `big`. */
+    size_t total = 0, nbig_elems = 0, most = 0;
+    int nbig = 0;
+    for (int i = 0; i < plan->nchunks; i++) {
+        size_t n = plan->chunks[i].n;
+        total += n;
+        if (n * sizeof(float) >= compress_min_bytes) {
+            nbig_elems += n;
+            nbig++;
+        }
+        most = n > most ? n : most;
+    }
+    size_t *all_n = malloc(sizeof(size_t) * (size_t)plan->nchunks * 2);
+    float *all = malloc(sizeof(float) * (total + nbig_elems));
+    if (!all_n || !all) {
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "measure codecs: out of memory");
+        goto out;
+    }
+    size_t *big_n = all_n + plan->nchunks;
+    float *big = all + total, *a = all, *b = big;
+    nbig = 0;
+    for (int i = 0; i < plan->nchunks; i++) {
+        const pc_plan_chunk_t *k = &plan->chunks[i];
+        float *start = a;
+        size_t off = k->offset, left = k->n;
+        for (int t = k->first_tensor; t <= k->last_tensor && left > 0; t++, off = 0) {
+            size_t take = tensors[t].n - off < left ? tensors[t].n - off : left;
+            memcpy(a, tensors[t].grad + off, sizeof(float) * take);
+            a += take;
+            left -= take;
+        }
+        all_n[i] = k->n;
+        if (k->n * sizeof(float) >= compress_min_bytes) {
+            memcpy(b, start, sizeof(float) * k->n);
+            b += k->n;
+            big_n[nbig++] = k->n;
+        }
+    }
+    *chunks = (pc_cost_chunks_t){
+        .nchunks = plan->nchunks, .ncompressed = nbig, .elements = total, .largest = most};
+    for (int q = 0; q < PC_COST_CODECS && rc == PC_OK; q++) {
+        bool dense = q == PC_COST_CODEC_NONE || nbig == 0;
+        rc = pc_cost_measure_codec(&specs[q], dense ? all : big, dense ? all_n : big_n,
+                                   dense ? plan->nchunks : nbig, reps, &out[q], err, errlen);
+    }
+out:
+    free(all_n);
+    free(all);
+    pc_plan_destroy(plan);
+    return rc;
+}
+
 /* Heavy-tailed gradients, as pc-bench compress draws them: |x| = 1e-3 u^-1.2. */
 static void heavy(float *x, size_t n, uint64_t stream)
 {

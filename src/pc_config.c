@@ -61,7 +61,8 @@ static const pc_opt_t config_opts[] = {
      .type = PC_OPT_CHOICE,
      .offset = offsetof(pc_config_t, mode),
      .choices = PC_CONFIG_MODE_TABLE(PC_OPT_CHOICE_TEXT) + 1,
-     .help = "parameter servers, or dense MPI_Allreduce (baseline)"},
+     .help = "parameter servers, dense MPI_Allreduce (baseline), or auto: measure at start-up "
+             "and choose the mode and codec (pc_cost)"},
     {.name = "chunk-bytes",
      .type = PC_OPT_SIZE,
      .offset = offsetof(pc_config_t, chunk_bytes),
@@ -258,4 +259,17 @@ int pc_config_given(const pc_config_t *cfg, const char *name)
         if (strcmp(opts[i].name, name) == 0)
             return (cfg->given >> i) & 1;
     return 0;
+}
+
+void pc_config_set_given(pc_config_t *cfg, const char *name, int given)
+{
+    size_t n;
+    const pc_opt_t *opts = pc_config_options(&n);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (strcmp(opts[i].name, name) == 0) {
+            if (given)
+                cfg->given |= UINT64_C(1) << i;
+            else
+                cfg->given &= ~(UINT64_C(1) << i);
+        }
 }

@@ -403,6 +403,35 @@ out:
     return rc;
 }
 
+int pc_cost_choose(const pc_cost_t *c, unsigned candidates, int ranks, int servers,
+                   const pc_cost_link_t *link, pc_cost_choice_t *out)
+{
+    if (!c || !out || ranks < 1 || ranks > PC_COST_MAX_RANKS || servers < 0 ||
+        (candidates & ~((1u << PC_COST_MODES) - 1)) != 0)
+        return PC_EINVAL;
+    pc_cost_choice_t r = {.best = PC_COST_MODES};
+    for (int m = 0; m < PC_COST_MODES; m++) {
+        if (!(candidates & (1u << m)))
+            continue;
+        int W = m == PC_COST_ALLREDUCE ? ranks : ranks - servers;
+        if (W < 1 || (m != PC_COST_ALLREDUCE && servers < 1))
+            continue; /* no layout of this mode on these ranks */
+        int rc = pc_cost_predict(c, (pc_cost_mode_t)m, W, m == PC_COST_ALLREDUCE ? 0 : servers,
+                                 link, &r.pred[m]);
+        if (rc != PC_OK)
+            return rc;
+        r.candidate[m] = true;
+        r.workers[m] = W;
+        r.rate[m] = r.pred[m].iter > 0 ? W / r.pred[m].iter : HUGE_VAL;
+        if (r.best == PC_COST_MODES || r.rate[m] > r.rate[r.best])
+            r.best = (pc_cost_mode_t)m;
+    }
+    if (r.best == PC_COST_MODES)
+        return PC_EINVAL;
+    *out = r;
+    return PC_OK;
+}
+
 const char *pc_cost_mode_name(int mode)
 {
     static const char *const names[] = {

@@ -25,6 +25,10 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     char why[256];
     if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--compress: %s", why);
+    if (cfg->mode == PC_MODE_AUTO)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--mode auto must be resolved before the runtime starts "
+                            "(pc_auto_check, then pc_auto_choose)");
     if (cfg->mode == PC_MODE_ALLREDUCE) {
         /* Every gradient travels dense through MPI_Allreduce: no codec, no servers. */
         if (pc_config_given(cfg, "compress") && spec.id != PC_CODEC_NONE)

@@ -26,7 +26,7 @@ extern "C" {
 
 /* --mode and --pull: X(NAME, "flag spelling"), in enum order; the enums and the flags'
  * choice strings come from these tables. */
-#define PC_CONFIG_MODE_TABLE(X) X(PS, "ps") X(ALLREDUCE, "allreduce")
+#define PC_CONFIG_MODE_TABLE(X) X(PS, "ps") X(ALLREDUCE, "allreduce") X(AUTO, "auto")
 #define PC_CONFIG_PULL_TABLE(X) X(AUTO, "auto") X(DENSE, "dense") X(SPARSE, "sparse")
 /* --priority: the order in which folded chunks are compressed and sent, and completed chunks
  * aggregated on a server: FORWARD, the order the next forward pass needs them (the lowest
@@ -57,7 +57,8 @@ typedef struct pc_config {
     int log_level;                     /* --log-level: a pc_log_level_t */
     char compress[PC_CONFIG_SPEC_LEN]; /* --compress SPEC (pc_codec_spec_parse) */
     int pipeline;                      /* --pipeline off|on: compress on the compressor thread */
-    int mode;                          /* --mode ps|allreduce: a pc_config_mode_t */
+    int mode;                          /* --mode ps|allreduce|auto: a pc_config_mode_t;
+                                        * auto is resolved by pc_auto_choose */
     int64_t chunk_bytes;               /* --chunk-bytes: largest chunk of a tensor */
     int64_t compress_min_bytes;        /* --compress-min-bytes: smaller chunks travel dense */
     int pull;                          /* --pull auto|dense|sparse: a pc_config_pull_t */
@@ -97,6 +98,11 @@ pc_opt_group_t pc_config_group(pc_config_t *cfg, const char *title);
 /* Whether flag `name` (long name without "--") was given on the command line, as recorded
  * by a parse of pc_config_group(cfg). 0 for unknown names. Thread-safe. */
 int pc_config_given(const pc_config_t *cfg, const char *name);
+
+/* Record flag `name` as given (given != 0) or not: a program that sets a flag's value on
+ * the user's behalf (pc_auto_choose) makes the runtime's checks see it as a default.
+ * Unknown names are ignored. Not thread-safe on cfg. */
+void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
 
 #ifdef __cplusplus
 }

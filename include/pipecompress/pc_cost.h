@@ -172,6 +172,27 @@ void pc_cost_destroy(pc_cost_t *c);
 int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
                     const pc_cost_link_t *link, pc_cost_result_t *out);
 
+/* Predictions of every candidate mode for one job, and the fastest. */
+typedef struct pc_cost_choice {
+    pc_cost_mode_t best;                  /* the candidate with the highest rate */
+    bool candidate[PC_COST_MODES];        /* predicted: asked for, and a layout exists */
+    int workers[PC_COST_MODES];           /* W of the mode's prediction */
+    pc_cost_result_t pred[PC_COST_MODES]; /* the predictions (candidates only) */
+    double rate[PC_COST_MODES];           /* W / iter: samples per second per sample of
+                                           * one worker's batch (throughput) */
+} pc_cost_choice_t;
+
+/* Predict each mode whose bit is set in candidates (bit m: mode m) for a job of `ranks`
+ * ranks of which `servers` serve in the parameter-server modes: the allreduce with
+ * W = ranks workers (every rank computes), a parameter-server mode with W = ranks -
+ * servers and S = servers (skipped when either is below 1); and choose the mode that
+ * trains the most samples per second, W / iter (equal rates: the lower mode). Modes
+ * with different W differ in global batch; the rate compares them by throughput.
+ * Returns PC_OK, or PC_EINVAL (bad arguments, no candidate with a layout) or a
+ * pc_cost_predict error; *out is written on PC_OK only. Thread-safe. */
+int pc_cost_choose(const pc_cost_t *c, unsigned candidates, int ranks, int servers,
+                   const pc_cost_link_t *link, pc_cost_choice_t *out);
+
 /* The chunks of c's plan, and the elements of all of them. Thread-safe. */
 int pc_cost_nchunks(const pc_cost_t *c);
 size_t pc_cost_nelems(const pc_cost_t *c);
@@ -205,6 +226,29 @@ const char *pc_cost_codec_name(int codec);
 int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const size_t *chunk_n,
                           int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
                           size_t errlen);
+
+/* How pc_cost_measure_codecs found the plan. */
+typedef struct pc_cost_chunks {
+    int nchunks;     /* chunks of the plan */
+    int ncompressed; /* those of at least compress_min_bytes: the compressed codecs' */
+    size_t elements; /* all chunks' elements */
+    size_t largest;  /* the largest chunk's elements (pc_cost_measure_server's n) */
+} pc_cost_chunks_t;
+
+/* Every codec of specs (PC_COST_CODECS of them, in PC_COST_CODEC_TABLE's order, seeds
+ * set by the caller) on the gradients of the tensors (registration order; each .grad
+ * read, never written) as the runtime chunks them (pc_plan, chunk_bytes, one server):
+ * the compressed codecs on the chunks of at least compress_min_bytes (on all chunks when
+ * none is), NONE on all chunks, each with pc_cost_measure_codec and reps. The chunks'
+ * data are first copied end to end into a buffer of this call's (a chunk may span small
+ * tensors; tensors need not be adjacent). out gets PC_COST_CODECS rates, *chunks the
+ * plan's counts. Returns PC_OK, PC_EINVAL (no tensors, a tensor without gradient or of 0
+ * elements, chunk_bytes < 4, reps < 1), PC_ENOMEM or a codec's error, with a message in
+ * err. Thread-safe. */
+int pc_cost_measure_codecs(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_bytes,
+                           size_t compress_min_bytes, const pc_codec_spec_t *specs, int reps,
+                           pc_cost_codec_rate_t *out, pc_cost_chunks_t *chunks, char *err,
+                           size_t errlen);
 
 /* Time the server's and the pull's per-element work on chunks of n elements (n >= 1024)
  * of synthetic heavy-tailed gradients, in passes over `total` elements (>= n: the

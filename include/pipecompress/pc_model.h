@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_opt.h"
 
 #ifdef __cplusplus
@@ -81,6 +82,19 @@ int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B
 /* Backward of the last forward (train mode), writing every parameter gradient and calling
  * grad_ready per tensor, last layer first. */
 int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_model_hooks_t *hooks);
+
+/* Time one forward and backward pass of the batch (x, labels, B) reps times, after an
+ * untimed one, with hooks of its own (dropout on, Philox seed 1): per parameterised layer l
+ * (forward order; with the unparameterised layers after it) the median forward time from
+ * its param_wait to layer l+1's (the last layer: to the end of the forward, loss
+ * included) and backward time from layer l+1's grad_ready (the last layer: the start of
+ * the backward) to its own (the first layer: to the end of the backward), as pc_cost
+ * wants them. layers gets *nlayers entries (room for max_layers), tensor_layer one per
+ * tensor: its layer. The gradients are overwritten (a real backward: the caller may then
+ * time codecs on them). Returns PC_OK, PC_EINVAL (reps < 1, B outside 1..max_batch, more
+ * layers than max_layers) or PC_ENOMEM. Not thread-safe on m (one thread per model). */
+int pc_model_profile(pc_model_t *m, const float *x, const uint8_t *labels, int B, int reps,
+                     pc_cost_layer_t *layers, int max_layers, int *nlayers, int *tensor_layer);
 
 /* Model files (doc/model-format.md): a 48-byte little-endian header (magic "PCMODEL1",
  * version, kind, input shape, classes, parameter count, CRC-32 of the parameters, CRC-32 of

@@ -71,7 +71,8 @@ typedef struct pc_worker pc_worker_t;
  * with momentum > 0: momentum applied twice). Fills in: with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
- * --servers 0. Which flags were given comes from cfg->given (pc_config_group); a cfg not
+ * --servers 0. --mode auto is refused: pc_auto_choose resolves it first. Which flags were
+ * given comes from cfg->given (pc_config_group); a cfg not
  * parsed that way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a
  * one-line message naming the flag (cfg may then be partly filled). Thread-safe on
  * distinct cfgs. */

@@ -2,6 +2,7 @@
 #ifndef PIPECOMPRESS_H
 #define PIPECOMPRESS_H
 
+#include "pipecompress/pc_auto.h"
 #include "pipecompress/pc_backoff.h"
 #include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"

@@ -4,8 +4,10 @@
 #   compression, 3 top-k 1% inline, 4 top-k 1% pipelined (PipeCompress; both with the
 #   defaults: momentum on the workers, plain SGD on O(nnz) entries on the servers, sparse
 #   pulls), 5 DGC 0.1% pipelined (same defaults), 6 top-k 1% pipelined with the earlier
-#   design: momentum on the servers, which touch and push back every parameter;
-# for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-6), under
+#   design: momentum on the servers, which touch and push back every parameter; 7 --mode
+#   auto, on the ranks of modes 2-6 (it measures at start-up and picks one of 1, 2, 4, 5,
+#   6: the allreduce then on every rank; the report compares it by samples per second);
+# for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-7), under
 # three networks: shared memory; TCP over a loopback shaped to 10 Gbit/s and to 1 Gbit/s
 # inside a private network namespace (root only; every rank shares that one link).
 # With --nodes N: on N emulated nodes instead (scripts/cluster/pc-cluster.sh, root), one
@@ -133,6 +135,7 @@ label_of() {
     4) echo "ps, topk 1%, pipelined" ;;
     5) echo "ps, dgc 0.1%, pipelined" ;;
     6) echo "ps, topk 1%, pipelined, server mom" ;;
+    7) echo "auto (--mode auto)" ;;
     esac
 }
 
@@ -144,6 +147,7 @@ flags_of() {
     4) echo "--compress topk:ratio=0.01 --pipeline on" ;;
     5) echo "--compress dgc:ratio=0.001 --pipeline on" ;;
     6) echo "--compress topk:ratio=0.01,momentum=0 --momentum 0.9 --pipeline on" ;;
+    7) echo "--mode auto" ;;
     esac
 }
 
@@ -173,7 +177,7 @@ for model in $models; do
                 "${launch[@]}" "${probe[@]}" >"$runs/$name.predict" 2>&1 && echo ok ||
                     { echo "failed (the report goes without it)"; tail -n 3 "$runs/$name.predict" >&2; }
             fi
-            for mode in 1 2 3 4 5 6; do
+            for mode in 1 2 3 4 5 6 7; do
                 np=$((mode == 1 ? w : w + 1))
                 name="$model-$net-w$w-m$mode"
                 # shellcheck disable=SC2046
@@ -199,7 +203,7 @@ for model in $models; do
                 t1=$(date +%s%N)
                 printf '%6d s %s\n' $(( (t1 - t0) / 1000000000 )) "${failed:-ok}"
                 [ -n "$failed" ] && tail -n 3 "$runs/$name.log" >&2
-                python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None}, open(a[12], "w"))' \
+                python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None, "batch": 32}, open(a[12], "w"))' \
                     "$name" "$model" "$net" "$w" "$mode" "$(label_of $mode)" "$(flags_of $mode)" "$np" \
                     "$iters" "$warmup" "$failed" "$runs/$name.meta.json"
             done

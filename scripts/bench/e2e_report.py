@@ -3,8 +3,8 @@
 
   e2e_report.py RUNS_DIR RESULTS_JSON
 
-RUNS_DIR holds one NAME.jsonl (pc-train --metrics) and NAME.meta.json (what the run was)
-per run, and with e2e.sh --predict one MODEL-NET-wW.predict per group (pc-bench model's
+RUNS_DIR holds one NAME.jsonl (pc-train --metrics), NAME.meta.json (what the run was)
+and NAME.log (its output: mode 7's choice and predictions) per run, and with e2e.sh --predict one MODEL-NET-wW.predict per group (pc-bench model's
 "predict mode=... e2e=M ... iter_ms=X compute_ms=Y exposed_ms=Z" lines). Writes
 RESULTS_JSON (every run's medians, spreads, breakdown and bytes, its prediction when
 there is one, and the derived speedups and hidden fractions) and prints the tables.
@@ -53,8 +53,13 @@ def summarise(meta, rows):
     for r in w0:
         r["t_compute"] = max(0.0, r["t_iteration"] - r["t_param_wait"] - r["t_wait_release"]
                              - r["t_wait_backpressure"] - r["t_compress_inline"])
+    nworkers = len({r["rank"] for r in workers})
     return {
         **meta,
+        # Workers that ran (mode 7 may have chosen the allreduce on every rank) and the
+        # job's throughput: the measure that compares layouts with different workers.
+        "workers_run": nworkers,
+        "samples_per_s": nworkers * meta.get("batch", 32) / st.median(t_iter),
         "iterations_measured": len(t_iter),
         "t_iteration_median": st.median(t_iter),
         "t_iteration_q1": quantile(t_iter, 0.25),
@@ -94,6 +99,22 @@ def predictions(runs_dir, meta):
             "exposed": 1e-3 * float(m.group(3))}
 
 
+def auto_choice(runs_dir, meta):
+    """Mode 7's choice and its own prediction of it, from the run's log ("auto: predict
+    MODE W=N iter X ms ..." and "auto: chose MODE: FLAGS")."""
+    try:
+        text = open(os.path.join(runs_dir, meta["name"] + ".log")).read()
+    except OSError:
+        return None
+    m = re.search(r"^auto: chose (\S+): (.*?) \(these flags", text, re.M)
+    if not m:
+        return None
+    preds = {p.group(1): {"workers": int(p.group(2)), "iter": 1e-3 * float(p.group(3))}
+             for p in re.finditer(r"^auto: predict (\S+)\s+W=(\d+)\s+iter\s+([0-9.]+) ms", text,
+                                  re.M)}
+    return {"choice": m.group(1), "flags": m.group(2), "predictions": preds}
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: e2e_report.py RUNS_DIR RESULTS_JSON")
@@ -114,6 +135,12 @@ def main():
             fail("%s: %s" % (n, e))
         r = summarise(meta, rows)
         p = predictions(runs_dir, meta)
+        if meta["mode"] == 7:
+            a = auto_choice(runs_dir, meta)
+            if a:
+                r["auto"] = a
+                p = a["predictions"].get(a["choice"])
+                p = {"iter": p["iter"], "compute": None, "exposed": None} if p else None
         if p:
             r["predicted"] = p
         runs.append(r)
@@ -147,6 +174,16 @@ def main():
         if t1 and best:
             d["best_mode"] = best
             d["speedup_best_over_1"] = t1 / t(best)
+        # --mode auto against the fastest fixed mode, by samples per second (its choice
+        # of the allreduce runs on one rank more than mode 1).
+        fixed = [modes[m] for m in (1, 2, 3, 4, 5, 6) if t(m)]
+        if t(7) and fixed:
+            fastest = max(fixed, key=lambda r: r["samples_per_s"])
+            d["auto_choice"] = modes[7].get("auto", {}).get("choice")
+            d["fastest_fixed_mode"] = fastest["mode"]
+            d["auto_over_fastest"] = modes[7]["samples_per_s"] / fastest["samples_per_s"]
+            if t1:
+                d["auto_over_1"] = modes[7]["samples_per_s"] / modes[1]["samples_per_s"]
         derived.append(d)
     with open(out + ".tmp", "w") as f:
         json.dump({"runs": runs, "derived": derived}, f, indent=1)
@@ -156,7 +193,7 @@ def main():
     mb = lambda x: "%.2f" % (x / 1e6)
     for (model, net, w), modes in sorted(groups.items()):
         print("\n%s, %s, %d worker%s + %s" % (model, net, w, "s" if w > 1 else "",
-                                              "1 server (modes 2-6)"))
+                                              "1 server (modes 2-7)"))
         pred = [m for m in sorted(modes) if modes[m].get("predicted")]
         print("%-4s %-34s %9s %15s %7s %7s %7s %7s %7s %7s %7s %8s %7s %9s %9s" % (
             "mode", "setting", "iter ms", "q1..q3 ms", "compute", "w-rel", "w-bp", "w-comp",
@@ -177,10 +214,15 @@ def main():
             # pc-bench model's prediction beside the measurement (doc/scaling.md says what
             # the model assumes: a core per thread, a link per rank).
             print("  predicted (pc-bench model): " + "; ".join(
-                "%d %s ms (compute %s, exposed %s; measured %s, compute %s)" % (
-                    m, ms(modes[m]["predicted"]["iter"]), ms(modes[m]["predicted"]["compute"]),
-                    ms(modes[m]["predicted"]["exposed"]), ms(modes[m]["t_iteration_median"]),
-                    ms(modes[m]["compute"])) for m in pred))
+                "%d %s ms (%s%s)" % (
+                    m, ms(modes[m]["predicted"]["iter"]),
+                    "compute %s, exposed %s; " % (ms(modes[m]["predicted"]["compute"]),
+                                                  ms(modes[m]["predicted"]["exposed"]))
+                    if modes[m]["predicted"].get("compute") is not None else "auto's own; ",
+                    "measured %s, %+.0f %%" % (ms(modes[m]["t_iteration_median"]),
+                                               100 * (modes[m]["predicted"]["iter"]
+                                                      / modes[m]["t_iteration_median"] - 1)))
+                for m in pred))
         d = next(x for x in derived if (x["model"], x["net"], x["workers"]) == (model, net, w))
         parts = []
         for k, label in (("speedup_4_over_3", "4 over 3"), ("speedup_4_over_1", "4 over 1"),
@@ -189,6 +231,10 @@ def main():
                 parts.append("%s %.2fx" % (label, d[k]))
         if "best_mode" in d:
             parts.append("best (%d) over 1 %.2fx" % (d["best_mode"], d["speedup_best_over_1"]))
+        if "auto_over_fastest" in d:
+            parts.append("auto chose %s: %.0f samples/s, %.2fx the fastest fixed mode (%d, %.0f)" % (
+                d["auto_choice"], modes[7]["samples_per_s"], d["auto_over_fastest"],
+                d["fastest_fixed_mode"], modes[d["fastest_fixed_mode"]]["samples_per_s"]))
         if d.get("hidden_fraction") is not None:
             parts.append("hidden fraction (T3 - T4) / C3 = %.2f (C3 %s ms)" % (
                 d["hidden_fraction"], ms(d["t_compress_inline"])))
