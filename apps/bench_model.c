@@ -25,6 +25,7 @@
 #include <mpi.h>
 
 #include "bench.h"
+#include "pipecompress/pc_auto.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cost.h"
@@ -268,20 +269,17 @@ static const pc_opt_t model_opts[] = {
      .help = "also write the rates and every prediction as JSON to FILE"},
 };
 
-/* What rank 0 measured. */
+/* The model and its names; the figures are pc_auto_measure's. */
 typedef struct measured {
     pc_model_t *model;
     int nlayers, ntensors;
     char layer_name[MAX_LAYERS][24];
-    pc_cost_layer_t layers[MAX_LAYERS];
+    pc_cost_layer_t layers[MAX_LAYERS]; /* this rank's profile */
     pc_plan_tensor_t tensors[MAX_TENSORS];
     int tensor_layer[MAX_TENSORS];
     size_t layer_params[MAX_LAYERS];
-    pc_cost_codec_rate_t codec[PC_COST_CODECS];
-    char codec_spec[PC_COST_CODECS][64];
-    pc_cost_server_rate_t server;
-    size_t server_n;
-    int nchunks, nmeasured; /* chunks of the plan; those at or above --compress-min-bytes */
+    pc_auto_measured_t fig; /* every rank's, the same */
+    char transport[96];
 } measured_t;
 
 /* Time forward and backward reps times (after one warm-up) on a synthetic batch
@@ -323,106 +321,22 @@ static int measure_compute(const opts_t *o, measured_t *m)
     return 0;
 }
 
-/* Each codec on the model's gradient as the runtime chunks it (pc_cost_measure_codecs):
- * the compressed codecs on the chunks at or above --compress-min-bytes (all chunks when
- * none is), NONE on all. */
-static int measure_codecs(const opts_t *o, measured_t *m)
+/* The transport as Open MPI was told (it goes into the JSON: kept to the characters an MCA
+ * list uses). */
+static void describe_transport(char *out, size_t len)
 {
-    snprintf(m->codec_spec[PC_COST_CODEC_NONE], 64, "none");
-    snprintf(m->codec_spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g", o->topk_ratio);
-    snprintf(m->codec_spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", o->topk_ratio);
-    snprintf(m->codec_spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g", o->dgc_ratio);
-    pc_codec_spec_t spec[PC_COST_CODECS];
-    char err[256];
-    for (int q = 0; q < PC_COST_CODECS; q++) {
-        if (pc_codec_spec_parse(m->codec_spec[q], &spec[q], err, sizeof(err)) != PC_OK) {
-            fprintf(stderr, "pc-bench: model: %s\n", err);
-            return -1;
-        }
-        spec[q].seed = 42;
-    }
-    pc_cost_chunks_t ch;
-    if (pc_cost_measure_codecs(m->tensors, m->ntensors, (size_t)o->chunk_bytes,
-                               (size_t)o->compress_min_bytes, spec, o->reps, m->codec, &ch, err,
-                               sizeof(err)) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: %s\n", err);
-        return -1;
-    }
-    m->nchunks = ch.nchunks;
-    m->nmeasured = ch.ncompressed;
-    m->server_n = ch.largest > 1024 ? ch.largest : 1024;
-    return 0;
-}
-
-/* ---- the link: ping-pong between ranks 0 and 1 -------------------------------------- */
-
-typedef struct linkm {
-    bool measured;
-    double rtt_small, rtt_01, rtt_10; /* medians, seconds */
-    double latency, bw01, bw10;       /* seconds; bytes per second */
-    char transport[96];
-} linkm_t;
-
-/* Bytes of the small ping-pong message: the latency probe. */
-#define SMALL_BYTES 8
-
-/* Ranks 0 and 1 (every rank calls this). 0, or -1 with a message printed. */
-static int measure_link(const opts_t *o, int rank, linkm_t *lm)
-{
-    char err[512];
-    size_t big = (size_t)o->link_bytes;
-    int small_reps = 20 * o->reps + 1, big_reps = 2 * o->reps + 1;
-    int rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, SMALL_BYTES, SMALL_BYTES, small_reps,
-                              &lm->rtt_small, err, sizeof(err));
-    if (rc == PC_OK)
-        rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, big, SMALL_BYTES, big_reps, &lm->rtt_01, err,
-                              sizeof(err));
-    if (rc == PC_OK)
-        rc = pc_comm_pingpong(MPI_COMM_WORLD, 0, 1, SMALL_BYTES, big, big_reps, &lm->rtt_10, err,
-                              sizeof(err));
-    if (rc != PC_OK) {
-        fprintf(stderr, "pc-bench: model: rank %d: link probe: %s\n", rank, err);
-        return -1;
-    }
-    if (rank != 0)
-        return 0;
-    /* A round trip of (a, b) bytes is 2 alpha + (a + b) / B: the small one gives alpha, the
-     * difference of a large one and the small one (big - small) / B for its direction. */
-    lm->measured = true;
-    lm->latency = lm->rtt_small / 2;
-    double d01 = lm->rtt_01 - lm->rtt_small, d10 = lm->rtt_10 - lm->rtt_small;
-    lm->bw01 = (double)(big - SMALL_BYTES) / (d01 > 0 ? d01 : lm->rtt_01);
-    lm->bw10 = (double)(big - SMALL_BYTES) / (d10 > 0 ? d10 : lm->rtt_10);
-    /* The transport as Open MPI was told (its value goes into the JSON: kept to the
-     * characters an MCA list uses). */
     const char *env = getenv("OMPI_MCA_btl");
     char btl[48] = "";
     for (size_t i = 0; env && env[i] && i + 1 < sizeof(btl); i++)
         btl[i] = isalnum((unsigned char)env[i]) || strchr(",_^-", env[i]) ? env[i] : '?';
     if (!env)
-        snprintf(lm->transport, sizeof(lm->transport), "Open MPI's choice (OMPI_MCA_btl unset)");
+        snprintf(out, len, "Open MPI's choice (OMPI_MCA_btl unset)");
     else
-        snprintf(lm->transport, sizeof(lm->transport), "%s (OMPI_MCA_btl=%s)",
+        snprintf(out, len, "%s (OMPI_MCA_btl=%s)",
                  strstr(btl, "vader") || strstr(btl, "sm") ? "shared memory"
                  : strstr(btl, "tcp")                      ? "TCP"
                                                            : "other",
                  btl);
-    return 0;
-}
-
-/* Every rank: rank 0's exit status to all; the others wait for it without spinning (they
- * would take a core from rank 0's measurements). */
-static int share_status(int rank, int status)
-{
-    MPI_Request req;
-    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    int done = 0;
-    while (!done) {
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (!done && rank != 0)
-            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
-    }
-    return status;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -508,9 +422,9 @@ static int json_point(FILE *j, const pc_cost_t *c, int W, int S, const pc_cost_l
     return 0;
 }
 
-static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
-                      const pc_cost_link_t *link, const double *bw, int nbw, const pc_cost_t *c,
-                      char (*predict_lines)[256], int npredict)
+static int write_json(const opts_t *o, const measured_t *m, const pc_cost_link_t *link,
+                      const double *bw, int nbw, const pc_cost_t *c, char (*predict_lines)[256],
+                      int npredict)
 {
     FILE *j = fopen(o->json, "w");
     if (!j) {
@@ -525,35 +439,38 @@ static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
             pc_model_kind_name((pc_model_kind_t)o->model), o->batch, o->reps,
             (long long)o->chunk_bytes, (long long)o->compress_min_bytes, o->servers_ratio,
             o->at_workers, pc_cost_nchunks(c), pc_cost_nelems(c));
-    fprintf(j, "  \"link\": {\"measured\": %s", lm->measured ? "true" : "false");
-    if (lm->measured)
+    const pc_auto_measured_t *f = &m->fig;
+    fprintf(j, "  \"link\": {\"measured\": %s", f->link_peer >= 0 ? "true" : "false");
+    if (f->link_peer >= 0)
         fprintf(j,
-                ", \"transport\": \"%s\", \"rtt_small_s\": %.9g, \"rtt_01_s\": %.9g, "
-                "\"rtt_10_s\": %.9g, \"link_bytes\": %lld, \"bandwidth_01\": %.6g, "
-                "\"bandwidth_10\": %.6g, \"latency_measured\": %.6g",
-                lm->transport, lm->rtt_small, lm->rtt_01, lm->rtt_10, (long long)o->link_bytes,
-                lm->bw01, lm->bw10, lm->latency);
+                ", \"peer\": %d, \"peer_remote\": %s, \"transport\": \"%s\", "
+                "\"rtt_small_s\": %.9g, \"rtt_01_s\": %.9g, \"rtt_10_s\": %.9g, "
+                "\"link_bytes\": %lld, \"bandwidth_01\": %.6g, \"bandwidth_10\": %.6g, "
+                "\"latency_measured\": %.6g",
+                f->link_peer, f->link_remote ? "true" : "false", m->transport, f->rtt_small,
+                f->rtt_ab, f->rtt_ba, (long long)o->link_bytes, f->bw_ab, f->bw_ba,
+                f->link.latency);
     fprintf(j, ", \"bandwidth\": %.6g, \"latency\": %.6g},\n", link->bandwidth, link->latency);
     fprintf(j, "  \"layers\": [\n");
     for (int l = 0; l < m->nlayers; l++)
         fprintf(j,
                 "    {\"name\": \"%s\", \"params\": %zu, \"fwd_ms\": %.6f, \"bwd_ms\": %.6f}%s\n",
-                m->layer_name[l], m->layer_params[l], m->layers[l].fwd * 1e3,
-                m->layers[l].bwd * 1e3, l + 1 < m->nlayers ? "," : "");
+                m->layer_name[l], m->layer_params[l], f->layers[l].fwd * 1e3,
+                f->layers[l].bwd * 1e3, l + 1 < m->nlayers ? "," : "");
     fprintf(j, "  ],\n  \"codecs\": {\n");
     for (int q = 0; q < PC_COST_CODECS; q++)
         fprintf(j,
                 "    \"%s\": {\"spec\": \"%s\", \"compress_ns_per_elem\": %.6f, "
                 "\"bytes_per_elem\": %.6f, \"density\": %.6g, \"sparse\": %s}%s\n",
-                pc_cost_codec_name(q), m->codec_spec[q], m->codec[q].compress * 1e9,
-                m->codec[q].bytes, m->codec[q].density, m->codec[q].sparse ? "true" : "false",
+                pc_cost_codec_name(q), f->codec_spec[q], f->codec[q].compress * 1e9,
+                f->codec[q].bytes, f->codec[q].density, f->codec[q].sparse ? "true" : "false",
                 q + 1 < PC_COST_CODECS ? "," : "");
-    const pc_cost_server_rate_t *s = &m->server;
+    const pc_cost_server_rate_t *s = &f->server;
     fprintf(j,
             "  },\n  \"server\": {\"elements\": %zu, \"agg_dense_ns\": %.6f, "
             "\"agg_sparse_ns\": %.6f, \"merge_ns\": %.6f, \"step_dense_ns\": %.6f, "
             "\"step_sparse_ns\": %.6f, \"pull_dense_ns\": %.6f, \"pull_sparse_ns\": %.6f},\n",
-            m->server_n, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
+            f->server_n, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
             s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9, s->pull_sparse * 1e9);
     fprintf(j, "  \"table\": [\n");
     int rc = 0;
@@ -579,20 +496,21 @@ static int write_json(const opts_t *o, const measured_t *m, const linkm_t *lm,
     return rc;
 }
 
-static void print_rates(const opts_t *o, const measured_t *m, const linkm_t *lm,
-                        const pc_cost_link_t *link, int size)
+static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link_t *link, int size)
 {
-    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; one worker's rates "
-           "measured here, one thread each\n",
+    const pc_auto_measured_t *f = &m->fig;
+    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; compute: the slowest of "
+           "the %d rank%s per layer, profiled at once; the rest on rank 0, one thread each\n",
            pc_model_kind_name((pc_model_kind_t)o->model), o->batch, pc_model_nparams(m->model),
-           o->reps);
-    if (lm->measured) {
-        printf("link: ranks 0 and 1 of %d, %s: latency %.2f us (half the %d-byte round trip); "
-               "bandwidth 0->1 ",
-               size, lm->transport, lm->latency * 1e6, SMALL_BYTES);
-        print_link_rate(stdout, lm->bw01);
-        printf(", 1->0 ");
-        print_link_rate(stdout, lm->bw10);
+           o->reps, size, size > 1 ? "s" : "");
+    if (f->link_peer >= 0) {
+        printf("link: ranks 0 and %d of %d (%s, %s), %s: latency %.2f us (half the 8-byte round "
+               "trip); bandwidth 0->%d ",
+               f->link_peer, size, f->link_host, f->link_remote ? "another host" : "this host",
+               m->transport, f->rtt_small / 2 * 1e6, f->link_peer);
+        print_link_rate(stdout, f->bw_ab);
+        printf(", %d->0 ", f->link_peer);
+        print_link_rate(stdout, f->bw_ba);
         printf(" (%lld-byte ping-pong)\n", (long long)o->link_bytes);
     } else {
         printf("link: not measured (one rank): --bandwidth and --latency stand for it\n");
@@ -600,32 +518,28 @@ static void print_rates(const opts_t *o, const measured_t *m, const linkm_t *lm,
     printf("model's link: ");
     print_link_rate(stdout, link->bandwidth);
     printf(", latency %.2f us%s\n", link->latency * 1e6,
-           lm->measured ? " (the slower direction; --latency overrides the latency)" : "");
+           f->link_peer >= 0 ? " (the slower direction; --latency overrides the latency)" : "");
     printf("\n%-12s %10s %9s %9s\n", "layer", "params", "fwd ms", "bwd ms");
-    double tf = 0, tb = 0;
-    for (int l = 0; l < m->nlayers; l++) {
+    for (int l = 0; l < m->nlayers; l++)
         printf("%-12s %10zu %9.3f %9.3f\n", m->layer_name[l], m->layer_params[l],
-               m->layers[l].fwd * 1e3, m->layers[l].bwd * 1e3);
-        tf += m->layers[l].fwd;
-        tb += m->layers[l].bwd;
-    }
+               f->layers[l].fwd * 1e3, f->layers[l].bwd * 1e3);
     printf("%-12s %10zu %9.3f %9.3f   compute %.3f ms\n", "total", pc_model_nparams(m->model),
-           tf * 1e3, tb * 1e3, (tf + tb) * 1e3);
+           f->compute.fwd * 1e3, f->compute.bwd * 1e3, (f->compute.fwd + f->compute.bwd) * 1e3);
     printf("\nchunks: %d (--chunk-bytes %lld, --compress-min-bytes %lld: %d compressed)\n",
-           m->nchunks, (long long)o->chunk_bytes, (long long)o->compress_min_bytes, m->nmeasured);
+           f->chunks.nchunks, (long long)o->chunk_bytes, (long long)o->compress_min_bytes,
+           f->chunks.ncompressed);
     printf("%-34s %12s %11s %9s %8s\n", "codec (on the model's gradient)", "comp ns/elem",
            "bytes/elem", "density", "x less");
     for (int q = 0; q < PC_COST_CODECS; q++)
-        printf("%-34s %12.3f %11.4f %9.5f %8.1f\n", m->codec_spec[q], m->codec[q].compress * 1e9,
-               m->codec[q].bytes, m->codec[q].density,
-               m->codec[q].bytes > 0 ? 4.0 / m->codec[q].bytes : 0);
-    const pc_cost_server_rate_t *s = &m->server;
+        printf("%-34s %12.3f %11.4f %9.5f %8.1f\n", f->codec_spec[q], f->codec[q].compress * 1e9,
+               f->codec[q].bytes, f->codec[q].density,
+               f->codec[q].bytes > 0 ? 4.0 / f->codec[q].bytes : 0);
+    const pc_cost_server_rate_t *s = &f->server;
     printf("server and pull (%zu-element chunks, passes over the model's %zu elements), ns: "
            "aggregate dense %.3f/elem/msg, sparse %.3f/entry/msg, merge %.3f/index; step dense "
            "(momentum) %.3f/elem, sparse %.3f/entry; pull dense %.3f/elem, sparse %.3f/entry\n",
-           m->server_n, pc_model_nparams(m->model), s->agg_dense * 1e9, s->agg_sparse * 1e9,
-           s->merge * 1e9, s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9,
-           s->pull_sparse * 1e9);
+           f->server_n, f->server_total, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
+           s->step_dense * 1e9, s->step_sparse * 1e9, s->pull_dense * 1e9, s->pull_sparse * 1e9);
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -678,49 +592,59 @@ int bench_model_main(int argc, char **argv)
         MPI_Finalize();
         return BENCH_EXIT_USAGE;
     }
-    linkm_t lm = {0};
-    int status = 0;
-    if (size >= 2 && rank <= 1 && measure_link(&o, rank, &lm) != 0)
-        status = BENCH_EXIT_FAIL;
-    if (rank != 0) {
-        int all = share_status(rank, status);
-        MPI_Finalize();
-        return status ? status : all;
+    /* Every rank builds and profiles the model at once (the slowest rank's times are the
+     * model's: what sharing this machine costs is in them), then pc_auto_measure measures
+     * the link from rank 0 to a rank on another host and rank 0 the codecs and server. */
+    measured_t *mp = calloc(1, sizeof(*mp));
+    if (!mp) {
+        fprintf(stderr, "pc-bench: model: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL);
     }
-    measured_t m = {0};
+    measured_t *m = mp;
+    if (measure_compute(&o, m) != 0)
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL); /* the others are in a collective */
+    describe_transport(m->transport, sizeof(m->transport));
+    pc_auto_probe_t probe = {.layers = m->layers,
+                             .nlayers = m->nlayers,
+                             .tensors = m->tensors,
+                             .tensor_layer = m->tensor_layer,
+                             .ntensors = m->ntensors};
+    pc_auto_measure_cfg_t mc = {.chunk_bytes = (size_t)o.chunk_bytes,
+                                .compress_min_bytes = (size_t)o.compress_min_bytes,
+                                .topk_ratio = o.topk_ratio,
+                                .dgc_ratio = o.dgc_ratio,
+                                .momentum = 0.9, /* the sparsifiers' default */
+                                .servers = 1,
+                                .link_bytes = (size_t)o.link_bytes,
+                                .reps = o.reps,
+                                .seed = 42};
+    int status = 0;
+    if (pc_auto_measure(MPI_COMM_WORLD, &mc, &probe, &m->fig, err, sizeof(err)) != PC_OK) {
+        if (rank == 0)
+            fprintf(stderr, "pc-bench: model: %s\n", err);
+        status = BENCH_EXIT_FAIL;
+    }
+    if (rank != 0) {
+        pc_model_destroy(m->model);
+        free(mp);
+        MPI_Finalize();
+        return status;
+    }
     pc_cost_t *cost = NULL;
     char predict_lines[PC_COST_MODES][256];
     int npredict = 0;
-    if (status == 0 && (measure_compute(&o, &m) != 0 || measure_codecs(&o, &m) != 0))
-        status = BENCH_EXIT_FAIL;
-    if (status == 0 && pc_cost_measure_server(m.server_n, pc_model_nparams(m.model), o.reps,
-                                              &m.server, err, sizeof(err)) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: %s\n", err);
-        status = BENCH_EXIT_FAIL;
-    }
     /* The model's link: the measured one (the slower direction), else the first
      * --bandwidth; --latency, when given, overrides the measured latency. */
-    pc_cost_link_t link = {.bandwidth = lm.measured ? fmin(lm.bw01, lm.bw10) : bw[0],
-                           .latency = latency >= 0 ? latency : lm.latency};
-    if (status == 0) {
-        pc_cost_cfg_t cfg = {.layers = m.layers,
-                             .nlayers = m.nlayers,
-                             .tensors = m.tensors,
-                             .tensor_layer = m.tensor_layer,
-                             .ntensors = m.ntensors,
-                             .chunk_bytes = (size_t)o.chunk_bytes,
-                             .compress_min_bytes = (size_t)o.compress_min_bytes,
-                             .server = m.server,
-                             .link = link};
-        memcpy(cfg.codec, m.codec, sizeof(cfg.codec));
-        if ((rc = pc_cost_create(&cfg, &cost)) != PC_OK) {
-            fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n",
-                    pc_strerror(rc));
-            status = BENCH_EXIT_FAIL;
-        }
+    const pc_auto_measured_t *f = &m->fig;
+    pc_cost_link_t link = {.bandwidth = f->link_peer >= 0 ? f->link.bandwidth : bw[0],
+                           .latency = latency >= 0 ? latency : f->link.latency};
+    if (status == 0 && (rc = pc_auto_cost(f, &probe, (size_t)o.chunk_bytes,
+                                          (size_t)o.compress_min_bytes, &link, &cost)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n", pc_strerror(rc));
+        status = BENCH_EXIT_FAIL;
     }
     if (status == 0) {
-        print_rates(&o, &m, &lm, &link, size);
+        print_rates(&o, m, &link, size);
         fflush(stdout);
     }
     if (status == 0 && want_predict) {
@@ -764,12 +688,12 @@ int bench_model_main(int argc, char **argv)
         }
     }
     if (status == 0 && o.json[0] &&
-        write_json(&o, &m, &lm, &link, bw, nbw, cost, predict_lines, npredict) != 0)
+        write_json(&o, m, &link, bw, nbw, cost, predict_lines, npredict) != 0)
         status = BENCH_EXIT_FAIL;
     fflush(stdout);
     pc_cost_destroy(cost);
-    pc_model_destroy(m.model);
-    share_status(rank, status);
+    pc_model_destroy(m->model);
+    free(mp);
     MPI_Finalize();
     return status;
 }

@@ -286,26 +286,30 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
                              .nlayers = nl,
                              .tensors = tensors,
                              .tensor_layer = tensor_layer,
-                             .ntensors = nt,
-                             .reps = REPS};
-    pc_auto_result_t r;
-    if (pc_auto_choose(cfg, MPI_COMM_WORLD, &probe, &r, err, sizeof(err)) != PC_OK)
+                             .ntensors = nt};
+    pc_auto_result_t *res = malloc(sizeof(*res)); /* a few KiB: the layers' figures */
+    if (!res)
+        die("--mode auto", "out of memory");
+    if (pc_auto_choose(cfg, MPI_COMM_WORLD, &probe, REPS, res, err, sizeof(err)) != PC_OK)
         die("--mode auto", err);
+    const pc_auto_measured_t *me = &res->measured;
     pc_model_destroy(m);
     pc_data_free(&ds);
-    if (rank != 0)
+    if (rank != 0) {
+        free(res);
         return;
+    }
     printf("auto: probe %.1f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest rank's "
            "per layer)",
-           r.seconds, (r.compute.fwd + r.compute.bwd) * 1e3, r.compute.fwd * 1e3,
-           r.compute.bwd * 1e3);
-    if (r.link_peer >= 0)
-        printf("; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", r.link_peer, r.link_host,
-               r.link_remote ? "another host" : "this host", r.link.bandwidth * 1e-6,
-               r.link.latency * 1e6);
+           me->seconds, (me->compute.fwd + me->compute.bwd) * 1e3, me->compute.fwd * 1e3,
+           me->compute.bwd * 1e3);
+    if (me->link_peer >= 0)
+        printf("; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", me->link_peer,
+               me->link_host, me->link_remote ? "another host" : "this host",
+               me->link.bandwidth * 1e-6, me->link.latency * 1e6);
     else
         printf("; one rank: no link\n");
-    const pc_cost_choice_t *c = &r.choice;
+    const pc_cost_choice_t *c = &res->choice;
     for (int k = 0; k < PC_COST_MODES; k++)
         if (c->candidate[k])
             printf("auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
@@ -313,8 +317,9 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
                    c->rate[k] * o->batch, c->rate[k] / c->rate[c->best],
                    k == (int)c->best ? "  <- chosen" : "");
     printf("auto: chose %s: %s (these flags run the same without the probe)\n",
-           pc_cost_mode_name(c->best), r.flags);
+           pc_cost_mode_name(c->best), res->flags);
     fflush(stdout);
+    free(res);
 }
 
 int main(int argc, char **argv)

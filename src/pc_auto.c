@@ -23,7 +23,7 @@
 /* The modes auto chooses among: the inline top-k is a baseline, never faster than the
  * pipelined one. */
 #define CANDIDATES                                                                                 \
-    ((1u << PC_COST_ALLREDUCE) | (1u << PC_COST_PS_NONE) | (1u << PC_COST_PS_TOPK_PIPELINED) |    \
+    ((1u << PC_COST_ALLREDUCE) | (1u << PC_COST_PS_NONE) | (1u << PC_COST_PS_TOPK_PIPELINED) |     \
      (1u << PC_COST_PS_DGC_PIPELINED) | (1u << PC_COST_PS_TOPK_SERVERMOM))
 
 int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errlen)
@@ -52,11 +52,11 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
     return PC_OK;
 }
 
-/* What rank 0 broadcasts at the end: its status, message and result. */
+/* What rank 0 broadcasts at the end of the measurement: its status, message and figures. */
 typedef struct shared {
     int rc;
     char msg[256];
-    pc_auto_result_t res;
+    pc_auto_measured_t m;
 } shared_t;
 
 /* The worst status over comm's ranks (codes are negative): PC_OK when all are. */
@@ -67,94 +67,221 @@ static int agree(MPI_Comm comm, int rc, char *err, size_t errlen)
     return mrc != PC_OK ? mrc : worst;
 }
 
-/* Rank 0: the link between it and `peer` (every rank calls; only 0 and peer take part).
- * Fills *link on rank 0. */
-static int measure_link(MPI_Comm comm, int peer, int reps, pc_cost_link_t *link, char *err,
+/* The link between rank 0 and m->link_peer (every rank calls; only those two take part);
+ * rank 0 fills m's link figures. */
+static int measure_link(MPI_Comm comm, size_t big, int reps, pc_auto_measured_t *m, char *err,
                         size_t errlen)
 {
-    double small = 0, ab = 0, ba = 0;
-    size_t big = PC_AUTO_LINK_BYTES;
-    int rc = pc_comm_pingpong(comm, 0, peer, SMALL_BYTES, SMALL_BYTES, 20 * reps + 1, &small, err,
+    int peer = m->link_peer;
+    int rc = pc_comm_pingpong(comm, 0, peer, SMALL_BYTES, SMALL_BYTES, 20 * reps + 1, &m->rtt_small,
+                              err, errlen);
+    if (rc == PC_OK)
+        rc = pc_comm_pingpong(comm, 0, peer, big, SMALL_BYTES, 2 * reps + 1, &m->rtt_ab, err,
                               errlen);
     if (rc == PC_OK)
-        rc = pc_comm_pingpong(comm, 0, peer, big, SMALL_BYTES, 2 * reps + 1, &ab, err, errlen);
-    if (rc == PC_OK)
-        rc = pc_comm_pingpong(comm, 0, peer, SMALL_BYTES, big, 2 * reps + 1, &ba, err, errlen);
-    if (rc == PC_OK && small > 0) {
+        rc = pc_comm_pingpong(comm, 0, peer, SMALL_BYTES, big, 2 * reps + 1, &m->rtt_ba, err,
+                              errlen);
+    if (rc == PC_OK && m->rtt_small > 0) {
         /* A round trip of (a, b) bytes is 2 alpha + (a + b) / B: the small one gives alpha,
          * the difference of a large one and the small one (big - small) / B. */
-        double dab = ab - small, dba = ba - small;
-        double bab = (double)(big - SMALL_BYTES) / (dab > 0 ? dab : ab);
-        double bba = (double)(big - SMALL_BYTES) / (dba > 0 ? dba : ba);
-        *link = (pc_cost_link_t){.bandwidth = bab < bba ? bab : bba, .latency = small / 2};
+        double dab = m->rtt_ab - m->rtt_small, dba = m->rtt_ba - m->rtt_small;
+        m->bw_ab = (double)(big - SMALL_BYTES) / (dab > 0 ? dab : m->rtt_ab);
+        m->bw_ba = (double)(big - SMALL_BYTES) / (dba > 0 ? dba : m->rtt_ba);
+        m->link = (pc_cost_link_t){.bandwidth = m->bw_ab < m->bw_ba ? m->bw_ab : m->bw_ba,
+                                   .latency = m->rtt_small / 2};
     }
     return rc;
 }
 
-/* The codec specs of the cost model's slots for momentum mom. */
-static void codec_specs(double mom, char spec[PC_COST_CODECS][64])
+/* The codec specs of the cost model's slots. */
+static void codec_specs(double topk, double dgc, double mom, char spec[PC_COST_CODECS][64])
 {
     snprintf(spec[PC_COST_CODEC_NONE], 64, "none");
-    snprintf(spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g,momentum=%g", PC_AUTO_TOPK_RATIO, mom);
-    snprintf(spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", PC_AUTO_TOPK_RATIO);
-    snprintf(spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g,momentum=%g", PC_AUTO_DGC_RATIO, mom);
+    snprintf(spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g,momentum=%g", topk, mom);
+    snprintf(spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", topk);
+    snprintf(spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g,momentum=%g", dgc, mom);
 }
 
-/* Rank 0: codecs, server, predictions and the choice, into *res. */
-static int measure_and_choose(const pc_config_t *cfg, int size, const pc_auto_probe_t *probe,
-                              const pc_cost_layer_t *layers, pc_auto_result_t *res, char *err,
-                              size_t errlen)
+/* Rank 0: the codecs and the server, into *m. */
+static int measure_rates(const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t *probe,
+                         pc_auto_measured_t *m, char *err, size_t errlen)
 {
-    char specs[PC_COST_CODECS][64];
     pc_codec_spec_t spec[PC_COST_CODECS];
-    codec_specs(cfg->momentum, specs);
+    codec_specs(mc->topk_ratio, mc->dgc_ratio, mc->momentum, m->codec_spec);
     for (int q = 0; q < PC_COST_CODECS; q++) {
         char why[192];
-        if (pc_codec_spec_parse(specs[q], &spec[q], why, sizeof(why)) != PC_OK)
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--momentum %g: %s", cfg->momentum, why);
-        spec[q].seed = (uint64_t)cfg->seed;
+        if (pc_codec_spec_parse(m->codec_spec[q], &spec[q], why, sizeof(why)) != PC_OK)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "%s", why);
+        spec[q].seed = mc->seed;
     }
-    pc_cost_codec_rate_t codec[PC_COST_CODECS];
-    pc_cost_chunks_t chunks;
-    int rc = pc_cost_measure_codecs(probe->tensors, probe->ntensors, (size_t)cfg->chunk_bytes,
-                                    (size_t)cfg->compress_min_bytes, spec, probe->reps, codec,
-                                    &chunks, err, errlen);
+    int rc = pc_cost_measure_codecs(probe->tensors, probe->ntensors, mc->chunk_bytes,
+                                    mc->compress_min_bytes, spec, mc->reps, m->codec, &m->chunks,
+                                    err, errlen);
     if (rc != PC_OK)
         return rc;
-    int S = cfg->servers > 0 ? cfg->servers : 1;
-    size_t n = chunks.largest < 1024 ? 1024 : chunks.largest, share = chunks.elements / (size_t)S;
-    pc_cost_server_rate_t server;
-    if ((rc = pc_cost_measure_server(n, share > n ? share : n, probe->reps, &server, err,
-                                     errlen)) != PC_OK)
+    size_t n = m->chunks.largest < 1024 ? 1024 : m->chunks.largest;
+    size_t share = m->chunks.elements / (size_t)mc->servers;
+    m->server_n = n;
+    m->server_total = share > n ? share : n;
+    return pc_cost_measure_server(m->server_n, m->server_total, mc->reps, &m->server, err, errlen);
+}
+
+static bool probe_ok(const pc_auto_probe_t *p)
+{
+    return p && p->layers && p->tensors && p->tensor_layer && p->ntensors > 0 && p->nlayers > 0 &&
+           p->nlayers <= PC_AUTO_MAX_LAYERS;
+}
+
+static bool mcfg_ok(const pc_auto_measure_cfg_t *mc)
+{
+    return mc && mc->chunk_bytes >= sizeof(float) && mc->topk_ratio > 0 && mc->topk_ratio <= 1 &&
+           mc->dgc_ratio > 0 && mc->dgc_ratio <= 1 && mc->momentum >= 0 && mc->momentum < 1 &&
+           mc->servers >= 1 && mc->link_bytes >= 4096 && mc->reps >= 1;
+}
+
+int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t *probe,
+                    pc_auto_measured_t *out, char *err, size_t errlen)
+{
+    int64_t t0 = pc_time_ns();
+    if (!out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "pc_auto_measure: no result");
+    MPI_Comm c = MPI_COMM_NULL;
+    int rank = 0, size = 0, rc;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &c), err, errlen)) != PC_OK)
         return rc;
-    pc_cost_cfg_t cc = {.layers = layers,
-                        .nlayers = probe->nlayers,
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(c, &rank), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_size(c, &size), err, errlen)) != PC_OK) {
+        PC_MPI_CHECK(MPI_Comm_free(&c), NULL, 0);
+        return rc;
+    }
+    shared_t *sh = calloc(1, sizeof(*sh));
+    char *hosts = calloc((size_t)size, HOST_LEN);
+    int L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
+    double *times = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double)),
+           *slowest = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double));
+    /* 1. Every rank's arguments and buffers are usable, and the models agree. */
+    int local = !sh || !hosts || !times || !slowest ? PC_ENOMEM : L == 0 ? PC_EINVAL : PC_OK;
+    rc = agree(c, local, err, errlen);
+    if (rc != PC_OK) {
+        if (rc != PC_EMPI)
+            pc_error_fmt(rc, err, errlen, "--mode auto: %s on %s rank",
+                         rc == PC_ENOMEM ? "out of memory" : "bad arguments or probe",
+                         local == PC_OK ? "another" : "this");
+        goto done;
+    }
+    int counts[2] = {L, -L}, agreed[2];
+    if ((rc = PC_MPI_CHECK(MPI_Allreduce(counts, agreed, 2, MPI_INT, MPI_MIN, c), err, errlen)) !=
+        PC_OK)
+        goto done;
+    if (agreed[0] != -agreed[1]) {
+        rc = pc_error_fmt(PC_EINVAL, err, errlen,
+                          "--mode auto: the ranks' models differ (%d to %d layers)", agreed[0],
+                          -agreed[1]);
+        goto done;
+    }
+    /* 2. Per layer, the slowest rank's times (all ranks profiled at once). */
+    pc_auto_measured_t *m = &sh->m;
+    m->nlayers = L;
+    for (int l = 0; l < L; l++) {
+        times[2 * l] = probe->layers[l].fwd;
+        times[2 * l + 1] = probe->layers[l].bwd;
+    }
+    if ((rc = PC_MPI_CHECK(MPI_Allreduce(times, slowest, 2 * L, MPI_DOUBLE, MPI_MAX, c), err,
+                           errlen)) != PC_OK)
+        goto done;
+    for (int l = 0; l < L; l++) {
+        m->layers[l] = (pc_cost_layer_t){.fwd = slowest[2 * l], .bwd = slowest[2 * l + 1]};
+        m->compute.fwd += m->layers[l].fwd;
+        m->compute.bwd += m->layers[l].bwd;
+    }
+    /* 3. The link: rank 0 and the first rank on another host (rank 1 on one host). */
+    char me[HOST_LEN] = {0};
+    if (gethostname(me, sizeof(me) - 1) != 0)
+        snprintf(me, sizeof(me), "?");
+    if ((rc = PC_MPI_CHECK(MPI_Allgather(me, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c), err,
+                           errlen)) != PC_OK)
+        goto done;
+    for (int r = 0; r < size; r++)
+        hosts[(size_t)r * HOST_LEN + HOST_LEN - 1] = '\0';
+    m->link_peer = -1;
+    if (size >= 2) {
+        m->link_peer = 1;
+        for (int r = 1; r < size; r++)
+            if (strcmp(hosts + (size_t)r * HOST_LEN, hosts) != 0) {
+                m->link_peer = r;
+                m->link_remote = true;
+                break;
+            }
+        snprintf(m->link_host, sizeof(m->link_host), "%s", hosts + (size_t)m->link_peer * HOST_LEN);
+        local = measure_link(c, mc->link_bytes, mc->reps, m, err, errlen);
+        if ((rc = agree(c, local, err, errlen)) != PC_OK) {
+            if (local == PC_OK && rc != PC_EMPI)
+                pc_error_fmt(rc, err, errlen, "--mode auto: the link probe failed on rank %d",
+                             rank == 0 ? m->link_peer : 0);
+            goto done;
+        }
+    } else {
+        /* One rank: the allreduce of one worker is a local step; no link is crossed. */
+        m->link = (pc_cost_link_t){.bandwidth = HUGE_VAL, .latency = 0};
+    }
+    /* 4. Rank 0 measures the codecs and the server; the others wait for it without
+     * spinning (they would take a core from its measurements). */
+    if (rank == 0) {
+        sh->rc = measure_rates(mc, probe, m, sh->msg, sizeof(sh->msg));
+        m->seconds = (double)(pc_time_ns() - t0) * 1e-9;
+    }
+    MPI_Request req;
+    if ((rc = PC_MPI_CHECK(MPI_Ibcast(sh, (int)sizeof(*sh), MPI_BYTE, 0, c, &req), err, errlen)) !=
+        PC_OK)
+        goto done;
+    for (int flag = 0; !flag;) {
+        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK)
+            goto done;
+        if (!flag)
+            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
+    if (sh->rc != PC_OK) {
+        rc = pc_error_fmt(sh->rc, err, errlen, "--mode auto: %s", sh->msg);
+        goto done;
+    }
+    *out = sh->m;
+    rc = PC_OK;
+done:
+    free(sh);
+    free(hosts);
+    free(times);
+    free(slowest);
+    /* A failure to free is reported only when nothing failed before. */
+    int frc = PC_MPI_CHECK(MPI_Comm_free(&c), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
+    return rc != PC_OK ? rc : frc;
+}
+
+int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size_t chunk_bytes,
+                 size_t compress_min_bytes, const pc_cost_link_t *link, pc_cost_t **out)
+{
+    if (!m || !probe_ok(probe) || probe->nlayers != m->nlayers || !out)
+        return PC_EINVAL;
+    pc_cost_cfg_t cc = {.layers = m->layers,
+                        .nlayers = m->nlayers,
                         .tensors = probe->tensors,
                         .tensor_layer = probe->tensor_layer,
                         .ntensors = probe->ntensors,
-                        .chunk_bytes = (size_t)cfg->chunk_bytes,
-                        .compress_min_bytes = (size_t)cfg->compress_min_bytes,
-                        .server = server,
-                        .link = res->link};
-    memcpy(cc.codec, codec, sizeof(cc.codec));
-    pc_cost_t *cost = NULL;
-    if ((rc = pc_cost_create(&cc, &cost)) != PC_OK)
-        return pc_error_fmt(rc, err, errlen, "the measured rates make no model: %s",
-                            pc_strerror(rc));
-    rc = pc_cost_choose(cost, CANDIDATES, size, cfg->servers, &res->link, &res->choice);
-    pc_cost_destroy(cost);
-    if (rc != PC_OK)
-        return pc_error_fmt(rc, err, errlen, "no mode to choose for %d ranks and --servers %d",
-                            size, cfg->servers);
-    return PC_OK;
+                        .chunk_bytes = chunk_bytes,
+                        .compress_min_bytes = compress_min_bytes,
+                        .server = m->server,
+                        .link = link ? *link : m->link};
+    memcpy(cc.codec, m->codec, sizeof(cc.codec));
+    return pc_cost_create(&cc, out);
 }
 
-/* Resolve cfg to mode m; the equivalent fixed flags into flags. */
-static void apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
+int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
 {
+    if (!cfg || cfg->mode != PC_MODE_AUTO || (int)m < 0 || m >= PC_COST_MODES || !flags || !len)
+        return PC_EINVAL;
     char specs[PC_COST_CODECS][64];
     double mom = cfg->momentum;
-    codec_specs(mom, specs);
+    codec_specs(PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO, mom, specs);
     const char *spec = specs[PC_COST_CODEC_NONE];
     cfg->mode = m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS;
     cfg->pipeline = m != PC_COST_PS_TOPK_INLINE;
@@ -187,131 +314,45 @@ static void apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
     pc_config_set_given(cfg, "compress", 0);
     pc_config_set_given(cfg, "pipeline", 0);
     pc_config_set_given(cfg, "momentum", 0);
+    return PC_OK;
 }
 
-int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe,
+int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe, int reps,
                    pc_auto_result_t *out, char *err, size_t errlen)
 {
-    int64_t t0 = pc_time_ns();
     if (!cfg || cfg->mode != PC_MODE_AUTO || !out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "pc_auto_choose: not a --mode auto config");
-    MPI_Comm c = MPI_COMM_NULL;
-    int rank = 0, size = 0, rc;
-    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &c), err, errlen)) != PC_OK)
-        return rc;
-    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), err, errlen)) != PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Comm_rank(c, &rank), err, errlen)) != PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Comm_size(c, &size), err, errlen)) != PC_OK) {
-        PC_MPI_CHECK(MPI_Comm_free(&c), NULL, 0);
-        return rc;
+    pc_auto_result_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "--mode auto: out of memory");
+    pc_auto_measure_cfg_t mc = {.chunk_bytes = (size_t)cfg->chunk_bytes,
+                                .compress_min_bytes = (size_t)cfg->compress_min_bytes,
+                                .topk_ratio = PC_AUTO_TOPK_RATIO,
+                                .dgc_ratio = PC_AUTO_DGC_RATIO,
+                                .momentum = cfg->momentum,
+                                .servers = cfg->servers > 0 ? cfg->servers : 1,
+                                .link_bytes = PC_AUTO_LINK_BYTES,
+                                .reps = reps,
+                                .seed = (uint64_t)cfg->seed};
+    int size = 0, rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen);
+    if (rc == PC_OK)
+        rc = pc_auto_measure(comm, &mc, probe, &r->measured, err, errlen);
+    /* Every rank holds the same figures: the pure functions below decide alike. */
+    pc_cost_t *cost = NULL;
+    if (rc == PC_OK && (rc = pc_auto_cost(&r->measured, probe, mc.chunk_bytes,
+                                          mc.compress_min_bytes, NULL, &cost)) != PC_OK)
+        pc_error_fmt(rc, err, errlen, "--mode auto: the measured rates make no model: %s",
+                     pc_strerror(rc));
+    if (rc == PC_OK && (rc = pc_cost_choose(cost, CANDIDATES, size, cfg->servers, &r->measured.link,
+                                            &r->choice)) != PC_OK)
+        pc_error_fmt(rc, err, errlen,
+                     "--mode auto: no mode to choose for %d ranks and --servers %d", size,
+                     cfg->servers);
+    pc_cost_destroy(cost);
+    if (rc == PC_OK) {
+        pc_auto_apply(cfg, r->choice.best, r->flags, sizeof(r->flags));
+        *out = *r;
     }
-    shared_t *sh = calloc(1, sizeof(*sh));
-    char *hosts = calloc((size_t)size, HOST_LEN);
-    int L = probe && probe->layers && probe->tensors && probe->tensor_layer &&
-                    probe->ntensors > 0 && probe->reps > 0 && probe->nlayers > 0
-                ? probe->nlayers
-                : 0;
-    double *times = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double)),
-           *slowest = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double));
-    pc_cost_layer_t *layers = calloc((size_t)(L > 0 ? L : 1), sizeof(*layers));
-    /* 1. Every rank's probe and buffers are usable, and the models agree. */
-    int local = !sh || !hosts || !times || !slowest || !layers ? PC_ENOMEM
-                : L == 0                                       ? PC_EINVAL
-                                                               : PC_OK;
-    rc = agree(c, local, err, errlen);
-    if (rc != PC_OK) {
-        if (rc != PC_EMPI)
-            pc_error_fmt(rc, err, errlen, "--mode auto: %s on rank %s",
-                         rc == PC_ENOMEM ? "out of memory" : "a bad probe",
-                         local == PC_OK ? "another" : "this");
-        goto done;
-    }
-    int counts[2] = {L, -L}, agreed[2];
-    if ((rc = PC_MPI_CHECK(MPI_Allreduce(counts, agreed, 2, MPI_INT, MPI_MIN, c), err, errlen)) !=
-        PC_OK)
-        goto done;
-    if (agreed[0] != -agreed[1]) {
-        rc = pc_error_fmt(PC_EINVAL, err, errlen,
-                          "--mode auto: the ranks' models differ (%d to %d layers)", agreed[0],
-                          -agreed[1]);
-        goto done;
-    }
-    /* 2. Per layer, the slowest rank's times (all ranks profiled at once). */
-    for (int l = 0; l < L; l++) {
-        times[2 * l] = probe->layers[l].fwd;
-        times[2 * l + 1] = probe->layers[l].bwd;
-    }
-    if ((rc = PC_MPI_CHECK(MPI_Allreduce(times, slowest, 2 * L, MPI_DOUBLE, MPI_MAX, c), err,
-                           errlen)) != PC_OK)
-        goto done;
-    for (int l = 0; l < L; l++)
-        layers[l] = (pc_cost_layer_t){.fwd = slowest[2 * l], .bwd = slowest[2 * l + 1]};
-    /* 3. The link: rank 0 and the first rank on another host (rank 1 on one host). */
-    char me[HOST_LEN] = {0};
-    if (gethostname(me, sizeof(me) - 1) != 0)
-        snprintf(me, sizeof(me), "?");
-    if ((rc = PC_MPI_CHECK(MPI_Allgather(me, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c),
-                           err, errlen)) != PC_OK)
-        goto done;
-    for (int r = 0; r < size; r++)
-        hosts[(size_t)r * HOST_LEN + HOST_LEN - 1] = '\0';
-    pc_auto_result_t res = {.link_peer = -1};
-    if (size >= 2) {
-        res.link_peer = 1;
-        for (int r = 1; r < size; r++)
-            if (strcmp(hosts + (size_t)r * HOST_LEN, hosts) != 0) {
-                res.link_peer = r;
-                res.link_remote = true;
-                break;
-            }
-        snprintf(res.link_host, sizeof(res.link_host), "%s",
-                 hosts + (size_t)res.link_peer * HOST_LEN);
-        local = measure_link(c, res.link_peer, probe->reps, &res.link, err, errlen);
-        if ((rc = agree(c, local, err, errlen)) != PC_OK) {
-            if (local == PC_OK && rc != PC_EMPI)
-                pc_error_fmt(rc, err, errlen, "--mode auto: the link probe failed on rank %d",
-                             rank == 0 ? res.link_peer : 0);
-            goto done;
-        }
-    } else {
-        /* One rank: the allreduce of one worker is a local step; no link is crossed. */
-        res.link = (pc_cost_link_t){.bandwidth = HUGE_VAL, .latency = 0};
-    }
-    /* 4. Rank 0 measures and chooses; the others wait for it without spinning (they would
-     * take a core from its measurements). */
-    if (rank == 0) {
-        sh->rc = measure_and_choose(cfg, size, probe, layers, &res, sh->msg, sizeof(sh->msg));
-        for (int l = 0; l < L; l++) {
-            res.compute.fwd += layers[l].fwd;
-            res.compute.bwd += layers[l].bwd;
-        }
-        res.seconds = (double)(pc_time_ns() - t0) * 1e-9;
-        sh->res = res;
-    }
-    MPI_Request req;
-    if ((rc = PC_MPI_CHECK(MPI_Ibcast(sh, (int)sizeof(*sh), MPI_BYTE, 0, c, &req), err, errlen)) !=
-        PC_OK)
-        goto done;
-    for (int flag = 0; !flag;) {
-        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK)
-            goto done;
-        if (!flag)
-            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
-    }
-    if (sh->rc != PC_OK) {
-        rc = pc_error_fmt(sh->rc, err, errlen, "--mode auto: %s", sh->msg);
-        goto done;
-    }
-    *out = sh->res;
-    apply(cfg, out->choice.best, out->flags, sizeof(out->flags));
-    rc = PC_OK;
-done:
-    free(sh);
-    free(hosts);
-    free(times);
-    free(slowest);
-    free(layers);
-    /* A failure to free is reported only when nothing failed before. */
-    int frc = PC_MPI_CHECK(MPI_Comm_free(&c), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
-    return rc != PC_OK ? rc : frc;
+    free(r);
+    return rc;
 }

@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mpi.h>
 
@@ -38,31 +39,81 @@ extern "C" {
 #define PC_AUTO_TOPK_RATIO 0.01
 #define PC_AUTO_DGC_RATIO  0.001
 
-/* Bytes of the bandwidth probe's message (each direction). */
+/* Bytes of the bandwidth probe's message (each direction) of --mode auto. */
 #define PC_AUTO_LINK_BYTES (4 << 20)
 
-/* What a rank brings to pc_auto_choose: its compute profile, and the model's tensors
+/* Most layers a measurement holds. */
+#define PC_AUTO_MAX_LAYERS 256
+
+/* What a rank brings to the measurement: its compute profile, and the model's tensors
  * (registration order, as pc_worker_register sees them; rank 0's gradients, as the
  * profile's backward left them, are what the codecs are timed on). Borrowed for the call. */
 typedef struct pc_auto_probe {
-    const pc_cost_layer_t *layers; /* nlayers, forward order (pc_model_profile) */
+    const pc_cost_layer_t *layers; /* nlayers (1..PC_AUTO_MAX_LAYERS), forward order
+                                    * (pc_model_profile) */
     int nlayers;
     const pc_plan_tensor_t *tensors; /* ntensors; .grad read on rank 0 */
     const int *tensor_layer;         /* per tensor: its layer */
     int ntensors;
-    int reps; /* timed repetitions of each measurement (>= 1; 3 is plenty) */
 } pc_auto_probe_t;
 
+/* How to measure: the same on every rank. */
+typedef struct pc_auto_measure_cfg {
+    size_t chunk_bytes;        /* --chunk-bytes (the runtime's chunks; >= 4) */
+    size_t compress_min_bytes; /* --compress-min-bytes */
+    double topk_ratio;         /* top-k's kept fraction, (0, 1] */
+    double dgc_ratio;          /* DGC's kept fraction, (0, 1] */
+    double momentum;           /* the workers' momentum correction of topk and dgc, [0, 1) */
+    int servers;               /* the server's share of the elements is 1 / servers (>= 1) */
+    size_t link_bytes;         /* the bandwidth probe's message (>= 4096) */
+    int reps;                  /* timed repetitions of each measurement (>= 1) */
+    uint64_t seed;             /* the codecs' seed */
+} pc_auto_measure_cfg_t;
+
+/* What was measured; the same on every rank. */
+typedef struct pc_auto_measured {
+    int nlayers;
+    pc_cost_layer_t layers[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest rank's times */
+    pc_cost_layer_t compute;                    /* their sums */
+    int link_peer;       /* the rank rank 0 measured the link with; -1: one rank */
+    bool link_remote;    /* the peer is on another host */
+    char link_host[64];  /* the peer's host name ("" with one rank) */
+    double rtt_small;    /* median round trips, seconds: 8 bytes each way, */
+    double rtt_ab;       /* link_bytes from 0 to the peer (8 back), */
+    double rtt_ba;       /* and from the peer to 0 */
+    double bw_ab, bw_ba; /* bytes per second each way: (link_bytes - 8) / (rtt - rtt_small) */
+    pc_cost_link_t link; /* the slower direction, latency rtt_small / 2; one rank: an
+                          * infinite bandwidth and no latency */
+    char codec_spec[PC_COST_CODECS][64]; /* the specs timed, per slot of PC_COST_CODEC_TABLE */
+    pc_cost_codec_rate_t codec[PC_COST_CODECS];
+    pc_cost_chunks_t chunks; /* the plan the codecs were timed on */
+    size_t server_n;         /* the server's measurement: chunks of this many elements */
+    size_t server_total;     /* in passes over this many (its share) */
+    pc_cost_server_rate_t server;
+    double seconds; /* the measurement's time (rank 0) */
+} pc_auto_measured_t;
+
+/* Measure what the cost model needs, on the job's own ranks and links (the header's
+ * comment says what and where). Collective over comm: every rank calls it with the same
+ * mc and its own probe, from one thread (the link probe's messages use
+ * PC_COMM_PINGPONG_TAG on a duplicate of comm). On PC_OK every rank holds the same *out.
+ * Errors: PC_EINVAL (bad arguments or probe on some rank, ranks with different numbers of
+ * layers), PC_ENOMEM, PC_EMPI, or a measurement's error: the same code on every rank,
+ * with a message in err (rank 0's, or naming the rank that failed). */
+int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t *probe,
+                    pc_auto_measured_t *out, char *err, size_t errlen);
+
+/* A cost model (pc_cost_create) of m's rates for probe's layers and tensors, over link
+ * (NULL: m's). *out is the caller's (pc_cost_destroy). PC_OK or pc_cost_create's error.
+ * Thread-safe. */
+int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size_t chunk_bytes,
+                 size_t compress_min_bytes, const pc_cost_link_t *link, pc_cost_t **out);
+
 typedef struct pc_auto_result {
-    pc_cost_choice_t choice;   /* every candidate's prediction; choice.best was chosen */
-    pc_cost_layer_t compute;   /* sums over the layers of the slowest ranks' times */
-    pc_cost_link_t link;       /* the link the predictions used */
-    int link_peer;             /* the rank rank 0 measured the link with; -1: one rank */
-    bool link_remote;          /* the peer is on another host */
-    char link_host[64];        /* the peer's host name ("" with one rank) */
-    double seconds;            /* the probe's time, from the call to the choice */
-    char flags[2 * PC_CONFIG_SPEC_LEN]; /* the choice as fixed flags ("--mode ps --compress
-                                          * dgc:ratio=0.001,momentum=0.9 --pipeline on") */
+    pc_auto_measured_t measured;
+    pc_cost_choice_t choice;            /* every candidate's prediction; choice.best chosen */
+    char flags[2 * PC_CONFIG_SPEC_LEN]; /* the choice as fixed flags ("--mode ps --servers 1
+                                         * --compress dgc:ratio=0.001,momentum=0.9 ...") */
 } pc_auto_result_t;
 
 /* The flags --mode auto cannot take, checked before any measuring: --compress and
@@ -72,19 +123,23 @@ typedef struct pc_auto_result {
  * thread-safe. */
 int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errlen);
 
-/* Measure, predict, choose, and resolve cfg (mode, servers, compress, pipeline, momentum;
- * the flags set are marked as not given, so pc_runtime_check_config sees the choice as
- * defaults). Collective over comm: every rank calls it with its own probe, from one
- * thread, before any other communication of the job's runtime (the link probe's
- * messages use PC_COMM_PINGPONG_TAG on a duplicate of comm). The momentum of cfg
- * (--momentum) goes where the chosen mode applies momentum: the workers' momentum
- * correction of topk and dgc, else the servers' or the allreduce's optimizer. On PC_OK,
- * on every rank, cfg is resolved and *out holds the same figures. Errors: PC_EINVAL (a
- * cfg not in auto mode, a bad probe, ranks with different numbers of layers), PC_ENOMEM,
- * PC_EMPI, or a measurement's error, the same code on every rank with a message in err
- * (rank 0's, or naming the rank that failed); cfg is then untouched. */
-int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe,
+/* Measure (pc_auto_measure with cfg's chunking, momentum, servers and seed, the
+ * candidates' codecs, PC_AUTO_LINK_BYTES and `reps`), predict every candidate, choose the
+ * one with the most samples per second (pc_cost_choose), and resolve cfg (mode, servers,
+ * compress, pipeline, momentum; the flags set are marked as not given, so
+ * pc_runtime_check_config sees the choice as defaults). Collective over comm, as
+ * pc_auto_measure. The momentum of cfg (--momentum) goes where the chosen mode applies
+ * momentum: the workers' momentum correction of topk and dgc, else the servers' or the
+ * allreduce's optimizer. On PC_OK, on every rank, cfg is resolved alike and *out holds
+ * the same figures; on error (as pc_auto_measure's, or PC_EINVAL for a cfg not in auto
+ * mode) cfg is untouched. */
+int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe, int reps,
                    pc_auto_result_t *out, char *err, size_t errlen);
+
+/* Resolve an auto cfg to mode m as pc_auto_choose does, and write the fixed flags that
+ * give the same configuration into flags (len bytes). PC_OK, or PC_EINVAL (cfg not in auto
+ * mode, m out of range, no room) with cfg untouched. Thread-safe on distinct cfgs. */
+int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len);
 
 #ifdef __cplusplus
 }

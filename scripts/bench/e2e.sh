@@ -20,8 +20,10 @@
 #                        [--nodes N [--link "RATE[,DELAY] ..."]]
 #
 # --predict: before each (model, network, workers) group, `pc-bench model --predict W,1,all`
-# (2 ranks, the same network) measures this machine's rates and predicts the six modes
-# (pc_cost, doc/scaling.md); the tables then show each prediction beside its measurement.
+# on the ranks and nodes of modes 2-7 (W + 1 ranks, the same network: every rank profiles
+# the model at once, rank 0 measures the link to another node, the codecs and the server)
+# predicts the six modes (pc_cost, doc/scaling.md); the tables then show each prediction
+# beside its measurement, and mode 7's own prediction of its choice.
 # --quick: wide only, 6 iterations (2 of warm-up), shared memory with 1 and 2 workers and
 # 1 Gbit/s with 2 workers (about 3 minutes here). Writes DIR/runs/* (metrics and logs of every run),
 # DIR/e2e.json (scripts/bench/e2e_report.py) and DIR/*.png (scripts/plot.py e2e); prints
@@ -169,10 +171,10 @@ for model in $models; do
                 printf '== %-24s %-38s ' "$name" "pc-bench model --predict $w,1,all"
                 probe=("$PC_TOP/build/apps/pc-bench" model --model "$model" --batch 32 --reps 3
                        --predict "$w,1,all")
-                if [ -n "$cluster" ]; then # two ranks on two nodes: the per-node link
-                    launch=(timeout 900 "$pcc" mpirun "$cluster" -np 2 --map-by node)
+                if [ -n "$cluster" ]; then # one rank per node, as the runs: the per-node link
+                    launch=(timeout 900 "$pcc" mpirun "$cluster" -np $((w + 1)) --map-by node)
                 else
-                    launch=("${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np 2)
+                    launch=("${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t 900 -np $((w + 1)))
                 fi
                 "${launch[@]}" "${probe[@]}" >"$runs/$name.predict" 2>&1 && echo ok ||
                     { echo "failed (the report goes without it)"; tail -n 3 "$runs/$name.predict" >&2; }

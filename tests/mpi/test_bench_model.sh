@@ -23,11 +23,11 @@ num='[0-9]+\.[0-9]+'
 cell="$num \\(${num}x\\)"
 row="^[0-9]+ +[0-9]+ +$num( +$cell){5}$"
 missing=""
-grep -qE "^link: ranks 0 and 1 of 2, .*: latency $num us .* bandwidth 0->1 $num [GM]B/s .*, 1->0 $num [GM]B/s" "$tmp/m.out" || missing+=" link"
+grep -qE "^link: ranks 0 and 1 of 2 \(.*, this host\), .*: latency $num us .* bandwidth 0->1 $num [GM]B/s .*, 1->0 $num [GM]B/s" "$tmp/m.out" || missing+=" link"
 grep -qE "^model's link: $num [GM]B/s" "$tmp/m.out" || missing+=" model-link"
 for l in fc1 fc2 fc3; do grep -qE "^$l +[0-9]+ +$num +$num$" "$tmp/m.out" || missing+=" layer-$l"; done
 grep -qE "^total +235146 +$num +$num +compute $num ms$" "$tmp/m.out" || missing+=" total"
-for c in none 'topk:ratio=0.01' 'topk:ratio=0.01,momentum=0' 'dgc:ratio=0.001'; do
+for c in none 'topk:ratio=0.01,momentum=0.9' 'topk:ratio=0.01,momentum=0' 'dgc:ratio=0.001,momentum=0.9'; do
     grep -qE "^$c +$num +$num +$num +$num$" "$tmp/m.out" || missing+=" codec-$c"
 done
 grep -qE "^server and pull \([0-9]+-element chunks, passes over the model's 235146 elements\), ns: aggregate dense $num/elem/msg" "$tmp/m.out" || missing+=" server"

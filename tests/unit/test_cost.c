@@ -3,8 +3,8 @@
  * pipelined compression with the backward pass of the layers below), its monotonicity (more
  * bandwidth or less latency is never slower; the allreduce grows with W toward 2n/B), edge
  * cases (one worker, more servers than workers or chunks, zero latency, chunks under
- * --compress-min-bytes), rejected input, and the measuring helpers on small chunks
- * (structure only: no timing is asserted). */
+ * --compress-min-bytes), rejected input, the choice of --mode auto among candidates,
+ * and the measuring helpers on small chunks (structure only: no timing is asserted). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -506,6 +506,119 @@ static void test_measure(void **state)
     assert_int_equal(pc_cost_measure_server(20000, 10000, 1, &s, err, sizeof(err)), PC_EINVAL);
 }
 
+/* pc_cost_choose: every candidate predicted with its own workers (the allreduce on every
+ * rank, the servers' modes on the others), the rate W / iter, the best the argmax; the
+ * fast link favours the allreduce (one more worker, no server), the slow one DGC. */
+static void test_choose(void **state)
+{
+    (void)state;
+    pc_cost_t *c = sweep_model(base_cfg());
+    const unsigned all = (1u << PC_COST_MODES) - 1;
+    pc_cost_choice_t ch;
+    pc_cost_link_t fast = {.bandwidth = INFINITY, .latency = 0}, slow = {1e6, 1e-4};
+    assert_int_equal(pc_cost_choose(c, all, 3, 1, &fast, &ch), PC_OK);
+    assert_int_equal(ch.best, PC_COST_ALLREDUCE);
+    for (int m = 0; m < PC_COST_MODES; m++) {
+        assert_true(ch.candidate[m]);
+        assert_int_equal(ch.workers[m], m == PC_COST_ALLREDUCE ? 3 : 2);
+        pc_cost_result_t r;
+        assert_int_equal(
+            pc_cost_predict(c, m, ch.workers[m], m == PC_COST_ALLREDUCE ? 0 : 1, &fast, &r), PC_OK);
+        assert_close(ch.pred[m].iter, r.iter);
+        assert_close(ch.rate[m], ch.workers[m] / r.iter);
+        assert_true(ch.rate[m] <= ch.rate[ch.best]);
+    }
+    assert_int_equal(pc_cost_choose(c, all, 3, 1, &slow, &ch), PC_OK);
+    assert_int_equal(ch.best, PC_COST_PS_DGC_PIPELINED);
+    for (int m = 0; m < PC_COST_MODES; m++)
+        assert_true(ch.rate[m] <= ch.rate[ch.best]);
+    /* Only the candidates asked for; a mode without a layout is no candidate. */
+    assert_int_equal(pc_cost_choose(c, 1u << PC_COST_PS_TOPK_PIPELINED, 5, 2, &slow, &ch), PC_OK);
+    assert_int_equal(ch.best, PC_COST_PS_TOPK_PIPELINED);
+    assert_false(ch.candidate[PC_COST_ALLREDUCE]);
+    assert_int_equal(ch.workers[PC_COST_PS_TOPK_PIPELINED], 3);
+    assert_int_equal(pc_cost_choose(c, all, 1, 1, &slow, &ch), PC_OK);
+    assert_int_equal(ch.best, PC_COST_ALLREDUCE);
+    assert_false(ch.candidate[PC_COST_PS_NONE]);
+    assert_int_equal(pc_cost_choose(c, all, 4, 0, &slow, &ch), PC_OK); /* no servers */
+    assert_int_equal(ch.best, PC_COST_ALLREDUCE);
+    assert_int_equal(pc_cost_choose(c, all & ~1u, 1, 1, &slow, &ch), PC_EINVAL);
+    assert_int_equal(pc_cost_choose(c, 1u << PC_COST_MODES, 3, 1, &slow, &ch), PC_EINVAL);
+    assert_int_equal(pc_cost_choose(c, all, 0, 1, &slow, &ch), PC_EINVAL);
+    assert_int_equal(pc_cost_choose(c, all, 3, -1, &slow, &ch), PC_EINVAL);
+    assert_int_equal(pc_cost_choose(NULL, all, 3, 1, &slow, &ch), PC_EINVAL);
+    assert_int_equal(pc_cost_choose(c, all, 3, 1, &slow, NULL), PC_EINVAL);
+    pc_cost_destroy(c);
+}
+
+/* pc_cost_measure_codecs on tensors that are not adjacent, a small one grouped with its
+ * predecessor: the plan's counts, each codec's bytes and density (no timing asserted). */
+static void test_measure_codecs(void **state)
+{
+    (void)state;
+    enum { A = 12000, B = 100, C = 20000 };
+    float *ab = malloc(sizeof(float) * (A + B)), *abp = malloc(sizeof(float) * (A + B));
+    float *cg = malloc(sizeof(float) * C), *cp = malloc(sizeof(float) * C);
+    assert_true(ab && abp && cg && cp);
+    for (int i = 0; i < A + B; i++)
+        ab[i] = (float)((i * 7919) % 1000 - 500) * 1e-4f;
+    for (int i = 0; i < C; i++)
+        cg[i] = (float)((i * 104729) % 777 - 388) * 1e-3f;
+    pc_plan_tensor_t t[3] = {{A, abp, ab}, {B, abp + A, ab + A}, {C, cp, cg}};
+    const size_t chunk_bytes = 4 * 16384, min_bytes = 4 * 12000;
+    pc_plan_t *plan;
+    assert_int_equal(pc_plan_create(t, 3, chunk_bytes / 4, 1, &plan), PC_OK);
+    int nbig = 0;
+    size_t most = 0;
+    for (int i = 0; i < plan->nchunks; i++) {
+        nbig += plan->chunks[i].n * 4 >= min_bytes;
+        most = plan->chunks[i].n > most ? plan->chunks[i].n : most;
+    }
+    assert_true(plan->chunks[0].last_tensor == 1); /* B rides with A (a whole-tensor chunk) */
+    assert_true(nbig > 0 && nbig < plan->nchunks);
+    const char *texts[PC_COST_CODECS] = {"none", "topk:ratio=0.01", "topk:ratio=0.01,momentum=0",
+                                         "dgc:ratio=0.001"};
+    pc_codec_spec_t specs[PC_COST_CODECS];
+    char err[256];
+    for (int q = 0; q < PC_COST_CODECS; q++)
+        assert_int_equal(pc_codec_spec_parse(texts[q], &specs[q], err, sizeof(err)), PC_OK);
+    pc_cost_codec_rate_t r[PC_COST_CODECS];
+    pc_cost_chunks_t ch;
+    assert_int_equal(
+        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
+        PC_OK);
+    assert_int_equal(ch.nchunks, plan->nchunks);
+    assert_int_equal(ch.ncompressed, nbig);
+    assert_int_equal(ch.elements, A + B + C);
+    assert_int_equal(ch.largest, most);
+    assert_close(r[PC_COST_CODEC_NONE].bytes, 4.0);
+    assert_close(r[PC_COST_CODEC_NONE].density, 1.0);
+    assert_true(fabs(r[PC_COST_CODEC_TOPK].density - 0.01) < 1e-3);
+    assert_true(fabs(r[PC_COST_CODEC_TOPK_EF].density - 0.01) < 1e-3);
+    assert_true(r[PC_COST_CODEC_DGC].density < 0.01);
+    for (int q = 0; q < PC_COST_CODECS; q++)
+        assert_true(r[q].compress > 0 && isfinite(r[q].compress));
+    /* Rejected: no tensors, a tensor without gradient, chunks under a float, no reps. */
+    assert_int_equal(
+        pc_cost_measure_codecs(t, 0, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
+        PC_EINVAL);
+    assert_int_equal(pc_cost_measure_codecs(t, 3, 2, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_int_equal(
+        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 0, r, &ch, err, sizeof(err)),
+        PC_EINVAL);
+    t[2].grad = NULL;
+    assert_int_equal(
+        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
+        PC_EINVAL);
+    assert_non_null(strstr(err, "tensor 2"));
+    pc_plan_destroy(plan);
+    free(ab);
+    free(abp);
+    free(cg);
+    free(cp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +634,8 @@ int main(void)
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_measure),
+        cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_measure_codecs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

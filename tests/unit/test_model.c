@@ -1,5 +1,8 @@
 /* test_model: model files round-trip exactly; corrupt, truncated, foreign and mismatched
- * files are refused without touching the model; the save is atomic (no temporary left). */
+ * files are refused without touching the model; the save is atomic (no temporary left).
+ * pc_model_profile finds the parameterised layers and leaves the gradients of a real
+ * backward (its times are only checked to be positive: no timing is asserted). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "pipecompress/pc_data.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_model.h"
 
@@ -103,10 +107,63 @@ static void test_round_trip_and_rejections(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_profile(void **state)
+{
+    (void)state;
+    enum { B = 8 };
+    pc_dataset_t ds;
+    assert_int_equal(pc_data_synthetic(B, 3, 0, &ds), PC_OK);
+    const struct {
+        pc_model_kind_t kind;
+        int nlayers;
+    } cases[] = {{PC_MODEL_MLP, 3}, {PC_MODEL_CNN, 4}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pc_model_t *m, *ref;
+        assert_int_equal(
+            pc_model_create(cases[i].kind, B, 1, (int)ds.rows, (int)ds.cols, ds.classes, 0.5f, &m),
+            PC_OK);
+        assert_int_equal(pc_model_create(cases[i].kind, B, 1, (int)ds.rows, (int)ds.cols,
+                                         ds.classes, 0.5f, &ref),
+                         PC_OK);
+        pc_model_init(m, 5);
+        pc_model_init(ref, 5);
+        pc_cost_layer_t layers[8];
+        int nl = 0, tl[16];
+        assert_int_equal(pc_model_profile(m, ds.images, ds.labels, B, 2, layers, 8, &nl, tl),
+                         PC_OK);
+        assert_int_equal(nl, cases[i].nlayers);
+        for (int t = 0; t < pc_model_ntensors(m); t++) /* weight, bias per layer */
+            assert_int_equal(tl[t], t / 2);
+        for (int l = 0; l < nl; l++)
+            assert_true(layers[l].fwd > 0 && layers[l].bwd > 0 && isfinite(layers[l].fwd) &&
+                        isfinite(layers[l].bwd));
+        /* The gradients of its last pass (seed 1, noise = reps), as a plain pass gives. */
+        float loss;
+        int ok;
+        assert_int_equal(
+            pc_model_forward(ref, ds.images, ds.labels, B, true, 1, 2, NULL, &loss, &ok), PC_OK);
+        assert_int_equal(pc_model_backward(ref, ds.labels, B, NULL), PC_OK);
+        for (int t = 0; t < pc_model_ntensors(m); t++)
+            assert_memory_equal(pc_model_tensor_grad(m, t), pc_model_tensor_grad(ref, t),
+                                sizeof(float) * pc_model_tensor_size(m, t));
+        assert_int_equal(pc_model_profile(m, ds.images, ds.labels, B, 0, layers, 8, &nl, tl),
+                         PC_EINVAL);
+        assert_int_equal(pc_model_profile(m, ds.images, ds.labels, B + 1, 1, layers, 8, &nl, tl),
+                         PC_EINVAL);
+        assert_int_equal(
+            pc_model_profile(m, ds.images, ds.labels, B, 1, layers, cases[i].nlayers - 1, &nl, tl),
+            PC_EINVAL);
+        pc_model_destroy(m);
+        pc_model_destroy(ref);
+    }
+    pc_data_free(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_rejections),
+        cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "pipecompress/pc_auto.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_plan.h"
@@ -670,11 +671,114 @@ static void test_queue_order(void **state)
     }
 }
 
+/* Parse a command line into cfg through pc_config_group, without the runtime's check. */
+static int parse_only(pc_config_t *cfg, char *err, size_t errlen, ...)
+{
+    char *argv[32] = {"prog"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, errlen);
+    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
+        argv[argc++] = a;
+    va_end(ap);
+    pc_config_defaults(cfg);
+    pc_opt_group_t g = pc_config_group(cfg, "Runtime");
+    return pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+}
+
+/* --mode auto: the runtime refuses it unresolved; pc_auto_check refuses the flags auto
+ * sets itself, --resume and a --servers that leaves no worker; pc_config_set_given. */
+static void test_auto_flags(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[512];
+    assert_int_equal(parse_only(&cfg, err, sizeof(err), "--mode", "auto", NULL), PC_OK);
+    assert_int_equal(cfg.mode, PC_MODE_AUTO);
+    assert_int_equal(pc_auto_check(&cfg, 3, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_auto_check(&cfg, 1, err, sizeof(err)), PC_OK); /* the allreduce alone */
+    assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_non_null(strstr(err, "--mode auto must be resolved"));
+    const struct {
+        const char *a, *b, *needle;
+        int world;
+    } bad[] = {
+        {"--compress", "dgc", "--compress dgc with --mode auto: auto chooses the codec", 3},
+        {"--pipeline", "off", "--pipeline with --mode auto", 3},
+        {"--servers", "3", "--servers 3 with --mode auto leaves no worker among 3 ranks", 3},
+        {"--resume", NULL, "--resume with --mode auto", 3},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(parse_only(&cfg, err, sizeof(err), "--mode", "auto", "--checkpoint-dir",
+                                    "d", bad[i].a, bad[i].b, NULL),
+                         PC_OK);
+        assert_int_equal(pc_auto_check(&cfg, bad[i].world, err, sizeof(err)), PC_EUSAGE);
+        if (!strstr(err, bad[i].needle))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+    }
+    assert_int_equal(parse_only(&cfg, err, sizeof(err), "--mode", "auto", "--servers", "2",
+                                "--momentum", "0.5", NULL),
+                     PC_OK);
+    assert_int_equal(pc_auto_check(&cfg, 5, err, sizeof(err)), PC_OK);
+    cfg.mode = PC_MODE_PS;
+    assert_int_equal(pc_auto_check(&cfg, 5, err, sizeof(err)), PC_EINVAL);
+    assert_true(pc_config_given(&cfg, "momentum"));
+    pc_config_set_given(&cfg, "momentum", 0);
+    assert_false(pc_config_given(&cfg, "momentum"));
+    assert_true(pc_config_given(&cfg, "servers"));
+    pc_config_set_given(&cfg, "compress", 1);
+    assert_true(pc_config_given(&cfg, "compress"));
+    uint64_t before = cfg.given;
+    pc_config_set_given(&cfg, "no-such-flag", 1);
+    assert_int_equal(cfg.given, before);
+}
+
+/* pc_auto_apply: every mode's resolution passes the runtime's check, and the fixed flags
+ * it prints parse and check to the same configuration. */
+static void test_auto_apply(void **state)
+{
+    (void)state;
+    char err[512], flags[2 * PC_CONFIG_SPEC_LEN];
+    for (int m = 0; m < PC_COST_MODES; m++) {
+        pc_config_t a, b;
+        assert_int_equal(parse_only(&a, err, sizeof(err), "--mode", "auto", "--servers", "2",
+                                    "--momentum", "0.8", NULL),
+                         PC_OK);
+        assert_int_equal(pc_auto_apply(&a, (pc_cost_mode_t)m, flags, sizeof(flags)), PC_OK);
+        if (pc_runtime_check_config(&a, 5, err, sizeof(err)) != PC_OK)
+            fail_msg("%s: %s", pc_cost_mode_name(m), err);
+        char copy[sizeof(flags)], *argv[32] = {"prog"};
+        int argc = 1;
+        snprintf(copy, sizeof(copy), "%s", flags);
+        for (char *save, *w = strtok_r(copy, " ", &save); w && argc < 31;
+             w = strtok_r(NULL, " ", &save))
+            argv[argc++] = w;
+        pc_config_defaults(&b);
+        pc_opt_group_t g = pc_config_group(&b, "Runtime");
+        assert_int_equal(pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err)), PC_OK);
+        if (pc_runtime_check_config(&b, 5, err, sizeof(err)) != PC_OK)
+            fail_msg("%s: '%s': %s", pc_cost_mode_name(m), flags, err);
+        assert_int_equal(a.mode, b.mode);
+        assert_int_equal(a.servers, b.servers);
+        assert_string_equal(a.compress, b.compress);
+        assert_int_equal(a.pipeline, b.pipeline);
+        assert_true(a.momentum == b.momentum);
+        assert_int_equal(a.mode, m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS);
+    }
+    pc_config_t c;
+    pc_config_defaults(&c);
+    assert_int_equal(pc_auto_apply(&c, PC_COST_PS_NONE, flags, sizeof(flags)), PC_EINVAL);
+    c.mode = PC_MODE_AUTO;
+    assert_int_equal(pc_auto_apply(&c, PC_COST_MODES, flags, sizeof(flags)), PC_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_check_config_combinations),
+        cmocka_unit_test(test_auto_flags),
+        cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
         cmocka_unit_test(test_pull_rejections),
         cmocka_unit_test(test_pull_bytes),
