@@ -309,6 +309,11 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
                me->link.bandwidth * 1e-6, me->link.latency * 1e6);
     else
         printf("; one rank: no link\n");
+    if (2 * me->crowded_ranks > me->crowded_cores) /* a worker runs two threads */
+        printf("auto: warning: %d ranks on %s may use %d core%s: the cost model assumes a core "
+               "per thread, so the fastest mode may not be the one it predicts (doc/scaling.md)\n",
+               me->crowded_ranks, me->crowded_host, me->crowded_cores,
+               me->crowded_cores == 1 ? "" : "s");
     const pc_cost_choice_t *c = &res->choice;
     for (int k = 0; k < PC_COST_MODES; k++)
         if (c->candidate[k])

@@ -112,6 +112,11 @@ def e2e(argv):
                     bottom = [b + v for b, v in zip(bottom, vals)]
                 ax.scatter(x, [1e3 * r["t_iteration_median"] for r in rs], color="black",
                            marker="_", s=300, label="median iteration", zorder=3)
+                pred = [(i, 1e3 * r["predicted"]["iter"]) for i, r in enumerate(rs)
+                        if r.get("predicted")]
+                if pred:
+                    ax.scatter([p[0] for p in pred], [p[1] for p in pred], color="red",
+                               marker="x", s=60, label="predicted (pc_cost)", zorder=4)
                 ax.set_xticks(x)
                 ax.set_xticklabels([str(r["mode"]) for r in rs])
                 ax.set_xlabel("mode")

@@ -1,7 +1,9 @@
 /* pc_auto: --mode auto (see pc_auto.h; doc/scaling.md). */
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #include "config.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,13 +95,29 @@ static int measure_link(MPI_Comm comm, size_t big, int reps, pc_auto_measured_t 
     return rc;
 }
 
-/* The codec specs of the cost model's slots. */
-static void codec_specs(double topk, double dgc, double mom, char spec[PC_COST_CODECS][64])
+/* x in the fewest digits that read back as x (0.9, not 0.90000000000000002): the printed
+ * flags must give bitwise the same configuration. */
+static void exact(char *buf, size_t len, double x)
 {
-    snprintf(spec[PC_COST_CODEC_NONE], 64, "none");
-    snprintf(spec[PC_COST_CODEC_TOPK], 64, "topk:ratio=%g,momentum=%g", topk, mom);
-    snprintf(spec[PC_COST_CODEC_TOPK_EF], 64, "topk:ratio=%g,momentum=0", topk);
-    snprintf(spec[PC_COST_CODEC_DGC], 64, "dgc:ratio=%g,momentum=%g", dgc, mom);
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
+}
+
+/* The codec specs of the cost model's slots. */
+static void codec_specs(double topk, double dgc, double mom,
+                        char spec[PC_COST_CODECS][PC_AUTO_SPEC_LEN])
+{
+    char t[25], d[25], m[25]; /* %.17g: at most 24 characters */
+    exact(t, sizeof(t), topk);
+    exact(d, sizeof(d), dgc);
+    exact(m, sizeof(m), mom);
+    snprintf(spec[PC_COST_CODEC_NONE], PC_AUTO_SPEC_LEN, "none");
+    snprintf(spec[PC_COST_CODEC_TOPK], PC_AUTO_SPEC_LEN, "topk:ratio=%s,momentum=%s", t, m);
+    snprintf(spec[PC_COST_CODEC_TOPK_EF], PC_AUTO_SPEC_LEN, "topk:ratio=%s,momentum=0", t);
+    snprintf(spec[PC_COST_CODEC_DGC], PC_AUTO_SPEC_LEN, "dgc:ratio=%s,momentum=%s", d, m);
 }
 
 /* Rank 0: the codecs and the server, into *m. */
@@ -157,11 +175,14 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
     }
     shared_t *sh = calloc(1, sizeof(*sh));
     char *hosts = calloc((size_t)size, HOST_LEN);
+    int *cores = calloc((size_t)size, sizeof(int));
     int L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
     double *times = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double)),
            *slowest = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double));
     /* 1. Every rank's arguments and buffers are usable, and the models agree. */
-    int local = !sh || !hosts || !times || !slowest ? PC_ENOMEM : L == 0 ? PC_EINVAL : PC_OK;
+    int local = !sh || !hosts || !cores || !times || !slowest ? PC_ENOMEM
+                : L == 0                                      ? PC_EINVAL
+                                                              : PC_OK;
     rc = agree(c, local, err, errlen);
     if (rc != PC_OK) {
         if (rc != PC_EMPI)
@@ -204,6 +225,30 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         goto done;
     for (int r = 0; r < size; r++)
         hosts[(size_t)r * HOST_LEN + HOST_LEN - 1] = '\0';
+    /* The most crowded host: ranks per core they may use (a cost model of a core per
+     * thread does not hold where ranks share cores). */
+    cpu_set_t set;
+    int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (mine < 1)
+        mine = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, cores, 1, MPI_INT, c), err, errlen)) !=
+        PC_OK)
+        goto done;
+    for (int r = 0; r < size; r++) {
+        const char *h = hosts + (size_t)r * HOST_LEN;
+        int ranks = 0, most = 1;
+        for (int q = 0; q < size; q++)
+            if (strcmp(hosts + (size_t)q * HOST_LEN, h) == 0) {
+                ranks++;
+                most = cores[q] > most ? cores[q] : most;
+            }
+        if (!m->crowded_host[0] ||
+            (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
+            snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
+            m->crowded_ranks = ranks;
+            m->crowded_cores = most;
+        }
+    }
     m->link_peer = -1;
     if (size >= 2) {
         m->link_peer = 1;
@@ -250,6 +295,7 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
 done:
     free(sh);
     free(hosts);
+    free(cores);
     free(times);
     free(slowest);
     /* A failure to free is reported only when nothing failed before. */
@@ -279,7 +325,7 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
 {
     if (!cfg || cfg->mode != PC_MODE_AUTO || (int)m < 0 || m >= PC_COST_MODES || !flags || !len)
         return PC_EINVAL;
-    char specs[PC_COST_CODECS][64];
+    char specs[PC_COST_CODECS][PC_AUTO_SPEC_LEN];
     double mom = cfg->momentum;
     codec_specs(PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO, mom, specs);
     const char *spec = specs[PC_COST_CODEC_NONE];
@@ -302,12 +348,14 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
         break;
     }
     snprintf(cfg->compress, sizeof(cfg->compress), "%s", spec);
+    char mtext[32];
+    exact(mtext, sizeof(mtext), cfg->momentum);
     if (m == PC_COST_ALLREDUCE) {
         cfg->servers = 0;
-        snprintf(flags, len, "--mode allreduce --momentum %g", mom);
+        snprintf(flags, len, "--mode allreduce --momentum %s", mtext);
     } else {
-        snprintf(flags, len, "--mode ps --servers %d --compress %s --pipeline %s --momentum %g",
-                 cfg->servers, spec, cfg->pipeline ? "on" : "off", cfg->momentum);
+        snprintf(flags, len, "--mode ps --servers %d --compress %s --pipeline %s --momentum %s",
+                 cfg->servers, spec, cfg->pipeline ? "on" : "off", mtext);
     }
     pc_config_set_given(cfg, "mode", 1);
     pc_config_set_given(cfg, "servers", 0);

@@ -42,6 +42,10 @@ extern "C" {
 /* Bytes of the bandwidth probe's message (each direction) of --mode auto. */
 #define PC_AUTO_LINK_BYTES (4 << 20)
 
+/* Longest codec spec of a measurement (two numbers of up to 24 characters and the
+ * names). */
+#define PC_AUTO_SPEC_LEN 96
+
 /* Most layers a measurement holds. */
 #define PC_AUTO_MAX_LAYERS 256
 
@@ -84,13 +88,17 @@ typedef struct pc_auto_measured {
     double bw_ab, bw_ba; /* bytes per second each way: (link_bytes - 8) / (rtt - rtt_small) */
     pc_cost_link_t link; /* the slower direction, latency rtt_small / 2; one rank: an
                           * infinite bandwidth and no latency */
-    char codec_spec[PC_COST_CODECS][64]; /* the specs timed, per slot of PC_COST_CODEC_TABLE */
+    char codec_spec[PC_COST_CODECS][PC_AUTO_SPEC_LEN]; /* the specs timed, per slot of
+                                                        * PC_COST_CODEC_TABLE */
     pc_cost_codec_rate_t codec[PC_COST_CODECS];
     pc_cost_chunks_t chunks; /* the plan the codecs were timed on */
     size_t server_n;         /* the server's measurement: chunks of this many elements */
     size_t server_total;     /* in passes over this many (its share) */
     pc_cost_server_rate_t server;
-    double seconds; /* the measurement's time (rank 0) */
+    double seconds;        /* the measurement's time (rank 0) */
+    char crowded_host[64]; /* the host with the most ranks per core they may use, */
+    int crowded_ranks;     /* its ranks, */
+    int crowded_cores;     /* and the most cores one of them may run on (affinity) */
 } pc_auto_measured_t;
 
 /* Measure what the cost model needs, on the job's own ranks and links (the header's

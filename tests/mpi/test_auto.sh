@@ -66,6 +66,15 @@ then
 else
     bad "3 ranks: the predictions or the choice are inconsistent"; grep '^auto' "$tmp/three.out"
 fi
+# The crowding warning: 3 ranks on one host (two threads per worker) against the cores
+# they may use.
+if [ $((2 * 3)) -gt "$(nproc)" ]; then
+    grep -qE "^auto: warning: 3 ranks on \S+ may use $(nproc) cores?: the cost model assumes a core per thread" "$tmp/three.out" &&
+        ok "3 ranks on $(nproc) cores: the crowding warning" || bad "no crowding warning on $(nproc) cores"
+else
+    ! grep -q '^auto: warning' "$tmp/three.out" && ok "$(nproc) cores: no crowding warning" ||
+        bad "a crowding warning on $(nproc) cores"
+fi
 # The printed flags reproduce the run: the same configuration, bitwise the same model.
 read -r -a flags <"$tmp/three.out.flags" 2>/dev/null || flags=()
 if [ ${#flags[@]} -gt 0 ] && "$run" -t 300 -np 3 "$train" "${flags[@]}" "${common[@]}" \

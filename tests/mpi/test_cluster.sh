@@ -3,7 +3,8 @@
 #  - up refuses bad flags and a non-root user with one line; down is safe to run twice and
 #    leaves none of the names it recorded;
 #  - mpirun across 3 nodes: every rank reports its node's hostname, and a training run's
-#    bytes cross the nodes' veth links (interface counters);
+#    bytes cross the nodes' veth links (interface counters); --mode auto measures the link
+#    between two nodes;
 #  - faults (workers on node0 and node1, the server on node2): a link down for 5 s, a link
 #    down past --timeout, a node's processes killed, 1 % packet loss; what TCP survives the
 #    job survives, otherwise every rank ends by itself within --timeout naming the node it
@@ -98,6 +99,17 @@ if timeout 180 "$pcc" mpirun "$cl" -np 3 --map-by node "$train" --model cnn --da
 else
     bad "pc-train under mpirun across 3 nodes"; grep -v '^  ' "$tmp/mpirun.log" | tail -n 10
 fi
+# --mode auto across the nodes: rank 0 measures the link to rank 1 on node1 (another host)
+# and runs what it chose (which one is this machine's business: not asserted).
+if timeout 180 "$pcc" mpirun "$cl" -np 3 --map-by node "$train" --mode auto --model mlp \
+        --data synthetic --synthetic-samples 2000 --iters 5 --timeout 60 >"$tmp/auto.log" 2>&1 &&
+    grep -qE '^auto: probe .*; link r0 - r1 \(node1, another host\): [0-9.]+ MB/s' "$tmp/auto.log" &&
+    grep -q '^auto: chose ' "$tmp/auto.log" && grep -q '^done: 5 iterations' "$tmp/auto.log"; then
+    ok "--mode auto across 3 nodes: $(grep -o 'link r0 - r1 ([^)]*): [0-9.]* MB/s' "$tmp/auto.log"); $(grep '^auto: chose' "$tmp/auto.log" | cut -d: -f2)"
+else
+    bad "--mode auto across 3 nodes"; grep -v '^  ' "$tmp/auto.log" | tail -n 10
+fi
+
 # 3. Faults across nodes (workers on node0 and node1, the server on node2), each against
 # the model of an uninterrupted run: what TCP survives, the job survives; otherwise every
 # rank ends by itself within --timeout with one line naming the node it waited for, and

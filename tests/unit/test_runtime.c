@@ -742,7 +742,7 @@ static void test_auto_apply(void **state)
     for (int m = 0; m < PC_COST_MODES; m++) {
         pc_config_t a, b;
         assert_int_equal(parse_only(&a, err, sizeof(err), "--mode", "auto", "--servers", "2",
-                                    "--momentum", "0.8", NULL),
+                                    "--momentum", "0.123456789012", NULL),
                          PC_OK);
         assert_int_equal(pc_auto_apply(&a, (pc_cost_mode_t)m, flags, sizeof(flags)), PC_OK);
         if (pc_runtime_check_config(&a, 5, err, sizeof(err)) != PC_OK)
