@@ -14,8 +14,9 @@
  *   1/W: the mean gradient, bit for bit the same in every run.
  * - Chunks progress independently: each has its own buffers and iteration counter, so a
  *   slow chunk holds up only itself. With --priority forward (the default) a chunk whose
- *   gradients are all in is aggregated once no message is waiting, lowest chunk id first:
- *   the workers' next forward pass needs the first layers first. With fifo, at once.
+ *   gradients are all in is aggregated once no message is waiting, or after the next
+ *   message received if messages keep coming, lowest chunk id first: the workers' next
+ *   forward pass needs the first layers first. With fifo, at once.
  * - Idle: the loop backs off (spin, yield, then naps up to 1 ms; 100 us while a chunk is
  *   partly in, PARTIAL_NAP_NS): an idle server costs next to nothing. A wait with no
  *   message for --timeout seconds is an error naming what was awaited.
@@ -559,8 +560,21 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     int64_t last = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
     pc_backoff_t b;
     pc_backoff_init(&b);
-    bool fresh = true; /* a message was handled since the last nap cap was chosen */
+    bool fresh = true;     /* a message was handled since the last nap cap was chosen */
+    bool received = false; /* a message was received since the last completion */
     while (done < rt->nworkers) {
+        if (received && s.nready > 0) {
+            /* One completion per message received while chunks are ready: with a steady
+             * stream of pushes (the workers keep their send windows full) a quiet moment
+             * comes only after the last push, and waiting for it would hold back every
+             * pull until then; completing in between lets the pulls of early chunks cross
+             * the link while later pushes still arrive. */
+            if ((rc = complete_next(&s, err, errlen)) != PC_OK)
+                break;
+            received = false;
+            last = pc_time_ns();
+            continue;
+        }
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
@@ -595,6 +609,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
             continue;
         }
         fresh = true;
+        received = true;
         last = pc_time_ns();
         int src = st.MPI_SOURCE, len = 0;
         if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) != PC_OK)

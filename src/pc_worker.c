@@ -176,17 +176,40 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    *did = w->queue.n > 0;
-    if (!*did)
+    *did = false;
+    if (w->queue.n == 0)
         return PC_OK;
-    wchunk_t *c = &w->chunks[pc_rt__queue_pop(&w->queue)];
+    /* The send window (worker_impl.h, inflight): take note of the sends completed since,
+     * then send the next chunk only while its server's window has room. */
+    int outcount = 0;
+    int rc = PC_MPI_CHECK(
+        MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
+        sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL(me, rc, "worker r%d: completing gradient sends: %s", rt->rank, why);
+    for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
+        const wchunk_t *d = &w->chunks[w->done_idx[j]];
+        w->inflight[d->server] -= d->send_len;
+    }
+    wchunk_t *c = &w->chunks[pc_rt__queue_peek(&w->queue)];
+    size_t window = SEND_WINDOW_CHUNKS * (size_t)rt->cfg.chunk_bytes;
+    /* Only the compressor thread keeps a window: it polls again soon (updates are
+     * outstanding). Inline (--pipeline off) nothing would come back for the chunks left
+     * queued once the backward pass is over: the baseline sends each chunk at once. */
+    if (w->pipelined && w->inflight[c->server] > 0 && w->inflight[c->server] >= window)
+        return PC_OK;
+    *did = true;
+    pc_rt__queue_pop(&w->queue);
     uint64_t it = c->fold_it;
     int server = pc_rt__server_rank(rt, c->server);
-    /* The previous send from this buffer completed long ago (its update came back). */
-    int rc =
-        PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
+    /* The previous send from this buffer completed long ago (its update came back), and
+     * was seen complete by the Testsome above or an earlier one. */
+    bool pending = w->sends[c->id] != MPI_REQUEST_NULL; /* completed since the Testsome */
+    rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
+    if (pending)
+        w->inflight[c->server] -= c->send_len;
     size_t len = 0;
     int64_t t0 = pc_time_ns();
     rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
@@ -207,6 +230,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
             server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
+    c->send_len = len;
+    w->inflight[c->server] += len;
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
     int64_t t2 = pc_time_ns();
     c->tm[it & 1].sent = t2;

@@ -334,6 +334,11 @@ void pc_rt__queue_push(rt_queue_t *q, int id)
     q->slot[i] = id;
 }
 
+int pc_rt__queue_peek(const rt_queue_t *q)
+{
+    return q->forward ? q->slot[0] : q->slot[q->head];
+}
+
 int pc_rt__queue_pop(rt_queue_t *q)
 {
     if (!q->forward) {

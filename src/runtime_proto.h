@@ -252,6 +252,9 @@ void pc_rt__queue_push(rt_queue_t *q, int id);
  * empty. */
 int pc_rt__queue_pop(rt_queue_t *q);
 
+/* The chunk pc_rt__queue_pop would take, left queued. The queue must not be empty. */
+int pc_rt__queue_peek(const rt_queue_t *q);
+
 #pragma GCC visibility pop
 
 #endif /* PC_RUNTIME_PROTO_H */

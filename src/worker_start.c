@@ -189,6 +189,7 @@ static int setup_chunks(pc_worker_t *w)
     w->recvs = malloc(sizeof(MPI_Request) * nc);
     w->done_idx = malloc(sizeof(int) * nc);
     w->statuses = malloc(sizeof(MPI_Status) * nc);
+    w->inflight = calloc((size_t)(w->rt->nservers > 0 ? w->rt->nservers : 1), sizeof(size_t));
     w->ready_list = malloc(sizeof(int) * nc);
     w->queue = (rt_queue_t){.slot = malloc(sizeof(int) * nc),
                             .cap = nc,
@@ -202,8 +203,9 @@ static int setup_chunks(pc_worker_t *w)
     w->released = 0;
     w->have_bad_rel = false;
     w->nhist = 0;
-    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
-        !w->queue.slot || !w->tensor_pending || !w->rel_seen || !w->bd_send || !w->bd_all)
+    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->inflight ||
+        !w->ready_list || !w->queue.slot || !w->tensor_pending || !w->rel_seen || !w->bd_send ||
+        !w->bd_all)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
@@ -367,6 +369,7 @@ static void release_started(pc_worker_t *w)
     free(w->recvs);
     free(w->done_idx);
     free(w->statuses);
+    free(w->inflight);
     free(w->ready_list);
     free(w->queue.slot);
     free(w->tensor_pending);
@@ -383,6 +386,7 @@ static void release_started(pc_worker_t *w)
     w->chunks = NULL;
     w->sends = w->recvs = NULL;
     w->statuses = NULL;
+    w->inflight = NULL;
     w->done_idx = w->ready_list = w->tensor_pending = NULL;
     w->queue = (rt_queue_t){0};
     w->rel_seen = NULL;

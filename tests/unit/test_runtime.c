@@ -664,6 +664,7 @@ static void test_queue_order(void **state)
                 } else {
                     want = fifo[fh++ % 4096];
                 }
+                assert_int_equal(pc_rt__queue_peek(&q), want); /* what pop takes next */
                 assert_int_equal(pc_rt__queue_pop(&q), want);
                 in[want] = false;
             }
