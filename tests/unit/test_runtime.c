@@ -56,20 +56,26 @@ static void test_check_config(void **state)
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_OK);
 }
 
-/* Parse a command line (NULL-terminated words after the program name) into cfg through
- * pc_config_group, then check it for world ranks. */
-static int parse_check(pc_config_t *cfg, int world, char *err, size_t errlen, ...)
+/* Parse a command line (the NULL-terminated words ap, after the program name) into cfg
+ * through pc_config_group. */
+static int parse_words(pc_config_t *cfg, char *err, size_t errlen, va_list ap)
 {
     char *argv[32] = {"prog"};
     int argc = 1;
-    va_list ap;
-    va_start(ap, errlen);
     for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
         argv[argc++] = a;
-    va_end(ap);
     pc_config_defaults(cfg);
     pc_opt_group_t g = pc_config_group(cfg, "Runtime");
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+    return pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+}
+
+/* Parse the NULL-terminated words into cfg, then check it for world ranks. */
+static int parse_check(pc_config_t *cfg, int world, char *err, size_t errlen, ...)
+{
+    va_list ap;
+    va_start(ap, errlen);
+    int rc = parse_words(cfg, err, errlen, ap);
+    va_end(ap);
     return rc != PC_OK ? rc : pc_runtime_check_config(cfg, world, err, errlen);
 }
 
@@ -672,19 +678,14 @@ static void test_queue_order(void **state)
     }
 }
 
-/* Parse a command line into cfg through pc_config_group, without the runtime's check. */
+/* Parse the NULL-terminated words into cfg, without the runtime's check. */
 static int parse_only(pc_config_t *cfg, char *err, size_t errlen, ...)
 {
-    char *argv[32] = {"prog"};
-    int argc = 1;
     va_list ap;
     va_start(ap, errlen);
-    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
-        argv[argc++] = a;
+    int rc = parse_words(cfg, err, errlen, ap);
     va_end(ap);
-    pc_config_defaults(cfg);
-    pc_opt_group_t g = pc_config_group(cfg, "Runtime");
-    return pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+    return rc;
 }
 
 /* --mode auto: the runtime refuses it unresolved; pc_auto_check refuses the flags auto
