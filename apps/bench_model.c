@@ -2,13 +2,14 @@
  * of the dense allreduce and of each parameter-server mode for W = 2, 4, ..., --max-workers
  * workers and S = W x --servers-ratio servers (pc_cost; doc/scaling.md).
  *
- * Under mpirun with 2 or more ranks, ranks 0 and 1 measure the link first (ping-pong of a
- * small message and of --link-bytes in each direction: latency and bandwidth); then rank 0
- * alone measures the rest while the others wait without spinning: each layer's forward and
- * backward time (the model's own hooks, where the runtime's param_wait and grad_ready sit),
- * each codec on the model's real gradient cut into the runtime's chunks, and the server's
- * and the pull's per-element work. With one rank, --bandwidth and --latency stand for the
- * link. Prints the rates, the prediction table, the speedups over the allreduce, and with
+ * Every rank profiles the model's forward and backward at once (pc_model_profile: the
+ * slowest rank's per-layer times are the model's, so run it on the ranks and nodes of the
+ * job it stands for); then pc_auto_measure measures the link from rank 0 to the first rank
+ * on another host (rank 1 when all share one host: a ping-pong of a small message and of
+ * --link-bytes each way), and rank 0 alone each codec on the model's real gradient cut into
+ * the runtime's chunks and the server's and the pull's per-element work, while the others
+ * wait without spinning. With one rank, --bandwidth and --latency stand for the link.
+ * Prints the rates, the prediction table, the speedups over the allreduce, and with
  * --bandwidth a speedup-vs-bandwidth table; --json FILE writes all of it; --predict W,S,MODE
  * prints one machine-readable line for one prediction instead of the tables (MODE "all":
  * a line for each mode, from the same measurements). */
@@ -322,8 +323,9 @@ static int measure_compute(const opts_t *o, measured_t *m)
 }
 
 /* The transport as Open MPI was told (it goes into the JSON: kept to the characters an MCA
- * list uses). */
-static void describe_transport(char *out, size_t len)
+ * list uses): between two hosts only a network transport can carry it (tcp here), on one
+ * host shared memory when the list allows it. */
+static void describe_transport(char *out, size_t len, bool remote)
 {
     const char *env = getenv("OMPI_MCA_btl");
     char btl[48] = "";
@@ -333,9 +335,9 @@ static void describe_transport(char *out, size_t len)
         snprintf(out, len, "Open MPI's choice (OMPI_MCA_btl unset)");
     else
         snprintf(out, len, "%s (OMPI_MCA_btl=%s)",
-                 strstr(btl, "vader") || strstr(btl, "sm") ? "shared memory"
-                 : strstr(btl, "tcp")                      ? "TCP"
-                                                           : "other",
+                 !remote && (strstr(btl, "vader") || strstr(btl, "sm")) ? "shared memory"
+                 : strstr(btl, "tcp")                                   ? "TCP"
+                                                                        : "other",
                  btl);
 }
 
@@ -499,10 +501,15 @@ static int write_json(const opts_t *o, const measured_t *m, const pc_cost_link_t
 static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link_t *link, int size)
 {
     const pc_auto_measured_t *f = &m->fig;
-    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; compute: the slowest of "
-           "the %d rank%s per layer, profiled at once; the rest on rank 0, one thread each\n",
+    char ranks[64];
+    snprintf(ranks, sizeof(ranks),
+             size > 1 ? "the slowest of the %d ranks per layer, profiled at once"
+                      : "this rank's per layer",
+             size);
+    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; compute: %s; the rest "
+           "on rank 0, one thread each\n",
            pc_model_kind_name((pc_model_kind_t)o->model), o->batch, pc_model_nparams(m->model),
-           o->reps, size, size > 1 ? "s" : "");
+           o->reps, ranks);
     if (f->link_peer >= 0) {
         printf("link: ranks 0 and %d of %d (%s, %s), %s: latency %.2f us (half the 8-byte round "
                "trip); bandwidth 0->%d ",
@@ -571,8 +578,9 @@ int bench_model_main(int argc, char **argv)
     char err[512] = "";
     int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early = pc_opt_finish(rc, &g, 1, "pc-bench",
-                              "mpirun -np 2 pc-bench model [flags]   (or, one rank: pc-bench "
-                              "model --bandwidth B --latency T [flags])",
+                              "mpirun -np N pc-bench model [flags]   (N >= 2: the job's ranks and "
+                              "nodes; or, one rank: pc-bench model --bandwidth B --latency T "
+                              "[flags])",
                               err, rank == 0, stdout, stderr);
     if (early >= 0) {
         MPI_Finalize();
@@ -603,7 +611,6 @@ int bench_model_main(int argc, char **argv)
     measured_t *m = mp;
     if (measure_compute(&o, m) != 0)
         MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL); /* the others are in a collective */
-    describe_transport(m->transport, sizeof(m->transport));
     pc_auto_probe_t probe = {.layers = m->layers,
                              .nlayers = m->nlayers,
                              .tensors = m->tensors,
@@ -624,6 +631,7 @@ int bench_model_main(int argc, char **argv)
             fprintf(stderr, "pc-bench: model: %s\n", err);
         status = BENCH_EXIT_FAIL;
     }
+    describe_transport(m->transport, sizeof(m->transport), m->fig.link_remote);
     if (rank != 0) {
         pc_model_destroy(m->model);
         free(mp);

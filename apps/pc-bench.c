@@ -25,8 +25,8 @@ static void usage(FILE *out)
             "  handoff   idle consumer's pick-up latency (p50, p99) and idle CPU: pc_event\n"
             "            park vs pc_backoff naps\n"
             "  topo      under mpirun: each rank's role and verified thread placement\n"
-            "  model     under mpirun (2 ranks): measure this machine's rates and predict the\n"
-            "            iteration time of the allreduce and each PS mode for W workers\n");
+            "  model     under mpirun (the job's ranks and nodes): measure the rates and predict\n"
+            "            the iteration time of the allreduce and each PS mode for W workers\n");
 }
 
 int main(int argc, char **argv)

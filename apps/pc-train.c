@@ -299,7 +299,7 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
         free(res);
         return;
     }
-    printf("auto: probe %.1f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest rank's "
+    printf("auto: probe %.2f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest rank's "
            "per layer)",
            me->seconds, (me->compute.fwd + me->compute.bwd) * 1e3, me->compute.fwd * 1e3,
            me->compute.bwd * 1e3);
@@ -321,7 +321,8 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
                    pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3,
                    c->rate[k] * o->batch, c->rate[k] / c->rate[c->best],
                    k == (int)c->best ? "  <- chosen" : "");
-    printf("auto: chose %s: %s (these flags run the same without the probe)\n",
+    printf("auto: chose %s: %s (these flags, in place of --mode auto and any --servers or "
+           "--momentum given, run the same without the probe)\n",
            pc_cost_mode_name(c->best), res->flags);
     fflush(stdout);
     free(res);

@@ -42,6 +42,19 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pipeline with --mode auto: auto chooses it (on for the "
                             "compressing modes); drop --pipeline, or use --mode ps");
+    if (pc_config_given(cfg, "pull") && cfg->pull != PC_PULL_AUTO)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--pull with --mode auto: the cost model predicts --pull auto "
+                            "only; drop --pull, or use --mode ps");
+    if (cfg->priority != PC_PRIORITY_FORWARD)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--priority fifo with --mode auto: the cost model predicts "
+                            "--priority forward only; drop --priority, or use --mode ps");
+    if (cfg->nesterov)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--nesterov with --mode auto: the sparsifiers' momentum correction "
+                            "has no Nesterov form, so a choice of topk or dgc would drop it; "
+                            "use --mode ps or allreduce");
     if (cfg->resume)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--resume with --mode auto: the probe may choose another mode than "
@@ -161,6 +174,9 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
                     pc_auto_measured_t *out, char *err, size_t errlen)
 {
     int64_t t0 = pc_time_ns();
+    /* A failure before the first collective (out missing, or the duplicate's set-up) is
+     * this rank's alone: the others would wait in it. Only a caller's bug or a broken MPI
+     * gets there; everything after it fails on every rank alike. */
     if (!out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "pc_auto_measure: no result");
     MPI_Comm c = MPI_COMM_NULL;
@@ -262,8 +278,10 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         local = measure_link(c, mc->link_bytes, mc->reps, m, err, errlen);
         if ((rc = agree(c, local, err, errlen)) != PC_OK) {
             if (local == PC_OK && rc != PC_EMPI)
-                pc_error_fmt(rc, err, errlen, "--mode auto: the link probe failed on rank %d",
-                             rank == 0 ? m->link_peer : 0);
+                pc_error_fmt(rc, err, errlen,
+                             "--mode auto: the link probe between ranks 0 and %d failed (the "
+                             "message is theirs)",
+                             m->link_peer);
             goto done;
         }
     } else {
@@ -281,8 +299,10 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         PC_OK)
         goto done;
     for (int flag = 0; !flag;) {
-        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK)
+        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK) {
+            sh = NULL; /* the broadcast may still write into it: left allocated */
             goto done;
+        }
         if (!flag)
             nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
     }
@@ -325,21 +345,22 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
 {
     if (!cfg || cfg->mode != PC_MODE_AUTO || (int)m < 0 || m >= PC_COST_MODES || !flags || !len)
         return PC_EINVAL;
+    /* Resolved into a copy: cfg changes only when the flags fit. */
+    pc_config_t r = *cfg;
     char specs[PC_COST_CODECS][PC_AUTO_SPEC_LEN];
-    double mom = cfg->momentum;
-    codec_specs(PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO, mom, specs);
+    codec_specs(PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO, cfg->momentum, specs);
     const char *spec = specs[PC_COST_CODEC_NONE];
-    cfg->mode = m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS;
-    cfg->pipeline = m != PC_COST_PS_TOPK_INLINE;
+    r.mode = m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS;
+    r.pipeline = m != PC_COST_PS_TOPK_INLINE;
     switch (m) {
     case PC_COST_PS_TOPK_PIPELINED:
     case PC_COST_PS_TOPK_INLINE:
         spec = specs[PC_COST_CODEC_TOPK];
-        cfg->momentum = 0; /* the workers' momentum correction holds it */
+        r.momentum = 0; /* the workers' momentum correction holds it */
         break;
     case PC_COST_PS_DGC_PIPELINED:
         spec = specs[PC_COST_CODEC_DGC];
-        cfg->momentum = 0;
+        r.momentum = 0;
         break;
     case PC_COST_PS_TOPK_SERVERMOM:
         spec = specs[PC_COST_CODEC_TOPK_EF];
@@ -347,21 +368,27 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
     default:
         break;
     }
-    snprintf(cfg->compress, sizeof(cfg->compress), "%s", spec);
+    snprintf(r.compress, sizeof(r.compress), "%s", spec);
     char mtext[32];
-    exact(mtext, sizeof(mtext), cfg->momentum);
+    exact(mtext, sizeof(mtext), r.momentum);
+    int n;
     if (m == PC_COST_ALLREDUCE) {
-        cfg->servers = 0;
-        snprintf(flags, len, "--mode allreduce --momentum %s", mtext);
+        r.servers = 0;
+        n = snprintf(flags, len, "--mode allreduce --momentum %s", mtext);
     } else {
-        snprintf(flags, len, "--mode ps --servers %d --compress %s --pipeline %s --momentum %s",
-                 cfg->servers, spec, cfg->pipeline ? "on" : "off", mtext);
+        n = snprintf(flags, len, "--mode ps --servers %d --compress %s --pipeline %s --momentum %s",
+                     r.servers, spec, r.pipeline ? "on" : "off", mtext);
     }
-    pc_config_set_given(cfg, "mode", 1);
-    pc_config_set_given(cfg, "servers", 0);
-    pc_config_set_given(cfg, "compress", 0);
-    pc_config_set_given(cfg, "pipeline", 0);
-    pc_config_set_given(cfg, "momentum", 0);
+    if (n < 0 || (size_t)n >= len) {
+        flags[0] = '\0';
+        return PC_EINVAL;
+    }
+    pc_config_set_given(&r, "mode", 1);
+    pc_config_set_given(&r, "servers", 0);
+    pc_config_set_given(&r, "compress", 0);
+    pc_config_set_given(&r, "pipeline", 0);
+    pc_config_set_given(&r, "momentum", 0);
+    *cfg = r;
     return PC_OK;
 }
 
@@ -397,10 +424,11 @@ int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe
                      "--mode auto: no mode to choose for %d ranks and --servers %d", size,
                      cfg->servers);
     pc_cost_destroy(cost);
-    if (rc == PC_OK) {
-        pc_auto_apply(cfg, r->choice.best, r->flags, sizeof(r->flags));
+    if (rc == PC_OK &&
+        (rc = pc_auto_apply(cfg, r->choice.best, r->flags, sizeof(r->flags))) != PC_OK)
+        pc_error_fmt(rc, err, errlen, "--mode auto: the chosen flags do not fit");
+    if (rc == PC_OK)
         *out = *r;
-    }
     free(r);
     return rc;
 }

@@ -125,7 +125,9 @@ typedef struct pc_auto_result {
 } pc_auto_result_t;
 
 /* The flags --mode auto cannot take, checked before any measuring: --compress and
- * --pipeline (auto chooses them), --resume (the probe might choose a mode other than the
+ * --pipeline (auto chooses them), --pull other than auto and --priority fifo (the model
+ * predicts --pull auto and --priority forward only), --nesterov (the sparsifiers' momentum
+ * correction has none), --resume (the probe might choose a mode other than the
  * checkpoint's), --servers that leave no worker. PC_OK, or PC_EUSAGE with a one-line
  * message naming the flag. cfg->mode must be PC_MODE_AUTO (else PC_EINVAL). Pure;
  * thread-safe. */

@@ -57,7 +57,8 @@ for name, w, it, rate, ratio, mark in rows:
     assert abs(rate - w * 32 / (it * 1e-3)) <= rate * (0.006 / it + 0.01) + 1, (name, rate, w, it)
     assert rate <= best * 1.01 + 1, (name, rate, best)
     assert abs(ratio - rate / best) <= 0.01, (name, ratio, rate, best)
-m = re.search(r"^auto: chose (\S+): (.*) \(these flags run the same without the probe\)$", text, re.M)
+m = re.search(r"^auto: chose (\S+): (.*) \(these flags, in place of --mode auto and any "
+              r"--servers or --momentum given, run the same without the probe\)$", text, re.M)
 assert m and m.group(1) == chosen[0][0], "chose line"
 open(sys.argv[1] + ".flags", "w").write(m.group(2) + "\n")
 PY
@@ -103,4 +104,7 @@ usage "--compress topk with --mode auto: auto chooses the codec" --compress topk
 usage "--pipeline with --mode auto: auto chooses it" --pipeline on
 usage "--resume with --mode auto" --checkpoint-dir "$tmp/ck" --resume
 usage "--servers 3 with --mode auto leaves no worker among 3 ranks" --servers 3
+usage "--pull with --mode auto: the cost model predicts --pull auto only" --pull sparse
+usage "--priority fifo with --mode auto" --priority fifo
+usage "--nesterov with --mode auto" --nesterov
 pc_done

@@ -709,6 +709,9 @@ static void test_auto_flags(void **state)
         {"--pipeline", "off", "--pipeline with --mode auto", 3},
         {"--servers", "3", "--servers 3 with --mode auto leaves no worker among 3 ranks", 3},
         {"--resume", NULL, "--resume with --mode auto", 3},
+        {"--pull", "dense", "--pull with --mode auto", 3},
+        {"--priority", "fifo", "--priority fifo with --mode auto", 3},
+        {"--nesterov", NULL, "--nesterov with --mode auto", 3},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(parse_only(&cfg, err, sizeof(err), "--mode", "auto", "--checkpoint-dir",
@@ -767,7 +770,13 @@ static void test_auto_apply(void **state)
         assert_true(a.momentum == b.momentum);
         assert_int_equal(a.mode, m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS);
     }
-    pc_config_t c;
+    /* No room for the flags: refused, cfg untouched. */
+    pc_config_t c, before;
+    char tiny[16];
+    assert_int_equal(parse_only(&c, err, sizeof(err), "--mode", "auto", NULL), PC_OK);
+    before = c;
+    assert_int_equal(pc_auto_apply(&c, PC_COST_PS_DGC_PIPELINED, tiny, sizeof(tiny)), PC_EINVAL);
+    assert_memory_equal(&c, &before, sizeof(c));
     pc_config_defaults(&c);
     assert_int_equal(pc_auto_apply(&c, PC_COST_PS_NONE, flags, sizeof(flags)), PC_EINVAL);
     c.mode = PC_MODE_AUTO;
