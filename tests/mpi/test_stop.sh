@@ -16,11 +16,17 @@ trap '[ -n "$job" ] && pc_kill_tree "$job"; rm -rf "$tmp"' EXIT
 # Job control: the launcher gets its own process group, as under an interactive shell, and
 # SIGINT is not ignored in it (a non-interactive shell starts background jobs so).
 set -m
+# And SIGINT back to its default for the launcher in any case: a shell started with SIGINT
+# ignored (this test under a CI job started in the background, or under nohup) passes that
+# on, and a signal ignored when a shell starts cannot be trapped there, so the launcher's
+# trap would never run (seen: the SIGINT job ran to its end, status 0).
+default_int=(env --default-signal=INT)
 
 common=(--data synthetic --synthetic-samples 6000 --batch 16 --lr 0.01 --log-level warn)
 for sig in TERM INT; do
     ck="$tmp/ck-$sig"
-    "$run" -t 300 -np 3 "$train" "${common[@]}" --epochs 1000 --checkpoint-dir "$ck" \
+    "${default_int[@]}" "$run" -t 300 -np 3 "$train" "${common[@]}" --epochs 1000 \
+        --checkpoint-dir "$ck" \
         --save-model "$tmp/m-$sig.pcm" >"$tmp/$sig.log" 2>&1 &
     job=$!
     # Until the first epoch's end (generous: the machine may be loaded); a signal before the
