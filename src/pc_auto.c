@@ -19,8 +19,6 @@
 
 /* Bytes of the latency probe's message. */
 #define SMALL_BYTES 8
-/* Bytes of a host name as the ranks exchange it. */
-#define HOST_LEN 64
 
 /* The modes auto chooses among: the inline top-k is a baseline, never faster than the
  * pipelined one. */
@@ -190,7 +188,7 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         return rc;
     }
     shared_t *sh = calloc(1, sizeof(*sh));
-    char *hosts = calloc((size_t)size, HOST_LEN);
+    char *hosts = calloc((size_t)size, PC_COMM_HOST_LEN);
     int *cores = calloc((size_t)size, sizeof(int));
     int L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
     double *times = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double)),
@@ -233,14 +231,8 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         m->compute.bwd += m->layers[l].bwd;
     }
     /* 3. The link: rank 0 and the first rank on another host (rank 1 on one host). */
-    char me[HOST_LEN] = {0};
-    if (gethostname(me, sizeof(me) - 1) != 0)
-        snprintf(me, sizeof(me), "?");
-    if ((rc = PC_MPI_CHECK(MPI_Allgather(me, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, c), err,
-                           errlen)) != PC_OK)
+    if ((rc = pc_comm_hosts(c, hosts, err, errlen)) != PC_OK)
         goto done;
-    for (int r = 0; r < size; r++)
-        hosts[(size_t)r * HOST_LEN + HOST_LEN - 1] = '\0';
     /* The most crowded host: ranks per core they may use (a cost model of a core per
      * thread does not hold where ranks share cores). */
     cpu_set_t set;
@@ -251,10 +243,10 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
         PC_OK)
         goto done;
     for (int r = 0; r < size; r++) {
-        const char *h = hosts + (size_t)r * HOST_LEN;
+        const char *h = hosts + (size_t)r * PC_COMM_HOST_LEN;
         int ranks = 0, most = 1;
         for (int q = 0; q < size; q++)
-            if (strcmp(hosts + (size_t)q * HOST_LEN, h) == 0) {
+            if (strcmp(hosts + (size_t)q * PC_COMM_HOST_LEN, h) == 0) {
                 ranks++;
                 most = cores[q] > most ? cores[q] : most;
             }
@@ -269,12 +261,13 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
     if (size >= 2) {
         m->link_peer = 1;
         for (int r = 1; r < size; r++)
-            if (strcmp(hosts + (size_t)r * HOST_LEN, hosts) != 0) {
+            if (strcmp(hosts + (size_t)r * PC_COMM_HOST_LEN, hosts) != 0) {
                 m->link_peer = r;
                 m->link_remote = true;
                 break;
             }
-        snprintf(m->link_host, sizeof(m->link_host), "%s", hosts + (size_t)m->link_peer * HOST_LEN);
+        snprintf(m->link_host, sizeof(m->link_host), "%s",
+                 hosts + (size_t)m->link_peer * PC_COMM_HOST_LEN);
         local = measure_link(c, mc->link_bytes, mc->reps, m, err, errlen);
         if ((rc = agree(c, local, err, errlen)) != PC_OK) {
             if (local == PC_OK && rc != PC_EMPI)

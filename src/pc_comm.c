@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
@@ -160,4 +162,20 @@ int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_
     free(in);
     free(t);
     return rc;
+}
+
+int pc_comm_hosts(MPI_Comm comm, char *hosts, char *err, size_t errlen)
+{
+    char me[PC_COMM_HOST_LEN] = {0};
+    int size = 0, rc;
+    if (gethostname(me, sizeof(me) - 1) != 0)
+        snprintf(me, sizeof(me), "?");
+    if ((rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(
+             MPI_Allgather(me, PC_COMM_HOST_LEN, MPI_CHAR, hosts, PC_COMM_HOST_LEN, MPI_CHAR, comm),
+             err, errlen)) != PC_OK)
+        return rc;
+    for (int r = 0; r < size; r++) /* a peer's name arrives as it sent it */
+        hosts[(size_t)r * PC_COMM_HOST_LEN + PC_COMM_HOST_LEN - 1] = '\0';
+    return PC_OK;
 }

@@ -102,7 +102,7 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     rt->ckpt_outcomes = malloc((size_t)CKPT_OUTCOME_BYTES * (size_t)size);
     rt->gather_counts = malloc(sizeof(int) * (size_t)size);
     rt->gather_displs = malloc(sizeof(int) * (size_t)size);
-    rt->hosts = calloc((size_t)size, PC_RT_HOST_LEN);
+    rt->hosts = calloc((size_t)size, PC_COMM_HOST_LEN);
     if (!rt->ckpt_outcomes || !rt->gather_counts || !rt->gather_displs || !rt->hosts) {
         pc_runtime_destroy(rt);
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
@@ -127,17 +127,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         (rc = PC_MPI_CHECK(MPI_Comm_rank(rt->comm, &rt->rank), err, errlen)) != PC_OK)
         goto fail;
     rt->size = size;
-    {
-        char me[PC_RT_HOST_LEN] = {0};
-        if (gethostname(me, sizeof(me) - 1) != 0)
-            snprintf(me, sizeof(me), "?");
-        if ((rc = PC_MPI_CHECK(MPI_Allgather(me, PC_RT_HOST_LEN, MPI_CHAR, rt->hosts,
-                                             PC_RT_HOST_LEN, MPI_CHAR, rt->comm),
-                               err, errlen)) != PC_OK)
-            goto fail;
-        for (int r = 0; r < size; r++)
-            rt->hosts[(size_t)r * PC_RT_HOST_LEN + PC_RT_HOST_LEN - 1] = '\0';
-    }
+    if ((rc = pc_comm_hosts(rt->comm, rt->hosts, err, errlen)) != PC_OK)
+        goto fail;
     rt->nservers = cfg->mode == PC_MODE_PS ? cfg->servers : 0;
     rt->nworkers = size - rt->nservers;
     rt->role = rt->rank < rt->nworkers ? PC_ROLE_WORKER : PC_ROLE_SERVER;

@@ -54,7 +54,7 @@ struct pc_runtime {
      * collectives (the backprop thread, or the server thread) uses them. */
     void *ckpt_outcomes;
     int *gather_counts, *gather_displs;
-    /* Every rank's host name (PC_RT_HOST_LEN bytes each, gathered at creation), for the
+    /* Every rank's host name (PC_COMM_HOST_LEN bytes each, gathered at creation), for the
      * messages that name a peer: on several nodes, which node stopped answering. Read-only
      * after creation: any thread. */
     char *hosts;
@@ -85,12 +85,11 @@ static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
 }
 
 /* Bytes of a host name in rt->hosts (with its terminating NUL; longer names are cut). */
-#define PC_RT_HOST_LEN 64
 
 /* Rank r's host name (r in 0..size-1; "?" otherwise). Thread-safe. */
 static inline const char *pc_rt__host(const pc_runtime_t *rt, int r)
 {
-    return rt->hosts && r >= 0 && r < rt->size ? rt->hosts + (size_t)r * PC_RT_HOST_LEN : "?";
+    return rt->hosts && r >= 0 && r < rt->size ? rt->hosts + (size_t)r * PC_COMM_HOST_LEN : "?";
 }
 
 /* The rank of server s (0..nservers-1) in rt->comm. Thread-safe. */

@@ -27,6 +27,7 @@
 
 #include <mpi.h>
 
+#include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_plan.h"
@@ -79,12 +80,12 @@ typedef struct pc_auto_measured {
     int nlayers;
     pc_cost_layer_t layers[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest rank's times */
     pc_cost_layer_t compute;                    /* their sums */
-    int link_peer;       /* the rank rank 0 measured the link with; -1: one rank */
-    bool link_remote;    /* the peer is on another host */
-    char link_host[64];  /* the peer's host name ("" with one rank) */
-    double rtt_small;    /* median round trips, seconds: 8 bytes each way, */
-    double rtt_ab;       /* link_bytes from 0 to the peer (8 back), */
-    double rtt_ba;       /* and from the peer to 0 */
+    int link_peer;                    /* the rank rank 0 measured the link with; -1: one rank */
+    bool link_remote;                 /* the peer is on another host */
+    char link_host[PC_COMM_HOST_LEN]; /* the peer's host name ("" with one rank) */
+    double rtt_small;                 /* median round trips, seconds: 8 bytes each way, */
+    double rtt_ab;                    /* link_bytes from 0 to the peer (8 back), */
+    double rtt_ba;                    /* and from the peer to 0 */
     double bw_ab, bw_ba; /* bytes per second each way: (link_bytes - 8) / (rtt - rtt_small) */
     pc_cost_link_t link; /* the slower direction, latency rtt_small / 2; one rank: an
                           * infinite bandwidth and no latency */
@@ -95,10 +96,10 @@ typedef struct pc_auto_measured {
     size_t server_n;         /* the server's measurement: chunks of this many elements */
     size_t server_total;     /* in passes over this many (its share) */
     pc_cost_server_rate_t server;
-    double seconds;        /* the measurement's time (rank 0) */
-    char crowded_host[64]; /* the host with the most ranks per core they may use, */
-    int crowded_ranks;     /* its ranks, */
-    int crowded_cores;     /* and the most cores one of them may run on (affinity) */
+    double seconds;                      /* the measurement's time (rank 0) */
+    char crowded_host[PC_COMM_HOST_LEN]; /* the host with the most ranks per core they may use, */
+    int crowded_ranks;                   /* its ranks, */
+    int crowded_cores;                   /* and the most cores one of them may run on (affinity) */
 } pc_auto_measured_t;
 
 /* Measure what the cost model needs, on the job's own ranks and links (the header's

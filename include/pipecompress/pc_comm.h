@@ -43,6 +43,15 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
 #define PC_MPI_CHECK_PEER(call, peer, err, errlen)                                                 \
     pc_comm_check_peer((call), #call, (peer), __FILE__, __LINE__, err, errlen)
 
+/* Bytes of a host name as pc_comm_hosts keeps it (longer names are cut, NUL included). */
+#define PC_COMM_HOST_LEN 64
+
+/* Every rank's host name (gethostname; "?" if it fails), rank r's at
+ * hosts + r * PC_COMM_HOST_LEN, NUL-terminated; hosts holds size(comm) x PC_COMM_HOST_LEN
+ * bytes, the caller's. Collective over comm (one allgather). PC_OK or PC_EMPI with a
+ * message in err. Call from one thread per rank. */
+int pc_comm_hosts(MPI_Comm comm, char *hosts, char *err, size_t errlen);
+
 /* Plan thread placement for the node the caller is on: split `comm` by shared memory,
  * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),
  * and plan with `bind`. Collective over comm. On success *plan owns the node's plan and

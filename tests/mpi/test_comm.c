@@ -1,6 +1,7 @@
 /* test_comm: under mpirun, every rank of the node gets the same placement plan, worker
  * threads get distinct cores whenever the node has enough, each thread binds and verifies,
- * and MPI errors come back as PC_EMPI with a message. Run by tests/mpi/test_comm.sh. */
+ * every rank learns every rank's host name, and MPI errors come back as PC_EMPI with a
+ * message. Run by tests/mpi/test_comm.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <mpi.h>
@@ -103,6 +106,24 @@ static void test_bad_list_fails_everywhere(void **state)
     pc_topo_destroy(topo);
 }
 
+/* pc_comm_hosts: every rank's name in rank order, NUL-terminated; one host here. */
+static void test_hosts(void **state)
+{
+    (void)state;
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char *hosts = malloc((size_t)size * PC_COMM_HOST_LEN), me[PC_COMM_HOST_LEN] = {0}, err[256];
+    assert_non_null(hosts);
+    memset(hosts, 'x', (size_t)size * PC_COMM_HOST_LEN);
+    assert_int_equal(gethostname(me, sizeof(me) - 1), 0);
+    assert_int_equal(pc_comm_hosts(MPI_COMM_WORLD, hosts, err, sizeof(err)), PC_OK);
+    for (int r = 0; r < size; r++) {
+        assert_int_equal(hosts[(size_t)r * PC_COMM_HOST_LEN + PC_COMM_HOST_LEN - 1], '\0');
+        assert_string_equal(hosts + (size_t)r * PC_COMM_HOST_LEN, me);
+    }
+    free(hosts);
+}
+
 static void test_mpi_error_mapped(void **state)
 {
     (void)state;
@@ -123,6 +144,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_and_bind),
         cmocka_unit_test(test_bad_list_fails_everywhere),
+        cmocka_unit_test(test_hosts),
         cmocka_unit_test(test_mpi_error_mapped),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
