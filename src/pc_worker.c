@@ -179,32 +179,35 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     *did = false;
     if (w->queue.n == 0)
         return PC_OK;
-    /* The send window (worker_impl.h, inflight): take note of the sends completed since,
-     * then send the next chunk only while its server's window has room. */
-    int outcount = 0;
-    int rc = PC_MPI_CHECK(
-        MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
-        sizeof(why));
-    if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: completing gradient sends: %s", rt->rank, why);
-    for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
-        const wchunk_t *d = &w->chunks[w->done_idx[j]];
-        w->inflight[d->server] -= d->send_len;
-    }
     wchunk_t *c = &w->chunks[pc_rt__queue_peek(&w->queue)];
+    int rc;
+    /* The send window (worker_impl.h, inflight), kept by the compressor thread only: it
+     * polls again soon (updates are outstanding). Inline (--pipeline off) nothing would
+     * come back for the chunks left queued once the backward pass is over: the baseline
+     * sends each chunk at once. The sends completed since are looked for only when the
+     * window looks full. */
     size_t window = SEND_WINDOW_CHUNKS * (size_t)rt->cfg.chunk_bytes;
-    /* Only the compressor thread keeps a window: it polls again soon (updates are
-     * outstanding). Inline (--pipeline off) nothing would come back for the chunks left
-     * queued once the backward pass is over: the baseline sends each chunk at once. */
-    if (w->pipelined && w->inflight[c->server] > 0 && w->inflight[c->server] >= window)
-        return PC_OK;
+    if (w->pipelined && w->inflight[c->server] >= window) {
+        int outcount = 0;
+        rc = PC_MPI_CHECK(
+            MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
+            sizeof(why));
+        if (rc != PC_OK)
+            return WFAIL(me, rc, "worker r%d: completing gradient sends: %s", rt->rank, why);
+        for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
+            const wchunk_t *d = &w->chunks[w->done_idx[j]];
+            w->inflight[d->server] -= d->send_len;
+        }
+        if (w->inflight[c->server] >= window)
+            return PC_OK;
+    }
     *did = true;
     pc_rt__queue_pop(&w->queue);
     uint64_t it = c->fold_it;
     int server = pc_rt__server_rank(rt, c->server);
-    /* The previous send from this buffer completed long ago (its update came back), and
-     * was seen complete by the Testsome above or an earlier one. */
-    bool pending = w->sends[c->id] != MPI_REQUEST_NULL; /* completed since the Testsome */
+    /* The previous send from this buffer completed long ago (its update came back); if
+     * no Testsome above saw it, the Wait does and it leaves the window here. */
+    bool pending = w->sends[c->id] != MPI_REQUEST_NULL;
     rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
