@@ -251,25 +251,30 @@ pc_opt_group_t pc_config_group(pc_config_t *cfg, const char *title)
         .title = title, .opts = opts, .nopts = n, .dst = cfg, .given = &cfg->given};
 }
 
-int pc_config_given(const pc_config_t *cfg, const char *name)
+/* The row of flag `name` in config_opts (its bit in cfg->given), or -1. */
+static int given_bit(const char *name)
 {
     size_t n;
     const pc_opt_t *opts = pc_config_options(&n);
     for (size_t i = 0; i < n && i < 64; i++)
         if (strcmp(opts[i].name, name) == 0)
-            return (cfg->given >> i) & 1;
-    return 0;
+            return (int)i;
+    return -1;
+}
+
+int pc_config_given(const pc_config_t *cfg, const char *name)
+{
+    int i = given_bit(name);
+    return i >= 0 ? (int)((cfg->given >> i) & 1) : 0;
 }
 
 void pc_config_set_given(pc_config_t *cfg, const char *name, int given)
 {
-    size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
-    for (size_t i = 0; i < n && i < 64; i++)
-        if (strcmp(opts[i].name, name) == 0) {
-            if (given)
-                cfg->given |= UINT64_C(1) << i;
-            else
-                cfg->given &= ~(UINT64_C(1) << i);
-        }
+    int i = given_bit(name);
+    if (i < 0)
+        return;
+    if (given)
+        cfg->given |= UINT64_C(1) << i;
+    else
+        cfg->given &= ~(UINT64_C(1) << i);
 }
