@@ -207,6 +207,31 @@ static int agree_stop(pc_worker_t *w, bool *want_stop)
     return PC_OK;
 }
 
+int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->started || w->finished || (!buf && bytes > 0))
+        return WFAIL(&w->main, PC_EINVAL,
+                     "worker r%d: broadcast before start, after finish, or "
+                     "of no buffer",
+                     rt->rank);
+    /* Pieces of at most 1 GiB: MPI counts are ints. */
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t n = bytes - off < piece ? bytes - off : piece;
+        char why[256];
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc =
+            PC_MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, rt->workers_ctl, &req),
+                         why, sizeof(why));
+        if (rc == PC_OK)
+            rc = wait_collective(w, &req, "a broadcast from worker 0", why, sizeof(why));
+        if (rc != PC_OK)
+            return why[0] ? WFAIL(&w->main, rc, "worker r%d: broadcast: %s", rt->rank, why) : rc;
+    }
+    return PC_OK;
+}
+
 int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
 {
     pc_runtime_t *rt = w->rt;

@@ -151,6 +151,14 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
  * NULL: a stop flag was raised on some worker). */
 int pc_worker_iteration_end(pc_worker_t *w, bool *stop);
 
+/* Collective over the workers (not the servers), after pc_worker_start and before
+ * pc_worker_finish: every worker calls it at the same point with the same byte count, and
+ * afterwards buf holds worker 0's bytes on every worker (for state the runtime does not
+ * train: a host language's buffers, frozen parameters). buf is borrowed. Waited for
+ * without spinning, at most --timeout. Errors (PC_EINVAL, PC_EMPI, PC_ETIMEDOUT) through
+ * pc_worker_error. Backprop thread. */
+int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes);
+
 /* After the last iteration (collective with the servers): wait for the last updates, tell
  * the servers, stop the compressor thread, write --metrics. */
 int pc_worker_finish(pc_worker_t *w);

@@ -13,6 +13,7 @@
 #include "pipecompress/pc_opt.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_data.h"
+#include "pipecompress/pc_embed.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_event.h"
 #include "pipecompress/pc_layers.h"

@@ -1,0 +1,99 @@
+"""The shared library and its C prototypes (ctypes): private to the package.
+
+libpipecompress.so is found, in this order, at $PIPECOMPRESS_LIB (a path; nothing else is
+tried when it is set), at the path `make install` recorded in _installed.py, beside a
+source tree's default build directory (build/src/.libs), and through the dynamic linker's
+search path. It is loaded with RTLD_GLOBAL: Open MPI opens its plugins later, and they
+need libmpi's symbols visible to the whole process.
+"""
+import ctypes
+import os
+
+_c = ctypes
+c_int, c_size_t, c_char_p, c_void_p, c_double, c_int64 = (
+    _c.c_int, _c.c_size_t, _c.c_char_p, _c.c_void_p, _c.c_double, _c.c_int64)
+
+
+# pc_embed_length_fn: int64_t (*)(void *ud, int workers)
+LENGTH_FN = _c.CFUNCTYPE(c_int64, c_void_p, c_int)
+
+
+def _candidates():
+    env = os.environ.get("PIPECOMPRESS_LIB")
+    if env:
+        return [env]
+    found = []
+    try:
+        from . import _installed  # written by `make install`
+        found.append(_installed.LIBRARY)
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    found.append(os.path.join(here, "..", "..", "build", "src", ".libs", "libpipecompress.so.0"))
+    found.append("libpipecompress.so.0")
+    return found
+
+
+def load():
+    """Load the library and declare the prototypes; raises OSError naming what was tried."""
+    tried = []
+    lib = None
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(path + " (no such file)")
+            continue
+        try:
+            lib = _c.CDLL(path, mode=_c.RTLD_GLOBAL)
+            break
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    if lib is None:
+        raise OSError("cannot load libpipecompress: tried " + "; ".join(tried) +
+                      " (set PIPECOMPRESS_LIB to the library's path)")
+    proto = {
+        "pc_strerror": (c_char_p, [c_int]),
+        "pc_time_ns": (c_int64, []),
+        "pc_embed_create": (c_int, [c_int, _c.POINTER(c_char_p), LENGTH_FN, c_void_p,
+                                    _c.POINTER(c_void_p),
+                                    _c.POINTER(c_int), c_char_p, c_size_t]),
+        "pc_embed_rank": (c_int, [c_void_p]),
+        "pc_embed_size": (c_int, [c_void_p]),
+        "pc_embed_runtime": (c_void_p, [c_void_p]),
+        "pc_embed_worker": (c_void_p, [c_void_p]),
+        "pc_embed_config_text": (c_int, [c_void_p, c_char_p, c_size_t]),
+        "pc_embed_run_server": (c_int, [c_void_p, c_char_p, c_size_t]),
+        "pc_embed_destroy": (None, [c_void_p]),
+        "pc_embed_abort": (None, [c_int]),
+        "pc_runtime_workers": (c_int, [c_void_p]),
+        "pc_runtime_servers": (c_int, [c_void_p]),
+        "pc_runtime_set_stop_flag": (None, [c_void_p, _c.POINTER(c_int)]),
+        "pc_runtime_stop_signal": (c_int, [c_void_p]),
+        "pc_worker_register": (c_int, [c_void_p, c_char_p, c_void_p, c_void_p, c_size_t]),
+        "pc_worker_start": (c_int, [c_void_p]),
+        "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
+        "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),
+        "pc_worker_iteration_end": (c_int, [c_void_p, _c.POINTER(_c.c_bool)]),
+        "pc_worker_broadcast": (c_int, [c_void_p, c_void_p, c_size_t]),
+        "pc_worker_finish": (c_int, [c_void_p]),
+        "pc_worker_error": (c_char_p, [c_void_p]),
+        "pc_worker_iteration": (c_int64, [c_void_p]),
+        "pc_worker_report": (None, [c_void_p, c_double, c_double]),
+        "pc_worker_metrics_note": (None, [c_void_p, c_char_p]),
+        "pc_worker_trace": (None, [c_void_p, c_char_p, c_int64, c_int64]),
+        "pc_data_load_fashion": (c_int, [c_char_p, c_int, c_void_p, c_char_p, c_size_t]),
+        "pc_data_synthetic": (c_int, [_c.c_uint32, _c.c_uint64, c_int, c_void_p]),
+        "pc_data_free": (None, [c_void_p]),
+        "pc_data_order": (None, [c_void_p, _c.c_uint32, _c.c_uint64, _c.c_uint64]),
+    }
+    for name, (res, args) in proto.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    return lib
+
+
+class Dataset(_c.Structure):
+    """pc_dataset_t (include/pipecompress/pc_data.h)."""
+    _fields_ = [("n", _c.c_uint32), ("rows", _c.c_uint32), ("cols", _c.c_uint32),
+                ("images", _c.POINTER(_c.c_float)), ("labels", _c.POINTER(_c.c_uint8)),
+                ("classes", c_int)]

@@ -1,0 +1,218 @@
+/* pc_embed: the runtime inside another language's program (pc_embed.h). What pc-train's
+ * main does around the runtime, behind one handle: MPI start-up, the runtime's flags, the
+ * log, the runtime and this rank's worker. */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_config.h"
+#include "pipecompress/pc_embed.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_log.h"
+#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_runtime.h"
+
+struct pc_embed {
+    int rank, size;
+    bool own_mpi; /* pc_embed_create started MPI: pc_embed_destroy finalises it */
+    pc_config_t cfg;
+    pc_log_t *log;
+    pc_runtime_t *rt;
+    pc_worker_t *w; /* NULL on a server rank */
+};
+
+/* Start MPI unless the process did; then it must allow calls from several threads. */
+static int start_mpi(bool *own, char *err, size_t errlen)
+{
+    int inited = 0, finalized = 0, provided = 0;
+    int rc = PC_MPI_CHECK(MPI_Initialized(&inited), err, errlen);
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Finalized(&finalized), err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    if (finalized)
+        return pc_error_fmt(PC_ESTATE, err, errlen,
+                            "MPI was already finalised in this process: it cannot start again");
+    *own = !inited;
+    if (!inited)
+        rc = PC_MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), err,
+                          errlen);
+    else
+        rc = PC_MPI_CHECK(MPI_Query_thread(&provided), err, errlen);
+    if (rc == PC_OK && provided < MPI_THREAD_MULTIPLE)
+        rc = pc_error_fmt(PC_EMPI, err, errlen,
+                          "MPI provides thread level %d, the runtime needs MPI_THREAD_MULTIPLE "
+                          "(%d)%s",
+                          provided, MPI_THREAD_MULTIPLE,
+                          inited ? ": initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE)"
+                                 : "");
+    return rc;
+}
+
+static void stop_mpi(bool own)
+{
+    char ignored[8];
+    if (own)
+        (void)PC_MPI_CHECK(MPI_Finalize(), ignored, sizeof(ignored));
+}
+
+int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud,
+                    pc_embed_t **out, int *exit_status, char *err, size_t errlen)
+{
+    if (!out || !exit_status || argc < 1 || !argv || !argv[0])
+        return pc_error_fmt(PC_EINVAL, err, errlen, "pc_embed_create: no argv[0]");
+    *out = NULL;
+    *exit_status = 1;
+    pc_embed_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    int rc = start_mpi(&e->own_mpi, err, errlen);
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &e->rank), err, errlen);
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->size), err, errlen);
+    if (rc != PC_OK) {
+        free(e);
+        return rc;
+    }
+    /* getopt_long permutes the array it is given: parse a copy, argv stays the caller's. */
+    char **args = malloc(sizeof(char *) * ((size_t)argc + 1));
+    if (!args) {
+        stop_mpi(e->own_mpi);
+        free(e);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    }
+    memcpy(args, argv, sizeof(char *) * (size_t)argc);
+    args[argc] = NULL;
+    pc_config_defaults(&e->cfg);
+    pc_opt_group_t group = pc_config_group(&e->cfg, "PipeCompress runtime");
+    rc = pc_opt_parse(&group, 1, argc, args, NULL, err, errlen);
+    free(args);
+    if (rc == PC_OK && e->cfg.mode == PC_MODE_AUTO)
+        rc = pc_error_fmt(PC_EUSAGE, err, errlen,
+                          "--mode auto: its start-up probe profiles pc-train's built-in models; "
+                          "choose --mode ps or --mode allreduce");
+    if (rc == PC_OK && length && !pc_config_given(&e->cfg, "iters")) {
+        /* The workers as the checks will count them: every rank with --mode allreduce. */
+        int workers = e->cfg.mode == PC_MODE_ALLREDUCE ? e->size : e->size - e->cfg.servers;
+        int64_t n = workers > 0 ? length(ud, workers) : 0;
+        if (n < 0)
+            rc = pc_error_fmt(PC_EUSAGE, err, errlen,
+                              "the program's run length is negative (%lld iterations)",
+                              (long long)n);
+        else if (n > 0)
+            e->cfg.iters = n;
+    }
+    if (rc == PC_OK)
+        rc = pc_runtime_check_config(&e->cfg, e->size, err, errlen);
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    int early = pc_opt_finish(rc, &group, 1, prog,
+                              "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)", err,
+                              e->rank == 0, stdout, stderr);
+    if (early >= 0) {
+        fflush(stdout);
+        fflush(stderr);
+        *exit_status = early;
+        stop_mpi(e->own_mpi);
+        free(e);
+        return early == 0 ? PC_OK : PC_EUSAGE;
+    }
+    if ((rc = pc_log_create(stderr, e->rank, (pc_log_level_t)e->cfg.log_level, &e->log)) !=
+        PC_OK) {
+        free(e);
+        return pc_error_fmt(rc, err, errlen, "cannot create the log");
+    }
+    if ((rc = pc_runtime_create(&e->cfg, MPI_COMM_WORLD, e->log, &e->rt, err, errlen)) != PC_OK) {
+        pc_log_destroy(e->log);
+        free(e);
+        return rc;
+    }
+    if (pc_runtime_role(e->rt) == PC_ROLE_WORKER &&
+        (rc = pc_worker_create(e->rt, &e->w, err, errlen)) != PC_OK) {
+        pc_runtime_destroy(e->rt);
+        pc_log_destroy(e->log);
+        free(e);
+        return rc;
+    }
+    *exit_status = -1;
+    *out = e;
+    return PC_OK;
+}
+
+int pc_embed_rank(const pc_embed_t *e)
+{
+    return e->rank;
+}
+
+int pc_embed_size(const pc_embed_t *e)
+{
+    return e->size;
+}
+
+pc_runtime_t *pc_embed_runtime(pc_embed_t *e)
+{
+    return e->rt;
+}
+
+pc_worker_t *pc_embed_worker(pc_embed_t *e)
+{
+    return e->w;
+}
+
+int pc_embed_config_text(const pc_embed_t *e, char *buf, size_t len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f)
+        return PC_ENOMEM;
+    /* pc_opt_print only reads through the group's destination. */
+    pc_config_t cfg = e->cfg;
+    pc_opt_group_t group = pc_config_group(&cfg, "");
+    pc_opt_print(&group, 1, "", f);
+    if (fclose(f) != 0) {
+        free(text);
+        return PC_ENOMEM;
+    }
+    if (len > 0 && buf)
+        snprintf(buf, len, "%s", text);
+    free(text);
+    return n > (size_t)0x7fffffff ? PC_ENOMEM : (int)n;
+}
+
+int pc_embed_run_server(pc_embed_t *e, char *err, size_t errlen)
+{
+    if (e->w)
+        return pc_error_fmt(PC_ESTATE, err, errlen,
+                            "run_server on rank %d, a worker (servers are the last --servers "
+                            "ranks)",
+                            e->rank);
+    return pc_server_run(e->rt, err, errlen);
+}
+
+void pc_embed_destroy(pc_embed_t *e)
+{
+    if (!e)
+        return;
+    pc_worker_destroy(e->w);
+    pc_runtime_destroy(e->rt);
+    pc_log_destroy(e->log);
+    stop_mpi(e->own_mpi);
+    free(e);
+}
+
+void pc_embed_abort(int status)
+{
+    int inited = 0, finalized = 0;
+    char ignored[8];
+    if (PC_MPI_CHECK(MPI_Initialized(&inited), ignored, sizeof(ignored)) != PC_OK || !inited ||
+        PC_MPI_CHECK(MPI_Finalized(&finalized), ignored, sizeof(ignored)) != PC_OK || finalized)
+        return;
+    (void)PC_MPI_CHECK(MPI_Abort(MPI_COMM_WORLD, status), ignored, sizeof(ignored));
+}
