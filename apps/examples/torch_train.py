@@ -132,6 +132,8 @@ def main():
     ap.add_argument("--save", metavar="FILE", help="rank 0: the trained state_dict")
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--warmup", type=int, default=10,
+                    help="iterations left out of the reported rate (start-up, first touches)")
     args, rest = ap.parse_known_args()
     if args.epochs < 1 or args.batch < 1 or args.threads < 1:
         ap.error("--epochs, --batch and --threads must be positive")
@@ -172,9 +174,9 @@ def main():
                             f'"iteration": {it}, "test_accuracy": {acc:.5f}}}')
 
     t0 = time.time()
-    stop = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
-                    step=lambda: pc.iteration_end(), report=pc.report,
-                    on_epoch_end=on_epoch_end)
+    stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
+                          step=lambda: pc.iteration_end(), report=pc.report,
+                          on_epoch_end=on_epoch_end)
     status = pc.finish()  # the model now holds the last update
     wall = time.time() - t0
     if rank == 0:
@@ -182,7 +184,7 @@ def main():
         if stop:
             print(f"stopped by signal {pc.stop_signal()}", flush=True)
         else:
-            line = f"done: {done} iterations in {wall:.1f} s ({done * W * B / wall:.0f} samples/s)"
+            line = f"done: {done} iterations in {wall:.1f} s" + rate_text(rate, args.warmup)
             if test is not None:
                 acc, _ = evaluate(model, *test)
                 line += f"; final test accuracy {100 * acc:.2f}%"
@@ -192,16 +194,24 @@ def main():
     return status
 
 
+def rate_text(rate, warmup):
+    if rate is None:
+        return f" (too few iterations for a rate after --warmup {warmup})"
+    return f" ({rate:.0f} samples/s after {warmup} warm-up iterations)"
+
+
 def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step, report,
              on_epoch_end):
     """The training loop both backends share: pc-train's data order and shards, dropout
-    seeded by (seed, rank), loss and accuracy of each batch reported. Returns True when
-    stopped by a signal."""
+    seeded by (seed, rank), loss and accuracy of each batch reported. Returns (stopped by a
+    signal, samples per second over the iterations after the first --warmup ones, or None
+    when there were none)."""
     n, B = len(labels), args.batch
     torch.manual_seed(seed * 1000 + rank)
     model.train()
     perm, perm_epoch = None, -1
     t_print, loss_sum, ok_sum, seen = time.time(), 0.0, 0, 0
+    t_warm, done = None, 0
     for it in range(first, total):
         epoch, i = divmod(it, ipe)
         if epoch != perm_epoch:
@@ -223,11 +233,19 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
             print(f"iteration {it + 1}/{total}: loss {loss_sum / seen:.4f}, train accuracy "
                   f"{100 * ok_sum / (seen * B):.2f}%", flush=True)
             t_print, loss_sum, ok_sum, seen = now, 0.0, 0, 0
+        if t_warm is not None:
+            done += 1
+        elif it + 1 - first == args.warmup:
+            t_warm = time.time()
         if stop:
-            return True
+            return True, None
         if i + 1 == ipe or it + 1 == total:
+            t_eval = time.time()
             on_epoch_end(epoch, it)
-    return False
+            if t_warm is not None:
+                t_warm += time.time() - t_eval  # evaluation is not training
+    rate = done * W * B / (time.time() - t_warm) if done else None
+    return False, rate
 
 
 def train_ddp(args, rest, images, labels, run_length):
@@ -276,11 +294,11 @@ def train_ddp(args, rest, images, labels, run_length):
                   f"({time.time() - t0:.1f} s)", flush=True)
 
     t0 = time.time()
-    run_loop(args, ddp, images, labels, f.seed, 0, total, ipe, W, rank, step,
-             report=lambda loss, acc: None, on_epoch_end=on_epoch_end)
+    _, rate = run_loop(args, ddp, images, labels, f.seed, 0, total, ipe, W, rank, step,
+                       report=lambda loss, acc: None, on_epoch_end=on_epoch_end)
     wall = time.time() - t0
     if rank == 0:
-        line = f"done: {total} iterations in {wall:.1f} s ({total * W * B / wall:.0f} samples/s)"
+        line = f"done: {total} iterations in {wall:.1f} s" + rate_text(rate, args.warmup)
         if test is not None:
             acc, _ = evaluate(model, *test)
             line += f"; final test accuracy {100 * acc:.2f}%"
