@@ -229,7 +229,8 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
         stop = step()
         loss_sum, ok_sum, seen = loss_sum + lv, ok_sum + ok, seen + 1
         now = time.time()
-        if rank == 0 and not args.quiet and (now - t_print > 5 or it + 1 == total):
+        if rank == 0 and not args.quiet and (now - t_print > 5 or it + 1 == total or
+                                             it == first):
             print(f"iteration {it + 1}/{total}: loss {loss_sum / seen:.4f}, train accuracy "
                   f"{100 * ok_sum / (seen * B):.2f}%", flush=True)
             t_print, loss_sum, ok_sum, seen = now, 0.0, 0, 0

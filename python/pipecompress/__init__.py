@@ -119,7 +119,7 @@ def _excepthook(kind, value, tb):
     s = _S
     if isinstance(value, Error):
         prog = s.prog if s else "pipecompress"
-        print(f"{prog}: {value}", file=sys.stderr)
+        sys.stderr.write(f"{prog}: {value}\n")  # one write: ranks share the pipe
     else:
         sys.__excepthook__(kind, value, tb)
     sys.stderr.flush()

@@ -80,6 +80,21 @@ else
     bad "installed pc-train"; tail -3 "$tmp/t.log"
 fi
 
+# The Python package: installed where the configured interpreter imports from under the
+# prefix, with _installed.py naming the installed library; importable from the staging
+# directory, and it loads the staged library (PIPECOMPRESS_LIB stands in for the prefix).
+pydir=$(find "$tmp/root" -path '*/pipecompress/_installed.py' -printf '%h\n' | head -1)
+py=$(sed -n 's/^PC_PYTHON = //p' "$PC_BUILDDIR/Makefile")
+if [ -n "$pydir" ] && grep -qx "LIBRARY = \"$prefix/lib/libpipecompress.so.0\"" "$pydir/_installed.py" &&
+    [ -e "$pydir/__init__.py" ] && [ -e "$pydir/_lib.py" ] && [ -e "$pydir/data.py" ] &&
+    out=$(cd "$tmp" && PYTHONPATH="$(dirname "$pydir")" PIPECOMPRESS_LIB="$libdir/libpipecompress.so.0" \
+        "$py" -c 'import pipecompress._lib as l, pipecompress._installed as i; print(l.load().pc_strerror(0).decode(), i.LIBRARY)' 2>&1) &&
+    [ "$out" = "success $prefix/lib/libpipecompress.so.0" ]; then
+    ok "the Python package installed in ${pydir#"$tmp/root"}, naming $prefix/lib/libpipecompress.so.0, loads the library"
+else
+    bad "Python package: ${pydir:-not installed} ${out:-}"
+fi
+
 # doc/api.md's build-and-run lines, as written there, in a scratch directory laid out like
 # the source tree. pkg-config finds the staged install through a copy of its .pc naming the
 # staging prefix (a real install at the configured prefix needs nothing of the kind), and

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The PyTorch binding (python/pipecompress) under mpirun, with the build tree's library:
+# - one worker, --compress none: every iteration equals torch.optim.SGD on the same batch
+#   (momentum, weight decay; one and two backward passes per iteration);
+# - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
+#   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
+#   what must hold), with top-k and with --mode allreduce;
+# - pipelined and inline give bitwise the same model; a run checkpointed and resumed gives
+#   the same parameters after every iteration as one that was not; --metrics and
+#   --timeline are written with the binding's loss and layer events;
+# - apps/examples/torch_train.py trains the cnn and the lstm a few iterations, and its
+#   loss falls;
+# - bad flags, --mode auto, float64 and non-contiguous parameters, pc.init twice, a server
+#   that never serves: one line naming the problem, a non-zero exit on every rank, no
+#   hang (each job under a time limit).
+# Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+py=${PC_PYTHON:-/usr/bin/python3}
+"$py" -c 'import torch' 2>/dev/null || pc_skip "$py cannot import torch (Debian: apt-get install python3-torch)"
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+cases="$PC_SRCDIR/tests/python/torch_cases.py"
+export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
+[ -e "$PIPECOMPRESS_LIB" ] || pc_skip "no shared library at $PIPECOMPRESS_LIB (configured with --disable-shared?)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# job NAME RANKS ARGS...: run a case, output in $tmp/NAME.out; returns the job's status.
+job() {
+    local name=$1 np=$2
+    shift 2
+    "$run" -t 180 -np "$np" "$py" "$@" >"$tmp/$name.out" 2>&1
+}
+
+for c in sgd sgd2; do
+    if job "$c" 2 "$cases" "$c" "$tmp/$c" --compress none --iters 6 --lr 0.1 --momentum 0.9 \
+        --weight-decay 0.001 &&
+        grep -qE '^sgd: 6 iterations, [12] backward passes each, .*largest relative difference from torch.optim.SGD [0-9.e+-]+$' "$tmp/$c.out"; then
+        ok "$c: every iteration equals torch.optim.SGD ($(grep -o 'difference.*' "$tmp/$c.out"))"
+    else
+        bad "$c:"; tail -n 20 "$tmp/$c.out"
+    fi
+done
+
+zoo() { # zoo NAME RANKS FLAGS...: the zoo case, then its checks
+    local name=$1 np=$2
+    shift 2
+    if job "$name" "$np" "$cases" zoo "$tmp/$name" --iters 10 "$@" &&
+        "$py" "$PC_SRCDIR/tests/python/check_zoo.py" "$tmp/$name" >"$tmp/$name.check" 2>&1; then
+        ok "zoo $*: $(grep -c '^ok:' "$tmp/$name.check") properties hold"
+    else
+        bad "zoo $*:"; tail -n 20 "$tmp/$name.out"; cat "$tmp/$name.check" 2>/dev/null
+    fi
+}
+zoo topk 3 --compress topk:ratio=0.1 --metrics "$tmp/m.jsonl" --timeline "$tmp/t.json"
+zoo inline 3 --compress topk:ratio=0.1 --pipeline off
+zoo allreduce 2 --mode allreduce
+if cmp -s "$tmp/topk/final-r0.bin" "$tmp/inline/final-r0.bin" &&
+    cmp -s "$tmp/topk/hash-r0.txt" "$tmp/inline/hash-r0.txt"; then
+    ok "pipelined and inline: bitwise the same parameters after every iteration, same final state"
+else
+    bad "pipelined and inline differ"
+fi
+if grep -q '"role": "worker", "iteration": 9,.*"loss": [0-9]' "$tmp/m.jsonl.r0" 2>/dev/null ||
+    grep -q '"role": "worker", "iteration": 9,.*"loss": [0-9]' "$tmp/m.jsonl" 2>/dev/null; then
+    ok "--metrics: worker lines with the loss the script reported"
+else
+    bad "--metrics:"; ls "$tmp"; head -c 400 "$tmp"/m.jsonl* 2>/dev/null
+fi
+if grep -q '"forward enc"' "$tmp/t.json" && grep -q '"backward head.weight"' "$tmp/t.json"; then
+    ok "--timeline: the binding's forward and backward events are in the trace"
+else
+    bad "--timeline: no forward/backward events"
+fi
+
+# Checkpoint at iteration 5 and resume to 10 against 10 straight (the constant schedule
+# does not depend on --iters): the parameters agree bitwise after every iteration.
+if job ck1 3 "$cases" zoo "$tmp/resumed" --iters 5 --compress topk:ratio=0.1 \
+    --checkpoint-dir "$tmp/ck" &&
+    job ck2 3 "$cases" zoo "$tmp/resumed" --iters 10 --compress topk:ratio=0.1 \
+        --checkpoint-dir "$tmp/ck" --resume &&
+    grep -q 'resuming from the checkpoint of iteration 5' "$tmp/ck2.out" &&
+    [ "$(wc -l <"$tmp/resumed/hash-r0.txt")" = 10 ] &&
+    cmp -s "$tmp/topk/hash-r0.txt" "$tmp/resumed/hash-r0.txt"; then
+    ok "checkpoint at 5, resume to 10: the parameters of every iteration bitwise those of an uninterrupted run"
+else
+    bad "resume:"; tail -n 5 "$tmp/ck1.out" "$tmp/ck2.out"; diff "$tmp/topk/hash-r0.txt" "$tmp/resumed/hash-r0.txt" | head -5
+fi
+
+example="$PC_SRCDIR/apps/examples/torch_train.py"
+for arch in cnn lstm; do
+    if job "ex-$arch" 3 "$example" --arch "$arch" --iters 30 --eval end --warmup 5 &&
+        "$py" - "$tmp/ex-$arch.out" <<'PY'; then
+import re, sys
+text = open(sys.argv[1]).read()
+losses = [float(x) for x in re.findall(r"^iteration \d+/30: loss ([0-9.]+)", text, re.M)]
+done = re.search(r"^done: 30 iterations in [0-9.]+ s \(\d+ samples/s after 5 warm-up iterations\); final test accuracy [0-9.]+%$", text, re.M)
+first = re.search(r"^iteration 1/30: loss ([0-9.]+)", text, re.M)
+sys.exit(0 if done and first and losses and losses[-1] < float(first.group(1)) else 1)
+PY
+        ok "torch_train.py --arch $arch: trains, the loss falls ($(grep -E '^(iteration 1/|iteration 30/)' "$tmp/ex-$arch.out" | grep -o 'loss [0-9.]*' | tr '\n' ' '))"
+    else
+        bad "torch_train.py --arch $arch:"; tail -n 15 "$tmp/ex-$arch.out"
+    fi
+done
+
+# refuse NAME RANKS STATUS PATTERN ARGS...: the job exits STATUS (any non-zero for "x"),
+# every rank ends within the limit, and the output has PATTERN as one line.
+refuse() {
+    local name=$1 np=$2 want=$3 pattern=$4 st
+    shift 4
+    job "$name" "$np" "$@"
+    st=$?
+    if { [ "$want" = x ] && [ "$st" != 0 ] && [ "$st" != 124 ]; } || [ "$st" = "$want" ]; then
+        if [ "$(grep -cE "$pattern" "$tmp/$name.out")" -ge 1 ]; then
+            ok "$name: exit $st, '$(grep -m1 -E "$pattern" "$tmp/$name.out")'"
+            return
+        fi
+    fi
+    bad "$name: exit $st (wanted $want), output:"; head -n 20 "$tmp/$name.out"
+}
+refuse bad-flag 3 2 '^torch_cases.py: --servers: .x. is not an integer$' "$cases" zoo "$tmp/x" --servers x
+refuse unknown-flag 3 2 '^torch_cases.py: .*--no-such-flag' "$cases" zoo "$tmp/x" --no-such-flag
+refuse auto 3 2 '^torch_cases.py: --mode auto: ' "$cases" zoo "$tmp/x" --mode auto
+refuse float64 3 x '^torch_cases.py: attach: parameter 0.weight is float64: PipeCompress trains float32 parameters' "$cases" dtype "$tmp/x"
+refuse strided 3 x '^torch_cases.py: attach: parameter 2.weight is not contiguous' "$cases" strided "$tmp/x"
+refuse init-twice 3 x '^torch_cases.py: pipecompress: pc.init\(\) was already called in this process$' "$cases" twice "$tmp/x"
+refuse lazy-server 2 x '^torch_cases.py: (rank 1 is a server and never called pc.run_server\(\)|worker rank 0 ended without pc.attach\(model\))$' \
+    -c 'import sys; sys.argv[0] = "torch_cases.py"; sys.path.insert(0, "'"$PC_SRCDIR"'/python"); import pipecompress as pc; pc.init([])'
+if job help 2 "$cases" zoo "$tmp/x" --help && grep -q '^usage: mpirun -np N python3 SCRIPT \[flags\]' "$tmp/help.out" &&
+    grep -qE '^ +-c, --compress SPEC' "$tmp/help.out" && [ "$(grep -c '^usage:' "$tmp/help.out")" = 1 ]; then
+    ok "--help: exit 0 on every rank, the runtime's flags printed once"
+else
+    bad "--help:"; head -n 5 "$tmp/help.out"
+fi
+if grep -q 'Traceback' "$tmp/float64.out" "$tmp/strided.out" "$tmp/bad-flag.out"; then
+    bad "a refusal printed a traceback instead of one line"
+else
+    ok "refusals print one line, no traceback"
+fi
+pc_done

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Cases of the PyTorch binding (python/pipecompress), each run under mpirun by
+tests/mpi/test_torch.sh, which checks what they print and write:
+
+    torch_cases.py CASE OUTDIR [PipeCompress flags...]
+
+sgd       1 worker: each iteration through PipeCompress (--compress none) equals
+          torch.optim.SGD on the same batch (momentum, weight decay), within float
+          tolerance; with backward_passes_per_step=2 when CASE is sgd2 (gradients of two
+          half batches accumulated).
+zoo       a model with every kind of parameter the binding defines a behaviour for: tied
+          weights, an unused branch, a frozen parameter, BatchNorm buffers, a parameter read
+          outside its own module, dropout. Every worker builds it from a different seed
+          (worker 0's must win); after each iteration every worker writes the hash of its
+          parameters to OUTDIR/hash-rRANK.txt; at the end OUTDIR/final-rRANK.pt holds the
+          state and OUTDIR/init-rRANK.pt the state right after attach. Data and dropout
+          derive from (iteration, rank), so the run resumes exactly (--resume).
+dtype     a float64 model: must fail at attach with one line naming the parameter.
+strided   a non-contiguous parameter: must fail likewise.
+twice     pc.init called twice: must fail with one line.
+"""
+import copy
+import hashlib
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import pipecompress as pc  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def digest(tensors):
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def case_sgd(out, flags, bpps):
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    cfg = pc.config()
+    lr, mu, wd = float(cfg["lr"]), float(cfg["momentum"]), float(cfg["weight-decay"])
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mu, weight_decay=wd)
+    pc.attach(model, backward_passes_per_step=bpps)
+    g = torch.Generator().manual_seed(5)
+    worst = 0.0
+    for it in range(int(cfg["iters"])):
+        x = torch.randn(8, 20, generator=g)
+        y = torch.randint(0, 3, (8,), generator=g)
+        opt.zero_grad()
+        for part in range(bpps):
+            xs, ys = x[part::bpps], y[part::bpps]
+            # The runtime averages the workers' gradients; one worker: its own, summed over
+            # the backward passes (as .grad accumulates for the reference).
+            F.cross_entropy(model(xs), ys).backward()
+            F.cross_entropy(ref(xs), ys).backward()
+        opt.step()
+        pc.iteration_end()
+        pc.synchronize()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            d = ((p - q).abs().max() / (q.abs().max() + 1e-30)).item()
+            worst = max(worst, d)
+            if d > 1e-5:
+                raise pc.Error(f"iteration {it}: {name} differs from torch.optim.SGD by {d:.3g} "
+                               "(relative)")
+    status = pc.finish()
+    print(f"sgd: {cfg['iters']} iterations, {bpps} backward passes each, lr {lr} momentum "
+          f"{mu} weight decay {wd}: largest relative difference from torch.optim.SGD "
+          f"{worst:.3g}", flush=True)
+    return status
+
+
+class Zoo(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(12, 12)
+        self.dec = nn.Linear(12, 12)
+        self.dec.weight = self.enc.weight  # tied: one Parameter in two modules
+        self.bn = nn.BatchNorm1d(12)
+        self.unused = nn.Linear(4, 4)  # never called: no gradient, ever
+        self.frozen = nn.Linear(12, 12)
+        self.frozen.requires_grad_(False)
+        self.side = nn.Linear(12, 6)  # its weight is read by the root's forward only
+        self.head = nn.Linear(12, 3)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.enc(x)))
+        h = self.drop(F.relu(self.dec(h)) + self.frozen(h))
+        s = F.linear(h, self.side.weight)  # outside self.side's own forward
+        return self.head(h) + s.sum(1, keepdim=True)
+
+
+def case_zoo(out, flags):
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    rank = pc.rank()
+    cfg = pc.config()
+    seed = int(cfg["seed"])
+    torch.manual_seed(100 + rank)  # different on every worker: worker 0's must win
+    model = Zoo()
+    pc.attach(model)
+    torch.save(model.state_dict(), os.path.join(out, f"init-r{rank}.pt"))
+    hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "a")
+    for it in range(pc.iteration(), int(cfg["iters"])):
+        g = torch.Generator().manual_seed(seed * 100003 + it * 17 + rank)
+        torch.manual_seed(seed * 7919 + it * 31 + rank)  # dropout
+        x = torch.randn(16, 12, generator=g)
+        y = torch.randint(0, 3, (16,), generator=g)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        pc.report(loss.item())
+        pc.iteration_end()
+        pc.synchronize()
+        print(it, digest(model.parameters()), file=hashes, flush=True)
+    status = pc.finish()
+    torch.save(model.state_dict(), os.path.join(out, f"final-r{rank}.pt"))
+    with open(os.path.join(out, f"final-r{rank}.bin"), "wb") as f:
+        for name, t in model.state_dict().items():
+            f.write(name.encode() + b"\0" + t.contiguous().numpy().tobytes())
+    return status
+
+
+def case_bad_model(out, flags, kind):
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    if kind == "dtype":
+        model = model.double()
+    else:
+        w = model[2].weight
+        w.data = torch.empty(4, 2).t()  # transposed: not contiguous
+    pc.attach(model)
+    return pc.finish()
+
+
+def main():
+    case, out, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+    os.makedirs(out, exist_ok=True)
+    if case in ("sgd", "sgd2"):
+        return case_sgd(out, flags, 2 if case == "sgd2" else 1)
+    if case == "zoo":
+        return case_zoo(out, flags)
+    if case in ("dtype", "strided"):
+        return case_bad_model(out, flags, case)
+    if case == "twice":
+        pc.init(flags)
+        pc.init(flags)
+    raise SystemExit(f"torch_cases.py: unknown case {case}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
