@@ -177,12 +177,14 @@ def main():
     stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
                           step=lambda: pc.iteration_end(), report=pc.report,
                           on_epoch_end=on_epoch_end)
+    it_done = pc.iteration()
     status = pc.finish()  # the model now holds the last update
     wall = time.time() - t0
     if rank == 0:
         done = total - first if not stop else None
         if stop:
-            print(f"stopped by signal {pc.stop_signal()}", flush=True)
+            print(f"stopped by signal {pc.stop_signal()} after {it_done} iterations"
+                  + ("; continue with --resume" if cfg["checkpoint-dir"] else ""), flush=True)
         else:
             line = f"done: {done} iterations in {wall:.1f} s" + rate_text(rate, args.warmup)
             if test is not None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every command the documentation shows, run in a short form, read from the docs
 # themselves so that a doc cannot drift from the code:
-#   README.md, doc/operations.md, doc/api.md: every line of every ```sh block;
+#   README.md, doc/operations.md, doc/api.md, doc/python.md: every line of every ```sh block;
 #   doc/*.1: every line of the .nf block under .SH EXAMPLES.
 # The short form of a command (and nothing else is changed):
 #   - a trailing "# comment" and a leading "cd /path/to/pipecompress && " are dropped (the
@@ -43,7 +43,7 @@ ran=0
 python3 - "$src" >"$tmp/commands" <<'PY'
 import re, sys, os
 src = sys.argv[1]
-for name in ("README.md", "doc/operations.md", "doc/api.md"):
+for name in ("README.md", "doc/operations.md", "doc/api.md", "doc/python.md"):
     inside = False
     for n, line in enumerate(open(os.path.join(src, name)), 1):
         if line.startswith("```"):
@@ -135,6 +135,12 @@ while IFS=$'\t' read -r where cmd; do
         fi
         run="PC_CHECKPOINT_DIR='$tmp/ck-$n' sbatch --wait --overcommit --time=10 --output='$log.job' $fold ${c#sbatch }"
         ;;
+    *torch_train.py*)
+        # The PyTorch example needs Debian's python3-torch (an optional package).
+        if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+            echo "skip: $where: $cmd (/usr/bin/python3 cannot import torch)"; continue
+        fi
+        run=$(short_iters "$cmd") ;;
     *pc-train*|*pc_example*|*pc-mpirun.sh*)
         run=$(short_iters "$cmd") ;;
     scripts/plot.py*)

@@ -23,7 +23,10 @@ cases="$PC_SRCDIR/tests/python/torch_cases.py"
 export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 [ -e "$PIPECOMPRESS_LIB" ] || pc_skip "no shared library at $PIPECOMPRESS_LIB (configured with --disable-shared?)"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+job=
+trap '[ -n "$job" ] && pc_kill_tree "$job"; rm -rf "$tmp"' EXIT
+# SIGINT at its default for the launchers started in the background (test_stop.sh says why).
+default_int=(env --default-signal=INT)
 
 # job NAME RANKS ARGS...: run a case, output in $tmp/NAME.out; returns the job's status.
 job() {
@@ -103,6 +106,31 @@ PY
         bad "torch_train.py --arch $arch:"; tail -n 15 "$tmp/ex-$arch.out"
     fi
 done
+
+# SIGTERM to the launcher (what a batch system sends): every rank stops at one iteration
+# boundary with a final checkpoint, status 143; --resume continues from it.
+set -m
+"${default_int[@]}" "$run" -t 300 -np 3 "$py" "$example" --epochs 1000 --eval none \
+    --checkpoint-dir "$tmp/ck-term" >"$tmp/term.out" 2>&1 &
+job=$!
+for _ in $(seq 1200); do grep -q '^iteration 1/' "$tmp/term.out" && break; sleep 0.1; done
+sleep 1
+kill -TERM "$job"
+wait "$job"
+st=$?
+job=
+at=$(sed -n 's/^stopped by signal 15 after \([0-9]*\) iterations; continue with --resume$/\1/p' "$tmp/term.out")
+if [ "$st" = 143 ] && [ -n "$at" ] && [ -e "$tmp/ck-term/ckpt-$(printf %012d "$at")/MANIFEST" ]; then
+    ok "SIGTERM to the launcher: status 143, stopped at iteration $at with a checkpoint"
+    if job resume-term 3 "$example" --iters "$((at + 5))" --eval none --checkpoint-dir "$tmp/ck-term" --resume &&
+        grep -q "resumed at $at" "$tmp/resume-term.out" && grep -q '^done: 5 iterations' "$tmp/resume-term.out"; then
+        ok "--resume after the stop: 5 more iterations from $at"
+    else
+        bad "--resume after SIGTERM:"; tail -n 5 "$tmp/resume-term.out"
+    fi
+else
+    bad "SIGTERM: status $st, stop line '$at'"; tail -n 8 "$tmp/term.out"
+fi
 
 # refuse NAME RANKS STATUS PATTERN ARGS...: the job exits STATUS (any non-zero for "x"),
 # every rank ends within the limit, and the output has PATTERN as one line.
