@@ -18,15 +18,17 @@
 #
 #   scripts/bench/torch-ddp.sh [--nets "shm 1gbit"] [--iters N] [--warmup N] [--threads N]
 #                              [--arch cnn|lstm] [--settings "allreduce ps-none ..."]
-#                              [--repeat R] [--data DIR] [--timeout SECONDS] [--out DIR]
+#                              [--repeat R] [--data DIR|synthetic] [--timeout SECONDS]
+#                              [--out DIR]
 #
 # --nets: any of shm, 10gbit, 1gbit (default "shm 1gbit"). --iters: iterations of every run
 # (default 300); --warmup: those left out of its rate (default 20; passed to the example).
 # --threads: torch's threads per rank (default 1). --settings: the PipeCompress settings
 # to run (default all five; ddp always runs). --repeat: rounds per network (default 1;
 # the summary takes each setting's median). --data: Fashion-MNIST's IDX directory (default
-# /usr/share/datasets/fashion-mnist). --timeout: the limit of each run (scripts/pc-mpirun.sh
-# -t; default 300 + 4 s per iteration): a run past it is reported failed, the others run.
+# /usr/share/datasets/fashion-mnist), or synthetic (the example's; for tests). --timeout:
+# the limit of each run (scripts/pc-mpirun.sh -t; default 300 + 4 s per iteration): a run
+# past it is reported failed, the others run.
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
 # Writes DIR/runs/NET-SETTING.log (each run's whole output; NET-SETTING-rK.log with
 # --repeat) and .meta.json, DIR/summary.txt (printed: per network each setting's samples
@@ -105,7 +107,8 @@ done
 pc_setup iproute2
 py=/usr/bin/python3 # Debian's, with Debian's torch (python3-torch)
 "$py" -c 'import torch' 2>/dev/null || pc_die "$py cannot import torch (Debian package python3-torch)"
-[ -d "$data" ] || pc_die "--data: no directory $data (Debian package dataset-fashion-mnist)"
+[ "$data" = synthetic ] || [ -d "$data" ] ||
+    pc_die "--data: no directory $data (Debian package dataset-fashion-mnist)"
 if [ -n "${PIPECOMPRESS_LIB:-}" ]; then
     [ -f "$PIPECOMPRESS_LIB" ] || pc_die "PIPECOMPRESS_LIB: no file $PIPECOMPRESS_LIB"
     pc_say "library: $PIPECOMPRESS_LIB (nothing built)"
