@@ -41,8 +41,7 @@ static int start_mpi(bool *own, char *err, size_t errlen)
                             "MPI was already finalised in this process: it cannot start again");
     *own = !inited;
     if (!inited)
-        rc = PC_MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), err,
-                          errlen);
+        rc = PC_MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), err, errlen);
     else
         rc = PC_MPI_CHECK(MPI_Query_thread(&provided), err, errlen);
     if (rc == PC_OK && provided < MPI_THREAD_MULTIPLE)
@@ -62,8 +61,8 @@ static void stop_mpi(bool own)
         (void)PC_MPI_CHECK(MPI_Finalize(), ignored, sizeof(ignored));
 }
 
-int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud,
-                    pc_embed_t **out, int *exit_status, char *err, size_t errlen)
+int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
+                    int *exit_status, char *err, size_t errlen)
 {
     if (!out || !exit_status || argc < 1 || !argv || !argv[0])
         return pc_error_fmt(PC_EINVAL, err, errlen, "pc_embed_create: no argv[0]");
@@ -112,9 +111,9 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud,
     if (rc == PC_OK)
         rc = pc_runtime_check_config(&e->cfg, e->size, err, errlen);
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-    int early = pc_opt_finish(rc, &group, 1, prog,
-                              "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)", err,
-                              e->rank == 0, stdout, stderr);
+    int early =
+        pc_opt_finish(rc, &group, 1, prog, "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)",
+                      err, e->rank == 0, stdout, stderr);
     if (early >= 0) {
         fflush(stdout);
         fflush(stderr);
@@ -123,8 +122,7 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud,
         free(e);
         return early == 0 ? PC_OK : PC_EUSAGE;
     }
-    if ((rc = pc_log_create(stderr, e->rank, (pc_log_level_t)e->cfg.log_level, &e->log)) !=
-        PC_OK) {
+    if ((rc = pc_log_create(stderr, e->rank, (pc_log_level_t)e->cfg.log_level, &e->log)) != PC_OK) {
         free(e);
         return pc_error_fmt(rc, err, errlen, "cannot create the log");
     }

@@ -3,7 +3,7 @@
 torch's DistributedDataParallel), data-parallel under mpirun:
 
     mpirun -np 3 python3 apps/examples/torch_train.py --epochs 3 --compress none
-    mpirun -np 3 python3 apps/examples/torch_train.py --arch lstm --compress topk:0.01
+    mpirun -np 3 python3 apps/examples/torch_train.py --arch lstm --compress topk:ratio=0.01
     mpirun -np 2 python3 apps/examples/torch_train.py --backend ddp --epochs 3
 
 Its own flags are below (--help lists them); every other flag is PipeCompress's, as on
@@ -128,15 +128,16 @@ def main():
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
     ap.add_argument("--threads", type=int, default=1, help="torch's threads per rank")
     ap.add_argument("--backend", choices=["pipecompress", "ddp"], default="pipecompress")
-    ap.add_argument("--ddp-port", type=int, default=29511)
+    ap.add_argument("--ddp-port", type=int,
+                    help="DDP's rendezvous port [$MASTER_PORT, or 29511]")
     ap.add_argument("--save", metavar="FILE", help="rank 0: the trained state_dict")
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    ap.add_argument("--warmup", type=int, default=10,
+    ap.add_argument("--warmup", type=int, default=10, metavar="N",
                     help="iterations left out of the reported rate (start-up, first touches)")
     args, rest = ap.parse_known_args()
-    if args.epochs < 1 or args.batch < 1 or args.threads < 1:
-        ap.error("--epochs, --batch and --threads must be positive")
+    if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
+        ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
     torch.set_num_threads(args.threads)
     images, labels = load(args, train=True)
     n, B = len(labels), args.batch
@@ -176,7 +177,7 @@ def main():
     t0 = time.time()
     stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
                           step=lambda: pc.iteration_end(), report=pc.report,
-                          on_epoch_end=on_epoch_end)
+                          on_epoch_end=on_epoch_end, settle=pc.synchronize)
     it_done = pc.iteration()
     status = pc.finish()  # the model now holds the last update
     wall = time.time() - t0
@@ -203,7 +204,7 @@ def rate_text(rate, warmup):
 
 
 def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step, report,
-             on_epoch_end):
+             on_epoch_end, settle=lambda: None):
     """The training loop both backends share: pc-train's data order and shards, dropout
     seeded by (seed, rank), loss and accuracy of each batch reported. Returns (stopped by a
     signal, samples per second over the iterations after the first --warmup ones, or None
@@ -213,7 +214,7 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
     model.train()
     perm, perm_epoch = None, -1
     t_print, loss_sum, ok_sum, seen = time.time(), 0.0, 0, 0
-    t_warm, done = None, 0
+    t_warm, done = (time.time() if args.warmup == 0 else None), 0
     for it in range(first, total):
         epoch, i = divmod(it, ipe)
         if epoch != perm_epoch:
@@ -247,6 +248,7 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
             on_epoch_end(epoch, it)
             if t_warm is not None:
                 t_warm += time.time() - t_eval  # evaluation is not training
+    settle()  # the last update in: both backends' rates cover whole iterations
     rate = done * W * B / (time.time() - t_warm) if done else None
     return False, rate
 
@@ -260,7 +262,8 @@ def train_ddp(args, rest, images, labels, run_length):
     rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
     world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
     env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", str(args.ddp_port))
+    if args.ddp_port is not None or "MASTER_PORT" not in env:
+        env["MASTER_PORT"] = str(args.ddp_port or 29511)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     n, B, W = len(labels), args.batch, world
     ipe = n // (W * B)

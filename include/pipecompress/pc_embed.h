@@ -51,8 +51,8 @@ typedef int64_t (*pc_embed_length_fn)(void *ud, int workers);
  *     in err: other ranks may be inside a collective, so the caller ends the job
  *     (pc_embed_abort).
  * Not thread-safe (getopt_long's state). */
-int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud,
-                    pc_embed_t **out, int *exit_status, char *err, size_t errlen);
+int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
+                    int *exit_status, char *err, size_t errlen);
 
 /* This process's rank and the job's size in MPI_COMM_WORLD; fixed. Thread-safe. */
 int pc_embed_rank(const pc_embed_t *e);

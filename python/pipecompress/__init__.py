@@ -1,6 +1,6 @@
 """PipeCompress from PyTorch: train a torch model through the pipelined parameter server.
 
-A training script under `mpirun -np N python3 train.py --servers 1 --compress topk:0.01`::
+A training script under `mpirun -np N python3 train.py --servers 1 --compress topk:ratio=0.01`::
 
     import pipecompress as pc
     args, rest = parser.parse_known_args()   # the script's own flags; the rest are ours
@@ -158,7 +158,7 @@ def init(argv=None, prog=None, run_length=None, **flags):
 
     argv: the runtime's flags as on pc-train's command line (a list of strings, e.g. what
     argparse's parse_known_args left over); keyword arguments add more (servers=1,
-    compress="topk:0.01", pipeline="on", resume=True: a name's underscores become dashes,
+    compress="topk:ratio=0.01", pipeline="on", resume=True: a name's underscores become dashes,
     True gives a flag without value). Parsed by the library's own parser: a bad flag prints
     pc-train's one-line message on rank 0 and raises SystemExit(2) on every rank; --help
     prints the flags and raises SystemExit(0). run_length: a function of the number of
