@@ -313,6 +313,13 @@ class _Attached:
         if not self.params:
             raise Error("attach: the model has no parameter that requires a gradient")
         _check_disjoint([(n, p) for n, p in zip(self.names, self.params)] + frozen)
+        # Everything the servers do not train comes from worker 0 too (after the start
+        # below): buffers (BatchNorm's statistics: kept local afterwards) and frozen
+        # parameters. Checked now, before the collective start.
+        shared = ([("buffer", nm, b) for nm, b in model.named_buffers()] +
+                  [("frozen parameter", nm, p) for nm, p in frozen])
+        for kind, name, b in shared:
+            _check_tensor(kind, name, b, torch, need_float=False)
         self.ids = ids
         n = len(self.params)
         self.ready = [0] * n  # gradient accumulations seen this iteration
@@ -333,11 +340,7 @@ class _Attached:
         rc = lib.pc_worker_start(w)
         if rc != 0:
             s.fail("attach: start", rc)
-        # Everything the servers do not train comes from worker 0 too: buffers (BatchNorm's
-        # statistics: kept local afterwards) and frozen parameters.
-        for kind, name, b in ([("buffer", nm, b) for nm, b in model.named_buffers()] +
-                              [("frozen parameter", nm, p) for nm, p in frozen]):
-            _check_tensor(kind, name, b, torch, need_float=False)
+        for kind, name, b in shared:
             nbytes = b.numel() * b.element_size()
             if nbytes and lib.pc_worker_broadcast(w, b.data_ptr(), nbytes) != 0:
                 s.fail(f"attach: broadcasting {kind} {name}")
