@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
                                 "python"))
 import pipecompress as pc  # noqa: E402
 
@@ -126,7 +126,8 @@ def main():
     ap.add_argument("--data", default=pc.data.FASHION_MNIST, help="IDX directory or synthetic")
     ap.add_argument("--synthetic-samples", type=int, default=20000)
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
-    ap.add_argument("--threads", type=int, default=1, help="torch's threads per rank")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's threads per rank, and OpenBLAS's (both backends)")
     ap.add_argument("--backend", choices=["pipecompress", "ddp"], default="pipecompress")
     ap.add_argument("--ddp-port", type=int,
                     help="DDP's rendezvous port [$MASTER_PORT, or 29511]")
@@ -139,6 +140,7 @@ def main():
     if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
     torch.set_num_threads(args.threads)
+    pc.set_blas_threads(args.threads)  # torch's matrix products (OpenBLAS on Debian) too
     images, labels = load(args, train=True)
     n, B = len(labels), args.batch
 

@@ -43,7 +43,7 @@ from . import _lib
 
 __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers", "servers",
            "config", "run_server", "attach", "iteration", "iteration_end", "report",
-           "synchronize", "metrics_note", "finish", "stop_signal", "data"]
+           "synchronize", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]
 
 
 class Error(RuntimeError):
@@ -597,6 +597,24 @@ def stop_signal():
     if s is None:
         return 0
     return s.final_signal if s.closed else s.lib.pc_runtime_stop_signal(s.rt)
+
+
+def set_blas_threads(n):
+    """Set OpenBLAS's threads (any rank, any time). Debian's torch does its matrix
+    products in OpenBLAS, whose thread pool torch.set_num_threads does not govern: it starts
+    one busy-waiting thread per core, which competes with the runtime's pinned threads and
+    other ranks (doc/python.md, "Threads and placement", has the measurement). Returns False
+    when the process has no OpenBLAS."""
+    if not isinstance(n, int) or n < 1:
+        raise Error(f"set_blas_threads: {n!r} is not a positive integer")
+    try:
+        fn = ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = None
+    fn(n)
+    return True
 
 
 from . import data  # noqa: E402  (the package's data helpers: pc.data)

@@ -28,7 +28,7 @@ def _candidates():
         found.append(_installed.LIBRARY)
     except ImportError:
         pass
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.realpath(__file__))
     found.append(os.path.join(here, "..", "..", "build", "src", ".libs", "libpipecompress.so.0"))
     found.append("libpipecompress.so.0")
     return found

@@ -28,11 +28,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
                                 "python"))
 import pipecompress as pc  # noqa: E402
 
 torch.set_num_threads(1)
+pc.set_blas_threads(1)
 
 
 def digest(tensors):
