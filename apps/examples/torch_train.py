@@ -6,9 +6,9 @@ torch's DistributedDataParallel), data-parallel under mpirun:
     mpirun -np 3 python3 apps/examples/torch_train.py --arch lstm --compress topk:ratio=0.01
     mpirun -np 2 python3 apps/examples/torch_train.py --backend ddp --epochs 3
 
-Its own flags are below (--help lists them); every other flag is PipeCompress's, as on
-pc-train's command line (--servers, --compress, --pipeline, --lr, --momentum, --iters,
---metrics, --checkpoint-dir, --resume, ...; `pc-train --help`). The data, their order and
+Its own flags are below (--help lists them, then PipeCompress's); every other flag is
+PipeCompress's, as on pc-train's command line (--servers, --compress, --pipeline, --lr,
+--momentum, --iters, --metrics, --checkpoint-dir, --resume, ...). The data, their order and
 each worker's shard are pc-train's (pipecompress.data), and the default learning-rate
 schedule is cosine over --epochs as in pc-train, so `--arch cnn` trains pc-train's cnn
 (same layers, same initialisation scheme) on the same samples in the same order.
@@ -117,8 +117,10 @@ def ddp_flags(rest):
 
 def main():
     ap = argparse.ArgumentParser(
+        add_help=False,
         description="Train a torch model on Fashion-MNIST through PipeCompress "
-        "(other flags: PipeCompress's, as for pc-train)")
+        "(other flags: PipeCompress's, listed after these)")
+    ap.add_argument("-h", "--help", action="store_true", help="these flags, then the runtime's")
     ap.add_argument("--arch", choices=["cnn", "lstm"], default="cnn")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
@@ -137,6 +139,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=10, metavar="N",
                     help="iterations left out of the reported rate (start-up, first touches)")
     args, rest = ap.parse_known_args()
+    if args.help:  # the script's flags, then the runtime's (pc.init prints them and exits)
+        ap.print_help()
+        print()
+        pc.init(["--help"])
     if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
     torch.set_num_threads(args.threads)

@@ -69,6 +69,19 @@ class _Session:
         self.model = None  # the attachment (_Attached) once pc.attach ran
         self.finished = False
         self.final_signal = 0
+        self.pending = None  # an Error raised on another thread, re-raised on this one
+        # The job's facts, kept for after pc.finish() / pc.run_server() (a script names
+        # its output files after them once the model is final).
+        self.nworkers = lib.pc_runtime_workers(self.rt)
+        self.nservers = lib.pc_runtime_servers(self.rt)
+        n = lib.pc_embed_config_text(handle, None, 0)
+        buf = ctypes.create_string_buffer(max(n, 0) + 1)
+        lib.pc_embed_config_text(handle, buf, len(buf))
+        self.config = {}
+        for line in buf.value.decode().splitlines():
+            k, eq, v = line.partition("=")
+            if eq:
+                self.config[k.strip()] = v.strip()
 
     def fail(self, what, rc=None):
         msg = self.lib.pc_worker_error(self.w).decode(errors="replace") if self.w else ""
@@ -101,7 +114,10 @@ def _worker():
 
 
 def _flag_words(argv, flags):
-    words = [str(a) for a in (argv or [])]
+    if isinstance(argv, (str, bytes)):
+        raise Error("pc.init: argv is a string; pass a list of words (['--servers', '1']) "
+                    "or keywords (servers=1)")
+    words = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     for name, value in flags.items():
         flag = "--" + name.replace("_", "-")
         if value is True:
@@ -133,21 +149,20 @@ def _at_exit():
     if s is None or s.closed:
         return
     if s.w and s.model is not None and not s.finished:
-        # The script ended without pc.finish(): finish for it (collective with the servers).
-        try:
-            finish()
-        except Error as e:
-            print(f"{s.prog}: {e}", file=sys.stderr)
-            s.lib.pc_embed_abort(1)
-        return
+        # Ended without pc.finish(): the other workers cannot know whether this one left
+        # early (they would wait for it until --timeout), so the job ends here.
+        sys.stderr.write(f"{s.prog}: worker rank {s.rank} ended after "
+                         f"{s.lib.pc_worker_iteration(s.w)} iterations without pc.finish(): "
+                         "ending the job\n")
+        sys.stderr.flush()
+        s.lib.pc_embed_abort(1)
     if not s.w and not s.served:
-        print(f"{s.prog}: rank {s.rank} is a server and never called pc.run_server()",
-              file=sys.stderr)
+        sys.stderr.write(f"{s.prog}: rank {s.rank} is a server and never called "
+                         "pc.run_server()\n")
         sys.stderr.flush()
         s.lib.pc_embed_abort(1)
     if s.w and s.model is None:
-        print(f"{s.prog}: worker rank {s.rank} ended without pc.attach(model)",
-              file=sys.stderr)
+        sys.stderr.write(f"{s.prog}: worker rank {s.rank} ended without pc.attach(model)\n")
         sys.stderr.flush()
         s.lib.pc_embed_abort(1)
     s.close()
@@ -157,9 +172,10 @@ def init(argv=None, prog=None, run_length=None, **flags):
     """Start PipeCompress on this rank (collective over every rank of the mpirun job).
 
     argv: the runtime's flags as on pc-train's command line (a list of strings, e.g. what
-    argparse's parse_known_args left over); keyword arguments add more (servers=1,
-    compress="topk:ratio=0.01", pipeline="on", resume=True: a name's underscores become dashes,
-    True gives a flag without value). Parsed by the library's own parser: a bad flag prints
+    argparse's parse_known_args left over; None: sys.argv[1:]); keyword arguments come
+    after them (servers=1, compress="topk:ratio=0.01", pipeline="on", resume=True: a name's
+    underscores become dashes, True gives a flag without value; as on a command line, the
+    last of a flag given twice wins). Parsed by the library's own parser: a bad flag prints
     pc-train's one-line message on rank 0 and raises SystemExit(2) on every rank; --help
     prints the flags and raises SystemExit(0). run_length: a function of the number of
     workers giving the run's length in iterations, used for --iters when the flags do not
@@ -174,9 +190,17 @@ def init(argv=None, prog=None, run_length=None, **flags):
         raise Error("pipecompress: pc.init() was already called in this process")
     if _S is not None:
         raise Error("pipecompress: finished in this process; MPI cannot start again")
-    lib = _lib.load()
     prog = prog or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "python3")
-    words = [prog] + _flag_words(argv, flags)
+    try:
+        words = [prog] + _flag_words(argv, flags)
+    except Error as e:  # a usage error, before MPI: as a bad flag
+        sys.stderr.write(f"{prog}: {e}\n")
+        raise SystemExit(2)
+    try:
+        lib = _lib.load()
+    except OSError as e:
+        sys.stderr.write(f"{prog}: {e}\n")
+        raise SystemExit(1)
     arr = (ctypes.c_char_p * (len(words) + 1))(*[w.encode() for w in words], None)
     handle = ctypes.c_void_p()
     status = ctypes.c_int(1)
@@ -224,50 +248,44 @@ def _on_signal(sig, frame):
     s.stop.value = sig  # read by the runtime at the next iteration boundary
 
 
+def _job():
+    """The session for the job's facts: also after pc.finish() and pc.run_server()."""
+    if _S is None:
+        raise Error("pipecompress: call pc.init() first")
+    return _S
+
+
 def rank():
-    """This process's rank in the mpirun job."""
-    return _session().rank
+    """This process's rank in the mpirun job (also after pc.finish)."""
+    return _job().rank
 
 
 def size():
     """Ranks in the job (workers + servers)."""
-    return _session().size
+    return _job().size
 
 
 def workers():
     """The job's workers: ranks 0 .. workers()-1."""
-    s = _session()
-    return s.lib.pc_runtime_workers(s.rt)
+    return _job().nworkers
 
 
 def servers():
     """The job's servers: the last servers() ranks (0 with --mode allreduce)."""
-    s = _session()
-    return s.lib.pc_runtime_servers(s.rt)
+    return _job().nservers
 
 
 def is_server():
-    return not _session().w
+    return not _job().w
 
 
 def is_worker():
-    return bool(_session().w)
+    return bool(_job().w)
 
 
 def config():
     """The effective configuration: {flag name: value as pc-train prints it}."""
-    s = _session()
-    n = s.lib.pc_embed_config_text(s.e, None, 0)
-    if n < 0:
-        raise Error("config: " + s.lib.pc_strerror(n).decode())
-    buf = ctypes.create_string_buffer(n + 1)
-    s.lib.pc_embed_config_text(s.e, buf, n + 1)
-    out = {}
-    for line in buf.value.decode().splitlines():
-        k, eq, v = line.partition("=")
-        if eq:
-            out[k.strip()] = v.strip()
-    return out
+    return dict(_job().config)
 
 
 def run_server():
@@ -340,11 +358,26 @@ class _Attached:
         rc = lib.pc_worker_start(w)
         if rc != 0:
             s.fail("attach: start", rc)
+        # The runtime compares sizes only: names, shapes, dtypes and the buffers must agree
+        # too (a swapped pair of equal shapes would train mixed up; a buffer of another size
+        # would break the broadcast below).
+        import hashlib
+
+        plan = ";".join(f"{kind} {name} {tuple(t.shape)} {t.dtype}" for kind, name, t in
+                        [("p", n, p) for n, p in zip(self.names, self.params)] + shared)
+        mine = hashlib.sha256(plan.encode()).digest()
+        theirs = ctypes.create_string_buffer(mine, len(mine))
+        if lib.pc_worker_broadcast(w, theirs, len(mine)) != 0:
+            s.fail("attach: comparing the model with worker 0's")
+        if theirs.raw != mine:
+            raise Error(f"attach: worker {s.rank}'s model differs from worker 0's (parameter "
+                        "or buffer names, shapes, dtypes or order): every worker attaches "
+                        "the same architecture")
         for kind, name, b in shared:
             nbytes = b.numel() * b.element_size()
             if nbytes and lib.pc_worker_broadcast(w, b.data_ptr(), nbytes) != 0:
                 s.fail(f"attach: broadcasting {kind} {name}")
-        self.timeline = bool(config().get("timeline"))
+        self.timeline = bool(s.config.get("timeline"))
         self.t_mark = 0
         self._hook(torch)
 
@@ -373,6 +406,13 @@ class _Attached:
         self.handles = []
         self.accs = []
 
+    def fail_later(self, err):
+        """Raise err here, and again at pc.iteration_end() on the training thread: autograd
+        and threads may swallow an exception raised in a hook."""
+        if self.s.pending is None:
+            self.s.pending = err
+        raise err
+
     def wait(self, t):
         s = self.s
         rc = s.lib.pc_worker_param_wait(s.w, t)
@@ -390,7 +430,9 @@ class _Attached:
     def _pre(self, own, mname):
         def pre(module, inputs):
             if threading.get_ident() != self.s.thread:
-                raise Error("forward pass on another thread than pc.init's")
+                self.fail_later(Error(f"forward pass of {mname or 'the model'} on another "
+                                      "thread than pc.init's (every call and the training "
+                                      "loop run on that thread)"))
             for t in own:
                 if not self.waited[t]:
                     self.wait(t)
@@ -414,11 +456,18 @@ class _Attached:
         def hook(*_):
             self.ready[t] += 1
             if self.ready[t] != self.bpps:
+                if self.ready[t] > self.bpps:
+                    self.fail_later(Error(
+                        f"the gradient of {self.names[t]} came {self.ready[t]} times in one "
+                        f"iteration, backward_passes_per_step is {self.bpps} (its gradient "
+                        "was handed over already; pc.attach(model, "
+                        "backward_passes_per_step=N) for N passes per iteration)"))
                 return
             s = self.s
             if threading.get_ident() != s.thread:
-                raise Error(f"the gradient of {self.names[t]} arrived on another thread than "
-                            "pc.init's (backward must run on the training thread)")
+                self.fail_later(Error(f"the gradient of {self.names[t]} arrived on another "
+                                      "thread than pc.init's (backward must run on the "
+                                      "training thread)"))
             if not self.waited[t]:
                 # Read without its module's forward (a parameter used by another module):
                 # from now on waited for before the model's forward, all at once.
@@ -450,6 +499,8 @@ class _Attached:
         s = self.s
         import torch
 
+        if s.pending is not None:
+            raise s.pending
         for t in range(len(self.params)):
             if self.ready[t] < self.bpps:
                 # No gradient this iteration (an unused parameter) or fewer backward passes:
@@ -523,7 +574,11 @@ def attach(model, backward_passes_per_step=1):
     --lr, --momentum, schedule): the script creates no optimizer and never zeroes
     gradients. backward_passes_per_step: backward passes accumulated per iteration (a
     gradient is handed over after that many). Returns model."""
+    import torch
+
     s = _worker()
+    if not isinstance(model, torch.nn.Module):
+        raise Error(f"attach: {type(model).__name__} is not a torch.nn.Module")
     if s.model is not None:
         raise Error("attach: a model is already attached on this worker")
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
@@ -564,10 +619,20 @@ def report(loss, accuracy=None):
     a.s.lib.pc_worker_report(a.s.w, float(loss), acc)
 
 
-def metrics_note(json_object):
-    """Append a JSON object (a string, e.g. an evaluation) to this rank's --metrics lines."""
+def metrics_note(obj):
+    """Append an object (a dict, or a string holding a JSON object; an evaluation, say) to
+    this rank's --metrics lines. Anything else is refused: the file stays JSON lines."""
+    import json
+
     a = _attached()
-    a.s.lib.pc_worker_metrics_note(a.s.w, str(json_object).encode())
+    try:
+        text = json.dumps(obj, allow_nan=False) if isinstance(obj, dict) else str(obj)
+        ok = isinstance(json.loads(text), dict)
+    except (TypeError, ValueError) as e:
+        raise Error(f"metrics_note: not a JSON object: {e}") from None
+    if not ok or "\n" in text:
+        raise Error("metrics_note: give a dict or one line of JSON holding an object")
+    a.s.lib.pc_worker_metrics_note(a.s.w, text.encode())
 
 
 def synchronize():

@@ -48,8 +48,9 @@ def load():
         except OSError as e:
             tried.append(f"{path} ({e})")
     if lib is None:
-        raise OSError("cannot load libpipecompress: tried " + "; ".join(tried) +
-                      " (set PIPECOMPRESS_LIB to the library's path)")
+        hint = ("" if os.environ.get("PIPECOMPRESS_LIB")
+                else " (set PIPECOMPRESS_LIB to the library's path)")
+        raise OSError("cannot load libpipecompress: tried " + "; ".join(tried) + hint)
     proto = {
         "pc_strerror": (c_char_p, [c_int]),
         "pc_time_ns": (c_int64, []),

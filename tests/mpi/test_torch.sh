@@ -11,8 +11,10 @@
 # - apps/examples/torch_train.py trains the cnn and the lstm a few iterations, and its
 #   loss falls;
 # - bad flags, --mode auto, float64 and non-contiguous parameters, pc.init twice, a server
-#   that never serves: one line naming the problem, a non-zero exit on every rank, no
-#   hang (each job under a time limit).
+#   that never serves, a worker leaving without pc.finish, an extra backward pass, a
+#   metrics note of no JSON, another model on one worker, the forward on another thread,
+#   argv as a string: one line naming the problem, a non-zero exit on every rank, no hang
+#   (each job under a time limit).
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
@@ -155,6 +157,12 @@ refuse strided 3 x '^torch_cases.py: attach: parameter 2.weight is not contiguou
 refuse init-twice 3 x '^torch_cases.py: pipecompress: pc.init\(\) was already called in this process$' "$cases" twice "$tmp/x"
 refuse lazy-server 2 x '^torch_cases.py: (rank 1 is a server and never called pc.run_server\(\)|worker rank 0 ended without pc.attach\(model\))$' \
     -c 'import sys; sys.argv[0] = "torch_cases.py"; sys.path.insert(0, "'"$PC_SRCDIR"'/python"); import pipecompress as pc; pc.init([])'
+refuse early-exit 3 x '^torch_cases.py: worker rank 1 ended after 2 iterations without pc.finish\(\): ending the job$' "$cases" early "$tmp/x" --iters 6
+refuse extra-pass 3 x '^torch_cases.py: the gradient of 2.(weight|bias) came 2 times in one iteration, backward_passes_per_step is 1 ' "$cases" passes "$tmp/x" --iters 3
+refuse bad-note 3 x '^torch_cases.py: metrics_note: not a JSON object: ' "$cases" note "$tmp/x" --iters 3
+refuse other-model 3 x "^torch_cases.py: attach: worker 1's model differs from worker 0's " "$cases" mismatch "$tmp/x" --iters 3
+refuse other-thread 3 x '^torch_cases.py: forward pass of 0 on another thread than pc.init.s ' "$cases" thread "$tmp/x" --iters 3
+refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list of words" "$cases" initstr "$tmp/x" --iters 3
 if job help 2 "$cases" zoo "$tmp/x" --help && grep -q '^usage: mpirun -np N python3 SCRIPT \[flags\]' "$tmp/help.out" &&
     grep -qE '^ +-c, --compress SPEC' "$tmp/help.out" && [ "$(grep -c '^usage:' "$tmp/help.out")" = 1 ]; then
     ok "--help: exit 0 on every rank, the runtime's flags printed once"

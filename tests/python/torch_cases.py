@@ -18,6 +18,11 @@ zoo       a model with every kind of parameter the binding defines a behaviour f
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
+early, passes, note, mismatch, thread, initstr
+          mistakes after (or at) pc.init: a worker leaving without pc.finish, two backward
+          passes with backward_passes_per_step 1, metrics_note of no JSON, another model on
+          worker 1, the forward on another thread, argv as one string. Each must end every
+          rank with one line.
 """
 import copy
 import hashlib
@@ -127,6 +132,7 @@ def case_zoo(out, flags):
         pc.synchronize()
         print(it, digest(model.parameters()), file=hashes, flush=True)
     status = pc.finish()
+    rank = pc.rank()  # the job's facts outlive pc.finish()
     torch.save(model.state_dict(), os.path.join(out, f"final-r{rank}.pt"))
     with open(os.path.join(out, f"final-r{rank}.bin"), "wb") as f:
         for name, t in model.state_dict().items():
@@ -148,6 +154,45 @@ def case_bad_model(out, flags, kind):
     return pc.finish()
 
 
+def case_misuse(out, flags, kind):
+    """Mistakes a script can make after attach; each must end the whole job in one line."""
+    if kind == "initstr":
+        pc.init(" ".join(flags))
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    rank = pc.rank()
+    torch.manual_seed(1)
+    if kind == "mismatch" and rank == 1:  # the same shapes, registered in another order
+        model = nn.ModuleDict({"b": nn.Linear(4, 4), "a": nn.Linear(4, 4)})
+    elif kind == "mismatch":
+        model = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Linear(4, 4)})
+    else:
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def forward(x):
+        return model(x) if isinstance(model, nn.Sequential) else model["b"](model["a"](x))
+
+    pc.attach(model)
+    for it in range(int(pc.config()["iters"])):
+        x = torch.randn(8, 4)
+        if kind == "early" and rank == 1 and it == 2:
+            sys.exit(0)  # leaves without pc.finish()
+        if kind == "thread":
+            import threading
+            th = threading.Thread(target=lambda: forward(x).sum().backward())
+            th.start()
+            th.join()
+        else:
+            forward(x).sum().backward()
+            if kind == "passes":
+                forward(x).sum().backward()  # a second pass, backward_passes_per_step 1
+        if kind == "note":
+            pc.metrics_note("not json")
+        pc.iteration_end()
+    return pc.finish()
+
+
 def main():
     case, out, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
@@ -157,6 +202,8 @@ def main():
         return case_zoo(out, flags)
     if case in ("dtype", "strided"):
         return case_bad_model(out, flags, case)
+    if case in ("early", "passes", "note", "mismatch", "thread", "initstr"):
+        return case_misuse(out, flags, case)
     if case == "twice":
         pc.init(flags)
         pc.init(flags)
