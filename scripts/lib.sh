@@ -25,6 +25,21 @@ pc_stop_pid() {
     rm -f "$f"
 }
 
+# pc_shaped_netns NAME RATE: a network namespace NAME whose loopback is up and shaped to
+# RATE (10gbit or 1gbit) with tc's tbf (bursts of 2 MB and 128 KB, latency 50 ms): the
+# benchmarks' emulated link on one machine (scripts/bench/e2e.sh, torch-ddp.sh). Root
+# only; the caller deletes it (ip netns del NAME).
+pc_shaped_netns() {
+    local burst
+    case $2 in
+    10gbit) burst=2mb ;;
+    1gbit) burst=128kb ;;
+    *) pc_die "pc_shaped_netns: no burst known for the rate '$2'" ;;
+    esac
+    ip netns add "$1" && ip netns exec "$1" ip link set lo up &&
+        ip netns exec "$1" tc qdisc add dev lo root tbf rate "$2" burst "$burst" latency 50ms
+}
+
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 

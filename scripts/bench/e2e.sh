@@ -120,13 +120,11 @@ setup_net() {
         for k in $(seq 0 $((nodes - 1))); do "$pcc" link "$cluster" "$k" shape "${1#node-}"; done
         return 0 ;;
     shm) return 0 ;;
-    10g) rate=10gbit burst=2mb ;;
-    1g) rate=1gbit burst=128kb ;;
+    10g) rate=10gbit ;;
+    1g) rate=1gbit ;;
     esac
     ns="pc-e2e-$$"
-    ip netns add "$ns"
-    ip netns exec "$ns" ip link set lo up
-    ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst "$burst" latency 50ms
+    pc_shaped_netns "$ns" "$rate"
 }
 
 label_of() {

@@ -142,17 +142,10 @@ trap 'exit 143' TERM
 # setup_net NET: a namespace with its loopback shaped to NET's rate (none for shm); the
 # previous one deleted. The same rates and bursts as scripts/bench/e2e.sh.
 setup_net() {
-    local rate burst
     cleanup
-    case $1 in
-    shm) return 0 ;;
-    10gbit) rate=10gbit burst=2mb ;;
-    1gbit) rate=1gbit burst=128kb ;;
-    esac
+    [ "$1" = shm ] && return 0
     ns="pc-torch-ddp-$$"
-    ip netns add "$ns"
-    ip netns exec "$ns" ip link set lo up
-    ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst "$burst" latency 50ms
+    pc_shaped_netns "$ns" "$1"
 }
 
 label_of() {
