@@ -64,10 +64,13 @@ static void stop_mpi(bool own)
 int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
                     int *exit_status, char *err, size_t errlen)
 {
+    if (out)
+        *out = NULL;
+    if (exit_status)
+        *exit_status = 1;
     if (!out || !exit_status || argc < 1 || !argv || !argv[0])
-        return pc_error_fmt(PC_EINVAL, err, errlen, "pc_embed_create: no argv[0]");
-    *out = NULL;
-    *exit_status = 1;
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "pc_embed_create: no argv[0], out or exit_status");
     pc_embed_t *e = calloc(1, sizeof(*e));
     if (!e)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
@@ -103,8 +106,7 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
         int64_t n = workers > 0 ? length(ud, workers) : 0;
         if (n < 0)
             rc = pc_error_fmt(PC_EUSAGE, err, errlen,
-                              "the program's run length is negative (%lld iterations)",
-                              (long long)n);
+                              "the program's run length failed (%lld iterations)", (long long)n);
         else if (n > 0)
             e->cfg.iters = n;
     }

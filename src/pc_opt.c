@@ -319,9 +319,17 @@ static void format_value(const pc_opt_t *o, const void *dst, char *buf, size_t l
     case PC_OPT_SIZE:
         snprintf(buf, len, "%lld", (long long)*(const int64_t *)field);
         break;
-    case PC_OPT_DOUBLE:
-        snprintf(buf, len, "%g", *(const double *)field);
+    case PC_OPT_DOUBLE: {
+        /* The shortest form that reads back as the same double: a printed configuration
+         * reproduces its run (%g's 6 digits would not: 0.0123456789 became 0.0123457). */
+        double v = *(const double *)field;
+        for (int prec = 6; prec <= 17; prec++) {
+            snprintf(buf, len, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
         break;
+    }
     case PC_OPT_STRING:
         snprintf(buf, len, "%s", field);
         break;
@@ -377,7 +385,7 @@ int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const ch
 
 void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out)
 {
-    char val[256];
+    char val[4096]; /* the longest string flag (a path) whole */
     for (size_t g = 0; g < ngroups; g++) {
         for (size_t i = 0; i < groups[g].nopts; i++) {
             const pc_opt_t *o = &groups[g].opts[i];

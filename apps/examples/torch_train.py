@@ -140,8 +140,9 @@ def main():
                     help="iterations left out of the reported rate (start-up, first touches)")
     args, rest = ap.parse_known_args()
     if args.help:  # the script's flags, then the runtime's (pc.init prints them and exits)
-        ap.print_help()
-        print()
+        if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) == "0":
+            ap.print_help()  # once, as pc.init prints the runtime's on rank 0 only
+            print()
         pc.init(["--help"])
     if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
@@ -275,6 +276,9 @@ def train_ddp(args, rest, images, labels, run_length):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     n, B, W = len(labels), args.batch, world
     ipe = n // (W * B)
+    if ipe == 0:
+        raise SystemExit("torch_train.py: --batch: the training set is smaller than one "
+                         "iteration of all workers")
     total = f.iters or run_length(W)
     model = build(args.arch, f.seed, args.dropout)
     ddp = DDP(model)

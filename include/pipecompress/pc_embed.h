@@ -1,8 +1,8 @@
 /* pc_embed: PipeCompress inside another language's program (the Python binding,
  * python/pipecompress): one opaque handle over what pc-train's main does around the
  * runtime (MPI start-up, the runtime's flags, the log, the runtime, this rank's worker),
- * callable through a foreign-function interface that sees ints, pointers and strings,
- * never MPI's headers or types.
+ * callable through a foreign-function interface that sees ints, pointers and strings: no
+ * MPI type in any signature (the header itself includes mpi.h, through pc_runtime.h).
  *
  *     pc_embed_create(argc, argv, NULL, NULL, &e, &status, err, len)     every rank
  *     server rank (pc_embed_worker(e) == NULL):
@@ -34,8 +34,9 @@ typedef int64_t (*pc_embed_length_fn)(void *ud, int workers);
 
 /* Collective over MPI_COMM_WORLD. Starts MPI with MPI_THREAD_MULTIPLE unless the process
  * already did (it must then have asked for MPI_THREAD_MULTIPLE), parses argv[1..argc)
- * with the runtime's flags (pc_config.h: the same parser, defaults and messages as
- * pc-train; argv[0] names the program in messages; argv is not modified), checks them for
+ * with the runtime's flags (pc_config.h: pc-train's parser and messages, the runtime's
+ * defaults: pc-train alone makes --lr-schedule cosine; argv[0] names the program in
+ * messages; argv is not modified), checks them for
  * this job (pc_runtime_check_config; --mode auto is refused: its probe profiles pc-train's
  * built-in models), after setting --iters, when the command line did not, to
  * length(ud, workers) if length is not NULL (pc-train does the same from --epochs; a
@@ -45,11 +46,12 @@ typedef int64_t (*pc_embed_length_fn)(void *ud, int workers);
  *   PC_OK with *out, the caller's (pc_embed_destroy), and *exit_status -1: run;
  *   PC_OK with *out NULL and *exit_status 0: --help or --version, printed by rank 0;
  *   PC_EUSAGE with *exit_status 2: a bad flag, "prog: message" printed by rank 0 to stderr
- *     and the same one line in err on every rank;
+ *     and the message (without "prog: ") in err on every rank;
  *   in these two cases MPI is finalised if this call started it, so the caller just exits;
  *   any other error (PC_EMPI, PC_ETOPO, PC_ENOMEM, ...) with *exit_status 1 and a message
  *     in err: other ranks may be inside a collective, so the caller ends the job
- *     (pc_embed_abort).
+ *     (pc_embed_abort);
+ *   PC_EINVAL without argv[0], out or exit_status (each set when given).
  * Not thread-safe (getopt_long's state). */
 int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
                     int *exit_status, char *err, size_t errlen);

@@ -155,8 +155,8 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop);
  * pc_worker_finish: every worker calls it at the same point with the same byte count, and
  * afterwards buf holds worker 0's bytes on every worker (for state the runtime does not
  * train: a host language's buffers, frozen parameters). buf is borrowed. Waited for
- * without spinning, at most --timeout. Errors (PC_EINVAL, PC_EMPI, PC_ETIMEDOUT) through
- * pc_worker_error. Backprop thread. */
+ * without spinning, at most --timeout. Errors (PC_EINVAL, PC_EMPI, PC_ETIMEDOUT, or the
+ * compressor thread's own failure) through pc_worker_error. Backprop thread. */
 int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes);
 
 /* After the last iteration (collective with the servers): wait for the last updates, tell

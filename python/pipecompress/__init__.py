@@ -181,8 +181,9 @@ def init(argv=None, prog=None, run_length=None, **flags):
     workers giving the run's length in iterations, used for --iters when the flags do not
     give it (a cosine schedule needs the length; the job's split is known only once MPI
     runs). Any other failure prints one line and ends
-    the job (MPI_Abort). Installs handlers for SIGINT and SIGTERM (the workers then agree to
-    stop at the next iteration boundary; a second signal interrupts at once) and a
+    the job (MPI_Abort). Called on the main thread, it installs handlers for SIGINT and
+    SIGTERM (the workers then agree to stop at the next iteration boundary; a second signal
+    acts as without them: doc/python.md says when); always a
     sys.excepthook that ends the whole job on an uncaught exception.
     """
     global _S
@@ -217,8 +218,9 @@ def init(argv=None, prog=None, run_length=None, **flags):
     fn = _lib.LENGTH_FN(length) if run_length is not None else _lib.LENGTH_FN()
     rc = lib.pc_embed_create(len(words), arr, fn, None, ctypes.byref(handle),
                              ctypes.byref(status), err, len(err))
-    if failed:
-        raise failed[0]
+    if failed:  # C printed that the length failed; here is why, and the exit of a bad flag
+        sys.stderr.write(f"{prog}: run_length({type(failed[0]).__name__}): {failed[0]}\n")
+        raise SystemExit(2)
     if not handle.value:
         sys.stdout.flush()
         if status.value >= 0 and (rc == 0 or status.value == 2):
@@ -342,8 +344,12 @@ class _Attached:
         n = len(self.params)
         self.ready = [0] * n  # gradient accumulations seen this iteration
         self.waited = [False] * n  # param_wait done this iteration
-        self.outside = [False] * n  # read outside its own module's forward (iteration 0)
+        self.outside = [False] * n  # read outside its own module's forward (first iteration)
+        self.first = True  # the first iteration since attach (0, or --resume's)
         self.pptr = [p.data_ptr() for p in self.params]
+        # The registered memory stays alive as long as the attachment, whatever the script
+        # does to the parameters (p.data = ...): the runtime writes updates into it.
+        self.keep = [p.detach() for p in self.params]
         lib, w = s.lib, s.w
         with torch.no_grad():
             for name, p in zip(self.names, self.params):
@@ -421,6 +427,10 @@ class _Attached:
         self.waited[t] = True
 
     def _root_pre(self, module, inputs):
+        if threading.get_ident() != self.s.thread:
+            self.fail_later(Error("forward pass of the model on another thread than "
+                                  "pc.init's (every call and the training loop run on that "
+                                  "thread)"))
         for t, out in enumerate(self.outside):
             if out and not self.waited[t]:
                 self.wait(t)
@@ -471,7 +481,7 @@ class _Attached:
             if not self.waited[t]:
                 # Read without its module's forward (a parameter used by another module):
                 # from now on waited for before the model's forward, all at once.
-                if s.lib.pc_worker_iteration(s.w) == 0:
+                if self.first:
                     self.outside[t] = True
                 self.wait(t)
             if p.data_ptr() != self.pptr[t]:
@@ -526,6 +536,7 @@ class _Attached:
         n = len(self.params)
         self.ready = [0] * n
         self.waited = [False] * n
+        self.first = False
         return bool(stop.value)
 
     def sync(self):
@@ -625,13 +636,13 @@ def metrics_note(obj):
     import json
 
     a = _attached()
-    try:
-        text = json.dumps(obj, allow_nan=False) if isinstance(obj, dict) else str(obj)
-        ok = isinstance(json.loads(text), dict)
+    try:  # through the parser and back: strict JSON (no NaN), one line
+        parsed = obj if isinstance(obj, dict) else json.loads(str(obj))
+        if not isinstance(parsed, dict):
+            raise ValueError("not an object")
+        text = json.dumps(parsed, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise Error(f"metrics_note: not a JSON object: {e}") from None
-    if not ok or "\n" in text:
-        raise Error("metrics_note: give a dict or one line of JSON holding an object")
     a.s.lib.pc_worker_metrics_note(a.s.w, text.encode())
 
 
@@ -672,8 +683,8 @@ def set_blas_threads(n):
     when the process has no OpenBLAS."""
     if not isinstance(n, int) or n < 1:
         raise Error(f"set_blas_threads: {n!r} is not a positive integer")
-    try:
-        fn = ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads
+    try:  # only an OpenBLAS already in the process (RTLD_NOLOAD: never load one)
+        fn = ctypes.CDLL("libopenblas.so.0", mode=os.RTLD_NOLOAD).openblas_set_num_threads
     except (OSError, AttributeError):
         return False
     fn.argtypes = [ctypes.c_int]

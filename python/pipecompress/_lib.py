@@ -87,7 +87,11 @@ def load():
         "pc_data_order": (None, [c_void_p, _c.c_uint32, _c.c_uint64, _c.c_uint64]),
     }
     for name, (res, args) in proto.items():
-        f = getattr(lib, name)
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise OSError(f"{lib._name} has no {name}: a library older than this package "
+                          "(rebuild, or point PIPECOMPRESS_LIB at the matching one)") from None
         f.restype = res
         f.argtypes = args
     return lib

@@ -91,7 +91,7 @@ for s in $settings; do
 done
 case $arch in cnn|lstm) ;; *) usage_error "--arch: '$arch' is not cnn or lstm" ;; esac
 count --iters "$iters" 1
-count --warmup "$warmup" 1 # the example gives no rate with --warmup 0
+count --warmup "$warmup" 0
 count --threads "$threads" 1
 count --repeat "$repeat" 1
 [ -z "$limit" ] || count --timeout "$limit" 1

@@ -26,7 +26,8 @@ check(all(torch.equal(init[0][k], init[1][k]) for k in init[0]),
       "after attach every worker holds worker 0's parameters, buffers and frozen parameters")
 check(hashes[0] == hashes[1] and len(hashes[0]) > 2,
       f"parameters identical on both workers after each of {len(hashes[0]) - 1} iterations")
-check(len(set(hashes[0])) == len(hashes[0]), "and they changed at every iteration")
+digests = [line.split()[1] for line in hashes[0] if line.strip()]
+check(len(set(digests)) == len(digests), "and they changed at every iteration")
 f0 = final[0]
 check(torch.equal(f0["enc.weight"], f0["dec.weight"]), "tied weights are still one")
 check(not torch.equal(f0["enc.weight"], init[0]["enc.weight"]), "tied weights trained")

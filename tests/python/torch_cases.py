@@ -18,11 +18,12 @@ zoo       a model with every kind of parameter the binding defines a behaviour f
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
-early, passes, note, mismatch, thread, initstr
+early, passes, note, mismatch, thread, initstr, views, rebind, lazyserver
           mistakes after (or at) pc.init: a worker leaving without pc.finish, two backward
           passes with backward_passes_per_step 1, metrics_note of no JSON, another model on
-          worker 1, the forward on another thread, argv as one string. Each must end every
-          rank with one line.
+          worker 1, the forward on another thread, argv as one string, two parameters in
+          one storage, a parameter given new memory after attach, a server that never
+          serves. Each must end every rank with one line.
 """
 import copy
 import hashlib
@@ -120,17 +121,24 @@ def case_zoo(out, flags):
     pc.attach(model)
     torch.save(model.state_dict(), os.path.join(out, f"init-r{rank}.pt"))
     hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "a")
+    # PC_ZOO_SYNC=0: no pc.synchronize() between iterations (nor hashes), so that only the
+    # binding's own waits (each module's, and the root's for side.weight) order the
+    # forward passes after the updates.
+    sync = os.environ.get("PC_ZOO_SYNC", "1") != "0"
     for it in range(pc.iteration(), int(cfg["iters"])):
         g = torch.Generator().manual_seed(seed * 100003 + it * 17 + rank)
         torch.manual_seed(seed * 7919 + it * 31 + rank)  # dropout
         x = torch.randn(16, 12, generator=g)
         y = torch.randint(0, 3, (16,), generator=g)
+        if it % 2:
+            model.zero_grad(set_to_none=True)  # p.grad dropped: the binding copies it back
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         pc.report(loss.item())
         pc.iteration_end()
-        pc.synchronize()
-        print(it, digest(model.parameters()), file=hashes, flush=True)
+        if sync:
+            pc.synchronize()
+            print(it, digest(model.parameters()), file=hashes, flush=True)
     status = pc.finish()
     rank = pc.rank()  # the job's facts outlive pc.finish()
     torch.save(model.state_dict(), os.path.join(out, f"final-r{rank}.pt"))
@@ -160,7 +168,12 @@ def case_misuse(out, flags, kind):
         pc.init(" ".join(flags))
     pc.init(flags)
     if pc.is_server():
-        return pc.run_server()
+        return 0 if kind == "lazyserver" else pc.run_server()
+    if kind == "views":  # two parameters in one storage
+        model = nn.Module()
+        flat = torch.zeros(8)
+        model.a, model.b = nn.Parameter(flat[:6]), nn.Parameter(flat[2:])  # overlapping
+        pc.attach(model)
     rank = pc.rank()
     torch.manual_seed(1)
     if kind == "mismatch" and rank == 1:  # the same shapes, registered in another order
@@ -184,6 +197,8 @@ def case_misuse(out, flags, kind):
             th.start()
             th.join()
         else:
+            if kind == "rebind" and it == 1:
+                model[0].weight.data = torch.zeros(4, 4)  # new memory after attach
             forward(x).sum().backward()
             if kind == "passes":
                 forward(x).sum().backward()  # a second pass, backward_passes_per_step 1
@@ -202,7 +217,8 @@ def main():
         return case_zoo(out, flags)
     if case in ("dtype", "strided"):
         return case_bad_model(out, flags, case)
-    if case in ("early", "passes", "note", "mismatch", "thread", "initstr"):
+    if case in ("early", "passes", "note", "mismatch", "thread", "initstr", "views", "rebind",
+                "lazyserver"):
         return case_misuse(out, flags, case)
     if case == "twice":
         pc.init(flags)
