@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -355,9 +356,40 @@ static void test_usage_and_print(void **state)
     assert_non_null(strstr(buf, "cfg log-level        = info"));
 }
 
+/* The effective configuration reproduces its run: every double reads back as itself (%g
+ * printed --lr 0.0123456789 as 0.0123457), short ones stay short, and a path longer than
+ * 255 bytes is printed whole. */
+static void test_print_round_trips(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256], dir[700];
+    memset(dir, 'd', sizeof(dir) - 1);
+    dir[0] = '/';
+    dir[sizeof(dir) - 1] = '\0';
+    assert_int_equal(PARSE(&cfg, err, "--lr", "0.0123456789", "--momentum", "0.1", "--weight-decay",
+                           "3.0000000000000004e-05", "--checkpoint-dir", dir),
+                     PC_OK);
+    pc_opt_group_t group = pc_config_group(&cfg, "Runtime");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    pc_opt_print(&group, 1, "", f);
+    fclose(f);
+    assert_non_null(strstr(buf, "\nlr               = 0.0123456789\n"));
+    assert_non_null(strstr(buf, "\nmomentum         = 0.1\n"));
+    assert_non_null(strstr(buf, "\nweight-decay     = 3.0000000000000004e-05\n"));
+    char *at = strstr(buf, "\ncheckpoint-dir   = /");
+    assert_non_null(at);
+    assert_int_equal(strcspn(at + strlen("\ncheckpoint-dir   = "), "\n"), strlen(dir));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_print_round_trips),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_servers),
         cmocka_unit_test(test_bind),
