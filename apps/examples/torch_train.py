@@ -190,26 +190,28 @@ def main():
     it_done = pc.iteration()
     status = pc.finish()  # the model now holds the last update
     wall = time.time() - t0
-    if rank == 0:
-        done = total - first if not stop else None
-        if stop:
-            print(f"stopped by signal {pc.stop_signal()} after {it_done} iterations"
-                  + ("; continue with --resume" if cfg["checkpoint-dir"] else ""), flush=True)
-        else:
-            line = f"done: {done} iterations in {wall:.1f} s" + rate_text(rate, args.warmup)
-            if test is not None:
-                acc, _ = evaluate(model, *test)
-                line += f"; final test accuracy {100 * acc:.2f}%"
-            print(line, flush=True)
-        if args.save and not stop:
-            torch.save(model.state_dict(), args.save)
+    if rank == 0 and stop:
+        print(f"stopped by signal {pc.stop_signal()} after {it_done} iterations"
+              + ("; continue with --resume" if cfg["checkpoint-dir"] else ""), flush=True)
+    elif rank == 0:
+        report_done(args, model, test, total - first, wall, rate)
     return status
 
 
-def rate_text(rate, warmup):
+def report_done(args, model, test, iters, wall, rate):
+    """Rank 0, after a run that finished (both backends): the "done:" line that
+    scripts/bench/torch-ddp.sh reads, the final test accuracy, --save."""
+    line = f"done: {iters} iterations in {wall:.1f} s"
     if rate is None:
-        return f" (too few iterations for a rate after --warmup {warmup})"
-    return f" ({rate:.0f} samples/s after {warmup} warm-up iterations)"
+        line += f" (too few iterations for a rate after --warmup {args.warmup})"
+    else:
+        line += f" ({rate:.0f} samples/s after {args.warmup} warm-up iterations)"
+    if test is not None:
+        acc, _ = evaluate(model, *test)
+        line += f"; final test accuracy {100 * acc:.2f}%"
+    print(line, flush=True)
+    if args.save:
+        torch.save(model.state_dict(), args.save)
 
 
 def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step, report,
@@ -316,13 +318,7 @@ def train_ddp(args, rest, images, labels, run_length):
                        report=lambda loss, acc: None, on_epoch_end=on_epoch_end)
     wall = time.time() - t0
     if rank == 0:
-        line = f"done: {total} iterations in {wall:.1f} s" + rate_text(rate, args.warmup)
-        if test is not None:
-            acc, _ = evaluate(model, *test)
-            line += f"; final test accuracy {100 * acc:.2f}%"
-        print(line, flush=True)
-        if args.save:
-            torch.save(model.state_dict(), args.save)
+        report_done(args, model, test, total, wall, rate)
     dist.destroy_process_group()
     return 0
 

@@ -34,8 +34,19 @@ def _candidates():
     return found
 
 
+_loaded = None
+
+
 def load():
-    """Load the library and declare the prototypes; raises OSError naming what was tried."""
+    """The library with its prototypes declared, loaded once per process (pc.init and
+    pc.data share it); raises OSError naming what was tried."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load():
     tried = []
     lib = None
     for path in _candidates():

@@ -7,16 +7,6 @@ from . import _lib
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
-_L = None
-
-
-def _lib_once():
-    global _L
-    if _L is None:
-        _L = _lib.load()
-    return _L
-
-
 class DataError(ValueError):
     """A data file could not be read or is malformed; the message names the file."""
 
@@ -38,7 +28,7 @@ def _take(lib, ds):
 def fashion_mnist(directory=FASHION_MNIST, train=True):
     """(images float32 [n, 1, 28, 28] in [0, 1], labels int64 [n]) of the training set
     (train=True) or the test set; DataError naming the file on any problem."""
-    lib = _lib_once()
+    lib = _lib.load()
     ds = _lib.Dataset()
     err = ctypes.create_string_buffer(1024)
     rc = lib.pc_data_load_fashion(str(directory).encode(), 1 if train else 0, ctypes.byref(ds),
@@ -51,7 +41,7 @@ def fashion_mnist(directory=FASHION_MNIST, train=True):
 def synthetic(n, seed, train=True):
     """pc-train's synthetic set (--data synthetic): n learnable 28x28 samples of 10
     classes, deterministic in seed; the test set (train=False) shares the prototypes."""
-    lib = _lib_once()
+    lib = _lib.load()
     if not isinstance(n, int) or not 100 <= n <= 10_000_000:
         raise DataError(f"synthetic: {n!r} samples is out of range (100..10000000)")
     ds = _lib.Dataset()
@@ -65,7 +55,7 @@ def order(n, seed, epoch):
     """Epoch `epoch`'s permutation of 0..n-1 (int64), the one pc-train uses."""
     import torch
 
-    lib = _lib_once()
+    lib = _lib.load()
     perm = torch.empty((n,), dtype=torch.int32)
     lib.pc_data_order(perm.data_ptr(), n, seed, epoch)
     return perm.long()

@@ -51,7 +51,20 @@ count() {
     [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"
 }
 
-ALL_SETTINGS="allreduce ps-none ps-topk ps-topk-inline ps-dgc"
+# The settings, one row each: NAME|RANKS|LABEL|the example's flags (DDP's port is added
+# per run). setting_field NAME K: field K of NAME's row.
+SETTINGS_TABLE="ddp|2|DDP, gloo|--backend ddp
+allreduce|2|allreduce, none|--mode allreduce --compress none
+ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
+ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
+ps-topk-inline|3|ps, topk 1%, inline|--mode ps --compress topk:ratio=0.01 --pipeline off
+ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on"
+setting_field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
+label_of() { setting_field "$1" 3; }
+flags_of() { setting_field "$1" 4; }
+np_of() { setting_field "$1" 2; }
+# The PipeCompress settings (DDP always runs), in the table's order.
+ALL_SETTINGS=$(awk -F'|' '$1 != "ddp" { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
 nets="shm 1gbit"
 iters=300
 warmup=20
@@ -148,30 +161,6 @@ setup_net() {
     pc_shaped_netns "$ns" "$1"
 }
 
-label_of() {
-    case $1 in
-    ddp) echo "DDP, gloo" ;;
-    allreduce) echo "allreduce, none" ;;
-    ps-none) echo "ps, none, pipelined" ;;
-    ps-topk) echo "ps, topk 1%, pipelined" ;;
-    ps-topk-inline) echo "ps, topk 1%, inline" ;;
-    ps-dgc) echo "ps, dgc 0.1%, pipelined" ;;
-    esac
-}
-
-# flags_of SETTING: its flags for the example (DDP's port is added per run).
-flags_of() {
-    case $1 in
-    ddp) echo "--backend ddp" ;;
-    allreduce) echo "--mode allreduce --compress none" ;;
-    ps-none) echo "--mode ps --compress none --pipeline on" ;;
-    ps-topk) echo "--mode ps --compress topk:ratio=0.01 --pipeline on" ;;
-    ps-topk-inline) echo "--mode ps --compress topk:ratio=0.01 --pipeline off" ;;
-    ps-dgc) echo "--mode ps --compress dgc:ratio=0.001 --pipeline on" ;;
-    esac
-}
-
-np_of() { case $1 in ddp|allreduce) echo 2 ;; *) echo 3 ;; esac; }
 
 # next_ddp_port: sets port to a TCP port for gloo's rendezvous that nothing holds now (in
 # the namespace of the run, ${pre[@]}), a new one for every DDP run: a socket the previous
