@@ -261,10 +261,7 @@ static int qsgd_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
         return rc;
     int s = c->spec.levels;
     unsigned b = qsgd_bits(s);
-    double ss = 0;
-    for (size_t i = 0; i < st->n; i++)
-        ss += (double)v[i] * v[i];
-    float norm = (float)sqrt(ss);
+    float norm = (float)sqrt(pc_codec__sum(v, st->n, PC_CODEC_SUM_SQUARES));
     if (!isfinite(norm))
         return PC_ERANGE;
     pc_philox_t g;
@@ -400,10 +397,7 @@ static int efsign_compress(pc_codec_t *c, pc_codec_state_t *st, const float *gra
     const float *v = prepare(c, st, grad, &rc);
     if (rc != PC_OK)
         return rc;
-    double sum = 0;
-    for (size_t i = 0; i < st->n; i++)
-        sum += fabs((double)v[i]);
-    float mean = (float)(sum / (double)st->n);
+    float mean = (float)(pc_codec__sum(v, st->n, PC_CODEC_SUM_ABS) / (double)st->n);
     bitw_t w = {payload, 0, 0};
     for (size_t i = 0; i < st->n; i++) {
         uint32_t neg = v[i] < 0;

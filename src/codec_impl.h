@@ -114,6 +114,42 @@ bool pc_codec__fold_finite(float *v, const float *g, size_t n);
  * holding the folded gradient when grad is NULL. */
 float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 
+/* The canonical sum of a codec's reductions (qsgd's norm, efsign's mean, dgc's clipping
+ * norm): what every implementation of the codecs, CPU or CUDA, computes bit for bit, so
+ * that their messages are equal. In double precision, terms f(x[i]) = x[i]^2 or |x[i]|
+ * (both exact in double), in this order:
+ *   block b (elements [2048 b, 2048 b + 2048)): lane l (0..255) adds, starting from +0.0,
+ *     the terms of elements 2048 b + l + 256 j for j = 0..7 that exist; then the lanes are
+ *     folded as a tree: for s = 128, 64, ..., 1: lane[l] += lane[l + s] for l < s;
+ *     p[b] = lane[0];
+ *   the sum: lane l adds p[l], p[l + 256], p[l + 512], ... in order, starting from +0.0;
+ *     the same tree; the result is lane[0].
+ * A CUDA block of 256 threads computes each level (cuda/pc_codec.cu); the CPU loops
+ * below vectorise. */
+#define PC_CODEC_SUM_LANES 256
+#define PC_CODEC_SUM_BLOCK 2048
+typedef enum pc_codec_sum_op { PC_CODEC_SUM_SQUARES = 0, PC_CODEC_SUM_ABS = 1 } pc_codec_sum_op_t;
+double pc_codec__sum(const float *x, size_t n, pc_codec_sum_op_t op);
+
+/* dgc's schedule for one compress call with `steps` calls made before: k (the density's
+ * count), the accepted window [lo, hi] of a sampled threshold's count, cap (the most
+ * entries a message holds), and, when 0 < k < n, the sample's size ns and rank ks (else
+ * both 0). Sample j is element pc_codec__dgc_sample_index(j, n, ns); a count cnt outside
+ * the window re-aims the rank to pc_codec__dgc_reaim(ks, k, cnt, ns), once. Shared by the
+ * CPU codec and the CUDA one. Pure. */
+typedef struct pc_codec_dgc_plan {
+    size_t k, lo, hi, cap, ns, ks;
+} pc_codec_dgc_plan_t;
+void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_dgc_plan_t *p);
+size_t pc_codec__dgc_sample_index(size_t j, size_t n, size_t ns);
+size_t pc_codec__dgc_reaim(size_t ks, size_t k, size_t cnt, size_t ns);
+
+/* The h->entries indices of a message pc_codec__check accepted from a sparsifier
+ * (pc_codec__sparse), ascending, into idx: parsed, or regenerated (randomk). PC_OK, or
+ * PC_ENOMEM before writing; PC_EINVAL for a dense codec. Thread-safe. */
+int pc_codec__indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                      uint32_t *idx);
+
 /* Largest finite binary16: fp16 values saturate here rather than overflow to infinity. */
 #define PC_CODEC_F16_MAX 65504.0f
 

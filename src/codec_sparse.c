@@ -207,13 +207,11 @@ static int momentum_fold(const pc_codec_t *c, pc_codec_state_t *st, const float 
     const pc_codec_spec_t *s = &c->spec;
     size_t n = st->n;
     float *u = st->momentum, *v = st->residual;
-    /* Clipping factor from the gradient's L2 norm (double accumulation: deterministic). */
+    /* Clipping factor from the gradient's L2 norm (the canonical sum: the same bits on
+     * every implementation). */
     float f = 1.0f;
     if (s->clip > 0) {
-        double ss = 0;
-        for (size_t i = 0; i < n; i++)
-            ss += (double)grad[i] * grad[i];
-        double norm = sqrt(ss);
+        double norm = sqrt(pc_codec__sum(grad, n, PC_CODEC_SUM_SQUARES));
         if (!isfinite(norm))
             return PC_ERANGE;
         if (norm > s->clip)
@@ -359,11 +357,49 @@ static size_t dgc_max_payload(const pc_codec_t *c, size_t n)
     return dgc_max_entries(c, n) * (index_bytes(c) + value_bytes(c));
 }
 
+void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_dgc_plan_t *p)
+{
+    const pc_codec_spec_t *s = &c->spec;
+    double density = dgc_density(s, steps);
+    p->k = pc_codec__k(density, n);
+    p->lo = (size_t)ceil(0.8 * (double)p->k);
+    p->hi = (size_t)floor(1.3 * (double)p->k);
+    if (p->hi < p->k)
+        p->hi = p->k;
+    p->cap = dgc_max_entries(c, n);
+    /* Strided sample of |v|: ns elements, at least DGC_MIN_SAMPLE_HITS / density. */
+    p->ns = p->ks = 0;
+    if (p->k > 0 && p->k < n) {
+        size_t ns = (size_t)ceil(s->sample * (double)n);
+        size_t floor_ns = (size_t)ceil(DGC_MIN_SAMPLE_HITS / density);
+        if (ns < floor_ns)
+            ns = floor_ns;
+        p->ns = ns > n ? n : ns;
+        p->ks = pc_codec__k(density, p->ns);
+        if (p->ks == 0)
+            p->ks = 1;
+    }
+}
+
+size_t pc_codec__dgc_sample_index(size_t j, size_t n, size_t ns)
+{
+    /* Spread over the whole chunk (a stride of floor(n / ns) would leave the tail unsampled
+     * whenever ns does not divide n). */
+    return (size_t)(((uint64_t)j * n) / ns);
+}
+
+size_t pc_codec__dgc_reaim(size_t ks, size_t k, size_t cnt, size_t ns)
+{
+    /* The sample rank that should give k, given the count ks gave. */
+    double scaled = (double)ks * (double)k / (double)(cnt ? cnt : 1);
+    size_t ks2 = (size_t)llround(scaled);
+    return ks2 < 1 ? 1 : (ks2 > ns ? ns : ks2);
+}
+
 static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
                         uint8_t *payload, size_t cap)
 {
     (void)cap;
-    const pc_codec_spec_t *s = &c->spec;
     size_t n = st->n;
     float *v = st->residual;
     if (grad) {
@@ -371,33 +407,18 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
         if (rc != PC_OK)
             return rc;
     }
-    double density = dgc_density(s, st->steps);
-    size_t k = pc_codec__k(density, n);
-    size_t lo = (size_t)ceil(0.8 * (double)k), hi = (size_t)floor(1.3 * (double)k);
-    if (hi < k)
-        hi = k;
-    size_t cap_idx = dgc_max_entries(c, n);
+    pc_codec_dgc_plan_t pl;
+    pc_codec__dgc_plan(c, st->steps, n, &pl);
+    size_t k = pl.k, lo = pl.lo, hi = pl.hi, cap_idx = pl.cap, ns = pl.ns, ks = pl.ks;
     if (pc_codec__reserve_idx(c, cap_idx > k ? cap_idx : k) != PC_OK)
         return PC_ENOMEM;
     size_t got = 0;
     bool done = k == 0;
     if (!done && k < n) {
-        /* Strided sample of |v|: ns elements, at least DGC_MIN_SAMPLE_HITS / density. */
-        size_t ns = (size_t)ceil(s->sample * (double)n);
-        size_t floor_ns = (size_t)ceil(DGC_MIN_SAMPLE_HITS / density);
-        if (ns < floor_ns)
-            ns = floor_ns;
-        if (ns > n)
-            ns = n;
         if (pc_codec__reserve_tmp(c, ns) != PC_OK)
             return PC_ENOMEM;
-        /* Sample j sits at floor(j * n / ns): spread over the whole chunk (a stride of
-         * floor(n / ns) would leave the tail unsampled whenever ns does not divide n). */
         for (size_t j = 0; j < ns; j++)
-            c->tmp[j] = v[(size_t)(((uint64_t)j * n) / ns)];
-        size_t ks = pc_codec__k(density, ns);
-        if (ks == 0)
-            ks = 1;
+            c->tmp[j] = v[pc_codec__dgc_sample_index(j, n, ns)];
         for (int attempt = 0; attempt < 2 && !done; attempt++) {
             float t = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks);
             /* t == 0 (the sample holds fewer than ks non-zeros) selects every element;
@@ -411,10 +432,7 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
                 else
                     c->stats.dgc_adapted++;
             } else {
-                /* Re-aim: the sample rank that should give k, given what ks gave. */
-                double scaled = (double)ks * (double)k / (double)(cnt ? cnt : 1);
-                size_t ks2 = (size_t)llround(scaled);
-                ks = ks2 < 1 ? 1 : (ks2 > ns ? ns : ks2);
+                ks = pc_codec__dgc_reaim(ks, k, cnt, ns);
             }
         }
     }
@@ -553,3 +571,20 @@ const codec_ops_t pc_codec_ops_randomk = {.max_payload = randomk_max_payload,
                                           .apply = randomk_apply,
                                           .apply_indices = randomk_apply_list,
                                           .fold = momentum_fold};
+
+int pc_codec__indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                      uint32_t *idx)
+{
+    if (!pc_codec__sparse(c))
+        return PC_EINVAL;
+    if (c->spec.id == PC_CODEC_RANDOMK) {
+        uint64_t *bits = calloc(((size_t)h->n + 63) / 64, sizeof(uint64_t));
+        if (!bits)
+            return PC_ENOMEM;
+        randomk_indices(&c->spec, h->iteration, h->chunk, h->n, h->entries, bits, idx);
+        free(bits);
+        return PC_OK;
+    }
+    const uint8_t *values;
+    return parse_indices(c, h, payload, idx, &values, NULL, 0); /* validated: cannot fail */
+}

@@ -531,6 +531,37 @@ bool pc_codec__fold_finite(float *restrict v, const float *restrict g, size_t n)
     return !bad;
 }
 
+/* The tree of the canonical sum over 256 lanes (codec_impl.h). */
+static double sum_tree(double *lane)
+{
+    for (size_t s = PC_CODEC_SUM_LANES / 2; s > 0; s /= 2)
+        for (size_t l = 0; l < s; l++)
+            lane[l] += lane[l + s];
+    return lane[0];
+}
+
+double pc_codec__sum(const float *x, size_t n, pc_codec_sum_op_t op)
+{
+    double top[PC_CODEC_SUM_LANES] = {0}, lane[PC_CODEC_SUM_LANES];
+    for (size_t b = 0, base = 0; base < n; b++, base += PC_CODEC_SUM_BLOCK) {
+        size_t m = n - base < PC_CODEC_SUM_BLOCK ? n - base : PC_CODEC_SUM_BLOCK;
+        const float *xb = x + base;
+        for (size_t l = 0; l < PC_CODEC_SUM_LANES; l++)
+            lane[l] = 0.0;
+        for (size_t j = 0; j < m; j += PC_CODEC_SUM_LANES) {
+            size_t e = m - j < PC_CODEC_SUM_LANES ? m - j : PC_CODEC_SUM_LANES;
+            if (op == PC_CODEC_SUM_SQUARES)
+                for (size_t l = 0; l < e; l++)
+                    lane[l] += (double)xb[j + l] * (double)xb[j + l];
+            else
+                for (size_t l = 0; l < e; l++)
+                    lane[l] += fabs((double)xb[j + l]);
+        }
+        top[b % PC_CODEC_SUM_LANES] += sum_tree(lane);
+    }
+    return sum_tree(top);
+}
+
 float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
     if (c->spec.ef)

@@ -7,7 +7,10 @@
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_error.h"
 
+#include "pipecompress/pc_philox.h"
+
 #ifdef PC_HAVE_CUDA
+#include "../cuda/pc_codec_cuda.h"
 #include "../cuda/pc_cuda_kernels.h"
 #endif
 
@@ -61,6 +64,48 @@ int pc_cuda_selftest(char *err, size_t errlen)
     free(out);
     return rc;
 #else
+    (void)err;
+    (void)errlen;
+    return PC_ENODEV;
+#endif
+}
+
+int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, size_t n, char *err,
+                         size_t errlen)
+{
+#ifdef PC_HAVE_CUDA
+    if (pc_cuda_device_count() == 0)
+        return PC_ENODEV;
+    uint32_t *got = malloc(sizeof(uint32_t) * (n ? n : 1));
+    if (!got)
+        return PC_ENOMEM;
+    int cuerr = 0;
+    int rc = pc_cuda_philox_draws(0, seed, subsequence, offset, got, n, &cuerr);
+    if (rc != PC_OK) {
+        free(got);
+        return pc_error_fmt(PC_ECUDA, err, errlen, "Philox draws on the device: %s",
+                            cuerr ? pc_cuda_error_string(cuerr) : pc_strerror(rc));
+    }
+    pc_philox_t g;
+    pc_philox_init(&g, seed, subsequence, offset);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t want = pc_philox_next(&g);
+        if (got[i] != want) {
+            rc = pc_error_fmt(PC_ECUDA, err, errlen,
+                              "Philox: seed %llu subsequence %llu draw %llu: cuRAND 0x%08x, "
+                              "pc_philox 0x%08x",
+                              (unsigned long long)seed, (unsigned long long)subsequence,
+                              (unsigned long long)(offset + i), got[i], want);
+            break;
+        }
+    }
+    free(got);
+    return rc;
+#else
+    (void)seed;
+    (void)subsequence;
+    (void)offset;
+    (void)n;
     (void)err;
     (void)errlen;
     return PC_ENODEV;

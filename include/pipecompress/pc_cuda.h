@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,14 @@ int pc_cuda_device_count(void);
  * device (or CUDA is not built in), PC_ECUDA with a message in err on a CUDA failure or a
  * mismatch. Thread-safe (uses its own stream). */
 int pc_cuda_selftest(char *err, size_t errlen);
+
+/* Draw n numbers on device 0 from cuRAND's device Philox, curand_init(seed, subsequence,
+ * offset) then curand(), and compare them with pc_philox's stream (pc_philox.h) at the same
+ * position: the check that the CUDA codecs draw what the CPU codecs draw. Returns PC_OK,
+ * PC_ENODEV (no device or CUDA not built in), PC_ENOMEM, or PC_ECUDA with the first
+ * difference (or the CUDA failure) in err. Thread-safe. */
+int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, size_t n, char *err,
+                         size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,76 @@
+/* Launchers of the codec kernels in cuda/pc_codec.cu, callable from C (src/pc_devcodec.c).
+ * Private to the library. Every call makes its device current on the calling thread, runs
+ * on the given stream (a cudaStream_t) and returns PC_OK or a PC_* code; on PC_ECUDA the
+ * cudaError_t value is stored in *cuerr for the message. */
+#ifndef PC_CODEC_CUDA_H
+#define PC_CODEC_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(hidden)
+
+/* A codec's device scratch, grown on demand and kept; one thread at a time. */
+typedef struct pc_cuda_codec pc_cuda_codec_t;
+
+int pc_cuda_codec_create(int device, pc_cuda_codec_t **out, int *cuerr);
+void pc_cuda_codec_destroy(pc_cuda_codec_t *s);
+
+/* One compress call: the inputs, then what the kernels produced. */
+typedef struct pc_cuda_job {
+    const pc_codec_t *codec; /* the spec and the schedule helpers (codec_impl.h) */
+    float *residual;         /* n, device; NULL without error feedback */
+    float *momentum;         /* n, device; NULL without the momentum correction */
+    const float *grad;       /* n, device */
+    size_t n;
+    uint32_t chunk;
+    uint64_t iteration;
+    uint64_t steps;   /* compress calls made with this state before */
+    void *stream;     /* cudaStream_t */
+    uint8_t *payload; /* host, where the payload goes */
+    size_t cap;       /* its size (the codec's max payload) */
+    uint32_t entries; /* out: header fields */
+    uint32_t bytes;   /* out: payload bytes */
+    float scale;      /* out */
+    int dgc_path;     /* out: 0 sampled, 1 adapted, 2 exact top-k, -1 none (dgc only) */
+} pc_cuda_job_t;
+
+/* Compress job->grad into job->payload with the state's arrays. PC_OK, PC_ERANGE (non-finite
+ * values; the residual holds them), PC_ENOMEM, PC_ECUDA. */
+int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *job, int *cuerr);
+
+/* Add scale * the values of a message that pc_codec__check accepted into dense (device):
+ * payload (host, h->payload bytes); idx (host, h->entries ascending indices) for a
+ * sparsifier, else NULL. */
+int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire_header_t *h,
+                       const uint8_t *payload, const uint32_t *idx, float scale, float *dense,
+                       void *stream, int *cuerr);
+
+/* Memory: device (cudaMalloc), pinned host (cudaMallocHost), copies and zeroing on a
+ * stream, waited for. */
+int pc_cuda_alloc(int device, size_t bytes, void **out, int *cuerr);
+void pc_cuda_free(int device, void *p);
+int pc_cuda_host_alloc(int device, size_t bytes, void **out, int *cuerr);
+void pc_cuda_host_free(void *p);
+int pc_cuda_copy(int device, void *dst, const void *src, size_t bytes, int to_device, void *stream,
+                 int *cuerr);
+int pc_cuda_zero(int device, void *p, size_t bytes, void *stream, int *cuerr);
+
+/* Draws offset .. offset + n - 1 of cuRAND's device Philox stream curand_init(seed,
+ * subsequence, offset) into out (host): the device side of pc_philox's layout check. */
+int pc_cuda_philox_draws(int device, uint64_t seed, uint64_t subsequence, uint64_t offset,
+                         uint32_t *out, size_t n, int *cuerr);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_CODEC_CUDA_H */

@@ -1,0 +1,120 @@
+/* pc_devcodec: the codecs on a CUDA device: compress a gradient that lives in device memory
+ * and add a message into a device buffer, with the same message bytes and state as the CPU
+ * codecs (pc_codec), which stay the reference.
+ *
+ * A device codec is a pc_codec_t (its spec, its checks of received messages) plus, on a
+ * device, scratch memory allocated once and grown to the largest chunk seen. Its states
+ * (pc_devcodec_state_t) hold a chunk's residual and momentum in the codec's memory. All
+ * pointers this API calls "device" point into the codec's memory: memory of its CUDA device
+ * (pc_devcodec_alloc), or, for a codec on the CPU, ordinary host memory. A codec is on the
+ * CPU when asked (PC_DEVCODEC_CPU) or when PC_DEVCODEC_ANY finds no device (CUDA not built
+ * in, no driver, no device): it then runs the CPU codec itself, so callers written against
+ * this API run, and are tested, everywhere.
+ *
+ * Equal bytes: for the same spec, seed, iteration, chunk, steps and input, a message is
+ * byte for byte the one pc_codec_compress writes and the state afterwards holds the same
+ * bits. The kernels (cuda/pc_codec.cu) round as the C code does (no fused multiply-add),
+ * draw from cuRAND's Philox in pc_philox.h's layout, and reduce in the canonical order of
+ * doc/wire-format.md ("Sums").
+ *
+ * Streams: every call that touches device memory takes a stream (a cudaStream_t passed as
+ * pc_devcodec_stream_t, so C callers need no CUDA header; NULL is the legacy default
+ * stream) and runs its kernels on it, after the work already queued there. Compress and
+ * decode-add return when their results are on the host or in the destination (they
+ * synchronise the stream). A codec on the CPU ignores streams.
+ *
+ * Threads: one thread at a time per codec for compress (scratch); decode-add is
+ * thread-safe (its device buffers are stream-ordered allocations of the call). Each state:
+ * one thread at a time. */
+#ifndef PC_DEVCODEC_H
+#define PC_DEVCODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_devcodec pc_devcodec_t;
+typedef struct pc_devcodec_state pc_devcodec_state_t;
+typedef void *pc_devcodec_stream_t; /* a cudaStream_t, or NULL */
+
+/* Where a codec runs: a CUDA device ordinal >= 0, or one of these. */
+#define PC_DEVCODEC_CPU (-1) /* the CPU codec, whatever devices exist */
+#define PC_DEVCODEC_ANY (-2) /* device 0 when there is one, else the CPU */
+
+/* Create a codec for spec (copied) on `device`. PC_OK; PC_EINVAL (bad spec or device
+ * number); PC_ENODEV when a device >= 0 was asked for and does not exist (or CUDA is not
+ * built in); PC_ECUDA (a CUDA call failed), PC_ENOMEM. err gets one line on failure. */
+int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
+                       size_t errlen);
+/* Free c and its scratch (NULL is accepted). Its states may outlive it. */
+void pc_devcodec_destroy(pc_devcodec_t *c);
+/* The device the codec runs on, or PC_DEVCODEC_CPU. */
+int pc_devcodec_device(const pc_devcodec_t *c);
+/* The CPU codec behind it (spec, stats, validation of messages); owned by c. */
+const pc_codec_t *pc_devcodec_codec(const pc_devcodec_t *c);
+/* Counters as pc_codec_stats (messages, entries, bytes, dgc's paths). */
+pc_codec_stats_t pc_devcodec_stats(const pc_devcodec_t *c);
+/* Largest message for a chunk of n elements: pc_codec_max_bytes. */
+size_t pc_devcodec_max_bytes(const pc_devcodec_t *c, size_t n);
+
+/* Memory in the codec's space (cudaMalloc, or malloc on the CPU) and pinned host memory
+ * for messages (cudaMallocHost, or malloc). PC_OK, PC_ENOMEM or PC_ECUDA; *out untouched
+ * on failure. Free with the matching call (NULL is accepted). Thread-safe. */
+int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out);
+void pc_devcodec_free(const pc_devcodec_t *c, void *p);
+int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out);
+void pc_devcodec_host_free(const pc_devcodec_t *c, void *p);
+/* Copy bytes between host memory and the codec's memory (to_device true: host src to
+ * device dst), queued on stream and waited for. PC_OK or PC_ECUDA. */
+int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t bytes,
+                     bool to_device, pc_devcodec_stream_t stream);
+
+/* Per-chunk state as pc_codec_state_create: residual (zeroed) with error feedback,
+ * momentum (zeroed) for dgc and topk/randomk with momentum > 0, in the codec's memory.
+ * PC_EINVAL (n is 0 or over PC_CODEC_MAX_N), PC_ENOMEM, PC_ECUDA. */
+int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out);
+/* Free st (NULL is accepted); its codec may be destroyed before or after. */
+void pc_devcodec_state_destroy(pc_devcodec_state_t *st);
+size_t pc_devcodec_state_n(const pc_devcodec_state_t *st);
+bool pc_devcodec_state_has_residual(const pc_devcodec_state_t *st);
+bool pc_devcodec_state_has_momentum(const pc_devcodec_state_t *st);
+/* Copy the residual and the momentum (n floats each; pass NULL for one not wanted or not
+ * held) to host arrays, or from them (checkpoints, tests). PC_OK; PC_EINVAL when asked for
+ * an array the state does not hold; PC_ECUDA. */
+int pc_devcodec_state_get(pc_devcodec_state_t *st, float *residual, float *momentum);
+int pc_devcodec_state_set(pc_devcodec_state_t *st, const float *residual, const float *momentum);
+uint64_t pc_devcodec_state_steps(const pc_devcodec_state_t *st);
+void pc_devcodec_state_set_steps(pc_devcodec_state_t *st, uint64_t steps);
+
+/* pc_codec_compress on the device: grad is st's n floats in the codec's memory (read only);
+ * the message is written into the host buffer out[0..cap), cap >= pc_devcodec_max_bytes
+ * (pinned memory from pc_devcodec_host_alloc makes the one copy of the message, never the
+ * gradient, run at full speed); *len gets its size. Errors as pc_codec_compress (PC_EINVAL,
+ * PC_ERANGE: the residual then holds the non-finite values), plus PC_ECUDA and PC_ENOMEM
+ * (device memory). A state made by another codec is PC_EINVAL. One thread at a time per
+ * codec. */
+int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
+                         uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
+                         size_t *len);
+
+/* pc_codec_decode_add into a device buffer: msg[0..len) is a received message in host
+ * memory, checked completely on the host first (untrusted bytes never reach a kernel);
+ * then scale * its values are added into dense[0..n) in the codec's memory. On any problem
+ * PC_EFORMAT with a one-line reason and dense untouched; PC_ECUDA, PC_ENOMEM. hdr
+ * (optional) receives the header. Thread-safe. */
+int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
+                           const pc_codec_expect_t *want, float scale, float *dense,
+                           pc_devcodec_stream_t stream, pc_wire_header_t *hdr, char *err,
+                           size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_DEVCODEC_H */

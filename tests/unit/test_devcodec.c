@@ -1,0 +1,476 @@
+/* test_devcodec: the device codecs (pc_devcodec) against the CPU codecs (pc_codec), which
+ * are the reference: for every codec, message bytes, residual and momentum equal bit for
+ * bit, call after call, and decode-add equal to the CPU's, over sizes, seeds, iterations
+ * and inputs with ties, all-equal magnitudes, zeros and subnormals; NaN and infinity are
+ * PC_ERANGE; plus the API's own checks (devices, sizes, states, bad messages).
+ *
+ * Built twice from this file:
+ *   test_devcodec       the codecs on the CPU (PC_DEVCODEC_CPU): runs on every machine;
+ *                       the sizes stop at 10^5 (the sanitizer build runs it too).
+ *   test_devcodec_cuda  (PC_TEST_ON_DEVICE) the codecs on CUDA device 0, sizes up to 10^7;
+ *                       without a device (or CUDA) it exits 77: skipped, never passed. */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_devcodec.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_wire.h"
+
+#ifdef PC_TEST_ON_DEVICE
+#define TARGET 0
+static const size_t sizes[] = {1, 2, 31, 4096, 65536 + 7, 1000003, 10000000};
+#else
+#define TARGET PC_DEVCODEC_CPU
+static const size_t sizes[] = {1, 2, 31, 4096, 65536 + 7, 100003};
+#endif
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+/* Above this size only the gradient-like input and one seed (the CPU reference's time). */
+#define BIG 200000
+
+/* Every codec, and the variants that take other paths (fp16 values, delta indices,
+ * momentum on and off, error feedback off, widths of qsgd codes that straddle bytes). */
+static const char *specs[] = {
+    "none",
+    "fp16",
+    "fp16:ef=on",
+    "topk:ratio=0.01",
+    "topk:ratio=0.3,values=fp16,index=delta",
+    "topk:ratio=0.01,momentum=0",
+    "topk:ratio=0.05,ef=off",
+    "topk:ratio=1",
+    "dgc:ratio=0.01",
+    "dgc:ratio=0.001,sample=0.01,warmup=3,clip=1,values=fp16,index=delta",
+    "dgc:ratio=0.3,momentum=0",
+    "randomk:ratio=0.05",
+    "randomk:ratio=0.5,momentum=0,values=fp16",
+    "randomk:ratio=0.02,ef=off",
+    "threshold:tau=0.5",
+    "threshold:tau=0.01,values=fp16,index=delta",
+    "qsgd",
+    "qsgd:levels=1",
+    "qsgd:levels=3,ef=on",
+    "qsgd:levels=127",
+    "terngrad",
+    "terngrad:ef=on",
+    "efsign",
+};
+#define NSPECS (sizeof(specs) / sizeof(specs[0]))
+
+enum input { GRADIENT, TIES, EQUAL, ZEROS, SUBNORMAL, NINPUTS };
+static const char *input_names[] = {"gradient", "ties", "equal", "zeros", "subnormal"};
+
+/* Input kind for iteration it (a fresh gradient every iteration). */
+static void fill(float *g, size_t n, enum input kind, uint64_t seed, uint64_t it)
+{
+    pc_philox_t p;
+    pc_philox_init(&p, seed, 1000 + it, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = pc_philox_next(&p), b = pc_philox_next(&p);
+        float sign = (b & 1) ? -1.0f : 1.0f, u = pc_philox_uniform(a);
+        switch (kind) {
+        case GRADIENT: /* heavy-tailed, many octaves */
+            g[i] = sign * 1e-3f * powf(u, -1.2f);
+            break;
+        case TIES: /* few distinct magnitudes: the k-th is shared by many */
+            g[i] = sign * 0.25f * (float)(1 + (a % 4));
+            break;
+        case EQUAL:
+            g[i] = sign * 0.5f;
+            break;
+        case ZEROS: /* mostly zeros, a few values (and negative zeros) */
+            g[i] = (a % 16 == 0) ? sign * u : (b & 2 ? -0.0f : 0.0f);
+            break;
+        case SUBNORMAL: /* subnormal magnitudes, some normal ones */
+            g[i] = sign * (a % 8 == 0 ? u * 1e-30f : u * 1e-39f);
+            break;
+        default:
+            g[i] = 0;
+        }
+    }
+}
+
+static pc_codec_spec_t parse(const char *text, uint64_t seed)
+{
+    pc_codec_spec_t spec;
+    char err[256];
+    if (pc_codec_spec_parse(text, &spec, err, sizeof(err)) != PC_OK)
+        fail_msg("spec '%s': %s", text, err);
+    spec.seed = seed;
+    return spec;
+}
+
+static pc_devcodec_t *make_dev(const pc_codec_spec_t *spec)
+{
+    pc_devcodec_t *d;
+    char err[256] = "";
+    int rc = pc_devcodec_create(spec, TARGET, &d, err, sizeof(err));
+    if (rc != PC_OK)
+        fail_msg("pc_devcodec_create: %s", err);
+    assert_int_equal(pc_devcodec_device(d), TARGET);
+    return d;
+}
+
+static void *dev_alloc(pc_devcodec_t *d, size_t bytes)
+{
+    void *p;
+    assert_int_equal(pc_devcodec_alloc(d, bytes, &p), PC_OK);
+    return p;
+}
+
+static void put(pc_devcodec_t *d, void *dst, const void *src, size_t bytes)
+{
+    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, true, NULL), PC_OK);
+}
+
+static void get(pc_devcodec_t *d, void *dst, const void *src, size_t bytes)
+{
+    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, false, NULL), PC_OK);
+}
+
+static void expect_same_floats(const float *a, const float *b, size_t n, const char *what,
+                               const char *spec, size_t size, uint64_t it)
+{
+    if (memcmp(a, b, sizeof(float) * n) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+            fail_msg("%s n=%zu iteration %llu: %s[%zu] = %a on the target, %a on the CPU", spec,
+                     size, (unsigned long long)it, what, i, (double)a[i], (double)b[i]);
+}
+
+/* One codec spec, one size, seed and input: 3 iterations compared step by step. */
+static void compare_one(const char *text, size_t n, uint64_t seed, enum input kind)
+{
+    pc_codec_spec_t spec = parse(text, seed);
+    pc_codec_t *c;
+    assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+    pc_devcodec_t *d = make_dev(&spec);
+    uint32_t chunk = (uint32_t)(seed * 7 + n % 13);
+    pc_codec_state_t *cs;
+    pc_devcodec_state_t *ds;
+    assert_int_equal(pc_codec_state_create(c, chunk, n, &cs), PC_OK);
+    assert_int_equal(pc_devcodec_state_create(d, chunk, n, &ds), PC_OK);
+    assert_int_equal(pc_devcodec_state_has_residual(ds), pc_codec_state_residual(cs) != NULL);
+    assert_int_equal(pc_devcodec_state_has_momentum(ds), pc_codec_state_momentum(cs) != NULL);
+
+    size_t cap = pc_codec_max_bytes(c, n);
+    assert_int_equal(pc_devcodec_max_bytes(d, n), cap);
+    uint8_t *want = malloc(cap), *got;
+    assert_int_equal(pc_devcodec_host_alloc(d, cap, (void **)&got), PC_OK);
+    float *g = malloc(sizeof(float) * n), *h = malloc(sizeof(float) * n);
+    float *dense_c = malloc(sizeof(float) * n), *dense_d = malloc(sizeof(float) * n);
+    assert_true(want && g && h && dense_c && dense_d);
+    float *g_dev = dev_alloc(d, sizeof(float) * n), *dense_dev = dev_alloc(d, sizeof(float) * n);
+
+    for (uint64_t it = 0; it < 3; it++) {
+        uint64_t iteration = 5 + it * 1000003; /* exercises the subsequence's high word */
+        fill(g, n, kind, seed, it);
+        put(d, g_dev, g, sizeof(float) * n);
+        size_t wlen = 0, glen = 0;
+        assert_int_equal(pc_codec_compress(c, cs, g, iteration, want, cap, &wlen), PC_OK);
+        int rc = pc_devcodec_compress(d, ds, g_dev, iteration, NULL, got, cap, &glen);
+        if (rc != PC_OK)
+            fail_msg("%s n=%zu %s: device compress: %s", text, n, input_names[kind],
+                     pc_strerror(rc));
+        if (glen != wlen || memcmp(got, want, wlen) != 0) {
+            size_t at = 0;
+            while (at < wlen && at < glen && got[at] == want[at])
+                at++;
+            fail_msg("%s n=%zu seed %llu %s iteration %llu: message of %zu bytes, CPU %zu; "
+                     "first difference at byte %zu",
+                     text, n, (unsigned long long)seed, input_names[kind],
+                     (unsigned long long)iteration, glen, wlen, at);
+        }
+        /* The state afterwards. */
+        if (pc_codec_state_residual(cs)) {
+            assert_int_equal(pc_devcodec_state_get(ds, h, NULL), PC_OK);
+            expect_same_floats(h, pc_codec_state_residual(cs), n, "residual", text, n, it);
+        }
+        if (pc_codec_state_momentum(cs)) {
+            assert_int_equal(pc_devcodec_state_get(ds, NULL, h), PC_OK);
+            expect_same_floats(h, pc_codec_state_momentum(cs), n, "momentum", text, n, it);
+        }
+        assert_int_equal(pc_devcodec_state_steps(ds), pc_codec_state_steps(cs));
+        /* Decode-add into a non-zero buffer with a scale. */
+        fill(dense_c, n, GRADIENT, seed + 1, it);
+        put(d, dense_dev, dense_c, sizeof(float) * n);
+        pc_codec_expect_t ex = {.chunk = chunk, .n = (uint32_t)n, .iteration = iteration};
+        char err[256] = "";
+        pc_wire_header_t hdr;
+        rc = pc_codec_decode_add(c, want, wlen, &ex, 0.5f, dense_c, NULL, err, sizeof(err));
+        if (rc != PC_OK)
+            fail_msg("%s: CPU decode: %s", text, err);
+        rc = pc_devcodec_decode_add(d, want, wlen, &ex, 0.5f, dense_dev, NULL, &hdr, err,
+                                    sizeof(err));
+        if (rc != PC_OK)
+            fail_msg("%s: device decode: %s", text, err);
+        assert_int_equal(hdr.n, n);
+        get(d, dense_d, dense_dev, sizeof(float) * n);
+        expect_same_floats(dense_d, dense_c, n, "decoded", text, n, it);
+    }
+    pc_codec_stats_t a = pc_codec_stats(c), b = pc_devcodec_stats(d);
+    assert_true(a.messages == b.messages && a.entries == b.entries && a.bytes == b.bytes);
+    assert_true(a.dgc_sampled == b.dgc_sampled && a.dgc_adapted == b.dgc_adapted &&
+                a.dgc_exact == b.dgc_exact);
+
+    pc_devcodec_free(d, g_dev);
+    pc_devcodec_free(d, dense_dev);
+    pc_devcodec_host_free(d, got);
+    free(want);
+    free(g);
+    free(h);
+    free(dense_c);
+    free(dense_d);
+    pc_devcodec_state_destroy(ds);
+    pc_codec_state_destroy(cs);
+    pc_devcodec_destroy(d);
+    pc_codec_destroy(c);
+}
+
+static void test_same_bytes_every_codec(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s < NSPECS; s++)
+        for (size_t z = 0; z < NSIZES; z++)
+            for (uint64_t seed = 1; seed <= 2; seed++)
+                for (int kind = 0; kind < NINPUTS; kind++) {
+                    if (sizes[z] > BIG && (seed > 1 || kind != GRADIENT))
+                        continue;
+                    compare_one(specs[s], sizes[z], seed, (enum input)kind);
+                }
+}
+
+/* NaN or infinity in the gradient: PC_ERANGE, as on the CPU, for every codec. */
+static void test_nonfinite(void **state)
+{
+    (void)state;
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t s = 0; s < NSPECS; s++)
+        for (size_t b = 0; b < 3; b++) {
+            pc_codec_spec_t spec = parse(specs[s], 3);
+            pc_codec_t *c;
+            assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+            pc_devcodec_t *d = make_dev(&spec);
+            size_t n = 5000;
+            pc_codec_state_t *cs;
+            pc_devcodec_state_t *ds;
+            assert_int_equal(pc_codec_state_create(c, 1, n, &cs), PC_OK);
+            assert_int_equal(pc_devcodec_state_create(d, 1, n, &ds), PC_OK);
+            float *g = malloc(sizeof(float) * n);
+            fill(g, n, GRADIENT, 3, 0);
+            g[n / 3] = bad[b];
+            float *g_dev = dev_alloc(d, sizeof(float) * n);
+            put(d, g_dev, g, sizeof(float) * n);
+            size_t cap = pc_codec_max_bytes(c, n), len;
+            uint8_t *out = malloc(cap);
+            int want = pc_codec_compress(c, cs, g, 0, out, cap, &len);
+            int got = pc_devcodec_compress(d, ds, g_dev, 0, NULL, out, cap, &len);
+            assert_int_equal(want, PC_ERANGE);
+            if (got != want)
+                fail_msg("%s with %g: device compress %s, CPU %s", specs[s], (double)bad[b],
+                         pc_errname(got), pc_errname(want));
+            free(out);
+            free(g);
+            pc_devcodec_free(d, g_dev);
+            pc_devcodec_state_destroy(ds);
+            pc_codec_state_destroy(cs);
+            pc_devcodec_destroy(d);
+            pc_codec_destroy(c);
+        }
+}
+
+/* ---- the API's checks ------------------------------------------------------------------- */
+
+static void test_create_errors(void **state)
+{
+    (void)state;
+    pc_codec_spec_t spec = parse("topk", 1);
+    pc_devcodec_t *d = NULL;
+    char err[256] = "";
+    assert_int_equal(pc_devcodec_create(NULL, TARGET, &d, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(pc_devcodec_create(&spec, -3, &d, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "device -3"));
+    /* A device that does not exist. */
+    int count = pc_cuda_device_count();
+    assert_int_equal(pc_devcodec_create(&spec, count, &d, err, sizeof(err)), PC_ENODEV);
+    assert_non_null(strstr(err, "no CUDA device"));
+    assert_null(d);
+    /* A bad spec. */
+    pc_codec_spec_t bad = spec;
+    bad.id = PC_CODEC_COUNT;
+    assert_int_equal(pc_devcodec_create(&bad, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
+    /* ANY: device 0 where there is one, else the CPU. */
+    assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_ANY, &d, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_devcodec_device(d), count > 0 ? 0 : PC_DEVCODEC_CPU);
+    assert_int_equal(pc_devcodec_codec(d) != NULL, 1);
+    pc_devcodec_destroy(d);
+    pc_devcodec_destroy(NULL);
+}
+
+static void test_state_and_call_errors(void **state)
+{
+    (void)state;
+    pc_codec_spec_t spec = parse("dgc", 1);
+    pc_devcodec_t *d = make_dev(&spec), *other = make_dev(&spec);
+    pc_devcodec_state_t *st = NULL;
+    assert_int_equal(pc_devcodec_state_create(d, 0, 0, &st), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_create(d, 0, (size_t)PC_CODEC_MAX_N + 1, &st), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_create(NULL, 0, 8, &st), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_create(d, 4, 100, &st), PC_OK);
+    assert_int_equal(pc_devcodec_state_n(st), 100);
+    assert_true(pc_devcodec_state_has_residual(st) && pc_devcodec_state_has_momentum(st));
+    /* Round trip of the state (what a checkpoint does). */
+    float r[100], m[100], r2[100], m2[100];
+    for (int i = 0; i < 100; i++) {
+        r[i] = (float)i * 0.25f;
+        m[i] = -(float)i;
+    }
+    assert_int_equal(pc_devcodec_state_set(st, r, m), PC_OK);
+    assert_int_equal(pc_devcodec_state_get(st, r2, m2), PC_OK);
+    assert_memory_equal(r, r2, sizeof(r));
+    assert_memory_equal(m, m2, sizeof(m));
+    pc_devcodec_state_set_steps(st, 17);
+    assert_int_equal(pc_devcodec_state_steps(st), 17);
+
+    float *g = dev_alloc(d, sizeof(float) * 100);
+    size_t cap = pc_devcodec_max_bytes(d, 100), len = 0;
+    uint8_t *out = malloc(cap);
+    /* Too small a buffer, a state of another codec, missing pointers. */
+    assert_int_equal(pc_devcodec_compress(d, st, g, 0, NULL, out, cap - 1, &len), PC_EINVAL);
+    assert_int_equal(pc_devcodec_compress(other, st, g, 0, NULL, out, cap, &len), PC_EINVAL);
+    assert_int_equal(pc_devcodec_compress(d, st, NULL, 0, NULL, out, cap, &len), PC_EINVAL);
+    assert_int_equal(pc_devcodec_compress(d, st, g, 0, NULL, NULL, cap, &len), PC_EINVAL);
+    assert_int_equal(len, 0);
+    /* No momentum array in a codec without one. */
+    pc_codec_spec_t plain = parse("topk:momentum=0", 1);
+    pc_devcodec_t *p = make_dev(&plain);
+    pc_devcodec_state_t *ps;
+    assert_int_equal(pc_devcodec_state_create(p, 0, 100, &ps), PC_OK);
+    assert_false(pc_devcodec_state_has_momentum(ps));
+    assert_int_equal(pc_devcodec_state_get(ps, NULL, m2), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_set(ps, NULL, m), PC_EINVAL);
+    pc_devcodec_destroy(p); /* the state outlives its codec */
+    assert_int_equal(pc_devcodec_state_get(ps, r2, NULL), PC_OK);
+    pc_devcodec_state_destroy(ps);
+
+    free(out);
+    pc_devcodec_free(d, g);
+    pc_devcodec_state_destroy(st);
+    pc_devcodec_destroy(other);
+    pc_devcodec_destroy(d);
+}
+
+/* A bad message: PC_EFORMAT with a reason, the device buffer untouched. */
+static void test_decode_rejects(void **state)
+{
+    (void)state;
+    pc_codec_spec_t spec = parse("topk:ratio=0.1", 1);
+    pc_codec_t *c;
+    assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+    pc_devcodec_t *d = make_dev(&spec);
+    size_t n = 64;
+    pc_codec_state_t *cs;
+    assert_int_equal(pc_codec_state_create(c, 2, n, &cs), PC_OK);
+    float g[64], dense[64], back[64];
+    fill(g, n, GRADIENT, 4, 0);
+    size_t cap = pc_codec_max_bytes(c, n), len;
+    uint8_t *msg = malloc(cap);
+    assert_int_equal(pc_codec_compress(c, cs, g, 9, msg, cap, &len), PC_OK);
+    for (size_t i = 0; i < n; i++)
+        dense[i] = (float)i;
+    float *dd = dev_alloc(d, sizeof(dense));
+    put(d, dd, dense, sizeof(dense));
+    char err[256] = "";
+    pc_codec_expect_t ex = {.chunk = 2, .n = (uint32_t)n, .iteration = 9};
+    /* Wrong chunk, wrong iteration, truncated, an index out of range, a NaN scale. */
+    pc_codec_expect_t bad_chunk = ex, bad_it = ex;
+    bad_chunk.chunk = 3;
+    bad_it.iteration = 10;
+    assert_int_equal(
+        pc_devcodec_decode_add(d, msg, len, &bad_chunk, 1, dd, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_non_null(strstr(err, "chunk 3"));
+    assert_int_equal(
+        pc_devcodec_decode_add(d, msg, len, &bad_it, 1, dd, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_int_equal(
+        pc_devcodec_decode_add(d, msg, len - 1, &ex, 1, dd, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    uint8_t *evil = malloc(len);
+    memcpy(evil, msg, len);
+    evil[PC_WIRE_HEADER_BYTES + 3] = 0x7f; /* the first index's high byte */
+    assert_int_equal(pc_devcodec_decode_add(d, evil, len, &ex, 1, dd, NULL, NULL, err, sizeof(err)),
+                     PC_EFORMAT);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(
+        pc_devcodec_decode_add(d, msg, len, &ex, NAN, dd, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_int_equal(
+        pc_devcodec_decode_add(d, msg, len, &ex, 1, NULL, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_int_equal(
+        pc_devcodec_decode_add(NULL, msg, len, &ex, 1, dd, NULL, NULL, err, sizeof(err)),
+        PC_EFORMAT);
+    get(d, back, dd, sizeof(back));
+    assert_memory_equal(back, dense, sizeof(dense));
+    /* And the good message is accepted. */
+    assert_int_equal(pc_devcodec_decode_add(d, msg, len, &ex, 1, dd, NULL, NULL, err, sizeof(err)),
+                     PC_OK);
+    free(evil);
+    free(msg);
+    pc_devcodec_free(d, dd);
+    pc_codec_state_destroy(cs);
+    pc_devcodec_destroy(d);
+    pc_codec_destroy(c);
+}
+
+#ifdef PC_TEST_ON_DEVICE
+/* cuRAND's device Philox against pc_philox, also at subsequences with a high word. */
+static void test_device_philox(void **state)
+{
+    (void)state;
+    const uint64_t subs[] = {0, 1, 65535, ((uint64_t)7 << 32) | 3, ~(uint64_t)0};
+    const uint64_t offs[] = {0, 1, 3, 4097, ((uint64_t)1 << 34) + 2};
+    char err[256] = "";
+    for (size_t s = 0; s < 5; s++)
+        for (size_t o = 0; o < 5; o++) {
+            int rc = pc_cuda_philox_check(0x0123456789abcdefull + s, subs[s], offs[o], 10000, err,
+                                          sizeof(err));
+            if (rc != PC_OK)
+                fail_msg("%s", err);
+        }
+}
+#endif
+
+int main(void)
+{
+#ifdef PC_TEST_ON_DEVICE
+    if (pc_cuda_device_count() == 0) {
+        printf("skipped: %s\n", pc_cuda_built() ? "no CUDA device: the CUDA codecs did not run"
+                                                : "built without CUDA: no CUDA codecs to run");
+        return 77;
+    }
+#endif
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_errors),          cmocka_unit_test(test_state_and_call_errors),
+        cmocka_unit_test(test_decode_rejects),         cmocka_unit_test(test_nonfinite),
+#ifdef PC_TEST_ON_DEVICE
+        cmocka_unit_test(test_device_philox),
+#endif
+        cmocka_unit_test(test_same_bytes_every_codec),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
