@@ -18,6 +18,8 @@
 #include "bench.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_config.h"
+#include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_select.h"
@@ -30,6 +32,7 @@ typedef struct opts {
     char sizes[128];
     char ratios[128];
     char json[512];
+    char device[16];
 } opts_t;
 
 static const pc_opt_t compress_opts[] = {
@@ -39,7 +42,7 @@ static const pc_opt_t compress_opts[] = {
      .offset = offsetof(opts_t, sizes),
      .size = 128,
      .metavar = "N,N,...",
-     .help = "element counts"},
+     .help = "element counts (default 1e6,1e7,2.5e7 on the CPU, 1e6,1e7,1e8 on a device)"},
     {.name = "ratios",
      .type = PC_OPT_STRING,
      .offset = offsetof(opts_t, ratios),
@@ -60,6 +63,12 @@ static const pc_opt_t compress_opts[] = {
      .size = 512,
      .metavar = "FILE",
      .help = "also write the results as JSON to FILE"},
+    {.name = "device",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, device),
+     .size = 16,
+     .metavar = "cpu|cuda",
+     .help = "where the codecs run: cpu (one core) or cuda (device 0; sizes 1e6,1e7,1e8)"},
 };
 
 /* Parse "a,b,c" of positive numbers into out (at most max); 0 on a bad list. */
@@ -124,11 +133,254 @@ typedef struct row {
     size_t bytes;
 } row_t;
 
+/* ---- --device cuda ------------------------------------------------------------------- */
+
+/* The codecs of the device table: as the CPU's, plus the error-feedback fold alone. */
+static const char *const cuda_base[] = {
+    "none",   "fp16",        "qsgd:levels=16", "terngrad",
+    "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
+    "dgc",    "randomk",     "threshold"};
+
+/* Spec text for a base codec at a ratio (threshold: tau at the ratio's quantile of x). */
+static int spec_for(const char *base, double ratio, const float *x, size_t n, pc_select_t *sel,
+                    char *out, size_t len)
+{
+    const char *colon = strchr(base, ':');
+    if (strncmp(base, "threshold", 9) == 0) {
+        size_t k = (size_t)ceil(ratio * (double)n);
+        float tau = pc_select_kth_magnitude(sel, x, n, k ? k : 1);
+        return snprintf(out, len, "threshold:tau=%.9g", (double)tau);
+    }
+    if (ratio >= 0)
+        return snprintf(out, len, "%.*s:ratio=%g%s%s",
+                        (int)(colon ? (size_t)(colon - base) : strlen(base)), base, ratio,
+                        colon ? "," : "", colon ? colon + 1 : "");
+    return snprintf(out, len, "%s", base);
+}
+
+static bool uses_ratio(const char *base)
+{
+    return strncmp(base, "topk", 4) == 0 || strncmp(base, "dgc", 3) == 0 ||
+           strncmp(base, "randomk", 7) == 0 || strncmp(base, "threshold", 9) == 0;
+}
+
+typedef struct cuda_row {
+    char spec[128];
+    size_t n;
+    double ratio, t_comp, t_dec, must_bytes; /* must_bytes > 0: a bandwidth-bound codec */
+    size_t bytes;
+} cuda_row_t;
+
+static int cuda_fail(const char *what, const char *detail)
+{
+    fprintf(stderr, "pc-bench: --device cuda: %s: %s\n", what, detail);
+    return BENCH_EXIT_FAIL;
+}
+
+static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
+                               const double *ratios, int nratios)
+{
+    char err[512] = "", name[256] = "";
+    if (pc_cuda_device_count() == 0)
+        return cuda_fail("no CUDA device",
+                         pc_cuda_built() ? "the runtime found none" : "built without CUDA");
+    pc_cuda_device_name(0, name, sizeof(name));
+    FILE *json = NULL;
+    if (o->json[0] && !(json = fopen(o->json, "w")))
+        return cuda_fail("--json", "cannot write the file");
+    size_t nmax = 0;
+    for (int i = 0; i < nsizes; i++)
+        nmax = (size_t)sizes[i] > nmax ? (size_t)sizes[i] : nmax;
+    pc_codec_spec_t probe_spec = {.id = PC_CODEC_NONE};
+    pc_devcodec_t *mem; /* allocations on device 0 */
+    if (pc_devcodec_create(&probe_spec, 0, &mem, err, sizeof(err)) != PC_OK)
+        return cuda_fail("device 0", err);
+    pc_cuda_baseline_t *base = NULL;
+    if (pc_cuda_baseline_create(0, nmax, &base, err, sizeof(err)) != PC_OK)
+        return cuda_fail("baselines", err);
+    float *x = malloc(sizeof(float) * nmax), *x_dev = NULL, *dense_dev = NULL;
+    double *samples = malloc(sizeof(double) * (size_t)o->reps * 2);
+    cuda_row_t *rows = calloc(512, sizeof(cuda_row_t));
+    pc_select_t *sel = NULL;
+    if (!x || !samples || !rows || pc_select_create(&sel) != PC_OK ||
+        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&x_dev) != PC_OK ||
+        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&dense_dev) != PC_OK)
+        return cuda_fail("memory", "cannot allocate the inputs");
+    heavy(x, nmax);
+    if (pc_devcodec_copy(mem, x_dev, x, sizeof(float) * nmax, true, NULL) != PC_OK)
+        return cuda_fail("copy", "the input did not reach the device");
+    int nrows = 0;
+    double t_read[8] = {0}, t_sort[8][8] = {{0}};
+    printf("pc-bench compress --device cuda: %s; heavy-tailed float gradients, %d reps (median);"
+           "\ntimes on the host clock, each call waited for (compress includes the copy of the "
+           "message to pinned host memory)\n\n",
+           name, o->reps);
+    printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms", "decomp ms",
+           "Melem/s", "bytes", "x less");
+    for (int si = 0; si < nsizes; si++) {
+        size_t n = (size_t)sizes[si];
+        /* Baselines: one read; top-k by sorting (per ratio). */
+        for (int r = 0; r < o->reps; r++) {
+            int64_t t0 = pc_time_ns();
+            if (pc_cuda_baseline_read(base, x_dev, n) != PC_OK)
+                return cuda_fail("read baseline", "a CUDA call failed");
+            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+        }
+        t_read[si] = bench_median(samples, (size_t)o->reps);
+        printf("%-44s %10zu %7s %10.3f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
+               t_read[si], "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
+        for (int ri = 0; ri < nratios && !o->no_sort; ri++) {
+            size_t k = (size_t)ceil(ratios[ri] * (double)n);
+            for (int r = 0; r < o->reps; r++) {
+                int64_t t0 = pc_time_ns();
+                if (pc_cuda_baseline_sort_topk(base, x_dev, n, k > n ? n : k) != PC_OK)
+                    return cuda_fail("sort baseline", "a CUDA call failed");
+                samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+            }
+            t_sort[si][ri] = bench_median(samples, (size_t)o->reps);
+            printf("%-44s %10zu %7g %10.3f %10s %9.0f %12s %8s\n", "[baseline] top-k by CUB sort",
+                   n, ratios[ri], t_sort[si][ri], "-", (double)n / t_sort[si][ri] * 1e-3, "-", "-");
+        }
+        size_t nbase = sizeof(cuda_base) / sizeof(cuda_base[0]);
+        for (size_t b = 0; b <= nbase; b++) {
+            bool fold_only = b == nbase; /* the last row: the error-feedback fold alone */
+            const char *bs = fold_only ? "topk:momentum=0" : cuda_base[b];
+            for (int ri = 0; ri < (uses_ratio(bs) && !fold_only ? nratios : 1); ri++) {
+                char text[128];
+                double ratio = uses_ratio(bs) && !fold_only ? ratios[ri] : -1;
+                spec_for(bs, ratio, x, n, sel, text, sizeof(text));
+                pc_codec_spec_t spec;
+                if (pc_codec_spec_parse(text, &spec, err, sizeof(err)) != PC_OK)
+                    return cuda_fail(text, err);
+                spec.seed = 1;
+                pc_devcodec_t *c;
+                pc_devcodec_state_t *st;
+                if (pc_devcodec_create(&spec, 0, &c, err, sizeof(err)) != PC_OK)
+                    return cuda_fail(text, err);
+                size_t cap = pc_devcodec_max_bytes(c, n), len = 0;
+                uint8_t *msg = NULL;
+                if (pc_devcodec_state_create(c, 0, n, &st) != PC_OK ||
+                    pc_devcodec_host_alloc(c, cap, (void **)&msg) != PC_OK)
+                    return cuda_fail(text, "cannot allocate its state or message");
+                pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+                for (int r = 0; r < o->reps; r++) {
+                    int64_t t0 = pc_time_ns();
+                    int rc = fold_only ? pc_devcodec_fold(c, st, x_dev, NULL)
+                                       : pc_devcodec_compress(c, st, x_dev, (uint64_t)r, NULL, msg,
+                                                              cap, &len);
+                    int64_t t1 = pc_time_ns();
+                    if (rc == PC_OK && !fold_only)
+                        rc = pc_devcodec_decode_add(c, msg, len, &want, 1.0f, dense_dev, NULL, NULL,
+                                                    err, sizeof(err));
+                    int64_t t2 = pc_time_ns();
+                    if (rc != PC_OK)
+                        return cuda_fail(text, err[0] ? err : pc_strerror(rc));
+                    samples[r] = (double)(t1 - t0) * 1e-6;
+                    samples[o->reps + r] = (double)(t2 - t1) * 1e-6;
+                }
+                if (nrows == 512)
+                    return cuda_fail("rows", "more than 512");
+                cuda_row_t *row = &rows[nrows++];
+                snprintf(row->spec, sizeof(row->spec), "%s", fold_only ? "ef fold (v += g)" : text);
+                row->n = n;
+                row->ratio = ratio;
+                row->t_comp = bench_median(samples, (size_t)o->reps);
+                row->t_dec = fold_only ? 0 : bench_median(samples + o->reps, (size_t)o->reps);
+                row->bytes = fold_only ? 0 : len;
+                /* Bytes a bandwidth-bound codec must move at least: the fold reads g and v
+                 * and writes v; fp16, qsgd and terngrad (ef=off) read v and write the
+                 * message. */
+                if (fold_only)
+                    row->must_bytes = 12.0 * (double)n;
+                else if (spec.id == PC_CODEC_FP16 || spec.id == PC_CODEC_QSGD ||
+                         spec.id == PC_CODEC_TERNGRAD)
+                    row->must_bytes = 4.0 * (double)n + (double)len;
+                char rbuf[16];
+                snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
+                printf("%-44.44s %10zu %7s %10.3f %10.3f %9.0f %12zu %8.1f\n", row->spec, n, rbuf,
+                       row->t_comp, row->t_dec, (double)n / row->t_comp * 1e-3, row->bytes,
+                       row->bytes ? 4.0 * (double)n / (double)row->bytes : 0.0);
+                pc_devcodec_host_free(c, msg);
+                pc_devcodec_state_destroy(st);
+                pc_devcodec_destroy(c);
+            }
+        }
+        printf("\n");
+    }
+    /* Ratios, measured side by side above. */
+    printf("exact top-k (ef=off) against the baselines:\n");
+    for (int i = 0; i < nrows; i++) {
+        if (strncmp(rows[i].spec, "topk:", 5) != 0 || !strstr(rows[i].spec, "ef=off"))
+            continue;
+        int si = 0, ri = 0;
+        while ((size_t)sizes[si] != rows[i].n)
+            si++;
+        while (ri + 1 < nratios && ratios[ri] != rows[i].ratio)
+            ri++;
+        double bound = rows[i].t_comp / t_read[si];
+        bool target = rows[i].n == 100000000 && rows[i].ratio == 0.01;
+        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e8, 1%%%s)",
+               rows[i].n, rows[i].ratio, bound, target ? (bound <= 3 ? ": met" : ": NOT met") : "");
+        if (!o->no_sort)
+            printf(", %.1f x faster than the CUB-sort top-k (target >= 10%s)",
+                   t_sort[si][ri] / rows[i].t_comp,
+                   target ? (t_sort[si][ri] / rows[i].t_comp >= 10 ? ": met" : ": NOT met") : "");
+        printf("\n");
+    }
+    printf("bandwidth-bound codecs against the bytes they must move at the read bandwidth:\n");
+    for (int i = 0; i < nrows; i++) {
+        if (rows[i].must_bytes <= 0)
+            continue;
+        int si = 0;
+        while ((size_t)sizes[si] != rows[i].n)
+            si++;
+        double bw = 4.0 * (double)rows[i].n / (t_read[si] * 1e-3); /* bytes/s */
+        double x_bound = rows[i].t_comp / (rows[i].must_bytes / bw * 1e3);
+        printf("  %-28s n=%-9zu %.2f x the bound (target <= 1.5%s)\n", rows[i].spec, rows[i].n,
+               x_bound,
+               rows[i].n == (size_t)sizes[nsizes - 1] ? (x_bound <= 1.5 ? ": met" : ": NOT met")
+                                                      : "");
+    }
+    if (json) {
+        fprintf(json,
+                "{\n  \"benchmark\": \"compress\",\n  \"device\": \"cuda\",\n  \"gpu\": \"%s\",\n"
+                "  \"reps\": %d,\n  \"baselines\": [\n",
+                name, o->reps);
+        for (int si = 0; si < nsizes; si++) {
+            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_topk_ms\": {", sizes[si],
+                    t_read[si]);
+            for (int ri = 0; ri < nratios; ri++)
+                fprintf(json, "\"%g\": %.4f%s", ratios[ri], t_sort[si][ri],
+                        ri + 1 < nratios ? ", " : "");
+            fprintf(json, "}}%s\n", si + 1 < nsizes ? "," : "");
+        }
+        fprintf(json, "  ],\n  \"codecs\": [\n");
+        for (int i = 0; i < nrows; i++)
+            fprintf(json,
+                    "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
+                    "\"decompress_ms\": %.4f, \"bytes\": %zu, \"must_bytes\": %.0f}%s\n",
+                    rows[i].spec, rows[i].n, rows[i].ratio, rows[i].t_comp, rows[i].t_dec,
+                    rows[i].bytes, rows[i].must_bytes, i + 1 < nrows ? "," : "");
+        fprintf(json, "  ]\n}\n");
+        if (fclose(json) != 0)
+            return cuda_fail("--json", "error writing the file");
+    }
+    pc_devcodec_free(mem, x_dev);
+    pc_devcodec_free(mem, dense_dev);
+    pc_devcodec_destroy(mem);
+    pc_cuda_baseline_destroy(base);
+    pc_select_destroy(sel);
+    free(x);
+    free(samples);
+    free(rows);
+    return 0;
+}
+
 int bench_compress_main(int argc, char **argv)
 {
     opts_t o = {.reps = 5};
-    snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000,25000000");
     snprintf(o.ratios, sizeof(o.ratios), "0.001,0.01");
+    snprintf(o.device, sizeof(o.device), "cpu");
     pc_opt_group_t g = {"pc-bench compress flags", compress_opts,
                         sizeof(compress_opts) / sizeof(compress_opts[0]), &o, NULL};
     char err[512];
@@ -137,6 +389,14 @@ int bench_compress_main(int argc, char **argv)
         pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
+    bool cuda = strcmp(o.device, "cuda") == 0;
+    if (!cuda && strcmp(o.device, "cpu") != 0) {
+        fprintf(stderr, "pc-bench: --device: '%s' is not cpu or cuda\n", o.device);
+        return BENCH_EXIT_USAGE;
+    }
+    if (!o.sizes[0]) /* the defaults: 2.5e7 fits a core's time, 1e8 a device's */
+        snprintf(o.sizes, sizeof(o.sizes), "%s",
+                 cuda ? "1000000,10000000,100000000" : "1000000,10000000,25000000");
     if (o.quick) {
         snprintf(o.sizes, sizeof(o.sizes), "1000000,10000000");
         o.reps = o.reps < 3 ? o.reps : 3;
@@ -153,6 +413,8 @@ int bench_compress_main(int argc, char **argv)
                 o.ratios);
         return BENCH_EXIT_USAGE;
     }
+    if (cuda)
+        return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);
     FILE *json = NULL;
     if (o.json[0] && !(json = fopen(o.json, "w"))) {
         fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o.json);

@@ -971,7 +971,7 @@ int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
     bool ef = spec->ef;
     float *v = ef ? j->residual : const_cast<float *>(j->grad); // only written when ef
     const float *g = ef ? j->grad : nullptr;
-    if (j->momentum) {
+    if (j->momentum && j->grad) {
         int rc = momentum_fold(s, spec, j, q, cuerr);
         if (rc != PC_OK)
             return rc;
@@ -1011,8 +1011,8 @@ int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_
 {
     bool ef = spec->ef;
     float *v = ef ? j->residual : const_cast<float *>(j->grad);
-    int rc = j->momentum ? momentum_fold(s, spec, j, q, cuerr)
-                         : fold_check(s, v, ef ? j->grad : nullptr, j->n, q, cuerr);
+    int rc = j->momentum && j->grad ? momentum_fold(s, spec, j, q, cuerr)
+                                    : fold_check(s, v, ef ? j->grad : nullptr, j->n, q, cuerr);
     if (rc != PC_OK)
         return rc;
     size_t n = j->n, k = pc_codec__k(spec->ratio, n);
@@ -1042,7 +1042,7 @@ int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaSt
     const pc_codec_spec_t *spec = pc_codec_spec(c);
     float *v = j->residual;
     size_t n = j->n;
-    int rc = momentum_fold(s, spec, j, q, cuerr);
+    int rc = j->grad ? momentum_fold(s, spec, j, q, cuerr) : PC_OK;
     if (rc != PC_OK)
         return rc;
     pc_codec_dgc_plan_t pl;
@@ -1252,6 +1252,15 @@ extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_jo
         CK(cudaMemcpyAsync(j->payload, s->payload.p, bytes, cudaMemcpyDeviceToHost, q));
     CK(cudaStreamSynchronize(q));
     return PC_OK;
+}
+
+extern "C" int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
+{
+    CK(cudaSetDevice(device));
+    cudaStream_t q = (cudaStream_t)j->stream;
+    if (j->momentum)
+        return momentum_fold(s, pc_codec_spec(j->codec), j, q, cuerr);
+    return fold_check(s, j->residual, j->grad, j->n, q, cuerr);
 }
 
 extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire_header_t *h,

@@ -28,7 +28,7 @@ typedef struct pc_cuda_job {
     const pc_codec_t *codec; /* the spec and the schedule helpers (codec_impl.h) */
     float *residual;         /* n, device; NULL without error feedback */
     float *momentum;         /* n, device; NULL without the momentum correction */
-    const float *grad;       /* n, device */
+    const float *grad;       /* n, device; NULL: folded already (pc_cuda_codec_fold) */
     size_t n;
     uint32_t chunk;
     uint64_t iteration;
@@ -45,6 +45,10 @@ typedef struct pc_cuda_job {
 /* Compress job->grad into job->payload with the state's arrays. PC_OK, PC_ERANGE (non-finite
  * values; the residual holds them), PC_ENOMEM, PC_ECUDA. */
 int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *job, int *cuerr);
+
+/* The fold alone (error feedback required): residual += grad, or the momentum correction
+ * when job->momentum; PC_ERANGE when the result is not finite. */
+int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t *job, int *cuerr);
 
 /* Add scale * the values of a message that pc_codec__check accepted into dense (device):
  * payload (host, h->payload bytes); idx (host, h->entries ascending indices) for a

@@ -3,6 +3,8 @@
 #ifndef PC_CUDA_KERNELS_H
 #define PC_CUDA_KERNELS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -13,8 +15,18 @@ extern "C" {
 
 int pc_cuda_device_count_raw(int *count);
 const char *pc_cuda_error_string(int code);
+/* The device's name (cudaGetDeviceProperties) into buf; unchanged on failure. */
+void pc_cuda_device_name_raw(int device, char *buf, size_t len);
 /* Fill out_host[0..n) with 0.5 * i + 1 computed on device 0. */
 int pc_cuda_affine_launch(float *out_host, int n);
+
+/* The benchmark baselines (cuda/pc_baseline.cu): scratch for n <= nmax on a device; one
+ * read of x; top-k of x by sorting. Each waits for its kernels. */
+typedef struct pc_cuda_baseline_dev pc_cuda_baseline_dev_t;
+int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_dev_t **out);
+void pc_cuda_baseline_free(pc_cuda_baseline_dev_t *b);
+int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n);
+int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n, size_t k);
 
 #pragma GCC visibility pop
 

@@ -30,6 +30,17 @@ extern "C" const char *pc_cuda_error_string(int code)
     return cudaGetErrorString((cudaError_t)code);
 }
 
+extern "C" void pc_cuda_device_name_raw(int device, char *buf, size_t len)
+{
+    cudaDeviceProp p;
+    if (len == 0 || cudaGetDeviceProperties(&p, device) != cudaSuccess)
+        return;
+    size_t i = 0;
+    for (; i + 1 < len && p.name[i]; i++)
+        buf[i] = p.name[i];
+    buf[i] = '\0';
+}
+
 extern "C" int pc_cuda_affine_launch(float *out_host, int n)
 {
     float *d = NULL;

@@ -1,20 +1,135 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh: on a machine with an NVIDIA GPU, build with CUDA and run the checks
-# that need a device, in one go (device time is scarce): the CUDA unit test (probe kernel
-# against its CPU reference) and the whole test suite, with nvidia-smi's view first.
-# Results go to $OUT when set (the device tool), else to build-gpu/.
+# scripts/gpu-check.sh: on a machine with an NVIDIA GPU, in one go and at most 8 minutes
+# (device time is scarce): build with CUDA for this GPU, run the CUDA tests (the probe
+# kernel, cuRAND's device Philox against pc_philox, every codec's kernels against the CPU
+# codecs byte for byte) and the unit tests, then the GPU benchmark (pc-bench compress
+# --device cuda, with torch.topk beside it where PyTorch sees the GPU), and write into one
+# folder ($OUT when set, as the device tool does; else build-gpu/out):
+#   summary.txt         the tests' verdicts, the benchmark's table and its targets
+#   compress-cuda.json  pc-bench's results;  torch-topk.json  torch.topk's
+#   gpu-check.log       everything printed;  tests.log  the test programs' own logs
+# A machine that reaches no package registry gets Open MPI, hwloc, OpenBLAS, CMocka and
+# pkgconf from .gpu/debs (scripts/gpu-bundle.sh, run beforehand on a Debian machine; carry
+# .gpu), unpacked with dpkg -x into a directory of its own, never into /; configure comes
+# from .gpu/autotools where autoreconf is missing. PC_GPU_ARCH=NN overrides the compute
+# capability built for (default: the GPU's own, from nvidia-smi).
+# Exit status: 0 when every test passed, 1 otherwise (or when there is no GPU).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-out=${OUT:-$PC_TOP/build-gpu}
+out=${OUT:-$PC_TOP/build-gpu/out}
 mkdir -p "$out"
+log="$out/gpu-check.log"
+: >"$log"
+start=$(date +%s)
+say() { printf '== [%3ds] %s\n' "$(($(date +%s) - start))" "$*" | tee -a "$log"; }
+fail() { say "FAILED: $*"; exit 1; }
+run() { "$@" >>"$log" 2>&1; } # a step's output goes to the log only
+
+command -v nvidia-smi >/dev/null 2>&1 || fail "no NVIDIA GPU here (no nvidia-smi): run this on the GPU machine"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>>"$log" | head -1)
+[ -n "$gpu" ] || fail "nvidia-smi lists no GPU"
+say "GPU: $gpu"
+arch=${PC_GPU_ARCH:-$(echo "$gpu" | awk -F', ' '{print $4}' | tr -d '.')}
+case $arch in [1-9][0-9] | [1-9][0-9][0-9]) ;; *) fail "compute capability '$arch' not understood (set PC_GPU_ARCH=90)" ;; esac
+
+# ---- the toolkit ----------------------------------------------------------------------
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[ -x "$nvcc" ] || fail "no nvcc on PATH or in /usr/local/cuda/bin"
+cuda_dir=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+say "CUDA toolkit: $cuda_dir ($("$nvcc" --version | tail -1))"
+ls "$cuda_dir"/lib64/libcurand* "$cuda_dir"/lib/libcurand* >>"$log" 2>&1 ||
+    say "note: no libcurand beside nvcc (configure will say what is missing)"
+
+# ---- the libraries: installed, or from the bundle -------------------------------------
+have_deps() {
+    command -v mpicc >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 &&
+        pkg-config --exists hwloc cmocka openblas zlib 2>/dev/null
+}
+if have_deps; then
+    say "libraries: installed (mpicc, hwloc, cmocka, openblas, zlib)"
+elif [ -d "$PC_TOP/.gpu/debs" ]; then
+    deps=${TMPDIR:-/tmp}/pc-gpu-deps
+    pc_gpu_deps "$PC_TOP/.gpu/debs" "$deps" >>"$log" 2>&1 || fail "unpacking .gpu/debs (see gpu-check.log)"
+    have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib 2>&1 | head -3)"
+    say "libraries: from .gpu/debs, unpacked into $deps ($(ls "$PC_TOP"/.gpu/debs | wc -l) packages)"
+else
+    fail "mpicc, hwloc, cmocka, openblas or zlib missing and no .gpu/debs: run scripts/gpu-bundle.sh on a Debian machine and carry .gpu"
+fi
+
+# ---- configure and build ---------------------------------------------------------------
+if [ ! -x "$PC_TOP/configure" ]; then
+    if command -v autoreconf >/dev/null 2>&1; then
+        (cd "$PC_TOP" && run autoreconf -fi) || fail "autoreconf"
+    elif [ -d "$PC_TOP/.gpu/autotools" ]; then
+        cp -a "$PC_TOP"/.gpu/autotools/. "$PC_TOP"/ || fail "copy .gpu/autotools"
+        # Newer than their sources, in dependency order, so make does not regenerate them.
+        (cd "$PC_TOP" && touch m4/* aclocal.m4 && touch configure config.h.in && touch Makefile.in)
+    else
+        fail "no configure, no autoreconf and no .gpu/autotools"
+    fi
+fi
+b=$PC_TOP/build-gpu
+mkdir -p "$b"
+say "configure --with-cuda=$cuda_dir --with-cuda-arch=$arch"
+(cd "$b" && run timeout 180 "$PC_TOP/configure" -q --with-cuda="$cuda_dir" --with-cuda-arch="$arch") ||
+    { tail -n 20 "$b/config.log" >>"$log"; fail "configure (see gpu-check.log)"; }
+say "make -j$(nproc)"
+run timeout 300 make -C "$b" -j"$(nproc)" || fail "build (see gpu-check.log)"
+run timeout 300 make -C "$b" -j"$(nproc)" check TESTS= || fail "building the tests"
+if command -v cuobjdump >/dev/null 2>&1; then
+    run cuobjdump --list-elf --list-ptx "$b/cuda/pc_codec.o"
+fi
+
+# ---- tests -------------------------------------------------------------------------------
+cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda"
+say "CUDA tests: $cuda_tests"
+run timeout 300 make -C "$b" check TESTS="$cuda_tests"
+cuda_rc=$?
+say "unit tests"
+run timeout 240 make -C "$b" -j"$(nproc)" check-unit RECHECK_LOGS= # the CUDA tests' logs stand
+unit_rc=$?
+: >"$out/tests.log"
+for t in $cuda_tests; do
+    { echo "==== $t"; cat "$b/$t.log" 2>/dev/null; } >>"$out/tests.log"
+done
+verdicts=$(for f in "$b"/tests/unit/*.log; do
+    [ -f "${f%.log}.trs" ] && printf '%s %s\n' "$(sed -n 's/^:test-result: //p' "${f%.log}.trs")" "$(basename "${f%.log}")"
+done)
+echo "$verdicts" >>"$log"
+# A CUDA test that skipped on a GPU machine is a failure: the device was not used.
+for t in $cuda_tests; do
+    v=$(echo "$verdicts" | awk -v n="$(basename "$t")" '$2 == n {print $1}')
+    [ "$v" = PASS ] || { cuda_rc=1; say "$(basename "$t"): ${v:-not run}"; }
+done
+say "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
+
+# ---- benchmark ---------------------------------------------------------------------------
+sizes=${PC_GPU_SIZES:-1000000,10000000,100000000}
+ratios=0.001,0.01
+say "pc-bench compress --device cuda --sizes $sizes --ratios $ratios"
+timeout 240 "$b/apps/pc-bench" compress --device cuda --sizes "$sizes" --ratios "$ratios" --reps 5 \
+    --json "$out/compress-cuda.json" >>"$log" 2>&1 || say "pc-bench compress --device cuda FAILED"
+torch_json=
+if [ -f "$out/compress-cuda.json" ]; then
+    # torch runs with the system's libraries, not the bundle's.
+    if env -u LD_LIBRARY_PATH timeout 120 python3 "$PC_TOP/scripts/bench/torch_topk.py" --sizes "$sizes" \
+        --ratios "$ratios" --reps 5 --json "$out/torch-topk.json" >>"$log" 2>&1; then
+        torch_json=$out/torch-topk.json
+    else
+        say "torch.topk not measured (see gpu-check.log)"
+    fi
+    python3 "$PC_TOP/scripts/bench/gpu_report.py" "$out/compress-cuda.json" $torch_json >"$out/summary.body" 2>>"$log" ||
+        say "gpu_report.py FAILED"
+fi
 {
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-    pc_setup || echo "(set-up failed: building with what is installed)"
-    pc_build build-gpu --with-cuda
-    # the architectures in the fatbinary (configure --with-cuda-arch), where cuobjdump exists
-    objdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-    [ -x "$objdump" ] && "$objdump" --list-elf --list-ptx "$PC_TOP/build-gpu/cuda/pc_probe.o"
-    make -C "$PC_TOP/build-gpu" check TESTS=tests/unit/test_cuda
-    cat "$PC_TOP/build-gpu/tests/unit/test_cuda.log"
-    make -C "$PC_TOP/build-gpu" -j"$(nproc)" check
-} 2>&1 | tee "$out/gpu-check.log"
+    echo "scripts/gpu-check.sh at $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - start)) s"
+    echo "GPU: $gpu; built for sm_$arch"
+    echo "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
+    echo "$verdicts" | grep -v '^PASS' | sed 's/^/  /'
+    echo
+    cat "$out/summary.body" 2>/dev/null || echo "(no benchmark)"
+} >"$out/summary.txt"
+rm -f "$out/summary.body"
+cat "$out/summary.txt"
+say "done"
+[ $cuda_rc = 0 ] && [ $unit_rc = 0 ]

@@ -40,6 +40,54 @@ pc_shaped_netns() {
         ip netns exec "$1" tc qdisc add dev lo root tbf rate "$2" burst "$burst" latency 50ms
 }
 
+# pc_gpu_deps DEBS_DIR PREFIX: unpack the .deb files of DEBS_DIR (scripts/gpu-bundle.sh)
+# into PREFIX (emptied first; dpkg -x, or ar and tar where dpkg is missing) and export what
+# builds against them: PATH (mpicc, mpirun, pkgconf), OPAL_PREFIX (Open MPI's wrappers
+# relocated), LD_LIBRARY_PATH, PKG_CONFIG* (the .pc files, their paths under PREFIX). A
+# run-time library the system already has is removed from PREFIX (an older copy would
+# shadow it for every program started afterwards); absolute links in the packages are
+# pointed into PREFIX or at the system's copy. Returns non-zero on a failure.
+pc_gpu_deps() {
+    local debs=$1 deps=$2 f member lib l t L
+    rm -rf "$deps" && mkdir -p "$deps" || return 1
+    for f in "$debs"/*.deb; do
+        if command -v dpkg >/dev/null 2>&1; then
+            dpkg -x "$f" "$deps" || return 1
+        else
+            member=$(ar t "$f" | grep '^data\.tar') || return 1
+            ar p "$f" "$member" | tar -x -a -f - -C "$deps" || return 1
+        fi
+    done
+    L=$deps/usr/lib/x86_64-linux-gnu
+    for lib in libz.so.1 libudev.so.1 libgfortran.so.5 libquadmath.so.0; do
+        if ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$lib "; then
+            rm -f "$L/$lib"* "$deps/lib/x86_64-linux-gnu/$lib"*
+        fi
+    done
+    find "$deps" -type l | while read -r l; do
+        t=$(readlink "$l")
+        case $t in
+        /*)
+            if [ -e "$deps$t" ]; then
+                ln -sfn "$deps$t" "$l"
+            else # the system's copy of the same library (libz.so -> libz.so.1)
+                t=$(ldconfig -p 2>/dev/null | awk -v b="$(basename "${t%%.so*}").so." 'index($1, b) == 1 {print $NF; exit}')
+                [ -n "$t" ] && ln -sfn "$t" "$l"
+            fi
+            ;;
+        esac
+    done
+    # The names Debian's update-alternatives would make (postinst scripts do not run).
+    ln -sfn mpicc.openmpi "$deps/usr/bin/mpicc"
+    ln -sfn mpirun.openmpi "$deps/usr/bin/mpirun"
+    export PATH="$deps/usr/bin:$PATH"
+    export OPAL_PREFIX="$deps/usr"
+    export LD_LIBRARY_PATH="$L:$L/openblas-pthread:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PKG_CONFIG="$deps/usr/bin/pkgconf"
+    export PKG_CONFIG_LIBDIR="$L/pkgconfig:$L/openblas-pthread/pkgconfig:$deps/usr/share/pkgconfig"
+    export PKG_CONFIG_SYSROOT_DIR="$deps"
+}
+
 pc_say() { printf '== %s\n' "$*"; }
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 

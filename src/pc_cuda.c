@@ -38,6 +38,19 @@ int pc_cuda_device_count(void)
 #endif
 }
 
+void pc_cuda_device_name(int device, char *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return;
+    snprintf(buf, len, "none");
+#ifdef PC_HAVE_CUDA
+    if (device >= 0 && device < pc_cuda_device_count())
+        pc_cuda_device_name_raw(device, buf, len);
+#else
+    (void)device;
+#endif
+}
+
 int pc_cuda_selftest(char *err, size_t errlen)
 {
 #ifdef PC_HAVE_CUDA
@@ -108,6 +121,75 @@ int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, s
     (void)n;
     (void)err;
     (void)errlen;
+    return PC_ENODEV;
+#endif
+}
+
+struct pc_cuda_baseline {
+    size_t nmax;
+#ifdef PC_HAVE_CUDA
+    pc_cuda_baseline_dev_t *dev;
+#endif
+};
+
+int pc_cuda_baseline_create(int device, size_t nmax, pc_cuda_baseline_t **out, char *err,
+                            size_t errlen)
+{
+    if (!out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "baseline: no result pointer");
+#ifdef PC_HAVE_CUDA
+    if (device < 0 || device >= pc_cuda_device_count())
+        return pc_error_fmt(PC_ENODEV, err, errlen, "baseline: no CUDA device %d", device);
+    if (nmax > UINT32_MAX)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "baseline: %zu elements is over 2^32 - 1",
+                            nmax);
+    pc_cuda_baseline_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "baseline: out of memory");
+    b->nmax = nmax;
+    int e = pc_cuda_baseline_alloc(device, nmax, &b->dev);
+    if (e != 0) {
+        free(b);
+        return pc_error_fmt(PC_ECUDA, err, errlen, "baseline scratch for %zu elements: %s", nmax,
+                            pc_cuda_error_string(e));
+    }
+    *out = b;
+    return PC_OK;
+#else
+    (void)device;
+    (void)nmax;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "baseline: built without CUDA");
+#endif
+}
+
+void pc_cuda_baseline_destroy(pc_cuda_baseline_t *b)
+{
+    if (!b)
+        return;
+#ifdef PC_HAVE_CUDA
+    pc_cuda_baseline_free(b->dev);
+#endif
+    free(b);
+}
+
+int pc_cuda_baseline_read(pc_cuda_baseline_t *b, const float *x, size_t n)
+{
+    if (!b || !x || n > b->nmax)
+        return PC_EINVAL;
+#ifdef PC_HAVE_CUDA
+    return pc_cuda_baseline_read_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
+#else
+    return PC_ENODEV;
+#endif
+}
+
+int pc_cuda_baseline_sort_topk(pc_cuda_baseline_t *b, const float *x, size_t n, size_t k)
+{
+    if (!b || !x || n > b->nmax || k > n)
+        return PC_EINVAL;
+#ifdef PC_HAVE_CUDA
+    return pc_cuda_baseline_sort_launch(b->dev, x, n, k) ? PC_ECUDA : PC_OK;
+#else
     return PC_ENODEV;
 #endif
 }

@@ -44,18 +44,16 @@ static bool on_cpu(int device)
     return device == PC_DEVCODEC_CPU;
 }
 
+#ifdef PC_HAVE_CUDA
 /* A CUDA failure as PC_ECUDA (or PC_ENOMEM) with the runtime's words. */
 static int cuda_fail(int rc, int cuerr, const char *what, char *err, size_t errlen)
 {
-#ifdef PC_HAVE_CUDA
     if (rc == PC_ECUDA || rc == PC_ENOMEM)
         return pc_error_fmt(rc, err, errlen, "%s: %s", what,
                             cuerr ? pc_cuda_error_string(cuerr) : pc_strerror(rc));
-#else
-    (void)cuerr;
-#endif
     return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_strerror(rc));
 }
+#endif
 
 int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
                        size_t errlen)
@@ -350,15 +348,44 @@ void pc_devcodec_state_set_steps(pc_devcodec_state_t *st, uint64_t steps)
 
 /* ---- compress and decode ----------------------------------------------------------------- */
 
-int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
-                         uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
-                         size_t *len)
+/* Whether st belongs to c and c folds (error feedback on). */
+static bool foldable(const pc_devcodec_t *c, const pc_devcodec_state_t *st)
 {
-    if (!c || !st || !grad || !out || !len || st->owner != c ||
-        cap < pc_codec_max_bytes(c->codec, st->n))
+    return c && st && st->owner == c && pc_codec_spec(c->codec)->ef;
+}
+
+int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
+                     pc_devcodec_stream_t stream)
+{
+    if (!foldable(c, st) || !grad)
         return PC_EINVAL;
     if (st->host)
-        return pc_codec_compress(c->codec, st->host, grad, iteration, out, cap, len);
+        return pc_codec_fold(c->codec, st->host, grad);
+#ifdef PC_HAVE_CUDA
+    pc_cuda_job_t job = {.codec = c->codec,
+                         .residual = st->residual,
+                         .momentum = st->momentum,
+                         .grad = grad,
+                         .n = st->n,
+                         .stream = stream};
+    int cuerr = 0;
+    return pc_cuda_codec_fold(c->cuda, c->device, &job, &cuerr);
+#else
+    (void)stream;
+    return PC_ENODEV;
+#endif
+}
+
+/* Compress grad, or with grad NULL what pc_devcodec_fold folded. */
+static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
+                    uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
+                    size_t *len)
+{
+    if (!c || !st || !out || !len || st->owner != c || cap < pc_codec_max_bytes(c->codec, st->n))
+        return PC_EINVAL;
+    if (st->host)
+        return grad ? pc_codec_compress(c->codec, st->host, grad, iteration, out, cap, len)
+                    : pc_codec_compress_folded(c->codec, st->host, iteration, out, cap, len);
 #ifdef PC_HAVE_CUDA
     pc_cuda_job_t job = {
         .codec = c->codec,
@@ -409,6 +436,23 @@ int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float 
     (void)stream;
     return PC_ENODEV;
 #endif
+}
+
+int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
+                         uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
+                         size_t *len)
+{
+    if (!grad)
+        return PC_EINVAL;
+    return compress(c, st, grad, iteration, stream, out, cap, len);
+}
+
+int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                                pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
+{
+    if (!foldable(c, st))
+        return PC_EINVAL;
+    return compress(c, st, NULL, iteration, stream, out, cap, len);
 }
 
 int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,

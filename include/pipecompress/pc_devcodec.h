@@ -104,6 +104,18 @@ int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float 
                          uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
                          size_t *len);
 
+/* The two halves of pc_devcodec_compress, as pc_codec_fold and pc_codec_compress_folded:
+ * fold grad (device, read only) into st (residual += grad, or the momentum correction) and
+ * check it is finite (else PC_ERANGE), after which the caller may reuse grad; then compress
+ * what was folded. Same bytes and state as pc_devcodec_compress. Error feedback is
+ * required (a codec with ef=off keeps no device copy to fold into: PC_EINVAL). One thread
+ * at a time per state; fold does not use the codec's compress scratch on the CPU, but on a
+ * device it does: one thread at a time per codec for both. */
+int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
+                     pc_devcodec_stream_t stream);
+int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                                pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len);
+
 /* pc_codec_decode_add into a device buffer: msg[0..len) is a received message in host
  * memory, checked completely on the host first (untrusted bytes never reach a kernel);
  * then scale * its values are added into dense[0..n) in the codec's memory. On any problem

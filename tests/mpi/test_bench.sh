@@ -25,6 +25,33 @@ else
     bad "pc-bench compress"; tail -5 "$tmp/c.out"
 fi
 
+# --device cuda: on a device, the table with both baselines and the verdicts; without one,
+# one line naming the problem and exit status 1; a device that is not cpu or cuda: usage, 2.
+"$bench" compress --device gpu >"$tmp/d.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "^pc-bench: --device: 'gpu' is not cpu or cuda$" "$tmp/d.out"; then
+    ok "pc-bench compress --device gpu: refused (2)"
+else
+    bad "pc-bench compress --device gpu: rc $rc"; cat "$tmp/d.out"
+fi
+"$bench" compress --device cuda --sizes 100003 --ratios 0.01 --reps 1 --json "$tmp/g.json" >"$tmp/g.out" 2>&1
+rc=$?
+if [ "$("$PC_BUILDDIR/tests/unit/test_cuda" >/dev/null 2>&1; echo $?)" = 77 ]; then
+    if [ $rc = 1 ] && [ "$(wc -l <"$tmp/g.out")" = 1 ] &&
+        grep -q '^pc-bench: --device cuda: no CUDA device: ' "$tmp/g.out"; then
+        ok "pc-bench compress --device cuda without a device: $(cat "$tmp/g.out")"
+    else
+        bad "pc-bench compress --device cuda without a device: rc $rc"; cat "$tmp/g.out"
+    fi
+elif [ $rc = 0 ] && grep -qE '^\[baseline\] top-k by CUB sort +100003 ' "$tmp/g.out" &&
+    grep -qE 'faster than the CUB-sort top-k \(target >= 10\)' "$tmp/g.out" &&
+    grep -qE '^  ef fold \(v \+= g\) +n=100003 +[0-9.]+ x the bound \(target <= 1.5: (met|NOT met)\)' "$tmp/g.out" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["codecs"]) == 12 and d["baselines"][0]["read_ms"] > 0' "$tmp/g.json"; then
+    ok "pc-bench compress --device cuda: $(grep -m1 -o 'n=100003 .*read bound.*' "$tmp/g.out")"
+else
+    bad "pc-bench compress --device cuda: rc $rc"; tail -20 "$tmp/g.out"
+fi
+
 if "$bench" handoff --items 40 --min-us 50 --max-us 150 --idle-ms 50 --reps 1 --json "$tmp/h.json" >"$tmp/h.out" 2>&1 &&
     grep -qE '^backoff-50us +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&
     grep -qE '^backoff-1ms +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/h.out" &&

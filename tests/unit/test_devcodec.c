@@ -180,8 +180,17 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
         fill(g, n, kind, seed, it);
         put(d, g_dev, g, sizeof(float) * n);
         size_t wlen = 0, glen = 0;
-        assert_int_equal(pc_codec_compress(c, cs, g, iteration, want, cap, &wlen), PC_OK);
-        int rc = pc_devcodec_compress(d, ds, g_dev, iteration, NULL, got, cap, &glen);
+        int rc;
+        if (it == 1 && spec.ef) { /* the two halves, on both sides */
+            assert_int_equal(pc_codec_fold(c, cs, g), PC_OK);
+            assert_int_equal(pc_codec_compress_folded(c, cs, iteration, want, cap, &wlen), PC_OK);
+            rc = pc_devcodec_fold(d, ds, g_dev, NULL);
+            if (rc == PC_OK)
+                rc = pc_devcodec_compress_folded(d, ds, iteration, NULL, got, cap, &glen);
+        } else {
+            assert_int_equal(pc_codec_compress(c, cs, g, iteration, want, cap, &wlen), PC_OK);
+            rc = pc_devcodec_compress(d, ds, g_dev, iteration, NULL, got, cap, &glen);
+        }
         if (rc != PC_OK)
             fail_msg("%s n=%zu %s: device compress: %s", text, n, input_names[kind],
                      pc_strerror(rc));
@@ -354,6 +363,18 @@ static void test_state_and_call_errors(void **state)
     assert_int_equal(pc_devcodec_compress(d, st, NULL, 0, NULL, out, cap, &len), PC_EINVAL);
     assert_int_equal(pc_devcodec_compress(d, st, g, 0, NULL, NULL, cap, &len), PC_EINVAL);
     assert_int_equal(len, 0);
+    /* fold/compress_folded: a state of another codec; a codec without error feedback. */
+    assert_int_equal(pc_devcodec_fold(other, st, g, NULL), PC_EINVAL);
+    assert_int_equal(pc_devcodec_fold(d, st, NULL, NULL), PC_EINVAL);
+    assert_int_equal(pc_devcodec_compress_folded(other, st, 0, NULL, out, cap, &len), PC_EINVAL);
+    pc_codec_spec_t noef = parse("fp16", 1);
+    pc_devcodec_t *ne = make_dev(&noef);
+    pc_devcodec_state_t *nst;
+    assert_int_equal(pc_devcodec_state_create(ne, 0, 100, &nst), PC_OK);
+    assert_int_equal(pc_devcodec_fold(ne, nst, g, NULL), PC_EINVAL);
+    assert_int_equal(pc_devcodec_compress_folded(ne, nst, 0, NULL, out, cap, &len), PC_EINVAL);
+    pc_devcodec_state_destroy(nst);
+    pc_devcodec_destroy(ne);
     /* No momentum array in a codec without one. */
     pc_codec_spec_t plain = parse("topk:momentum=0", 1);
     pc_devcodec_t *p = make_dev(&plain);
