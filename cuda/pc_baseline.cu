@@ -13,7 +13,8 @@ extern "C" {
 }
 #include "pc_cuda_kernels.h"
 
-namespace {
+namespace
+{
 
 constexpr int TPB = 256;
 
@@ -142,8 +143,8 @@ extern "C" int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const flo
     e = cudaGetLastError();
     size_t bytes = b->tmp_bytes;
     if (e == cudaSuccess)
-        e = cub::DeviceRadixSort::SortPairsDescending(b->tmp, bytes, b->key[0], b->key[1], b->idx[0],
-                                                      b->idx[1], (int64_t)n, 0, 31);
+        e = cub::DeviceRadixSort::SortPairsDescending(b->tmp, bytes, b->key[0], b->key[1],
+                                                      b->idx[0], b->idx[1], (int64_t)n, 0, 31);
     // The k largest, in index order (as a codec's message lists them).
     bytes = b->tmp_bytes;
     if (e == cudaSuccess && k)

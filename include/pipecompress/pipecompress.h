@@ -12,6 +12,7 @@
 #include "pipecompress/pc_file.h"
 #include "pipecompress/pc_opt.h"
 #include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_embed.h"
 #include "pipecompress/pc_error.h"

@@ -87,8 +87,8 @@ static void test_matches_definition(void **state)
             double got = pc_codec__sum(x, n, sq ? PC_CODEC_SUM_SQUARES : PC_CODEC_SUM_ABS);
             double want = canonical_ref(x, n, sq);
             if (memcmp(&got, &want, sizeof(got)) != 0)
-                fail_msg("n=%zu %s: pc_codec__sum %a, the definition %a", n,
-                         sq ? "squares" : "abs", got, want);
+                fail_msg("n=%zu %s: pc_codec__sum %a, the definition %a", n, sq ? "squares" : "abs",
+                         got, want);
             differs_from_sequence += got != sequential(x, n, sq);
         }
         free(x);
