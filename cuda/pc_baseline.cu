@@ -56,6 +56,23 @@ __global__ void keys_kernel(const float *x, size_t n, unsigned *key, unsigned *i
     }
 }
 
+// Makes `device` current and restores the caller's on return.
+struct device_scope {
+    int prev = -1;
+    cudaError_t err;
+    explicit device_scope(int device)
+    {
+        if (cudaGetDevice(&prev) != cudaSuccess)
+            prev = -1;
+        err = cudaSetDevice(device);
+    }
+    ~device_scope()
+    {
+        if (prev >= 0)
+            cudaSetDevice(prev);
+    }
+};
+
 unsigned blocks(int sms, size_t n)
 {
     size_t b = (n + TPB - 1) / TPB, most = (size_t)(sms > 0 ? sms : 1) * 8;
@@ -77,7 +94,7 @@ extern "C" void pc_cuda_baseline_free(pc_cuda_baseline_dev_t *b)
 {
     if (!b)
         return;
-    cudaSetDevice(b->device);
+    device_scope dev(b->device);
     void *all[] = {b->sums, b->key[0], b->key[1], b->idx[0], b->idx[1], b->tmp};
     for (void *p : all)
         if (p)
@@ -87,7 +104,8 @@ extern "C" void pc_cuda_baseline_free(pc_cuda_baseline_dev_t *b)
 
 extern "C" int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_dev_t **out)
 {
-    cudaError_t e = cudaSetDevice(device);
+    device_scope dev(device);
+    cudaError_t e = dev.err;
     if (e != cudaSuccess)
         return (int)e;
     pc_cuda_baseline_dev *b = new (std::nothrow) pc_cuda_baseline_dev();
@@ -125,7 +143,8 @@ extern "C" int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_
 
 extern "C" int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n)
 {
-    cudaError_t e = cudaSetDevice(b->device);
+    device_scope dev(b->device);
+    cudaError_t e = dev.err;
     if (e != cudaSuccess)
         return (int)e;
     read_kernel<<<blocks(b->sms, n / 4 + 1), TPB>>>(x, n, b->sums);
@@ -136,7 +155,8 @@ extern "C" int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const flo
 extern "C" int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n,
                                             size_t k)
 {
-    cudaError_t e = cudaSetDevice(b->device);
+    device_scope dev(b->device);
+    cudaError_t e = dev.err;
     if (e != cudaSuccess)
         return (int)e;
     keys_kernel<<<blocks(b->sms, n), TPB>>>(x, n, b->key[0], b->idx[0]);

@@ -53,6 +53,7 @@ struct dstate {
     unsigned nsel, ncand, neq; // list lengths (selected, candidates, ties at the k-th key)
     unsigned digit[3];         // the boundary bin of each level
     unsigned kleft;            // how many are still to be selected below the levels found
+    unsigned binsize[3];       // the count in each level's boundary bin
     unsigned key;              // the k-th key, once the three digits are known
     unsigned count;            // DeviceSelect's count
     unsigned vbytes;           // delta encoding: bytes of the index section
@@ -111,6 +112,23 @@ __device__ __forceinline__ unsigned warp_append(bool p, unsigned *counter)
         base = atomicAdd(counter, (unsigned)__popc(mask));
     base = __shfl_sync(0xffffffffu, base, leader);
     return base + (unsigned)__popc(mask & ((1u << lane) - 1u));
+}
+
+// Slots for each thread's c items of a list: one atomic per block. Every thread of the block
+// calls it, the same number of times.
+__device__ __forceinline__ unsigned block_append(unsigned c, unsigned *counter)
+{
+    typedef cub::BlockScan<unsigned, 256> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    __shared__ unsigned base;
+    unsigned off, total;
+    scan_t(tmp).ExclusiveSum(c, off, total);
+    if (threadIdx.x == 0)
+        base = total ? atomicAdd(counter, total) : 0;
+    __syncthreads();
+    unsigned r = base + off;
+    __syncthreads(); // tmp and base are reused by the next call
+    return r;
 }
 
 __device__ __forceinline__ void flag_bad(bool any, dstate *st)
@@ -172,15 +190,21 @@ __device__ double tree256(double acc)
     return lane[0];
 }
 
-// Level 1: block b of 2048 elements -> p[b]. squares: x^2, else |x|.
-__global__ void sum_blocks_kernel(const float *x, size_t n, int squares, double *p)
+// Level 1: block b of 2048 elements -> p[b]. squares: x^2, else |x|. With g, the terms
+// are of x + g, which is also written back (the error-feedback fold, fused).
+__global__ void sum_blocks_kernel(float *x, const float *g, size_t n, int squares, double *p)
 {
     size_t base = (size_t)blockIdx.x * PC_CODEC_SUM_BLOCK;
     double acc = 0.0;
     for (int j = 0; j < PC_CODEC_SUM_BLOCK / PC_CODEC_SUM_LANES; j++) {
         size_t i = base + threadIdx.x + (size_t)j * PC_CODEC_SUM_LANES;
         if (i < n) {
-            double t = (double)x[i];
+            float xi = x[i];
+            if (g) {
+                xi = __fadd_rn(xi, g[i]);
+                x[i] = xi;
+            }
+            double t = (double)xi;
             acc = __dadd_rn(acc, squares ? __dmul_rn(t, t) : fabs(t));
         }
     }
@@ -200,12 +224,20 @@ __global__ void sum_top_kernel(const double *p, size_t m, dstate *st)
         st->sum = s;
 }
 
-__global__ void maxkey_kernel(const float *v, size_t n, dstate *st)
+// The largest key (a NaN's or an infinity's is above every finite one), with the fold of g
+// fused when given.
+__global__ void maxkey_kernel(float *v, const float *g, size_t n, dstate *st)
 {
     unsigned m = 0;
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        m = max(m, key_of(v[i]));
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float x = v[i];
+        if (g) {
+            x = __fadd_rn(x, g[i]);
+            v[i] = x;
+        }
+        m = max(m, key_of(x));
+    }
     for (int o = 16; o > 0; o /= 2)
         m = max(m, __shfl_down_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0 && m)
@@ -226,15 +258,21 @@ __global__ void none_kernel(const float *v, size_t n, unsigned *payload, dstate 
     flag_bad(bad, st);
 }
 
-__global__ void fp16_kernel(const float *v, float *residual, size_t n, unsigned short *payload)
+// With error feedback v is the residual, folded and checked before; without, the check of
+// v (the gradient) is made here: a non-finite value sets st->bad (the payload is dropped).
+__global__ void fp16_kernel(const float *v, float *residual, size_t n, unsigned short *payload,
+                            dstate *st)
 {
+    bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        bad |= nonfinite(v[i]);
         __half h = __float2half_rn(clamp_f16(v[i]));
         payload[i] = __half_as_ushort(h);
         if (residual)
             residual[i] = __fsub_rn(residual[i], __half2float(h));
     }
+    flag_bad(bad, st);
 }
 
 enum dense_codec { DC_QSGD, DC_TERNGRAD, DC_EFSIGN };
@@ -365,6 +403,7 @@ __global__ void find_bin_kernel(const unsigned *hist, int nbins, int level, unsi
             unsigned c = hist[top - j];
             if (above + c >= kleft) {
                 st->digit[level] = (unsigned)(top - j);
+                st->binsize[level] = c;
                 st->kleft = kleft - above;
                 if (level == 2)
                     st->key = (st->digit[0] << L1_SHIFT) | (st->digit[1] << L2_SHIFT) |
@@ -376,8 +415,11 @@ __global__ void find_bin_kernel(const unsigned *hist, int nbins, int level, unsi
     }
 }
 
-// Pass 2 over all n: above the boundary bin -> selected (when sel); in it -> candidates,
-// and the level 2 histogram of their keys.
+// Pass 2 over all n, FILTER_ITEMS elements per thread per step (one atomic per list per
+// step of a block): above the boundary bin -> selected (when sel); in it -> candidates, and
+// the level 2 histogram of their keys.
+constexpr int FILTER_ITEMS = 8;
+
 __global__ void filter1_kernel(const float *v, size_t n, dstate *st, unsigned *sel, unsigned *ckey,
                                unsigned *cidx, unsigned *hist2)
 {
@@ -386,20 +428,30 @@ __global__ void filter1_kernel(const float *v, size_t n, dstate *st, unsigned *s
         h[b] = 0;
     __syncthreads();
     unsigned d1 = st->digit[0];
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < n; base += stride) {
-        size_t i = base + threadIdx.x;
-        unsigned k = i < n ? key_of(v[i]) : 0, d = k >> L1_SHIFT;
-        bool in = i < n;
-        unsigned p = warp_append(sel && in && d > d1, &st->nsel);
-        if (sel && in && d > d1)
-            sel[p] = (unsigned)i;
-        bool cand = in && d == d1;
-        p = warp_append(cand, &st->ncand);
-        if (cand) {
-            ckey[p] = k;
-            cidx[p] = (unsigned)i;
-            atomicAdd(&h[(k >> L2_SHIFT) & (L2_BINS - 1)], 1u);
+    size_t tile = (size_t)blockDim.x * FILTER_ITEMS;
+    for (size_t base = (size_t)blockIdx.x * tile; base < n; base += (size_t)gridDim.x * tile) {
+        unsigned key[FILTER_ITEMS], ns = 0, nc = 0;
+        for (int j = 0; j < FILTER_ITEMS; j++) {
+            size_t i = base + (size_t)j * blockDim.x + threadIdx.x;
+            key[j] = i < n ? key_of(v[i]) : 0;
+            unsigned d = key[j] >> L1_SHIFT;
+            ns += i < n && d > d1;
+            nc += i < n && d == d1;
+        }
+        unsigned ps = sel ? block_append(ns, &st->nsel) : 0; // sel is the same for all threads
+        unsigned pc = block_append(nc, &st->ncand);
+        for (int j = 0; j < FILTER_ITEMS; j++) {
+            size_t i = base + (size_t)j * blockDim.x + threadIdx.x;
+            unsigned d = key[j] >> L1_SHIFT;
+            if (i >= n)
+                break;
+            if (sel && d > d1) {
+                sel[ps++] = (unsigned)i;
+            } else if (d == d1) {
+                ckey[pc] = key[j];
+                cidx[pc++] = (unsigned)i;
+                atomicAdd(&h[(key[j] >> L2_SHIFT) & (L2_BINS - 1)], 1u);
+            }
         }
     }
     __syncthreads();
@@ -463,6 +515,22 @@ __global__ void iota_kernel(unsigned *idx, size_t n)
         idx[i] = (unsigned)i;
 }
 
+// out[j] = v[j * stride] for j < m (the sampled top-k's sample, as pc_select's).
+__global__ void stride_sample_kernel(const float *v, size_t m, size_t stride, float *out)
+{
+    size_t step = (size_t)gridDim.x * blockDim.x;
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += step)
+        out[j] = v[j * stride];
+}
+
+// out[j] = v[idx[j]] for j < m.
+__global__ void gather_idx_kernel(const float *v, const unsigned *idx, size_t m, float *out)
+{
+    size_t step = (size_t)gridDim.x * blockDim.x;
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += step)
+        out[j] = v[idx[j]];
+}
+
 __global__ void gather_kernel(const float *v, size_t n, size_t ns, float *out)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -521,6 +589,24 @@ struct randomk_member {
                 return false;
             cur = y;
         }
+    }
+};
+
+struct key_above {
+    const float *v;
+    unsigned t;
+    __device__ bool operator()(unsigned i) const
+    {
+        return key_of(v[i]) > t;
+    }
+};
+
+struct key_equal {
+    const float *v;
+    unsigned t;
+    __device__ bool operator()(unsigned i) const
+    {
+        return key_of(v[i]) == t;
     }
 };
 
@@ -696,6 +782,24 @@ int sm_count(int device)
     return sms;
 }
 
+// Makes `device` current for the calling thread and restores the caller's on return (a
+// library must not leave another device current, e.g. under PyTorch).
+struct device_scope {
+    int prev = -1;
+    cudaError_t err;
+    explicit device_scope(int device)
+    {
+        if (cudaGetDevice(&prev) != cudaSuccess)
+            prev = -1;
+        err = cudaSetDevice(device);
+    }
+    ~device_scope()
+    {
+        if (prev >= 0)
+            cudaSetDevice(prev);
+    }
+};
+
 struct buffer {
     void *p = nullptr;
     size_t cap = 0;
@@ -706,7 +810,7 @@ struct buffer {
 struct pc_cuda_codec {
     int device;
     int sms; // multiprocessors, for grid_for
-    buffer sel, ckey, cidx, eq, sorted, hits, payload, sample, partial, len, off, cub;
+    buffer sel, ckey, cidx, eq, sorted, hits, payload, sample, cvals, partial, len, off, cub;
     dstate *st;      // device
     dstate *st_host; // pinned
     unsigned *hist;  // device: L1 + L2 + L3 bins
@@ -756,12 +860,12 @@ cudaError_t fetch(pc_cuda_codec *s, cudaStream_t q)
 #define CK_LAUNCH() CK(cudaGetLastError())
 
 // Canonical sum of x^2 or |x| into s->st->sum (device).
-int canonical_sum(pc_cuda_codec *s, const float *x, size_t n, int squares, cudaStream_t q,
+int canonical_sum(pc_cuda_codec *s, float *x, const float *g, size_t n, int squares, cudaStream_t q,
                   int *cuerr)
 {
     size_t m = (n + PC_CODEC_SUM_BLOCK - 1) / PC_CODEC_SUM_BLOCK;
     CK(reserve(s->partial, sizeof(double) * m));
-    sum_blocks_kernel<<<(unsigned)m, PC_CODEC_SUM_LANES, 0, q>>>(x, n, squares,
+    sum_blocks_kernel<<<(unsigned)m, PC_CODEC_SUM_LANES, 0, q>>>(x, g, n, squares,
                                                                  as<double>(s->partial));
     CK_LAUNCH();
     sum_top_kernel<<<1, PC_CODEC_SUM_LANES, 0, q>>>(as<double>(s->partial), m, s->st);
@@ -779,9 +883,23 @@ int sort_u32(pc_cuda_codec *s, const unsigned *in, unsigned *out, size_t count, 
     while (end_bit < 32 && ((size_t)1 << end_bit) < n)
         end_bit++;
     size_t bytes = 0;
-    CK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, in, out, (int)count, 0, end_bit, q));
+    int64_t items = (int64_t)count;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, in, out, items, 0, end_bit, q));
     CK(reserve(s->cub, bytes));
-    CK(cub::DeviceRadixSort::SortKeys(s->cub.p, bytes, in, out, (int)count, 0, end_bit, q));
+    CK(cub::DeviceRadixSort::SortKeys(s->cub.p, bytes, in, out, items, 0, end_bit, q));
+    return PC_OK;
+}
+
+// The items of in[0..count) with pred(item), in order, into out; their number into
+// st->count (device).
+template <typename In, typename P>
+int select_from(pc_cuda_codec *s, In in, size_t count, P pred, unsigned *out, cudaStream_t q,
+                int *cuerr)
+{
+    size_t bytes = 0;
+    CK(cub::DeviceSelect::If(nullptr, bytes, in, out, &s->st->count, (int64_t)count, pred, q));
+    CK(reserve(s->cub, bytes));
+    CK(cub::DeviceSelect::If(s->cub.p, bytes, in, out, &s->st->count, (int64_t)count, pred, q));
     return PC_OK;
 }
 
@@ -789,12 +907,7 @@ int sort_u32(pc_cuda_codec *s, const unsigned *in, unsigned *out, size_t count, 
 template <typename P>
 int select_if(pc_cuda_codec *s, size_t n, P pred, unsigned *out, cudaStream_t q, int *cuerr)
 {
-    thrust::counting_iterator<unsigned> first(0);
-    size_t bytes = 0;
-    CK(cub::DeviceSelect::If(nullptr, bytes, first, out, &s->st->count, (int64_t)n, pred, q));
-    CK(reserve(s->cub, bytes));
-    CK(cub::DeviceSelect::If(s->cub.p, bytes, first, out, &s->st->count, (int64_t)n, pred, q));
-    return PC_OK;
+    return select_from(s, thrust::counting_iterator<unsigned>(0), n, pred, out, q, cuerr);
 }
 
 // The radix select of the k largest keys of v[0..n) (0 < k < n), folding g into v first when
@@ -806,39 +919,43 @@ int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
     unsigned *h1 = s->hist, *h2 = s->hist + L1_BINS, *h3 = h2 + L2_BINS;
     CK(cudaMemsetAsync(s->hist, 0, sizeof(unsigned) * (L1_BINS + L2_BINS + L3_BINS), q));
     CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
-    CK(reserve(s->ckey, sizeof(unsigned) * n));
-    CK(reserve(s->cidx, sizeof(unsigned) * n));
-    unsigned *sel = nullptr;
-    if (want_indices) {
-        CK(reserve(s->sel, sizeof(unsigned) * k));
-        CK(reserve(s->eq, sizeof(unsigned) * n));
-        CK(reserve(s->sorted, sizeof(unsigned) * (k > n ? k : n)));
-        sel = as<unsigned>(s->sel);
-    }
-    unsigned grid = grid_for(s->sms, n);
-    hist1_kernel<<<grid, TPB, 0, q>>>(v, g, n, h1, s->st);
+    hist1_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(v, g, n, h1, s->st);
     CK_LAUNCH();
     find_bin_kernel<<<1, TPB, 0, q>>>(h1, L1_BINS, 0, (unsigned)k, s->st);
     CK_LAUNCH();
-    filter1_kernel<<<grid, TPB, 0, q>>>(v, n, s->st, sel, as<unsigned>(s->ckey),
-                                        as<unsigned>(s->cidx), h2);
+    // The boundary bin's count sizes the candidate lists (scratch grows with it, not n).
+    CK(fetch(s, q));
+    *bad = s->st_host->bad != 0;
+    if (*bad)
+        return PC_OK;
+    size_t ncand = s->st_host->binsize[0];
+    CK(reserve(s->ckey, sizeof(unsigned) * ncand));
+    CK(reserve(s->cidx, sizeof(unsigned) * ncand));
+    unsigned *sel = nullptr;
+    if (want_indices) {
+        CK(reserve(s->sel, sizeof(unsigned) * k));
+        CK(reserve(s->eq, sizeof(unsigned) * ncand));
+        CK(reserve(s->sorted, sizeof(unsigned) * (k > ncand ? k : ncand)));
+        sel = as<unsigned>(s->sel);
+    }
+    filter1_kernel<<<grid_for(s->sms, (n + FILTER_ITEMS - 1) / FILTER_ITEMS), TPB, 0, q>>>(
+        v, n, s->st, sel, as<unsigned>(s->ckey), as<unsigned>(s->cidx), h2);
     CK_LAUNCH();
     find_bin_kernel<<<1, TPB, 0, q>>>(h2, L2_BINS, 1, 0, s->st);
     CK_LAUNCH();
-    // The candidates are usually few; their count is on the device, the grid covers n.
-    filter2_kernel<<<grid, TPB, 0, q>>>(as<unsigned>(s->ckey), as<unsigned>(s->cidx), s->st, sel,
-                                        h3);
+    unsigned cgrid = grid_for(s->sms, ncand);
+    filter2_kernel<<<cgrid, TPB, 0, q>>>(as<unsigned>(s->ckey), as<unsigned>(s->cidx), s->st, sel,
+                                         h3);
     CK_LAUNCH();
     find_bin_kernel<<<1, TPB, 0, q>>>(h3, L3_BINS, 2, 0, s->st);
     CK_LAUNCH();
     if (want_indices) {
-        filter3_kernel<<<grid, TPB, 0, q>>>(as<unsigned>(s->ckey), as<unsigned>(s->cidx), s->st,
-                                            sel, as<unsigned>(s->eq));
+        filter3_kernel<<<cgrid, TPB, 0, q>>>(as<unsigned>(s->ckey), as<unsigned>(s->cidx), s->st,
+                                             sel, as<unsigned>(s->eq));
         CK_LAUNCH();
     }
     CK(fetch(s, q));
-    *bad = s->st_host->bad != 0;
-    if (*bad || !want_indices)
+    if (!want_indices)
         return PC_OK;
     // Ties at the k-th key: the kleft lowest indices among the neq equal ones.
     size_t nsel = s->st_host->nsel, neq = s->st_host->neq, take = s->st_host->kleft;
@@ -855,6 +972,78 @@ int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
     return sort_u32(s, sel, as<unsigned>(s->sorted), k, n, q, cuerr);
 }
 
+// The sampled path of exact top-k (pc_select's fast path, on the device), for k <= n / 4
+// and n >= 65536: a strided sample's r-th largest key t_lo lies a little below the k-th
+// largest of all; one order-keeping pass keeps the indices with keys >= t_lo (about 1.2k
+// to 2k of them); the exact k-th key T among those, then one more order-keeping pass over
+// them, give the k indices already ascending. *missed when the sample misjudged (fewer
+// than k or more than 3k + 4096 candidates): the caller runs the radix path (same result).
+int topk_sampled(pc_cuda_codec *s, float *v, size_t n, size_t k, cudaStream_t q,
+                 const unsigned **idx, bool *missed, int *cuerr)
+{
+    *missed = true;
+    double dens = (double)k / (double)n;
+    size_t m = (size_t)ceil(256.0 / dens); // about 256 sampled hits (pc_select's sizing)
+    m = m < 4096 ? 4096 : m;
+    m = m > n / 16 ? n / 16 : m;
+    double h = dens * (double)m;
+    size_t r = (size_t)ceil(h + 3.0 * sqrt(h) + 16.0);
+    if (m == 0 || r > m)
+        return PC_OK;
+    CK(reserve(s->sample, sizeof(float) * m));
+    stride_sample_kernel<<<grid_for(s->sms, m), TPB, 0, q>>>(v, m, n / m, as<float>(s->sample));
+    CK_LAUNCH();
+    bool bad = false;
+    int rc = radix_select(s, as<float>(s->sample), nullptr, m, r, false, q, &bad, cuerr);
+    if (rc != PC_OK || bad)
+        return bad ? PC_ERANGE : rc;
+    unsigned t_lo = s->st_host->key;
+    size_t cap = 3 * k + 4096;
+    CK(reserve(s->hits, sizeof(unsigned) * n)); // the pass's output may hold up to n
+    CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
+    rc = select_if(s, n, key_at_least{v, t_lo}, as<unsigned>(s->hits), q, cuerr);
+    if (rc != PC_OK)
+        return rc;
+    CK(fetch(s, q));
+    size_t cnt = s->st_host->count;
+    if (cnt < k || cnt > cap)
+        return PC_OK;
+    // The exact k-th key among the candidates' values.
+    CK(reserve(s->cvals, sizeof(float) * cnt));
+    gather_idx_kernel<<<grid_for(s->sms, cnt), TPB, 0, q>>>(v, as<unsigned>(s->hits), cnt,
+                                                            as<float>(s->cvals));
+    CK_LAUNCH();
+    rc = radix_select(s, as<float>(s->cvals), nullptr, cnt, k, false, q, &bad, cuerr);
+    if (rc != PC_OK || bad) // a NaN or infinity is above every threshold: a candidate
+        return bad ? PC_ERANGE : rc;
+    unsigned t = s->st_host->key;
+    size_t take = s->st_host->kleft, neq = s->st_host->binsize[2];
+    CK(reserve(s->sorted, sizeof(unsigned) * (k + neq)));
+    const unsigned *cand = as<unsigned>(s->hits);
+    unsigned *out = as<unsigned>(s->sorted);
+    CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
+    if (take == neq) { // every key equal to T is taken (no tie to break): one pass
+        rc = select_from(s, cand, cnt, key_at_least{v, t}, out, q, cuerr);
+        if (rc != PC_OK)
+            return rc;
+    } else { // above T, then the lowest `take` of those equal to T, then in index order
+        CK(reserve(s->sel, sizeof(unsigned) * (k + neq)));
+        unsigned *tmp = as<unsigned>(s->sel);
+        rc = select_from(s, cand, cnt, key_above{v, t}, tmp, q, cuerr);
+        if (rc != PC_OK)
+            return rc;
+        rc = select_from(s, cand, cnt, key_equal{v, t}, tmp + (k - take), q, cuerr);
+        if (rc != PC_OK)
+            return rc;
+        rc = sort_u32(s, tmp, out, k, n, q, cuerr);
+        if (rc != PC_OK)
+            return rc;
+    }
+    *idx = out;
+    *missed = false;
+    return PC_OK;
+}
+
 // Encode k selected indices (ascending, device) with their values from v into the payload.
 int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, float *v,
            bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes, int *cuerr)
@@ -869,10 +1058,10 @@ int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, s
         CK_LAUNCH();
         size_t tb = 0;
         CK(cub::DeviceScan::ExclusiveSum(nullptr, tb, as<unsigned>(s->len), as<unsigned>(s->off),
-                                         (int)k, q));
+                                         (int64_t)k, q));
         CK(reserve(s->cub, tb));
         CK(cub::DeviceScan::ExclusiveSum(s->cub.p, tb, as<unsigned>(s->len), as<unsigned>(s->off),
-                                         (int)k, q));
+                                         (int64_t)k, q));
         varint_total_kernel<<<1, 1, 0, q>>>(as<unsigned>(s->off), as<unsigned>(s->len), k, s->st);
         CK_LAUNCH();
         CK(fetch(s, q));
@@ -918,7 +1107,7 @@ int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
     float f = 1.0f;
     CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
     if (spec->clip > 0) {
-        int rc = canonical_sum(s, j->grad, j->n, 1, q, cuerr);
+        int rc = canonical_sum(s, const_cast<float *>(j->grad), nullptr, j->n, 1, q, cuerr);
         if (rc != PC_OK)
             return rc;
         CK(fetch(s, q));
@@ -935,18 +1124,23 @@ int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
     return s->st_host->bad ? PC_ERANGE : PC_OK;
 }
 
-// Exact top-k of v into s->sorted (ascending); *got the count. g folded first when given.
+// Exact top-k of v (ascending indices in *idx, device scratch); *got the count. g folded
+// first when given. PC_ERANGE when v holds NaN or infinity.
 int topk_indices(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k, cudaStream_t q,
                  const unsigned **idx, size_t *got, int *cuerr)
 {
     if (k > n)
         k = n;
     *got = k;
-    if (k == 0 || k == n) {
-        // Nothing to select from, but still fold and check (as pc_select_topk does).
+    bool sampled = n >= 65536 && k > 0 && k <= n / 4; // pc_select's fast path's range
+    if (k == 0 || k == n || sampled) {
+        // Fold and check first (the sampled path reads v once more; as pc_select_topk).
         int rc = fold_check(s, v, g, n, q, cuerr);
         if (rc != PC_OK)
             return rc;
+        g = nullptr;
+    }
+    if (k == 0 || k == n) {
         CK(reserve(s->sorted, sizeof(unsigned) * (n ? n : 1)));
         if (k == n) {
             iota_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(as<unsigned>(s->sorted), n);
@@ -954,6 +1148,12 @@ int topk_indices(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
         }
         *idx = as<unsigned>(s->sorted);
         return PC_OK;
+    }
+    if (sampled) {
+        bool missed = true;
+        int rc = topk_sampled(s, v, n, k, q, idx, &missed, cuerr);
+        if (rc != PC_OK || !missed)
+            return rc;
     }
     bool bad = false;
     int rc = radix_select(s, v, g, n, k, true, q, &bad, cuerr);
@@ -1117,15 +1317,23 @@ int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t 
         *bytes = 4 * n;
         return PC_OK;
     }
-    int rc = fold_check(s, v, ef ? j->grad : nullptr, n, q, cuerr);
-    if (rc != PC_OK)
-        return rc;
+    // The fold (error feedback) and the finiteness check ride on the pass each codec makes
+    // anyway (fp16 with error feedback folds first: on PC_ERANGE the residual must hold the
+    // folded values and nothing else, as on the CPU).
+    const float *g = ef ? j->grad : nullptr;
+    int rc;
     j->entries = (uint32_t)n;
     if (spec->id == PC_CODEC_FP16) {
+        if (ef && (rc = fold_check(s, v, g, n, q, cuerr)) != PC_OK)
+            return rc;
+        CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
         CK(reserve(s->payload, 2 * n + 4));
         fp16_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(v, ef ? j->residual : nullptr, n,
-                                                        as<unsigned short>(s->payload));
+                                                        as<unsigned short>(s->payload), s->st);
         CK_LAUNCH();
+        CK(fetch(s, q));
+        if (s->st_host->bad)
+            return PC_ERANGE;
         *bytes = 2 * n;
         return PC_OK;
     }
@@ -1133,30 +1341,31 @@ int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t 
                     n,          0,
                     0.0f,       spec->levels,
                     spec->seed, pc_philox_subsequence(j->iteration, j->chunk)};
-    if (spec->id == PC_CODEC_QSGD) {
-        a.bits = qsgd_bits(spec->levels);
-        rc = canonical_sum(s, v, n, 1, q, cuerr);
+    if (spec->id == PC_CODEC_QSGD || spec->id == PC_CODEC_EFSIGN) {
+        // A non-finite value makes the sum non-finite: the check.
+        bool q_ = spec->id == PC_CODEC_QSGD;
+        a.bits = q_ ? qsgd_bits(spec->levels) : 1;
+        CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
+        rc = canonical_sum(s, v, g, n, q_ ? 1 : 0, q, cuerr);
         if (rc != PC_OK)
             return rc;
         CK(fetch(s, q));
-        a.scale = (float)sqrt(s->st_host->sum);
+        double sum = s->st_host->sum;
+        if (!isfinite(sum))
+            return PC_ERANGE;
+        a.scale = q_ ? (float)sqrt(sum) : (float)(sum / (double)n);
         if (!isfinite(a.scale))
             return PC_ERANGE;
-    } else if (spec->id == PC_CODEC_TERNGRAD) {
+    } else { // terngrad: a non-finite value has the largest key
         a.bits = 2;
         CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
-        maxkey_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(v, n, s->st);
+        maxkey_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(v, g, n, s->st);
         CK_LAUNCH();
         CK(fetch(s, q));
         unsigned m = s->st_host->maxkey;
+        if (m >= KEY_NONFINITE)
+            return PC_ERANGE;
         memcpy(&a.scale, &m, sizeof(m));
-    } else { // efsign
-        a.bits = 1;
-        rc = canonical_sum(s, v, n, 0, q, cuerr);
-        if (rc != PC_OK)
-            return rc;
-        CK(fetch(s, q));
-        a.scale = (float)(s->st_host->sum / (double)n);
     }
     j->scale = a.scale;
     *bytes = (n * a.bits + 7) / 8;
@@ -1177,7 +1386,8 @@ int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t 
 
 extern "C" int pc_cuda_codec_create(int device, pc_cuda_codec_t **out, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     pc_cuda_codec *s = new (std::nothrow) pc_cuda_codec();
     if (!s)
         return PC_ENOMEM;
@@ -1201,9 +1411,9 @@ extern "C" void pc_cuda_codec_destroy(pc_cuda_codec_t *s)
 {
     if (!s)
         return;
-    cudaSetDevice(s->device);
-    buffer *all[] = {&s->sel,     &s->ckey,   &s->cidx,    &s->eq,  &s->sorted, &s->hits,
-                     &s->payload, &s->sample, &s->partial, &s->len, &s->off,    &s->cub};
+    device_scope dev(s->device);
+    buffer *all[] = {&s->sel,    &s->ckey,  &s->cidx,    &s->eq,  &s->sorted, &s->hits, &s->payload,
+                     &s->sample, &s->cvals, &s->partial, &s->len, &s->off,    &s->cub};
     for (buffer *b : all)
         if (b->p)
             cudaFree(b->p);
@@ -1216,9 +1426,11 @@ extern "C" void pc_cuda_codec_destroy(pc_cuda_codec_t *s)
     delete s;
 }
 
-extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
+namespace
 {
-    CK(cudaSetDevice(device));
+
+int compress_on(pc_cuda_codec_t *s, pc_cuda_job_t *j, int *cuerr)
+{
     cudaStream_t q = (cudaStream_t)j->stream;
     const pc_codec_spec_t *spec = pc_codec_spec(j->codec);
     size_t bytes = 0;
@@ -1254,20 +1466,36 @@ extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_jo
     return PC_OK;
 }
 
+} // namespace
+
+extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
+{
+    device_scope dev(device);
+    CK(dev.err);
+    int rc = compress_on(s, j, cuerr);
+    if (rc != PC_OK) // nothing queued may still read the gradient or write the state
+        (void)cudaStreamSynchronize((cudaStream_t)j->stream);
+    return rc;
+}
+
 extern "C" int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     cudaStream_t q = (cudaStream_t)j->stream;
-    if (j->momentum)
-        return momentum_fold(s, pc_codec_spec(j->codec), j, q, cuerr);
-    return fold_check(s, j->residual, j->grad, j->n, q, cuerr);
+    int rc = j->momentum ? momentum_fold(s, pc_codec_spec(j->codec), j, q, cuerr)
+                         : fold_check(s, j->residual, j->grad, j->n, q, cuerr);
+    if (rc != PC_OK)
+        (void)cudaStreamSynchronize(q);
+    return rc;
 }
 
 extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire_header_t *h,
                                   const uint8_t *payload, const uint32_t *idx, float scale,
                                   float *dense, void *stream, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     cudaStream_t q = (cudaStream_t)stream;
     int sms = sm_count(device);
     const pc_codec_spec_t *spec = pc_codec_spec(c);
@@ -1315,7 +1543,8 @@ extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire
 
 extern "C" int pc_cuda_alloc(int device, size_t bytes, void **out, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     CK(cudaMalloc(out, bytes ? bytes : 1));
     return PC_OK;
 }
@@ -1324,13 +1553,14 @@ extern "C" void pc_cuda_free(int device, void *p)
 {
     if (!p)
         return;
-    cudaSetDevice(device);
+    device_scope dev(device);
     cudaFree(p);
 }
 
 extern "C" int pc_cuda_host_alloc(int device, size_t bytes, void **out, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     CK(cudaMallocHost(out, bytes ? bytes : 1));
     return PC_OK;
 }
@@ -1344,7 +1574,8 @@ extern "C" void pc_cuda_host_free(void *p)
 extern "C" int pc_cuda_copy(int device, void *dst, const void *src, size_t bytes, int to_device,
                             void *stream, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     cudaStream_t q = (cudaStream_t)stream;
     CK(cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                        q));
@@ -1354,7 +1585,8 @@ extern "C" int pc_cuda_copy(int device, void *dst, const void *src, size_t bytes
 
 extern "C" int pc_cuda_zero(int device, void *p, size_t bytes, void *stream, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     cudaStream_t q = (cudaStream_t)stream;
     CK(cudaMemsetAsync(p, 0, bytes, q));
     CK(cudaStreamSynchronize(q));
@@ -1364,7 +1596,8 @@ extern "C" int pc_cuda_zero(int device, void *p, size_t bytes, void *stream, int
 extern "C" int pc_cuda_philox_draws(int device, uint64_t seed, uint64_t subsequence,
                                     uint64_t offset, uint32_t *out, size_t n, int *cuerr)
 {
-    CK(cudaSetDevice(device));
+    device_scope dev(device);
+    CK(dev.err);
     unsigned *d = nullptr;
     CK(cudaMalloc((void **)&d, sizeof(unsigned) * (n ? n : 1)));
     philox_kernel<<<grid_for(sm_count(device), n), TPB>>>(seed, subsequence, offset, d, n);

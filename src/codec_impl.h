@@ -77,6 +77,14 @@ int pc_codec__reserve_idx(pc_codec_t *c, size_t n);
 int pc_codec__reserve_tmp(pc_codec_t *c, size_t n);
 int pc_codec__reserve_bits(pc_codec_t *c, size_t nbits);
 
+/* Whether a state of this spec keeps the momentum correction's u (dgc; topk and randomk
+ * with momentum > 0). Pure. */
+bool pc_codec__has_momentum(const pc_codec_spec_t *s);
+
+/* Whether a chunk of n elements is allowed: 1 <= n <= PC_CODEC_MAX_N and the largest
+ * message's payload fits the header's 32-bit count. Pure. */
+bool pc_codec__n_ok(const pc_codec_t *c, size_t n);
+
 /* The header flags a message of this codec carries (values/index encodings). */
 uint16_t pc_codec__flags(const pc_codec_t *c);
 

@@ -75,7 +75,7 @@ double pc_codec_worker_momentum(const pc_codec_spec_t *s)
 /* Whether a state of this codec holds the momentum correction's u: always for dgc (its
  * fold is the correction, also with momentum=0), for topk and randomk when momentum > 0
  * (momentum=0 keeps them exactly the plain error-feedback codecs, without the array). */
-static bool has_momentum(const pc_codec_spec_t *s)
+bool pc_codec__has_momentum(const pc_codec_spec_t *s)
 {
     return s->id == PC_CODEC_DGC || pc_codec_worker_momentum(s) > 0;
 }
@@ -453,9 +453,15 @@ size_t pc_codec__k(double ratio, size_t n)
     return k >= (double)n ? n : (size_t)k;
 }
 
+bool pc_codec__n_ok(const pc_codec_t *c, size_t n)
+{
+    /* The header counts payload bytes in 32 bits. */
+    return n > 0 && n <= PC_CODEC_MAX_N && pc_codec_max_bytes(c, n) <= UINT32_MAX;
+}
+
 int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out)
 {
-    if (!c || !out || n == 0 || n > PC_CODEC_MAX_N)
+    if (!c || !out || !pc_codec__n_ok(c, n))
         return PC_EINVAL;
     pc_codec_state_t *st = calloc(1, sizeof(*st));
     if (!st)
@@ -464,7 +470,7 @@ int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_code
     st->n = n;
     if (c->spec.ef && !(st->residual = calloc(n, sizeof(float))))
         goto err;
-    if (has_momentum(&c->spec) && !(st->momentum = calloc(n, sizeof(float))))
+    if (pc_codec__has_momentum(&c->spec) && !(st->momentum = calloc(n, sizeof(float))))
         goto err;
     *out = st;
     return PC_OK;

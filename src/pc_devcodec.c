@@ -227,7 +227,7 @@ int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t 
 
 int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out)
 {
-    if (!c || !out || n == 0 || n > PC_CODEC_MAX_N)
+    if (!c || !out || !pc_codec__n_ok(c->codec, n))
         return PC_EINVAL;
     pc_devcodec_state_t *st = calloc(1, sizeof(*st));
     if (!st)
@@ -236,32 +236,26 @@ int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devc
     st->device = c->device;
     st->chunk = chunk;
     st->n = n;
-    /* The CPU state decides which arrays a codec keeps; a device state mirrors it. */
-    int rc = pc_codec_state_create(c->codec, chunk, n, &st->host);
-    if (rc != PC_OK || on_cpu(c->device)) {
-        if (rc != PC_OK)
-            free(st);
-        else
-            *out = st;
-        return rc;
-    }
-    bool has_res = pc_codec_state_residual(st->host) != NULL;
-    bool has_mom = pc_codec_state_momentum(st->host) != NULL;
-    pc_codec_state_destroy(st->host);
-    st->host = NULL;
+    int rc;
+    if (on_cpu(c->device)) {
+        rc = pc_codec_state_create(c->codec, chunk, n, &st->host);
+    } else {
 #ifdef PC_HAVE_CUDA
-    int cuerr = 0;
-    if (has_res &&
-        (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->residual, &cuerr)) == PC_OK)
-        rc = pc_cuda_zero(c->device, st->residual, sizeof(float) * n, NULL, &cuerr);
-    if (rc == PC_OK && has_mom &&
-        (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->momentum, &cuerr)) == PC_OK)
-        rc = pc_cuda_zero(c->device, st->momentum, sizeof(float) * n, NULL, &cuerr);
+        /* The arrays the CPU state would hold (pc_codec_state_create), zeroed. */
+        const pc_codec_spec_t *spec = pc_codec_spec(c->codec);
+        int cuerr = 0;
+        rc = PC_OK;
+        if (spec->ef && (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->residual,
+                                            &cuerr)) == PC_OK)
+            rc = pc_cuda_zero(c->device, st->residual, sizeof(float) * n, NULL, &cuerr);
+        if (rc == PC_OK && pc_codec__has_momentum(spec) &&
+            (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->momentum, &cuerr)) ==
+                PC_OK)
+            rc = pc_cuda_zero(c->device, st->momentum, sizeof(float) * n, NULL, &cuerr);
 #else
-    (void)has_res;
-    (void)has_mom;
-    rc = PC_ENODEV;
+        rc = PC_ENODEV;
 #endif
+    }
     if (rc != PC_OK) {
         pc_devcodec_state_destroy(st);
         return rc;

@@ -131,7 +131,8 @@ pc_codec_stats_t pc_codec_stats(const pc_codec_t *c);
  * size of the caller's buffer. Thread-safe. */
 size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n);
 
-/* Per-chunk sender state for chunk `chunk` of n elements (1..PC_CODEC_MAX_N): residual
+/* Per-chunk sender state for chunk `chunk` of n elements (1..PC_CODEC_MAX_N, and few enough
+ * that the largest message, pc_codec_max_bytes, fits in 2^32 - 1 bytes; else PC_EINVAL): residual
  * (zeroed) when error feedback is on, momentum (zeroed) for dgc and for topk and randomk
  * with momentum > 0. Owned by the caller; one thread at a time. */
 int pc_codec_state_create(const pc_codec_t *c, uint32_t chunk, size_t n, pc_codec_state_t **out);

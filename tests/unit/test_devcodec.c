@@ -29,6 +29,10 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_wire.h"
 
+#if defined(PC_TEST_ON_DEVICE) && defined(PC_HAVE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 #ifdef PC_TEST_ON_DEVICE
 #define TARGET 0
 static const size_t sizes[] = {1, 2, 31, 4096, 65536 + 7, 1000003, 10000000};
@@ -57,7 +61,9 @@ static const char *specs[] = {
     "randomk:ratio=0.05",
     "randomk:ratio=0.5,momentum=0,values=fp16",
     "randomk:ratio=0.02,ef=off",
+    "randomk:ratio=1",
     "threshold:tau=0.5",
+    "threshold:tau=0.2,ef=off",
     "threshold:tau=0.01,values=fp16,index=delta",
     "qsgd",
     "qsgd:levels=1",
@@ -66,6 +72,7 @@ static const char *specs[] = {
     "terngrad",
     "terngrad:ef=on",
     "efsign",
+    "efsign:ef=off",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -145,14 +152,21 @@ static void expect_same_floats(const float *a, const float *b, size_t n, const c
 {
     if (memcmp(a, b, sizeof(float) * n) == 0)
         return;
+    /* Bit for bit, except that any NaN equals any NaN (a GPU's arithmetic makes the
+     * canonical NaN where the CPU keeps the operand's payload). */
     for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0 && !(isnan(a[i]) && isnan(b[i])))
             fail_msg("%s n=%zu iteration %llu: %s[%zu] = %a on the target, %a on the CPU", spec,
                      size, (unsigned long long)it, what, i, (double)a[i], (double)b[i]);
 }
 
-/* One codec spec, one size, seed and input: 3 iterations compared step by step. */
-static void compare_one(const char *text, size_t n, uint64_t seed, enum input kind)
+/* dgc's paths taken on the target, over every comparison (each must be seen). */
+static pc_codec_stats_t dgc_seen;
+
+/* One codec spec, one size, seed and input: 3 iterations compared step by step, on the
+ * given stream. */
+static void compare_one(const char *text, size_t n, uint64_t seed, enum input kind,
+                        pc_devcodec_stream_t stream)
 {
     pc_codec_spec_t spec = parse(text, seed);
     pc_codec_t *c;
@@ -184,12 +198,12 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
         if (it == 1 && spec.ef) { /* the two halves, on both sides */
             assert_int_equal(pc_codec_fold(c, cs, g), PC_OK);
             assert_int_equal(pc_codec_compress_folded(c, cs, iteration, want, cap, &wlen), PC_OK);
-            rc = pc_devcodec_fold(d, ds, g_dev, NULL);
+            rc = pc_devcodec_fold(d, ds, g_dev, stream);
             if (rc == PC_OK)
-                rc = pc_devcodec_compress_folded(d, ds, iteration, NULL, got, cap, &glen);
+                rc = pc_devcodec_compress_folded(d, ds, iteration, stream, got, cap, &glen);
         } else {
             assert_int_equal(pc_codec_compress(c, cs, g, iteration, want, cap, &wlen), PC_OK);
-            rc = pc_devcodec_compress(d, ds, g_dev, iteration, NULL, got, cap, &glen);
+            rc = pc_devcodec_compress(d, ds, g_dev, iteration, stream, got, cap, &glen);
         }
         if (rc != PC_OK)
             fail_msg("%s n=%zu %s: device compress: %s", text, n, input_names[kind],
@@ -222,7 +236,7 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
         rc = pc_codec_decode_add(c, want, wlen, &ex, 0.5f, dense_c, NULL, err, sizeof(err));
         if (rc != PC_OK)
             fail_msg("%s: CPU decode: %s", text, err);
-        rc = pc_devcodec_decode_add(d, want, wlen, &ex, 0.5f, dense_dev, NULL, &hdr, err,
+        rc = pc_devcodec_decode_add(d, want, wlen, &ex, 0.5f, dense_dev, stream, &hdr, err,
                                     sizeof(err));
         if (rc != PC_OK)
             fail_msg("%s: device decode: %s", text, err);
@@ -234,6 +248,9 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
     assert_true(a.messages == b.messages && a.entries == b.entries && a.bytes == b.bytes);
     assert_true(a.dgc_sampled == b.dgc_sampled && a.dgc_adapted == b.dgc_adapted &&
                 a.dgc_exact == b.dgc_exact);
+    dgc_seen.dgc_sampled += b.dgc_sampled;
+    dgc_seen.dgc_adapted += b.dgc_adapted;
+    dgc_seen.dgc_exact += b.dgc_exact;
 
     pc_devcodec_free(d, g_dev);
     pc_devcodec_free(d, dense_dev);
@@ -252,15 +269,80 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
 static void test_same_bytes_every_codec(void **state)
 {
     (void)state;
-    for (size_t s = 0; s < NSPECS; s++)
+    for (size_t s = 0; s < NSPECS; s++) {
+        /* The selections also see ties and equal magnitudes at every size (the candidate
+         * passes' grid-stride loops and the ties' sort run only on large inputs). */
+        bool selects = strncmp(specs[s], "topk", 4) == 0 || strncmp(specs[s], "dgc", 3) == 0;
         for (size_t z = 0; z < NSIZES; z++)
             for (uint64_t seed = 1; seed <= 2; seed++)
                 for (int kind = 0; kind < NINPUTS; kind++) {
-                    if (sizes[z] > BIG && (seed > 1 || kind != GRADIENT))
+                    bool big_ok = kind == GRADIENT || (selects && (kind == TIES || kind == EQUAL));
+                    if (sizes[z] > BIG && (seed > 1 || !big_ok))
                         continue;
-                    compare_one(specs[s], sizes[z], seed, (enum input)kind);
+                    compare_one(specs[s], sizes[z], seed, (enum input)kind, NULL);
                 }
+    }
+    fprintf(stderr, "dgc paths on the target: %llu sampled, %llu adapted, %llu exact\n",
+            (unsigned long long)dgc_seen.dgc_sampled, (unsigned long long)dgc_seen.dgc_adapted,
+            (unsigned long long)dgc_seen.dgc_exact);
+    assert_true(dgc_seen.dgc_sampled > 0 && dgc_seen.dgc_adapted > 0 && dgc_seen.dgc_exact > 0);
 }
+
+/* One codec, many states of interleaved sizes: the scratch grows and is reused, and each
+ * state's messages stay the CPU's. */
+static void test_scratch_reuse(void **state)
+{
+    (void)state;
+    const size_t ns[] = {100003, 31, 1000003, 4096, 65536 + 7, 2};
+    const char *texts[] = {"topk:ratio=0.01", "dgc:ratio=0.01", "randomk:ratio=0.05", "qsgd"};
+    for (size_t t = 0; t < 4; t++) {
+        pc_codec_spec_t spec = parse(texts[t], 9);
+        pc_codec_t *c;
+        assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+        pc_devcodec_t *d = make_dev(&spec);
+        for (int round = 0; round < 2; round++)
+            for (size_t z = 0; z < sizeof(ns) / sizeof(ns[0]); z++) {
+                size_t n = ns[z];
+                pc_codec_state_t *cs;
+                pc_devcodec_state_t *ds;
+                assert_int_equal(pc_codec_state_create(c, (uint32_t)z, n, &cs), PC_OK);
+                assert_int_equal(pc_devcodec_state_create(d, (uint32_t)z, n, &ds), PC_OK);
+                float *g = malloc(sizeof(float) * n), *g_dev = dev_alloc(d, sizeof(float) * n);
+                fill(g, n, (enum input)(z % NINPUTS), 9, (uint64_t)round);
+                put(d, g_dev, g, sizeof(float) * n);
+                size_t cap = pc_codec_max_bytes(c, n), wlen, glen;
+                uint8_t *want = malloc(cap), *got = malloc(cap);
+                assert_int_equal(pc_codec_compress(c, cs, g, 7, want, cap, &wlen), PC_OK);
+                assert_int_equal(pc_devcodec_compress(d, ds, g_dev, 7, NULL, got, cap, &glen),
+                                 PC_OK);
+                if (glen != wlen || memcmp(got, want, wlen) != 0)
+                    fail_msg("%s n=%zu round %d: the message differs from the CPU's", texts[t], n,
+                             round);
+                free(want);
+                free(got);
+                free(g);
+                pc_devcodec_free(d, g_dev);
+                pc_devcodec_state_destroy(ds);
+                pc_codec_state_destroy(cs);
+            }
+        pc_devcodec_destroy(d);
+        pc_codec_destroy(c);
+    }
+}
+
+#if defined(PC_TEST_ON_DEVICE) && defined(PC_HAVE_CUDA)
+/* On a stream of the caller's that does not synchronise with the legacy stream. */
+static void test_own_stream(void **state)
+{
+    (void)state;
+    cudaStream_t q;
+    assert_int_equal(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking), cudaSuccess);
+    compare_one("topk:ratio=0.01", 1000003, 3, GRADIENT, q);
+    compare_one("qsgd:levels=3,ef=on", 100003, 3, GRADIENT, q);
+    compare_one("randomk:ratio=0.05", 100003, 3, TIES, q);
+    assert_int_equal(cudaStreamDestroy(q), cudaSuccess);
+}
+#endif
 
 /* NaN or infinity in the gradient: PC_ERANGE, as on the CPU, for every codec. */
 static void test_nonfinite(void **state)
@@ -291,6 +373,17 @@ static void test_nonfinite(void **state)
             if (got != want)
                 fail_msg("%s with %g: device compress %s, CPU %s", specs[s], (double)bad[b],
                          pc_errname(got), pc_errname(want));
+            /* The state afterwards, as the CPU left it (NaN bits compared as bits). */
+            float *h = malloc(sizeof(float) * n);
+            if (pc_codec_state_residual(cs)) {
+                assert_int_equal(pc_devcodec_state_get(ds, h, NULL), PC_OK);
+                expect_same_floats(h, pc_codec_state_residual(cs), n, "residual", specs[s], n, 0);
+            }
+            if (pc_codec_state_momentum(cs)) {
+                assert_int_equal(pc_devcodec_state_get(ds, NULL, h), PC_OK);
+                expect_same_floats(h, pc_codec_state_momentum(cs), n, "momentum", specs[s], n, 0);
+            }
+            free(h);
             free(out);
             free(g);
             pc_devcodec_free(d, g_dev);
@@ -486,10 +579,16 @@ int main(void)
     }
 #endif
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_errors),          cmocka_unit_test(test_state_and_call_errors),
-        cmocka_unit_test(test_decode_rejects),         cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_state_and_call_errors),
+        cmocka_unit_test(test_decode_rejects),
+        cmocka_unit_test(test_nonfinite),
 #ifdef PC_TEST_ON_DEVICE
         cmocka_unit_test(test_device_philox),
+#endif
+        cmocka_unit_test(test_scratch_reuse),
+#if defined(PC_TEST_ON_DEVICE) && defined(PC_HAVE_CUDA)
+        cmocka_unit_test(test_own_stream),
 #endif
         cmocka_unit_test(test_same_bytes_every_codec),
     };
