@@ -12,6 +12,7 @@ extern "C" {
 #include "pipecompress/pc_error.h"
 }
 #include "pc_cuda_kernels.h"
+#include "pc_device.cuh"
 
 namespace
 {
@@ -55,23 +56,6 @@ __global__ void keys_kernel(const float *x, size_t n, unsigned *key, unsigned *i
         idx[i] = (unsigned)i;
     }
 }
-
-// Makes `device` current and restores the caller's on return.
-struct device_scope {
-    int prev = -1;
-    cudaError_t err;
-    explicit device_scope(int device)
-    {
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = -1;
-        err = cudaSetDevice(device);
-    }
-    ~device_scope()
-    {
-        if (prev >= 0)
-            cudaSetDevice(prev);
-    }
-};
 
 unsigned blocks(int sms, size_t n)
 {

@@ -35,6 +35,7 @@ extern "C" {
 #include "pipecompress/pc_philox.h"
 }
 #include "pc_codec_cuda.h"
+#include "pc_device.cuh"
 
 namespace
 {
@@ -141,6 +142,22 @@ __device__ __forceinline__ float clamp_f16(float x)
 {
     return x > PC_CODEC_F16_MAX ? PC_CODEC_F16_MAX
                                 : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
+}
+
+// A block's shared histogram: cleared before use, added into the global one after.
+__device__ __forceinline__ void smem_clear(unsigned *h, int bins)
+{
+    for (int b = threadIdx.x; b < bins; b += blockDim.x)
+        h[b] = 0;
+    __syncthreads();
+}
+
+__device__ __forceinline__ void smem_flush(const unsigned *h, int bins, unsigned *global)
+{
+    __syncthreads();
+    for (int b = threadIdx.x; b < bins; b += blockDim.x)
+        if (h[b])
+            atomicAdd(&global[b], h[b]);
 }
 
 // ---- fold -----------------------------------------------------------------------------
@@ -363,9 +380,7 @@ template <int C> __global__ void quant_kernel(quant_args a, unsigned *payload)
 __global__ void hist1_kernel(float *v, const float *g, size_t n, unsigned *hist, dstate *st)
 {
     __shared__ unsigned h[L1_BINS];
-    for (int b = threadIdx.x; b < L1_BINS; b += blockDim.x)
-        h[b] = 0;
-    __syncthreads();
+    smem_clear(h, L1_BINS);
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -379,9 +394,7 @@ __global__ void hist1_kernel(float *v, const float *g, size_t n, unsigned *hist,
         atomicAdd(&h[k >> L1_SHIFT], 1u);
     }
     flag_bad(bad, st);
-    for (int b = threadIdx.x; b < L1_BINS; b += blockDim.x)
-        if (h[b])
-            atomicAdd(&hist[b], h[b]);
+    smem_flush(h, L1_BINS, hist);
 }
 
 // Find level `level`'s boundary bin: the largest b with (count of bins >= b) >= kleft.
@@ -424,9 +437,7 @@ __global__ void filter1_kernel(const float *v, size_t n, dstate *st, unsigned *s
                                unsigned *cidx, unsigned *hist2)
 {
     __shared__ unsigned h[L2_BINS];
-    for (int b = threadIdx.x; b < L2_BINS; b += blockDim.x)
-        h[b] = 0;
-    __syncthreads();
+    smem_clear(h, L2_BINS);
     unsigned d1 = st->digit[0];
     size_t tile = (size_t)blockDim.x * FILTER_ITEMS;
     for (size_t base = (size_t)blockIdx.x * tile; base < n; base += (size_t)gridDim.x * tile) {
@@ -454,10 +465,7 @@ __global__ void filter1_kernel(const float *v, size_t n, dstate *st, unsigned *s
             }
         }
     }
-    __syncthreads();
-    for (int b = threadIdx.x; b < L2_BINS; b += blockDim.x)
-        if (h[b])
-            atomicAdd(&hist2[b], h[b]);
+    smem_flush(h, L2_BINS, hist2);
 }
 
 // Over the candidates: level 2 digit above its boundary -> selected; equal -> the level 3
@@ -466,9 +474,7 @@ __global__ void filter2_kernel(const unsigned *ckey, const unsigned *cidx, dstat
                                unsigned *sel, unsigned *hist3)
 {
     __shared__ unsigned h[L3_BINS];
-    for (int b = threadIdx.x; b < L3_BINS; b += blockDim.x)
-        h[b] = 0;
-    __syncthreads();
+    smem_clear(h, L3_BINS);
     unsigned d2 = st->digit[1], m = st->ncand;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t base = (size_t)blockIdx.x * blockDim.x; base < m; base += stride) {
@@ -481,10 +487,7 @@ __global__ void filter2_kernel(const unsigned *ckey, const unsigned *cidx, dstat
         if (in && d == d2)
             atomicAdd(&h[k & (L3_BINS - 1)], 1u);
     }
-    __syncthreads();
-    for (int b = threadIdx.x; b < L3_BINS; b += blockDim.x)
-        if (h[b])
-            atomicAdd(&hist3[b], h[b]);
+    smem_flush(h, L3_BINS, hist3);
 }
 
 // Over the candidates with the boundary's first two digits: above the k-th key ->
@@ -781,24 +784,6 @@ int sm_count(int device)
         sms = 1;
     return sms;
 }
-
-// Makes `device` current for the calling thread and restores the caller's on return (a
-// library must not leave another device current, e.g. under PyTorch).
-struct device_scope {
-    int prev = -1;
-    cudaError_t err;
-    explicit device_scope(int device)
-    {
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = -1;
-        err = cudaSetDevice(device);
-    }
-    ~device_scope()
-    {
-        if (prev >= 0)
-            cudaSetDevice(prev);
-    }
-};
 
 struct buffer {
     void *p = nullptr;

@@ -35,7 +35,7 @@ def read_layers():
         if current is None:
             continue
         for tok in re.findall(r"`([^`]+)`", line):
-            if re.fullmatch(r"pc_[a-z0-9_]+|[\w./-]+\.(c|h|cu)|[\w-]+/", tok):
+            if re.fullmatch(r"pc_[a-z0-9_]+|[\w./-]+\.(c|h|cu|cuh)|[\w-]+/", tok):
                 layers.setdefault(tok, current)
     return layers
 
@@ -44,7 +44,7 @@ def project_files():
     for d in ("src", "include/pipecompress", "cuda", "apps"):
         for root, _, names in os.walk(os.path.join(top, d)):
             for n in names:
-                if n.endswith((".c", ".h", ".cu")):
+                if n.endswith((".c", ".h", ".cu", ".cuh")):
                     out.append(os.path.relpath(os.path.join(root, n), top))
     return sorted(out)
 

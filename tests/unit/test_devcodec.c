@@ -160,6 +160,52 @@ static void expect_same_floats(const float *a, const float *b, size_t n, const c
                      size, (unsigned long long)it, what, i, (double)a[i], (double)b[i]);
 }
 
+/* The CPU codec and the target's for one spec, with one state each for one chunk. */
+typedef struct twin {
+    pc_codec_t *c;
+    pc_devcodec_t *d;
+    pc_codec_state_t *cs;
+    pc_devcodec_state_t *ds;
+} twin_t;
+
+static twin_t twin_make(const char *text, uint64_t seed, uint32_t chunk, size_t n)
+{
+    twin_t t;
+    pc_codec_spec_t spec = parse(text, seed);
+    assert_int_equal(pc_codec_create(&spec, &t.c), PC_OK);
+    t.d = make_dev(&spec);
+    assert_int_equal(pc_codec_state_create(t.c, chunk, n, &t.cs), PC_OK);
+    assert_int_equal(pc_devcodec_state_create(t.d, chunk, n, &t.ds), PC_OK);
+    assert_int_equal(pc_devcodec_state_has_residual(t.ds), pc_codec_state_residual(t.cs) != NULL);
+    assert_int_equal(pc_devcodec_state_has_momentum(t.ds), pc_codec_state_momentum(t.cs) != NULL);
+    return t;
+}
+
+static void twin_free(twin_t *t)
+{
+    pc_devcodec_state_destroy(t->ds);
+    pc_codec_state_destroy(t->cs);
+    pc_devcodec_destroy(t->d);
+    pc_codec_destroy(t->c);
+}
+
+/* The target's residual and momentum equal the CPU's. */
+static void expect_same_state(const twin_t *t, size_t n, const char *text, uint64_t it)
+{
+    float *h = malloc(sizeof(float) * n);
+    assert_non_null(h);
+    if (pc_codec_state_residual(t->cs)) {
+        assert_int_equal(pc_devcodec_state_get(t->ds, h, NULL), PC_OK);
+        expect_same_floats(h, pc_codec_state_residual(t->cs), n, "residual", text, n, it);
+    }
+    if (pc_codec_state_momentum(t->cs)) {
+        assert_int_equal(pc_devcodec_state_get(t->ds, NULL, h), PC_OK);
+        expect_same_floats(h, pc_codec_state_momentum(t->cs), n, "momentum", text, n, it);
+    }
+    assert_int_equal(pc_devcodec_state_steps(t->ds), pc_codec_state_steps(t->cs));
+    free(h);
+}
+
 /* dgc's paths taken on the target, over every comparison (each must be seen). */
 static pc_codec_stats_t dgc_seen;
 
@@ -168,25 +214,21 @@ static pc_codec_stats_t dgc_seen;
 static void compare_one(const char *text, size_t n, uint64_t seed, enum input kind,
                         pc_devcodec_stream_t stream)
 {
-    pc_codec_spec_t spec = parse(text, seed);
-    pc_codec_t *c;
-    assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
-    pc_devcodec_t *d = make_dev(&spec);
     uint32_t chunk = (uint32_t)(seed * 7 + n % 13);
-    pc_codec_state_t *cs;
-    pc_devcodec_state_t *ds;
-    assert_int_equal(pc_codec_state_create(c, chunk, n, &cs), PC_OK);
-    assert_int_equal(pc_devcodec_state_create(d, chunk, n, &ds), PC_OK);
-    assert_int_equal(pc_devcodec_state_has_residual(ds), pc_codec_state_residual(cs) != NULL);
-    assert_int_equal(pc_devcodec_state_has_momentum(ds), pc_codec_state_momentum(cs) != NULL);
+    twin_t t = twin_make(text, seed, chunk, n);
+    pc_codec_t *c = t.c;
+    pc_devcodec_t *d = t.d;
+    pc_codec_state_t *cs = t.cs;
+    pc_devcodec_state_t *ds = t.ds;
+    bool ef = pc_codec_spec(c)->ef;
 
     size_t cap = pc_codec_max_bytes(c, n);
     assert_int_equal(pc_devcodec_max_bytes(d, n), cap);
     uint8_t *want = malloc(cap), *got;
     assert_int_equal(pc_devcodec_host_alloc(d, cap, (void **)&got), PC_OK);
-    float *g = malloc(sizeof(float) * n), *h = malloc(sizeof(float) * n);
+    float *g = malloc(sizeof(float) * n);
     float *dense_c = malloc(sizeof(float) * n), *dense_d = malloc(sizeof(float) * n);
-    assert_true(want && g && h && dense_c && dense_d);
+    assert_true(want && g && dense_c && dense_d);
     float *g_dev = dev_alloc(d, sizeof(float) * n), *dense_dev = dev_alloc(d, sizeof(float) * n);
 
     for (uint64_t it = 0; it < 3; it++) {
@@ -195,7 +237,7 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
         put(d, g_dev, g, sizeof(float) * n);
         size_t wlen = 0, glen = 0;
         int rc;
-        if (it == 1 && spec.ef) { /* the two halves, on both sides */
+        if (it == 1 && ef) { /* the two halves, on both sides */
             assert_int_equal(pc_codec_fold(c, cs, g), PC_OK);
             assert_int_equal(pc_codec_compress_folded(c, cs, iteration, want, cap, &wlen), PC_OK);
             rc = pc_devcodec_fold(d, ds, g_dev, stream);
@@ -217,16 +259,7 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
                      text, n, (unsigned long long)seed, input_names[kind],
                      (unsigned long long)iteration, glen, wlen, at);
         }
-        /* The state afterwards. */
-        if (pc_codec_state_residual(cs)) {
-            assert_int_equal(pc_devcodec_state_get(ds, h, NULL), PC_OK);
-            expect_same_floats(h, pc_codec_state_residual(cs), n, "residual", text, n, it);
-        }
-        if (pc_codec_state_momentum(cs)) {
-            assert_int_equal(pc_devcodec_state_get(ds, NULL, h), PC_OK);
-            expect_same_floats(h, pc_codec_state_momentum(cs), n, "momentum", text, n, it);
-        }
-        assert_int_equal(pc_devcodec_state_steps(ds), pc_codec_state_steps(cs));
+        expect_same_state(&t, n, text, it);
         /* Decode-add into a non-zero buffer with a scale. */
         fill(dense_c, n, GRADIENT, seed + 1, it);
         put(d, dense_dev, dense_c, sizeof(float) * n);
@@ -257,13 +290,9 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
     pc_devcodec_host_free(d, got);
     free(want);
     free(g);
-    free(h);
     free(dense_c);
     free(dense_d);
-    pc_devcodec_state_destroy(ds);
-    pc_codec_state_destroy(cs);
-    pc_devcodec_destroy(d);
-    pc_codec_destroy(c);
+    twin_free(&t);
 }
 
 static void test_same_bytes_every_codec(void **state)
@@ -351,15 +380,10 @@ static void test_nonfinite(void **state)
     const float bad[] = {NAN, INFINITY, -INFINITY};
     for (size_t s = 0; s < NSPECS; s++)
         for (size_t b = 0; b < 3; b++) {
-            pc_codec_spec_t spec = parse(specs[s], 3);
-            pc_codec_t *c;
-            assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
-            pc_devcodec_t *d = make_dev(&spec);
             size_t n = 5000;
-            pc_codec_state_t *cs;
-            pc_devcodec_state_t *ds;
-            assert_int_equal(pc_codec_state_create(c, 1, n, &cs), PC_OK);
-            assert_int_equal(pc_devcodec_state_create(d, 1, n, &ds), PC_OK);
+            twin_t t = twin_make(specs[s], 3, 1, n);
+            pc_codec_t *c = t.c;
+            pc_devcodec_t *d = t.d;
             float *g = malloc(sizeof(float) * n);
             fill(g, n, GRADIENT, 3, 0);
             g[n / 3] = bad[b];
@@ -367,30 +391,17 @@ static void test_nonfinite(void **state)
             put(d, g_dev, g, sizeof(float) * n);
             size_t cap = pc_codec_max_bytes(c, n), len;
             uint8_t *out = malloc(cap);
-            int want = pc_codec_compress(c, cs, g, 0, out, cap, &len);
-            int got = pc_devcodec_compress(d, ds, g_dev, 0, NULL, out, cap, &len);
+            int want = pc_codec_compress(c, t.cs, g, 0, out, cap, &len);
+            int got = pc_devcodec_compress(d, t.ds, g_dev, 0, NULL, out, cap, &len);
             assert_int_equal(want, PC_ERANGE);
             if (got != want)
                 fail_msg("%s with %g: device compress %s, CPU %s", specs[s], (double)bad[b],
                          pc_errname(got), pc_errname(want));
-            /* The state afterwards, as the CPU left it (NaN bits compared as bits). */
-            float *h = malloc(sizeof(float) * n);
-            if (pc_codec_state_residual(cs)) {
-                assert_int_equal(pc_devcodec_state_get(ds, h, NULL), PC_OK);
-                expect_same_floats(h, pc_codec_state_residual(cs), n, "residual", specs[s], n, 0);
-            }
-            if (pc_codec_state_momentum(cs)) {
-                assert_int_equal(pc_devcodec_state_get(ds, NULL, h), PC_OK);
-                expect_same_floats(h, pc_codec_state_momentum(cs), n, "momentum", specs[s], n, 0);
-            }
-            free(h);
+            expect_same_state(&t, n, specs[s], 0); /* as the CPU left it */
             free(out);
             free(g);
             pc_devcodec_free(d, g_dev);
-            pc_devcodec_state_destroy(ds);
-            pc_codec_state_destroy(cs);
-            pc_devcodec_destroy(d);
-            pc_codec_destroy(c);
+            twin_free(&t);
         }
 }
 
