@@ -211,7 +211,7 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
     if (pc_devcodec_copy(mem, x_dev, x, sizeof(float) * nmax, true, NULL) != PC_OK)
         return cuda_fail("copy", "the input did not reach the device");
     int nrows = 0;
-    double t_read[8] = {0}, t_sort[8][8] = {{0}};
+    double t_read[8] = {0}, t_copyk[8] = {0}, t_sort[8][8] = {{0}};
     printf("pc-bench compress --device cuda: %s; heavy-tailed float gradients, %d reps (median);"
            "\ntimes on the host clock, each call waited for (compress includes the copy of the "
            "message to pinned host memory)\n\n",
@@ -230,6 +230,16 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
         t_read[si] = bench_median(samples, (size_t)o->reps);
         printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n,
                "-", t_read[si], "-", "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
+        for (int r = 0; r < o->reps; r++) {
+            int64_t t0 = pc_time_ns();
+            if (pc_cuda_baseline_copy(base, x_dev, n) != PC_OK)
+                return cuda_fail("copy baseline", "a CUDA call failed");
+            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+        }
+        t_copyk[si] = bench_median(samples, (size_t)o->reps);
+        printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n",
+               "[baseline] copy kernel (4n read, 4n written)", n, "-", t_copyk[si], "-", "-",
+               (double)n / t_copyk[si] * 1e-3, (size_t)0, "-");
         for (int ri = 0; ri < nratios && !o->no_sort; ri++) {
             size_t k = (size_t)ceil(ratios[ri] * (double)n);
             for (int r = 0; r < o->reps; r++) {
@@ -362,8 +372,9 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                 "  \"reps\": %d,\n  \"baselines\": [\n",
                 name, o->reps);
         for (int si = 0; si < nsizes; si++) {
-            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_topk_ms\": {", sizes[si],
-                    t_read[si]);
+            fprintf(json,
+                    "    {\"n\": %.0f, \"read_ms\": %.4f, \"copy_ms\": %.4f, \"sort_topk_ms\": {",
+                    sizes[si], t_read[si], t_copyk[si]);
             for (int ri = 0; ri < nratios; ri++)
                 fprintf(json, "\"%g\": %.4f%s", ratios[ri], t_sort[si][ri],
                         ri + 1 < nratios ? ", " : "");

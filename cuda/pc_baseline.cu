@@ -1,7 +1,8 @@
 // pc_baseline.cu: what pc-bench compress --device cuda measures the codecs against, in the
 // same run on the same data: one read of the input (the bound any O(n) compressor pays at
-// least once) and top-k by sorting every (magnitude, index) pair with CUB's radix sort (what
-// a top-k without selection costs). Launchers: pc_cuda_kernels.h; API: pc_cuda.h.
+// least once), a copy of it (one read, one write), and top-k by sorting every (magnitude, index)
+// pair with CUB's radix sort (what a top-k without selection costs). Launchers: pc_cuda_kernels.h;
+// API: pc_cuda.h.
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -46,6 +47,22 @@ __global__ void read_kernel(const float *x, size_t n, float *out)
         s += __shfl_down_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0)
         atomicAdd(&out[blockIdx.x], s); // never read: keeps the loads alive
+}
+
+// y = x: the copy kernel (4n bytes read, 4n written), float4 when both are 16-byte aligned.
+__global__ void copy_kernel(const float *x, float *y, size_t n)
+{
+    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x,
+           stride = (size_t)gridDim.x * blockDim.x, done = 0;
+    if ((((uintptr_t)x | (uintptr_t)y) & 15) == 0) {
+        const float4 *x4 = reinterpret_cast<const float4 *>(x);
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        for (size_t i = tid; i < n / 4; i += stride)
+            y4[i] = x4[i];
+        done = n / 4 * 4;
+    }
+    for (size_t i = done + tid; i < n; i += stride)
+        y[i] = x[i];
 }
 
 __global__ void keys_kernel(const float *x, size_t n, unsigned *key, unsigned *idx)
@@ -132,6 +149,17 @@ extern "C" int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const flo
     if (e != cudaSuccess)
         return (int)e;
     read_kernel<<<blocks(b->sms, n / 4 + 1), TPB>>>(x, n, b->sums);
+    e = cudaGetLastError();
+    return (int)(e == cudaSuccess ? cudaDeviceSynchronize() : e);
+}
+
+extern "C" int pc_cuda_baseline_copy_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n)
+{
+    device_scope dev(b->device);
+    cudaError_t e = dev.err;
+    if (e != cudaSuccess)
+        return (int)e;
+    copy_kernel<<<blocks(b->sms, n / 4 + 1), TPB>>>(x, reinterpret_cast<float *>(b->key[0]), n);
     e = cudaGetLastError();
     return (int)(e == cudaSuccess ? cudaDeviceSynchronize() : e);
 }

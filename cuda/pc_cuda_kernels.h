@@ -21,11 +21,12 @@ void pc_cuda_device_name_raw(int device, char *buf, size_t len);
 int pc_cuda_affine_launch(float *out_host, int n);
 
 /* The benchmark baselines (cuda/pc_baseline.cu): scratch for n <= nmax on a device; one
- * read of x; top-k of x by sorting. Each waits for its kernels. */
+ * read of x; a copy of x; top-k of x by sorting. Each waits for its kernels. */
 typedef struct pc_cuda_baseline_dev pc_cuda_baseline_dev_t;
 int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_dev_t **out);
 void pc_cuda_baseline_free(pc_cuda_baseline_dev_t *b);
 int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n);
+int pc_cuda_baseline_copy_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n);
 int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n, size_t k);
 
 #pragma GCC visibility pop

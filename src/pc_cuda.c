@@ -183,6 +183,17 @@ int pc_cuda_baseline_read(pc_cuda_baseline_t *b, const float *x, size_t n)
 #endif
 }
 
+int pc_cuda_baseline_copy(pc_cuda_baseline_t *b, const float *x, size_t n)
+{
+    if (!b || !x || n > b->nmax)
+        return PC_EINVAL;
+#ifdef PC_HAVE_CUDA
+    return pc_cuda_baseline_copy_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
+#else
+    return PC_ENODEV;
+#endif
+}
+
 int pc_cuda_baseline_sort_topk(pc_cuda_baseline_t *b, const float *x, size_t n, size_t k)
 {
     if (!b || !x || n > b->nmax || k > n)

@@ -42,6 +42,12 @@ def main(argv):
     out = [f"GPU: {c.get('gpu', '?')}; medians of {c.get('reps')} repetitions"
            + (f"; torch {t.get('torch')}" if t else "; torch.topk not measured")]
     out.append("")
+    out.append(f"{'baselines':<22} {'n':>10} {'read ms':>9} {'copy ms':>9} {'read GB/s':>10}")
+    for n in sorted(base):
+        b = base[n]
+        out.append(f"{'':<22} {n:>10} {b['read_ms']:>9.3f} {b.get('copy_ms', float('nan')):>9.3f} "
+                   f"{4.0 * n / b['read_ms'] * 1e-6:>10.0f}")
+    out.append("")
     out.append(f"{'exact top-k (ef=off)':<22} {'n':>10} {'ratio':>6} {'dev ms':>9} {'read ms':>9} "
                f"{'x read':>7} {'sort ms':>9} {'sort/pc':>8} {'torch ms':>9} {'torch/pc':>8}")
     verdicts = []
