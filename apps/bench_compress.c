@@ -182,9 +182,9 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                                const double *ratios, int nratios)
 {
     char err[512] = "", name[256] = "";
-    if (pc_cuda_device_count() == 0)
-        return cuda_fail("no CUDA device",
-                         pc_cuda_built() ? "the runtime found none" : "built without CUDA");
+    char why[160];
+    if (pc_cuda_status(why, sizeof(why)) == 0)
+        return cuda_fail("no CUDA device", why);
     pc_cuda_device_name(0, name, sizeof(name));
     FILE *json = NULL;
     if (o->json[0] && !(json = fopen(o->json, "w")))
@@ -204,12 +204,14 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
     cuda_row_t *rows = calloc(512, sizeof(cuda_row_t));
     pc_select_t *sel = NULL;
     if (!x || !samples || !rows || pc_select_create(&sel) != PC_OK ||
-        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&x_dev) != PC_OK ||
-        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&dense_dev) != PC_OK)
-        return cuda_fail("memory", "cannot allocate the inputs");
+        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&x_dev, err, sizeof(err)) != PC_OK ||
+        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&dense_dev, err, sizeof(err)) !=
+            PC_OK)
+        return cuda_fail("memory for the inputs", err[0] ? err : "out of host memory");
     heavy(x, nmax);
-    if (pc_devcodec_copy(mem, x_dev, x, sizeof(float) * nmax, true, NULL) != PC_OK)
-        return cuda_fail("copy", "the input did not reach the device");
+    if (pc_devcodec_copy(mem, x_dev, x, sizeof(float) * nmax, true, NULL, err, sizeof(err)) !=
+        PC_OK)
+        return cuda_fail("the input", err);
     int nrows = 0;
     double t_read[8] = {0}, t_copyk[8] = {0}, t_sort[8][8] = {{0}};
     printf("pc-bench compress --device cuda: %s; heavy-tailed float gradients, %d reps (median);"
@@ -271,9 +273,9 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                     return cuda_fail(text, err);
                 size_t cap = pc_devcodec_max_bytes(c, n), len = 0;
                 uint8_t *msg = NULL;
-                if (pc_devcodec_state_create(c, 0, n, &st) != PC_OK ||
-                    pc_devcodec_host_alloc(c, cap, (void **)&msg) != PC_OK)
-                    return cuda_fail(text, "cannot allocate its state or message");
+                if (pc_devcodec_state_create(c, 0, n, &st, err, sizeof(err)) != PC_OK ||
+                    pc_devcodec_host_alloc(c, cap, (void **)&msg, err, sizeof(err)) != PC_OK)
+                    return cuda_fail(text, err);
                 pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
                 for (int r = 0; r < o->reps; r++) {
                     int64_t t0 = pc_time_ns();
@@ -281,20 +283,21 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                                        : pc_devcodec_compress(c, st, x_dev, (uint64_t)r, NULL, msg,
                                                               cap, &len);
                     int64_t t1 = pc_time_ns();
-                    if (rc == PC_OK && !fold_only)
-                        rc = pc_devcodec_decode_add(c, msg, len, &want, 1.0f, dense_dev, NULL, NULL,
-                                                    err, sizeof(err));
-                    int64_t t2 = pc_time_ns();
                     if (rc != PC_OK)
-                        return cuda_fail(text, err[0] ? err : pc_strerror(rc));
+                        return cuda_fail(text, pc_devcodec_error(c));
+                    if (!fold_only && pc_devcodec_decode_add(c, msg, len, &want, 1.0f, dense_dev,
+                                                             NULL, NULL, err, sizeof(err)) != PC_OK)
+                        return cuda_fail(text, err);
+                    int64_t t2 = pc_time_ns();
                     samples[r] = (double)(t1 - t0) * 1e-6;
                     samples[o->reps + r] = (double)(t2 - t1) * 1e-6;
                 }
                 /* The message's copy alone: compress minus it is the device's part. */
                 for (int r = 0; r < o->reps; r++) {
                     int64_t t0 = pc_time_ns();
-                    if (len && pc_devcodec_copy(c, msg, x_dev, len, false, NULL) != PC_OK)
-                        return cuda_fail(text, "copying a message to the host");
+                    if (len && pc_devcodec_copy(c, msg, x_dev, len, false, NULL, err,
+                                                sizeof(err)) != PC_OK)
+                        return cuda_fail(text, err);
                     samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
                 }
                 double t_copy = fold_only ? 0 : bench_median(samples, (size_t)o->reps);
@@ -435,8 +438,11 @@ int bench_compress_main(int argc, char **argv)
         fprintf(stderr, "pc-bench: --sizes: '%s' is not a list of element counts\n", o.sizes);
         return BENCH_EXIT_USAGE;
     }
+    for (int i = 0; i < nratios; i++)
+        if (!(ratios[i] > 0))
+            nratios = 0; /* a codec keeping nothing is refused by the spec parser */
     if (!nratios) {
-        fprintf(stderr, "pc-bench: --ratios: '%s' is not a list of fractions in [0, 1]\n",
+        fprintf(stderr, "pc-bench: --ratios: '%s' is not a list of fractions in (0, 1]\n",
                 o.ratios);
         return BENCH_EXIT_USAGE;
     }

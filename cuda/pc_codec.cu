@@ -1118,8 +1118,10 @@ int topk_indices(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
         k = n;
     *got = k;
     bool sampled = n >= 65536 && k > 0 && k <= n / 4; // pc_select's fast path's range
-    if (k == 0 || k == n || sampled) {
-        // Fold and check first (the sampled path reads v once more; as pc_select_topk).
+    if (k == 0 || k == n || (sampled && g)) {
+        // Fold (and check) first. Without a fold the sampled path needs no check of its
+        // own: a NaN's or an infinity's key is above any threshold, so it is a candidate,
+        // and the candidates' select reports it.
         int rc = fold_check(s, v, g, n, q, cuerr);
         if (rc != PC_OK)
             return rc;
@@ -1520,8 +1522,9 @@ extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire
     cudaError_t f = cudaFreeAsync(d, q);
     if (e == cudaSuccess)
         e = f;
+    cudaError_t w = cudaStreamSynchronize(q); // also on an error: nothing left running
     if (e == cudaSuccess)
-        e = cudaStreamSynchronize(q);
+        e = w;
     CK(e);
     return PC_OK;
 }

@@ -11,6 +11,8 @@
 #   scripts/gpu-bundle.sh              download and write .gpu/
 #   scripts/gpu-bundle.sh --dest DIR   write DIR instead (tests)
 #   scripts/gpu-bundle.sh --list       print the packages and files, change nothing
+# .gpu/ is git-ignored: copy the tree to the GPU machine with it (rsync, tar); then run
+# scripts/gpu-check.sh there.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -25,6 +27,10 @@ AUTOTOOLS_FILES="configure aclocal.m4 config.h.in Makefile.in build-aux m4"
 dest="$PC_TOP/.gpu"
 while [ $# -gt 0 ]; do
     case $1 in
+    -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
     --list)
         echo "packages: $(echo $PC_GPU_DEBS)"
         echo "autotools: $AUTOTOOLS_FILES"

@@ -6,22 +6,52 @@
 # --device cuda, with torch.topk beside it where PyTorch sees the GPU), and write into one
 # folder ($OUT when set, as the device tool does; else build-gpu/out):
 #   summary.txt         the tests' verdicts, the benchmark's table and its targets
-#   compress-cuda.json  pc-bench's results;  torch-topk.json  torch.topk's
+#   compress-cuda.json  pc-bench's results (compress-cuda.txt its table);
+#   torch-topk.json     torch.topk's
 #   gpu-check.log       everything printed;  tests.log  the test programs' own logs
 # A machine that reaches no package registry gets Open MPI, hwloc, OpenBLAS, CMocka and
 # pkgconf from .gpu/debs (scripts/gpu-bundle.sh, run beforehand on a Debian machine; carry
 # .gpu), unpacked with dpkg -x into a directory of its own, never into /; configure comes
-# from .gpu/autotools where autoreconf is missing. PC_GPU_ARCH=NN overrides the compute
-# capability built for (default: the GPU's own, from nvidia-smi).
-# Exit status: 0 when every test passed, 1 otherwise (or when there is no GPU).
+# from .gpu/autotools (or autoreconf where there is no bundle). .gpu/ is git-ignored: copy
+# the tree with it (rsync, tar), a git clone leaves it behind.
+# Needs on the GPU machine: the NVIDIA driver, a CUDA toolkit (nvcc, with CUB and cuRAND)
+# the driver is new enough for, gcc, g++ and make; python3 for the summary; PyTorch with
+# CUDA for the torch.topk column (optional).
+# Environment: PC_GPU_ARCH=NN builds for that compute capability (default: the GPU's own,
+# from nvidia-smi); PC_GPU_SIZES=N,N,... the benchmark's sizes (default 1e6,1e7,1e8);
+# PC_GPU_BUDGET=S the whole run's seconds (default 480): each step's time limit is what is
+# left, and summary.txt is rewritten after the tests and again after the benchmark, so a
+# run stopped from outside still leaves one; PC_GPU_USE_BUNDLE=1 takes the libraries from
+# .gpu/debs even where they are installed (to try the bundle on a machine that has them).
+# Exit status: 0 when every test passed, 1 otherwise (or when there is no GPU), 2 on a bad
+# argument.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
+case ${1:-} in
+-h | --help)
+    sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+    ;;
+"") ;;
+*)
+    echo "gpu-check.sh: unknown argument '$1' (it takes none; see --help)" >&2
+    exit 2
+    ;;
+esac
 out=${OUT:-$PC_TOP/build-gpu/out}
 mkdir -p "$out"
 log="$out/gpu-check.log"
 : >"$log"
 start=$(date +%s)
+budget=${PC_GPU_BUDGET:-480}
+case $budget in '' | *[!0-9]*) echo "gpu-check.sh: PC_GPU_BUDGET='$budget' is not a number of seconds" >&2; exit 2 ;; esac
 say() { printf '== [%3ds] %s\n' "$(($(date +%s) - start))" "$*" | tee -a "$log"; }
+# limit CAP: a step's time limit, CAP seconds at most and no more than the budget has left.
+limit() {
+    local left=$((budget - ($(date +%s) - start)))
+    [ "$left" -lt 1 ] && left=1
+    [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
 fail() { say "FAILED: $*"; exit 1; }
 run() { "$@" >>"$log" 2>&1; } # a step's output goes to the log only
 
@@ -45,10 +75,10 @@ have_deps() {
     command -v mpicc >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 &&
         pkg-config --exists hwloc cmocka openblas zlib 2>/dev/null
 }
-if have_deps; then
+if have_deps && [ -z "${PC_GPU_USE_BUNDLE:-}" ]; then
     say "libraries: installed (mpicc, hwloc, cmocka, openblas, zlib)"
 elif [ -d "$PC_TOP/.gpu/debs" ]; then
-    deps=${TMPDIR:-/tmp}/pc-gpu-deps
+    deps=$(mktemp -d "${TMPDIR:-/tmp}/pc-gpu-deps.XXXXXX") || fail "mktemp"
     pc_gpu_deps "$PC_TOP/.gpu/debs" "$deps" >>"$log" 2>&1 || fail "unpacking .gpu/debs (see gpu-check.log)"
     have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib 2>&1 | head -3)"
     say "libraries: from .gpu/debs, unpacked into $deps ($(ls "$PC_TOP"/.gpu/debs | wc -l) packages)"
@@ -58,24 +88,29 @@ fi
 
 # ---- configure and build ---------------------------------------------------------------
 if [ ! -x "$PC_TOP/configure" ]; then
-    if command -v autoreconf >/dev/null 2>&1; then
-        (cd "$PC_TOP" && run autoreconf -fi) || fail "autoreconf"
-    elif [ -d "$PC_TOP/.gpu/autotools" ]; then
+    if [ -d "$PC_TOP/.gpu/autotools" ]; then
+        # The bundle's, made from this tree by gpu-bundle.sh (autoreconf may be missing
+        # here, or its macro archive).
+        made=$(sed -n 's/.* at commit \([0-9a-f?]*\)$/\1/p' "$PC_TOP/.gpu/MANIFEST" 2>/dev/null)
+        here=$(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')
+        [ "$made" = "$here" ] || say "note: .gpu/autotools was made at commit ${made:-?}, this tree is at $here"
         cp -a "$PC_TOP"/.gpu/autotools/. "$PC_TOP"/ || fail "copy .gpu/autotools"
         # Newer than their sources, in dependency order, so make does not regenerate them.
         (cd "$PC_TOP" && touch m4/* aclocal.m4 && touch configure config.h.in && touch Makefile.in)
+    elif command -v autoreconf >/dev/null 2>&1; then
+        (cd "$PC_TOP" && run autoreconf -fi) || fail "autoreconf (or carry .gpu/autotools: scripts/gpu-bundle.sh)"
     else
-        fail "no configure, no autoreconf and no .gpu/autotools"
+        fail "no configure, no .gpu/autotools and no autoreconf: run scripts/gpu-bundle.sh on a Debian machine"
     fi
 fi
 b=$PC_TOP/build-gpu
 mkdir -p "$b"
 say "configure --with-cuda=$cuda_dir --with-cuda-arch=$arch"
-(cd "$b" && run timeout 180 "$PC_TOP/configure" -q --with-cuda="$cuda_dir" --with-cuda-arch="$arch") ||
+(cd "$b" && run timeout "$(limit 180)" "$PC_TOP/configure" -q --with-cuda="$cuda_dir" --with-cuda-arch="$arch") ||
     { tail -n 20 "$b/config.log" >>"$log"; fail "configure (see gpu-check.log)"; }
 say "make -j$(nproc)"
-run timeout 300 make -C "$b" -j"$(nproc)" || fail "build (see gpu-check.log)"
-run timeout 300 make -C "$b" -j"$(nproc)" check TESTS= || fail "building the tests"
+run timeout "$(limit 300)" make -C "$b" -j"$(nproc)" || fail "build (see gpu-check.log)"
+run timeout "$(limit 300)" make -C "$b" -j"$(nproc)" check TESTS= || fail "building the tests"
 if command -v cuobjdump >/dev/null 2>&1; then
     run cuobjdump --list-elf --list-ptx "$b/cuda/pc_codec.o"
 fi
@@ -83,10 +118,10 @@ fi
 # ---- tests -------------------------------------------------------------------------------
 cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda"
 say "CUDA tests: $cuda_tests"
-run timeout 300 make -C "$b" check TESTS="$cuda_tests"
+run timeout "$(limit 300)" make -C "$b" check TESTS="$cuda_tests"
 cuda_rc=$?
 say "unit tests"
-run timeout 240 make -C "$b" -j"$(nproc)" check-unit RECHECK_LOGS= # the CUDA tests' logs stand
+run timeout "$(limit 240)" make -C "$b" -j"$(nproc)" check-unit RECHECK_LOGS= # the CUDA tests' logs stand
 unit_rc=$?
 : >"$out/tests.log"
 for t in $cuda_tests; do
@@ -103,16 +138,36 @@ for t in $cuda_tests; do
 done
 say "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
 
+# summary.txt from what there is so far (written after the tests, again after the benchmark).
+write_summary() {
+    {
+        echo "scripts/gpu-check.sh at $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - start)) s"
+        echo "GPU: $gpu; built for sm_$arch"
+        echo "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
+        echo "$verdicts" | grep -v '^PASS' | sed 's/^/  /'
+        grep -h '^skipped:' "$out/tests.log" 2>/dev/null | sed 's/^/  /'
+        echo
+        cat "$out/summary.body" 2>/dev/null || echo "${1:-(no benchmark)}"
+    } >"$out/summary.txt"
+}
+write_summary "(benchmark not run yet)"
+
 # ---- benchmark ---------------------------------------------------------------------------
 sizes=${PC_GPU_SIZES:-1000000,10000000,100000000}
 ratios=0.001,0.01
 say "pc-bench compress --device cuda --sizes $sizes --ratios $ratios"
-timeout 240 "$b/apps/pc-bench" compress --device cuda --sizes "$sizes" --ratios "$ratios" --reps 5 \
-    --json "$out/compress-cuda.json" >>"$log" 2>&1 || say "pc-bench compress --device cuda FAILED"
+if timeout "$(limit 240)" "$b/apps/pc-bench" compress --device cuda --sizes "$sizes" --ratios "$ratios" \
+    --reps 5 --json "$out/compress-cuda.json" >"$out/compress-cuda.txt" 2>&1; then
+    cat "$out/compress-cuda.txt" >>"$log"
+else
+    cat "$out/compress-cuda.txt" >>"$log"
+    say "pc-bench compress --device cuda FAILED: $(tail -n 1 "$out/compress-cuda.txt")"
+    rm -f "$out/compress-cuda.json" # a table cut short is no result
+fi
 torch_json=
 if [ -f "$out/compress-cuda.json" ]; then
     # torch runs with the system's libraries, not the bundle's.
-    if env -u LD_LIBRARY_PATH timeout 120 python3 "$PC_TOP/scripts/bench/torch_topk.py" --sizes "$sizes" \
+    if env -u LD_LIBRARY_PATH timeout "$(limit 120)" python3 "$PC_TOP/scripts/bench/torch_topk.py" --sizes "$sizes" \
         --ratios "$ratios" --reps 5 --json "$out/torch-topk.json" >>"$log" 2>&1; then
         torch_json=$out/torch-topk.json
     else
@@ -121,14 +176,7 @@ if [ -f "$out/compress-cuda.json" ]; then
     python3 "$PC_TOP/scripts/bench/gpu_report.py" "$out/compress-cuda.json" $torch_json >"$out/summary.body" 2>>"$log" ||
         say "gpu_report.py FAILED"
 fi
-{
-    echo "scripts/gpu-check.sh at $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - start)) s"
-    echo "GPU: $gpu; built for sm_$arch"
-    echo "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
-    echo "$verdicts" | grep -v '^PASS' | sed 's/^/  /'
-    echo
-    cat "$out/summary.body" 2>/dev/null || echo "(no benchmark)"
-} >"$out/summary.txt"
+write_summary
 rm -f "$out/summary.body"
 cat "$out/summary.txt"
 say "done"

@@ -66,7 +66,12 @@ struct pc_codec_state {
     float *momentum; /* n, the momentum correction's u (dgc; topk, randomk with momentum > 0) */
     float *stage;    /* n, the folded copy of the gradient when error feedback is off */
     uint64_t steps;
+    int folded; /* pc_codec_fold's outcome waiting for compress_folded: FOLD_* below */
 };
+
+/* pc_codec_state_t.folded: nothing folded since the last compress, a fold that succeeded,
+ * a fold that found NaN or infinity (compress_folded then says PC_ERANGE again). */
+enum { PC_CODEC_FOLD_NONE = 0, PC_CODEC_FOLD_OK = 1, PC_CODEC_FOLD_NONFINITE = 2 };
 
 extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk, pc_codec_ops_dgc,
     pc_codec_ops_randomk, pc_codec_ops_threshold, pc_codec_ops_qsgd, pc_codec_ops_terngrad,

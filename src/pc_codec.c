@@ -575,10 +575,8 @@ float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *
     return grad ? (float *)(uintptr_t)grad : st->stage; /* grad is only read when !ef */
 }
 
-int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+static int fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
-    if (!c || !st || !grad)
-        return PC_EINVAL;
     if (c->ops->fold && st->momentum)
         return c->ops->fold(c, st, grad);
     if (c->spec.ef)
@@ -589,6 +587,16 @@ int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
     return pc_codec__fold_finite(st->stage, NULL, st->n) ? PC_OK : PC_ERANGE;
 }
 
+int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    if (!c || !st || !grad)
+        return PC_EINVAL;
+    int rc = fold(c, st, grad);
+    if (rc == PC_OK || rc == PC_ERANGE)
+        st->folded = rc == PC_OK ? PC_CODEC_FOLD_OK : PC_CODEC_FOLD_NONFINITE;
+    return rc;
+}
+
 size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n)
 {
     return PC_WIRE_HEADER_BYTES + c->ops->max_payload(c, n);
@@ -597,8 +605,10 @@ size_t pc_codec_max_bytes(const pc_codec_t *c, size_t n)
 int pc_codec_compress_folded(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                              size_t cap, size_t *len)
 {
-    if (!c || !st || (!c->spec.ef && !st->stage))
-        return PC_EINVAL; /* nothing folded yet */
+    if (!c || !st || st->folded == PC_CODEC_FOLD_NONE)
+        return PC_EINVAL; /* nothing folded since the last compress */
+    if (st->folded == PC_CODEC_FOLD_NONFINITE)
+        return PC_ERANGE; /* what the fold found is still there */
     return pc_codec_compress(c, st, NULL, iteration, out, cap, len);
 }
 
@@ -625,6 +635,7 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
     pc_wire_header_write(&h, msg);
     *len = PC_WIRE_HEADER_BYTES + h.payload;
     st->steps++;
+    st->folded = PC_CODEC_FOLD_NONE;
     c->stats.messages++;
     c->stats.entries += h.entries;
     c->stats.bytes += *len;
@@ -685,7 +696,7 @@ int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
                       const pc_codec_expect_t *want, pc_wire_header_t *hdr, char *err,
                       size_t errlen)
 {
-    pc_wire_header_t h;
+    pc_wire_header_t h = {0};
     if (!c || !want)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "validate called without codec or expectation");
@@ -701,7 +712,7 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
                         const pc_codec_expect_t *want, float scale, float *dense,
                         pc_wire_header_t *hdr, char *err, size_t errlen)
 {
-    pc_wire_header_t h;
+    pc_wire_header_t h = {0};
     if (!dense)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "decode called without a buffer");
     if (!isfinite(scale))

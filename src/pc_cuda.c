@@ -38,6 +38,24 @@ int pc_cuda_device_count(void)
 #endif
 }
 
+int pc_cuda_status(char *why, size_t len)
+{
+#ifdef PC_HAVE_CUDA
+    int n = 0, e = pc_cuda_device_count_raw(&n);
+    if (why && len) {
+        if (e)
+            snprintf(why, len, "%s", pc_cuda_error_string(e));
+        else
+            snprintf(why, len, "%d CUDA device%s", n, n == 1 ? "" : "s");
+    }
+    return e ? 0 : n;
+#else
+    if (why && len)
+        snprintf(why, len, "built without CUDA");
+    return 0;
+#endif
+}
+
 void pc_cuda_device_name(int device, char *buf, size_t len)
 {
     if (!buf || len == 0)

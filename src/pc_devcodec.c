@@ -6,7 +6,9 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,7 @@
 struct pc_devcodec {
     pc_codec_t *codec; /* spec, stats, checks; the CPU path itself */
     int device;        /* PC_DEVCODEC_CPU or a CUDA device */
+    char err[256];     /* the last failure's message (pc_devcodec_error) */
 #ifdef PC_HAVE_CUDA
     pc_cuda_codec_t *cuda; /* device scratch */
 #endif
@@ -37,6 +40,7 @@ struct pc_devcodec_state {
     pc_codec_state_t *host; /* the CPU path: the state itself */
     float *residual;        /* a device: n floats, or NULL */
     float *momentum;
+    int folded; /* a device: PC_CODEC_FOLD_* (codec_impl.h), as a CPU state's */
 };
 
 static bool on_cpu(int device)
@@ -65,13 +69,13 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
                             "device codec: device %d is not a device "
                             "number, PC_DEVCODEC_CPU or PC_DEVCODEC_ANY",
                             device);
-    int count = pc_cuda_device_count();
+    char why[160];
+    int count = pc_cuda_status(why, sizeof(why));
     if (device == PC_DEVCODEC_ANY)
         device = count > 0 ? 0 : PC_DEVCODEC_CPU;
     if (device >= 0 && device >= count)
         return pc_error_fmt(PC_ENODEV, err, errlen, "device codec: no CUDA device %d (%s)", device,
-                            pc_cuda_built() ? (count ? "fewer devices" : "no device found")
-                                            : "built without CUDA");
+                            why);
     pc_devcodec_t *c = calloc(1, sizeof(*c));
     if (!c)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "device codec: out of memory");
@@ -129,20 +133,27 @@ size_t pc_devcodec_max_bytes(const pc_devcodec_t *c, size_t n)
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-static int dev_alloc(int device, size_t bytes, void **out)
+static int dev_alloc(int device, size_t bytes, void **out, char *err, size_t errlen)
 {
     if (on_cpu(device)) {
         void *p = malloc(bytes ? bytes : 1);
         if (!p)
-            return PC_ENOMEM;
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "%zu bytes of host memory: out of memory",
+                                bytes);
         *out = p;
         return PC_OK;
     }
 #ifdef PC_HAVE_CUDA
     int cuerr = 0;
-    return pc_cuda_alloc(device, bytes, out, &cuerr);
+    int rc = pc_cuda_alloc(device, bytes, out, &cuerr);
+    if (rc != PC_OK) {
+        char what[64];
+        snprintf(what, sizeof(what), "%zu bytes on CUDA device %d", bytes, device);
+        return cuda_fail(rc, cuerr, what, err, errlen);
+    }
+    return PC_OK;
 #else
-    return PC_ENODEV;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
 #endif
 }
 
@@ -158,7 +169,7 @@ static void dev_free(int device, void *p)
 }
 
 static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool to_device,
-                    pc_devcodec_stream_t stream)
+                    pc_devcodec_stream_t stream, char *err, size_t errlen)
 {
     if (bytes == 0)
         return PC_OK;
@@ -168,19 +179,26 @@ static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool t
     }
 #ifdef PC_HAVE_CUDA
     int cuerr = 0;
-    return pc_cuda_copy(device, dst, src, bytes, to_device, stream, &cuerr);
+    int rc = pc_cuda_copy(device, dst, src, bytes, to_device, stream, &cuerr);
+    if (rc != PC_OK) {
+        char what[80];
+        snprintf(what, sizeof(what), "copy of %zu bytes %s device %d", bytes,
+                 to_device ? "to" : "from", device);
+        return cuda_fail(rc, cuerr, what, err, errlen);
+    }
+    return PC_OK;
 #else
     (void)to_device;
     (void)stream;
-    return PC_ENODEV;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
 #endif
 }
 
-int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out)
+int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err, size_t errlen)
 {
     if (!c || !out)
-        return PC_EINVAL;
-    return dev_alloc(c->device, bytes, out);
+        return pc_error_fmt(PC_EINVAL, err, errlen, "alloc: no codec or result pointer");
+    return dev_alloc(c->device, bytes, out, err, errlen);
 }
 
 void pc_devcodec_free(const pc_devcodec_t *c, void *p)
@@ -189,17 +207,24 @@ void pc_devcodec_free(const pc_devcodec_t *c, void *p)
         dev_free(c->device, p);
 }
 
-int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out)
+int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err,
+                           size_t errlen)
 {
     if (!c || !out)
-        return PC_EINVAL;
+        return pc_error_fmt(PC_EINVAL, err, errlen, "host_alloc: no codec or result pointer");
 #ifdef PC_HAVE_CUDA
     if (!on_cpu(c->device)) {
         int cuerr = 0;
-        return pc_cuda_host_alloc(c->device, bytes, out, &cuerr);
+        int rc = pc_cuda_host_alloc(c->device, bytes, out, &cuerr);
+        if (rc != PC_OK) {
+            char what[64];
+            snprintf(what, sizeof(what), "%zu bytes of pinned host memory", bytes);
+            return cuda_fail(rc, cuerr, what, err, errlen);
+        }
+        return PC_OK;
     }
 #endif
-    return dev_alloc(PC_DEVCODEC_CPU, bytes, out);
+    return dev_alloc(PC_DEVCODEC_CPU, bytes, out, err, errlen);
 }
 
 void pc_devcodec_host_free(const pc_devcodec_t *c, void *p)
@@ -216,22 +241,42 @@ void pc_devcodec_host_free(const pc_devcodec_t *c, void *p)
 }
 
 int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t bytes,
-                     bool to_device, pc_devcodec_stream_t stream)
+                     bool to_device, pc_devcodec_stream_t stream, char *err, size_t errlen)
 {
     if (!c || (bytes && (!dst || !src)))
-        return PC_EINVAL;
-    return dev_copy(c->device, dst, src, bytes, to_device, stream);
+        return pc_error_fmt(PC_EINVAL, err, errlen, "copy: no codec, source or destination");
+    return dev_copy(c->device, dst, src, bytes, to_device, stream, err, errlen);
 }
 
 /* ---- states ---------------------------------------------------------------------------- */
 
-int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out)
+/* Zero one of a device state's arrays (n floats). */
+static int state_zero(const pc_devcodec_state_t *st, float *p, char *err, size_t errlen)
 {
-    if (!c || !out || !pc_codec__n_ok(c->codec, n))
-        return PC_EINVAL;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0;
+    int rc = pc_cuda_zero(st->device, p, sizeof(float) * st->n, NULL, &cuerr);
+    return rc == PC_OK ? rc : cuda_fail(rc, cuerr, "zeroing a state", err, errlen);
+#else
+    (void)st;
+    (void)p;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
+                             char *err, size_t errlen)
+{
+    if (!c || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "state: no codec or result pointer");
+    if (!pc_codec__n_ok(c->codec, n))
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "state for chunk %u: %zu elements is not in 1..%u or its largest "
+                            "message exceeds 2^32 - 1 bytes",
+                            chunk, n, PC_CODEC_MAX_N);
     pc_devcodec_state_t *st = calloc(1, sizeof(*st));
     if (!st)
-        return PC_ENOMEM;
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "state for chunk %u: out of memory", chunk);
     st->owner = c;
     st->device = c->device;
     st->chunk = chunk;
@@ -239,22 +284,19 @@ int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devc
     int rc;
     if (on_cpu(c->device)) {
         rc = pc_codec_state_create(c->codec, chunk, n, &st->host);
+        if (rc != PC_OK)
+            pc_error_fmt(rc, err, errlen, "state for chunk %u: %s", chunk, pc_strerror(rc));
     } else {
-#ifdef PC_HAVE_CUDA
         /* The arrays the CPU state would hold (pc_codec_state_create), zeroed. */
         const pc_codec_spec_t *spec = pc_codec_spec(c->codec);
-        int cuerr = 0;
+        size_t bytes = sizeof(float) * n;
         rc = PC_OK;
-        if (spec->ef && (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->residual,
-                                            &cuerr)) == PC_OK)
-            rc = pc_cuda_zero(c->device, st->residual, sizeof(float) * n, NULL, &cuerr);
+        if (spec->ef &&
+            (rc = dev_alloc(c->device, bytes, (void **)&st->residual, err, errlen)) == PC_OK)
+            rc = state_zero(st, st->residual, err, errlen);
         if (rc == PC_OK && pc_codec__has_momentum(spec) &&
-            (rc = pc_cuda_alloc(c->device, sizeof(float) * n, (void **)&st->momentum, &cuerr)) ==
-                PC_OK)
-            rc = pc_cuda_zero(c->device, st->momentum, sizeof(float) * n, NULL, &cuerr);
-#else
-        rc = PC_ENODEV;
-#endif
+            (rc = dev_alloc(c->device, bytes, (void **)&st->momentum, err, errlen)) == PC_OK)
+            rc = state_zero(st, st->momentum, err, errlen);
     }
     if (rc != PC_OK) {
         pc_devcodec_state_destroy(st);
@@ -302,30 +344,39 @@ bool pc_devcodec_state_has_momentum(const pc_devcodec_state_t *st)
 }
 
 /* Copy the state's arrays to (get) or from (set) host arrays. */
-static int state_xfer(pc_devcodec_state_t *st, float *res, float *mom, bool to_device)
+static int state_xfer(pc_devcodec_state_t *st, float *res, float *mom, bool to_device, char *err,
+                      size_t errlen)
 {
-    if (!st || (res && !state_residual(st)) || (mom && !state_momentum(st)))
-        return PC_EINVAL;
+    if (!st)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "no state");
+    if ((res && !state_residual(st)) || (mom && !state_momentum(st)))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "chunk %u's state holds no %s", st->chunk,
+                            res && !state_residual(st) ? "residual (ef=off)" : "momentum");
     size_t bytes = sizeof(float) * st->n;
     int rc = PC_OK;
     if (res)
-        rc = to_device ? dev_copy(st->device, state_residual(st), res, bytes, true, NULL)
-                       : dev_copy(st->device, res, state_residual(st), bytes, false, NULL);
+        rc = to_device
+                 ? dev_copy(st->device, state_residual(st), res, bytes, true, NULL, err, errlen)
+                 : dev_copy(st->device, res, state_residual(st), bytes, false, NULL, err, errlen);
     if (rc == PC_OK && mom)
-        rc = to_device ? dev_copy(st->device, state_momentum(st), mom, bytes, true, NULL)
-                       : dev_copy(st->device, mom, state_momentum(st), bytes, false, NULL);
+        rc = to_device
+                 ? dev_copy(st->device, state_momentum(st), mom, bytes, true, NULL, err, errlen)
+                 : dev_copy(st->device, mom, state_momentum(st), bytes, false, NULL, err, errlen);
     return rc;
 }
 
-int pc_devcodec_state_get(pc_devcodec_state_t *st, float *residual, float *momentum)
+int pc_devcodec_state_get(pc_devcodec_state_t *st, float *residual, float *momentum, char *err,
+                          size_t errlen)
 {
-    return state_xfer(st, residual, momentum, false);
+    return state_xfer(st, residual, momentum, false, err, errlen);
 }
 
-int pc_devcodec_state_set(pc_devcodec_state_t *st, const float *residual, const float *momentum)
+int pc_devcodec_state_set(pc_devcodec_state_t *st, const float *residual, const float *momentum,
+                          char *err, size_t errlen)
 {
     /* Only read when copying to the device. */
-    return state_xfer(st, (float *)(uintptr_t)residual, (float *)(uintptr_t)momentum, true);
+    return state_xfer(st, (float *)(uintptr_t)residual, (float *)(uintptr_t)momentum, true, err,
+                      errlen);
 }
 
 uint64_t pc_devcodec_state_steps(const pc_devcodec_state_t *st)
@@ -342,19 +393,60 @@ void pc_devcodec_state_set_steps(pc_devcodec_state_t *st, uint64_t steps)
 
 /* ---- compress and decode ----------------------------------------------------------------- */
 
-/* Whether st belongs to c and c folds (error feedback on). */
-static bool foldable(const pc_devcodec_t *c, const pc_devcodec_state_t *st)
+/* Record why a call on c failed (c->err, read with pc_devcodec_error) and return rc. */
+static int fail(pc_devcodec_t *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(pc_devcodec_t *c, int rc, const char *fmt, ...)
 {
-    return c && st && st->owner == c && pc_codec_spec(c->codec)->ef;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    return rc;
 }
+
+/* The checks fold and compress share: PC_OK, or PC_EINVAL with the reason on c. */
+static int check_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, const char *what)
+{
+    if (!st)
+        return fail(c, PC_EINVAL, "%s: no state", what);
+    if (st->owner != c)
+        return fail(c, PC_EINVAL, "%s: chunk %u's state belongs to another codec", what, st->chunk);
+    return PC_OK;
+}
+
+#ifdef PC_HAVE_CUDA
+/* A device call's failure on c: PC_ERANGE as the CPU says it, CUDA's words otherwise. */
+static int device_fail(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, int cuerr,
+                       const char *what)
+{
+    if (rc == PC_ERANGE)
+        return fail(c, rc, "%s: chunk %u: the gradient or residual holds NaN or infinity", what,
+                    st->chunk);
+    return cuda_fail(rc, cuerr, what, c->err, sizeof(c->err));
+}
+#endif
 
 int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
                      pc_devcodec_stream_t stream)
 {
-    if (!foldable(c, st) || !grad)
+    if (!c)
         return PC_EINVAL;
-    if (st->host)
-        return pc_codec_fold(c->codec, st->host, grad);
+    int rc = check_call(c, st, "fold");
+    if (rc != PC_OK)
+        return rc;
+    if (!grad)
+        return fail(c, PC_EINVAL, "fold: no gradient");
+    if (!pc_codec_spec(c->codec)->ef)
+        return fail(c, PC_EINVAL, "fold: %s runs without error feedback: nothing to fold into",
+                    pc_codec_name(pc_codec_spec(c->codec)->id));
+    if (st->host) {
+        rc = pc_codec_fold(c->codec, st->host, grad);
+        return rc == PC_OK ? rc
+                           : fail(c, rc, "fold: chunk %u: %s", st->chunk,
+                                  rc == PC_ERANGE ? "the gradient or residual holds NaN or infinity"
+                                                  : pc_strerror(rc));
+    }
 #ifdef PC_HAVE_CUDA
     pc_cuda_job_t job = {.codec = c->codec,
                          .residual = st->residual,
@@ -363,23 +455,39 @@ int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *gra
                          .n = st->n,
                          .stream = stream};
     int cuerr = 0;
-    return pc_cuda_codec_fold(c->cuda, c->device, &job, &cuerr);
+    rc = pc_cuda_codec_fold(c->cuda, c->device, &job, &cuerr);
+    if (rc == PC_OK || rc == PC_ERANGE)
+        st->folded = rc == PC_OK ? PC_CODEC_FOLD_OK : PC_CODEC_FOLD_NONFINITE;
+    return rc == PC_OK ? rc : device_fail(c, st, rc, cuerr, "fold");
 #else
     (void)stream;
-    return PC_ENODEV;
+    return fail(c, PC_ENODEV, "fold: built without CUDA");
 #endif
 }
 
 /* Compress grad, or with grad NULL what pc_devcodec_fold folded. */
 static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
                     uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
-                    size_t *len)
+                    size_t *len, const char *what)
 {
-    if (!c || !st || !out || !len || st->owner != c || cap < pc_codec_max_bytes(c->codec, st->n))
-        return PC_EINVAL;
-    if (st->host)
-        return grad ? pc_codec_compress(c->codec, st->host, grad, iteration, out, cap, len)
-                    : pc_codec_compress_folded(c->codec, st->host, iteration, out, cap, len);
+    if (!out || !len)
+        return fail(c, PC_EINVAL, "%s: no message buffer or length", what);
+    size_t need = pc_codec_max_bytes(c->codec, st->n);
+    if (cap < need)
+        return fail(c, PC_EINVAL, "%s: a buffer of %zu bytes; chunk %u's largest message needs %zu",
+                    what, cap, st->chunk, need);
+    if (st->host) {
+        int rc = grad ? pc_codec_compress(c->codec, st->host, grad, iteration, out, cap, len)
+                      : pc_codec_compress_folded(c->codec, st->host, iteration, out, cap, len);
+        if (rc == PC_OK)
+            return rc;
+        if (rc == PC_EINVAL && !grad)
+            return fail(c, rc, "%s: chunk %u: nothing folded since the last compress", what,
+                        st->chunk);
+        return fail(c, rc, "%s: chunk %u: %s", what, st->chunk,
+                    rc == PC_ERANGE ? "the gradient or residual holds NaN or infinity"
+                                    : pc_strerror(rc));
+    }
 #ifdef PC_HAVE_CUDA
     pc_cuda_job_t job = {
         .codec = c->codec,
@@ -397,7 +505,7 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
     int cuerr = 0;
     int rc = pc_cuda_codec_compress(c->cuda, c->device, &job, &cuerr);
     if (rc != PC_OK)
-        return rc;
+        return device_fail(c, st, rc, cuerr, what);
     pc_wire_header_t h = {
         .magic = PC_WIRE_MAGIC,
         .version = PC_WIRE_VERSION,
@@ -413,6 +521,7 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
     pc_wire_header_write(&h, out);
     *len = PC_WIRE_HEADER_BYTES + job.bytes;
     st->steps++;
+    st->folded = PC_CODEC_FOLD_NONE;
     /* The same counters as the CPU codec's (pc_codec_compress). */
     pc_codec_stats_t *s = &c->codec->stats;
     s->messages++;
@@ -428,7 +537,7 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
 #else
     (void)iteration;
     (void)stream;
-    return PC_ENODEV;
+    return fail(c, PC_ENODEV, "%s: built without CUDA", what);
 #endif
 }
 
@@ -436,17 +545,41 @@ int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float 
                          uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
                          size_t *len)
 {
-    if (!grad)
+    if (!c)
         return PC_EINVAL;
-    return compress(c, st, grad, iteration, stream, out, cap, len);
+    int rc = check_call(c, st, "compress");
+    if (rc != PC_OK)
+        return rc;
+    if (!grad)
+        return fail(c, PC_EINVAL, "compress: no gradient");
+    return compress(c, st, grad, iteration, stream, out, cap, len, "compress");
 }
 
 int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
                                 pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
 {
-    if (!foldable(c, st))
+    if (!c)
         return PC_EINVAL;
-    return compress(c, st, NULL, iteration, stream, out, cap, len);
+    int rc = check_call(c, st, "compress_folded");
+    if (rc != PC_OK)
+        return rc;
+    if (!pc_codec_spec(c->codec)->ef)
+        return fail(c, PC_EINVAL, "compress_folded: %s runs without error feedback: use compress",
+                    pc_codec_name(pc_codec_spec(c->codec)->id));
+    if (!st->host && st->folded == PC_CODEC_FOLD_NONE) /* the CPU state keeps its own */
+        return fail(c, PC_EINVAL,
+                    "compress_folded: chunk %u: nothing folded since the last "
+                    "compress",
+                    st->chunk);
+    if (!st->host && st->folded == PC_CODEC_FOLD_NONFINITE)
+        return fail(c, PC_ERANGE, "compress_folded: chunk %u: the fold found NaN or infinity",
+                    st->chunk);
+    return compress(c, st, NULL, iteration, stream, out, cap, len, "compress_folded");
+}
+
+const char *pc_devcodec_error(const pc_devcodec_t *c)
+{
+    return c ? c->err : "no codec";
 }
 
 int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,

@@ -74,7 +74,7 @@ typedef enum pc_codec_index { PC_INDEX_U32 = 0, PC_INDEX_DELTA = 1 } pc_codec_in
  * Fields a codec does not use keep their defaults. */
 typedef struct pc_codec_spec {
     pc_codec_id_t id;
-    double ratio;             /* topk, dgc, randomk: fraction of elements kept, [0, 1] */
+    double ratio;             /* topk, dgc, randomk: fraction of elements kept, (0, 1] */
     double sample;            /* dgc: fraction sampled to estimate the threshold, (0, 1] */
     double momentum;          /* dgc, topk, randomk: momentum of the correction, [0, 1) */
     double clip;              /* dgc: local gradient clipping L2 norm; 0 = off */
@@ -162,9 +162,11 @@ int pc_codec_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, ui
  * pc_codec_fold folds grad into st (residual += grad with error feedback, the momentum
  * correction when the state has momentum, or a copy into the state's stage without) and checks it
  * is finite (else PC_ERANGE); afterwards the caller may overwrite grad. pc_codec_compress_folded
- * then compresses what was folded (PC_EINVAL if nothing was). fold + compress_folded give the same
- * bytes and state as pc_codec_compress. One thread at a time per state; fold does not touch c's
- * scratch, so it may run on another thread than compress (never concurrently on the same state). */
+ * then compresses what was folded: PC_EINVAL if nothing was since the last compress (a
+ * second call after one fold too), PC_ERANGE if the fold found NaN or infinity (nothing is
+ * sent). fold + compress_folded give the same bytes and state as pc_codec_compress. One thread at a
+ * time per state; fold does not touch c's scratch, so it may run on another thread than compress
+ * (never concurrently on the same state). */
 int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 int pc_codec_compress_folded(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                              size_t cap, size_t *len);

@@ -1,7 +1,11 @@
-/* pc_cuda: whether CUDA is built in and a device is present, and a kernel self-test.
+/* pc_cuda: whether CUDA is built in and a device is present, a kernel self-test, and the
+ * GPU benchmark's baselines.
  *
- * CUDA is optional at build time (configure --with-cuda) and at run time: with no toolkit,
- * no driver or no device, these calls report zero devices and the CPU path is used. */
+ * CUDA is optional at build time (configure --with-cuda) and at run time: with no driver,
+ * too old a driver or no device, these calls report zero devices (pc_cuda_status says
+ * why) and the CPU path is used. A library built with CUDA links the CUDA runtime
+ * (libcudart.so) dynamically: that library must be found at run time (the toolkit's lib64,
+ * named in the library's run path, or the distribution's package), a driver need not. */
 #ifndef PC_CUDA_H
 #define PC_CUDA_H
 
@@ -19,6 +23,12 @@ bool pc_cuda_built(void);
 /* Number of usable CUDA devices: 0 when CUDA is not built in or the runtime reports any
  * error (no driver, no device). Never fails. Thread-safe. */
 int pc_cuda_device_count(void);
+
+/* pc_cuda_device_count, and why: writes "N CUDA device(s)", "built without CUDA", or the
+ * CUDA runtime's own reason when it reports none ("CUDA driver version is insufficient for
+ * CUDA runtime version", "no CUDA-capable device is detected") into why. Never fails.
+ * Thread-safe. */
+int pc_cuda_status(char *why, size_t len);
 
 /* The name of CUDA device `device` ("NVIDIA H200") into buf; "none" when there is no such
  * device. Never fails. Thread-safe. */

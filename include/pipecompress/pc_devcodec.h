@@ -7,25 +7,32 @@
  * (pc_devcodec_state_t) hold a chunk's residual and momentum in the codec's memory. All
  * pointers this API calls "device" point into the codec's memory: memory of its CUDA device
  * (pc_devcodec_alloc), or, for a codec on the CPU, ordinary host memory. A codec is on the
- * CPU when asked (PC_DEVCODEC_CPU) or when PC_DEVCODEC_ANY finds no device (CUDA not built
- * in, no driver, no device): it then runs the CPU codec itself, so callers written against
- * this API run, and are tested, everywhere.
+ * CPU when asked (PC_DEVCODEC_CPU) or when PC_DEVCODEC_ANY finds no usable device (CUDA not
+ * built in, no driver or too old a one, no device; pc_cuda_status says which): it then
+ * runs the CPU codec itself, so callers written against this API run everywhere.
  *
  * Equal bytes: for the same spec, seed, iteration, chunk, steps and input, a message is
  * byte for byte the one pc_codec_compress writes and the state afterwards holds the same
- * bits. The kernels (cuda/pc_codec.cu) round as the C code does (no fused multiply-add),
- * draw from cuRAND's Philox in pc_philox.h's layout, and reduce in the canonical order of
+ * bits (a NaN left in a state after PC_ERANGE is a NaN, its payload may differ). The
+ * kernels (cuda/pc_codec.cu) round as the C code does (no fused multiply-add), draw from
+ * cuRAND's Philox in pc_philox.h's layout, and reduce in the canonical order of
  * doc/wire-format.md ("Sums").
  *
- * Streams: every call that touches device memory takes a stream (a cudaStream_t passed as
- * pc_devcodec_stream_t, so C callers need no CUDA header; NULL is the legacy default
- * stream) and runs its kernels on it, after the work already queued there. Compress and
- * decode-add return when their results are on the host or in the destination (they
- * synchronise the stream). A codec on the CPU ignores streams.
+ * Streams: compress, fold, decode-add and copy take a stream (a cudaStream_t passed as
+ * pc_devcodec_stream_t; NULL is the legacy default stream) and run their kernels on it,
+ * after the work already queued there; they return when their results are on the host or
+ * in the destination (they synchronise the stream), also on an error. States are made,
+ * read and written on the legacy default stream. A codec on the CPU ignores streams. This
+ * header needs neither MPI nor a CUDA header: plain gcc or nvcc compile a file that
+ * includes it alone (pipecompress.h, which includes every header, needs mpi.h).
  *
- * Threads: one thread at a time per codec for compress (scratch); decode-add is
- * thread-safe (its device buffers are stream-ordered allocations of the call). Each state:
- * one thread at a time. */
+ * Errors: the calls of the training loop (compress, compress_folded, fold) take no err
+ * buffer, as pc_codec_compress; pc_devcodec_error(c) gives the last one's message. The
+ * other calls that can fail for a reason worth telling take char *err, size_t errlen.
+ *
+ * Threads: one thread at a time per codec for compress, compress_folded and fold (scratch);
+ * decode-add, alloc and copy are thread-safe (decode-add's device buffers are
+ * stream-ordered allocations of the call). Each state: one thread at a time. */
 #ifndef PC_DEVCODEC_H
 #define PC_DEVCODEC_H
 
@@ -49,8 +56,9 @@ typedef void *pc_devcodec_stream_t; /* a cudaStream_t, or NULL */
 #define PC_DEVCODEC_ANY (-2) /* device 0 when there is one, else the CPU */
 
 /* Create a codec for spec (copied) on `device`. PC_OK; PC_EINVAL (bad spec or device
- * number); PC_ENODEV when a device >= 0 was asked for and does not exist (or CUDA is not
- * built in); PC_ECUDA (a CUDA call failed), PC_ENOMEM. err gets one line on failure. */
+ * number); PC_ENODEV when a device >= 0 was asked for and is not usable (err says why:
+ * CUDA not built in, the runtime's own reason such as an old driver, or fewer devices);
+ * PC_ECUDA (a CUDA call failed), PC_ENOMEM. err gets one line on failure. */
 int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
                        size_t errlen);
 /* Free c and its scratch (NULL is accepted). Its states may outlive it. */
@@ -63,23 +71,29 @@ const pc_codec_t *pc_devcodec_codec(const pc_devcodec_t *c);
 pc_codec_stats_t pc_devcodec_stats(const pc_devcodec_t *c);
 /* Largest message for a chunk of n elements: pc_codec_max_bytes. */
 size_t pc_devcodec_max_bytes(const pc_devcodec_t *c, size_t n);
+/* The one-line message of the last failed compress, compress_folded or fold on c (c's own
+ * buffer, overwritten by c's next failure; "" before any). */
+const char *pc_devcodec_error(const pc_devcodec_t *c);
 
 /* Memory in the codec's space (cudaMalloc, or malloc on the CPU) and pinned host memory
- * for messages (cudaMallocHost, or malloc). PC_OK, PC_ENOMEM or PC_ECUDA; *out untouched
- * on failure. Free with the matching call (NULL is accepted). Thread-safe. */
-int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out);
+ * for messages (cudaMallocHost, or malloc). PC_OK, PC_ENOMEM or PC_ECUDA with err; *out
+ * untouched on failure. Free with the matching call (NULL is accepted). Thread-safe. */
+int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err, size_t errlen);
 void pc_devcodec_free(const pc_devcodec_t *c, void *p);
-int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out);
+int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err,
+                           size_t errlen);
 void pc_devcodec_host_free(const pc_devcodec_t *c, void *p);
 /* Copy bytes between host memory and the codec's memory (to_device true: host src to
- * device dst), queued on stream and waited for. PC_OK or PC_ECUDA. */
+ * device dst), queued on stream and waited for. PC_OK, PC_EINVAL or PC_ECUDA with err. */
 int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t bytes,
-                     bool to_device, pc_devcodec_stream_t stream);
+                     bool to_device, pc_devcodec_stream_t stream, char *err, size_t errlen);
 
 /* Per-chunk state as pc_codec_state_create: residual (zeroed) with error feedback,
  * momentum (zeroed) for dgc and topk/randomk with momentum > 0, in the codec's memory.
- * PC_EINVAL (n is 0 or over PC_CODEC_MAX_N), PC_ENOMEM, PC_ECUDA. */
-int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out);
+ * PC_EINVAL (n is 0, over PC_CODEC_MAX_N, or its largest message would exceed 2^32 - 1
+ * bytes), PC_ENOMEM, PC_ECUDA; err says why. */
+int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
+                             char *err, size_t errlen);
 /* Free st (NULL is accepted); its codec may be destroyed before or after. */
 void pc_devcodec_state_destroy(pc_devcodec_state_t *st);
 size_t pc_devcodec_state_n(const pc_devcodec_state_t *st);
@@ -87,9 +101,11 @@ bool pc_devcodec_state_has_residual(const pc_devcodec_state_t *st);
 bool pc_devcodec_state_has_momentum(const pc_devcodec_state_t *st);
 /* Copy the residual and the momentum (n floats each; pass NULL for one not wanted or not
  * held) to host arrays, or from them (checkpoints, tests). PC_OK; PC_EINVAL when asked for
- * an array the state does not hold; PC_ECUDA. */
-int pc_devcodec_state_get(pc_devcodec_state_t *st, float *residual, float *momentum);
-int pc_devcodec_state_set(pc_devcodec_state_t *st, const float *residual, const float *momentum);
+ * an array the state does not hold; PC_ECUDA; err says why. */
+int pc_devcodec_state_get(pc_devcodec_state_t *st, float *residual, float *momentum, char *err,
+                          size_t errlen);
+int pc_devcodec_state_set(pc_devcodec_state_t *st, const float *residual, const float *momentum,
+                          char *err, size_t errlen);
 uint64_t pc_devcodec_state_steps(const pc_devcodec_state_t *st);
 void pc_devcodec_state_set_steps(pc_devcodec_state_t *st, uint64_t steps);
 
@@ -98,8 +114,8 @@ void pc_devcodec_state_set_steps(pc_devcodec_state_t *st, uint64_t steps);
  * (pinned memory from pc_devcodec_host_alloc makes the one copy of the message, never the
  * gradient, run at full speed); *len gets its size. Errors as pc_codec_compress (PC_EINVAL,
  * PC_ERANGE: the residual then holds the non-finite values), plus PC_ECUDA and PC_ENOMEM
- * (device memory). A state made by another codec is PC_EINVAL. One thread at a time per
- * codec. */
+ * (device memory); a state made by another codec is PC_EINVAL; pc_devcodec_error says
+ * why. */
 int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
                          uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
                          size_t *len);
@@ -107,10 +123,10 @@ int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float 
 /* The two halves of pc_devcodec_compress, as pc_codec_fold and pc_codec_compress_folded:
  * fold grad (device, read only) into st (residual += grad, or the momentum correction) and
  * check it is finite (else PC_ERANGE), after which the caller may reuse grad; then compress
- * what was folded. Same bytes and state as pc_devcodec_compress. Error feedback is
- * required (a codec with ef=off keeps no device copy to fold into: PC_EINVAL). One thread
- * at a time per state; fold does not use the codec's compress scratch on the CPU, but on a
- * device it does: one thread at a time per codec for both. */
+ * what was folded: PC_EINVAL when nothing was since the last compress, PC_ERANGE when the
+ * fold found NaN or infinity (nothing is sent). Same bytes and state as
+ * pc_devcodec_compress. Error feedback is required (a codec with ef=off keeps no device copy
+ * to fold into: PC_EINVAL). One thread at a time per codec for both. */
 int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
                      pc_devcodec_stream_t stream);
 int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
@@ -120,7 +136,8 @@ int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint6
  * memory, checked completely on the host first (untrusted bytes never reach a kernel);
  * then scale * its values are added into dense[0..n) in the codec's memory. On any problem
  * PC_EFORMAT with a one-line reason and dense untouched; PC_ECUDA, PC_ENOMEM. hdr
- * (optional) receives the header. Thread-safe. */
+ * (optional) receives the header (zeroed where the message is too short for one).
+ * Thread-safe. */
 int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
                            const pc_codec_expect_t *want, float scale, float *dense,
                            pc_devcodec_stream_t stream, pc_wire_header_t *hdr, char *err,

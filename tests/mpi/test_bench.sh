@@ -34,6 +34,13 @@ if [ $rc = 2 ] && grep -q "^pc-bench: --device: 'gpu' is not cpu or cuda$" "$tmp
 else
     bad "pc-bench compress --device gpu: rc $rc"; cat "$tmp/d.out"
 fi
+"$bench" compress --ratios 0.01,0 >"$tmp/r0.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "^pc-bench: --ratios: '0.01,0' is not a list of fractions in (0, 1\]$" "$tmp/r0.out"; then
+    ok "pc-bench compress --ratios 0.01,0: refused (2)"
+else
+    bad "pc-bench compress --ratios 0.01,0: rc $rc"; cat "$tmp/r0.out"
+fi
 "$bench" compress --device cuda --sizes 100003 --ratios 0.01 --reps 1 --json "$tmp/g.json" >"$tmp/g.out" 2>&1
 rc=$?
 if [ "$("$PC_BUILDDIR/tests/unit/test_cuda" >/dev/null 2>&1; echo $?)" = 77 ]; then

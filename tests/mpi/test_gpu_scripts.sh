@@ -26,6 +26,22 @@ else
     fi
 fi
 
+# --help: the scripts' own description, exit 0; a stray argument: usage, 2 (gpu-check.sh
+# used to start a whole run on --help).
+if bash "$PC_SRCDIR/scripts/gpu-check.sh" --help >"$tmp/h.out" 2>&1 && grep -q '^PC_GPU_BUDGET=S' "$tmp/h.out" &&
+    bash "$PC_SRCDIR/scripts/gpu-bundle.sh" --help >"$tmp/h2.out" 2>&1 && grep -q 'git-ignored' "$tmp/h2.out"; then
+    ok "gpu-check.sh and gpu-bundle.sh --help"
+else
+    bad "--help"; cat "$tmp/h.out" "$tmp/h2.out"
+fi
+bash "$PC_SRCDIR/scripts/gpu-check.sh" extra >"$tmp/x.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "unknown argument 'extra'" "$tmp/x.out"; then
+    ok "gpu-check.sh extra: refused (2)"
+else
+    bad "gpu-check.sh extra: rc $rc"; cat "$tmp/x.out"
+fi
+
 if bash "$PC_SRCDIR/scripts/gpu-bundle.sh" --list >"$tmp/l.out" 2>&1 &&
     grep -q '^packages: .*libopenmpi-dev .*libhwloc-dev .*libopenblas-dev .*libcmocka-dev .*pkgconf' "$tmp/l.out" &&
     ! bash "$PC_SRCDIR/scripts/gpu-bundle.sh" --nonsense >"$tmp/l2.out" 2>&1 &&

@@ -46,9 +46,9 @@ int main(void)
     if (cmocka_run_group_tests(tests, NULL, NULL) != 0)
         return 1;
     if (pc_cuda_device_count() == 0) {
-        printf("skipped: %s\n", pc_cuda_built()
-                                    ? "no CUDA device: the probe kernel did not run"
-                                    : "built without CUDA: the probe kernel did not run");
+        char why[160];
+        pc_cuda_status(why, sizeof(why));
+        printf("skipped: no CUDA device (%s): the probe kernel did not run\n", why);
         return 77;
     }
     return 0;

@@ -133,18 +133,18 @@ static pc_devcodec_t *make_dev(const pc_codec_spec_t *spec)
 static void *dev_alloc(pc_devcodec_t *d, size_t bytes)
 {
     void *p;
-    assert_int_equal(pc_devcodec_alloc(d, bytes, &p), PC_OK);
+    assert_int_equal(pc_devcodec_alloc(d, bytes, &p, NULL, 0), PC_OK);
     return p;
 }
 
 static void put(pc_devcodec_t *d, void *dst, const void *src, size_t bytes)
 {
-    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, true, NULL), PC_OK);
+    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, true, NULL, NULL, 0), PC_OK);
 }
 
 static void get(pc_devcodec_t *d, void *dst, const void *src, size_t bytes)
 {
-    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, false, NULL), PC_OK);
+    assert_int_equal(pc_devcodec_copy(d, dst, src, bytes, false, NULL, NULL, 0), PC_OK);
 }
 
 static void expect_same_floats(const float *a, const float *b, size_t n, const char *what,
@@ -175,7 +175,7 @@ static twin_t twin_make(const char *text, uint64_t seed, uint32_t chunk, size_t 
     assert_int_equal(pc_codec_create(&spec, &t.c), PC_OK);
     t.d = make_dev(&spec);
     assert_int_equal(pc_codec_state_create(t.c, chunk, n, &t.cs), PC_OK);
-    assert_int_equal(pc_devcodec_state_create(t.d, chunk, n, &t.ds), PC_OK);
+    assert_int_equal(pc_devcodec_state_create(t.d, chunk, n, &t.ds, NULL, 0), PC_OK);
     assert_int_equal(pc_devcodec_state_has_residual(t.ds), pc_codec_state_residual(t.cs) != NULL);
     assert_int_equal(pc_devcodec_state_has_momentum(t.ds), pc_codec_state_momentum(t.cs) != NULL);
     return t;
@@ -195,11 +195,11 @@ static void expect_same_state(const twin_t *t, size_t n, const char *text, uint6
     float *h = malloc(sizeof(float) * n);
     assert_non_null(h);
     if (pc_codec_state_residual(t->cs)) {
-        assert_int_equal(pc_devcodec_state_get(t->ds, h, NULL), PC_OK);
+        assert_int_equal(pc_devcodec_state_get(t->ds, h, NULL, NULL, 0), PC_OK);
         expect_same_floats(h, pc_codec_state_residual(t->cs), n, "residual", text, n, it);
     }
     if (pc_codec_state_momentum(t->cs)) {
-        assert_int_equal(pc_devcodec_state_get(t->ds, NULL, h), PC_OK);
+        assert_int_equal(pc_devcodec_state_get(t->ds, NULL, h, NULL, 0), PC_OK);
         expect_same_floats(h, pc_codec_state_momentum(t->cs), n, "momentum", text, n, it);
     }
     assert_int_equal(pc_devcodec_state_steps(t->ds), pc_codec_state_steps(t->cs));
@@ -225,7 +225,7 @@ static void compare_one(const char *text, size_t n, uint64_t seed, enum input ki
     size_t cap = pc_codec_max_bytes(c, n);
     assert_int_equal(pc_devcodec_max_bytes(d, n), cap);
     uint8_t *want = malloc(cap), *got;
-    assert_int_equal(pc_devcodec_host_alloc(d, cap, (void **)&got), PC_OK);
+    assert_int_equal(pc_devcodec_host_alloc(d, cap, (void **)&got, NULL, 0), PC_OK);
     float *g = malloc(sizeof(float) * n);
     float *dense_c = malloc(sizeof(float) * n), *dense_d = malloc(sizeof(float) * n);
     assert_true(want && g && dense_c && dense_d);
@@ -335,7 +335,7 @@ static void test_scratch_reuse(void **state)
                 pc_codec_state_t *cs;
                 pc_devcodec_state_t *ds;
                 assert_int_equal(pc_codec_state_create(c, (uint32_t)z, n, &cs), PC_OK);
-                assert_int_equal(pc_devcodec_state_create(d, (uint32_t)z, n, &ds), PC_OK);
+                assert_int_equal(pc_devcodec_state_create(d, (uint32_t)z, n, &ds, NULL, 0), PC_OK);
                 float *g = malloc(sizeof(float) * n), *g_dev = dev_alloc(d, sizeof(float) * n);
                 fill(g, n, (enum input)(z % NINPUTS), 9, (uint64_t)round);
                 put(d, g_dev, g, sizeof(float) * n);
@@ -405,6 +405,55 @@ static void test_nonfinite(void **state)
         }
 }
 
+/* compress_folded needs a fold since the last compress, and says PC_ERANGE again after a
+ * fold that found NaN or infinity (dgc once sent such a message with PC_OK), on the CPU
+ * and on the target alike. */
+static void test_fold_protocol(void **state)
+{
+    (void)state;
+    const char *texts[] = {"dgc:ratio=0.01",  "dgc:ratio=0.01,warmup=5",
+                           "topk:ratio=0.01", "randomk:ratio=0.05",
+                           "qsgd:ef=on",      "fp16:ef=on",
+                           "efsign"};
+    size_t n = 1000;
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        twin_t t = twin_make(texts[i], 5, 3, n);
+        float *g = malloc(sizeof(float) * n), *g_dev = dev_alloc(t.d, sizeof(float) * n);
+        fill(g, n, GRADIENT, 5, 0);
+        put(t.d, g_dev, g, sizeof(float) * n);
+        size_t cap = pc_codec_max_bytes(t.c, n), len;
+        uint8_t *out = malloc(cap);
+        /* Nothing folded yet; one fold, two compressions. */
+        assert_int_equal(pc_codec_compress_folded(t.c, t.cs, 0, out, cap, &len), PC_EINVAL);
+        assert_int_equal(pc_devcodec_compress_folded(t.d, t.ds, 0, NULL, out, cap, &len),
+                         PC_EINVAL);
+        assert_non_null(strstr(pc_devcodec_error(t.d), "nothing folded"));
+        assert_int_equal(pc_codec_fold(t.c, t.cs, g), PC_OK);
+        assert_int_equal(pc_devcodec_fold(t.d, t.ds, g_dev, NULL), PC_OK);
+        assert_int_equal(pc_codec_compress_folded(t.c, t.cs, 0, out, cap, &len), PC_OK);
+        assert_int_equal(pc_devcodec_compress_folded(t.d, t.ds, 0, NULL, out, cap, &len), PC_OK);
+        assert_int_equal(pc_codec_compress_folded(t.c, t.cs, 1, out, cap, &len), PC_EINVAL);
+        assert_int_equal(pc_devcodec_compress_folded(t.d, t.ds, 1, NULL, out, cap, &len),
+                         PC_EINVAL);
+        /* A fold that finds infinity: ERANGE, then ERANGE again, nothing sent. */
+        g[3] = INFINITY;
+        put(t.d, g_dev, g, sizeof(float) * n);
+        assert_int_equal(pc_codec_fold(t.c, t.cs, g), PC_ERANGE);
+        assert_int_equal(pc_devcodec_fold(t.d, t.ds, g_dev, NULL), PC_ERANGE);
+        assert_non_null(strstr(pc_devcodec_error(t.d), "NaN or infinity"));
+        assert_int_equal(pc_codec_compress_folded(t.c, t.cs, 2, out, cap, &len), PC_ERANGE);
+        assert_int_equal(pc_devcodec_compress_folded(t.d, t.ds, 2, NULL, out, cap, &len),
+                         PC_ERANGE);
+        expect_same_state(&t, n, texts[i], 2);
+        assert_int_equal(pc_codec_stats(t.c).messages, 1);
+        assert_int_equal(pc_devcodec_stats(t.d).messages, 1);
+        free(out);
+        free(g);
+        pc_devcodec_free(t.d, g_dev);
+        twin_free(&t);
+    }
+}
+
 /* ---- the API's checks ------------------------------------------------------------------- */
 
 static void test_create_errors(void **state)
@@ -439,10 +488,13 @@ static void test_state_and_call_errors(void **state)
     pc_codec_spec_t spec = parse("dgc", 1);
     pc_devcodec_t *d = make_dev(&spec), *other = make_dev(&spec);
     pc_devcodec_state_t *st = NULL;
-    assert_int_equal(pc_devcodec_state_create(d, 0, 0, &st), PC_EINVAL);
-    assert_int_equal(pc_devcodec_state_create(d, 0, (size_t)PC_CODEC_MAX_N + 1, &st), PC_EINVAL);
-    assert_int_equal(pc_devcodec_state_create(NULL, 0, 8, &st), PC_EINVAL);
-    assert_int_equal(pc_devcodec_state_create(d, 4, 100, &st), PC_OK);
+    char err[256] = "";
+    assert_int_equal(pc_devcodec_state_create(d, 7, 0, &st, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "state for chunk 7: 0 elements"));
+    assert_int_equal(pc_devcodec_state_create(d, 0, (size_t)PC_CODEC_MAX_N + 1, &st, NULL, 0),
+                     PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_create(NULL, 0, 8, &st, NULL, 0), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_create(d, 4, 100, &st, NULL, 0), PC_OK);
     assert_int_equal(pc_devcodec_state_n(st), 100);
     assert_true(pc_devcodec_state_has_residual(st) && pc_devcodec_state_has_momentum(st));
     /* Round trip of the state (what a checkpoint does). */
@@ -451,8 +503,8 @@ static void test_state_and_call_errors(void **state)
         r[i] = (float)i * 0.25f;
         m[i] = -(float)i;
     }
-    assert_int_equal(pc_devcodec_state_set(st, r, m), PC_OK);
-    assert_int_equal(pc_devcodec_state_get(st, r2, m2), PC_OK);
+    assert_int_equal(pc_devcodec_state_set(st, r, m, NULL, 0), PC_OK);
+    assert_int_equal(pc_devcodec_state_get(st, r2, m2, NULL, 0), PC_OK);
     assert_memory_equal(r, r2, sizeof(r));
     assert_memory_equal(m, m2, sizeof(m));
     pc_devcodec_state_set_steps(st, 17);
@@ -463,7 +515,9 @@ static void test_state_and_call_errors(void **state)
     uint8_t *out = malloc(cap);
     /* Too small a buffer, a state of another codec, missing pointers. */
     assert_int_equal(pc_devcodec_compress(d, st, g, 0, NULL, out, cap - 1, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "largest message needs"));
     assert_int_equal(pc_devcodec_compress(other, st, g, 0, NULL, out, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(other), "belongs to another codec"));
     assert_int_equal(pc_devcodec_compress(d, st, NULL, 0, NULL, out, cap, &len), PC_EINVAL);
     assert_int_equal(pc_devcodec_compress(d, st, g, 0, NULL, NULL, cap, &len), PC_EINVAL);
     assert_int_equal(len, 0);
@@ -474,8 +528,9 @@ static void test_state_and_call_errors(void **state)
     pc_codec_spec_t noef = parse("fp16", 1);
     pc_devcodec_t *ne = make_dev(&noef);
     pc_devcodec_state_t *nst;
-    assert_int_equal(pc_devcodec_state_create(ne, 0, 100, &nst), PC_OK);
+    assert_int_equal(pc_devcodec_state_create(ne, 0, 100, &nst, NULL, 0), PC_OK);
     assert_int_equal(pc_devcodec_fold(ne, nst, g, NULL), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(ne), "without error feedback"));
     assert_int_equal(pc_devcodec_compress_folded(ne, nst, 0, NULL, out, cap, &len), PC_EINVAL);
     pc_devcodec_state_destroy(nst);
     pc_devcodec_destroy(ne);
@@ -483,12 +538,13 @@ static void test_state_and_call_errors(void **state)
     pc_codec_spec_t plain = parse("topk:momentum=0", 1);
     pc_devcodec_t *p = make_dev(&plain);
     pc_devcodec_state_t *ps;
-    assert_int_equal(pc_devcodec_state_create(p, 0, 100, &ps), PC_OK);
+    assert_int_equal(pc_devcodec_state_create(p, 0, 100, &ps, NULL, 0), PC_OK);
     assert_false(pc_devcodec_state_has_momentum(ps));
-    assert_int_equal(pc_devcodec_state_get(ps, NULL, m2), PC_EINVAL);
-    assert_int_equal(pc_devcodec_state_set(ps, NULL, m), PC_EINVAL);
+    assert_int_equal(pc_devcodec_state_get(ps, NULL, m2, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "holds no momentum"));
+    assert_int_equal(pc_devcodec_state_set(ps, NULL, m, NULL, 0), PC_EINVAL);
     pc_devcodec_destroy(p); /* the state outlives its codec */
-    assert_int_equal(pc_devcodec_state_get(ps, r2, NULL), PC_OK);
+    assert_int_equal(pc_devcodec_state_get(ps, r2, NULL, NULL, 0), PC_OK);
     pc_devcodec_state_destroy(ps);
 
     free(out);
@@ -584,8 +640,9 @@ int main(void)
 {
 #ifdef PC_TEST_ON_DEVICE
     if (pc_cuda_device_count() == 0) {
-        printf("skipped: %s\n", pc_cuda_built() ? "no CUDA device: the CUDA codecs did not run"
-                                                : "built without CUDA: no CUDA codecs to run");
+        char why[160];
+        pc_cuda_status(why, sizeof(why));
+        printf("skipped: no CUDA device (%s): the CUDA codecs did not run\n", why);
         return 77;
     }
 #endif
@@ -597,6 +654,7 @@ int main(void)
 #ifdef PC_TEST_ON_DEVICE
         cmocka_unit_test(test_device_philox),
 #endif
+        cmocka_unit_test(test_fold_protocol),
         cmocka_unit_test(test_scratch_reuse),
 #if defined(PC_TEST_ON_DEVICE) && defined(PC_HAVE_CUDA)
         cmocka_unit_test(test_own_stream),
