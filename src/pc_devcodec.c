@@ -83,6 +83,11 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
     int rc = pc_codec_create(spec, &c->codec);
     if (rc != PC_OK) {
         free(c);
+        if (rc == PC_EINVAL)
+            return pc_error_fmt(rc, err, errlen,
+                                "device codec: the %s spec has a field out of its range "
+                                "(pc_codec_spec_parse names which)",
+                                pc_codec_name(spec->id));
         return pc_error_fmt(rc, err, errlen, "device codec: %s", pc_strerror(rc));
     }
 #ifdef PC_HAVE_CUDA

@@ -474,6 +474,7 @@ static void test_create_errors(void **state)
     pc_codec_spec_t bad = spec;
     bad.id = PC_CODEC_COUNT;
     assert_int_equal(pc_devcodec_create(&bad, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "field out of its range"));
     /* ANY: device 0 where there is one, else the CPU. */
     assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_ANY, &d, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_devcodec_device(d), count > 0 ? 0 : PC_DEVCODEC_CPU);
