@@ -144,6 +144,17 @@ __device__ __forceinline__ float clamp_f16(float x)
                                 : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
 }
 
+// v[i], or with g the error-feedback fold v[i] += g[i] written back and returned.
+__device__ __forceinline__ float fold_at(float *v, const float *g, size_t i)
+{
+    float x = v[i];
+    if (g) {
+        x = __fadd_rn(x, g[i]);
+        v[i] = x;
+    }
+    return x;
+}
+
 // A block's shared histogram: cleared before use, added into the global one after.
 __device__ __forceinline__ void smem_clear(unsigned *h, int bins)
 {
@@ -168,10 +179,7 @@ __global__ void fold_kernel(float *v, const float *g, size_t n, dstate *st)
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float x = g ? __fadd_rn(v[i], g[i]) : v[i];
-        if (g)
-            v[i] = x;
-        bad |= nonfinite(x);
+        bad |= nonfinite(fold_at(v, g, i));
     }
     flag_bad(bad, st);
 }
@@ -216,11 +224,7 @@ __global__ void sum_blocks_kernel(float *x, const float *g, size_t n, int square
     for (int j = 0; j < PC_CODEC_SUM_BLOCK / PC_CODEC_SUM_LANES; j++) {
         size_t i = base + threadIdx.x + (size_t)j * PC_CODEC_SUM_LANES;
         if (i < n) {
-            float xi = x[i];
-            if (g) {
-                xi = __fadd_rn(xi, g[i]);
-                x[i] = xi;
-            }
+            float xi = fold_at(x, g, i);
             double t = (double)xi;
             acc = __dadd_rn(acc, squares ? __dmul_rn(t, t) : fabs(t));
         }
@@ -248,11 +252,7 @@ __global__ void maxkey_kernel(float *v, const float *g, size_t n, dstate *st)
     unsigned m = 0;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float x = v[i];
-        if (g) {
-            x = __fadd_rn(x, g[i]);
-            v[i] = x;
-        }
+        float x = fold_at(v, g, i);
         m = max(m, key_of(x));
     }
     for (int o = 16; o > 0; o /= 2)
@@ -384,11 +384,7 @@ __global__ void hist1_kernel(float *v, const float *g, size_t n, unsigned *hist,
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float x = v[i];
-        if (g) {
-            x = __fadd_rn(x, g[i]);
-            v[i] = x;
-        }
+        float x = fold_at(v, g, i);
         unsigned k = key_of(x);
         bad |= k >= KEY_NONFINITE;
         atomicAdd(&h[k >> L1_SHIFT], 1u);
