@@ -135,8 +135,9 @@ typedef struct row {
 
 /* ---- --device cuda ------------------------------------------------------------------- */
 
-/* The codecs of the device table: as the CPU's, plus the error-feedback fold alone. */
-static const char *const cuda_base[] = {
+/* The codecs of both tables (the device's adds the error-feedback fold alone); the ratio
+ * codecs run once per --ratios value. */
+static const char *const bench_codecs[] = {
     "none",   "fp16",        "qsgd:levels=16", "terngrad",
     "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
     "dgc",    "randomk",     "threshold"};
@@ -255,10 +256,10 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                    "[baseline] top-k by CUB sort", n, ratios[ri], t_sort[si][ri], "-", "-",
                    (double)n / t_sort[si][ri] * 1e-3, "-", "-");
         }
-        size_t nbase = sizeof(cuda_base) / sizeof(cuda_base[0]);
+        size_t nbase = sizeof(bench_codecs) / sizeof(bench_codecs[0]);
         for (size_t b = 0; b <= nbase; b++) {
             bool fold_only = b == nbase; /* the last row: the error-feedback fold alone */
-            const char *bs = fold_only ? "topk:momentum=0" : cuda_base[b];
+            const char *bs = fold_only ? "topk:momentum=0" : bench_codecs[b];
             for (int ri = 0; ri < (uses_ratio(bs) && !fold_only ? nratios : 1); ri++) {
                 char text[128];
                 double ratio = uses_ratio(bs) && !fold_only ? ratios[ri] : -1;
@@ -503,30 +504,12 @@ int bench_compress_main(int argc, char **argv)
             printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n,
                    "-", t_sort[si], "-", (double)n / t_sort[si] * 1e-3, "-", "-");
         /* Codecs: ratio codecs once per ratio, the others once. */
-        const char *base[] = {
-            "none",   "fp16",        "qsgd:levels=16", "terngrad",
-            "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
-            "dgc",    "randomk",     "threshold"};
-        for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++) {
-            bool uses_ratio = strncmp(base[b], "topk", 4) == 0 || strncmp(base[b], "dgc", 3) == 0 ||
-                              strncmp(base[b], "randomk", 7) == 0 ||
-                              strncmp(base[b], "threshold", 9) == 0;
-            for (int ri = 0; ri < (uses_ratio ? nratios : 1); ri++) {
+        for (size_t b = 0; b < sizeof(bench_codecs) / sizeof(bench_codecs[0]); b++) {
+            bool ratio_codec = uses_ratio(bench_codecs[b]);
+            for (int ri = 0; ri < (ratio_codec ? nratios : 1); ri++) {
                 char spec_text[128];
-                double ratio = uses_ratio ? ratios[ri] : -1;
-                const char *colon = strchr(base[b], ':');
-                if (strncmp(base[b], "threshold", 9) == 0) {
-                    /* tau at the ratio's quantile of this data: about ratio * n sent. */
-                    size_t k = (size_t)ceil(ratio * (double)n);
-                    float tau = pc_select_kth_magnitude(sel, x, n, k ? k : 1);
-                    snprintf(spec_text, sizeof(spec_text), "threshold:tau=%.9g", (double)tau);
-                } else if (uses_ratio) {
-                    snprintf(spec_text, sizeof(spec_text), "%.*s:ratio=%g%s%s",
-                             (int)(colon ? (size_t)(colon - base[b]) : strlen(base[b])), base[b],
-                             ratio, colon ? "," : "", colon ? colon + 1 : "");
-                } else {
-                    snprintf(spec_text, sizeof(spec_text), "%s", base[b]);
-                }
+                double ratio = ratio_codec ? ratios[ri] : -1;
+                spec_for(bench_codecs[b], ratio, x, n, sel, spec_text, sizeof(spec_text));
                 pc_codec_spec_t spec;
                 if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK) {
                     fprintf(stderr, "pc-bench: internal spec '%s': %s\n", spec_text, err);
