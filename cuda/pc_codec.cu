@@ -1243,8 +1243,8 @@ int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaSt
             // The ks-th largest sampled key (pc_select_kth_magnitude); 0 selects everything.
             bool bad = false;
             rc = radix_select(s, as<float>(s->sample), nullptr, pl.ns, ks, false, q, &bad, cuerr);
-            if (rc != PC_OK)
-                return rc;
+            if (rc != PC_OK || bad) // a non-finite residual that no fold checked (state_set)
+                return bad ? PC_ERANGE : rc;
             unsigned t = s->st_host->key;
             CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
             rc = select_if(s, n, key_at_least{v, t}, as<unsigned>(s->sel), q, cuerr);

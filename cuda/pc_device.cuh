@@ -6,20 +6,27 @@
 
 // Makes `device` current for the calling thread and restores the caller's on return: a
 // library must not leave another device current (a PyTorch program's, say). err is
-// cudaSetDevice's result.
+// cudaSetDevice's result. A device that is already current is left alone (no call, no
+// context made anywhere); a thread that never chose one reads as device 0, so a call on
+// another device then leaves device 0 current again, which makes its context. Errors an
+// earlier runtime call left behind are cleared on entry and the restore's on exit, so a
+// launch check sees only its own launch.
 struct device_scope {
-    int prev = -1;
+    int prev = -1, dev;
     cudaError_t err;
-    explicit device_scope(int device)
+    explicit device_scope(int device) : dev(device)
     {
+        (void)cudaGetLastError();
         if (cudaGetDevice(&prev) != cudaSuccess)
             prev = -1;
-        err = cudaSetDevice(device);
+        err = prev == device ? cudaSuccess : cudaSetDevice(device);
     }
     ~device_scope()
     {
-        if (prev >= 0)
+        if (prev >= 0 && prev != dev) {
             cudaSetDevice(prev);
+            (void)cudaGetLastError();
+        }
     }
     device_scope(const device_scope &) = delete;
     device_scope &operator=(const device_scope &) = delete;

@@ -600,7 +600,7 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
         return pc_error_fmt(PC_EFORMAT, err, errlen, "decode called without a buffer");
     if (!isfinite(scale))
         return pc_error_fmt(PC_EFORMAT, err, errlen, "non-finite scale %g", (double)scale);
-    pc_wire_header_t h;
+    pc_wire_header_t h = {0};
     int rc = pc_codec_validate(c->codec, msg, len, want, &h, err, errlen);
     if (hdr)
         *hdr = h;
