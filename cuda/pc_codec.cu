@@ -514,14 +514,6 @@ __global__ void iota_kernel(unsigned *idx, size_t n)
         idx[i] = (unsigned)i;
 }
 
-// out[j] = v[j * stride] for j < m (the sampled top-k's sample, as pc_select's).
-__global__ void stride_sample_kernel(const float *v, size_t m, size_t stride, float *out)
-{
-    size_t step = (size_t)gridDim.x * blockDim.x;
-    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += step)
-        out[j] = v[j * stride];
-}
-
 // out[j] = v[idx[j]] for j < m.
 __global__ void gather_idx_kernel(const float *v, const unsigned *idx, size_t m, float *out)
 {
@@ -530,7 +522,8 @@ __global__ void gather_idx_kernel(const float *v, const unsigned *idx, size_t m,
         out[j] = v[idx[j]];
 }
 
-__global__ void gather_kernel(const float *v, size_t n, size_t ns, float *out)
+// The sample both sampled selections take: out[j] = v[floor(j * n / ns)] for j < ns.
+__global__ void sample_kernel(const float *v, size_t n, size_t ns, float *out)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < ns; j += stride)
@@ -953,8 +946,38 @@ int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
     return sort_u32(s, sel, as<unsigned>(s->sorted), k, n, q, cuerr);
 }
 
+// The sampled selections (top-k's fast path, dgc): take_sample puts v[floor(j * n / m)],
+// j < m, in s->sample (pc_codec__dgc_sample_index); select_sampled then finds the sample's
+// rank-th largest key *t and writes the indices of every key >= *t over all n, ascending,
+// into out (room for n), their number into *cnt. PC_ERANGE when the sample holds NaN or
+// infinity.
+int take_sample(pc_cuda_codec *s, const float *v, size_t n, size_t m, cudaStream_t q, int *cuerr)
+{
+    CK(reserve(s->sample, sizeof(float) * m));
+    sample_kernel<<<grid_for(s->sms, m), TPB, 0, q>>>(v, n, m, as<float>(s->sample));
+    CK_LAUNCH();
+    return PC_OK;
+}
+
+int select_sampled(pc_cuda_codec *s, float *v, size_t n, size_t m, size_t rank, unsigned *out,
+                   cudaStream_t q, unsigned *t, size_t *cnt, int *cuerr)
+{
+    bool bad = false;
+    int rc = radix_select(s, as<float>(s->sample), nullptr, m, rank, false, q, &bad, cuerr);
+    if (rc != PC_OK || bad)
+        return bad ? PC_ERANGE : rc;
+    *t = s->st_host->key;
+    CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
+    rc = select_if(s, n, key_at_least{v, *t}, out, q, cuerr);
+    if (rc != PC_OK)
+        return rc;
+    CK(fetch(s, q));
+    *cnt = s->st_host->count;
+    return PC_OK;
+}
+
 // The sampled path of exact top-k (pc_select's fast path, on the device), for k <= n / 4
-// and n >= 65536: a strided sample's r-th largest key t_lo lies a little below the k-th
+// and n >= 65536: a sample's r-th largest key t_lo lies a little below the k-th
 // largest of all; one order-keeping pass keeps the indices with keys >= t_lo (about 1.2k
 // to 2k of them); the exact k-th key T among those, then one more order-keeping pass over
 // them, give the k indices already ascending. *missed when the sample misjudged (fewer
@@ -971,29 +994,24 @@ int topk_sampled(pc_cuda_codec *s, float *v, size_t n, size_t k, cudaStream_t q,
     size_t r = (size_t)ceil(h + 3.0 * sqrt(h) + 16.0);
     if (m == 0 || r > m)
         return PC_OK;
-    CK(reserve(s->sample, sizeof(float) * m));
-    stride_sample_kernel<<<grid_for(s->sms, m), TPB, 0, q>>>(v, m, n / m, as<float>(s->sample));
-    CK_LAUNCH();
-    bool bad = false;
-    int rc = radix_select(s, as<float>(s->sample), nullptr, m, r, false, q, &bad, cuerr);
-    if (rc != PC_OK || bad)
-        return bad ? PC_ERANGE : rc;
-    unsigned t_lo = s->st_host->key;
-    size_t cap = 3 * k + 4096;
+    // The sample only chooses the path (the result is exact either way), so it is taken as
+    // dgc's is; a NaN or infinity in it is PC_ERANGE, as it would be anywhere.
     CK(reserve(s->hits, sizeof(unsigned) * n)); // the pass's output may hold up to n
-    CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
-    rc = select_if(s, n, key_at_least{v, t_lo}, as<unsigned>(s->hits), q, cuerr);
+    unsigned t_lo;
+    size_t cnt;
+    int rc = take_sample(s, v, n, m, q, cuerr);
+    if (rc == PC_OK)
+        rc = select_sampled(s, v, n, m, r, as<unsigned>(s->hits), q, &t_lo, &cnt, cuerr);
     if (rc != PC_OK)
         return rc;
-    CK(fetch(s, q));
-    size_t cnt = s->st_host->count;
-    if (cnt < k || cnt > cap)
+    if (cnt < k || cnt > 3 * k + 4096)
         return PC_OK;
     // The exact k-th key among the candidates' values.
     CK(reserve(s->cvals, sizeof(float) * cnt));
     gather_idx_kernel<<<grid_for(s->sms, cnt), TPB, 0, q>>>(v, as<unsigned>(s->hits), cnt,
                                                             as<float>(s->cvals));
     CK_LAUNCH();
+    bool bad = false;
     rc = radix_select(s, as<float>(s->cvals), nullptr, cnt, k, false, q, &bad, cuerr);
     if (rc != PC_OK || bad) // a NaN or infinity is above every threshold: a candidate
         return bad ? PC_ERANGE : rc;
@@ -1235,23 +1253,17 @@ int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaSt
     const unsigned *idx = nullptr;
     j->dgc_path = -1;
     if (!done && pl.k < n) {
-        CK(reserve(s->sample, sizeof(float) * pl.ns));
         CK(reserve(s->sel, sizeof(unsigned) * n));
-        gather_kernel<<<grid_for(s->sms, pl.ns), TPB, 0, q>>>(v, n, pl.ns, as<float>(s->sample));
-        CK_LAUNCH();
+        if ((rc = take_sample(s, v, n, pl.ns, q, cuerr)) != PC_OK)
+            return rc;
         for (int attempt = 0; attempt < 2 && !done; attempt++) {
-            // The ks-th largest sampled key (pc_select_kth_magnitude); 0 selects everything.
-            bool bad = false;
-            rc = radix_select(s, as<float>(s->sample), nullptr, pl.ns, ks, false, q, &bad, cuerr);
-            if (rc != PC_OK || bad) // a non-finite residual that no fold checked (state_set)
-                return bad ? PC_ERANGE : rc;
-            unsigned t = s->st_host->key;
-            CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
-            rc = select_if(s, n, key_at_least{v, t}, as<unsigned>(s->sel), q, cuerr);
+            // The ks-th largest sampled key (pc_select_kth_magnitude; 0 selects everything).
+            // A non-finite sample (a residual no fold checked: state_set) is PC_ERANGE.
+            unsigned t;
+            size_t cnt;
+            rc = select_sampled(s, v, n, pl.ns, ks, as<unsigned>(s->sel), q, &t, &cnt, cuerr);
             if (rc != PC_OK)
                 return rc;
-            CK(fetch(s, q));
-            size_t cnt = s->st_host->count;
             if (cnt >= pl.lo && cnt <= pl.hi && cnt <= pl.cap) {
                 got = cnt;
                 done = true;

@@ -541,19 +541,15 @@ static int randomk_validate(const pc_codec_t *c, const pc_wire_header_t *h, cons
 static int randomk_apply_list(const pc_codec_t *c, const pc_wire_header_t *h,
                               const uint8_t *payload, float scale, float *dense, uint32_t *out)
 {
-    size_t n = h->n, k = h->entries;
-    uint64_t *bits = calloc((n + 63) / 64, sizeof(uint64_t));
+    size_t k = h->entries;
     uint32_t *idx = out ? out : malloc(sizeof(uint32_t) * (k ? k : 1));
-    if (!bits || !idx) {
-        free(bits);
+    if (!idx || pc_codec__indices(c, h, payload, idx) != PC_OK) {
         if (!out)
             free(idx);
         return PC_ENOMEM;
     }
-    randomk_indices(&c->spec, h->iteration, h->chunk, n, k, bits, idx);
     for (size_t j = 0; j < k; j++)
         dense[idx[j]] += scale * value_at(c, payload, j);
-    free(bits);
     if (!out)
         free(idx);
     return PC_OK;
