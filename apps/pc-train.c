@@ -428,9 +428,12 @@ int main(int argc, char **argv)
     pc_worker_t *w;
     if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
         die("worker", err);
+    /* --device cuda or emulate: the tensors go through the runtime's device path. */
+    int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
+        cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
     for (int t = 0; t < pc_model_ntensors(m); t++)
-        if (pc_worker_register(w, pc_model_tensor_name(m, t), pc_model_tensor_param(m, t),
-                               pc_model_tensor_grad(m, t), pc_model_tensor_size(m, t)) < 0)
+        if (reg(w, pc_model_tensor_name(m, t), pc_model_tensor_param(m, t),
+                pc_model_tensor_grad(m, t), pc_model_tensor_size(m, t)) < 0)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));

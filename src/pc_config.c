@@ -18,6 +18,44 @@ static int check_bind(const void *value, char *err, size_t errlen)
     return pc_topo_bind_parse((const char *)value, &b, err, errlen) == PC_OK ? 0 : 1;
 }
 
+int pc_config_gpu_parse(const char *text, int *list, int *n, char *err, size_t errlen)
+{
+    if (strcmp(text, "auto") == 0) {
+        *n = 0;
+        return PC_OK;
+    }
+    int tmp[PC_CONFIG_GPU_MAX], k = 0;
+    const char *p = text;
+    for (;;) {
+        if (*p < '0' || *p > '9')
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "'%s': expected auto or device numbers such as 0,1", text);
+        long v = 0;
+        while (*p >= '0' && *p <= '9' && v <= 1023)
+            v = v * 10 + (*p++ - '0');
+        if (v > 1023)
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': device number over 1023", text);
+        if (k == PC_CONFIG_GPU_MAX)
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d devices", text,
+                                PC_CONFIG_GPU_MAX);
+        tmp[k++] = (int)v;
+        if (*p == '\0')
+            break;
+        if (*p++ != ',')
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "'%s': expected auto or device numbers such as 0,1", text);
+    }
+    memcpy(list, tmp, sizeof(int) * (size_t)k);
+    *n = k;
+    return PC_OK;
+}
+
+static int check_gpu(const void *value, char *err, size_t errlen)
+{
+    int list[PC_CONFIG_GPU_MAX], n;
+    return pc_config_gpu_parse((const char *)value, list, &n, err, errlen) == PC_OK ? 0 : 1;
+}
+
 /* ---- The runtime's table ------------------------------------------------------------ */
 
 /* Servers: at least one; 4096 is far beyond any node count we would split off. */
@@ -57,6 +95,26 @@ static const pc_opt_t config_opts[] = {
      .offset = offsetof(pc_config_t, pipeline),
      .choices = "off|on",
      .help = "compress on a pinned compressor thread (off: inline)"},
+    {.name = "device",
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(pc_config_t, device),
+     .choices = PC_CONFIG_DEVICE_TABLE(PC_OPT_CHOICE_TEXT) + 1,
+     .help = "where workers' tensors live: host memory, this rank's CUDA device, or host "
+             "memory through the GPU path (emulate: tests without a GPU)"},
+    {.name = "gpu",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(pc_config_t, gpu),
+     .size = PC_CONFIG_GPU_LEN,
+     .metavar = "auto|LIST",
+     .help = "--device cuda: node-local worker i takes LIST[i % len] (auto: i modulo the "
+             "visible devices)",
+     .check = check_gpu},
+    {.name = "compress-on",
+     .type = PC_OPT_CHOICE,
+     .offset = offsetof(pc_config_t, compress_on),
+     .choices = PC_CONFIG_COMPRESS_ON_TABLE(PC_OPT_CHOICE_TEXT) + 1,
+     .help = "device tensors: compress on the GPU (low-priority stream), or copy the gradient "
+             "to pinned memory and compress on the compressor thread's core"},
     {.name = "mode",
      .type = PC_OPT_CHOICE,
      .offset = offsetof(pc_config_t, mode),
@@ -235,6 +293,9 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->checkpoint_every = 0;
     cfg->checkpoint_keep = 2;
     cfg->resume = 0;
+    cfg->device = PC_DEVICE_CPU;
+    snprintf(cfg->gpu, sizeof(cfg->gpu), "auto");
+    cfg->compress_on = PC_COMPRESS_ON_GPU;
 }
 
 const pc_opt_t *pc_config_options(size_t *nopts)

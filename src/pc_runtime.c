@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_file.h"
 #include "pipecompress/pc_time.h"
@@ -76,6 +77,68 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
                             cfg->resume ? "--resume" : "--checkpoint-every");
+    if (pc_config_given(cfg, "gpu") && cfg->device != PC_DEVICE_CUDA)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu %s needs --device cuda", cfg->gpu);
+    if (pc_config_given(cfg, "compress-on") && cfg->device == PC_DEVICE_CPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-on needs device tensors (--device cuda or emulate)");
+    if (pc_config_given(cfg, "compress-on") && cfg->mode == PC_MODE_ALLREDUCE)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-on has no effect with --mode allreduce (nothing is "
+                            "compressed); drop one of the two");
+    return PC_OK;
+}
+
+/* Workers with device tensors: open this rank's device (rt->gpu). --device cuda: node-local
+ * worker i takes --gpu's LIST[i % len], or i modulo the visible devices. Collective over
+ * rt->comm (every rank learns whether every worker opened its device, so that all fail
+ * together). */
+static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    const pc_config_t *cfg = &rt->cfg;
+    int rc = PC_OK, ok;
+    char why[384] = "";
+    if (rt->role == PC_ROLE_WORKER && cfg->device == PC_DEVICE_EMULATE) {
+        rc = pc_gpu_create(PC_GPU_EMULATE, &rt->gpu, why, sizeof(why));
+    } else if (rt->role == PC_ROLE_WORKER && cfg->device == PC_DEVICE_CUDA) {
+        MPI_Comm node = MPI_COMM_NULL;
+        int idx = 0;
+        rc = PC_MPI_CHECK(
+            MPI_Comm_split_type(rt->workers, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &node),
+            err, errlen);
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK(MPI_Comm_rank(node, &idx), err, errlen);
+        if (node != MPI_COMM_NULL)
+            MPI_Comm_free(&node);
+        if (rc != PC_OK)
+            return rc; /* MPI failed: the job cannot agree on anything anymore */
+        int list[PC_CONFIG_GPU_MAX], n = 0;
+        char status[160];
+        pc_config_gpu_parse(cfg->gpu, list, &n, NULL, 0); /* checked by the flag's parser */
+        int count = pc_cuda_status(status, sizeof(status));
+        int dev = n ? list[idx % n] : count ? idx % count : 0;
+        if (count == 0)
+            rc = pc_error_fmt(PC_ENODEV, why, sizeof(why), "no usable CUDA device on %s: %s",
+                              pc_rt__host(rt, rt->rank), status);
+        else if (dev >= count)
+            rc = pc_error_fmt(PC_ENODEV, why, sizeof(why),
+                              "--gpu %s: device %d does not exist on %s (%d visible)", cfg->gpu,
+                              dev, pc_rt__host(rt, rt->rank), count);
+        else
+            rc = pc_gpu_create(dev, &rt->gpu, why, sizeof(why));
+    }
+    ok = rc == PC_OK;
+    int all = ok;
+    int mrc = PC_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, rt->comm), err, errlen);
+    if (mrc != PC_OK)
+        return mrc;
+    if (!ok)
+        return pc_error_fmt(rc, err, errlen, "--device %s: rank %d: %s",
+                            cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate", rt->rank, why);
+    if (!all)
+        return pc_error_fmt(PC_ENODEV, err, errlen,
+                            "--device: another worker could not open its device (its message "
+                            "says why)");
     return PC_OK;
 }
 
@@ -156,6 +219,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
                                errlen)) != PC_OK)
             goto fail;
     }
+    if ((rc = open_gpu(rt, err, errlen)) != PC_OK)
+        goto fail;
     /* Placement: a worker's backprop thread (this one) and compressor thread; a server's
      * one thread. In allreduce mode the second thread carries the allreduces. */
     static const char *const worker_names[] = {"backprop", "compressor"};
@@ -217,6 +282,7 @@ void pc_runtime_destroy(pc_runtime_t *rt)
     }
     pc_topo_plan_destroy(rt->place);
     pc_topo_destroy(rt->topo);
+    pc_gpu_destroy(rt->gpu);
     pc_log_destroy(rt->own_log);
     pc_timeline_destroy(rt->tl);
     free(rt->metrics);
@@ -240,6 +306,11 @@ int pc_runtime_workers(const pc_runtime_t *rt)
 int pc_runtime_servers(const pc_runtime_t *rt)
 {
     return rt->nservers;
+}
+
+int pc_runtime_gpu(const pc_runtime_t *rt)
+{
+    return rt->gpu ? pc_gpu_device(rt->gpu) : -2;
 }
 
 void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag)

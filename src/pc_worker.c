@@ -135,7 +135,14 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
             w->ready_list[n++] = ci;
         }
     }
-    return n ? w->ops->chunks_ready(w, w->ready_list, n, d->iteration, me) : PC_OK;
+    if (n == 0)
+        return PC_OK;
+    if (w->device) {
+        int rc = pc_rt__w_dev_grads_in(w, w->ready_list, n, d->iteration, me);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return w->ops->chunks_ready(w, w->ready_list, n, d->iteration, me);
 }
 
 /* ps: fold every completed chunk into its error-feedback state first, so gradient buffers
@@ -144,12 +151,13 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
-    char ev[40];
+    char ev[40], why[256] = "";
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         int64_t t0 = pc_time_ns();
         c->fold_it = it;
-        int rc = pc_codec_fold(c->codec, c->st, c->g);
+        int rc = w->device ? pc_rt__w_dev_fold(w, c, why, sizeof(why))
+                           : pc_codec_fold(c->codec, c->st, c->g);
         int64_t t1 = pc_time_ns();
         c->tm[it & 1].fold0 = t0;
         c->tm[it & 1].fold1 = t1;
@@ -161,6 +169,7 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
             return WFAIL(me, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
                          rt->rank, c->id, w->tensors[c->first_tensor].name, (unsigned long long)it,
                          rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
+                         : why[0]        ? why
                                          : pc_strerror(rc));
         pc_rt__w_chunk_done(w, c, it);
     }
@@ -215,13 +224,17 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
         w->inflight[c->server] -= c->send_len;
     size_t len = 0;
     int64_t t0 = pc_time_ns();
-    rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
+    if (pc_rt__w_dev_codec(c))
+        rc = pc_devcodec_compress_folded(w->dcodec, c->dst, it, w->s_codec, c->sendbuf, c->send_cap,
+                                         &len);
+    else
+        rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
     int64_t t1 = pc_time_ns();
     c->tm[it & 1].comp1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r%d: compressing chunk %u: %s", rt->rank, c->id,
-                     pc_strerror(rc));
+                     pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
     /* Post the update's receive before the gradient leaves: no unexpected messages. */
     c->recv_it = it;
     rc = PC_MPI_CHECK_PEER(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server,
@@ -268,8 +281,12 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
         uint64_t server_ns = 0;
+        if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
+            return rc;
         rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, &server_ns, why,
                                sizeof(why));
+        if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
+            return rc;
         int64_t t1 = pc_time_ns();
         char ev[40];
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
@@ -520,6 +537,14 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
     int64_t now = pc_time_ns();
     if (!w->t_first_ready)
         w->t_first_ready = now;
+    if (w->device) {
+        /* The MPI thread waits for this before it reads the gradient (never this thread). */
+        char why[256];
+        int rc = pc_gpu_event_record(t->ready, w->user, why, sizeof(why));
+        if (rc != PC_OK)
+            return WFAIL(&w->main, rc, "worker r%d: grad_ready('%s'): %s", w->rt->rank, t->name,
+                         why);
+    }
     desc_t d = {.kind = D_READY,
                 .tensor = tensor,
                 .iteration = w->iter,
@@ -629,6 +654,10 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor)
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
+        /* Device tensors: the caller's stream waits for the parameters' copy, not this
+         * thread (the version acquire above ordered the event's record before this). */
+        if (rc == PC_OK && w->device)
+            rc = pc_rt__w_dev_param_wait(w, &w->chunks[ci]);
         if (rc != PC_OK)
             return rc;
     }

@@ -13,6 +13,7 @@
 
 #include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_gpu.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_log.h"
 #include "pipecompress/pc_optim.h"
@@ -42,6 +43,8 @@ struct pc_runtime {
     pc_topo_t *topo;
     pc_topo_plan_t *place;
     int local_rank;
+    pc_gpu_t *gpu; /* workers with --device cuda|emulate: this rank's device (its streams
+                      and events are the worker's); NULL otherwise */
     volatile sig_atomic_t *stop_flag;
     char *metrics; /* JSON lines of this rank */
     size_t metrics_len, metrics_cap;

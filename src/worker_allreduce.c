@@ -54,7 +54,11 @@ static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
         for (size_t i = 0; i < c->n; i++)
             c->sum[i] *= scale;
         float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
+        if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
+            return rc;
         pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+        if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
+            return rc;
         tm->update_in = pc_time_ns();
         tm->server_ns = tm->update_in - t_step;
         /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0

@@ -25,7 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_event.h"
+#include "pipecompress/pc_gpu.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_spsc.h"
 #include "runtime_impl.h"
@@ -87,7 +89,13 @@ _Static_assert(sizeof(rel_t) == 16, "rel_t is a 16-byte SPSC slot");
 
 typedef struct wtensor {
     char name[NAME_LEN];
-    float *p, *g; /* the caller's buffers (n floats each) */
+    float *p, *g;          /* the caller's buffers (n floats each); device tensors: their host
+                              mirrors while started (worker_device.c), NULL otherwise */
+    float *dp, *dg;        /* device tensors: the caller's device buffers; NULL for host tensors */
+    pc_gpu_event_t *ready; /* device tensors: recorded on the caller's stream by grad_ready
+                              (backprop thread), waited for by the MPI thread before it reads
+                              the gradient; the next record follows the release of this
+                              iteration's gradient (iteration_end waits for it) */
     size_t n;
     int first_chunk, last_chunk;
 } wtensor_t;
@@ -129,10 +137,18 @@ typedef struct wchunk {
     size_t send_len; /* ps: bytes of the send posted last (MPI thread) */
     uint8_t *recvbuf;
     size_t recv_cap;
-    uint64_t recv_it;         /* iteration of the posted update receive */
-    uint64_t fold_it;         /* iteration of the folded, not yet compressed gradient */
-    float *sum, *mom;         /* allreduce mode */
-    ctimes_t tm[2];           /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
+    uint64_t recv_it; /* iteration of the posted update receive */
+    uint64_t fold_it; /* iteration of the folded, not yet compressed gradient */
+    float *sum, *mom; /* allreduce mode */
+    ctimes_t tm[2];   /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
+    /* Device tensors (worker_device.c; MPI thread, except where said): */
+    float *dp, *dg;           /* into the first tensor's device buffers */
+    pc_devcodec_state_t *dst; /* --compress-on gpu, a compressing chunk: its state on the
+                                 device (then st is only its checkpoint copy) */
+    pc_gpu_event_t *down;     /* the gradient's copy to g (the host mirror) is done */
+    pc_gpu_event_t *up;       /* the parameters' copy from p to dp is done: recorded by the
+                                 MPI thread before its version store, waited for on the
+                                 caller's stream by param_wait after its version load */
     _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
                                  writing the parameters, loaded (acquire) by param_wait */
 } wchunk_t;
@@ -191,6 +207,15 @@ struct pc_worker {
     int *done_idx;
     pc_codec_t *codec;       /* --compress */
     pc_codec_t *codec_dense; /* "none", for chunks under --compress-min-bytes */
+    /* Device tensors (--device cuda|emulate; worker_device.c). */
+    bool device;             /* the tensors were registered with pc_worker_register_device */
+    pc_gpu_stream_t user;    /* the caller's stream (pc_worker_set_stream) */
+    pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread) */
+    pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread) */
+    pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec (low priority) */
+    bool streams_made;       /* the three streams above exist */
+    float *mirror;           /* the host mirrors: parameters, then gradients (pinned) */
+    pc_devcodec_t *dcodec;   /* --compress-on gpu: --compress on the device */
     bool started, finished, pipelined;
     uint64_t iter;
     wthread_t main; /* the backprop thread's context; pc_worker_error reads main.err */
@@ -275,6 +300,10 @@ void pc_rt__w_abort_requests(pc_worker_t *w);
 
 /* ---- worker_start.c ------------------------------------------------------------------- */
 
+/* pc_worker_register without the check of --device (pc_worker_register_device shares it).
+ * Backprop thread. */
+int pc_rt__w_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n);
+
 /* The parameter-server mode's start-up ops (worker_ops_t chunk_init, share_initial). */
 int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me);
 int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me);
@@ -294,6 +323,45 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it);
  * updates, tells the servers, writes this worker's file, joins the collective that ends
  * the checkpoint. Backprop thread. */
 int pc_rt__w_checkpoint(pc_worker_t *w);
+
+/* ---- worker_device.c: device tensors ------------------------------------------------ */
+
+/* pc_worker_start's device step, after the plan and before the chunks are set up: host
+ * mirrors (tensor p and g point into them from here on), streams, the tensors' events, the
+ * device codec; the parameters copied into the mirrors. Backprop thread. */
+int pc_rt__w_dev_start(pc_worker_t *w);
+/* Chunk c's device part (after the mode's chunk_init). Backprop thread, at start. */
+int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c);
+/* Every tensor's parameters from its mirror to the device, waited for (after the initial
+ * parameters are shared, restored or broadcast). Backprop thread, at start. */
+int pc_rt__w_dev_params_up(pc_worker_t *w);
+/* Free what pc_rt__w_dev_start and pc_rt__w_dev_chunk_init made; device tensors get their
+ * NULL mirrors back. Backprop thread (release_started). */
+void pc_rt__w_dev_release(pc_worker_t *w);
+/* The chunks of list were completely handed over in iteration it: wait for their tensors'
+ * events, then queue the copies of the gradients that are compressed (or reduced) on the
+ * host into their mirrors, each followed by its chunk's `down` event. MPI thread. */
+int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me);
+/* Whether chunk c is folded and compressed on the device (it has a device state). */
+static inline bool pc_rt__w_dev_codec(const wchunk_t *c)
+{
+    return c->dst != NULL;
+}
+/* Fold chunk c's gradient into its state: on the device (a device state), or from the
+ * host mirror after its copy (c->down) is done. The codec's codes (PC_ERANGE: not
+ * finite); another failure's reason in why. MPI thread. */
+int pc_rt__w_dev_fold(pc_worker_t *w, wchunk_t *c, char *why, size_t len);
+/* Before the MPI thread writes c->p (an update): the previous copy from it is done. */
+int pc_rt__w_dev_before_write(pc_worker_t *w, wchunk_t *c, wthread_t *me);
+/* After the MPI thread wrote c->p: queue its copy to the device, then record c->up.
+ * Before the version store. */
+int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me);
+/* param_wait, after chunk c's version load: the caller's stream waits for c->up. */
+int pc_rt__w_dev_param_wait(pc_worker_t *w, wchunk_t *c);
+/* Checkpoints: the device states into their host copies (c->st), before they are written;
+ * back onto the device after a restore. Backprop thread, no compression in flight. */
+int pc_rt__w_dev_states_down(pc_worker_t *w, wthread_t *me);
+int pc_rt__w_dev_states_up(pc_worker_t *w, wthread_t *me);
 
 /* ---- worker_metrics.c ----------------------------------------------------------------- */
 

@@ -45,6 +45,16 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
 
 int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
+    if (w->rt->cfg.device != PC_DEVICE_CPU)
+        return WFAIL(&w->main, PC_ESTATE,
+                     "tensor '%s': the run has --device %s: register device memory with "
+                     "pc_worker_register_device",
+                     name ? name : "?", w->rt->cfg.device == PC_DEVICE_CUDA ? "cuda" : "emulate");
+    return pc_rt__w_register(w, name, param, grad, n);
+}
+
+int pc_rt__w_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
+{
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
                      name ? name : "?");
@@ -94,8 +104,11 @@ static int plan_chunks(pc_worker_t *w)
     pc_plan_tensor_t *pt = malloc(sizeof(pc_plan_tensor_t) * (size_t)w->ntensors);
     if (!pt)
         return WFAIL(&w->main, PC_ENOMEM, "out of memory");
-    for (int t = 0; t < w->ntensors; t++)
-        pt[t] = (pc_plan_tensor_t){w->tensors[t].n, w->tensors[t].p, w->tensors[t].g};
+    for (int t = 0; t < w->ntensors; t++) {
+        /* Device tensors: their device buffers (which ones are adjacent there). */
+        const wtensor_t *k = &w->tensors[t];
+        pt[t] = (pc_plan_tensor_t){k->n, k->dp ? k->dp : k->p, k->dg ? k->dg : k->g};
+    }
     size_t chunk_elems = (size_t)rt->cfg.chunk_bytes / sizeof(float);
     int rc =
         pc_plan_create(pt, w->ntensors, chunk_elems, rt->nservers ? rt->nservers : 1, &w->plan);
@@ -228,6 +241,8 @@ static int setup_chunks(pc_worker_t *w)
         c->g = w->tensors[pc->first_tensor].g + pc->offset;
         atomic_init(&c->version, 0);
         int rc = w->ops->chunk_init(w, c, &w->main);
+        if (rc == PC_OK)
+            rc = pc_rt__w_dev_chunk_init(w, c);
         if (rc != PC_OK)
             return rc;
     }
@@ -356,6 +371,7 @@ static int start_pipeline(pc_worker_t *w)
  * pending), leaving a registered worker. Start's cleanup path, and destroy's. */
 static void release_started(pc_worker_t *w)
 {
+    pc_rt__w_dev_release(w);
     for (int c = 0; c < w->nchunks; c++) {
         wchunk_t *k = &w->chunks[c];
         pc_codec_state_destroy(k->st);
@@ -414,9 +430,10 @@ int pc_worker_start(pc_worker_t *w)
         (rc = pc_rt__w_choose_resume(w, &resume)) != PC_OK || (rc = check_tag_range(w)) != PC_OK)
         goto fail;
     log_plan(w);
-    if ((rc = setup_chunks(w)) != PC_OK ||
+    if ((rc = pc_rt__w_dev_start(w)) != PC_OK || (rc = setup_chunks(w)) != PC_OK ||
         (rc = w->ops->share_initial(w, resume, &w->main)) != PC_OK ||
-        (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) || (rc = broadcast_params(w)) != PC_OK)
+        (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) ||
+        (rc = broadcast_params(w)) != PC_OK || (rc = pc_rt__w_dev_params_up(w)) != PC_OK)
         goto fail;
     set_iteration(w, resume);
     if ((rc = start_pipeline(w)) != PC_OK)

@@ -32,6 +32,17 @@ extern "C" {
  * aggregated on a server: FORWARD, the order the next forward pass needs them (the lowest
  * chunk id, i.e. the first layer, first); FIFO, the order their gradients became ready. */
 #define PC_CONFIG_PRIORITY_TABLE(X) X(FORWARD, "forward") X(FIFO, "fifo")
+/* --device: where a worker's tensors live. CPU: host memory (the reference path); CUDA:
+ * device memory of this rank's GPU (--gpu); EMULATE: host memory handled as device
+ * memory by the host emulation of pc_gpu.h (the GPU path's bookkeeping without a GPU).
+ * --compress-on (device tensors): GPU, the device codecs (pc_devcodec.h) on a low-priority
+ * stream, only the message copied to the host; CPU, the dense gradient copied to pinned
+ * host memory chunk by chunk and compressed on the compressor thread's core. */
+#define PC_CONFIG_DEVICE_TABLE(X)      X(CPU, "cpu") X(CUDA, "cuda") X(EMULATE, "emulate")
+#define PC_CONFIG_COMPRESS_ON_TABLE(X) X(GPU, "gpu") X(CPU, "cpu")
+/* Longest --gpu value kept, and most devices it may list. */
+#define PC_CONFIG_GPU_LEN 256
+#define PC_CONFIG_GPU_MAX 64
 
 typedef enum pc_config_mode {
 #define PC_CONFIG_MODE_ENUM(name, text) PC_MODE_##name,
@@ -50,6 +61,18 @@ typedef enum pc_config_priority {
     PC_CONFIG_PRIORITY_TABLE(PC_CONFIG_PRIORITY_ENUM)
 #undef PC_CONFIG_PRIORITY_ENUM
 } pc_config_priority_t;
+
+typedef enum pc_config_device {
+#define PC_CONFIG_DEVICE_ENUM(name, text) PC_DEVICE_##name,
+    PC_CONFIG_DEVICE_TABLE(PC_CONFIG_DEVICE_ENUM)
+#undef PC_CONFIG_DEVICE_ENUM
+} pc_config_device_t;
+
+typedef enum pc_config_compress_on {
+#define PC_CONFIG_COMPRESS_ON_ENUM(name, text) PC_COMPRESS_ON_##name,
+    PC_CONFIG_COMPRESS_ON_TABLE(PC_CONFIG_COMPRESS_ON_ENUM)
+#undef PC_CONFIG_COMPRESS_ON_ENUM
+} pc_config_compress_on_t;
 
 typedef struct pc_config {
     int servers;                       /* --servers S: ranks acting as parameter servers */
@@ -77,13 +100,22 @@ typedef struct pc_config {
     char metrics[PC_CONFIG_PATH_LEN];        /* --metrics FILE: JSON lines, every rank; "" = off */
     char timeline[PC_CONFIG_PATH_LEN];       /* --timeline FILE: Chrome trace of every thread */
     char checkpoint_dir[PC_CONFIG_PATH_LEN]; /* --checkpoint-dir DIR: "" = no checkpoints */
-    int64_t checkpoint_every; /* --checkpoint-every N: 0 = at the end and on signals */
-    int checkpoint_keep;      /* --checkpoint-keep K: complete checkpoints kept */
-    int resume;               /* --resume: start from the newest complete checkpoint */
-    uint64_t given;           /* bit i: row i of pc_config_options() was on the command
-                               * line (pc_config_group records it); the runtime's
-                               * defaults that depend on other flags use it */
+    int64_t checkpoint_every;    /* --checkpoint-every N: 0 = at the end and on signals */
+    int checkpoint_keep;         /* --checkpoint-keep K: complete checkpoints kept */
+    int resume;                  /* --resume: start from the newest complete checkpoint */
+    int device;                  /* --device cpu|cuda|emulate: a pc_config_device_t */
+    char gpu[PC_CONFIG_GPU_LEN]; /* --gpu auto|LIST: the node's workers' devices */
+    int compress_on;             /* --compress-on gpu|cpu: a pc_config_compress_on_t */
+    uint64_t given;              /* bit i: row i of pc_config_options() was on the command
+                                  * line (pc_config_group records it); the runtime's
+                                  * defaults that depend on other flags use it */
 } pc_config_t;
+
+/* Parse a --gpu value: "auto" (*n = 0: node-local worker i takes device i modulo the
+ * visible devices) or a comma list of device ordinals ("0,1,3"; at most PC_CONFIG_GPU_MAX,
+ * each 0..1023): node-local worker i takes list[i % n]. PC_OK, or PC_EUSAGE with a message
+ * (without the flag's name) in err; list and *n are written only on success. Thread-safe. */
+int pc_config_gpu_parse(const char *text, int *list, int *n, char *err, size_t errlen);
 
 /* Fill cfg with the defaults. */
 void pc_config_defaults(pc_config_t *cfg);

@@ -95,6 +95,10 @@ void pc_runtime_destroy(pc_runtime_t *rt);
 pc_role_t pc_runtime_role(const pc_runtime_t *rt);
 int pc_runtime_workers(const pc_runtime_t *rt);
 int pc_runtime_servers(const pc_runtime_t *rt);
+/* Workers with --device cuda: this rank's CUDA device ordinal (chosen at create: --gpu,
+ * else the node-local worker index modulo the visible devices); PC_GPU_EMULATE (-1) with
+ * --device emulate; -2 on servers and with --device cpu. Thread-safe. */
+int pc_runtime_gpu(const pc_runtime_t *rt);
 
 /* A flag a signal handler sets to the signal's number (SIGINT, SIGTERM): workers then agree
  * to stop at the next iteration boundary (pc_worker_iteration_end reports stop), write a
@@ -126,6 +130,26 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
  * each) stay owned by the caller and must outlive the worker. Returns the tensor's id
  * (0, 1, ...) or a negative PC_E* code. name is copied. */
 int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n);
+
+/* Register a tensor that lives in device memory (--device cuda: memory of this rank's
+ * GPU, pc_runtime_gpu; --device emulate: host memory handled as device memory). As
+ * pc_worker_register otherwise; a worker's tensors are all host or all device tensors
+ * (PC_EINVAL for a mix), and --device cpu refuses device tensors (PC_ESTATE) as the other
+ * devices refuse host ones. The runtime keeps pinned host mirrors of them (two floats per
+ * element). Buffer lifetimes as for host tensors, but on the caller's stream
+ * (pc_worker_set_stream): grad_ready(t) records an event on that stream after the work
+ * queued so far (the gradient is read once that work is done, on another stream; the
+ * caller must not queue writes to it before pc_worker_iteration_end returns), and
+ * param_wait(t) returns once t's update is in, having made that stream wait for the
+ * update's copy to the device: kernels queued on it afterwards see the new parameters
+ * (the calling thread does not wait for the copy). Backprop thread, before start. */
+int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad,
+                              size_t n);
+
+/* The stream (a cudaStream_t; NULL: the legacy default stream) the caller's kernels that
+ * produce gradients and read parameters run on. Before pc_worker_start: PC_ESTATE after.
+ * Backprop thread. */
+int pc_worker_set_stream(pc_worker_t *w, void *stream);
 
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
  * must have registered the same tensors. Worker 0's parameters become everyone's initial

@@ -13,6 +13,7 @@
 #include "pipecompress/pc_opt.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_devcodec.h"
+#include "pipecompress/pc_gpu.h"
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_embed.h"
 #include "pipecompress/pc_error.h"

@@ -1,0 +1,335 @@
+/* pc_gpu: a device (or the host emulation) for device-resident tensors (see pc_gpu.h). The
+ * bookkeeping is here, in C; cuda/pc_gpu.cu holds the CUDA runtime calls. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_gpu.h"
+
+#ifdef PC_HAVE_CUDA
+#include "../cuda/pc_codec_cuda.h"
+#include "../cuda/pc_cuda_kernels.h"
+#include "../cuda/pc_gpu_cuda.h"
+#endif
+
+/* The emulation's streams: distinct non-NULL tokens (never dereferenced). */
+#define EMU_STREAM ((pc_gpu_stream_t)(uintptr_t)0x5eed)
+
+struct pc_gpu {
+    int device;
+    char name[96];
+    /* Counters: any thread adds (relaxed); pc_gpu_stats reads them. Nothing is ordered by
+     * them: they are statistics. */
+    _Atomic uint64_t to_device_copies, to_device_bytes, to_host_copies, to_host_bytes;
+    _Atomic uint64_t records, event_syncs, waits;
+};
+
+struct pc_gpu_event {
+    pc_gpu_t *g;
+    void *ev; /* cudaEvent_t; NULL in the emulation */
+};
+
+static bool emulated(const pc_gpu_t *g)
+{
+    return g->device == PC_GPU_EMULATE;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+#ifdef PC_HAVE_CUDA
+/* The message of a failed CUDA call: "what: CUDA's reason". */
+static int cuda_fail(int rc, int cuerr, char *err, size_t errlen, const char *what)
+{
+    return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_cuda_error_string(cuerr));
+}
+#endif
+
+int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
+{
+    if (device < PC_GPU_EMULATE)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "no device %d", device);
+    if (device >= 0) {
+        char why[160];
+        int n = pc_cuda_status(why, sizeof(why));
+        if (n == 0)
+            return pc_error_fmt(PC_ENODEV, err, errlen, "no usable CUDA device: %s", why);
+        if (device >= n)
+            return pc_error_fmt(PC_ENODEV, err, errlen, "no CUDA device %d: %s", device, why);
+    }
+    pc_gpu_t *g = calloc(1, sizeof(*g));
+    if (!g)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    g->device = device;
+    if (device == PC_GPU_EMULATE) {
+        snprintf(g->name, sizeof(g->name), "emulated (host memory)");
+    } else {
+#ifdef PC_HAVE_CUDA
+        int cuerr = 0, rc = pc_cuda_gpu_open(device, &cuerr);
+        if (rc != PC_OK) {
+            free(g);
+            return cuda_fail(PC_ENODEV, cuerr, err, errlen, "cannot open the CUDA device");
+        }
+        char dn[64];
+        pc_cuda_device_name(device, dn, sizeof(dn));
+        snprintf(g->name, sizeof(g->name), "cuda:%d (%s)", device, dn);
+#endif
+    }
+    *out = g;
+    return PC_OK;
+}
+
+void pc_gpu_destroy(pc_gpu_t *g)
+{
+    free(g);
+}
+
+int pc_gpu_device(const pc_gpu_t *g)
+{
+    return g->device;
+}
+
+void pc_gpu_describe(const pc_gpu_t *g, char *buf, size_t len)
+{
+    if (buf && len)
+        snprintf(buf, len, "%s", g->name);
+}
+
+int pc_gpu_pci_bus_id(const pc_gpu_t *g, char *buf, size_t len)
+{
+    if (emulated(g) || !buf || len == 0)
+        return PC_ENODEV;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0;
+    return pc_cuda_gpu_bus_id(g->device, buf, len, &cuerr) == PC_OK ? PC_OK : PC_ENODEV;
+#else
+    return PC_ENODEV;
+#endif
+}
+
+int pc_gpu_host_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!emulated(g)) {
+#ifdef PC_HAVE_CUDA
+        int cuerr = 0, rc = pc_cuda_host_alloc(g->device, bytes, out, &cuerr);
+        if (rc != PC_OK)
+            return cuda_fail(rc, cuerr, err, errlen, "pinned host memory");
+        memset(*out, 0, bytes);
+        return PC_OK;
+#endif
+    }
+    *out = calloc(1, bytes ? bytes : 1);
+    return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
+}
+
+void pc_gpu_host_free(pc_gpu_t *g, void *p)
+{
+    if (!p)
+        return;
+#ifdef PC_HAVE_CUDA
+    if (!emulated(g)) {
+        pc_cuda_host_free(p);
+        return;
+    }
+#else
+    (void)g;
+#endif
+    free(p);
+}
+
+int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!emulated(g)) {
+#ifdef PC_HAVE_CUDA
+        int cuerr = 0, rc = pc_cuda_alloc(g->device, bytes, out, &cuerr);
+        if (rc == PC_OK)
+            rc = pc_cuda_zero(g->device, *out, bytes, NULL, &cuerr);
+        if (rc != PC_OK) {
+            pc_cuda_free(g->device, *out);
+            return cuda_fail(rc, cuerr, err, errlen, "device memory");
+        }
+        return PC_OK;
+#endif
+    }
+    *out = calloc(1, bytes ? bytes : 1);
+    return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
+}
+
+void pc_gpu_free(pc_gpu_t *g, void *p)
+{
+    if (!p)
+        return;
+#ifdef PC_HAVE_CUDA
+    if (!emulated(g)) {
+        pc_cuda_free(g->device, p);
+        return;
+    }
+#else
+    (void)g;
+#endif
+    free(p);
+}
+
+int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, char *err,
+                         size_t errlen)
+{
+    if (emulated(g)) {
+        *out = EMU_STREAM;
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_stream_create(g->device, low_priority, out, &cuerr);
+    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "creating a stream");
+#else
+    (void)low_priority;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+void pc_gpu_stream_destroy(pc_gpu_t *g, pc_gpu_stream_t s)
+{
+#ifdef PC_HAVE_CUDA
+    if (!emulated(g))
+        pc_cuda_gpu_stream_destroy(g->device, s);
+#else
+    (void)g;
+    (void)s;
+#endif
+}
+
+int pc_gpu_stream_sync(pc_gpu_t *g, pc_gpu_stream_t s, char *err, size_t errlen)
+{
+    if (emulated(g))
+        return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_stream_sync(g->device, s, &cuerr);
+    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for a stream");
+#else
+    (void)s;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t errlen)
+{
+    pc_gpu_event_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    e->g = g;
+#ifdef PC_HAVE_CUDA
+    if (!emulated(g)) {
+        int cuerr = 0, rc = pc_cuda_gpu_event_create(g->device, &e->ev, &cuerr);
+        if (rc != PC_OK) {
+            free(e);
+            return cuda_fail(rc, cuerr, err, errlen, "creating an event");
+        }
+    }
+#endif
+    *out = e;
+    return PC_OK;
+}
+
+void pc_gpu_event_destroy(pc_gpu_event_t *e)
+{
+    if (!e)
+        return;
+#ifdef PC_HAVE_CUDA
+    if (!emulated(e->g))
+        pc_cuda_gpu_event_destroy(e->g->device, e->ev);
+#endif
+    free(e);
+}
+
+int pc_gpu_event_record(pc_gpu_event_t *e, pc_gpu_stream_t s, char *err, size_t errlen)
+{
+    count(&e->g->records, 1);
+    if (emulated(e->g))
+        return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_event_record(e->g->device, e->ev, s, &cuerr);
+    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "recording an event");
+#else
+    (void)s;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+int pc_gpu_event_sync(pc_gpu_event_t *e, char *err, size_t errlen)
+{
+    count(&e->g->event_syncs, 1);
+    if (emulated(e->g))
+        return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_event_sync(e->g->device, e->ev, &cuerr);
+    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for an event");
+#else
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+int pc_gpu_stream_wait(pc_gpu_stream_t s, pc_gpu_event_t *e, char *err, size_t errlen)
+{
+    count(&e->g->waits, 1);
+    if (emulated(e->g))
+        return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_stream_wait(e->g->device, s, e->ev, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : cuda_fail(rc, cuerr, err, errlen, "making a stream wait for an event");
+#else
+    (void)s;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_dir_t dir,
+                pc_gpu_stream_t s, char *err, size_t errlen)
+{
+    if (dir != PC_GPU_TO_DEVICE && dir != PC_GPU_TO_HOST)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "bad copy direction %d", (int)dir);
+    if (dir == PC_GPU_TO_DEVICE) {
+        count(&g->to_device_copies, 1);
+        count(&g->to_device_bytes, bytes);
+    } else {
+        count(&g->to_host_copies, 1);
+        count(&g->to_host_bytes, bytes);
+    }
+    if (bytes == 0)
+        return PC_OK;
+    if (emulated(g)) {
+        memmove(dst, src, bytes);
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s,
+                                         &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : cuda_fail(rc, cuerr, err, errlen,
+                                   dir == PC_GPU_TO_DEVICE ? "copying to the device"
+                                                           : "copying to the host");
+#else
+    (void)s;
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
+}
+
+void pc_gpu_stats(const pc_gpu_t *g, pc_gpu_stats_t *out)
+{
+    pc_gpu_t *m = (pc_gpu_t *)g; /* atomic loads of a const object: C11 wants non-const */
+    out->to_device_copies = atomic_load_explicit(&m->to_device_copies, memory_order_relaxed);
+    out->to_device_bytes = atomic_load_explicit(&m->to_device_bytes, memory_order_relaxed);
+    out->to_host_copies = atomic_load_explicit(&m->to_host_copies, memory_order_relaxed);
+    out->to_host_bytes = atomic_load_explicit(&m->to_host_bytes, memory_order_relaxed);
+    out->records = atomic_load_explicit(&m->records, memory_order_relaxed);
+    out->event_syncs = atomic_load_explicit(&m->event_syncs, memory_order_relaxed);
+    out->waits = atomic_load_explicit(&m->waits, memory_order_relaxed);
+}

@@ -1,0 +1,292 @@
+/* worker_device: device-resident tensors in the worker (--device cuda|emulate).
+ *
+ * The caller registers device buffers (pc_worker_register_device). While started, each
+ * tensor also has host mirrors, its p and g, in one pinned slab laid out in registration
+ * order (tensors adjacent on the device are adjacent in the mirrors, so a chunk that groups
+ * tensors is one range in both). Everything the host-memory runtime does (the initial
+ * parameters, the updates, allreduce's local step, checkpoints) works on the mirrors
+ * unchanged; this file moves data between them and the device, at four points:
+ *
+ *   grad_ready(t)      records t's event on the caller's stream (never blocks it);
+ *   chunk complete     the MPI thread waits for its tensors' events, then either queues
+ *                      the gradient's copy into the mirror on s_down (--compress-on cpu,
+ *                      dense chunks, allreduce) and folds from the mirror once that copy's
+ *                      event is done, or folds on the device with the device codec on the
+ *                      low-priority s_codec (--compress-on gpu): only the message then
+ *                      reaches the host, in the chunk's pinned send buffer;
+ *   update applied     the MPI thread writes the mirror, queues its copy to the device on
+ *                      s_up and records the chunk's `up` event, then stores the version;
+ *   param_wait(t)      after the version load, the caller's stream waits for `up` (the
+ *                      host waits only for the update to be in, not for the copy).
+ *
+ * The order that makes this safe: a tensor's parameters are overwritten (the `up` copy)
+ * only after its gradient was folded, which is after its event (recorded after the
+ * layer's last use of them in the backward pass) completed; a mirror is rewritten only
+ * after its previous copy's event. Threads as in pc_worker.c: the MPI thread owns the
+ * chunks' device state and streams s_down, s_up, s_codec; the backprop thread records the
+ * tensors' events and makes its stream wait. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipecompress/pc_comm.h"
+#include "pipecompress/pc_error.h"
+#include "worker_impl.h"
+
+int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad,
+                              size_t n)
+{
+    if (w->rt->cfg.device == PC_DEVICE_CPU)
+        return WFAIL(&w->main, PC_ESTATE,
+                     "tensor '%s' registered as device memory, but the run has --device cpu",
+                     name ? name : "?");
+    if (w->ntensors > 0 && !w->device)
+        return WFAIL(&w->main, PC_EINVAL,
+                     "tensor '%s': host and device tensors cannot be mixed in one worker",
+                     name ? name : "?");
+    int t = pc_rt__w_register(w, name, param, grad, n);
+    if (t < 0)
+        return t;
+    w->device = true;
+    w->tensors[t].dp = param;
+    w->tensors[t].dg = grad;
+    w->tensors[t].p = w->tensors[t].g = NULL;
+    return t;
+}
+
+int pc_worker_set_stream(pc_worker_t *w, void *stream)
+{
+    if (w->started)
+        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_stream called after pc_worker_start");
+    w->user = stream;
+    return PC_OK;
+}
+
+/* A failed call of pc_gpu (its message in why) as the worker's error. */
+static int gpu_fail(pc_worker_t *w, wthread_t *me, int rc, const char *why)
+{
+    return WFAIL(me, rc, "worker r%d: %s", w->rt->rank, why);
+}
+
+int pc_rt__w_dev_start(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    pc_gpu_t *g = rt->gpu;
+    char why[256];
+    int rc;
+    if (!w->device)
+        return PC_OK;
+    size_t total = 0;
+    for (int t = 0; t < w->ntensors; t++)
+        total += w->tensors[t].n;
+    if ((rc = pc_gpu_host_alloc(g, 2 * total * sizeof(float), (void **)&w->mirror, why,
+                                sizeof(why))) != PC_OK)
+        return gpu_fail(w, &w->main, rc, why);
+    size_t off = 0;
+    for (int t = 0; t < w->ntensors; t++) {
+        wtensor_t *k = &w->tensors[t];
+        k->p = w->mirror + off;
+        k->g = w->mirror + total + off;
+        off += k->n;
+        if ((rc = pc_gpu_event_create(g, &k->ready, why, sizeof(why))) != PC_OK)
+            return gpu_fail(w, &w->main, rc, why);
+    }
+    if ((rc = pc_gpu_stream_create(g, false, &w->s_down, why, sizeof(why))) != PC_OK)
+        return gpu_fail(w, &w->main, rc, why);
+    if ((rc = pc_gpu_stream_create(g, false, &w->s_up, why, sizeof(why))) != PC_OK) {
+        pc_gpu_stream_destroy(g, w->s_down);
+        return gpu_fail(w, &w->main, rc, why);
+    }
+    if ((rc = pc_gpu_stream_create(g, true, &w->s_codec, why, sizeof(why))) != PC_OK) {
+        pc_gpu_stream_destroy(g, w->s_down);
+        pc_gpu_stream_destroy(g, w->s_up);
+        return gpu_fail(w, &w->main, rc, why);
+    }
+    w->streams_made = true;
+    if (rt->cfg.mode == PC_MODE_PS && rt->cfg.compress_on == PC_COMPRESS_ON_GPU &&
+        rt->spec.ef && rt->spec.id != PC_CODEC_NONE) {
+        int dev = pc_gpu_device(g) == PC_GPU_EMULATE ? PC_DEVCODEC_CPU : pc_gpu_device(g);
+        if ((rc = pc_devcodec_create(&rt->spec, dev, &w->dcodec, why, sizeof(why))) != PC_OK)
+            return gpu_fail(w, &w->main, rc, why);
+    }
+    /* The initial parameters into the mirrors (worker 0's go to the servers and the other
+     * workers from there). */
+    for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
+        rc = pc_gpu_copy(g, w->tensors[t].p, w->tensors[t].dp, sizeof(float) * w->tensors[t].n,
+                         PC_GPU_TO_HOST, w->s_down, why, sizeof(why));
+    if (rc == PC_OK)
+        rc = pc_gpu_stream_sync(g, w->s_down, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+}
+
+int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
+{
+    pc_gpu_t *g = w->rt->gpu;
+    char why[256];
+    int rc;
+    if (!w->device)
+        return PC_OK;
+    const wtensor_t *t = &w->tensors[c->first_tensor];
+    c->dp = t->dp + c->offset;
+    c->dg = t->dg + c->offset;
+    if ((rc = pc_gpu_event_create(g, &c->down, why, sizeof(why))) != PC_OK ||
+        (rc = pc_gpu_event_create(g, &c->up, why, sizeof(why))) != PC_OK)
+        return gpu_fail(w, &w->main, rc, why);
+    /* Compressing chunks with a device codec fold and compress on the device; dense ones
+     * ("none" under --compress-min-bytes) are their own message: copied and sent. */
+    if (w->dcodec && c->codec == w->codec &&
+        (rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) !=
+            PC_OK)
+        return gpu_fail(w, &w->main, rc, why);
+    return PC_OK;
+}
+
+int pc_rt__w_dev_params_up(pc_worker_t *w)
+{
+    pc_gpu_t *g = w->rt->gpu;
+    char why[256];
+    int rc = PC_OK;
+    if (!w->device)
+        return PC_OK;
+    for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
+        rc = pc_gpu_copy(g, w->tensors[t].dp, w->tensors[t].p, sizeof(float) * w->tensors[t].n,
+                         PC_GPU_TO_DEVICE, w->s_up, why, sizeof(why));
+    if (rc == PC_OK)
+        rc = pc_gpu_stream_sync(g, w->s_up, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+}
+
+void pc_rt__w_dev_release(pc_worker_t *w)
+{
+    pc_gpu_t *g = w->rt->gpu;
+    if (!w->device)
+        return;
+    for (int ci = 0; ci < w->nchunks; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        pc_devcodec_state_destroy(c->dst);
+        pc_gpu_event_destroy(c->down);
+        pc_gpu_event_destroy(c->up);
+        c->dst = NULL;
+        c->down = c->up = NULL;
+    }
+    for (int t = 0; t < w->ntensors; t++) {
+        wtensor_t *k = &w->tensors[t];
+        pc_gpu_event_destroy(k->ready);
+        k->ready = NULL;
+        k->p = k->g = NULL;
+    }
+    if (w->streams_made) {
+        pc_gpu_stream_destroy(g, w->s_down);
+        pc_gpu_stream_destroy(g, w->s_up);
+        pc_gpu_stream_destroy(g, w->s_codec);
+        w->streams_made = false;
+    }
+    pc_devcodec_destroy(w->dcodec);
+    w->dcodec = NULL;
+    pc_gpu_host_free(g, w->mirror);
+    w->mirror = NULL;
+}
+
+int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me)
+{
+    pc_gpu_t *g = w->rt->gpu;
+    char why[256];
+    int rc;
+    (void)it;
+    for (int j = 0; j < n; j++) {
+        wchunk_t *c = &w->chunks[list[j]];
+        /* The caller's stream has produced the chunk's gradients. */
+        for (int t = c->first_tensor; t <= c->last_tensor; t++)
+            if ((rc = pc_gpu_event_sync(w->tensors[t].ready, why, sizeof(why))) != PC_OK)
+                return gpu_fail(w, me, rc, why);
+        if (pc_rt__w_dev_codec(c))
+            continue;
+        if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down,
+                              why, sizeof(why))) != PC_OK ||
+            (rc = pc_gpu_event_record(c->down, w->s_down, why, sizeof(why))) != PC_OK)
+            return gpu_fail(w, me, rc, why);
+    }
+    /* allreduce reads the mirrors right away: its chunks' copies are awaited here. */
+    if (!w->ops->servers)
+        for (int j = 0; j < n; j++)
+            if ((rc = pc_gpu_event_sync(w->chunks[list[j]].down, why, sizeof(why))) != PC_OK)
+                return gpu_fail(w, me, rc, why);
+    return PC_OK;
+}
+
+int pc_rt__w_dev_fold(pc_worker_t *w, wchunk_t *c, char *why, size_t len)
+{
+    int rc;
+    if (pc_rt__w_dev_codec(c)) {
+        rc = pc_devcodec_fold(w->dcodec, c->dst, c->dg, w->s_codec);
+        snprintf(why, len, "%s", pc_devcodec_error(w->dcodec));
+        return rc;
+    }
+    if ((rc = pc_gpu_event_sync(c->down, why, len)) != PC_OK)
+        return rc;
+    rc = pc_codec_fold(c->codec, c->st, c->g);
+    snprintf(why, len, "%s", pc_strerror(rc));
+    return rc;
+}
+
+int pc_rt__w_dev_before_write(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    char why[256];
+    int rc = pc_gpu_event_sync(c->up, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, why);
+}
+
+int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    char why[256];
+    int rc = pc_gpu_copy(w->rt->gpu, c->dp, c->p, sizeof(float) * c->n, PC_GPU_TO_DEVICE,
+                         w->s_up, why, sizeof(why));
+    if (rc == PC_OK)
+        rc = pc_gpu_event_record(c->up, w->s_up, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, why);
+}
+
+int pc_rt__w_dev_param_wait(pc_worker_t *w, wchunk_t *c)
+{
+    char why[256];
+    int rc = pc_gpu_stream_wait(w->user, c->up, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+}
+
+int pc_rt__w_dev_states_down(pc_worker_t *w, wthread_t *me)
+{
+    char why[256];
+    for (int ci = 0; ci < w->nchunks; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        if (!pc_rt__w_dev_codec(c))
+            continue;
+        int rc = pc_devcodec_state_get(
+            c->dst, pc_devcodec_state_has_residual(c->dst) ? pc_codec_state_residual(c->st) : NULL,
+            pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL, why,
+            sizeof(why));
+        if (rc != PC_OK)
+            return gpu_fail(w, me, rc, why);
+        pc_codec_state_set_steps(c->st, pc_devcodec_state_steps(c->dst));
+    }
+    return PC_OK;
+}
+
+int pc_rt__w_dev_states_up(pc_worker_t *w, wthread_t *me)
+{
+    char why[256];
+    for (int ci = 0; ci < w->nchunks; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        if (!pc_rt__w_dev_codec(c))
+            continue;
+        int rc = pc_devcodec_state_set(
+            c->dst, pc_devcodec_state_has_residual(c->dst) ? pc_codec_state_residual(c->st) : NULL,
+            pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL, why,
+            sizeof(why));
+        if (rc != PC_OK)
+            return gpu_fail(w, me, rc, why);
+        pc_devcodec_state_set_steps(c->dst, pc_codec_state_steps(c->st));
+    }
+    return PC_OK;
+}
