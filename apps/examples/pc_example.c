@@ -169,9 +169,15 @@ int main(int argc, char **argv)
     if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
         die("worker", err);
     int tid[6];
+    /* --device emulate runs these host buffers through the runtime's device-tensor path
+     * (pc_gpu.h's host emulation); this example computes on the CPU, so not --device cuda. */
+    if (cfg.device == PC_DEVICE_CUDA)
+        die("--device", "cuda: this example computes on the CPU (pc-train --device cuda trains "
+                        "on a GPU)");
+    int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
+        cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
     for (int i = 0; i < 6; i++)
-        if ((tid[i] = pc_worker_register(w, names[i], params + off[i], grads + off[i], sizes[i])) <
-            0)
+        if ((tid[i] = reg(w, names[i], params + off[i], grads + off[i], sizes[i])) < 0)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));

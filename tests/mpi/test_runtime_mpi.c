@@ -94,13 +94,18 @@ int main(int argc, char **argv)
     pc_worker_t *w;
     if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
         die("worker", err);
+    /* --device emulate: the same buffers as device tensors (pc_gpu's host emulation). */
+    int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
+        cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
     for (int t = 0; t < T; t++)
-        if (pc_worker_register(w,
-                               t == 0   ? "a"
-                               : t == 1 ? "b"
-                                        : "c",
-                               p + off[t], gr + off[t], sizes[t]) < 0)
+        if (reg(w,
+                t == 0   ? "a"
+                : t == 1 ? "b"
+                         : "c",
+                p + off[t], gr + off[t], sizes[t]) < 0)
             die("register", pc_worker_error(w));
+    if (cfg.device != PC_DEVICE_CPU && pc_worker_register(w, "host", p, gr, 1) != PC_ESTATE)
+        die("register", "a host tensor was accepted with --device emulate");
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
 
@@ -188,6 +193,30 @@ int main(int argc, char **argv)
     }
     if (pc_worker_finish(w) != PC_OK)
         die("finish", pc_worker_error(w));
+    if (rt->gpu) {
+        /* The device path's bookkeeping: each iteration every gradient went to the host
+         * once (--compress none: dense chunks are copied, never folded on the device) and
+         * every update to the device once, plus the initial parameters both ways; one event
+         * per grad_ready call (four an iteration: b in two pieces) at least, and a stream
+         * wait per chunk and param_wait call at least. */
+        pc_gpu_stats_t gs;
+        pc_gpu_stats(rt->gpu, &gs);
+        uint64_t bytes = sizeof(float) * total * 4;
+        if (gs.to_host_bytes != bytes || gs.to_device_bytes != bytes || gs.records < 12 ||
+            gs.waits < 9) {
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "rank %d: copies %llu B to the host, %llu B to the device (expected %llu "
+                     "each), %llu records, %llu waits",
+                     rank, (unsigned long long)gs.to_host_bytes,
+                     (unsigned long long)gs.to_device_bytes, (unsigned long long)bytes,
+                     (unsigned long long)gs.records, (unsigned long long)gs.waits);
+            die("device", msg);
+        }
+        if (rank == 0)
+            printf("device: copies, events and waits as expected (%llu records, %llu waits)\n",
+                   (unsigned long long)gs.records, (unsigned long long)gs.waits);
+    }
     for (size_t i = 0; i < total; i++)
         if (p[i] != expect[i])
             die("exact", "final parameters differ from the expected mean-gradient steps");
