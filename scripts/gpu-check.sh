@@ -116,7 +116,7 @@ if command -v cuobjdump >/dev/null 2>&1; then
 fi
 
 # ---- tests -------------------------------------------------------------------------------
-cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda"
+cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda tests/unit/test_model_cuda"
 say "CUDA tests: $cuda_tests"
 run timeout "$(limit 300)" make -C "$b" check TESTS="$cuda_tests"
 cuda_rc=$?
@@ -144,12 +144,55 @@ write_summary() {
         echo "scripts/gpu-check.sh at $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - start)) s"
         echo "GPU: $gpu; built for sm_$arch"
         echo "CUDA tests: $([ $cuda_rc = 0 ] && echo passed || echo FAILED); unit tests: $([ $unit_rc = 0 ] && echo passed || echo FAILED)"
+        [ -s "$out/train.txt" ] && sed 's/^/training: /' "$out/train.txt"
         echo "$verdicts" | grep -v '^PASS' | sed 's/^/  /'
         grep -h '^skipped:' "$out/tests.log" 2>/dev/null | sed 's/^/  /'
         echo
         cat "$out/summary.body" 2>/dev/null || echo "${1:-(no benchmark)}"
     } >"$out/summary.txt"
 }
+write_summary "(benchmark not run yet)"
+
+# ---- training on the GPU ------------------------------------------------------------------
+# 2 workers + 1 server on this one GPU, mlp for 300 iterations on synthetic data: the loss
+# falls as on the CPU (scripts/bench/loss_compare.py); --compress-on gpu pipelined and
+# inline save bitwise the same model; --compress-on cpu saves the same model as gpu (the
+# device codecs write the CPU codecs' messages, so every update is the same).
+tdir=$out/train
+mkdir -p "$tdir"
+tcommon=(--model mlp --data synthetic --synthetic-samples 40000 --batch 64 --iters 300 --seed 7
+         --lr 0.05 --compress topk:ratio=0.01 --log-level warn)
+train_rc=0
+: >"$out/train.txt"
+verdict() { # verdict OK|FAILED TEXT
+    [ "$1" = ok ] || train_rc=1
+    say "training: $2${1:+ ($1)}"
+    echo "$2: $1" >>"$out/train.txt"
+}
+train_run() { # train_run NAME FLAGS...: the run's metrics and model in $tdir
+    local name=$1
+    shift
+    run timeout "$(limit 150)" "$PC_TOP/scripts/pc-mpirun.sh" -np 3 "$b/apps/pc-train" "${tcommon[@]}" \
+        "$@" --metrics "$tdir/$name.jsonl" --save-model "$tdir/$name.pcm" ||
+        verdict FAILED "pc-train $* (see gpu-check.log)"
+}
+say "training: mlp, 2 workers + 1 server, 300 iterations, on the CPU and on the GPU"
+train_run cpu
+train_run gpu --device cuda --compress-on gpu
+train_run gpu-inline --device cuda --compress-on gpu --pipeline off
+train_run gpu-cpucomp --device cuda --compress-on cpu
+if [ -s "$tdir/gpu.jsonl" ] && [ -s "$tdir/cpu.jsonl" ]; then
+    if line=$(python3 "$PC_TOP/scripts/bench/loss_compare.py" "$tdir/cpu.jsonl" "$tdir/gpu.jsonl" 2>&1); then
+        verdict ok "GPU against CPU: $line"
+    else
+        verdict FAILED "GPU against CPU: $line"
+    fi
+fi
+same_model() { # same_model A B TEXT
+    if [ -s "$tdir/$1.pcm" ] && cmp -s "$tdir/$1.pcm" "$tdir/$2.pcm"; then verdict ok "$3"; else verdict FAILED "$3"; fi
+}
+same_model gpu gpu-inline "--compress-on gpu: pipelined and inline save bitwise the same model"
+same_model gpu gpu-cpucomp "--compress-on cpu and gpu save bitwise the same model"
 write_summary "(benchmark not run yet)"
 
 # ---- benchmark ---------------------------------------------------------------------------
@@ -180,4 +223,4 @@ write_summary
 rm -f "$out/summary.body"
 cat "$out/summary.txt"
 say "done"
-[ $cuda_rc = 0 ] && [ $unit_rc = 0 ]
+[ $cuda_rc = 0 ] && [ $unit_rc = 0 ] && [ $train_rc = 0 ]

@@ -17,7 +17,13 @@
 #
 #   scripts/bench/e2e.sh [--quick] [--out DIR] [--models "wide cnn"] [--nets "shm 10g 1g"]
 #                        [--workers "1 2"] [--iters N] [--warmup N] [--predict]
-#                        [--nodes N [--link "RATE[,DELAY] ..."]]
+#                        [--nodes N [--link "RATE[,DELAY] ..."]] [--batch N] [--modes "1 3 4"]
+#                        [--device cpu|cuda [--compress-on gpu|cpu]] [--build DIR]
+#
+# --device cuda trains on each worker's GPU (pc-train --device cuda; --compress-on, default
+# gpu, says where the workers compress; every mode but 1 takes it). --batch: per worker
+# (default 32). --modes: a subset of 1-7. --build DIR: the programs of an existing build
+# (as scripts/gpu-check.sh makes), without installing packages or building.
 #
 # --predict: before each (model, network, workers) group, `pc-bench model --predict W,1,all`
 # on the ranks and nodes of modes 2-7 (W + 1 ranks, the same network: every rank profiles
@@ -41,6 +47,11 @@ out=""
 nodes=""
 links="1gbit 10gbit"
 predict=0
+batch=32
+modes="1 2 3 4 5 6 7"
+device=cpu
+compress_on=""
+build=""
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -53,11 +64,22 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=${2:?--nodes needs a count}; shift ;;
     --link) links=${2:?--link needs rates}; shift ;;
     --predict) predict=1 ;;
+    --batch) batch=${2:?--batch needs a number}; shift ;;
+    --modes) modes=${2:?--modes needs a list}; shift ;;
+    --device) device=${2:?--device needs cpu or cuda}; shift ;;
+    --compress-on) compress_on=${2:?--compress-on needs gpu or cpu}; shift ;;
+    --build) build=${2:?--build needs a directory}; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+case $batch in '' | *[!0-9]* | 0) echo "e2e.sh: --batch: '$batch' is not a positive number" >&2; exit 2 ;; esac
+for m in $modes; do case $m in [1-7]) ;; *) echo "e2e.sh: --modes: '$m' is not a mode 1..7" >&2; exit 2 ;; esac; done
+case $device in cpu | cuda) ;; *) echo "e2e.sh: --device: '$device' is not cpu or cuda" >&2; exit 2 ;; esac
+case $compress_on in "" | gpu | cpu) ;; *) echo "e2e.sh: --compress-on: '$compress_on' is not gpu or cpu" >&2; exit 2 ;; esac
+[ -n "$compress_on" ] && [ "$device" != cuda ] && { echo "e2e.sh: --compress-on needs --device cuda" >&2; exit 2; }
+[ -z "$build" ] || [ -x "$build/apps/pc-train" ] || { echo "e2e.sh: --build: no $build/apps/pc-train" >&2; exit 2; }
 for m in $models; do case $m in wide|cnn|mlp) ;; *) echo "e2e.sh: --models: unknown model '$m'" >&2; exit 2 ;; esac; done
 if [ -n "$nodes" ]; then
     case $nodes in *[!0-9]*|"") echo "e2e.sh: --nodes: '$nodes' is not a number" >&2; exit 2 ;; esac
@@ -81,9 +103,18 @@ case $iters in *[!0-9]*|"") echo "e2e.sh: --iters: '$iters' is not a number" >&2
 [ "$iters" -gt "$warmup" ] || { echo "e2e.sh: --iters must exceed --warmup ($warmup)" >&2; exit 2; }
 out=${out:-$PC_TOP/results/e2e-$(date +%Y-%m-%d)}
 
-pc_setup iproute2
-pc_build build
-train="$PC_TOP/build/apps/pc-train"
+if [ -n "$build" ]; then
+    build=$(cd "$build" && pwd)
+else
+    pc_setup iproute2
+    pc_build build
+    build=$PC_TOP/build
+fi
+train="$build/apps/pc-train"
+# Where the workers' tensors live (and compress), for every mode but the allreduce, which
+# has nothing to compress (--compress-on would be refused there).
+dev_flags=(--device "$device")
+[ -n "$compress_on" ] && comp_flags=(--compress-on "$compress_on") || comp_flags=()
 runs="$out/runs"
 mkdir -p "$runs"
 rm -f "$runs"/*
@@ -167,7 +198,7 @@ for model in $models; do
                 fi
                 name="$model-$net-w$w"
                 printf '== %-24s %-38s ' "$name" "pc-bench model --predict $w,1,all"
-                probe=("$PC_TOP/build/apps/pc-bench" model --model "$model" --batch 32 --reps 3
+                probe=("$build/apps/pc-bench" model --model "$model" --batch 32 --reps 3
                        --predict "$w,1,all")
                 if [ -n "$cluster" ]; then # one rank per node, as the runs: the per-node link
                     launch=(timeout 900 "$pcc" mpirun "$cluster" -np $((w + 1)) --map-by node)
@@ -177,13 +208,17 @@ for model in $models; do
                 "${launch[@]}" "${probe[@]}" >"$runs/$name.predict" 2>&1 && echo ok ||
                     { echo "failed (the report goes without it)"; tail -n 3 "$runs/$name.predict" >&2; }
             fi
-            for mode in 1 2 3 4 5 6 7; do
+            for mode in $modes; do
                 np=$((mode == 1 ? w : w + 1))
                 name="$model-$net-w$w-m$mode"
+                extra=("${dev_flags[@]}")
+                [ "$mode" != 1 ] && extra+=("${comp_flags[@]}")
+                # Enough samples for every iteration's batches (no epoch boundary inside).
+                samples=$(( batch * w * (iters + 1) > 4000 ? batch * w * (iters + 1) : 4000 ))
                 # shellcheck disable=SC2046
-                cmd=("$train" --model "$model" --data synthetic --synthetic-samples 4000
-                     --batch 32 --iters "$iters" --seed 42 --lr 0.01 --timeout 600
-                     --log-level warn --metrics "$runs/$name.jsonl" $(flags_of $mode))
+                cmd=("$train" --model "$model" --data synthetic --synthetic-samples "$samples"
+                     --batch "$batch" --iters "$iters" --seed 42 --lr 0.01 --timeout 600
+                     --log-level warn --metrics "$runs/$name.jsonl" $(flags_of $mode) "${extra[@]}")
                 env=(OMPI_MCA_btl=self,vader)
                 pre=()
                 if [ -n "$ns" ]; then
@@ -203,9 +238,9 @@ for model in $models; do
                 t1=$(date +%s%N)
                 printf '%6d s %s\n' $(( (t1 - t0) / 1000000000 )) "${failed:-ok}"
                 [ -n "$failed" ] && tail -n 3 "$runs/$name.log" >&2
-                python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None, "batch": 32}, open(a[12], "w"))' \
-                    "$name" "$model" "$net" "$w" "$mode" "$(label_of $mode)" "$(flags_of $mode)" "$np" \
-                    "$iters" "$warmup" "$failed" "$runs/$name.meta.json"
+                python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None, "batch": int(a[13]), "device": a[14]}, open(a[12], "w"))' \
+                    "$name" "$model" "$net" "$w" "$mode" "$(label_of $mode)" "$(flags_of $mode) ${extra[*]}" "$np" \
+                    "$iters" "$warmup" "$failed" "$runs/$name.meta.json" "$batch" "$device${compress_on:+, compress on $compress_on}"
             done
         done
     done
