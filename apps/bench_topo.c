@@ -94,8 +94,8 @@ int bench_topo_main(int argc, char **argv)
     char line[LINE_LEN] = "";
     rc = pc_topo_create(NULL, &topo, err, sizeof(err));
     if (rc == PC_OK)
-        rc = pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, nthreads, names, &plan, &lrank, err,
-                               sizeof(err));
+        rc = pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, nthreads, names, NULL, NULL, &plan,
+                               &lrank, err, sizeof(err));
     if (rc != PC_OK) {
         pc_log_write(log, PC_LOG_ERROR, NULL, "placement: %s", err);
         status = rc == PC_EUSAGE ? BENCH_EXIT_USAGE : BENCH_EXIT_FAIL;

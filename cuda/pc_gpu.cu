@@ -106,8 +106,8 @@ extern "C" int pc_cuda_gpu_stream_wait(int device, void *stream, void *event, in
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_copy(int device, void *dst, const void *src, size_t bytes,
-                                int to_device, void *stream, int *cuerr)
+extern "C" int pc_cuda_gpu_copy(int device, void *dst, const void *src, size_t bytes, int to_device,
+                                void *stream, int *cuerr)
 {
     device_scope dev(device);
     GPU_CK(dev.err);

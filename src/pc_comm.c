@@ -37,13 +37,13 @@ int pc_comm_check(int mpi_rc, const char *what, const char *file, int line, char
 
 /* pc_topo_rank_t travels as MPI_BYTE between ranks of one node (same binary, same ABI):
  * plain bytes, no pointers, no padding to leak or to differ. */
-_Static_assert(sizeof(pc_topo_rank_t) ==
-                   2 * sizeof(int) + PC_TOPO_CPUSET_LEN + PC_TOPO_MAX_THREADS * PC_TOPO_NAME_LEN,
+_Static_assert(sizeof(pc_topo_rank_t) == 2 * sizeof(int) + 2 * PC_TOPO_CPUSET_LEN +
+                                             (1 + PC_TOPO_MAX_THREADS) * PC_TOPO_NAME_LEN,
                "pc_topo_rank_t is sent as raw bytes");
 
 int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind, int nthreads,
-                      const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,
-                      size_t errlen)
+                      const char *const names[], const char *near, const char *gpu,
+                      pc_topo_plan_t **plan, int *local_rank, char *err, size_t errlen)
 {
     int rc, rank, lrank, lsize;
     MPI_Comm node = MPI_COMM_NULL;
@@ -56,6 +56,8 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
     if (rc != PC_OK)
         return pc_error_fmt(rc, err, errlen, "rank %d: cannot read its CPU binding: %s", rank,
                             pc_strerror(rc));
+    snprintf(me.near, sizeof(me.near), "%s", near ? near : "");
+    snprintf(me.gpu, sizeof(me.gpu), "%s", gpu ? gpu : "");
     rc = PC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
                       err, errlen);
     if (rc != PC_OK)

@@ -310,8 +310,8 @@ int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_di
         return PC_OK;
     }
 #ifdef PC_HAVE_CUDA
-    int cuerr = 0, rc = pc_cuda_gpu_copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s,
-                                         &cuerr);
+    int cuerr = 0,
+        rc = pc_cuda_gpu_copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s, &cuerr);
     return rc == PC_OK ? PC_OK
                        : cuda_fail(rc, cuerr, err, errlen,
                                    dir == PC_GPU_TO_DEVICE ? "copying to the device"

@@ -232,9 +232,19 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         goto fail;
     if ((rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
         goto fail;
+    /* A worker with a GPU: its name for the placement line, and the cores near it (where
+     * the topology knows the device; otherwise no preference). */
+    char near[PC_TOPO_CPUSET_LEN] = "", gpu[PC_TOPO_NAME_LEN] = "", bus[32];
+    if (rt->gpu && pc_gpu_device(rt->gpu) >= 0) {
+        snprintf(gpu, sizeof(gpu), "cuda:%d", pc_gpu_device(rt->gpu));
+        if (pc_gpu_pci_bus_id(rt->gpu, bus, sizeof(bus)) == PC_OK)
+            pc_topo_pci_cpuset(rt->topo, bus, near, sizeof(near), NULL, 0);
+    } else if (rt->gpu) {
+        snprintf(gpu, sizeof(gpu), "emulated");
+    }
     rc =
         pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
-                          &rt->place, &rt->local_rank, err, errlen);
+                          near, gpu, &rt->place, &rt->local_rank, err, errlen);
     if (rc != PC_OK)
         goto fail;
     if (rt->local_rank == 0) {

@@ -1,8 +1,10 @@
-/* pc_topo: hwloc topology, node-wide thread placement plans, binding with verification.
+/* pc_topo: hwloc topology, node-wide thread placement plans, binding with verification,
+ * and the CPU locality of PCI devices (GPUs).
  *
  * See pc_topo.h for the placement rules. Plans store, per (rank, thread), a logical core
  * index and the cpuset to bind to (the core's PUs, restricted to the rank's launcher
- * cpuset when the plan came from that cpuset). */
+ * cpuset when the plan came from that cpuset), and whether that cpuset lies inside the
+ * rank's `near` set (the cores next to its GPU). */
 #include "config.h"
 
 #include <ctype.h>
@@ -27,6 +29,7 @@ typedef struct place {
     int core;           /* logical core index, -1 unbound */
     hwloc_bitmap_t set; /* PUs to bind to; NULL when unbound */
     bool shared;
+    bool near; /* bound, and set lies inside the rank's `near` cpuset */
 } place_t;
 
 struct pc_topo_plan {
@@ -51,6 +54,23 @@ int pc_topo_create(const char *synthetic, pc_topo_t **out, char *err, size_t err
         hwloc_topology_destroy(t->h);
         free(t);
         return pc_error_fmt(PC_ETOPO, err, errlen, "bad synthetic topology '%s'", synthetic);
+    }
+    if (!synthetic) {
+        /* PCI devices and bridges, for pc_topo_pci_cpuset: only the important ones (GPUs,
+         * NICs, storage; hwloc skips the rest while discovering). No OS devices: those come
+         * from hwloc's CUDA, NVML, OpenCL... plugins, which would initialise the GPU
+         * drivers inside every rank at start-up, and a bus id finds the PCI device alone.
+         * I/O objects carry no cpuset: cores, PUs and the allowed cpuset do not change. A
+         * failure here only means no I/O objects (pc_topo_pci_cpuset: PC_ENOENT). */
+        (void)hwloc_topology_set_io_types_filter(t->h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        (void)hwloc_topology_set_type_filter(t->h, HWLOC_OBJ_OS_DEVICE,
+                                             HWLOC_TYPE_FILTER_KEEP_NONE);
+#if HWLOC_API_VERSION >= 0x00020100
+        /* On Linux hwloc's own backend reads the PCI devices and their locality from sysfs;
+         * the libpciaccess plugin ("pci") would only read them again, slower, and it leaks
+         * about 1 KB per load (LeakSanitizer fails every test that loads a topology). */
+        (void)hwloc_topology_set_components(t->h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+#endif
     }
     if (hwloc_topology_load(t->h) != 0) {
         hwloc_topology_destroy(t->h);
@@ -117,6 +137,92 @@ int pc_topo_self(const pc_topo_t *topo, int rank, int nthreads, const char *cons
     return rc;
 }
 
+/* Read 1..8 hex digits at *p into *out and advance *p past them; returns how many, or -1
+ * when there are none or more than 8 (values are at most 32 bits). */
+static int hex_field(const char **p, unsigned *out)
+{
+    unsigned v = 0;
+    int n = 0;
+    while (isxdigit((unsigned char)**p)) {
+        if (++n > 8)
+            return -1;
+        int c = tolower((unsigned char)**p);
+        v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : c - 'a' + 10);
+        (*p)++;
+    }
+    *out = v;
+    return n > 0 ? n : -1;
+}
+
+/* "[DOMAIN:]BUS:DEVICE.FUNCTION" in hex, as cudaDeviceGetPCIBusId writes it: domain 1-8
+ * digits (hwloc's is 32 bits), bus 1-2, device 1-2 (at most 0x1f), function 1 (at most 7),
+ * nothing after. Returns 0, or -1 for anything else. */
+static int parse_busid(const char *text, unsigned *domain, unsigned *bus, unsigned *dev,
+                       unsigned *func)
+{
+    const char *p = text;
+    unsigned f[3];
+    int nd[3], n = 0;
+    for (;;) { /* two or three fields separated by ':' */
+        if ((nd[n] = hex_field(&p, &f[n])) < 0)
+            return -1;
+        n++;
+        if (*p != ':' || n == 3)
+            break;
+        p++;
+    }
+    if (n < 2 || *p != '.')
+        return -1;
+    p++;
+    int k = n - 2; /* index of the bus field */
+    *domain = n == 3 ? f[0] : 0;
+    *bus = f[k];
+    *dev = f[k + 1];
+    if (nd[k] > 2 || nd[k + 1] > 2 || *dev > 0x1f || hex_field(&p, func) != 1 || *func > 7 ||
+        *p != '\0')
+        return -1;
+    return 0;
+}
+
+int pc_topo_pci_cpuset(const pc_topo_t *topo, const char *busid, char *cpuset, size_t len,
+                       char *err, size_t errlen)
+{
+    if (cpuset && len > 0)
+        cpuset[0] = '\0';
+    if (!topo || !busid || !cpuset || len == 0)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "PCI locality: no bus id or no buffer");
+    unsigned domain = 0, bus = 0, dev = 0, func = 0;
+    if (parse_busid(busid, &domain, &bus, &dev, &func) != 0)
+        return pc_error_fmt(
+            PC_EINVAL, err, errlen,
+            "'%s' is not a PCI bus id like 0000:3b:00.0 ([domain:]bus:device.function)", busid);
+    if (!topo->real)
+        return pc_error_fmt(PC_ENOENT, err, errlen,
+                            "PCI device %04x:%02x:%02x.%x: a synthetic topology has no I/O devices",
+                            domain, bus, dev, func);
+    hwloc_obj_t pci = hwloc_get_pcidev_by_busid(topo->h, domain, bus, dev, func);
+    if (!pci)
+        return pc_error_fmt(PC_ENOENT, err, errlen,
+                            "PCI device %04x:%02x:%02x.%x is not in hwloc's topology (no such "
+                            "device, not one hwloc keeps, or no I/O discovery)",
+                            domain, bus, dev, func);
+    /* I/O objects have no cpuset: the first ancestor that is not I/O (a package, a group
+     * of cores, the machine: where hwloc attached the device) has it. */
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo->h, pci);
+    if (!anc || !anc->cpuset || hwloc_bitmap_iszero(anc->cpuset))
+        return pc_error_fmt(PC_ENOENT, err, errlen,
+                            "PCI device %04x:%02x:%02x.%x: hwloc gives it no CPU locality", domain,
+                            bus, dev, func);
+    int n = hwloc_bitmap_list_snprintf(cpuset, len, anc->cpuset);
+    if (n < 0 || (size_t)n >= len) {
+        cpuset[0] = '\0';
+        return pc_error_fmt(PC_ERANGE, err, errlen,
+                            "PCI device %04x:%02x:%02x.%x: its cpuset needs %d bytes, %zu given",
+                            domain, bus, dev, func, n + 1, len);
+    }
+    return PC_OK;
+}
+
 /* The cpuset a rank may use: its launcher's, or the topology's allowed set. */
 static int rank_cpuset(const pc_topo_t *topo, const pc_topo_rank_t *r, hwloc_bitmap_t set,
                        char *err, size_t errlen)
@@ -164,13 +270,25 @@ static int thread_priority(const pc_topo_rank_t *r, int t)
     return strcmp(r->names[0], "server") == 0 ? 1 : 0;
 }
 
+/* True when core c's PUs inside set lie in want (the rank's cpuset near its GPU); tmp is
+ * scratch. */
+static bool core_near(const pc_topo_t *topo, int c, hwloc_const_bitmap_t set,
+                      hwloc_const_bitmap_t want, hwloc_bitmap_t tmp)
+{
+    hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)c);
+    hwloc_bitmap_and(tmp, core->cpuset, set);
+    return !hwloc_bitmap_iszero(tmp) && hwloc_bitmap_isincluded(tmp, want);
+}
+
 /* Fewer cores than threads in a group (ranks with the same cpuset, members[0..nm)):
  * threads in priority order (then local rank, then thread) each take the least-loaded
- * core, preferring one that holds no other thread of their rank, then the lowest. So
- * backprop threads spread over the cores before anything shares with them, and a worker's
- * compressor avoids its own backprop's core. */
-static void plan_short(pc_topo_plan_t *plan, const int *members, int nm, const int *cores, int nc,
-                       int *load)
+ * core, preferring one that holds no other thread of their rank, then one near the rank's
+ * GPU (want[r], NULL without one), then the lowest. So backprop threads spread over the
+ * cores before anything shares with them, and a worker's compressor avoids its own
+ * backprop's core (time-sharing with it would serialise the two even near the GPU). */
+static void plan_short(const pc_topo_t *topo, pc_topo_plan_t *plan, const int *members, int nm,
+                       const int *cores, int nc, int *load, hwloc_bitmap_t *sets,
+                       hwloc_bitmap_t *want, hwloc_bitmap_t tmp)
 {
     for (int c = 0; c < nc; c++)
         load[c] = 0;
@@ -181,16 +299,26 @@ static void plan_short(pc_topo_plan_t *plan, const int *members, int nm, const i
                 if (thread_priority(&plan->ranks[r], t) != prio)
                     continue;
                 int best = -1;
-                bool best_mine = true;
+                bool best_mine = true, best_near = false;
                 for (int c = 0; c < nc; c++) {
                     bool mine = false;
                     for (int u = 0; u < plan->ranks[r].nthreads; u++)
                         if (u != t && place_at(plan, r, u)->core == cores[c])
                             mine = true;
-                    if (best < 0 || load[c] < load[best] ||
-                        (load[c] == load[best] && best_mine && !mine)) {
+                    bool near = want[r] && core_near(topo, cores[c], sets[r], want[r], tmp);
+                    bool better;
+                    if (best < 0)
+                        better = true;
+                    else if (load[c] != load[best])
+                        better = load[c] < load[best];
+                    else if (mine != best_mine)
+                        better = !mine;
+                    else
+                        better = near && !best_near; /* never for a rank without a GPU */
+                    if (better) {
                         best = c;
                         best_mine = mine;
+                        best_near = near;
                     }
                 }
                 place_at(plan, r, t)->core = cores[best];
@@ -200,18 +328,23 @@ static void plan_short(pc_topo_plan_t *plan, const int *members, int nm, const i
 }
 
 /* Assign cores for ranks with --bind auto. Ranks with equal cpusets form a group that
- * shares the group's cores: with enough cores, a thread's slot counts across the group in
- * local-rank order (a rank's threads on neighbouring cores); with too few, plan_short. */
-static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *sets, char *err,
-                     size_t errlen)
+ * shares the group's cores. With enough cores, the ranks near a GPU (want[r] = their cpuset
+ * & near, NULL for the others) first take the free cores inside want[r], in local-rank
+ * order; then every thread still unplaced takes the lowest free core, in local-rank order:
+ * without GPUs, a thread's slot counts across the group (a rank's threads on neighbouring
+ * cores). With too few cores, plan_short. */
+static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *sets,
+                     hwloc_bitmap_t *want, char *err, size_t errlen)
 {
     int *cores = malloc(sizeof(int) * (size_t)topo->ncores);
     int *load = malloc(sizeof(int) * (size_t)topo->ncores);
     int *members = malloc(sizeof(int) * (size_t)plan->nranks);
-    if (!cores || !load || !members) {
+    hwloc_bitmap_t tmp = hwloc_bitmap_alloc();
+    if (!cores || !load || !members || !tmp) {
         free(cores);
         free(load);
         free(members);
+        hwloc_bitmap_free(tmp);
         return PC_ENOMEM;
     }
     int rc = PC_OK;
@@ -241,14 +374,29 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
             break;
         }
         if (nthreads > nc) {
-            plan_short(plan, members, nm, cores, nc, load);
+            plan_short(topo, plan, members, nm, cores, nc, load, sets, want, tmp);
         } else {
-            int slot = 0;
+            for (int c = 0; c < nc; c++)
+                load[c] = 0; /* here: taken */
             for (int i = 0; i < nm; i++) {
-                for (int t = 0; t < plan->ranks[members[i]].nthreads; t++)
-                    place_at(plan, members[i], t)->core = cores[slot + t];
-                slot += plan->ranks[members[i]].nthreads;
+                int q = members[i];
+                for (int t = 0; t < plan->ranks[q].nthreads && want[q]; t++)
+                    for (int c = 0; c < nc; c++)
+                        if (!load[c] && core_near(topo, cores[c], sets[q], want[q], tmp)) {
+                            place_at(plan, q, t)->core = cores[c];
+                            load[c] = 1;
+                            break;
+                        }
             }
+            for (int i = 0; i < nm; i++)
+                for (int t = 0; t < plan->ranks[members[i]].nthreads; t++) {
+                    place_t *p = place_at(plan, members[i], t);
+                    for (int c = 0; c < nc && p->core < 0; c++)
+                        if (!load[c]) {
+                            p->core = cores[c];
+                            load[c] = 1;
+                        }
+                }
         }
         for (int i = 0; i < nm; i++)
             for (int t = 0; t < plan->ranks[members[i]].nthreads; t++) {
@@ -261,6 +409,7 @@ static int plan_auto(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t
     free(cores);
     free(load);
     free(members);
+    hwloc_bitmap_free(tmp);
     return rc;
 }
 
@@ -291,6 +440,16 @@ static int plan_list(const pc_topo_t *topo, pc_topo_plan_t *plan, const pc_bind_
     return PC_OK;
 }
 
+/* Free an array of n bitmaps (NULL entries and a NULL array accepted). */
+static void free_sets(hwloc_bitmap_t *sets, int n)
+{
+    if (!sets)
+        return;
+    for (int i = 0; i < n; i++)
+        hwloc_bitmap_free(sets[i]);
+    free(sets);
+}
+
 int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_topo_rank_t *ranks,
                         int nranks, pc_topo_plan_t **out, char *err, size_t errlen)
 {
@@ -301,7 +460,9 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
             return pc_error_fmt(PC_EINVAL, err, errlen, "rank %d asks for %d threads (1..%d)",
                                 ranks[r].rank, ranks[r].nthreads, PC_TOPO_MAX_THREADS);
     int rc = PC_ENOMEM;
-    hwloc_bitmap_t *sets = NULL;
+    /* Per rank: its cpuset; its `near` cpuset (& allowed) and, for --bind auto, the part
+     * of its cpuset near its GPU (both NULL for a rank without one). */
+    hwloc_bitmap_t *sets = NULL, *nears = NULL, *want = NULL;
     pc_topo_plan_t *plan = calloc(1, sizeof(*plan));
     if (!plan)
         goto err;
@@ -310,7 +471,9 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
     plan->places = calloc((size_t)nranks * PC_TOPO_MAX_THREADS, sizeof(place_t));
     plan->ranks = malloc(sizeof(pc_topo_rank_t) * (size_t)nranks);
     sets = calloc((size_t)nranks, sizeof(hwloc_bitmap_t));
-    if (!plan->places || !plan->ranks || !sets)
+    nears = calloc((size_t)nranks, sizeof(hwloc_bitmap_t));
+    want = calloc((size_t)nranks, sizeof(hwloc_bitmap_t));
+    if (!plan->places || !plan->ranks || !sets || !nears || !want)
         goto err;
     memcpy(plan->ranks, ranks, sizeof(pc_topo_rank_t) * (size_t)nranks);
     for (int i = 0; i < nranks * PC_TOPO_MAX_THREADS; i++) {
@@ -327,9 +490,31 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
         rc = rank_cpuset(topo, &ranks[r], sets[r], err, errlen);
         if (rc != PC_OK)
             goto err;
+        rc = PC_ENOMEM;
+        /* near[] travelled as bytes: terminated or not, read at most its size. */
+        if (memchr(ranks[r].near, '\0', sizeof(ranks[r].near)) == NULL) {
+            rc = pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unterminated GPU cpuset",
+                              ranks[r].rank);
+            goto err;
+        }
+        if (ranks[r].near[0] == '\0')
+            continue;
+        nears[r] = hwloc_bitmap_alloc();
+        want[r] = hwloc_bitmap_alloc();
+        if (!nears[r] || !want[r])
+            goto err;
+        if (hwloc_bitmap_list_sscanf(nears[r], ranks[r].near) != 0) {
+            rc = pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unreadable GPU cpuset '%s'",
+                              ranks[r].rank, ranks[r].near);
+            goto err;
+        }
+        /* Advice only: a set outside the topology or the rank's cpuset is no error; its
+         * threads are then planned as usual and reported as not near. */
+        hwloc_bitmap_and(nears[r], nears[r], hwloc_topology_get_allowed_cpuset(topo->h));
+        hwloc_bitmap_and(want[r], nears[r], sets[r]);
     }
     if (bind->mode == PC_BIND_AUTO)
-        rc = plan_auto(topo, plan, sets, err, errlen);
+        rc = plan_auto(topo, plan, sets, want, err, errlen);
     else if (bind->mode == PC_BIND_LIST)
         rc = plan_list(topo, plan, bind, err, errlen);
     else
@@ -352,19 +537,19 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
         for (int t = 0; t < ranks[r].nthreads; t++) {
             place_t *p = place_at(plan, r, t);
             p->shared = p->core >= 0 && count[p->core] > 1;
+            /* Whatever chose the core (auto, or a --bind list): is the thread near? */
+            p->near = p->core >= 0 && nears[r] && hwloc_bitmap_isincluded(p->set, nears[r]);
         }
     free(count);
-    for (int r = 0; r < nranks; r++)
-        hwloc_bitmap_free(sets[r]);
-    free(sets);
+    free_sets(sets, nranks);
+    free_sets(nears, nranks);
+    free_sets(want, nranks);
     *out = plan;
     return PC_OK;
 err:
-    if (sets) {
-        for (int r = 0; r < nranks; r++)
-            hwloc_bitmap_free(sets[r]);
-        free(sets);
-    }
+    free_sets(sets, nranks);
+    free_sets(nears, nranks);
+    free_sets(want, nranks);
     pc_topo_plan_destroy(plan);
     if (rc == PC_ENOMEM)
         pc_error_fmt(rc, err, errlen, "out of memory planning placement");
@@ -390,6 +575,13 @@ int pc_topo_plan_nshared(const pc_topo_plan_t *plan)
     return plan->nshared;
 }
 
+bool pc_topo_plan_near(const pc_topo_plan_t *plan, int r, int t)
+{
+    if (r < 0 || r >= plan->nranks || t < 0 || t >= plan->ranks[r].nthreads)
+        return false;
+    return place_at(plan, r, t)->near;
+}
+
 /* Append to buf at *pos, never past len; keeps *pos <= len - 1. */
 static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -406,6 +598,68 @@ static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
         *pos += (size_t)n < len - *pos ? (size_t)n : len - *pos - 1;
 }
 
+/* "; fewer cores than threads, sharing: core C {rR.name ...} ..." */
+static void describe_sharing(const pc_topo_plan_t *plan, char *buf, size_t len, size_t *pos)
+{
+    append(buf, len, pos, "; fewer cores than threads, sharing:");
+    for (int c = 0; c < plan->ncores; c++) {
+        int n = 0;
+        for (int r = 0; r < plan->nranks; r++)
+            for (int t = 0; t < plan->ranks[r].nthreads; t++)
+                n += place_at(plan, r, t)->core == c;
+        if (n < 2)
+            continue;
+        append(buf, len, pos, " core %d {", c);
+        const char *sep = "";
+        for (int r = 0; r < plan->nranks; r++)
+            for (int t = 0; t < plan->ranks[r].nthreads; t++)
+                if (place_at(plan, r, t)->core == c) {
+                    append(buf, len, pos, "%sr%d.%s", sep, plan->ranks[r].rank,
+                           plan->ranks[r].names[t]);
+                    sep = " ";
+                }
+        append(buf, len, pos, "}");
+    }
+}
+
+/* "; near GPU: rR GPUNAME {name core[ far], ...} ...; N thread(s) not near ..." for the
+ * ranks that gave a `near` set; nothing when none did. */
+static void describe_near(const pc_topo_plan_t *plan, char *buf, size_t len, size_t *pos)
+{
+    int nfar = 0;
+    const char *lead = "; near GPU:";
+    for (int r = 0; r < plan->nranks; r++) {
+        const pc_topo_rank_t *rk = &plan->ranks[r];
+        if (rk->near[0] == '\0')
+            continue;
+        /* gpu[] travelled as bytes: print at most its size. */
+        append(buf, len, pos, "%s r%d %.*s {", lead, rk->rank, (int)sizeof(rk->gpu),
+               rk->gpu[0] ? rk->gpu : "GPU");
+        lead = "";
+        for (int t = 0; t < rk->nthreads; t++) {
+            const place_t *p = place_at(plan, r, t);
+            append(buf, len, pos, "%s%s %d%s", t ? ", " : "", rk->names[t], p->core,
+                   p->near ? "" : " far");
+            nfar += !p->near;
+        }
+        append(buf, len, pos, "}");
+    }
+    if (nfar > 0)
+        append(buf, len, pos, "; %d thread%s not near %s GPU", nfar, nfar == 1 ? "" : "s",
+               nfar == 1 ? "its" : "their");
+    /* Ranks that named a GPU whose locality the topology does not know (a VM, or hwloc
+     * without I/O discovery): named all the same, so that the line says which GPU each
+     * rank drives. */
+    lead = "; GPU (locality unknown):";
+    for (int r = 0; r < plan->nranks; r++) {
+        const pc_topo_rank_t *rk = &plan->ranks[r];
+        if (rk->near[0] != '\0' || rk->gpu[0] == '\0')
+            continue;
+        append(buf, len, pos, "%s r%d %.*s", lead, rk->rank, (int)sizeof(rk->gpu), rk->gpu);
+        lead = "";
+    }
+}
+
 void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
 {
     size_t pos = 0;
@@ -418,33 +672,24 @@ void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
             any_bound |= place_at(plan, r, t)->core >= 0;
     if (!any_bound) {
         append(buf, len, &pos, "placement: %d threads unbound (--bind none)", plan->nthreads_total);
+        /* Nothing is near anything: only which GPU each rank drives. */
+        const char *lead = "; GPU:";
+        for (int r = 0; r < plan->nranks; r++) {
+            const pc_topo_rank_t *rk = &plan->ranks[r];
+            if (rk->gpu[0] == '\0')
+                continue;
+            append(buf, len, &pos, "%s r%d %.*s", lead, rk->rank, (int)sizeof(rk->gpu), rk->gpu);
+            lead = "";
+        }
         return;
     }
     append(buf, len, &pos, "placement: %d threads of %d ranks on %d cores", plan->nthreads_total,
            plan->nranks, plan->ncores);
-    if (plan->nshared == 0) {
+    if (plan->nshared == 0)
         append(buf, len, &pos, "; one core each");
-        return;
-    }
-    append(buf, len, &pos, "; fewer cores than threads, sharing:");
-    for (int c = 0; c < plan->ncores; c++) {
-        int n = 0;
-        for (int r = 0; r < plan->nranks; r++)
-            for (int t = 0; t < plan->ranks[r].nthreads; t++)
-                n += place_at(plan, r, t)->core == c;
-        if (n < 2)
-            continue;
-        append(buf, len, &pos, " core %d {", c);
-        const char *sep = "";
-        for (int r = 0; r < plan->nranks; r++)
-            for (int t = 0; t < plan->ranks[r].nthreads; t++)
-                if (place_at(plan, r, t)->core == c) {
-                    append(buf, len, &pos, "%sr%d.%s", sep, plan->ranks[r].rank,
-                           plan->ranks[r].names[t]);
-                    sep = " ";
-                }
-        append(buf, len, &pos, "}");
-    }
+    else
+        describe_sharing(plan, buf, len, &pos);
+    describe_near(plan, buf, len, &pos);
 }
 
 int pc_topo_plan_bind(const pc_topo_t *topo, const pc_topo_plan_t *plan, int r, int t, char *err,

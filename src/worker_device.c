@@ -35,8 +35,7 @@
 #include "pipecompress/pc_error.h"
 #include "worker_impl.h"
 
-int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad,
-                              size_t n)
+int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
     if (w->rt->cfg.device == PC_DEVICE_CPU)
         return WFAIL(&w->main, PC_ESTATE,
@@ -105,8 +104,8 @@ int pc_rt__w_dev_start(pc_worker_t *w)
         return gpu_fail(w, &w->main, rc, why);
     }
     w->streams_made = true;
-    if (rt->cfg.mode == PC_MODE_PS && rt->cfg.compress_on == PC_COMPRESS_ON_GPU &&
-        rt->spec.ef && rt->spec.id != PC_CODEC_NONE) {
+    if (rt->cfg.mode == PC_MODE_PS && rt->cfg.compress_on == PC_COMPRESS_ON_GPU && rt->spec.ef &&
+        rt->spec.id != PC_CODEC_NONE) {
         int dev = pc_gpu_device(g) == PC_GPU_EMULATE ? PC_DEVCODEC_CPU : pc_gpu_device(g);
         if ((rc = pc_devcodec_create(&rt->spec, dev, &w->dcodec, why, sizeof(why))) != PC_OK)
             return gpu_fail(w, &w->main, rc, why);
@@ -137,8 +136,7 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
     /* Compressing chunks with a device codec fold and compress on the device; dense ones
      * ("none" under --compress-min-bytes) are their own message: copied and sent. */
     if (w->dcodec && c->codec == w->codec &&
-        (rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) !=
-            PC_OK)
+        (rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) != PC_OK)
         return gpu_fail(w, &w->main, rc, why);
     return PC_OK;
 }
@@ -203,8 +201,8 @@ int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, w
                 return gpu_fail(w, me, rc, why);
         if (pc_rt__w_dev_codec(c))
             continue;
-        if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down,
-                              why, sizeof(why))) != PC_OK ||
+        if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down, why,
+                              sizeof(why))) != PC_OK ||
             (rc = pc_gpu_event_record(c->down, w->s_down, why, sizeof(why))) != PC_OK)
             return gpu_fail(w, me, rc, why);
     }
@@ -241,8 +239,8 @@ int pc_rt__w_dev_before_write(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
     char why[256];
-    int rc = pc_gpu_copy(w->rt->gpu, c->dp, c->p, sizeof(float) * c->n, PC_GPU_TO_DEVICE,
-                         w->s_up, why, sizeof(why));
+    int rc = pc_gpu_copy(w->rt->gpu, c->dp, c->p, sizeof(float) * c->n, PC_GPU_TO_DEVICE, w->s_up,
+                         why, sizeof(why));
     if (rc == PC_OK)
         rc = pc_gpu_event_record(c->up, w->s_up, why, sizeof(why));
     return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, why);

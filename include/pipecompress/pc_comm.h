@@ -53,15 +53,16 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
 int pc_comm_hosts(MPI_Comm comm, char *hosts, char *err, size_t errlen);
 
 /* Plan thread placement for the node the caller is on: split `comm` by shared memory,
- * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names),
- * and plan with `bind`. Collective over comm. On success *plan owns the node's plan and
- * *local_rank is the caller's index in it. Every rank of the node gets the same plan or
- * the same planning error (PC_EUSAGE, PC_ETOPO, or PC_ENOMEM when a rank of the node ran
+ * exchange every local rank's pc_topo_rank_t (from pc_topo_self with these thread names,
+ * and near, gpu: the cpuset near this rank's GPU and its name for the placement line, or
+ * NULL for none; pc_topo.h), and plan with `bind`. Collective over comm. On success *plan owns the
+ * node's plan and *local_rank is the caller's index in it. Every rank of the node gets the same
+ * plan or the same planning error (PC_EUSAGE, PC_ETOPO, or PC_ENOMEM when a rank of the node ran
  * out of memory), with a message in err; MPI failures give
  * PC_EMPI. Call from one thread per rank. */
 int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bind, int nthreads,
-                      const char *const names[], pc_topo_plan_t **plan, int *local_rank, char *err,
-                      size_t errlen);
+                      const char *const names[], const char *near, const char *gpu,
+                      pc_topo_plan_t **plan, int *local_rank, char *err, size_t errlen);
 
 /* The tag pc_comm_pingpong's messages carry on its communicator. */
 #define PC_COMM_PINGPONG_TAG 0x7070

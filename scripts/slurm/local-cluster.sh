@@ -9,6 +9,11 @@
 # The node advertises max(64, cores) CPUs (config_overrides): the documented jobs, up to 32
 # one-CPU tasks when tests/mpi/test_docs.sh folds a multi-node job onto this node, fit on a
 # 2-core machine, oversubscribed.
+# PC_SLURM_GPUS=N (start): the node also advertises N fake GPUs (GresTypes=gpu, a gres.conf
+# whose devices are DIR/dev/nvidia0.. made with mknod as copies of /dev/null: nothing can
+# compute on them). Slurm then schedules --gres=gpu:K jobs and sets CUDA_VISIBLE_DEVICES and
+# SLURM_GPUS_ON_NODE as on a GPU node, so the GPU batch scripts' layout can be tested on a
+# machine without GPUs. Without it (or 0) the node has no GPUs, as before.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh" # pc_stop_pid
 die() { echo "local-cluster.sh: $*" >&2; exit 1; }
@@ -26,6 +31,21 @@ start)
     mkdir -p "$dir/state" "$dir/spool"
     cpus=$(nproc)
     [ "$cpus" -ge 64 ] || cpus=64
+    fake_gpus=${PC_SLURM_GPUS:-0}
+    [[ $fake_gpus =~ ^[0-9]{1,2}$ ]] || die "PC_SLURM_GPUS='$fake_gpus' is not a GPU count (0-99)"
+    gres_node="" gres_types=""
+    rm -f "$dir/gres.conf"
+    if [ "$fake_gpus" -gt 0 ]; then
+        mkdir -p "$dir/dev"
+        for ((i = 0; i < fake_gpus; i++)); do
+            # Character device 1:3 is /dev/null's: slurmd wants a device file, not what it is.
+            [ -c "$dir/dev/nvidia$i" ] || mknod "$dir/dev/nvidia$i" c 1 3 ||
+                die "cannot make the fake GPU device $dir/dev/nvidia$i (mknod needs root and a file system that allows device nodes)"
+        done
+        echo "NodeName=localhost Name=gpu File=$dir/dev/nvidia[0-$((fake_gpus - 1))]" >"$dir/gres.conf"
+        gres_node=" Gres=gpu:$fake_gpus"
+        gres_types="GresTypes=gpu"
+    fi
     cat >"$dir/slurm.conf" <<CONF
 ClusterName=pclocal
 SlurmctldHost=localhost
@@ -36,7 +56,8 @@ SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
 $(grep -v '^#' "$(dirname "$0")/common.conf")
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+$gres_types
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus$gres_node State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
     install -d -o munge -g munge -m 0755 /run/munge

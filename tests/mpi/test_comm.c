@@ -48,8 +48,8 @@ static void test_plan_and_bind(void **state)
     pc_topo_plan_t *plan = NULL;
     int lrank = -1, size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int rc =
-        pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, &plan, &lrank, err, sizeof(err));
+    int rc = pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, NULL, NULL, &plan, &lrank,
+                               err, sizeof(err));
     if (rc != PC_OK)
         fail_msg("plan: %s", err);
     assert_true(lrank >= 0 && lrank < size);
@@ -98,9 +98,9 @@ static void test_bad_list_fails_everywhere(void **state)
     pc_bind_t bind = {.mode = PC_BIND_LIST, .ncores = 1, .cores = {0}};
     pc_topo_plan_t *plan = NULL;
     int lrank;
-    assert_int_equal(
-        pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, &plan, &lrank, err, sizeof(err)),
-        PC_EUSAGE);
+    assert_int_equal(pc_comm_plan_node(MPI_COMM_WORLD, topo, &bind, 2, names, NULL, NULL, &plan,
+                                       &lrank, err, sizeof(err)),
+                     PC_EUSAGE);
     assert_non_null(strstr(err, "--bind: the list names 1 cores"));
     assert_null(plan);
     pc_topo_destroy(topo);

@@ -98,11 +98,7 @@ int main(int argc, char **argv)
     int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
         cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
     for (int t = 0; t < T; t++)
-        if (reg(w,
-                t == 0   ? "a"
-                : t == 1 ? "b"
-                         : "c",
-                p + off[t], gr + off[t], sizes[t]) < 0)
+        if (reg(w, t == 0 ? "a" : t == 1 ? "b" : "c", p + off[t], gr + off[t], sizes[t]) < 0)
             die("register", pc_worker_error(w));
     if (cfg.device != PC_DEVICE_CPU && pc_worker_register(w, "host", p, gr, 1) != PC_ESTATE)
         die("register", "a host tensor was accepted with --device emulate");
