@@ -36,6 +36,12 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
                             "topk:ratio=%g or dgc:ratio=%g); drop --compress, or choose the "
                             "mode yourself with --mode ps",
                             cfg->compress, PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO);
+    if (cfg->device != PC_DEVICE_CPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--device %s with --mode auto: the cost model profiles the model "
+                            "and the codecs on the CPU and knows no device copies; choose "
+                            "--mode ps or allreduce",
+                            cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate");
     if (pc_config_given(cfg, "pipeline"))
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pipeline with --mode auto: auto chooses it (on for the "

@@ -135,9 +135,17 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
         return gpu_fail(w, &w->main, rc, why);
     /* Compressing chunks with a device codec fold and compress on the device; dense ones
      * ("none" under --compress-min-bytes) are their own message: copied and sent. */
-    if (w->dcodec && c->codec == w->codec &&
-        (rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) != PC_OK)
+    if (!w->dcodec || c->codec != w->codec)
+        return PC_OK;
+    if ((rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) != PC_OK)
         return gpu_fail(w, &w->main, rc, why);
+    /* The message's one copy from the device goes into page-locked memory. */
+    void *pinned;
+    if ((rc = pc_gpu_host_alloc(g, c->send_cap, &pinned, why, sizeof(why))) != PC_OK)
+        return gpu_fail(w, &w->main, rc, why);
+    free(c->sendbuf);
+    c->sendbuf = pinned;
+    c->send_pinned = true;
     return PC_OK;
 }
 
@@ -161,8 +169,18 @@ void pc_rt__w_dev_release(pc_worker_t *w)
     pc_gpu_t *g = w->rt->gpu;
     if (!w->device)
         return;
+    /* Nothing of ours may still run on the device: the last copies end first. */
+    if (w->streams_made) {
+        pc_gpu_stream_sync(g, w->s_up, NULL, 0);
+        pc_gpu_stream_sync(g, w->s_down, NULL, 0);
+    }
     for (int ci = 0; ci < w->nchunks; ci++) {
         wchunk_t *c = &w->chunks[ci];
+        if (c->send_pinned) { /* an abandoned send's buffer is NULL (left to MPI) */
+            pc_gpu_host_free(g, c->sendbuf);
+            c->sendbuf = NULL;
+            c->send_pinned = false;
+        }
         pc_devcodec_state_destroy(c->dst);
         pc_gpu_event_destroy(c->down);
         pc_gpu_event_destroy(c->up);

@@ -145,6 +145,7 @@ typedef struct wchunk {
     float *dp, *dg;           /* into the first tensor's device buffers */
     pc_devcodec_state_t *dst; /* --compress-on gpu, a compressing chunk: its state on the
                                  device (then st is only its checkpoint copy) */
+    bool send_pinned;         /* sendbuf is page-locked (pc_gpu_host_alloc) */
     pc_gpu_event_t *down;     /* the gradient's copy to g (the host mirror) is done */
     pc_gpu_event_t *up;       /* the parameters' copy from p to dp is done: recorded by the
                                  MPI thread before its version store, waited for on the

@@ -10,7 +10,7 @@
 #  - a checkpointed run resumed with device tensors equals the same on the CPU;
 #  - bad flags fail with one clear line: --device cuda without a usable device (the
 #    runtime's reason), --gpu without --device cuda, --compress-on with host tensors or
-#    allreduce, a malformed --gpu.
+#    allreduce, a malformed --gpu, --mode auto with device tensors.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -99,4 +99,5 @@ expect_fail "--gpu 1 needs --device cuda" 3 --gpu 1
 expect_fail "--compress-on needs device tensors" 3 --compress-on cpu
 expect_fail "--compress-on has no effect with --mode allreduce" 2 --mode allreduce --device emulate --compress-on gpu
 expect_fail "--gpu: '0,x'" 3 --device cuda --gpu 0,x
+expect_fail "--device emulate with --mode auto" 3 --device emulate --mode auto
 pc_done
