@@ -12,7 +12,15 @@
  * Prints the rates, the prediction table, the speedups over the allreduce, and with
  * --bandwidth a speedup-vs-bandwidth table; --json FILE writes all of it; --predict W,S,MODE
  * prints one machine-readable line for one prediction instead of the tables (MODE "all":
- * a line for each mode, from the same measurements). */
+ * a line for each mode, from the same measurements).
+ *
+ * --device cuda runs the model's layers on CUDA device 0 (pc_model_create_on): the
+ * per-layer times are then the device's (the profile waits for the stream at each hook),
+ * and the codecs are timed on a host copy of the gradient. --iters N measures instead the
+ * engine's training throughput alone, on --device, without the runtime: N forward and
+ * backward passes of one --batch (copied from page-locked memory each time, as training
+ * does) after a few untimed ones, printed as one JSON line, the line
+ * scripts/bench/torch_engine.py prints for PyTorch on the same network. */
 #include "config.h"
 
 #include <ctype.h>
@@ -30,6 +38,7 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cost.h"
+#include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_model.h"
@@ -57,7 +66,13 @@ typedef struct opts {
     char latency[64];
     char predict[128];
     char json[512];
+    char device[16];
+    int iters;
 } opts_t;
+
+/* Untimed passes before --iters' timed ones: the first allocates cuBLAS's kernels and
+ * warms the caches; three leave the clocks up. */
+#define THROUGHPUT_WARMUP 3
 
 /* "10gbit" -> bytes per second; 0 when it is not a bandwidth. Units: gbit, mbit, kbit
  * (bits per second, powers of 10) and GB, MB, KB (bytes per second). */
@@ -267,12 +282,28 @@ static const pc_opt_t model_opts[] = {
      .offset = offsetof(opts_t, json),
      .size = 512,
      .metavar = "FILE",
-     .help = "also write the rates and every prediction as JSON to FILE"},
+     .help = "also write the rates and every prediction as JSON to FILE (with --iters: the "
+             "line)"},
+    {.name = "device",
+     .type = PC_OPT_STRING,
+     .offset = offsetof(opts_t, device),
+     .size = 16,
+     .metavar = "cpu|cuda",
+     .help = "where the model's layers run: cpu (one core) or cuda (device 0)"},
+    {.name = "iters",
+     .type = PC_OPT_INT,
+     .offset = offsetof(opts_t, iters),
+     .min = 1,
+     .max = 1000000,
+     .metavar = "N",
+     .help = "measure the engine's training throughput instead: N timed forward+backward "
+             "passes of one --batch on --device, one JSON line (one process, no link)"},
 };
 
 /* The model and its names; the figures are pc_auto_measure's. */
 typedef struct measured {
     pc_model_t *model;
+    float *host_params, *host_grads; /* a device model's slabs, copied (tensors point here) */
     int nlayers, ntensors;
     char layer_name[MAX_LAYERS][24];
     pc_cost_layer_t layers[MAX_LAYERS]; /* this rank's profile */
@@ -283,34 +314,78 @@ typedef struct measured {
     char transport[96];
 } measured_t;
 
+/* --device as pc_model_create_on's device number. */
+static int device_of(const opts_t *o)
+{
+    return strcmp(o->device, "cuda") == 0 ? 0 : PC_MODEL_CPU;
+}
+
+/* The --model for --batch on --device, initialised (seed 1). 0, or -1 with a message. */
+static int build_model(const opts_t *o, const pc_dataset_t *ds, pc_model_t **out)
+{
+    char err[256];
+    int device = device_of(o);
+    if (pc_model_create_on((pc_model_kind_t)o->model, o->batch, 1, (int)ds->rows, (int)ds->cols,
+                           ds->classes, 0.5f, device, out, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: --device %s: %s\n", o->device, err);
+        return -1;
+    }
+    if (pc_model_init(*out, 1) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: --device %s: %s\n", o->device, pc_model_error(*out));
+        pc_model_destroy(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Time forward and backward reps times (after one warm-up) on a synthetic batch
- * (pc_model_profile); per-layer medians into m. 0, or -1 with a message printed. */
+ * (pc_model_profile); per-layer medians into m. On a device the tensors handed on to the
+ * codecs' measurement are host copies of its slabs. 0, or -1 with a message printed. */
 static int measure_compute(const opts_t *o, measured_t *m)
 {
     pc_dataset_t ds = {0};
-    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK ||
-        pc_model_create((pc_model_kind_t)o->model, o->batch, 1, (int)ds.rows, (int)ds.cols,
-                        ds.classes, 0.5f, &m->model) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: cannot build the %s model for batch %d\n",
-                pc_model_kind_name((pc_model_kind_t)o->model), o->batch);
+    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: out of memory for a batch of %d\n", o->batch);
+        return -1;
+    }
+    if (build_model(o, &ds, &m->model) != 0) {
         pc_data_free(&ds);
         return -1;
     }
-    pc_model_init(m->model, 1);
     m->ntensors = pc_model_ntensors(m->model);
+    int rc = PC_OK;
     if (m->ntensors > MAX_TENSORS ||
-        pc_model_profile(m->model, ds.images, ds.labels, o->batch, o->reps, m->layers, MAX_LAYERS,
-                         &m->nlayers, m->tensor_layer) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: cannot time the %s model's layers\n",
-                pc_model_kind_name((pc_model_kind_t)o->model));
+        (rc = pc_model_profile(m->model, ds.images, ds.labels, o->batch, o->reps, m->layers,
+                               MAX_LAYERS, &m->nlayers, m->tensor_layer)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: cannot time the %s model's layers%s%s\n",
+                pc_model_kind_name((pc_model_kind_t)o->model),
+                rc == PC_ECUDA || rc == PC_ENOMEM ? ": " : "",
+                rc == PC_ECUDA || rc == PC_ENOMEM ? pc_model_error(m->model) : "");
         pc_data_free(&ds);
         return -1;
+    }
+    pc_data_free(&ds);
+    size_t np = pc_model_nparams(m->model);
+    const float *params = pc_model_params(m->model), *grads = pc_model_tensor_grad(m->model, 0);
+    if (device_of(o) != PC_MODEL_CPU) {
+        if (!(m->host_params = malloc(np * sizeof(float) + 1)) ||
+            !(m->host_grads = malloc(np * sizeof(float) + 1)) ||
+            pc_model_params_get(m->model, m->host_params) != PC_OK ||
+            pc_model_grads_get(m->model, m->host_grads) != PC_OK) {
+            fprintf(stderr, "pc-bench: model: copying the gradient from the device: %s\n",
+                    m->host_grads ? pc_model_error(m->model) : "out of memory");
+            return -1;
+        }
     }
     for (int t = 0; t < m->ntensors; t++) {
         int l = m->tensor_layer[t];
-        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t),
-                                           pc_model_tensor_param(m->model, t),
-                                           pc_model_tensor_grad(m->model, t)};
+        const float *p = pc_model_tensor_param(m->model, t), *g = pc_model_tensor_grad(m->model, t);
+        if (m->host_params) { /* the same offsets in the host copies */
+            p = m->host_params + (p - params);
+            g = m->host_grads + (g - grads);
+        }
+        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t), p, g};
         m->layer_params[l] += m->tensors[t].n;
         if (!m->layer_name[l][0]) { /* "fc1.weight" -> "fc1" */
             const char *name = pc_model_tensor_name(m->model, t), *dot = strchr(name, '.');
@@ -318,8 +393,94 @@ static int measure_compute(const opts_t *o, measured_t *m)
                      (int)(dot ? (size_t)(dot - name) : strlen(name)), name);
         }
     }
-    pc_data_free(&ds);
     return 0;
+}
+
+static void free_measured(measured_t *m)
+{
+    pc_model_destroy(m->model);
+    free(m->host_params);
+    free(m->host_grads);
+    free(m);
+}
+
+/* --iters: the engine's training throughput on --device, one JSON line on stdout (and in
+ * --json FILE). 0, or BENCH_EXIT_FAIL with a message printed. */
+static int measure_throughput(const opts_t *o)
+{
+    pc_dataset_t ds = {0};
+    pc_model_t *model = NULL;
+    float *x = NULL;
+    uint8_t *y = NULL;
+    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: out of memory for a batch of %d\n", o->batch);
+        return BENCH_EXIT_FAIL;
+    }
+    int status = build_model(o, &ds, &model) == 0 ? 0 : BENCH_EXIT_FAIL;
+    size_t xbytes = sizeof(float) * ds.rows * ds.cols * (size_t)o->batch;
+    if (status == 0 && (pc_model_host_alloc(model, xbytes, (void **)&x) != PC_OK ||
+                        pc_model_host_alloc(model, (size_t)o->batch, (void **)&y) != PC_OK)) {
+        fprintf(stderr, "pc-bench: model: out of page-locked memory for the batch\n");
+        status = BENCH_EXIT_FAIL;
+    }
+    int rc = PC_OK;
+    double seconds = 0;
+    if (status == 0) {
+        memcpy(x, ds.images, xbytes);
+        memcpy(y, ds.labels, (size_t)o->batch);
+        int64_t t0 = 0;
+        for (int it = -THROUGHPUT_WARMUP; it < o->iters && rc == PC_OK; it++) {
+            if (it == 0 && (rc = pc_model_sync(model)) == PC_OK)
+                t0 = pc_time_ns();
+            /* No loss asked: a device pass queues its work and returns (as training does). */
+            if (rc == PC_OK)
+                rc = pc_model_forward(model, x, y, o->batch, true, 1,
+                                      (uint64_t)(it + THROUGHPUT_WARMUP), NULL, NULL, NULL);
+            if (rc == PC_OK)
+                rc = pc_model_backward(model, y, o->batch, NULL);
+        }
+        if (rc == PC_OK)
+            rc = pc_model_sync(model);
+        seconds = (double)(pc_time_ns() - t0) * 1e-9;
+        if (rc != PC_OK) {
+            fprintf(stderr, "pc-bench: model: --device %s: training pass: %s\n", o->device,
+                    pc_model_error(model)[0] ? pc_model_error(model) : pc_strerror(rc));
+            status = BENCH_EXIT_FAIL;
+        }
+    }
+    if (status == 0) {
+        char name[256] = "cpu", line[1024];
+        if (device_of(o) != PC_MODEL_CPU)
+            pc_cuda_device_name(device_of(o), name, sizeof(name));
+        for (char *c = name; *c; c++) /* a JSON string: no quote or backslash */
+            *c = *c == '"' || *c == '\\' ? '?' : *c;
+        snprintf(line, sizeof(line),
+                 "{\"benchmark\": \"model-throughput\", \"engine\": \"pipecompress\", "
+                 "\"device\": \"%s\", \"device_name\": \"%s\", \"model\": \"%s\", "
+                 "\"params\": %zu, \"batch\": %d, \"iters\": %d, \"warmup\": %d, "
+                 "\"seconds\": %.6f, \"ms_per_iter\": %.4f, \"samples_per_s\": %.1f}",
+                 o->device, name, pc_model_kind_name((pc_model_kind_t)o->model),
+                 pc_model_nparams(model), o->batch, o->iters, THROUGHPUT_WARMUP, seconds,
+                 seconds * 1e3 / o->iters, (double)o->iters * o->batch / seconds);
+        printf("%s\n", line);
+        FILE *j = o->json[0] ? fopen(o->json, "w") : NULL;
+        bool bad = o->json[0] && !j;
+        if (j) {
+            bad = fprintf(j, "%s\n", line) < 0;
+            bad = fclose(j) != 0 || bad;
+        }
+        if (bad) {
+            fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o->json);
+            status = BENCH_EXIT_FAIL;
+        }
+    }
+    if (model) {
+        pc_model_host_free(model, x);
+        pc_model_host_free(model, y);
+    }
+    pc_model_destroy(model);
+    pc_data_free(&ds);
+    return status;
 }
 
 /* The transport as Open MPI was told (it goes into the JSON: kept to the characters an MCA
@@ -434,11 +595,12 @@ static int write_json(const opts_t *o, const measured_t *m, const pc_cost_link_t
         return -1;
     }
     fprintf(j,
-            "{\n  \"benchmark\": \"model\",\n  \"model\": \"%s\",\n  \"batch\": %d,\n"
-            "  \"reps\": %d,\n  \"chunk_bytes\": %lld,\n  \"compress_min_bytes\": %lld,\n"
+            "{\n  \"benchmark\": \"model\",\n  \"model\": \"%s\",\n  \"device\": \"%s\",\n"
+            "  \"batch\": %d,\n  \"reps\": %d,\n  \"chunk_bytes\": %lld,\n  "
+            "\"compress_min_bytes\": %lld,\n"
             "  \"servers_ratio\": %g,\n  \"at_workers\": %d,\n  \"chunks\": %d,\n"
             "  \"elements\": %zu,\n",
-            pc_model_kind_name((pc_model_kind_t)o->model), o->batch, o->reps,
+            pc_model_kind_name((pc_model_kind_t)o->model), o->device, o->batch, o->reps,
             (long long)o->chunk_bytes, (long long)o->compress_min_bytes, o->servers_ratio,
             o->at_workers, pc_cost_nchunks(c), pc_cost_nelems(c));
     const pc_auto_measured_t *f = &m->fig;
@@ -506,10 +668,16 @@ static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link
              size > 1 ? "the slowest of the %d ranks per layer, profiled at once"
                       : "this rank's per layer",
              size);
-    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; compute: %s; the rest "
-           "on rank 0, one thread each\n",
+    char where[300] = "";
+    if (device_of(o) != PC_MODEL_CPU) {
+        char name[256];
+        pc_cuda_device_name(device_of(o), name, sizeof(name));
+        snprintf(where, sizeof(where), " on CUDA device 0 (%s)", name);
+    }
+    printf("pc-bench model: %s, batch %d, %zu parameters; medians of %d; compute%s: %s; the "
+           "rest on rank 0, one thread each\n",
            pc_model_kind_name((pc_model_kind_t)o->model), o->batch, pc_model_nparams(m->model),
-           o->reps, ranks);
+           o->reps, where, ranks);
     if (f->link_peer >= 0) {
         printf("link: ranks 0 and %d of %d (%s, %s), %s: latency %.2f us (half the 8-byte round "
                "trip); bandwidth 0->%d ",
@@ -572,7 +740,8 @@ int bench_model_main(int argc, char **argv)
                 .servers_ratio = 0.25,
                 .max_workers = 1024,
                 .at_workers = 8,
-                .link_bytes = 4 << 20};
+                .link_bytes = 4 << 20,
+                .device = "cpu"};
     pc_opt_group_t g = {"pc-bench model flags", model_opts,
                         sizeof(model_opts) / sizeof(model_opts[0]), &o, NULL};
     char err[512] = "";
@@ -585,6 +754,26 @@ int bench_model_main(int argc, char **argv)
     if (early >= 0) {
         MPI_Finalize();
         return early;
+    }
+    if (strcmp(o.device, "cpu") != 0 && strcmp(o.device, "cuda") != 0) {
+        if (rank == 0)
+            fprintf(stderr, "pc-bench: --device: '%s' is not cpu or cuda\n", o.device);
+        MPI_Finalize();
+        return BENCH_EXIT_USAGE;
+    }
+    if (device_of(&o) != PC_MODEL_CPU) { /* before anything else can fail: one clear line */
+        char why[160];
+        if (pc_cuda_status(why, sizeof(why)) == 0) {
+            if (rank == 0)
+                fprintf(stderr, "pc-bench: model: --device cuda: no usable CUDA device: %s\n", why);
+            MPI_Finalize();
+            return BENCH_EXIT_FAIL;
+        }
+    }
+    if (o.iters > 0) { /* the engine's throughput: rank 0 alone */
+        int st = rank == 0 ? measure_throughput(&o) : 0;
+        MPI_Finalize();
+        return st;
     }
     double bw[MAX_BW];
     int nbw = o.bandwidth[0] ? parse_rates(o.bandwidth, bw) : 0;
@@ -633,8 +822,7 @@ int bench_model_main(int argc, char **argv)
     }
     describe_transport(m->transport, sizeof(m->transport), m->fig.link_remote);
     if (rank != 0) {
-        pc_model_destroy(m->model);
-        free(mp);
+        free_measured(mp);
         MPI_Finalize();
         return status;
     }
@@ -700,8 +888,7 @@ int bench_model_main(int argc, char **argv)
         status = BENCH_EXIT_FAIL;
     fflush(stdout);
     pc_cost_destroy(cost);
-    pc_model_destroy(m->model);
-    free(mp);
+    free_measured(mp);
     MPI_Finalize();
     return status;
 }

@@ -161,7 +161,8 @@ static double evaluate(pc_model_t *m, const pc_dataset_t *ds, int B, float *x, d
         memcpy(x, ds->images + (size_t)s * P, sizeof(float) * P * (size_t)b);
         float l;
         int ok;
-        pc_model_forward(m, x, ds->labels + s, b, false, 0, 0, NULL, &l, &ok);
+        if (pc_model_forward(m, x, ds->labels + s, b, false, 0, 0, NULL, &l, &ok) != PC_OK)
+            die("evaluation", pc_model_error(m));
         correct += ok;
         loss += (double)l * b;
     }
@@ -272,7 +273,8 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
         pc_model_create((pc_model_kind_t)o->model, o->batch, 1, (int)ds.rows, (int)ds.cols,
                         ds.classes, (float)o->dropout, &m) != PC_OK)
         die("--mode auto", "cannot build the model for the probe");
-    pc_model_init(m, (uint64_t)cfg->seed);
+    if (pc_model_init(m, (uint64_t)cfg->seed) != PC_OK)
+        die("--mode auto", pc_model_error(m));
     int nt = pc_model_ntensors(m), nl = 0, tensor_layer[MAX_TENSORS];
     pc_cost_layer_t layers[MAX_LAYERS];
     pc_plan_tensor_t tensors[MAX_TENSORS];
@@ -421,13 +423,23 @@ int main(int argc, char **argv)
     if (ipe == 0)
         die("--batch", "the training set is smaller than one iteration of all workers");
     pc_model_t *m;
-    if (pc_model_create((pc_model_kind_t)o.model, B > 256 ? B : 256, 1, (int)train.rows,
-                        (int)train.cols, train.classes, (float)o.dropout, &m) != PC_OK)
+    /* --device cuda: the model on this rank's GPU (the runtime chose it); emulate: on the
+     * CPU, its tensors handed to the runtime as device memory. */
+    int dev = cfg.device == PC_DEVICE_CUDA ? pc_runtime_gpu(rt) : PC_MODEL_CPU;
+    rc = pc_model_create_on((pc_model_kind_t)o.model, B > 256 ? B : 256, 1, (int)train.rows,
+                            (int)train.cols, train.classes, (float)o.dropout, dev, &m, err,
+                            sizeof(err));
+    if (rc == PC_EINVAL)
         die("--model", "cannot build this model for the data's shape");
-    pc_model_init(m, (uint64_t)cfg.seed);
+    if (rc != PC_OK)
+        die("--device", err);
+    if (pc_model_init(m, (uint64_t)cfg.seed) != PC_OK)
+        die("--device", pc_model_error(m));
     pc_worker_t *w;
     if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
         die("worker", err);
+    if (pc_worker_set_stream(w, pc_model_stream(m)) != PC_OK)
+        die("worker", pc_worker_error(w));
     /* --device cuda or emulate: the tensors go through the runtime's device path. */
     int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
         cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
@@ -456,7 +468,11 @@ int main(int argc, char **argv)
     }
 
     size_t P = (size_t)train.rows * train.cols;
-    float *x = malloc(sizeof(float) * P * (size_t)(B > 256 ? B : 256));
+    /* The batch: page-locked on a GPU, so that its one copy per iteration is a DMA. */
+    float *x = NULL;
+    if (pc_model_host_alloc(m, sizeof(float) * P * (size_t)(B > 256 ? B : 256), (void **)&x) !=
+        PC_OK)
+        x = NULL;
     uint8_t *y = malloc((size_t)B);
     uint32_t *perm = malloc(sizeof(uint32_t) * train.n);
     if (!x || !y || !perm)
@@ -485,10 +501,10 @@ int main(int argc, char **argv)
             }
             float loss;
             int ok;
-            if (pc_model_forward(m, x, y, B, true, (uint64_t)cfg.seed, (uint64_t)(it * W + rank),
-                                 &hooks, &loss, &ok) != PC_OK ||
-                pc_model_backward(m, y, B, &hooks) != PC_OK)
-                die("training", pc_worker_error(w));
+            if ((rc = pc_model_forward(m, x, y, B, true, (uint64_t)cfg.seed,
+                                       (uint64_t)(it * W + rank), &hooks, &loss, &ok)) != PC_OK ||
+                (rc = pc_model_backward(m, y, B, &hooks)) != PC_OK)
+                die("training", pc_model_error(m)[0] ? pc_model_error(m) : pc_worker_error(w));
             if (!isfinite(loss))
                 die("training", "the loss is not finite: training diverged (lower --lr?)");
             pc_worker_report(w, loss, (double)ok / B);
@@ -572,10 +588,10 @@ int main(int argc, char **argv)
     int status = stop ? 128 + pc_runtime_stop_signal(rt) : 0;
     pc_worker_destroy(w);
     pc_runtime_destroy(rt);
+    pc_model_host_free(m, x);
     pc_model_destroy(m);
     pc_data_free(&train);
     pc_data_free(&test);
-    free(x);
     free(y);
     free(perm);
     pc_log_destroy(log);

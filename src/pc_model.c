@@ -1,4 +1,10 @@
-/* pc_model: layer lists, slabs and the forward/backward drivers (see pc_model.h). */
+/* pc_model: layer lists, slabs and the forward/backward drivers (see pc_model.h).
+ *
+ * One layer list drives both backends: each layer's forward and backward call pc_layers on
+ * the CPU or the launchers of cuda/pc_layers.cu on a device (forward_layer, backward_layer),
+ * between the same hooks. A device model's slabs have the CPU's offsets in device memory;
+ * it adds the batch's copy (x_dev, labels_dev), the softmax's per-row scratch, and
+ * convolution scratch for conv_chunk images at a time (the CPU's col is one image's). */
 #include "config.h"
 
 #include <errno.h>
@@ -8,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_file.h"
 #include "pipecompress/pc_layers.h"
@@ -15,6 +22,10 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_wire.h"
+
+#ifdef PC_HAVE_CUDA
+#include "../cuda/pc_layers_cuda.h"
+#endif
 
 enum ltype { L_LINEAR, L_CONV, L_POOL, L_RELU, L_DROPOUT };
 
@@ -33,6 +44,29 @@ typedef struct layer {
 #define MAX_LAYERS  16
 #define MAX_TENSORS 16
 
+/* A device convolution's im2col buffer holds at most this many bytes (then the batch goes
+ * in chunks of images): 128 MiB is about 200 images of the cnn's conv2 (627 KB each), so a
+ * training batch is one chunk, one GEMM with every pixel of it, while --batch 4096 does not
+ * ask for gigabytes of scratch. */
+#define COL_MAX_BYTES ((size_t)128 << 20)
+
+/* A device model's allocations, in pc_model_t's slab[]. */
+enum {
+    S_PARAMS,
+    S_GRADS,
+    S_ACTS,
+    S_DACTS,
+    S_PROBS,
+    S_ARGMAX,
+    S_MASK,
+    S_COL,
+    S_CTMP,
+    S_X,
+    S_LABELS,
+    S_ROWS,
+    NSLABS
+};
+
 struct pc_model {
     pc_model_kind_t kind;
     int in_c, in_h, in_w;
@@ -49,7 +83,36 @@ struct pc_model {
     float *col, *dcol;
     size_t col_size, argmax_size, mask_size;
     const float *last_x;
+    int device;    /* PC_MODEL_CPU, or the CUDA device holding the slabs above */
+    char err[256]; /* the last device failure's message (pc_model_error) */
+#ifdef PC_HAVE_CUDA
+    void *slab[NSLABS];    /* every device allocation (the pointers above and below) */
+    pc_cuda_engine_t *eng; /* stream, cuBLAS handle */
+    float *x_dev;          /* (max_batch, in_c*in_h*in_w): the batch's copy */
+    uint8_t *labels_dev;   /* (max_batch) */
+    float *ctmp;           /* conv_chunk images of a convolution's GEMM result */
+    void *rows;            /* the softmax's per-row scratch */
+    int conv_chunk;        /* images per im2col */
+#endif
 };
+
+static bool on_device(const pc_model_t *m)
+{
+    return m->device != PC_MODEL_CPU;
+}
+
+/* Record a device failure (code from the launchers) as PC_ENOMEM or PC_ECUDA with its
+ * message in m->err. The message buffer is m's only mutable state reachable through a
+ * const model (pc_model_params_get); every model is allocated writable. */
+#ifdef PC_HAVE_CUDA
+static int dev_fail(const pc_model_t *m, int code, const char *what)
+{
+    pc_model_t *w = (pc_model_t *)m;
+    return pc_error_fmt(code == PC_CUDA_ERR_NOMEM ? PC_ENOMEM : PC_ECUDA, w->err, sizeof(w->err),
+                        "%s model on CUDA device %d: %s: %s", pc_model_kind_name(m->kind),
+                        m->device, what, pc_cuda_engine_strerror(code));
+}
+#endif
 
 static int add_tensor(pc_model_t *m, const char *layer, const char *what, size_t n)
 {
@@ -116,8 +179,9 @@ static void add(pc_model_t *m, enum ltype type, const char *name, int *c, int *h
     *w = l->ow;
 }
 
-int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
-                    int classes, float dropout, pc_model_t **out)
+/* The layer list and the slab sizes of a model, with no slab allocated (device: CPU). */
+static int build(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
+                 int classes, float dropout, pc_model_t **out)
 {
     if (max_batch < 1 || channels < 1 || height < 1 || width < 1 || classes < 2 ||
         !(dropout >= 0 && dropout < 1))
@@ -128,6 +192,7 @@ int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int heigh
     if (!m)
         return PC_ENOMEM;
     m->kind = kind;
+    m->device = PC_MODEL_CPU;
     m->max_batch = max_batch;
     m->classes = classes;
     m->in_c = channels;
@@ -167,6 +232,17 @@ int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int heigh
         free(m);
         return PC_EINVAL;
     }
+    *out = m;
+    return PC_OK;
+}
+
+int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
+                    int classes, float dropout, pc_model_t **out)
+{
+    pc_model_t *m;
+    int rc = build(kind, max_batch, channels, height, width, classes, dropout, &m);
+    if (rc != PC_OK)
+        return rc;
     size_t B = (size_t)max_batch;
     m->params = calloc(m->nparams, sizeof(float));
     m->grads = calloc(m->nparams, sizeof(float));
@@ -186,10 +262,123 @@ int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int heigh
     return PC_OK;
 }
 
+#ifdef PC_HAVE_CUDA
+/* Every device slab of m, zeroed; m->eng exists. PC_OK or dev_fail's code. */
+static int alloc_device(pc_model_t *m)
+{
+    size_t B = (size_t)m->max_batch, col_img = 0, tmp_img = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (l->type != L_CONV)
+            continue;
+        size_t c = pc_cuda_conv2d_col_floats(l->c, l->h, l->w, l->k);
+        size_t t = pc_cuda_conv2d_tmp_floats(l->h, l->w, l->oc);
+        col_img = c > col_img ? c : col_img;
+        tmp_img = t > tmp_img ? t : tmp_img;
+    }
+    size_t chunk = col_img ? COL_MAX_BYTES / (col_img * sizeof(float)) : 1;
+    chunk = chunk < 1 ? 1 : chunk > B ? B : chunk;
+    m->conv_chunk = (int)chunk;
+    size_t in = (size_t)m->in_c * m->in_h * m->in_w;
+    const size_t bytes[NSLABS] = {
+        [S_PARAMS] = m->nparams * sizeof(float),
+        [S_GRADS] = m->nparams * sizeof(float),
+        [S_ACTS] = m->nacts * B * sizeof(float),
+        [S_DACTS] = m->nacts * B * sizeof(float),
+        [S_PROBS] = (size_t)m->classes * B * sizeof(float),
+        [S_ARGMAX] = (m->argmax_size * B + 1) * sizeof(int32_t),
+        [S_MASK] = m->mask_size * B + 1,
+        [S_COL] = (col_img * chunk + 1) * sizeof(float),
+        [S_CTMP] = (tmp_img * chunk + 1) * sizeof(float),
+        [S_X] = in * B * sizeof(float),
+        [S_LABELS] = B,
+        [S_ROWS] = pc_cuda_softmax_rows_bytes(m->max_batch),
+    };
+    for (int i = 0; i < NSLABS; i++) {
+        int code = pc_cuda_engine_alloc(m->eng, bytes[i], &m->slab[i]);
+        if (code == 0)
+            code = pc_cuda_engine_zero(m->eng, m->slab[i], bytes[i]);
+        if (code != 0)
+            return dev_fail(m, code, "allocating its memory");
+    }
+    m->params = m->slab[S_PARAMS];
+    m->grads = m->slab[S_GRADS];
+    m->acts = m->slab[S_ACTS];
+    m->dacts = m->slab[S_DACTS];
+    m->probs = m->slab[S_PROBS];
+    m->argmax = m->slab[S_ARGMAX];
+    m->mask = m->slab[S_MASK];
+    m->col = m->slab[S_COL];
+    m->ctmp = m->slab[S_CTMP];
+    m->x_dev = m->slab[S_X];
+    m->labels_dev = m->slab[S_LABELS];
+    m->rows = m->slab[S_ROWS];
+    int code = pc_cuda_engine_sync(m->eng);
+    return code ? dev_fail(m, code, "zeroing its memory") : PC_OK;
+}
+
+static void free_device(pc_model_t *m)
+{
+    if (!m->eng)
+        return;
+    pc_cuda_engine_sync(m->eng); /* nothing of ours may still run on what is freed */
+    for (int i = 0; i < NSLABS; i++)
+        pc_cuda_engine_free(m->eng, m->slab[i]);
+    pc_cuda_engine_destroy(m->eng);
+}
+#endif
+
+int pc_model_create_on(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
+                       int classes, float dropout, int device, pc_model_t **out, char *err,
+                       size_t errlen)
+{
+    if (!out || device < PC_MODEL_CPU)
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "model: device %d is not a CUDA device number or PC_MODEL_CPU", device);
+    if (device == PC_MODEL_CPU) {
+        int rc = pc_model_create(kind, max_batch, channels, height, width, classes, dropout, out);
+        return rc == PC_OK ? PC_OK
+                           : pc_error_fmt(rc, err, errlen, "cannot build the %s model: %s",
+                                          pc_model_kind_name(kind), pc_strerror(rc));
+    }
+    char why[160];
+    int count = pc_cuda_status(why, sizeof(why));
+    if (count == 0)
+        return pc_error_fmt(PC_ENODEV, err, errlen, "no usable CUDA device: %s", why);
+    if (device >= count)
+        return pc_error_fmt(PC_ENODEV, err, errlen, "no CUDA device %d (%s)", device, why);
+#ifdef PC_HAVE_CUDA
+    pc_model_t *m;
+    int rc = build(kind, max_batch, channels, height, width, classes, dropout, &m);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "cannot build the %s model: %s",
+                            pc_model_kind_name(kind), pc_strerror(rc));
+    m->device = device;
+    int code = pc_cuda_engine_create(device, &m->eng);
+    rc = code ? dev_fail(m, code, "creating its stream and cuBLAS handle") : alloc_device(m);
+    if (rc != PC_OK) {
+        pc_error_fmt(rc, err, errlen, "%s", m->err);
+        pc_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return PC_OK;
+#else
+    return pc_error_fmt(PC_ENODEV, err, errlen, "no usable CUDA device: built without CUDA");
+#endif
+}
+
 void pc_model_destroy(pc_model_t *m)
 {
     if (!m)
         return;
+#ifdef PC_HAVE_CUDA
+    if (on_device(m)) {
+        free_device(m);
+        free(m);
+        return;
+    }
+#endif
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -202,8 +391,11 @@ void pc_model_destroy(pc_model_t *m)
     free(m);
 }
 
-void pc_model_init(pc_model_t *m, uint64_t seed)
+int pc_model_init(pc_model_t *m, uint64_t seed)
 {
+    float *params = m->params; /* on a device: a host copy, then copied over */
+    if (on_device(m) && !(params = calloc(m->nparams ? m->nparams : 1, sizeof(float))))
+        return pc_error_fmt(PC_ENOMEM, m->err, sizeof(m->err), "out of host memory");
     int last = -1;
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].wt >= 0)
@@ -217,11 +409,16 @@ void pc_model_init(pc_model_t *m, uint64_t seed)
                                  : sqrt(6.0 / (double)fan_in);                  /* He */
         pc_philox_t g;
         pc_philox_init(&g, seed, 0x1000 + (uint64_t)l->wt, 0);
-        float *w = m->params + m->toff[l->wt];
+        float *w = params + m->toff[l->wt];
         for (size_t j = 0; j < m->tsize[l->wt]; j++)
             w[j] = (float)((2.0 * pc_philox_uniform(pc_philox_next(&g)) - 1.0) * bound);
-        memset(m->params + m->toff[l->bt], 0, sizeof(float) * m->tsize[l->bt]);
+        memset(params + m->toff[l->bt], 0, sizeof(float) * m->tsize[l->bt]);
     }
+    if (!on_device(m))
+        return PC_OK;
+    int rc = pc_model_params_set(m, params);
+    free(params);
+    return rc;
 }
 
 const char *pc_model_kind_name(pc_model_kind_t kind)
@@ -269,6 +466,104 @@ float *pc_model_tensor_grad(pc_model_t *m, int t)
     return m->grads + m->toff[t];
 }
 
+int pc_model_device(const pc_model_t *m)
+{
+    return m->device;
+}
+
+void *pc_model_stream(const pc_model_t *m)
+{
+#ifdef PC_HAVE_CUDA
+    if (on_device(m))
+        return pc_cuda_engine_stream(m->eng);
+#endif
+    (void)m;
+    return NULL;
+}
+
+const char *pc_model_error(const pc_model_t *m)
+{
+    return m->err;
+}
+
+int pc_model_sync(pc_model_t *m)
+{
+#ifdef PC_HAVE_CUDA
+    if (on_device(m)) {
+        int code = pc_cuda_engine_sync(m->eng);
+        return code ? dev_fail(m, code, "waiting for its stream") : PC_OK;
+    }
+#endif
+    (void)m;
+    return PC_OK;
+}
+
+/* Copy m's n-float slab out to host: memcpy on the CPU, a copy waited for on a device. */
+static int slab_get(const pc_model_t *m, const float *slab, float *host, size_t n, const char *what)
+{
+    if (!on_device(m)) {
+        memcpy(host, slab, n * sizeof(float));
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int code = pc_cuda_engine_to_host(m->eng, host, slab, n * sizeof(float));
+    return code ? dev_fail(m, code, what) : PC_OK;
+#else
+    (void)what;
+    return PC_EINVAL; /* no device model exists without CUDA */
+#endif
+}
+
+int pc_model_params_get(const pc_model_t *m, float *host)
+{
+    return slab_get(m, m->params, host, m->nparams, "copying its parameters out");
+}
+
+int pc_model_grads_get(const pc_model_t *m, float *host)
+{
+    return slab_get(m, m->grads, host, m->nparams, "copying its gradients out");
+}
+
+int pc_model_params_set(pc_model_t *m, const float *host)
+{
+    if (!on_device(m)) {
+        memcpy(m->params, host, m->nparams * sizeof(float));
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int code = pc_cuda_engine_to_device(m->eng, m->params, host, m->nparams * sizeof(float));
+    if (code == 0)
+        code = pc_cuda_engine_sync(m->eng); /* complete on return, as on the CPU */
+    return code ? dev_fail(m, code, "copying parameters in") : PC_OK;
+#else
+    return PC_EINVAL;
+#endif
+}
+
+int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
+{
+    if (!out)
+        return PC_EINVAL;
+#ifdef PC_HAVE_CUDA
+    if (on_device(m))
+        return pc_cuda_engine_host_alloc(m->eng, bytes, out) ? PC_ENOMEM : PC_OK;
+#endif
+    (void)m;
+    return (*out = malloc(bytes ? bytes : 1)) ? PC_OK : PC_ENOMEM;
+}
+
+void pc_model_host_free(const pc_model_t *m, void *p)
+{
+#ifdef PC_HAVE_CUDA
+    if (on_device(m)) {
+        pc_cuda_engine_host_free(m->eng, p);
+        return;
+    }
+#endif
+    (void)m;
+    free(p);
+}
+
 static size_t out_size(const layer_t *l)
 {
     return (size_t)l->oc * l->oh * l->ow;
@@ -279,28 +574,16 @@ static size_t in_size(const layer_t *l)
     return (size_t)l->c * l->h * l->w;
 }
 
-int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B, bool train,
-                     uint64_t seed, uint64_t noise, const pc_model_hooks_t *hooks, float *loss,
-                     int *correct)
+/* Layer l (index i) forward from in to out on m's backend. PC_OK, or on a device a
+ * launch's failure (dev_fail). */
+static int forward_layer(pc_model_t *m, layer_t *l, int i, float *out, const float *in, int B,
+                         bool train, uint64_t seed, uint64_t noise)
 {
-    if (B < 1 || B > m->max_batch)
-        return PC_EINVAL;
-    m->last_x = x;
-    const float *in = x;
-    for (int i = 0; i < m->nlayers; i++) {
-        layer_t *l = &m->layers[i];
-        float *out = m->acts + l->out_off * (size_t)m->max_batch;
-        if (l->wt >= 0 && hooks && hooks->param_wait) {
-            int rc = hooks->param_wait(hooks->ud, l->wt);
-            if (rc == PC_OK)
-                rc = hooks->param_wait(hooks->ud, l->bt);
-            if (rc != PC_OK)
-                return rc;
-        }
-        if (hooks && hooks->layer_begin)
-            hooks->layer_begin(hooks->ud, l->name, false);
-        const float *W = l->wt >= 0 ? m->params + m->toff[l->wt] : NULL;
-        const float *b = l->bt >= 0 ? m->params + m->toff[l->bt] : NULL;
+    const float *W = l->wt >= 0 ? m->params + m->toff[l->wt] : NULL;
+    const float *b = l->bt >= 0 ? m->params + m->toff[l->bt] : NULL;
+    float p = train ? l->p : 0.0f;
+    uint64_t stream = noise * MAX_LAYERS + (uint64_t)i;
+    if (!on_device(m)) {
         switch (l->type) {
         case L_LINEAR:
             pc_linear_forward(out, in, W, b, B, l->c, l->oc);
@@ -317,36 +600,120 @@ int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B
             break;
         case L_DROPOUT:
             pc_dropout_forward(out, m->mask + l->aux_off * (size_t)m->max_batch, in,
-                               out_size(l) * (size_t)B, train ? l->p : 0.0f, seed,
-                               noise * MAX_LAYERS + (uint64_t)i);
+                               out_size(l) * (size_t)B, p, seed, stream);
             break;
         }
-        if (hooks && hooks->layer_end)
-            hooks->layer_end(hooks->ud, l->name, false);
-        in = out;
+        return PC_OK;
     }
-    float lo = pc_softmax_xent_forward(m->probs, correct, in, labels, B, m->classes);
-    if (loss)
-        *loss = lo;
-    return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int code = 0;
+    switch (l->type) {
+    case L_LINEAR:
+        code = pc_cuda_linear_forward(m->eng, out, in, W, b, B, l->c, l->oc);
+        break;
+    case L_CONV:
+        code = pc_cuda_conv2d_forward(m->eng, out, m->col, m->ctmp, in, W, b, B, l->c, l->h, l->w,
+                                      l->oc, l->k, m->conv_chunk);
+        break;
+    case L_POOL:
+        code = pc_cuda_maxpool_forward(m->eng, out, m->argmax + l->aux_off * (size_t)m->max_batch,
+                                       in, B, l->c, l->h, l->w);
+        break;
+    case L_RELU:
+        code = pc_cuda_relu_forward(m->eng, out, in, out_size(l) * (size_t)B);
+        break;
+    case L_DROPOUT:
+        code = pc_cuda_dropout_forward(m->eng, out, m->mask + l->aux_off * (size_t)m->max_batch, in,
+                                       out_size(l) * (size_t)B, p, seed, stream);
+        break;
+    }
+    return code ? dev_fail(m, code, l->name) : PC_OK;
+#else
+    return PC_EINVAL; /* no device model exists without CUDA */
+#endif
 }
 
-int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_model_hooks_t *hooks)
+#ifdef PC_HAVE_CUDA
+/* The batch's copy to a device model (x and labels are host memory; x NULL: the labels
+ * alone): the first layer then reads m->x_dev. */
+static int to_device(pc_model_t *m, const float *x, const uint8_t *labels, int B)
+{
+    size_t in = (size_t)m->in_c * m->in_h * m->in_w * (size_t)B;
+    int code = x ? pc_cuda_engine_to_device(m->eng, m->x_dev, x, in * sizeof(float)) : 0;
+    if (code == 0)
+        code = pc_cuda_engine_to_device(m->eng, m->labels_dev, labels, (size_t)B);
+    return code ? dev_fail(m, code, "copying the batch to the device") : PC_OK;
+}
+#endif
+
+/* The softmax cross-entropy of the last layer's output `in` into probs; *loss and *correct
+ * when asked (on a device: the one wait of a forward). */
+static int forward_loss(pc_model_t *m, const float *in, const uint8_t *labels, int B, float *loss,
+                        int *correct)
+{
+    if (!on_device(m)) {
+        float lo = pc_softmax_xent_forward(m->probs, correct, in, labels, B, m->classes);
+        if (loss)
+            *loss = lo;
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int code =
+        pc_cuda_softmax_xent_forward(m->eng, m->probs, m->rows, in, m->labels_dev, B, m->classes);
+    if (code == 0 && (loss || correct))
+        code = pc_cuda_softmax_xent_result(m->eng, loss, correct);
+    return code ? dev_fail(m, code, "softmax cross-entropy") : PC_OK;
+#else
+    (void)labels, (void)loss, (void)correct;
+    return PC_EINVAL;
+#endif
+}
+
+int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B, bool train,
+                     uint64_t seed, uint64_t noise, const pc_model_hooks_t *hooks, float *loss,
+                     int *correct)
+{
+    if (B < 1 || B > m->max_batch)
+        return PC_EINVAL;
+    const float *in = x;
+#ifdef PC_HAVE_CUDA
+    if (on_device(m)) {
+        int rc = to_device(m, x, labels, B);
+        if (rc != PC_OK)
+            return rc;
+        in = m->x_dev;
+    }
+#endif
+    m->last_x = in;
+    for (int i = 0; i < m->nlayers; i++) {
+        layer_t *l = &m->layers[i];
+        float *out = m->acts + l->out_off * (size_t)m->max_batch;
+        if (l->wt >= 0 && hooks && hooks->param_wait) {
+            int rc = hooks->param_wait(hooks->ud, l->wt);
+            if (rc == PC_OK)
+                rc = hooks->param_wait(hooks->ud, l->bt);
+            if (rc != PC_OK)
+                return rc;
+        }
+        if (hooks && hooks->layer_begin)
+            hooks->layer_begin(hooks->ud, l->name, false);
+        int rc = forward_layer(m, l, i, out, in, B, train, seed, noise);
+        if (hooks && hooks->layer_end)
+            hooks->layer_end(hooks->ud, l->name, false);
+        if (rc != PC_OK)
+            return rc;
+        in = out;
+    }
+    return forward_loss(m, in, labels, B, loss, correct);
+}
+
+/* Layer l backward on m's backend: din (NULL for the first layer), dW and db from dout. */
+static int backward_layer(pc_model_t *m, layer_t *l, float *din, float *dW, float *db,
+                          const float *dout, const float *out, const float *in, const float *W,
+                          int B)
 {
     size_t MB = (size_t)m->max_batch;
-    layer_t *lastl = &m->layers[m->nlayers - 1];
-    pc_softmax_xent_backward(m->dacts + lastl->out_off * MB, m->probs, labels, B, m->classes);
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        layer_t *l = &m->layers[i];
-        const float *dout = m->dacts + l->out_off * MB;
-        const float *out = m->acts + l->out_off * MB;
-        const float *in = i ? m->acts + m->layers[i - 1].out_off * MB : m->last_x;
-        float *din = i ? m->dacts + m->layers[i - 1].out_off * MB : NULL;
-        const float *W = l->wt >= 0 ? m->params + m->toff[l->wt] : NULL;
-        float *dW = l->wt >= 0 ? m->grads + m->toff[l->wt] : NULL;
-        float *db = l->bt >= 0 ? m->grads + m->toff[l->bt] : NULL;
-        if (hooks && hooks->layer_begin)
-            hooks->layer_begin(hooks->ud, l->name, true);
+    if (!on_device(m)) {
         switch (l->type) {
         case L_LINEAR:
             pc_linear_backward(din, dW, db, dout, in, W, B, l->c, l->oc);
@@ -369,10 +736,87 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
                                     l->p);
             break;
         }
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int code = 0;
+    switch (l->type) {
+    case L_LINEAR:
+        code = pc_cuda_linear_backward(m->eng, din, dW, db, dout, in, W, B, l->c, l->oc);
+        break;
+    case L_CONV:
+        code = pc_cuda_conv2d_backward(m->eng, din, dW, db, m->col, m->ctmp, dout, in, W, B, l->c,
+                                       l->h, l->w, l->oc, l->k, m->conv_chunk);
+        break;
+    case L_POOL:
+        if (din)
+            code = pc_cuda_maxpool_backward(m->eng, din, dout, m->argmax + l->aux_off * MB, B, l->c,
+                                            l->h, l->w);
+        break;
+    case L_RELU:
+        if (din)
+            code = pc_cuda_relu_backward(m->eng, din, dout, out, out_size(l) * (size_t)B);
+        break;
+    case L_DROPOUT:
+        if (din)
+            code = pc_cuda_dropout_backward(m->eng, din, dout, m->mask + l->aux_off * MB,
+                                            in_size(l) * (size_t)B, l->p);
+        break;
+    }
+    return code ? dev_fail(m, code, l->name) : PC_OK;
+#else
+    (void)MB;
+    return PC_EINVAL;
+#endif
+}
+
+/* dlogits of the softmax cross-entropy into the last layer's activation gradient. */
+static int backward_loss(pc_model_t *m, float *dlogits, const uint8_t *labels, int B)
+{
+    if (!on_device(m)) {
+        pc_softmax_xent_backward(dlogits, m->probs, labels, B, m->classes);
+        return PC_OK;
+    }
+#ifdef PC_HAVE_CUDA
+    int rc = to_device(m, NULL, labels, B);
+    if (rc != PC_OK)
+        return rc;
+    int code =
+        pc_cuda_softmax_xent_backward(m->eng, dlogits, m->probs, m->labels_dev, B, m->classes);
+    return code ? dev_fail(m, code, "softmax cross-entropy backward") : PC_OK;
+#else
+    (void)dlogits, (void)labels, (void)B;
+    return PC_EINVAL;
+#endif
+}
+
+int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_model_hooks_t *hooks)
+{
+    if (B < 1 || B > m->max_batch)
+        return PC_EINVAL;
+    size_t MB = (size_t)m->max_batch;
+    layer_t *lastl = &m->layers[m->nlayers - 1];
+    int rc = backward_loss(m, m->dacts + lastl->out_off * MB, labels, B);
+    if (rc != PC_OK)
+        return rc;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        layer_t *l = &m->layers[i];
+        const float *dout = m->dacts + l->out_off * MB;
+        const float *out = m->acts + l->out_off * MB;
+        const float *in = i ? m->acts + m->layers[i - 1].out_off * MB : m->last_x;
+        float *din = i ? m->dacts + m->layers[i - 1].out_off * MB : NULL;
+        const float *W = l->wt >= 0 ? m->params + m->toff[l->wt] : NULL;
+        float *dW = l->wt >= 0 ? m->grads + m->toff[l->wt] : NULL;
+        float *db = l->bt >= 0 ? m->grads + m->toff[l->bt] : NULL;
+        if (hooks && hooks->layer_begin)
+            hooks->layer_begin(hooks->ud, l->name, true);
+        rc = backward_layer(m, l, din, dW, db, dout, out, in, W, B);
         if (hooks && hooks->layer_end)
             hooks->layer_end(hooks->ud, l->name, true);
+        if (rc != PC_OK)
+            return rc;
         if (l->wt >= 0 && hooks && hooks->grad_ready) {
-            int rc = hooks->grad_ready(hooks->ud, l->bt);
+            rc = hooks->grad_ready(hooks->ud, l->bt);
             if (rc == PC_OK)
                 rc = hooks->grad_ready(hooks->ud, l->wt);
             if (rc != PC_OK)
@@ -385,8 +829,10 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
 /* ---- profile: per-layer times for pc_cost ------------------------------------------------ */
 
 /* What the profile's hooks record in one pass: the first param_wait and the first
- * grad_ready of each parameterised layer. */
+ * grad_ready of each parameterised layer. On a device model the hooks first wait for the
+ * stream (m is set), so that a time stamp follows the work queued before it. */
 typedef struct profile {
+    pc_model_t *m; /* a device model, or NULL */
     const int *tensor_layer;
     int64_t fwd_start[MAX_LAYERS];
     int64_t bwd_ready[MAX_LAYERS];
@@ -395,6 +841,9 @@ typedef struct profile {
 static int profile_wait(void *ud, int t)
 {
     profile_t *p = ud;
+    int rc = p->m ? pc_model_sync(p->m) : PC_OK;
+    if (rc != PC_OK)
+        return rc;
     int64_t now = pc_time_ns();
     int l = p->tensor_layer[t];
     if (!p->fwd_start[l])
@@ -405,6 +854,9 @@ static int profile_wait(void *ud, int t)
 static int profile_ready(void *ud, int t)
 {
     profile_t *p = ud;
+    int rc = p->m ? pc_model_sync(p->m) : PC_OK;
+    if (rc != PC_OK)
+        return rc;
     int64_t now = pc_time_ns();
     int l = p->tensor_layer[t];
     if (!p->bwd_ready[l])
@@ -444,7 +896,7 @@ int pc_model_profile(pc_model_t *m, const float *x, const uint8_t *labels, int B
     if (!f)
         return PC_ENOMEM;
     double *b = f + reps * L;
-    profile_t p = {.tensor_layer = tensor_layer};
+    profile_t p = {.m = on_device(m) ? m : NULL, .tensor_layer = tensor_layer};
     pc_model_hooks_t hooks = {.ud = &p, .param_wait = profile_wait, .grad_ready = profile_ready};
     int rc = PC_OK;
     for (int r = -1; r < reps && rc == PC_OK; r++) { /* r = -1: untimed */
@@ -457,6 +909,8 @@ int pc_model_profile(pc_model_t *m, const float *x, const uint8_t *labels, int B
         int64_t t1 = pc_time_ns();
         if (rc == PC_OK)
             rc = pc_model_backward(m, labels, B, &hooks);
+        if (rc == PC_OK && p.m)
+            rc = pc_model_sync(m); /* whatever was queued after the last grad_ready */
         int64_t t2 = pc_time_ns();
         for (int l = 0; r >= 0 && rc == PC_OK && l < L; l++) {
             int64_t start = l ? p.fwd_start[l] : t0, stop = l + 1 < L ? p.fwd_start[l + 1] : t1;
@@ -506,15 +960,29 @@ static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
 
 int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errlen)
 {
+    const float *params = m->params;
+    float *copy = NULL; /* a device model's parameters, on the host */
+    if (on_device(m)) {
+        if (!(copy = malloc(m->nparams * sizeof(float) + 1)))
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory", path);
+        int rc = pc_model_params_get(m, copy);
+        if (rc != PC_OK) {
+            free(copy);
+            return pc_error_fmt(rc, err, errlen, "%s: %s", path, m->err);
+        }
+        params = copy;
+    }
     uint8_t h[HEADER_BYTES];
-    make_header(m, h, crc_bytes(m->params, m->nparams * sizeof(float)));
+    make_header(m, h, crc_bytes(params, m->nparams * sizeof(float)));
     pc_file_writer_t *w;
     int rc = pc_file_writer_open(path, &w, err, errlen);
-    if (rc != PC_OK)
-        return rc;
-    pc_file_writer_write(w, h, HEADER_BYTES);
-    pc_file_writer_write(w, m->params, m->nparams * sizeof(float));
-    return pc_file_writer_commit(w, err, errlen);
+    if (rc == PC_OK) {
+        pc_file_writer_write(w, h, HEADER_BYTES);
+        pc_file_writer_write(w, params, m->nparams * sizeof(float));
+        rc = pc_file_writer_commit(w, err, errlen);
+    }
+    free(copy);
+    return rc;
 }
 
 static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t errlen)
@@ -586,8 +1054,8 @@ int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
     if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != pc_wire_get_u32(h + 40))
         rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)",
                           path);
-    if (rc == PC_OK)
-        memcpy(m->params, buf, m->nparams * sizeof(float));
+    if (rc == PC_OK && (rc = pc_model_params_set(m, buf)) != PC_OK)
+        pc_error_fmt(rc, err, errlen, "%s: %s", path, m->err);
     free(buf);
     fclose(f);
     return rc;

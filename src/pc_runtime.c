@@ -108,8 +108,10 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
             err, errlen);
         if (rc == PC_OK)
             rc = PC_MPI_CHECK(MPI_Comm_rank(node, &idx), err, errlen);
-        if (node != MPI_COMM_NULL)
-            MPI_Comm_free(&node);
+        if (node != MPI_COMM_NULL) {
+            int frc = PC_MPI_CHECK(MPI_Comm_free(&node), err, errlen);
+            rc = rc == PC_OK ? frc : rc;
+        }
         if (rc != PC_OK)
             return rc; /* MPI failed: the job cannot agree on anything anymore */
         int list[PC_CONFIG_GPU_MAX], n = 0;

@@ -4,7 +4,9 @@
 # speedup is the allreduce's time over the mode's, an iteration is at least its compute,
 # the printed table is the JSON's, a faster link is never slower, --predict equals the
 # table's entry); with one rank it takes --bandwidth and --latency; bad flags fail with
-# status 2 and one line. No timing is asserted: the machines are shared and noisy.
+# status 2 and one line; --iters prints the engine's throughput as one JSON line; --device
+# cuda without a usable device fails with status 1 and one line. No timing is asserted: the
+# machines are shared and noisy.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -161,4 +163,42 @@ usage "pc-bench: --predict: '2,1,7' is not W,S,MODE" --predict 2,1,7
 usage "pc-bench: --servers-ratio: 0 is out of range" --servers-ratio 0
 usage "pc-bench: --model: " --model resnet
 usage "one rank cannot measure the link: give --bandwidth and --latency" --bandwidth 1gbit
+usage "pc-bench: --device: 'gpu' is not cpu or cuda" --device gpu --iters 1
+
+# --iters: the engine's throughput alone, one JSON line (the CPU here; scripts/gpu-check.sh
+# runs it with --device cuda beside scripts/bench/torch_engine.py).
+json_line='^\{"benchmark": "model-throughput", "engine": "pipecompress", "device": "(cpu|cuda)", "device_name": "[^"]*", "model": "mlp", "params": 235146, "batch": 8, "iters": 2, "warmup": 3, "seconds": [0-9.]+, "ms_per_iter": [0-9.]+, "samples_per_s": [0-9.]+\}$'
+msg=$("$bench" model --model mlp --batch 8 --iters 2 --json "$tmp/t.json" 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qE "$json_line" <<<"$msg" &&
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["samples_per_s"] > 0 and d["device"] == "cpu"' "$tmp/t.json"; then
+    ok "model --iters 2 --batch 8: $msg"
+else
+    bad "model --iters 2: status $rc: $msg"
+fi
+
+# --device cuda: without a usable device (no GPU, too old a driver, a build without CUDA),
+# one line with the CUDA runtime's reason and status 1, whatever else was asked; with one,
+# the throughput line.
+msg=$("$bench" model --device cuda --model mlp --batch 8 --iters 2 2>&1)
+rc=$?
+if [ "$rc" = 0 ]; then
+    if [ "$(wc -l <<<"$msg")" = 1 ] && grep -qE "$json_line" <<<"$msg" && grep -q '"device": "cuda"' <<<"$msg"; then
+        ok "model --device cuda --iters 2 (a GPU here): $msg"
+    else
+        bad "model --device cuda --iters 2: $msg"
+    fi
+else
+    for args in "--iters 2" "" "--bandwidth 1gbit --latency 1us"; do
+        # shellcheck disable=SC2086 # the flags are words
+        msg=$("$bench" model --device cuda $args 2>&1)
+        rc=$?
+        if [ "$rc" = 1 ] && [ "$(wc -l <<<"$msg")" = 1 ] &&
+            grep -qE '^pc-bench: model: --device cuda: no usable CUDA device: .+$' <<<"$msg"; then
+            ok "model --device cuda $args without a usable device: status 1, $msg"
+        else
+            bad "model --device cuda $args: status $rc (expected 1 and one line), got: $msg"
+        fi
+    done
+fi
 pc_done

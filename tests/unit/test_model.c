@@ -1,7 +1,12 @@
 /* test_model: model files round-trip exactly; corrupt, truncated, foreign and mismatched
  * files are refused without touching the model; the save is atomic (no temporary left).
  * pc_model_profile finds the parameterised layers and leaves the gradients of a real
- * backward (its times are only checked to be positive: no timing is asserted). */
+ * backward (its times are only checked to be positive: no timing is asserted).
+ * pc_model_create_on: the CPU through it, and a device that does not exist (on a machine
+ * without a GPU, or a library without CUDA: any device) refused with PC_ENODEV and the CUDA
+ * runtime's reason; the device engine itself is tests/unit/test_model_cuda.c's. */
+#include "config.h"
+
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_model.h"
@@ -159,11 +165,94 @@ static void test_profile(void **state)
     pc_data_free(&ds);
 }
 
+static void test_create_on(void **state)
+{
+    (void)state;
+    char err[256] = "", why[160];
+    pc_model_t *m = NULL, *ref;
+    int n = pc_cuda_status(why, sizeof(why));
+    /* A device that does not exist: PC_ENODEV, one line with the runtime's reason. */
+    assert_int_equal(
+        pc_model_create_on(PC_MODEL_CNN, 4, 1, 28, 28, 10, 0.5f, n, &m, err, sizeof(err)),
+        PC_ENODEV);
+    assert_null(m);
+    assert_null(strchr(err, '\n'));
+    if (n == 0) {
+        char want[256];
+        snprintf(want, sizeof(want), "no usable CUDA device: %s", why);
+        assert_string_equal(err, want);
+#ifndef PC_HAVE_CUDA
+        assert_string_equal(err, "no usable CUDA device: built without CUDA");
+#endif
+    } else {
+        assert_non_null(strstr(err, "no CUDA device"));
+    }
+    assert_int_equal(
+        pc_model_create_on(PC_MODEL_MLP, 4, 1, 28, 28, 10, 0, -2, &m, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(
+        pc_model_create_on(PC_MODEL_CNN, 4, 1, 6, 6, 10, 0, PC_MODEL_CPU, &m, err, sizeof(err)),
+        PC_EINVAL);
+    assert_non_null(strstr(err, "cannot build the cnn model"));
+    /* The CPU through pc_model_create_on: the same model as pc_model_create's. */
+    enum { B = 4 };
+    pc_dataset_t ds;
+    assert_int_equal(pc_data_synthetic(B, 3, 0, &ds), PC_OK);
+    assert_int_equal(pc_model_create_on(PC_MODEL_CNN, B, 1, (int)ds.rows, (int)ds.cols, ds.classes,
+                                        0.5f, PC_MODEL_CPU, &m, err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(
+        pc_model_create(PC_MODEL_CNN, B, 1, (int)ds.rows, (int)ds.cols, ds.classes, 0.5f, &ref),
+        PC_OK);
+    assert_int_equal(pc_model_device(m), PC_MODEL_CPU);
+    assert_null(pc_model_stream(m));
+    assert_string_equal(pc_model_error(m), "");
+    assert_int_equal(pc_model_init(m, 7), PC_OK);
+    assert_int_equal(pc_model_init(ref, 7), PC_OK);
+    size_t np = pc_model_nparams(m);
+    float *p = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
+    assert_true(p && g);
+    assert_int_equal(pc_model_params_get(m, p), PC_OK);
+    assert_memory_equal(p, pc_model_params(ref), np * sizeof(float));
+    /* A batch in pc_model_host_alloc's memory (malloc here), loss and correct not asked. */
+    float *x;
+    uint8_t *y;
+    assert_int_equal(pc_model_host_alloc(m, sizeof(float) * ds.rows * ds.cols * B, (void **)&x),
+                     PC_OK);
+    assert_int_equal(pc_model_host_alloc(m, B, (void **)&y), PC_OK);
+    memcpy(x, ds.images, sizeof(float) * ds.rows * ds.cols * B);
+    memcpy(y, ds.labels, B);
+    assert_int_equal(pc_model_forward(m, x, y, B, true, 1, 2, NULL, NULL, NULL), PC_OK);
+    assert_int_equal(pc_model_backward(m, y, B, NULL), PC_OK);
+    assert_int_equal(pc_model_sync(m), PC_OK);
+    float loss;
+    int correct;
+    assert_int_equal(
+        pc_model_forward(ref, ds.images, ds.labels, B, true, 1, 2, NULL, &loss, &correct), PC_OK);
+    assert_int_equal(pc_model_backward(ref, ds.labels, B, NULL), PC_OK);
+    assert_int_equal(pc_model_grads_get(m, g), PC_OK);
+    assert_memory_equal(g, pc_model_tensor_grad(ref, 0), np * sizeof(float));
+    assert_int_equal(pc_model_backward(m, y, B + 1, NULL), PC_EINVAL);
+    pc_model_host_free(m, x);
+    pc_model_host_free(m, y);
+    /* params_set then get. */
+    for (size_t i = 0; i < np; i++)
+        p[i] = (float)i;
+    assert_int_equal(pc_model_params_set(m, p), PC_OK);
+    assert_int_equal(pc_model_params_get(m, g), PC_OK);
+    assert_memory_equal(g, p, np * sizeof(float));
+    free(p);
+    free(g);
+    pc_model_destroy(m);
+    pc_model_destroy(ref);
+    pc_data_free(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_rejections),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_create_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
