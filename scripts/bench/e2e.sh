@@ -18,10 +18,11 @@
 #   scripts/bench/e2e.sh [--quick] [--out DIR] [--models "wide cnn"] [--nets "shm 10g 1g"]
 #                        [--workers "1 2"] [--iters N] [--warmup N] [--predict]
 #                        [--nodes N [--link "RATE[,DELAY] ..."]] [--batch N] [--modes "1 3 4"]
-#                        [--device cpu|cuda [--compress-on gpu|cpu]] [--build DIR]
+#                        [--device cpu|cuda|emulate [--compress-on gpu|cpu]] [--build DIR]
 #
 # --device cuda trains on each worker's GPU (pc-train --device cuda; --compress-on, default
-# gpu, says where the workers compress; every mode but 1 takes it). --batch: per worker
+# gpu, says where the workers compress; every mode but 1 takes it; emulate: the same
+# through the host emulation, for tests without a GPU). --batch: per worker
 # (default 32). --modes: a subset of 1-7. --build DIR: the programs of an existing build
 # (as scripts/gpu-check.sh makes), without installing packages or building.
 #
@@ -76,9 +77,9 @@ while [ $# -gt 0 ]; do
 done
 case $batch in '' | *[!0-9]* | 0) echo "e2e.sh: --batch: '$batch' is not a positive number" >&2; exit 2 ;; esac
 for m in $modes; do case $m in [1-7]) ;; *) echo "e2e.sh: --modes: '$m' is not a mode 1..7" >&2; exit 2 ;; esac; done
-case $device in cpu | cuda) ;; *) echo "e2e.sh: --device: '$device' is not cpu or cuda" >&2; exit 2 ;; esac
+case $device in cpu | cuda | emulate) ;; *) echo "e2e.sh: --device: '$device' is not cpu, cuda or emulate" >&2; exit 2 ;; esac
 case $compress_on in "" | gpu | cpu) ;; *) echo "e2e.sh: --compress-on: '$compress_on' is not gpu or cpu" >&2; exit 2 ;; esac
-[ -n "$compress_on" ] && [ "$device" != cuda ] && { echo "e2e.sh: --compress-on needs --device cuda" >&2; exit 2; }
+[ -n "$compress_on" ] && [ "$device" = cpu ] && { echo "e2e.sh: --compress-on needs --device cuda or emulate" >&2; exit 2; }
 [ -z "$build" ] || [ -x "$build/apps/pc-train" ] || { echo "e2e.sh: --build: no $build/apps/pc-train" >&2; exit 2; }
 for m in $models; do case $m in wide|cnn|mlp) ;; *) echo "e2e.sh: --models: unknown model '$m'" >&2; exit 2 ;; esac; done
 if [ -n "$nodes" ]; then

@@ -74,6 +74,24 @@ grep -q 'resumed at iteration 6' "$tmp/resumed-emulate.log" \
     && same resumed-cpu resumed-emulate "dgc resumed from a checkpoint: --device emulate equals cpu" \
     || bad "the --device emulate run did not resume"
 
+# The GPU check's pipeline measurement, through the emulation: e2e.sh --device with an
+# existing build, --compress-on gpu and cpu, and gpu_train_report.py's lines on them.
+for on in gpu cpu; do
+    modes="1 3 4"
+    [ $on = cpu ] && modes="3 4"
+    "$PC_SRCDIR/scripts/bench/e2e.sh" --build "$PC_BUILDDIR" --device emulate --compress-on $on \
+        --models mlp --nets shm --workers 1 --batch 16 --iters 4 --warmup 1 --modes "$modes" \
+        --out "$tmp/e2e-$on" >"$tmp/e2e-$on.log" 2>&1 || { bad "e2e.sh --device emulate --compress-on $on"; tail -3 "$tmp/e2e-$on.log"; }
+done
+if out=$(python3 "$PC_SRCDIR/scripts/bench/gpu_train_report.py" --e2e "$tmp/e2e-gpu/e2e.json" \
+         "$tmp/e2e-cpu/e2e.json" 2>&1) && [ "$(grep -c 'hidden fraction (T3 - T4)' <<<"$out")" = 2 ] &&
+   [ "$(grep -c 'over the dense allreduce' <<<"$out")" = 2 ] &&
+   grep -q '"device": "emulate, compress on cpu"' "$tmp/e2e-cpu/runs/mlp-shm-w1-m4.meta.json"; then
+    ok "e2e.sh --device emulate with --compress-on gpu and cpu, and gpu_train_report.py"
+else
+    bad "e2e.sh / gpu_train_report.py"; echo "$out"
+fi
+
 # Bad flags: one line naming the problem, non-zero exit.
 expect_fail() { # expect_fail PATTERN NP FLAGS...
     local pat=$1 np=$2 out rc
