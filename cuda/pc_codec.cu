@@ -822,15 +822,7 @@ cudaError_t fetch(pc_cuda_codec *s, cudaStream_t q)
     return e;
 }
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            *cuerr = (int)e_;                                                                      \
-            return e_ == cudaErrorMemoryAllocation ? PC_ENOMEM : PC_ECUDA;                         \
-        }                                                                                          \
-    } while (0)
-
+#define CK(call) PC_CUDA_CK(call)
 #define CK_LAUNCH() CK(cudaGetLastError())
 
 // Canonical sum of x^2 or |x| into s->st->sum (device).

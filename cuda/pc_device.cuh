@@ -32,4 +32,16 @@ struct device_scope {
     device_scope &operator=(const device_scope &) = delete;
 };
 
+// In a function that returns a PC_* code and has an `int *cuerr` out-parameter: on a failed
+// CUDA call, leave its cudaError_t in *cuerr and return PC_ENOMEM (out of device or pinned
+// memory) or PC_ECUDA. Needs pipecompress/pc_error.h.
+#define PC_CUDA_CK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            *cuerr = (int)e_;                                                                      \
+            return e_ == cudaErrorMemoryAllocation ? PC_ENOMEM : PC_ECUDA;                         \
+        }                                                                                          \
+    } while (0)
+
 #endif // PC_DEVICE_CUH

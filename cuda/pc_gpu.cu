@@ -10,38 +10,29 @@
 #include "pc_gpu_cuda.h"
 #include "pipecompress/pc_error.h"
 
-#define GPU_CK(call)                                                                               \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            *cuerr = (int)e_;                                                                      \
-            return e_ == cudaErrorMemoryAllocation ? PC_ENOMEM : PC_ECUDA;                         \
-        }                                                                                          \
-    } while (0)
-
 extern "C" int pc_cuda_gpu_open(int device, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaFree(nullptr)); // makes the context: a broken device fails here, not later
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaFree(nullptr)); // makes the context: a broken device fails here, not later
     return PC_OK;
 }
 
 extern "C" int pc_cuda_gpu_bus_id(int device, char *buf, size_t len, int *cuerr)
 {
-    GPU_CK(cudaDeviceGetPCIBusId(buf, (int)len, device));
+    PC_CUDA_CK(cudaDeviceGetPCIBusId(buf, (int)len, device));
     return PC_OK;
 }
 
 extern "C" int pc_cuda_gpu_stream_create(int device, int low_priority, void **out, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
+    PC_CUDA_CK(dev.err);
     int least = 0, greatest = 0;
-    GPU_CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    PC_CUDA_CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t s;
     // "least" is the numerically largest value: the lowest priority.
-    GPU_CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, low_priority ? least : 0));
+    PC_CUDA_CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, low_priority ? least : 0));
     *out = (void *)s;
     return PC_OK;
 }
@@ -58,17 +49,17 @@ extern "C" void pc_cuda_gpu_stream_destroy(int device, void *stream)
 extern "C" int pc_cuda_gpu_stream_sync(int device, void *stream, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaStreamSynchronize((cudaStream_t)stream));
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaStreamSynchronize((cudaStream_t)stream));
     return PC_OK;
 }
 
 extern "C" int pc_cuda_gpu_event_create(int device, void **out, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
+    PC_CUDA_CK(dev.err);
     cudaEvent_t e;
-    GPU_CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    PC_CUDA_CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     *out = (void *)e;
     return PC_OK;
 }
@@ -85,24 +76,24 @@ extern "C" void pc_cuda_gpu_event_destroy(int device, void *event)
 extern "C" int pc_cuda_gpu_event_record(int device, void *event, void *stream, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
     return PC_OK;
 }
 
 extern "C" int pc_cuda_gpu_event_sync(int device, void *event, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaEventSynchronize((cudaEvent_t)event));
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaEventSynchronize((cudaEvent_t)event));
     return PC_OK;
 }
 
 extern "C" int pc_cuda_gpu_stream_wait(int device, void *stream, void *event, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
     return PC_OK;
 }
 
@@ -110,8 +101,8 @@ extern "C" int pc_cuda_gpu_copy(int device, void *dst, const void *src, size_t b
                                 void *stream, int *cuerr)
 {
     device_scope dev(device);
-    GPU_CK(dev.err);
-    GPU_CK(cudaMemcpyAsync(dst, src, bytes,
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaMemcpyAsync(dst, src, bytes,
                            to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                            (cudaStream_t)stream));
     return PC_OK;
