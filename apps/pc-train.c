@@ -401,7 +401,15 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     pc_runtime_t *rt;
-    if (pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err)) != PC_OK)
+    rc = pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err));
+    if (rc == PC_ENODEV) { /* every rank has this same message: said once */
+        if (rank == 0)
+            fprintf(stderr, "pc-train: %s\n", err);
+        pc_log_destroy(log);
+        MPI_Finalize();
+        return 1;
+    }
+    if (rc != PC_OK)
         die("runtime", err);
     pc_runtime_set_stop_flag(rt, &stop_signal);
     if (pc_runtime_role(rt) == PC_ROLE_SERVER) {

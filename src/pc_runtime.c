@@ -91,8 +91,8 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
 
 /* Workers with device tensors: open this rank's device (rt->gpu). --device cuda: node-local
  * worker i takes --gpu's LIST[i % len], or i modulo the visible devices. Collective over
- * rt->comm (every rank learns whether every worker opened its device, so that all fail
- * together). */
+ * rt->comm: when a worker cannot open its device every rank returns PC_ENODEV with the
+ * same message (the lowest failing rank's reason). */
 static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
 {
     const pc_config_t *cfg = &rt->cfg;
@@ -129,19 +129,21 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
         else
             rc = pc_gpu_create(dev, &rt->gpu, why, sizeof(why));
     }
+    /* The lowest rank that failed tells everyone its reason: every rank returns the same
+     * one-line error (a program may then print it once). */
     ok = rc == PC_OK;
-    int all = ok;
-    int mrc = PC_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, rt->comm), err, errlen);
-    if (mrc != PC_OK)
+    int first = ok ? rt->size : rt->rank, mrc;
+    if ((mrc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, rt->comm),
+                            err, errlen)) != PC_OK)
         return mrc;
-    if (!ok)
-        return pc_error_fmt(rc, err, errlen, "--device %s: rank %d: %s",
-                            cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate", rt->rank, why);
-    if (!all)
-        return pc_error_fmt(PC_ENODEV, err, errlen,
-                            "--device: another worker could not open its device (its message "
-                            "says why)");
-    return PC_OK;
+    if (first == rt->size)
+        return PC_OK;
+    if ((mrc = PC_MPI_CHECK(MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, first, rt->comm), err,
+                            errlen)) != PC_OK)
+        return mrc;
+    why[sizeof(why) - 1] = '\0';
+    return pc_error_fmt(PC_ENODEV, err, errlen, "--device %s: rank %d: %s",
+                        cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate", first, why);
 }
 
 int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,

@@ -80,8 +80,11 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
 
 /* Collective over comm (MPI must be initialised with MPI_THREAD_MULTIPLE). Duplicates comm
  * (with MPI_ERRORS_RETURN), assigns roles, plans and binds the calling thread's core
- * (pc_topo). cfg is copied; log is borrowed (must outlive the runtime; NULL: stderr).
- * Errors: PC_EUSAGE (bad flags), PC_EMPI, PC_ETOPO, PC_ENOMEM with a message. */
+ * (pc_topo); with --device cuda or emulate a worker opens its device (pc_runtime_gpu).
+ * cfg is copied; log is borrowed (must outlive the runtime; NULL: stderr).
+ * Errors: PC_EUSAGE (bad flags), PC_EMPI, PC_ETOPO, PC_ENOMEM with a message; PC_ENODEV
+ * when a worker cannot open its device, on every rank with the same message (naming the
+ * rank and the CUDA runtime's reason), so that a program may print it once. */
 int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,
                       char *err, size_t errlen);
 /* Collective over the runtime's communicator (it frees its duplicates of the user's): every
