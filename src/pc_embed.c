@@ -100,6 +100,11 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
         rc = pc_error_fmt(PC_EUSAGE, err, errlen,
                           "--mode auto: its start-up probe profiles pc-train's built-in models; "
                           "choose --mode ps or --mode allreduce");
+    if (rc == PC_OK && e->cfg.device != PC_DEVICE_CPU)
+        rc = pc_error_fmt(PC_EUSAGE, err, errlen,
+                          "--device %s: the binding hands the runtime CPU tensors only (GPU "
+                          "training is pc-train --device cuda's)",
+                          e->cfg.device == PC_DEVICE_CUDA ? "cuda" : "emulate");
     if (rc == PC_OK && length && !pc_config_given(&e->cfg, "iters")) {
         /* The workers as the checks will count them: every rank with --mode allreduce. */
         int workers = e->cfg.mode == PC_MODE_ALLREDUCE ? e->size : e->size - e->cfg.servers;

@@ -10,7 +10,7 @@
 #   --timeline are written with the binding's loss and layer events;
 # - apps/examples/torch_train.py trains the cnn and the lstm a few iterations, and its
 #   loss falls;
-# - bad flags, --mode auto, float64 and non-contiguous parameters, pc.init twice, a server
+# - bad flags, --mode auto, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
 #   argv as a string: one line naming the problem, a non-zero exit on every rank, no hang
@@ -172,6 +172,7 @@ refuse() {
 refuse bad-flag 3 2 '^torch_cases.py: --servers: .x. is not an integer$' "$cases" zoo "$tmp/x" --servers x
 refuse unknown-flag 3 2 '^torch_cases.py: .*--no-such-flag' "$cases" zoo "$tmp/x" --no-such-flag
 refuse auto 3 2 '^torch_cases.py: --mode auto: ' "$cases" zoo "$tmp/x" --mode auto
+refuse device 3 2 '^torch_cases.py: --device cuda: the binding hands the runtime CPU tensors only' "$cases" zoo "$tmp/x" --device cuda
 refuse float64 3 x '^torch_cases.py: attach: parameter 0.weight is float64: PipeCompress trains float32 parameters' "$cases" dtype "$tmp/x"
 refuse strided 3 x '^torch_cases.py: attach: parameter 2.weight is not contiguous' "$cases" strided "$tmp/x"
 refuse init-twice 3 x '^torch_cases.py: pipecompress: pc.init\(\) was already called in this process$' "$cases" twice "$tmp/x"
