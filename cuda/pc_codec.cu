@@ -822,7 +822,7 @@ cudaError_t fetch(pc_cuda_codec *s, cudaStream_t q)
     return e;
 }
 
-#define CK(call) PC_CUDA_CK(call)
+#define CK(call)    PC_CUDA_CK(call)
 #define CK_LAUNCH() CK(cudaGetLastError())
 
 // Canonical sum of x^2 or |x| into s->st->sum (device).

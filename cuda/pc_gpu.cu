@@ -18,6 +18,12 @@ extern "C" int pc_cuda_gpu_open(int device, int *cuerr)
     return PC_OK;
 }
 
+extern "C" int pc_cuda_gpu_use(int device, int *cuerr)
+{
+    PC_CUDA_CK(cudaSetDevice(device));
+    return PC_OK;
+}
+
 extern "C" int pc_cuda_gpu_bus_id(int device, char *buf, size_t len, int *cuerr)
 {
     PC_CUDA_CK(cudaDeviceGetPCIBusId(buf, (int)len, device));
@@ -103,7 +109,7 @@ extern "C" int pc_cuda_gpu_copy(int device, void *dst, const void *src, size_t b
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
     PC_CUDA_CK(cudaMemcpyAsync(dst, src, bytes,
-                           to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                           (cudaStream_t)stream));
+                               to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                               (cudaStream_t)stream));
     return PC_OK;
 }

@@ -14,6 +14,8 @@ extern "C" {
 
 /* Whether device can be used: makes its context (the first call on a device does). */
 int pc_cuda_gpu_open(int device, int *cuerr);
+/* Make device the calling thread's current device (cudaSetDevice), for good. */
+int pc_cuda_gpu_use(int device, int *cuerr);
 /* The device's PCI bus id ("0000:3b:00.0"). */
 int pc_cuda_gpu_bus_id(int device, char *buf, size_t len, int *cuerr);
 /* A non-blocking stream at the device's lowest (low_priority) or default priority. */

@@ -485,8 +485,13 @@ extern "C" int pc_cuda_engine_create(int device, pc_cuda_engine_t **out)
     e->device = device;
     int rc = 0;
     cudaError_t c = cudaDeviceGetAttribute(&e->sms, cudaDevAttrMultiProcessorCount, device);
+    // The training's stream at the device's highest priority: the runtime's device codec
+    // runs on a stream of the lowest (pc_gpu), so the training's kernels go first.
+    int least = 0, greatest = 0;
     if (c == cudaSuccess)
-        c = cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking); // normal priority
+        c = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (c == cudaSuccess)
+        c = cudaStreamCreateWithPriority(&e->stream, cudaStreamNonBlocking, greatest);
     if (c == cudaSuccess)
         c = cudaMalloc(&e->workspace, BLAS_WORKSPACE);
     if (c == cudaSuccess)

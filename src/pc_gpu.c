@@ -75,7 +75,9 @@ int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
         int cuerr = 0, rc = pc_cuda_gpu_open(device, &cuerr);
         if (rc != PC_OK) {
             free(g);
-            return cuda_fail(PC_ENODEV, cuerr, err, errlen, "cannot open the CUDA device");
+            char what[48];
+            snprintf(what, sizeof(what), "cannot open CUDA device %d", device);
+            return cuda_fail(PC_ENODEV, cuerr, err, errlen, what);
         }
         char dn[64];
         pc_cuda_device_name(device, dn, sizeof(dn));
@@ -100,6 +102,18 @@ void pc_gpu_describe(const pc_gpu_t *g, char *buf, size_t len)
 {
     if (buf && len)
         snprintf(buf, len, "%s", g->name);
+}
+
+int pc_gpu_use(pc_gpu_t *g, char *err, size_t errlen)
+{
+    if (emulated(g))
+        return PC_OK;
+#ifdef PC_HAVE_CUDA
+    int cuerr = 0, rc = pc_cuda_gpu_use(g->device, &cuerr);
+    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "making the device current");
+#else
+    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
+#endif
 }
 
 int pc_gpu_pci_bus_id(const pc_gpu_t *g, char *buf, size_t len)

@@ -126,15 +126,16 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
             rc = pc_error_fmt(PC_ENODEV, why, sizeof(why),
                               "--gpu %s: device %d does not exist on %s (%d visible)", cfg->gpu,
                               dev, pc_rt__host(rt, rt->rank), count);
-        else
-            rc = pc_gpu_create(dev, &rt->gpu, why, sizeof(why));
+        else if ((rc = pc_gpu_create(dev, &rt->gpu, why, sizeof(why))) == PC_OK)
+            /* This thread (the backprop thread) works on it from now on. */
+            rc = pc_gpu_use(rt->gpu, why, sizeof(why));
     }
     /* The lowest rank that failed tells everyone its reason: every rank returns the same
      * one-line error (a program may then print it once). */
     ok = rc == PC_OK;
     int first = ok ? rt->size : rt->rank, mrc;
-    if ((mrc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, rt->comm),
-                            err, errlen)) != PC_OK)
+    if ((mrc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, rt->comm), err,
+                            errlen)) != PC_OK)
         return mrc;
     if (first == rt->size)
         return PC_OK;

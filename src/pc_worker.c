@@ -360,6 +360,10 @@ void *pc_rt__w_compressor_main(void *arg)
     int rc = pc_rt__bind(w->rt, 1, "compressor");
     if (rc != PC_OK)
         WFAIL(me, rc, "worker r%d: cannot bind the compressor thread", w->rt->rank);
+    /* Device tensors: this thread works on the rank's device (pc_gpu_use). */
+    char why[256];
+    if (rc == PC_OK && w->device && (rc = pc_gpu_use(w->rt->gpu, why, sizeof(why))) != PC_OK)
+        WFAIL(me, rc, "worker r%d: compressor thread: %s", w->rt->rank, why);
     desc_t batch[32];
     bool stopping = false;
     int idle = 0; /* passes without work since the last work: the spin before parking */

@@ -60,6 +60,7 @@ int pc_worker_set_stream(pc_worker_t *w, void *stream)
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_stream called after pc_worker_start");
     w->user = stream;
+    w->user_set = true;
     return PC_OK;
 }
 
@@ -77,6 +78,13 @@ int pc_rt__w_dev_start(pc_worker_t *w)
     int rc;
     if (!w->device)
         return PC_OK;
+    /* Without the caller's stream nothing would be ordered after its kernels (a
+     * non-blocking stream never waits for the legacy default one). */
+    if (rt->cfg.device == PC_DEVICE_CUDA && !w->user_set)
+        return WFAIL(&w->main, PC_ESTATE,
+                     "device tensors need the stream they are computed on: call "
+                     "pc_worker_set_stream before pc_worker_start (NULL for the legacy default "
+                     "stream)");
     size_t total = 0;
     for (int t = 0; t < w->ntensors; t++)
         total += w->tensors[t].n;
@@ -111,7 +119,8 @@ int pc_rt__w_dev_start(pc_worker_t *w)
             return gpu_fail(w, &w->main, rc, why);
     }
     /* The initial parameters into the mirrors (worker 0's go to the servers and the other
-     * workers from there). */
+     * workers from there), once the caller's stream has written them. */
+    rc = pc_gpu_stream_sync(g, w->user, why, sizeof(why));
     for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
         rc = pc_gpu_copy(g, w->tensors[t].p, w->tensors[t].dp, sizeof(float) * w->tensors[t].n,
                          PC_GPU_TO_HOST, w->s_down, why, sizeof(why));
@@ -156,6 +165,8 @@ int pc_rt__w_dev_params_up(pc_worker_t *w)
     int rc = PC_OK;
     if (!w->device)
         return PC_OK;
+    /* Not while the caller's stream may still read them. */
+    rc = pc_gpu_stream_sync(g, w->user, why, sizeof(why));
     for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
         rc = pc_gpu_copy(g, w->tensors[t].dp, w->tensors[t].p, sizeof(float) * w->tensors[t].n,
                          PC_GPU_TO_DEVICE, w->s_up, why, sizeof(why));
@@ -216,7 +227,10 @@ int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, w
         /* The caller's stream has produced the chunk's gradients. */
         for (int t = c->first_tensor; t <= c->last_tensor; t++)
             if ((rc = pc_gpu_event_sync(w->tensors[t].ready, why, sizeof(why))) != PC_OK)
-                return gpu_fail(w, me, rc, why);
+                return WFAIL(me, rc,
+                             "worker r%d: the caller's stream failed before tensor '%s''s "
+                             "gradient was complete: %s",
+                             w->rt->rank, w->tensors[t].name, why);
         if (pc_rt__w_dev_codec(c))
             continue;
         if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down, why,

@@ -211,6 +211,7 @@ struct pc_worker {
     /* Device tensors (--device cuda|emulate; worker_device.c). */
     bool device;             /* the tensors were registered with pc_worker_register_device */
     pc_gpu_stream_t user;    /* the caller's stream (pc_worker_set_stream) */
+    bool user_set;           /* pc_worker_set_stream was called */
     pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread) */
     pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread) */
     pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec (low priority) */

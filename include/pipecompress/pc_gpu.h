@@ -48,6 +48,12 @@ void pc_gpu_destroy(pc_gpu_t *g);
 int pc_gpu_device(const pc_gpu_t *g);
 /* "cuda:0 (NVIDIA H200)" or "emulated (host memory)", into buf. Thread-safe. */
 void pc_gpu_describe(const pc_gpu_t *g, char *buf, size_t len);
+/* Make g's device the calling thread's current device, for good (cudaSetDevice; the
+ * emulation: nothing). The runtime does it on its threads, so that the calls below, which
+ * make the device current for their duration and restore the thread's, switch nothing (a
+ * thread that never chose a device reads as device 0, and restoring that would make a
+ * context on device 0 for every rank of a node with several GPUs). PC_OK or PC_ECUDA. */
+int pc_gpu_use(pc_gpu_t *g, char *err, size_t errlen);
 /* The device's PCI bus id ("0000:3b:00.0", as hwloc takes it) into buf: PC_OK, or
  * PC_ENODEV for the emulation (it has none). Thread-safe. */
 int pc_gpu_pci_bus_id(const pc_gpu_t *g, char *buf, size_t len);
@@ -63,7 +69,9 @@ int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen
 void pc_gpu_free(pc_gpu_t *g, void *p);
 
 /* A non-blocking stream (it never waits for the legacy default stream); low_priority: the
- * device's lowest priority, so that a compressor's kernels yield to the training's. */
+ * device's lowest priority, so that a compressor's kernels yield to the training's (whose
+ * stream must then have a higher priority than the default: pc_model's has the highest),
+ * else the default priority. */
 int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, char *err,
                          size_t errlen);
 void pc_gpu_stream_destroy(pc_gpu_t *g, pc_gpu_stream_t s);

@@ -150,8 +150,10 @@ int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, fl
                               size_t n);
 
 /* The stream (a cudaStream_t; NULL: the legacy default stream) the caller's kernels that
- * produce gradients and read parameters run on. Before pc_worker_start: PC_ESTATE after.
- * Backprop thread. */
+ * produce gradients and read parameters run on: required with --device cuda (start fails
+ * with PC_ESTATE without it). Give it a priority above the default (pc_model's stream has
+ * the device's highest), so that --compress-on gpu's kernels, on a stream of the lowest,
+ * yield to the training's. Before pc_worker_start (PC_ESTATE after). Backprop thread. */
 int pc_worker_set_stream(pc_worker_t *w, void *stream);
 
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
