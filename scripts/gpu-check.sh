@@ -123,7 +123,7 @@ if command -v cuobjdump >/dev/null 2>&1; then
 fi
 
 # ---- tests -------------------------------------------------------------------------------
-cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda tests/unit/test_model_cuda"
+cuda_tests="tests/unit/test_cuda tests/unit/test_curand tests/unit/test_devcodec_cuda tests/unit/test_gpu_cuda tests/unit/test_model_cuda"
 say "CUDA tests: $cuda_tests"
 run timeout "$(limit 300)" make -C "$b" check TESTS="$cuda_tests"
 cuda_rc=$?

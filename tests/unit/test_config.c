@@ -98,6 +98,44 @@ static void test_bind(void **state)
     assert_int_equal(PARSE(&cfg, err, "--bind", ""), PC_EUSAGE);
 }
 
+/* --device, --compress-on and --gpu: the choices, the list's parser and its limits. */
+static void test_device_flags(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--device", "cuda", "--compress-on", "cpu", "--gpu", "3,1"),
+                     PC_OK);
+    assert_int_equal(cfg.device, PC_DEVICE_CUDA);
+    assert_int_equal(cfg.compress_on, PC_COMPRESS_ON_CPU);
+    int list[PC_CONFIG_GPU_MAX], n = -1;
+    assert_int_equal(pc_config_gpu_parse(cfg.gpu, list, &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(list[0], 3);
+    assert_int_equal(list[1], 1);
+    assert_int_equal(pc_config_gpu_parse("auto", list, &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(PARSE(&cfg, err, "--device", "emulate"), PC_OK);
+    assert_int_equal(cfg.device, PC_DEVICE_EMULATE);
+    assert_int_equal(cfg.compress_on, PC_COMPRESS_ON_GPU); /* the default */
+    assert_int_equal(PARSE(&cfg, err, "--device", "tpu"), PC_EUSAGE);
+    assert_non_null(strstr(err, "--device"));
+    const char *bad[] = {"", "x", "0,", ",0", "0,,1", "1024", "-1", "0 1", "auto,0"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        n = -1;
+        assert_int_equal(pc_config_gpu_parse(bad[i], list, &n, err, sizeof(err)), PC_EUSAGE);
+        assert_int_equal(n, -1); /* untouched */
+        assert_null(strchr(err, '\n'));
+    }
+    char many[512] = "0";
+    for (int i = 1; i <= PC_CONFIG_GPU_MAX; i++)
+        strcat(many, ",1");
+    assert_int_equal(pc_config_gpu_parse(many, list, &n, err, sizeof(err)), PC_EUSAGE);
+    assert_non_null(strstr(err, "more than"));
+    assert_int_equal(PARSE(&cfg, err, "--gpu", "0,x"), PC_EUSAGE);
+    assert_string_equal(err, "--gpu: '0,x': expected auto or device numbers such as 0,1");
+}
+
 static void test_log_level(void **state)
 {
     (void)state;
@@ -393,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_servers),
         cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_device_flags),
         cmocka_unit_test(test_log_level),
         cmocka_unit_test(test_unknown_help_version_operands),
         cmocka_unit_test(test_every_type),
