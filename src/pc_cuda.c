@@ -1,6 +1,7 @@
 /* pc_cuda: CUDA presence and the probe kernel's check against its CPU reference. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,10 +44,18 @@ int pc_cuda_status(char *why, size_t len)
 #ifdef PC_HAVE_CUDA
     int n = 0, e = pc_cuda_device_count_raw(&n);
     if (why && len) {
-        if (e)
+        /* No driver at all reads to the runtime as one too old: say which it is. */
+        void *drv = e ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
+        if (e && !drv)
+            snprintf(why, len,
+                     "no NVIDIA driver (libcuda.so.1 not found; the CUDA runtime says: %s)",
+                     pc_cuda_error_string(e));
+        else if (e)
             snprintf(why, len, "%s", pc_cuda_error_string(e));
         else
             snprintf(why, len, "%d CUDA device%s", n, n == 1 ? "" : "s");
+        if (drv)
+            dlclose(drv);
     }
     return e ? 0 : n;
 #else

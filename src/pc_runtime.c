@@ -77,7 +77,8 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
                             cfg->resume ? "--resume" : "--checkpoint-every");
-    if (pc_config_given(cfg, "gpu") && cfg->device != PC_DEVICE_CUDA)
+    if (pc_config_given(cfg, "gpu") && strcmp(cfg->gpu, "auto") != 0 &&
+        cfg->device != PC_DEVICE_CUDA)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu %s needs --device cuda", cfg->gpu);
     if (pc_config_given(cfg, "compress-on") && cfg->device == PC_DEVICE_CPU)
         return pc_error_fmt(PC_EUSAGE, err, errlen,

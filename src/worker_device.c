@@ -41,10 +41,6 @@ int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, fl
         return WFAIL(&w->main, PC_ESTATE,
                      "tensor '%s' registered as device memory, but the run has --device cpu",
                      name ? name : "?");
-    if (w->ntensors > 0 && !w->device)
-        return WFAIL(&w->main, PC_EINVAL,
-                     "tensor '%s': host and device tensors cannot be mixed in one worker",
-                     name ? name : "?");
     int t = pc_rt__w_register(w, name, param, grad, n);
     if (t < 0)
         return t;

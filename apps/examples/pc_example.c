@@ -117,7 +117,15 @@ int main(int argc, char **argv)
     pc_log_t *log;
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
     pc_runtime_t *rt;
-    if (pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err)) != PC_OK)
+    rc = pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err));
+    if (rc == PC_ENODEV) { /* the same message on every rank (pc_runtime.h): said once */
+        if (rank == 0)
+            fprintf(stderr, "pc_example: %s\n", err);
+        pc_log_destroy(log);
+        MPI_Finalize();
+        return 1;
+    }
+    if (rc != PC_OK)
         die("runtime", err);
     pc_runtime_set_stop_flag(rt, &stop_requested);
     if (pc_runtime_role(rt) == PC_ROLE_SERVER) {

@@ -24,10 +24,11 @@ bool pc_cuda_built(void);
  * error (no driver, no device). Never fails. Thread-safe. */
 int pc_cuda_device_count(void);
 
-/* pc_cuda_device_count, and why: writes "N CUDA device(s)", "built without CUDA", or the
- * CUDA runtime's own reason when it reports none ("CUDA driver version is insufficient for
- * CUDA runtime version", "no CUDA-capable device is detected") into why. Never fails.
- * Thread-safe. */
+/* pc_cuda_device_count, and why: writes "N CUDA device(s)", "built without CUDA", "no
+ * NVIDIA driver (libcuda.so.1 not found; ...)" (which the CUDA runtime reports as a driver
+ * too old), or the CUDA runtime's own reason when it reports none ("CUDA driver version is
+ * insufficient for CUDA runtime version", "no CUDA-capable device is detected") into why.
+ * Never fails. Thread-safe. */
 int pc_cuda_status(char *why, size_t len);
 
 /* The name of CUDA device `device` ("NVIDIA H200") into buf; "none" when there is no such

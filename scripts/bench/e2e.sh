@@ -20,9 +20,10 @@
 #                        [--nodes N [--link "RATE[,DELAY] ..."]] [--batch N] [--modes "1 3 4"]
 #                        [--device cpu|cuda|emulate [--compress-on gpu|cpu]] [--build DIR]
 #
-# --device cuda trains on each worker's GPU (pc-train --device cuda; --compress-on, default
-# gpu, says where the workers compress; every mode but 1 takes it; emulate: the same
-# through the host emulation, for tests without a GPU). --batch: per worker
+# --device cuda trains on each worker's GPU (pc-train --device cuda, every mode; mode 7,
+# whose cost model profiles on the CPU, is left out); --compress-on (default gpu) says
+# where the workers compress, for every mode but 1, which compresses nothing; emulate: the
+# same through the host emulation, for tests without a GPU. --batch: per worker
 # (default 32). --modes: a subset of 1-7. --build DIR: the programs of an existing build
 # (as scripts/gpu-check.sh makes), without installing packages or building.
 #
@@ -49,7 +50,7 @@ nodes=""
 links="1gbit 10gbit"
 predict=0
 batch=32
-modes="1 2 3 4 5 6 7"
+modes=""
 device=cpu
 compress_on=""
 build=""
@@ -70,11 +71,14 @@ while [ $# -gt 0 ]; do
     --device) device=${2:?--device needs cpu or cuda}; shift ;;
     --compress-on) compress_on=${2:?--compress-on needs gpu or cpu}; shift ;;
     --build) build=${2:?--build needs a directory}; shift ;;
-    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+# Mode 7 (--mode auto) profiles on the CPU and refuses device tensors: not by default there.
+[ -n "$modes" ] || { [ "$device" = cpu ] && modes="1 2 3 4 5 6 7" || modes="1 2 3 4 5 6"; }
+case " $modes " in *" 7 "*) [ "$device" = cpu ] || { echo "e2e.sh: --modes: mode 7 (--mode auto) takes no --device $device" >&2; exit 2; } ;; esac
 case $batch in '' | *[!0-9]* | 0) echo "e2e.sh: --batch: '$batch' is not a positive number" >&2; exit 2 ;; esac
 for m in $modes; do case $m in [1-7]) ;; *) echo "e2e.sh: --modes: '$m' is not a mode 1..7" >&2; exit 2 ;; esac; done
 case $device in cpu | cuda | emulate) ;; *) echo "e2e.sh: --device: '$device' is not cpu, cuda or emulate" >&2; exit 2 ;; esac
@@ -238,7 +242,8 @@ for model in $models; do
                 fi
                 t1=$(date +%s%N)
                 printf '%6d s %s\n' $(( (t1 - t0) / 1000000000 )) "${failed:-ok}"
-                [ -n "$failed" ] && tail -n 3 "$runs/$name.log" >&2
+                # pc-train's own line says why (Open MPI's banner follows it).
+                [ -n "$failed" ] && { grep -m 3 '^pc-train:' "$runs/$name.log" || tail -n 3 "$runs/$name.log"; } >&2
                 python3 -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "model": a[2], "net": a[3], "workers": int(a[4]), "mode": int(a[5]), "label": a[6], "flags": a[7], "np": int(a[8]), "iters": int(a[9]), "warmup": int(a[10]), "failed": a[11] or None, "batch": int(a[13]), "device": a[14]}, open(a[12], "w"))' \
                     "$name" "$model" "$net" "$w" "$mode" "$(label_of $mode)" "$(flags_of $mode) ${extra[*]}" "$np" \
                     "$iters" "$warmup" "$failed" "$runs/$name.meta.json" "$batch" "$device${compress_on:+, compress on $compress_on}"

@@ -57,6 +57,8 @@ for codec in topk:ratio=0.05 dgc:ratio=0.05; do
         done
     done
 done
+train gpu-auto 3 --compress topk:ratio=0.05 --chunk-bytes 64K --device emulate --gpu auto
+same topk-cpu gpu-auto "--gpu auto (the default, given) is accepted with --device emulate"
 train ar-cpu 2 --mode allreduce
 train ar-emu 2 --mode allreduce --device emulate
 same ar-cpu ar-emu "--mode allreduce: --device emulate equals --device cpu"

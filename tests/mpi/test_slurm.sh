@@ -164,6 +164,16 @@ for s in "$gpu1" "$gpun"; do
         bad "${s##*/} --help: status $rc"; head -n 3 <<<"$out"
     fi
 done
+# The CPU scripts' --help describes them and starts no job.
+for s in "$src/scripts/slurm/pc-train.sbatch" "$src/scripts/slurm/pc-train-multinode.sbatch"; do
+    out=$(env -u SLURM_NTASKS bash "$s" --help 2>&1)
+    rc=$?
+    if [ $rc = 0 ] && grep -q "^${s##*/}: " <<<"$out" && ! grep -q -e '^#' -e '(restart ' <<<"$out"; then
+        ok "${s##*/} --help: its description, no job"
+    else
+        bad "${s##*/} --help: status $rc"; head -n 3 <<<"$out"
+    fi
+done
 if command -v shellcheck >/dev/null 2>&1; then
     if out=$(shellcheck -S warning "$src"/scripts/slurm/*.sbatch "$src/scripts/slurm/local-cluster.sh" 2>&1); then
         ok "shellcheck -S warning: the batch scripts and local-cluster.sh"

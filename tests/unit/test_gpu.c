@@ -88,15 +88,13 @@ static void test_round_trip(void **state)
     assert_int_equal(pc_gpu_event_create(g, &done, err, sizeof(err)), PC_OK);
     /* An event never recorded is done. */
     assert_int_equal(pc_gpu_event_sync(done, err, sizeof(err)), PC_OK);
-    assert_int_equal(pc_gpu_copy(g, d, h, N * sizeof(float), PC_GPU_TO_DEVICE, up, err,
-                                 sizeof(err)),
-                     PC_OK);
+    assert_int_equal(
+        pc_gpu_copy(g, d, h, N * sizeof(float), PC_GPU_TO_DEVICE, up, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_gpu_event_record(done, up, err, sizeof(err)), PC_OK);
     /* The copy back runs on another stream, after the first copy (the event). */
     assert_int_equal(pc_gpu_stream_wait(down, done, err, sizeof(err)), PC_OK);
-    assert_int_equal(pc_gpu_copy(g, back, d, N * sizeof(float), PC_GPU_TO_HOST, down, err,
-                                 sizeof(err)),
-                     PC_OK);
+    assert_int_equal(
+        pc_gpu_copy(g, back, d, N * sizeof(float), PC_GPU_TO_HOST, down, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_gpu_stream_sync(g, down, err, sizeof(err)), PC_OK);
     assert_memory_equal(back, h, N * sizeof(float));
     assert_int_equal(pc_gpu_copy(g, back, d, 4, (pc_gpu_dir_t)7, down, err, sizeof(err)),
