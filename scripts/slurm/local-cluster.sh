@@ -60,6 +60,11 @@ $gres_types
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus$gres_node State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+    # The ports are fixed (common.conf): a cluster already running here would answer for
+    # ours, and take its jobs.
+    if SLURM_CONF=$dir/slurm.conf timeout 20 scontrol ping 2>/dev/null | grep -q " is UP"; then
+        die "a slurmctld already answers on this machine's Slurm port (another local cluster?): stop it first"
+    fi
     install -d -o munge -g munge -m 0755 /run/munge
     if ! [ -S /run/munge/munge.socket.2 ] || ! munge -n </dev/null >/dev/null 2>&1; then
         [ -s /etc/munge/munge.key ] || { mungekey --create 2>/dev/null || /usr/sbin/create-munge-key -f; }
