@@ -440,7 +440,7 @@ int main(int argc, char **argv)
     if (rc == PC_EINVAL)
         die("--model", "cannot build this model for the data's shape");
     if (rc != PC_OK)
-        die("--device", err);
+        die(dev == PC_MODEL_CPU ? "--model" : "--device", err);
     if (pc_model_init(m, (uint64_t)cfg.seed) != PC_OK)
         die("--device", pc_model_error(m));
     pc_worker_t *w;

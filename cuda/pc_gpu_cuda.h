@@ -1,6 +1,8 @@
 /* The CUDA side of pc_gpu (cuda/pc_gpu.cu), callable from C. Each returns PC_OK, PC_ENOMEM
  * or PC_ECUDA and leaves the cudaError_t in *cuerr (pc_cuda_error_string names it); each
- * makes `device` current for the call only. Private to the library. */
+ * makes `device` current for the call only (device_scope), except pc_cuda_gpu_use, whose
+ * point is to make it current for good, and pc_cuda_gpu_bus_id, which needs no current
+ * device. Private to the library. */
 #ifndef PC_GPU_CUDA_H
 #define PC_GPU_CUDA_H
 

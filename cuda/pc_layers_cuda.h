@@ -36,9 +36,9 @@ extern "C" {
 
 typedef struct pc_cuda_engine pc_cuda_engine_t;
 
-/* An engine on `device`: a non-blocking stream of normal priority, a cuBLAS handle on it
- * with its own 32 MiB workspace, and the pinned word the loss comes back through. *out
- * owns them (pc_cuda_engine_destroy). */
+/* An engine on `device`: a non-blocking stream of the device's highest priority, a cuBLAS handle on
+ * it with its own 32 MiB workspace, and the pinned word the loss comes back through. *out owns them
+ * (pc_cuda_engine_destroy). */
 int pc_cuda_engine_create(int device, pc_cuda_engine_t **out);
 /* Wait for the stream, then free everything the engine holds (NULL is accepted). Memory
  * from pc_cuda_engine_alloc must be freed first. */

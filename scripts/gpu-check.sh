@@ -172,7 +172,7 @@ tcommon=(--model mlp --data synthetic --synthetic-samples 40000 --batch 64 --ite
          --lr 0.002 --compress topk:ratio=0.01 --log-level warn) # lr: the loss still falling at the end (2.5 -> 0.3)
 train_rc=0
 : >"$out/train.txt"
-verdict() { # verdict OK|FAILED TEXT
+verdict() { # verdict ok|FAILED TEXT
     [ "$1" = ok ] || train_rc=1
     say "training: $2${1:+ ($1)}"
     echo "$2: $1" >>"$out/train.txt"

@@ -41,7 +41,7 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
                             "--device %s with --mode auto: the cost model profiles the model "
                             "and the codecs on the CPU and knows no device copies; choose "
                             "--mode ps or allreduce",
-                            cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate");
+                            pc_config_device_name(cfg->device));
     if (pc_config_given(cfg, "pipeline"))
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pipeline with --mode auto: auto chooses it (on for the "

@@ -50,6 +50,16 @@ int pc_config_gpu_parse(const char *text, int *list, int *n, char *err, size_t e
     return PC_OK;
 }
 
+const char *pc_config_device_name(int device)
+{
+    static const char *const names[] = {
+#define DEVICE_NAME(name, text) text,
+        PC_CONFIG_DEVICE_TABLE(DEVICE_NAME)
+#undef DEVICE_NAME
+    };
+    return device >= 0 && (size_t)device < sizeof(names) / sizeof(names[0]) ? names[device] : "?";
+}
+
 static int check_gpu(const void *value, char *err, size_t errlen)
 {
     int list[PC_CONFIG_GPU_MAX], n;

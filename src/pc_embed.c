@@ -104,7 +104,7 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
         rc = pc_error_fmt(PC_EUSAGE, err, errlen,
                           "--device %s: the binding hands the runtime CPU tensors only (GPU "
                           "training is pc-train --device cuda's)",
-                          e->cfg.device == PC_DEVICE_CUDA ? "cuda" : "emulate");
+                          pc_config_device_name(e->cfg.device));
     if (rc == PC_OK && length && !pc_config_given(&e->cfg, "iters")) {
         /* The workers as the checks will count them: every rank with --mode allreduce. */
         int workers = e->cfg.mode == PC_MODE_ALLREDUCE ? e->size : e->size - e->cfg.servers;

@@ -77,8 +77,10 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
                             cfg->resume ? "--resume" : "--checkpoint-every");
-    if (pc_config_given(cfg, "gpu") && strcmp(cfg->gpu, "auto") != 0 &&
-        cfg->device != PC_DEVICE_CUDA)
+    int gpus[PC_CONFIG_GPU_MAX], ngpus;
+    if (pc_config_gpu_parse(cfg->gpu, gpus, &ngpus, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu: %s", why);
+    if (ngpus > 0 && cfg->device != PC_DEVICE_CUDA)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu %s needs --device cuda", cfg->gpu);
     if (pc_config_given(cfg, "compress-on") && cfg->device == PC_DEVICE_CPU)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -117,7 +119,7 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
             return rc; /* MPI failed: the job cannot agree on anything anymore */
         int list[PC_CONFIG_GPU_MAX], n = 0;
         char status[160];
-        pc_config_gpu_parse(cfg->gpu, list, &n, NULL, 0); /* checked by the flag's parser */
+        pc_config_gpu_parse(cfg->gpu, list, &n, NULL, 0); /* checked: check_config */
         int count = pc_cuda_status(status, sizeof(status));
         int dev = n ? list[idx % n] : count ? idx % count : 0;
         if (count == 0)
@@ -145,7 +147,7 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
         return mrc;
     why[sizeof(why) - 1] = '\0';
     return pc_error_fmt(PC_ENODEV, err, errlen, "--device %s: rank %d: %s",
-                        cfg->device == PC_DEVICE_CUDA ? "cuda" : "emulate", first, why);
+                        pc_config_device_name(cfg->device), first, why);
 }
 
 int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,

@@ -622,6 +622,21 @@ static void describe_sharing(const pc_topo_plan_t *plan, char *buf, size_t len, 
     }
 }
 
+/* "LEAD rR GPUNAME ..." for the ranks that named a GPU and, with only_far, gave no `near`
+ * set; nothing when there are none. */
+static void describe_gpus(const pc_topo_plan_t *plan, const char *lead, bool only_far, char *buf,
+                          size_t len, size_t *pos)
+{
+    for (int r = 0; r < plan->nranks; r++) {
+        const pc_topo_rank_t *rk = &plan->ranks[r];
+        if (rk->gpu[0] == '\0' || (only_far && rk->near[0] != '\0'))
+            continue;
+        /* gpu[] travelled as bytes: print at most its size. */
+        append(buf, len, pos, "%s r%d %.*s", lead, rk->rank, (int)sizeof(rk->gpu), rk->gpu);
+        lead = "";
+    }
+}
+
 /* "; near GPU: rR GPUNAME {name core[ far], ...} ...; N thread(s) not near ..." for the
  * ranks that gave a `near` set; nothing when none did. */
 static void describe_near(const pc_topo_plan_t *plan, char *buf, size_t len, size_t *pos)
@@ -650,14 +665,7 @@ static void describe_near(const pc_topo_plan_t *plan, char *buf, size_t len, siz
     /* Ranks that named a GPU whose locality the topology does not know (a VM, or hwloc
      * without I/O discovery): named all the same, so that the line says which GPU each
      * rank drives. */
-    lead = "; GPU (locality unknown):";
-    for (int r = 0; r < plan->nranks; r++) {
-        const pc_topo_rank_t *rk = &plan->ranks[r];
-        if (rk->near[0] != '\0' || rk->gpu[0] == '\0')
-            continue;
-        append(buf, len, pos, "%s r%d %.*s", lead, rk->rank, (int)sizeof(rk->gpu), rk->gpu);
-        lead = "";
-    }
+    describe_gpus(plan, "; GPU (locality unknown):", true, buf, len, pos);
 }
 
 void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
@@ -673,14 +681,7 @@ void pc_topo_plan_describe(const pc_topo_plan_t *plan, char *buf, size_t len)
     if (!any_bound) {
         append(buf, len, &pos, "placement: %d threads unbound (--bind none)", plan->nthreads_total);
         /* Nothing is near anything: only which GPU each rank drives. */
-        const char *lead = "; GPU:";
-        for (int r = 0; r < plan->nranks; r++) {
-            const pc_topo_rank_t *rk = &plan->ranks[r];
-            if (rk->gpu[0] == '\0')
-                continue;
-            append(buf, len, &pos, "%s r%d %.*s", lead, rk->rank, (int)sizeof(rk->gpu), rk->gpu);
-            lead = "";
-        }
+        describe_gpus(plan, "; GPU:", false, buf, len, &pos);
         return;
     }
     append(buf, len, &pos, "placement: %d threads of %d ranks on %d cores", plan->nthreads_total,

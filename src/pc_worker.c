@@ -138,7 +138,7 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
     if (n == 0)
         return PC_OK;
     if (w->device) {
-        int rc = pc_rt__w_dev_grads_in(w, w->ready_list, n, d->iteration, me);
+        int rc = pc_rt__w_dev_grads_in(w, w->ready_list, n, me);
         if (rc != PC_OK)
             return rc;
     }
@@ -151,7 +151,7 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
-    char ev[40], why[256] = "";
+    char ev[40], why[256];
     for (int j = 0; j < nlist; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         int64_t t0 = pc_time_ns();
@@ -169,7 +169,7 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
             return WFAIL(me, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
                          rt->rank, c->id, w->tensors[c->first_tensor].name, (unsigned long long)it,
                          rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
-                         : why[0]        ? why
+                         : w->device     ? why /* pc_rt__w_dev_fold's reason */
                                          : pc_strerror(rc));
         pc_rt__w_chunk_done(w, c, it);
     }
@@ -542,7 +542,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
     if (!w->t_first_ready)
         w->t_first_ready = now;
     if (w->device) {
-        /* The MPI thread waits for this before it reads the gradient (never this thread). */
+        /* The MPI thread waits for this before it reads the gradient (this thread only when
+         * it is the MPI thread: --pipeline off). */
         char why[256];
         int rc = pc_gpu_event_record(t->ready, w->user, why, sizeof(why));
         if (rc != PC_OK)

@@ -113,7 +113,7 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
     char why[512];
     if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
         return WFAIL(me, PC_EFORMAT, "worker r%d: %s", rt->rank, why);
-    return w->device ? pc_rt__w_dev_states_up(w, me) : PC_OK;
+    return w->device ? pc_rt__w_dev_states(w, true, me) : PC_OK;
 }
 
 /* Waits for every update of the last iteration: then no compression is in flight (an
@@ -127,7 +127,7 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
     for (int t = 0; t < w->ntensors; t++)
         if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
             return rc;
-    if (w->device && (rc = pc_rt__w_dev_states_down(w, &w->main)) != PC_OK)
+    if (w->device && (rc = pc_rt__w_dev_states(w, false, &w->main)) != PC_OK)
         return rc;
     char why[512] = "";
     uint8_t msg[PC_RT_CKPT_BYTES];

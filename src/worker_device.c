@@ -60,10 +60,38 @@ int pc_worker_set_stream(pc_worker_t *w, void *stream)
     return PC_OK;
 }
 
-/* A failed call of pc_gpu (its message in why) as the worker's error. */
-static int gpu_fail(pc_worker_t *w, wthread_t *me, int rc, const char *why)
+/* A failed call of pc_gpu (its message in why) as the worker's error, naming the device
+ * and, when c is not NULL, the chunk and its first tensor. */
+static int gpu_fail(pc_worker_t *w, wthread_t *me, int rc, const wchunk_t *c, const char *why)
 {
-    return WFAIL(me, rc, "worker r%d: %s", w->rt->rank, why);
+    int dev = pc_gpu_device(w->rt->gpu);
+    char where[96] = "";
+    if (c)
+        snprintf(where, sizeof(where), " chunk %u (tensor '%s'):", c->id,
+                 w->tensors[c->first_tensor].name);
+    if (dev == PC_GPU_EMULATE)
+        return WFAIL(me, rc, "worker r%d (device emulated):%s %s", w->rt->rank, where, why);
+    return WFAIL(me, rc, "worker r%d (cuda:%d):%s %s", w->rt->rank, dev, where, why);
+}
+
+/* Every tensor's parameters between its mirror and the device (to_device: mirror to
+ * device on s_up; else device to mirror on s_down), waited for, after the caller's stream
+ * (which may still write or read them). Backprop thread, at start. */
+static int copy_params(pc_worker_t *w, bool to_device)
+{
+    pc_gpu_t *g = w->rt->gpu;
+    pc_gpu_stream_t s = to_device ? w->s_up : w->s_down;
+    char why[256];
+    int rc = pc_gpu_stream_sync(g, w->user, why, sizeof(why));
+    for (int t = 0; t < w->ntensors && rc == PC_OK; t++) {
+        wtensor_t *k = &w->tensors[t];
+        size_t bytes = sizeof(float) * k->n;
+        rc = to_device ? pc_gpu_copy(g, k->dp, k->p, bytes, PC_GPU_TO_DEVICE, s, why, sizeof(why))
+                       : pc_gpu_copy(g, k->p, k->dp, bytes, PC_GPU_TO_HOST, s, why, sizeof(why));
+    }
+    if (rc == PC_OK)
+        rc = pc_gpu_stream_sync(g, s, why, sizeof(why));
+    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, NULL, why);
 }
 
 int pc_rt__w_dev_start(pc_worker_t *w)
@@ -81,48 +109,37 @@ int pc_rt__w_dev_start(pc_worker_t *w)
                      "device tensors need the stream they are computed on: call "
                      "pc_worker_set_stream before pc_worker_start (NULL for the legacy default "
                      "stream)");
+    /* The parameters' mirrors; the gradients' are the chunks' own, and only for the chunks
+     * that copy them (pc_rt__w_dev_chunk_init). */
     size_t total = 0;
     for (int t = 0; t < w->ntensors; t++)
         total += w->tensors[t].n;
-    if ((rc = pc_gpu_host_alloc(g, 2 * total * sizeof(float), (void **)&w->mirror, why,
-                                sizeof(why))) != PC_OK)
-        return gpu_fail(w, &w->main, rc, why);
+    if ((rc = pc_gpu_host_alloc(g, total * sizeof(float), (void **)&w->mirror, why, sizeof(why))) !=
+        PC_OK)
+        return gpu_fail(w, &w->main, rc, NULL, why);
     size_t off = 0;
     for (int t = 0; t < w->ntensors; t++) {
         wtensor_t *k = &w->tensors[t];
         k->p = w->mirror + off;
-        k->g = w->mirror + total + off;
         off += k->n;
         if ((rc = pc_gpu_event_create(g, &k->ready, why, sizeof(why))) != PC_OK)
-            return gpu_fail(w, &w->main, rc, why);
+            return gpu_fail(w, &w->main, rc, NULL, why);
     }
-    if ((rc = pc_gpu_stream_create(g, false, &w->s_down, why, sizeof(why))) != PC_OK)
-        return gpu_fail(w, &w->main, rc, why);
-    if ((rc = pc_gpu_stream_create(g, false, &w->s_up, why, sizeof(why))) != PC_OK) {
-        pc_gpu_stream_destroy(g, w->s_down);
-        return gpu_fail(w, &w->main, rc, why);
-    }
-    if ((rc = pc_gpu_stream_create(g, true, &w->s_codec, why, sizeof(why))) != PC_OK) {
-        pc_gpu_stream_destroy(g, w->s_down);
-        pc_gpu_stream_destroy(g, w->s_up);
-        return gpu_fail(w, &w->main, rc, why);
-    }
-    w->streams_made = true;
+    /* Made one by one: pc_rt__w_dev_release destroys those that exist (non-NULL). */
+    if ((rc = pc_gpu_stream_create(g, false, &w->s_down, why, sizeof(why))) != PC_OK ||
+        (rc = pc_gpu_stream_create(g, false, &w->s_up, why, sizeof(why))) != PC_OK ||
+        (rc = pc_gpu_stream_create(g, true, &w->s_codec, why, sizeof(why))) != PC_OK)
+        return gpu_fail(w, &w->main, rc, NULL, why);
     if (rt->cfg.mode == PC_MODE_PS && rt->cfg.compress_on == PC_COMPRESS_ON_GPU && rt->spec.ef &&
         rt->spec.id != PC_CODEC_NONE) {
-        int dev = pc_gpu_device(g) == PC_GPU_EMULATE ? PC_DEVCODEC_CPU : pc_gpu_device(g);
-        if ((rc = pc_devcodec_create(&rt->spec, dev, &w->dcodec, why, sizeof(why))) != PC_OK)
-            return gpu_fail(w, &w->main, rc, why);
+        _Static_assert(PC_GPU_EMULATE == PC_DEVCODEC_CPU, "the emulation's codec is the CPU's");
+        if ((rc = pc_devcodec_create(&rt->spec, pc_gpu_device(g), &w->dcodec, why, sizeof(why))) !=
+            PC_OK)
+            return gpu_fail(w, &w->main, rc, NULL, why);
     }
     /* The initial parameters into the mirrors (worker 0's go to the servers and the other
-     * workers from there), once the caller's stream has written them. */
-    rc = pc_gpu_stream_sync(g, w->user, why, sizeof(why));
-    for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
-        rc = pc_gpu_copy(g, w->tensors[t].p, w->tensors[t].dp, sizeof(float) * w->tensors[t].n,
-                         PC_GPU_TO_HOST, w->s_down, why, sizeof(why));
-    if (rc == PC_OK)
-        rc = pc_gpu_stream_sync(g, w->s_down, why, sizeof(why));
-    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+     * workers from there). */
+    return copy_params(w, false);
 }
 
 int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
@@ -135,19 +152,25 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
     const wtensor_t *t = &w->tensors[c->first_tensor];
     c->dp = t->dp + c->offset;
     c->dg = t->dg + c->offset;
+    c->g = NULL; /* no tensor has a gradient mirror (setup_chunks pointed into none) */
     if ((rc = pc_gpu_event_create(g, &c->down, why, sizeof(why))) != PC_OK ||
         (rc = pc_gpu_event_create(g, &c->up, why, sizeof(why))) != PC_OK)
-        return gpu_fail(w, &w->main, rc, why);
-    /* Compressing chunks with a device codec fold and compress on the device; dense ones
-     * ("none" under --compress-min-bytes) are their own message: copied and sent. */
-    if (!w->dcodec || c->codec != w->codec)
+        return gpu_fail(w, &w->main, rc, c, why);
+    if (!w->dcodec || c->codec != w->codec) {
+        /* Copied to the host and encoded there (--compress-on cpu, allreduce, dense
+         * chunks): its gradient's page-locked mirror. */
+        if ((rc = pc_gpu_host_alloc(g, sizeof(float) * c->n, (void **)&c->g, why, sizeof(why))) !=
+            PC_OK)
+            return gpu_fail(w, &w->main, rc, c, why);
         return PC_OK;
+    }
+    /* Folded and compressed on the device; the message's one copy goes into page-locked
+     * memory. */
     if ((rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) != PC_OK)
-        return gpu_fail(w, &w->main, rc, why);
-    /* The message's one copy from the device goes into page-locked memory. */
+        return gpu_fail(w, &w->main, rc, c, why);
     void *pinned;
     if ((rc = pc_gpu_host_alloc(g, c->send_cap, &pinned, why, sizeof(why))) != PC_OK)
-        return gpu_fail(w, &w->main, rc, why);
+        return gpu_fail(w, &w->main, rc, c, why);
     free(c->sendbuf);
     c->sendbuf = pinned;
     c->send_pinned = true;
@@ -156,19 +179,7 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
 
 int pc_rt__w_dev_params_up(pc_worker_t *w)
 {
-    pc_gpu_t *g = w->rt->gpu;
-    char why[256];
-    int rc = PC_OK;
-    if (!w->device)
-        return PC_OK;
-    /* Not while the caller's stream may still read them. */
-    rc = pc_gpu_stream_sync(g, w->user, why, sizeof(why));
-    for (int t = 0; t < w->ntensors && rc == PC_OK; t++)
-        rc = pc_gpu_copy(g, w->tensors[t].dp, w->tensors[t].p, sizeof(float) * w->tensors[t].n,
-                         PC_GPU_TO_DEVICE, w->s_up, why, sizeof(why));
-    if (rc == PC_OK)
-        rc = pc_gpu_stream_sync(g, w->s_up, why, sizeof(why));
-    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+    return w->device ? copy_params(w, true) : PC_OK;
 }
 
 void pc_rt__w_dev_release(pc_worker_t *w)
@@ -177,10 +188,10 @@ void pc_rt__w_dev_release(pc_worker_t *w)
     if (!w->device)
         return;
     /* Nothing of ours may still run on the device: the last copies end first. */
-    if (w->streams_made) {
+    if (w->s_up)
         pc_gpu_stream_sync(g, w->s_up, NULL, 0);
+    if (w->s_down)
         pc_gpu_stream_sync(g, w->s_down, NULL, 0);
-    }
     for (int ci = 0; ci < w->nchunks; ci++) {
         wchunk_t *c = &w->chunks[ci];
         if (c->send_pinned) { /* an abandoned send's buffer is NULL (left to MPI) */
@@ -188,9 +199,11 @@ void pc_rt__w_dev_release(pc_worker_t *w)
             c->sendbuf = NULL;
             c->send_pinned = false;
         }
+        pc_gpu_host_free(g, c->g);
         pc_devcodec_state_destroy(c->dst);
         pc_gpu_event_destroy(c->down);
         pc_gpu_event_destroy(c->up);
+        c->g = NULL;
         c->dst = NULL;
         c->down = c->up = NULL;
     }
@@ -198,13 +211,13 @@ void pc_rt__w_dev_release(pc_worker_t *w)
         wtensor_t *k = &w->tensors[t];
         pc_gpu_event_destroy(k->ready);
         k->ready = NULL;
-        k->p = k->g = NULL;
+        k->p = NULL;
     }
-    if (w->streams_made) {
-        pc_gpu_stream_destroy(g, w->s_down);
-        pc_gpu_stream_destroy(g, w->s_up);
-        pc_gpu_stream_destroy(g, w->s_codec);
-        w->streams_made = false;
+    pc_gpu_stream_t *streams[] = {&w->s_down, &w->s_up, &w->s_codec};
+    for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+        if (*streams[i])
+            pc_gpu_stream_destroy(g, *streams[i]);
+        *streams[i] = NULL;
     }
     pc_devcodec_destroy(w->dcodec);
     w->dcodec = NULL;
@@ -212,19 +225,18 @@ void pc_rt__w_dev_release(pc_worker_t *w)
     w->mirror = NULL;
 }
 
-int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me)
+int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, wthread_t *me)
 {
     pc_gpu_t *g = w->rt->gpu;
     char why[256];
     int rc;
-    (void)it;
     for (int j = 0; j < n; j++) {
         wchunk_t *c = &w->chunks[list[j]];
         /* The caller's stream has produced the chunk's gradients. */
         for (int t = c->first_tensor; t <= c->last_tensor; t++)
             if ((rc = pc_gpu_event_sync(w->tensors[t].ready, why, sizeof(why))) != PC_OK)
                 return WFAIL(me, rc,
-                             "worker r%d: the caller's stream failed before tensor '%s''s "
+                             "worker r%d: tensor '%s': the caller's stream failed before its "
                              "gradient was complete: %s",
                              w->rt->rank, w->tensors[t].name, why);
         if (pc_rt__w_dev_codec(c))
@@ -232,13 +244,15 @@ int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, w
         if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down, why,
                               sizeof(why))) != PC_OK ||
             (rc = pc_gpu_event_record(c->down, w->s_down, why, sizeof(why))) != PC_OK)
-            return gpu_fail(w, me, rc, why);
+            return gpu_fail(w, me, rc, c, why);
     }
     /* allreduce reads the mirrors right away: its chunks' copies are awaited here. */
     if (!w->ops->servers)
-        for (int j = 0; j < n; j++)
-            if ((rc = pc_gpu_event_sync(w->chunks[list[j]].down, why, sizeof(why))) != PC_OK)
-                return gpu_fail(w, me, rc, why);
+        for (int j = 0; j < n; j++) {
+            const wchunk_t *c = &w->chunks[list[j]];
+            if ((rc = pc_gpu_event_sync(c->down, why, sizeof(why))) != PC_OK)
+                return gpu_fail(w, me, rc, c, why);
+        }
     return PC_OK;
 }
 
@@ -246,14 +260,14 @@ int pc_rt__w_dev_fold(pc_worker_t *w, wchunk_t *c, char *why, size_t len)
 {
     int rc;
     if (pc_rt__w_dev_codec(c)) {
-        rc = pc_devcodec_fold(w->dcodec, c->dst, c->dg, w->s_codec);
-        snprintf(why, len, "%s", pc_devcodec_error(w->dcodec));
+        if ((rc = pc_devcodec_fold(w->dcodec, c->dst, c->dg, w->s_codec)) != PC_OK)
+            snprintf(why, len, "%s", pc_devcodec_error(w->dcodec));
         return rc;
     }
     if ((rc = pc_gpu_event_sync(c->down, why, len)) != PC_OK)
         return rc;
-    rc = pc_codec_fold(c->codec, c->st, c->g);
-    snprintf(why, len, "%s", pc_strerror(rc));
+    if ((rc = pc_codec_fold(c->codec, c->st, c->g)) != PC_OK)
+        snprintf(why, len, "%s", pc_strerror(rc));
     return rc;
 }
 
@@ -261,7 +275,7 @@ int pc_rt__w_dev_before_write(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
     char why[256];
     int rc = pc_gpu_event_sync(c->up, why, sizeof(why));
-    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, why);
+    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, c, why);
 }
 
 int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me)
@@ -271,48 +285,33 @@ int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me)
                          why, sizeof(why));
     if (rc == PC_OK)
         rc = pc_gpu_event_record(c->up, w->s_up, why, sizeof(why));
-    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, why);
+    return rc == PC_OK ? PC_OK : gpu_fail(w, me, rc, c, why);
 }
 
 int pc_rt__w_dev_param_wait(pc_worker_t *w, wchunk_t *c)
 {
     char why[256];
     int rc = pc_gpu_stream_wait(w->user, c->up, why, sizeof(why));
-    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, why);
+    return rc == PC_OK ? PC_OK : gpu_fail(w, &w->main, rc, c, why);
 }
 
-int pc_rt__w_dev_states_down(pc_worker_t *w, wthread_t *me)
+int pc_rt__w_dev_states(pc_worker_t *w, bool to_device, wthread_t *me)
 {
     char why[256];
     for (int ci = 0; ci < w->nchunks; ci++) {
         wchunk_t *c = &w->chunks[ci];
         if (!pc_rt__w_dev_codec(c))
             continue;
-        int rc = pc_devcodec_state_get(
-            c->dst, pc_devcodec_state_has_residual(c->dst) ? pc_codec_state_residual(c->st) : NULL,
-            pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL, why,
-            sizeof(why));
+        float *res = pc_devcodec_state_has_residual(c->dst) ? pc_codec_state_residual(c->st) : NULL;
+        float *mom = pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL;
+        int rc = to_device ? pc_devcodec_state_set(c->dst, res, mom, why, sizeof(why))
+                           : pc_devcodec_state_get(c->dst, res, mom, why, sizeof(why));
         if (rc != PC_OK)
-            return gpu_fail(w, me, rc, why);
-        pc_codec_state_set_steps(c->st, pc_devcodec_state_steps(c->dst));
-    }
-    return PC_OK;
-}
-
-int pc_rt__w_dev_states_up(pc_worker_t *w, wthread_t *me)
-{
-    char why[256];
-    for (int ci = 0; ci < w->nchunks; ci++) {
-        wchunk_t *c = &w->chunks[ci];
-        if (!pc_rt__w_dev_codec(c))
-            continue;
-        int rc = pc_devcodec_state_set(
-            c->dst, pc_devcodec_state_has_residual(c->dst) ? pc_codec_state_residual(c->st) : NULL,
-            pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL, why,
-            sizeof(why));
-        if (rc != PC_OK)
-            return gpu_fail(w, me, rc, why);
-        pc_devcodec_state_set_steps(c->dst, pc_codec_state_steps(c->st));
+            return gpu_fail(w, me, rc, c, why);
+        if (to_device)
+            pc_devcodec_state_set_steps(c->dst, pc_codec_state_steps(c->st));
+        else
+            pc_codec_state_set_steps(c->st, pc_devcodec_state_steps(c->dst));
     }
     return PC_OK;
 }

@@ -89,8 +89,9 @@ _Static_assert(sizeof(rel_t) == 16, "rel_t is a 16-byte SPSC slot");
 
 typedef struct wtensor {
     char name[NAME_LEN];
-    float *p, *g;          /* the caller's buffers (n floats each); device tensors: their host
-                              mirrors while started (worker_device.c), NULL otherwise */
+    float *p, *g;          /* the caller's buffers (n floats each); device tensors: p is the
+                              parameters' host mirror while started (worker_device.c), g is
+                              NULL (chunks that copy gradients have mirrors of their own) */
     float *dp, *dg;        /* device tensors: the caller's device buffers; NULL for host tensors */
     pc_gpu_event_t *ready; /* device tensors: recorded on the caller's stream by grad_ready
                               (backprop thread), waited for by the MPI thread before it reads
@@ -128,7 +129,8 @@ typedef struct wchunk {
     int server;
     int first_tensor, last_tensor;
     size_t offset, n;
-    float *p, *g;         /* into the first tensor's buffers */
+    float *p, *g;         /* into the first tensor's buffers (device tensors: p into its
+                             mirror, g the chunk's own gradient mirror or NULL) */
     pc_codec_t *codec;    /* ps: the run's codec, or "none" for a small chunk (not owned) */
     pc_codec_state_t *st; /* ps: error-feedback state; NULL in allreduce mode */
     size_t remaining;     /* elements not yet handed over this iteration (MPI thread) */
@@ -215,7 +217,6 @@ struct pc_worker {
     pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread) */
     pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread) */
     pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec (low priority) */
-    bool streams_made;       /* the three streams above exist */
     float *mirror;           /* the host mirrors: parameters, then gradients (pinned) */
     pc_devcodec_t *dcodec;   /* --compress-on gpu: --compress on the device */
     bool started, finished, pipelined;
@@ -340,10 +341,10 @@ int pc_rt__w_dev_params_up(pc_worker_t *w);
 /* Free what pc_rt__w_dev_start and pc_rt__w_dev_chunk_init made; device tensors get their
  * NULL mirrors back. Backprop thread (release_started). */
 void pc_rt__w_dev_release(pc_worker_t *w);
-/* The chunks of list were completely handed over in iteration it: wait for their tensors'
- * events, then queue the copies of the gradients that are compressed (or reduced) on the
- * host into their mirrors, each followed by its chunk's `down` event. MPI thread. */
-int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me);
+/* The chunks of list were completely handed over: wait for their tensors' events, then
+ * queue the copies of the gradients that are compressed (or reduced) on the host into
+ * their chunks' mirrors, each followed by its chunk's `down` event. MPI thread. */
+int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, wthread_t *me);
 /* Whether chunk c is folded and compressed on the device (it has a device state). */
 static inline bool pc_rt__w_dev_codec(const wchunk_t *c)
 {
@@ -360,10 +361,10 @@ int pc_rt__w_dev_before_write(pc_worker_t *w, wchunk_t *c, wthread_t *me);
 int pc_rt__w_dev_params_out(pc_worker_t *w, wchunk_t *c, wthread_t *me);
 /* param_wait, after chunk c's version load: the caller's stream waits for c->up. */
 int pc_rt__w_dev_param_wait(pc_worker_t *w, wchunk_t *c);
-/* Checkpoints: the device states into their host copies (c->st), before they are written;
- * back onto the device after a restore. Backprop thread, no compression in flight. */
-int pc_rt__w_dev_states_down(pc_worker_t *w, wthread_t *me);
-int pc_rt__w_dev_states_up(pc_worker_t *w, wthread_t *me);
+/* Checkpoints: the device states into their host copies (c->st) before they are written
+ * (to_device false), or back onto the device after a restore (true). Backprop thread, no
+ * compression in flight. */
+int pc_rt__w_dev_states(pc_worker_t *w, bool to_device, wthread_t *me);
 
 /* ---- worker_metrics.c ----------------------------------------------------------------- */
 

@@ -49,7 +49,7 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
         return WFAIL(&w->main, PC_ESTATE,
                      "tensor '%s': the run has --device %s: register device memory with "
                      "pc_worker_register_device",
-                     name ? name : "?", w->rt->cfg.device == PC_DEVICE_CUDA ? "cuda" : "emulate");
+                     name ? name : "?", pc_config_device_name(w->rt->cfg.device));
     return pc_rt__w_register(w, name, param, grad, n);
 }
 

@@ -117,6 +117,10 @@ typedef struct pc_config {
  * (without the flag's name) in err; list and *n are written only on success. Thread-safe. */
 int pc_config_gpu_parse(const char *text, int *list, int *n, char *err, size_t errlen);
 
+/* The flag spelling of a --device value ("cuda"), or "?" outside the table. Static string;
+ * thread-safe. */
+const char *pc_config_device_name(int device);
+
 /* Fill cfg with the defaults. */
 void pc_config_defaults(pc_config_t *cfg);
 

@@ -69,9 +69,9 @@ int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen
 void pc_gpu_free(pc_gpu_t *g, void *p);
 
 /* A non-blocking stream (it never waits for the legacy default stream); low_priority: the
- * device's lowest priority, so that a compressor's kernels yield to the training's (whose
- * stream must then have a higher priority than the default: pc_model's has the highest),
- * else the default priority. */
+ * device's lowest priority (on most devices the default itself), so that a compressor's
+ * kernels yield to the training's, whose stream must then have a higher priority than the
+ * default (pc_model's has the highest); else the default priority. */
 int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, char *err,
                          size_t errlen);
 void pc_gpu_stream_destroy(pc_gpu_t *g, pc_gpu_stream_t s);

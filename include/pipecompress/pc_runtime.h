@@ -131,7 +131,8 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
 
 /* Register a tensor (before pc_worker_start), in forward order. param and grad (n floats
  * each) stay owned by the caller and must outlive the worker. Returns the tensor's id
- * (0, 1, ...) or a negative PC_E* code. name is copied. */
+ * (0, 1, ...) or a negative PC_E* code (PC_ESTATE with --device cuda or emulate, whose
+ * tensors go through pc_worker_register_device). name is copied. */
 int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n);
 
 /* Register a tensor that lives in device memory (--device cuda: memory of this rank's
