@@ -1,11 +1,12 @@
 /* worker_device: device-resident tensors in the worker (--device cuda|emulate).
  *
  * The caller registers device buffers (pc_worker_register_device). While started, each
- * tensor also has host mirrors, its p and g, in one pinned slab laid out in registration
- * order (tensors adjacent on the device are adjacent in the mirrors, so a chunk that groups
- * tensors is one range in both). Everything the host-memory runtime does (the initial
- * parameters, the updates, allreduce's local step, checkpoints) works on the mirrors
- * unchanged; this file moves data between them and the device, at four points:
+ * tensor's parameters also have a host mirror, its p, in one pinned slab laid out in
+ * registration order (tensors adjacent on the device are adjacent in the mirror, so a
+ * chunk that groups tensors is one range in both), and each chunk whose gradient is copied
+ * to the host has a pinned gradient mirror of its own, its g. Everything the host-memory runtime
+ * does (the initial parameters, the updates, allreduce's local step, checkpoints) works on the
+ * mirrors unchanged; this file moves data between them and the device, at four points:
  *
  *   grad_ready(t)      records t's event on the caller's stream (never blocks it);
  *   chunk complete     the MPI thread waits for its tensors' events, then either queues

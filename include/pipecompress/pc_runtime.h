@@ -139,11 +139,11 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
  * GPU, pc_runtime_gpu; --device emulate: host memory handled as device memory). As
  * pc_worker_register otherwise; --device cpu refuses device tensors (PC_ESTATE) as the
  * other devices refuse host ones, so a worker's tensors are all one or the other. The runtime keeps
- * pinned host mirrors of them (two floats per element). Buffer lifetimes as for host tensors, but
- * on the caller's stream (pc_worker_set_stream): grad_ready(t) records an event on that stream
- * after the work queued so far (the gradient is read once that work is done, on another stream; the
- * caller must not queue writes to it before pc_worker_iteration_end returns), and
- * param_wait(t) returns once t's update is in, having made that stream wait for the
+ * a pinned host mirror of the parameters, and of the gradients it copies to the host. Buffer
+ * lifetimes as for host tensors, but on the caller's stream (pc_worker_set_stream): grad_ready(t)
+ * records an event on that stream after the work queued so far (the gradient is read once that work
+ * is done, on another stream; the caller must not queue writes to it before pc_worker_iteration_end
+ * returns), and param_wait(t) returns once t's update is in, having made that stream wait for the
  * update's copy to the device: kernels queued on it afterwards see the new parameters
  * (the calling thread does not wait for the copy). Backprop thread, before start. */
 int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad,
