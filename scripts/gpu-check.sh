@@ -229,7 +229,7 @@ for on in gpu cpu; do
     [ $on = cpu ] && modes="3 4" # the allreduce compresses nothing: measured once, above
     say "e2e.sh: wide, 2 workers, batch 256, $net, --compress-on $on, modes $modes"
     run timeout "$(limit 150)" "$PC_TOP/scripts/bench/e2e.sh" --build "$b" --device cuda \
-        --compress-on $on --models wide --nets $net --workers 2 --batch 256 --iters 6 --warmup 2 \
+        --compress-on $on --models wide --nets $net --workers 2 --batch 256 --iters 10 --warmup 3 \
         --modes "$modes" --out "$out/e2e-$on" || say "e2e.sh --compress-on $on FAILED (see gpu-check.log)"
 done
 if [ -f "$out/e2e-gpu/e2e.json" ] && [ -f "$out/e2e-cpu/e2e.json" ]; then
