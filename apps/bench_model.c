@@ -66,7 +66,7 @@ typedef struct opts {
     char latency[64];
     char predict[128];
     char json[512];
-    char device[16];
+    int device; /* --device: 0 cpu, 1 cuda (device 0) */
     int iters;
 } opts_t;
 
@@ -285,10 +285,9 @@ static const pc_opt_t model_opts[] = {
      .help = "also write the rates and every prediction as JSON to FILE (with --iters: the "
              "line)"},
     {.name = "device",
-     .type = PC_OPT_STRING,
+     .type = PC_OPT_CHOICE,
      .offset = offsetof(opts_t, device),
-     .size = 16,
-     .metavar = "cpu|cuda",
+     .choices = "cpu|cuda",
      .help = "where the model's layers run: cpu (one core) or cuda (device 0)"},
     {.name = "iters",
      .type = PC_OPT_INT,
@@ -317,7 +316,13 @@ typedef struct measured {
 /* --device as pc_model_create_on's device number. */
 static int device_of(const opts_t *o)
 {
-    return strcmp(o->device, "cuda") == 0 ? 0 : PC_MODEL_CPU;
+    return o->device ? 0 : PC_MODEL_CPU;
+}
+
+/* --device's spelling, for messages and the JSON line. */
+static const char *device_name(const opts_t *o)
+{
+    return o->device ? "cuda" : "cpu";
 }
 
 /* The --model for --batch on --device, initialised (seed 1). 0, or -1 with a message. */
@@ -327,11 +332,11 @@ static int build_model(const opts_t *o, const pc_dataset_t *ds, pc_model_t **out
     int device = device_of(o);
     if (pc_model_create_on((pc_model_kind_t)o->model, o->batch, 1, (int)ds->rows, (int)ds->cols,
                            ds->classes, 0.5f, device, out, err, sizeof(err)) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: --device %s: %s\n", o->device, err);
+        fprintf(stderr, "pc-bench: model: --device %s: %s\n", device_name(o), err);
         return -1;
     }
     if (pc_model_init(*out, 1) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: --device %s: %s\n", o->device, pc_model_error(*out));
+        fprintf(stderr, "pc-bench: model: --device %s: %s\n", device_name(o), pc_model_error(*out));
         pc_model_destroy(*out);
         *out = NULL;
         return -1;
@@ -443,7 +448,7 @@ static int measure_throughput(const opts_t *o)
             rc = pc_model_sync(model);
         seconds = (double)(pc_time_ns() - t0) * 1e-9;
         if (rc != PC_OK) {
-            fprintf(stderr, "pc-bench: model: --device %s: training pass: %s\n", o->device,
+            fprintf(stderr, "pc-bench: model: --device %s: training pass: %s\n", device_name(o),
                     pc_model_error(model)[0] ? pc_model_error(model) : pc_strerror(rc));
             status = BENCH_EXIT_FAIL;
         }
@@ -459,7 +464,7 @@ static int measure_throughput(const opts_t *o)
                  "\"device\": \"%s\", \"device_name\": \"%s\", \"model\": \"%s\", "
                  "\"params\": %zu, \"batch\": %d, \"iters\": %d, \"warmup\": %d, "
                  "\"seconds\": %.6f, \"ms_per_iter\": %.4f, \"samples_per_s\": %.1f}",
-                 o->device, name, pc_model_kind_name((pc_model_kind_t)o->model),
+                 device_name(o), name, pc_model_kind_name((pc_model_kind_t)o->model),
                  pc_model_nparams(model), o->batch, o->iters, THROUGHPUT_WARMUP, seconds,
                  seconds * 1e3 / o->iters, (double)o->iters * o->batch / seconds);
         printf("%s\n", line);
@@ -600,7 +605,7 @@ static int write_json(const opts_t *o, const measured_t *m, const pc_cost_link_t
             "\"compress_min_bytes\": %lld,\n"
             "  \"servers_ratio\": %g,\n  \"at_workers\": %d,\n  \"chunks\": %d,\n"
             "  \"elements\": %zu,\n",
-            pc_model_kind_name((pc_model_kind_t)o->model), o->device, o->batch, o->reps,
+            pc_model_kind_name((pc_model_kind_t)o->model), device_name(o), o->batch, o->reps,
             (long long)o->chunk_bytes, (long long)o->compress_min_bytes, o->servers_ratio,
             o->at_workers, pc_cost_nchunks(c), pc_cost_nelems(c));
     const pc_auto_measured_t *f = &m->fig;
@@ -741,7 +746,7 @@ int bench_model_main(int argc, char **argv)
                 .max_workers = 1024,
                 .at_workers = 8,
                 .link_bytes = 4 << 20,
-                .device = "cpu"};
+                .device = 0};
     pc_opt_group_t g = {"pc-bench model flags", model_opts,
                         sizeof(model_opts) / sizeof(model_opts[0]), &o, NULL};
     char err[512] = "";
@@ -754,12 +759,6 @@ int bench_model_main(int argc, char **argv)
     if (early >= 0) {
         MPI_Finalize();
         return early;
-    }
-    if (strcmp(o.device, "cpu") != 0 && strcmp(o.device, "cuda") != 0) {
-        if (rank == 0)
-            fprintf(stderr, "pc-bench: --device: '%s' is not cpu or cuda\n", o.device);
-        MPI_Finalize();
-        return BENCH_EXIT_USAGE;
     }
     if (device_of(&o) != PC_MODEL_CPU) { /* before anything else can fail: one clear line */
         char why[160];

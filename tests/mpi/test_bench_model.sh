@@ -163,7 +163,7 @@ usage "pc-bench: --predict: '2,1,7' is not W,S,MODE" --predict 2,1,7
 usage "pc-bench: --servers-ratio: 0 is out of range" --servers-ratio 0
 usage "pc-bench: --model: " --model resnet
 usage "one rank cannot measure the link: give --bandwidth and --latency" --bandwidth 1gbit
-usage "pc-bench: --device: 'gpu' is not cpu or cuda" --device gpu --iters 1
+usage "pc-bench: --device: 'gpu' is not one of cpu|cuda" --device gpu --iters 1
 
 # --iters: the engine's throughput alone, one JSON line (the CPU here; scripts/gpu-check.sh
 # runs it with --device cuda beside scripts/bench/torch_engine.py).
