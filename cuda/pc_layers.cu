@@ -561,40 +561,6 @@ extern "C" const char *pc_cuda_engine_strerror(int code)
     return cudaGetErrorString((cudaError_t)code);
 }
 
-extern "C" int pc_cuda_engine_alloc(pc_cuda_engine_t *e, size_t bytes, void **out)
-{
-    device_scope dev(e->device);
-    CK(dev.err);
-    CK(cudaMalloc(out, bytes ? bytes : 1));
-    return 0;
-}
-
-extern "C" void pc_cuda_engine_free(pc_cuda_engine_t *e, void *p)
-{
-    if (!p)
-        return;
-    device_scope dev(e->device);
-    cudaFree(p);
-    (void)cudaGetLastError();
-}
-
-extern "C" int pc_cuda_engine_host_alloc(pc_cuda_engine_t *e, size_t bytes, void **out)
-{
-    device_scope dev(e->device);
-    CK(dev.err);
-    CK(cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocPortable));
-    return 0;
-}
-
-extern "C" void pc_cuda_engine_host_free(pc_cuda_engine_t *e, void *p)
-{
-    if (!p)
-        return;
-    device_scope dev(e->device);
-    cudaFreeHost(p);
-    (void)cudaGetLastError();
-}
-
 extern "C" int pc_cuda_engine_to_device(pc_cuda_engine_t *e, void *dst, const void *src,
                                         size_t bytes)
 {

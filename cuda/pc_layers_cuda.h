@@ -40,21 +40,16 @@ typedef struct pc_cuda_engine pc_cuda_engine_t;
  * it with its own 32 MiB workspace, and the pinned word the loss comes back through. *out owns them
  * (pc_cuda_engine_destroy). */
 int pc_cuda_engine_create(int device, pc_cuda_engine_t **out);
-/* Wait for the stream, then free everything the engine holds (NULL is accepted). Memory
- * from pc_cuda_engine_alloc must be freed first. */
+/* Wait for the stream, then free everything the engine holds (NULL is accepted). Device
+ * memory on the engine's device must be freed first. */
 void pc_cuda_engine_destroy(pc_cuda_engine_t *e);
 /* The engine's stream (a cudaStream_t). */
 void *pc_cuda_engine_stream(const pc_cuda_engine_t *e);
 /* The message of a code the launchers return (a static string; thread-safe). */
 const char *pc_cuda_engine_strerror(int code);
 
-/* Device memory (cudaMalloc; bytes 0 allocates 1 byte), pinned host memory
- * (cudaHostAlloc, portable), and their release (NULL is accepted). Allocation and release
- * synchronise the device, as cudaMalloc and cudaFree do. */
-int pc_cuda_engine_alloc(pc_cuda_engine_t *e, size_t bytes, void **out);
-void pc_cuda_engine_free(pc_cuda_engine_t *e, void *p);
-int pc_cuda_engine_host_alloc(pc_cuda_engine_t *e, size_t bytes, void **out);
-void pc_cuda_engine_host_free(pc_cuda_engine_t *e, void *p);
+/* Device and pinned host memory for the engine's buffers come from pc_cuda_alloc and
+ * pc_cuda_host_alloc (cuda/pc_codec_cuda.h), on the engine's device. */
 
 /* Copies on the stream: host to device (queued: a pageable src may be reused on return, a
  * pinned one only once the stream has passed the copy), device to host (waits for the

@@ -24,6 +24,7 @@
 #include "pipecompress/pc_wire.h"
 
 #ifdef PC_HAVE_CUDA
+#include "../cuda/pc_codec_cuda.h"
 #include "../cuda/pc_layers_cuda.h"
 #endif
 
@@ -295,11 +296,11 @@ static int alloc_device(pc_model_t *m)
         [S_ROWS] = pc_cuda_softmax_rows_bytes(m->max_batch),
     };
     for (int i = 0; i < NSLABS; i++) {
-        int code = pc_cuda_engine_alloc(m->eng, bytes[i], &m->slab[i]);
-        if (code == 0)
-            code = pc_cuda_engine_zero(m->eng, m->slab[i], bytes[i]);
-        if (code != 0)
+        int code = 0;
+        if (pc_cuda_alloc(m->device, bytes[i], &m->slab[i], &code) != PC_OK)
             return dev_fail(m, code, "allocating its memory");
+        if ((code = pc_cuda_engine_zero(m->eng, m->slab[i], bytes[i])) != 0)
+            return dev_fail(m, code, "zeroing its memory");
     }
     m->params = m->slab[S_PARAMS];
     m->grads = m->slab[S_GRADS];
@@ -323,7 +324,7 @@ static void free_device(pc_model_t *m)
         return;
     pc_cuda_engine_sync(m->eng); /* nothing of ours may still run on what is freed */
     for (int i = 0; i < NSLABS; i++)
-        pc_cuda_engine_free(m->eng, m->slab[i]);
+        pc_cuda_free(m->device, m->slab[i]);
     pc_cuda_engine_destroy(m->eng);
 }
 #endif
@@ -545,8 +546,10 @@ int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
     if (!out)
         return PC_EINVAL;
 #ifdef PC_HAVE_CUDA
-    if (on_device(m))
-        return pc_cuda_engine_host_alloc(m->eng, bytes, out) ? PC_ENOMEM : PC_OK;
+    if (on_device(m)) {
+        int cuerr = 0;
+        return pc_cuda_host_alloc(m->device, bytes, out, &cuerr) == PC_OK ? PC_OK : PC_ENOMEM;
+    }
 #endif
     (void)m;
     return (*out = malloc(bytes ? bytes : 1)) ? PC_OK : PC_ENOMEM;
@@ -556,7 +559,7 @@ void pc_model_host_free(const pc_model_t *m, void *p)
 {
 #ifdef PC_HAVE_CUDA
     if (on_device(m)) {
-        pc_cuda_engine_host_free(m->eng, p);
+        pc_cuda_host_free(p);
         return;
     }
 #endif

@@ -54,6 +54,7 @@
 #include "pipecompress/pc_philox.h"
 
 #ifdef PC_HAVE_CUDA
+#include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_layers_cuda.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -78,7 +79,8 @@ static float *host(size_t n)
 static void *dev(size_t bytes)
 {
     void *p = NULL;
-    assert_int_equal(pc_cuda_engine_alloc(eng, bytes, &p), 0);
+    int cuerr = 0;
+    assert_int_equal(pc_cuda_alloc(0, bytes, &p, &cuerr), PC_OK);
     assert_int_equal(pc_cuda_engine_zero(eng, p, bytes), 0);
     return p;
 }
@@ -199,7 +201,7 @@ static void linear_case(int B, int C, int OC, uint64_t seed)
         free(all[i]);
     float *devs[] = {d_x, d_w, d_b, d_dout, d_out, d_dx, d_dw, d_db};
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-        pc_cuda_engine_free(eng, devs[i]);
+        pc_cuda_free(0, devs[i]);
 }
 
 static void test_linear(void **state)
@@ -268,7 +270,7 @@ static void conv_case(int B, int C, int H, int W, int OC, int K, int chunk, uint
         free(all[i]);
     float *devs[] = {d_x, d_w, d_b, d_dout, d_out, d_dx, d_dw, d_db, d_col, d_tmp, d_dw2, d_db2};
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-        pc_cuda_engine_free(eng, devs[i]);
+        pc_cuda_free(0, devs[i]);
 }
 
 static void test_conv2d(void **state)
@@ -337,7 +339,7 @@ static void test_maxpool_relu(void **state)
         free(g_arg);
         void *devs[] = {d_x, d_dout, d_out, d_dx, d_arg, d_r, d_g};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_engine_free(eng, devs[i]);
+            pc_cuda_free(0, devs[i]);
     }
 }
 
@@ -390,7 +392,7 @@ static void test_dropout(void **state)
         free(g_mask);
         void *devs[] = {d_x, d_out, d_dout, d_dx, d_mask};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_engine_free(eng, devs[i]);
+            pc_cuda_free(0, devs[i]);
     }
 }
 
@@ -443,7 +445,7 @@ static void test_softmax_xent(void **state)
         free(labels);
         void *devs[] = {d_logits, d_probs, d_dl, d_labels, rows};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_engine_free(eng, devs[i]);
+            pc_cuda_free(0, devs[i]);
     }
 }
 
