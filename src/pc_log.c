@@ -88,26 +88,29 @@ void pc_log_write(const pc_log_t *log, pc_log_level_t level, const char *thread,
     FILE *stream = log ? log->stream : stderr;
     int64_t now = pc_time_ns();
     double secs = log ? (double)(now - log->t0_ns) * 1e-9 : 0.0;
-    char line[LINE_MAX_BYTES];
+    char line[LINE_MAX_BYTES + 1]; /* the line, and its newline */
     char rank[16];
     if (log && log->rank >= 0)
         snprintf(rank, sizeof(rank), "r%d", log->rank);
     else
         snprintf(rank, sizeof(rank), "r-");
-    int len = snprintf(line, sizeof(line), "[pc %s %-10s %9.3f] %s: ", rank,
+    int len = snprintf(line, LINE_MAX_BYTES, "[pc %s %-10s %9.3f] %s: ", rank,
                        thread ? thread : "main", secs, pc_log_level_name(level));
     if (len < 0)
         return;
-    if ((size_t)len < sizeof(line)) {
+    if (len < LINE_MAX_BYTES) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(line + len, sizeof(line) - (size_t)len, fmt, ap);
+        vsnprintf(line + len, LINE_MAX_BYTES - (size_t)len, fmt, ap);
         va_end(ap);
     }
-    /* One locked write per line keeps threads' lines whole. */
+    size_t n = strlen(line);
+    line[n++] = '\n';
+    /* The line and its newline in one write: stderr is unbuffered, so two calls would be
+     * two write(2)s, and another rank's line (mpirun merges the ranks' stderr) could land
+     * between them. The lock keeps this process's threads' lines whole. */
     flockfile(stream);
-    fputs(line, stream);
-    fputc('\n', stream);
+    fwrite(line, 1, n, stream);
     funlockfile(stream);
     if (level <= PC_LOG_WARN)
         fflush(stream);
