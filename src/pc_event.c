@@ -82,8 +82,10 @@ int pc_event_wait(pc_event_t *ev, uint32_t key, int64_t timeout_ns)
         int e = timeout_ns < 0 ? pthread_cond_wait(&ev->cv, &ev->mu)
                                : pthread_cond_timedwait(&ev->cv, &ev->mu, &deadline);
         if (e == ETIMEDOUT &&
-            epoch_of(atomic_load_explicit(&ev->state, memory_order_relaxed)) == key)
+            epoch_of(atomic_load_explicit(&ev->state, memory_order_relaxed)) == key) {
             rc = PC_ETIMEDOUT;
+            ev->timeouts++;
+        }
     }
     /* Withdraw the announcement (see pc_event_cancel for why relaxed is enough). */
     atomic_fetch_sub_explicit(&ev->state, 1, memory_order_relaxed);
@@ -104,6 +106,20 @@ void pc_event_wake(pc_event_t *ev)
      * waiter that tested the old epoch under mu was registered on cv before it released
      * mu, so before we could take it. */
     pthread_cond_broadcast(&ev->cv);
+}
+
+bool pc_event_park(pc_event_t *ev, pc_event_try_fn test_fn, void *arg, int64_t timeout_ns)
+{
+    uint32_t key = pc_event_prepare(ev);
+    /* The re-test after announcing (the header's argument): a condition made true before
+     * our announcement is seen here; one made true after it notifies, and the wait below
+     * returns at once or is woken. */
+    if (test_fn(arg)) {
+        pc_event_cancel(ev);
+        return true;
+    }
+    pc_event_wait(ev, key, timeout_ns);
+    return false;
 }
 
 int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t timeout_ns,
@@ -133,17 +149,21 @@ int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t ti
                 break;
             }
         }
-        uint32_t key = pc_event_prepare(ev);
-        if (try_fn(arg)) {
-            pc_event_cancel(ev);
+        if (pc_event_park(ev, try_fn, arg, left))
             break;
-        }
-        pc_event_wait(ev, key, left);
         done = try_fn(arg);
     }
     if (waited_ns)
         *waited_ns = pc_time_ns() - start;
     return rc;
+}
+
+uint64_t pc_event_timeouts(pc_event_t *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    uint64_t n = ev->timeouts;
+    pthread_mutex_unlock(&ev->mu);
+    return n;
 }
 
 void pc_event_stats(pc_event_t *ev, uint64_t *parks, uint64_t *wakes)

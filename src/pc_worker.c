@@ -353,6 +353,14 @@ static bool updates_outstanding(const pc_worker_t *w)
 
 /* ---- the compressor thread ----------------------------------------------------------- */
 
+/* The compressor thread's re-test before it parks: a descriptor to pop, or abort. Acquire:
+ * pairs with the backprop thread's release of the push (pc_spsc) and of the abort store. */
+static bool comp_has_work(void *arg)
+{
+    pc_worker_t *w = arg;
+    return pc_spsc_can_pop(w->q_ready) || atomic_load_explicit(&w->abort, memory_order_acquire);
+}
+
 void *pc_rt__w_compressor_main(void *arg)
 {
     pc_worker_t *w = arg;
@@ -423,13 +431,9 @@ void *pc_rt__w_compressor_main(void *arg)
             continue;
         }
         int64_t park_ns = updates_outstanding(w) ? POLL_SLEEP_NS : IDLE_PARK_NS;
-        uint32_t key = pc_event_prepare(w->ev_comp);
-        /* The re-test after announcing (pc_event.h): a descriptor pushed, or abort stored,
-         * before our announcement is seen here; one after it notifies. Acquire: as above. */
-        if (pc_spsc_can_pop(w->q_ready) || atomic_load_explicit(&w->abort, memory_order_acquire))
-            pc_event_cancel(w->ev_comp);
-        else
-            pc_event_wait(w->ev_comp, key, park_ns);
+        /* pc_event_park re-tests after announcing: a descriptor pushed, or abort stored,
+         * before our announcement is seen there; one after it notifies. */
+        pc_event_park(w->ev_comp, comp_has_work, w, park_ns);
     }
     /* Release pairs with pc_rt__w_check_thread's acquire load: comp.err is written. */
     atomic_store_explicit(&w->thread_rc, rc, memory_order_release);
@@ -453,6 +457,25 @@ int pc_rt__w_check_thread(pc_worker_t *w)
 /* What a backprop-thread wait awaits: true once it happened; it may act (push or pop the
  * item it was waiting to move) and is not called again after returning true. */
 typedef bool (*await_fn)(pc_worker_t *w, void *arg);
+
+/* main_await's re-test after announcing itself: the awaited condition (done) or the
+ * compressor thread's failure. */
+typedef struct main_test {
+    pc_worker_t *w;
+    await_fn fn;
+    void *arg;
+    bool done; /* fn held */
+} main_test_t;
+
+static bool main_test(void *arg)
+{
+    main_test_t *t = arg;
+    if ((t->done = t->fn(t->w, t->arg)))
+        return true;
+    /* Acquire: pairs with the compressor thread's release store of thread_rc, as in
+     * pc_rt__w_check_thread. */
+    return atomic_load_explicit(&t->w->thread_rc, memory_order_acquire) != PC_OK;
+}
 
 /* Pipelined, backprop thread: until fn(w, arg) holds, the compressor thread fails, or
  * limit_ns nanoseconds pass (negative: no limit). Tests, spins PC_EVENT_SPINS times
@@ -482,17 +505,13 @@ static int main_await(pc_worker_t *w, await_fn fn, void *arg, int64_t limit_ns, 
         } else if (spins < PC_EVENT_SPINS + PC_EVENT_YIELDS) {
             sched_yield(); /* why before parking: PC_EVENT_YIELDS */
         } else {
-            uint32_t key = pc_event_prepare(w->ev_main);
-            /* The re-test (pc_event.h). Acquire: pairs with the compressor thread's
-             * release store of thread_rc, as in pc_rt__w_check_thread. */
-            if (fn(w, arg)) {
-                pc_event_cancel(w->ev_main);
+            main_test_t t = {w, fn, arg, false};
+            /* The re-test after announcing (pc_event_park): fn, or the compressor thread's
+             * failure (reported at the top of the loop). */
+            if (pc_event_park(w->ev_main, main_test, &t,
+                              left < IDLE_PARK_NS ? left : IDLE_PARK_NS) &&
+                t.done)
                 break;
-            }
-            if (atomic_load_explicit(&w->thread_rc, memory_order_acquire) != PC_OK)
-                pc_event_cancel(w->ev_main); /* reported at the top of the loop */
-            else
-                pc_event_wait(w->ev_main, key, left < IDLE_PARK_NS ? left : IDLE_PARK_NS);
         }
         if (fn(w, arg))
             break;

@@ -91,8 +91,9 @@ typedef struct pc_event {
     /* Parking: touched only when a waiter parks or a notify finds one. */
     alignas(PC_EVENT_CACHELINE) pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t parks; /* pc_event_wait calls that slept (under mu) */
-    uint64_t wakes; /* notifies that took the slow path (under mu) */
+    uint64_t parks;    /* pc_event_wait calls that slept (under mu) */
+    uint64_t wakes;    /* notifies that took the slow path (under mu) */
+    uint64_t timeouts; /* of the parks, those its timeout ended, no notify (under mu) */
 } pc_event_t;
 
 /* Create an event. On success *out owns it; free it with pc_event_destroy. Returns
@@ -153,6 +154,16 @@ static inline void pc_event_notify(pc_event_t *ev)
  * e.g. pop the item it found: it is called until it returns true, then never again). */
 typedef bool (*pc_event_try_fn)(void *arg);
 
+/* Waiter, once spinning and yielding are over: the protocol's last step, the one every
+ * waiter of PipeCompress goes through (pc_event_await, the worker's backprop and
+ * compressor threads). Announces a waiter (pc_event_prepare), re-tests with
+ * test_fn(arg), and cancels when it holds: returns true without sleeping. Otherwise parks
+ * (pc_event_wait, timeout_ns as there) and returns false: the caller tests again. The
+ * re-test between the announcement and the park is what makes a notify that came just
+ * before the announcement visible; without it such a wake-up is lost until the timeout.
+ * test_fn may act (as pc_event_try_fn) and is called exactly once. Any thread. */
+bool pc_event_park(pc_event_t *ev, pc_event_try_fn test_fn, void *arg, int64_t timeout_ns);
+
 /* Waiter: until try_fn(arg) returns true or timeout_ns nanoseconds pass (negative: no
  * limit): test, spin PC_EVENT_SPINS times, yield PC_EVENT_YIELDS times, then prepare /
  * re-test / wait, as the header describes. Returns PC_OK or PC_ETIMEDOUT (try_fn never returned
@@ -165,6 +176,11 @@ int pc_event_await(pc_event_t *ev, pc_event_try_fn try_fn, void *arg, int64_t ti
  * notifies found a waiter and took the slow path. Either may be NULL. For tests and
  * metrics; any thread (takes the mutex). */
 void pc_event_stats(pc_event_t *ev, uint64_t *parks, uint64_t *wakes);
+
+/* Of the parks, how many ended by their timeout with no notify since create: where every
+ * condition is notified and the timeouts are far beyond a wake-up, each is a lost
+ * wake-up (the stress tests count them). Any thread (takes the mutex). */
+uint64_t pc_event_timeouts(pc_event_t *ev);
 
 #ifdef __cplusplus
 }

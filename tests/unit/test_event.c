@@ -1,12 +1,17 @@
 /* test_event: the eventcount (pc_event). Single-thread contracts (a notify with nobody
- * announced takes no lock; a notify between prepare and wait is not lost; timeouts), a
- * parked thread woken by a notify, and two stress runs with two threads pinned to
- * different cores: a ping-pong whose waiters park without spinning (so the window between
- * prepare and wait is hit as often as possible), and an SPSC ring whose both sides block
- * on events (consumer: empty ring; producer: full ring), every item checked. A lost
- * wake-up would leave a thread parked for good: each wait has a 60-second limit that only
- * a lost wake-up can reach, and the test fails with PC_ETIMEDOUT instead of hanging. No
- * speed is asserted. Built also with ThreadSanitizer (make check-concurrency).
+ * announced takes no lock; a notify between prepare and wait is not lost; timeouts; the
+ * re-test after announcing, pc_event_park, which every waiter of the runtime goes
+ * through: a condition that came true during the last spin or yield, with nobody to
+ * notify, ends the wait at once without parking), a parked thread woken by a notify, and
+ * two stress runs with two threads pinned to different cores: a ping-pong whose waiters
+ * park without spinning (pc_event_park straight away, so the window between prepare and
+ * wait is hit as often as possible), and an SPSC ring whose both sides block on events
+ * through pc_event_await (consumer: empty ring; producer: full ring), every item checked.
+ * A lost wake-up leaves a thread parked until its limit: every park has a limit of
+ * GUARD_NS, five orders of magnitude beyond a wake-up (microseconds), and any park that
+ * its limit ended (pc_event_timeouts) fails the test, even when the condition had come
+ * true meanwhile. No speed is asserted. Built also with ThreadSanitizer (make
+ * check-concurrency).
  *
  * PC_STRESS_ROUNDS overrides the ping-pong's round count (the ring moves 4x as many). */
 #include <setjmp.h>
@@ -29,8 +34,9 @@
 #include "pipecompress/pc_topo.h"
 
 #define DEFAULT_ROUNDS 20000
-/* The hang guard: far beyond any wake-up, reached only if one was lost. */
-#define GUARD_NS 60000000000ll
+/* Every park's limit in the stress runs: far beyond any wake-up (microseconds; a
+ * descheduled peer on a loaded machine, milliseconds), reached only when one was lost. */
+#define GUARD_NS 10000000000ll
 /* Small ring: full and empty all the time, so both sides park. */
 #define RING_CAPACITY 4
 
@@ -115,6 +121,62 @@ static void test_await_timeout(void **state)
     pc_event_destroy(ev);
 }
 
+/* ---- the re-test after announcing (pc_event_park) ------------------------------------ */
+
+/* A condition that turns true at its `at`-th test (counting from 1). */
+typedef struct late {
+    int calls, at;
+} late_t;
+
+static bool late_try(void *arg)
+{
+    late_t *l = arg;
+    return ++l->calls >= l->at;
+}
+
+static void test_park_retests_after_announcing(void **state)
+{
+    (void)state;
+    pc_event_t *ev;
+    assert_int_equal(pc_event_create(&ev), PC_OK);
+    /* True at the re-test: cancelled, no sleep, the waiter withdrawn (a later notify
+     * finds nobody and takes no lock). The limit is long so that a park would show. */
+    late_t l = {0, 1};
+    assert_true(pc_event_park(ev, late_try, &l, 5000000000ll));
+    assert_int_equal(l.calls, 1);
+    pc_event_notify(ev);
+    uint64_t parks = 1, wakes = 1;
+    pc_event_stats(ev, &parks, &wakes);
+    assert_int_equal(parks, 0);
+    assert_int_equal(wakes, 0);
+    /* False: it parks (here for 1 ms, nobody notifies) and says so. */
+    l = (late_t){0, 2};
+    assert_false(pc_event_park(ev, late_try, &l, 1000000));
+    assert_int_equal(l.calls, 1);
+    pc_event_stats(ev, &parks, NULL);
+    assert_int_equal(parks, 1);
+    assert_int_equal(pc_event_timeouts(ev), 1);
+    pc_event_destroy(ev);
+}
+
+static void test_await_sees_a_condition_true_before_the_park(void **state)
+{
+    (void)state;
+    pc_event_t *ev;
+    assert_int_equal(pc_event_create(&ev), PC_OK);
+    /* Tests: 1 first, then one after each spin and yield; the condition comes true right
+     * after the last of those, so the re-test after announcing is the first to see it.
+     * Nobody notifies: without that re-test the wait parks until its limit (5 s). */
+    late_t l = {0, 1 + PC_EVENT_SPINS + PC_EVENT_YIELDS + 1};
+    assert_int_equal(pc_event_await(ev, late_try, &l, 5000000000ll, NULL), PC_OK);
+    assert_int_equal(l.calls, l.at);
+    uint64_t parks = 1;
+    pc_event_stats(ev, &parks, NULL);
+    assert_int_equal(parks, 0);
+    assert_int_equal(pc_event_timeouts(ev), 0);
+    pc_event_destroy(ev);
+}
+
 /* ---- a parked thread, woken -------------------------------------------------------- */
 
 typedef struct flag_wait {
@@ -180,27 +242,30 @@ typedef struct stress {
 } stress_t;
 
 /* Ping-pong: side s waits for turn % 2 == s, then passes it on. It waits without
- * spinning (prepare, re-test, wait), and every 7th pass the notifier yields between its
- * store and its notify, so the waiter's announcement races the notify both ways. */
+ * spinning (pc_event_park at once: prepare, re-test, wait), and every 7th pass the
+ * notifier yields between its store and its notify, so the waiter's announcement races
+ * the notify both ways. A park that its limit ends is counted by the event (checked in
+ * run_stress). */
+typedef struct turn_is {
+    stress_t *s;
+    uint64_t want;
+} turn_is_t;
+
+static bool turn_test(void *arg)
+{
+    turn_is_t *t = arg;
+    /* Acquire pairs with the other side's release store of turn. */
+    return atomic_load_explicit(&t->s->turn, memory_order_acquire) == t->want;
+}
+
 static void pingpong(stress_t *s, int side)
 {
-    for (uint64_t i = 0; i < s->rounds && s->rc[side] == PC_OK; i++) {
-        uint64_t want = 2 * i + (uint64_t)side;
-        /* Acquire pairs with the other side's release store of turn. */
-        while (atomic_load_explicit(&s->turn, memory_order_acquire) != want) {
-            uint32_t key = pc_event_prepare(s->ev[side]);
-            if (atomic_load_explicit(&s->turn, memory_order_acquire) == want) {
-                pc_event_cancel(s->ev[side]);
-                break;
-            }
-            if (pc_event_wait(s->ev[side], key, GUARD_NS) == PC_ETIMEDOUT &&
-                atomic_load_explicit(&s->turn, memory_order_acquire) != want) {
-                s->rc[side] = PC_ETIMEDOUT; /* a lost wake-up */
-                return;
-            }
-        }
+    for (uint64_t i = 0; i < s->rounds; i++) {
+        turn_is_t t = {s, 2 * i + (uint64_t)side};
+        while (!turn_test(&t) && !pc_event_park(s->ev[side], turn_test, &t, GUARD_NS))
+            ;
         /* Release pairs with the other side's acquire loads of turn. */
-        atomic_store_explicit(&s->turn, want + 1, memory_order_release);
+        atomic_store_explicit(&s->turn, t.want + 1, memory_order_release);
         if (i % 7 == 3)
             sched_yield();
         pc_event_notify(s->ev[1 - side]);
@@ -315,8 +380,14 @@ static void run_stress(bool use_ring)
     } else {
         assert_int_equal(atomic_load(&s.turn), 2 * s.rounds);
     }
-    /* Every slow-path notify had an announced waiter, and every park was ended by one (or
-     * by the guard, which failed above): at most as many parks as slow notifies. */
+    /* No park ran into its limit: each would have been a lost wake-up (the waits then still
+     * succeed, since the condition came true meanwhile: only this count shows it). */
+    uint64_t lost[2] = {pc_event_timeouts(s.ev[0]), pc_event_timeouts(s.ev[1])};
+    if (lost[0] || lost[1])
+        fail_msg("%llu + %llu parks ran into their %.0f s limit: lost wake-ups",
+                 (unsigned long long)lost[0], (unsigned long long)lost[1], GUARD_NS * 1e-9);
+    /* Every slow-path notify had an announced waiter, and every park was ended by one:
+     * at most as many parks as slow notifies. */
     assert_true(parks[0] <= wakes[0]);
     assert_true(parks[1] <= wakes[1]);
     pthread_barrier_destroy(&s.start);
@@ -346,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_notify_between_prepare_and_wait_is_kept),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_await_timeout),
+        cmocka_unit_test(test_park_retests_after_announcing),
+        cmocka_unit_test(test_await_sees_a_condition_true_before_the_park),
         cmocka_unit_test(test_parked_thread_is_woken),
         cmocka_unit_test(test_stress_pingpong),
         cmocka_unit_test(test_stress_ring),
