@@ -5,7 +5,9 @@
 #    exited 1, because mpirun itself was signalled and aborted the job);
 #  - a stopped run does not write --save-model (its parameters are not the trained model);
 #  - no Open MPI "Epoll MOD ... Bad file descriptor" warnings (mpirun is not signalled);
-#  - --resume from that checkpoint finishes the run.
+#  - --resume from that checkpoint finishes the run;
+#  - a rank killed by SIGKILL is named by the launcher (which rank, how), and the time
+#    limit only when it is what ended the job.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -48,6 +50,41 @@ for sig in TERM INT; do
         tail -5 "$tmp/$sig.log"
     fi
 done
+
+# A rank killed by SIGKILL (the OOM killer, kill -9): the launcher says which rank died and
+# how, in a line of its own, and does not blame the time limit (mpirun's status, 137, is
+# also timeout's after its KILL). Then the time limit itself, said as such.
+"$run" -t 300 -np 3 "$train" "${common[@]}" --epochs 1000 >"$tmp/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 1200); do grep -q '^epoch 1/' "$tmp/kill.log" && break; sleep 0.1; done
+victim=
+for p in $(pc_ranks "$job" "$train" 3); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+done
+if [ -n "$victim" ]; then
+    kill -KILL "$victim"
+    wait "$job"
+    rc=$?
+    job=
+    if [ "$rc" = 137 ] &&
+        grep -Eq '^pc-mpirun.sh: rank 1 on \S+ was killed by signal 9, SIGKILL \(the OOM killer, or kill -9\); mpirun then stopped the other ranks \(exit status 137\)$' "$tmp/kill.log" &&
+        ! grep -q 'time limit' "$tmp/kill.log"; then
+        ok "kill -9 of rank 1: status 137, $(grep '^pc-mpirun.sh: ' "$tmp/kill.log")"
+    else
+        bad "kill -9 of rank 1: status $rc"; grep -v '^  ' "$tmp/kill.log" | tail -6
+    fi
+else
+    bad "rank 1 of the job not found"; pc_kill_tree "$job"; job=
+fi
+"$run" -t 3 -np 3 "$train" "${common[@]}" --epochs 1000 >"$tmp/limit.log" 2>&1
+rc=$?
+if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } &&
+    grep -q '^pc-mpirun.sh: the time limit of 3 s ended the job (-t SECONDS raises it)$' "$tmp/limit.log" &&
+    ! grep -q 'was killed by signal' "$tmp/limit.log"; then
+    ok "-t 3: status $rc, the time limit named"
+else
+    bad "-t 3: status $rc"; tail -3 "$tmp/limit.log"
+fi
 
 # The stopped run resumes and finishes; only then is the model written.
 if "$run" -t 120 -np 3 "$train" "${common[@]}" --iters "$((at + 20))" --checkpoint-dir "$tmp/ck-INT" --resume \
