@@ -7,14 +7,20 @@
  *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
  *     writes a well-formed magic, version and payload length around them, so the fuzzer
- *     spends its time past the header checks.
+ *     spends its time past the header checks; a sparse pull's indices are rewritten to
+ *     rise from below n + 2 in steps of 1 to 3, so that they end near n and cross it.
  * Invariants checked (abort on violation):
  *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
  *     and says why;
  *   - an accepted one is what its encoder would write (layout, init, dense pull, done and
- *     checkpoint messages re-encode to the same bytes), writes only finite parameters (a
- *     pull: and a server time within PC_RT_PULL_MAX_SERVER_NS), and
- *     a layout names only chunks of 1..PC_CODEC_MAX_N elements on existing servers;
+ *     checkpoint messages re-encode to the same bytes; a sparse pull wrote exactly its
+ *     entries, at strictly increasing indices below n, and left every other element as it
+ *     was), writes only finite parameters (a pull: and a server time within
+ *     PC_RT_PULL_MAX_SERVER_NS), and a layout names only chunks of 1..PC_CODEC_MAX_N
+ *     elements on existing servers;
+ *   - every receiver's buffer is allocated with exactly the chunk's n elements, so that
+ *     ASan sees a write one past its end (a static buffer of MAX_N hid one: an index check
+ *     of `ix > n` for `ix >= n` passed every run);
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
  *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
  * ASan and UBSan catch the rest. Built by `make fuzz`; seeds (one valid message of each
@@ -51,7 +57,24 @@ static const char *const specs[] = {
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
-static float before[MAX_N], buf_a[MAX_N], buf_b[MAX_N];
+/* The receivers' buffers: n floats each, exactly (see above); NULL when out of memory. */
+static float *before, *buf_a, *buf_b;
+
+static bool alloc_bufs(size_t n)
+{
+    before = malloc(sizeof(float) * n);
+    buf_a = malloc(sizeof(float) * n);
+    buf_b = malloc(sizeof(float) * n);
+    return before && buf_a && buf_b;
+}
+
+static void free_bufs(void)
+{
+    free(before);
+    free(buf_a);
+    free(buf_b);
+    before = buf_a = buf_b = NULL;
+}
 
 static void fill(float *p, size_t n)
 {
@@ -103,7 +126,7 @@ static void fuzz_init(const uint8_t *msg, size_t len, unsigned param)
 {
     /* Mostly the length the message has (so the values get checked), sometimes not. */
     size_t n = len / 4 + (param & 1);
-    if (n == 0 || n > MAX_N)
+    if (n == 0 || n > MAX_N || !alloc_bufs(n))
         return;
     fill(buf_a, n);
     memcpy(before, buf_a, sizeof(float) * n);
@@ -127,6 +150,12 @@ static void fuzz_init(const uint8_t *msg, size_t len, unsigned param)
     free(again);
 }
 
+static void fuzz_init_bufs(const uint8_t *msg, size_t len, unsigned param)
+{
+    fuzz_init(msg, len, param);
+    free_bufs();
+}
+
 static void fuzz_grad(const uint8_t *msg, size_t len, unsigned param)
 {
     pc_codec_spec_t spec;
@@ -143,6 +172,11 @@ static void fuzz_grad(const uint8_t *msg, size_t len, unsigned param)
     if (n == 0 || n > MAX_N)
         n = 1 + n % MAX_N;
     pc_codec_expect_t want = {.chunk = chunk, .n = n, .any_iteration = true};
+    if (!alloc_bufs(n)) {
+        free_bufs();
+        pc_codec_destroy(c);
+        return;
+    }
     fill(buf_a, n);
     fill(buf_b, n);
     memcpy(before, buf_a, sizeof(float) * n);
@@ -167,17 +201,12 @@ static void fuzz_grad(const uint8_t *msg, size_t len, unsigned param)
             if (!isfinite(buf_a[i]))
                 abort();
     }
+    free_bufs();
     pc_codec_destroy(c);
 }
 
-static void fuzz_pull(const uint8_t *msg, size_t len)
+static void check_pull(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, size_t n)
 {
-    /* Expect what the header claims, as a worker that posted the right receive would. */
-    uint32_t n = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 12) : 1;
-    uint32_t chunk = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 8) : 0;
-    uint64_t it = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u64(msg + 16) : 0;
-    if (n == 0 || n > MAX_N)
-        n = 1 + n % MAX_N;
     fill(buf_a, n);
     memcpy(before, buf_a, sizeof(float) * n);
     char err[256] = "";
@@ -202,7 +231,40 @@ static void fuzz_pull(const uint8_t *msg, size_t len)
         if (l2 != len || memcmp(again, msg, len) != 0)
             abort();
         free(again);
+        return;
     }
+    /* Sparse: exactly the entries, at increasing indices below n; the rest as before. */
+    uint32_t k = pc_wire_get_u32(msg + 24);
+    const uint8_t *ix = msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES, *val = ix + 4 * k;
+    if (len != PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 8 * (size_t)k)
+        abort();
+    size_t next = 0; /* elements below this index were compared */
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t i = pc_wire_get_u32(ix + 4 * j), u;
+        if (i >= n || i < next)
+            abort();
+        if (memcmp(buf_a + next, before + next, sizeof(float) * (i - next)) != 0)
+            abort();
+        memcpy(&u, &buf_a[i], sizeof(u));
+        if (u != pc_wire_get_u32(val + 4 * j))
+            abort();
+        next = (size_t)i + 1;
+    }
+    if (memcmp(buf_a + next, before + next, sizeof(float) * (n - next)) != 0)
+        abort();
+}
+
+static void fuzz_pull(const uint8_t *msg, size_t len)
+{
+    /* Expect what the header claims, as a worker that posted the right receive would. */
+    uint32_t n = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 12) : 1;
+    uint32_t chunk = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u32(msg + 8) : 0;
+    uint64_t it = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u64(msg + 16) : 0;
+    if (n == 0 || n > MAX_N)
+        n = 1 + n % MAX_N;
+    if (alloc_bufs(n))
+        check_pull(msg, len, chunk, it, n);
+    free_bufs();
 }
 
 static void fuzz_done(const uint8_t *msg, size_t len)
@@ -260,6 +322,19 @@ static uint8_t *frame(const uint8_t *rest, size_t len, bool pull, size_t *out_le
     h.payload = (uint32_t)payload;
     pc_wire_header_write(&h, msg);
     memcpy(msg + PC_WIRE_HEADER_BYTES, rest + 13, payload);
+    /* A sparse pull's indices, where the payload has room for them: the first below n + 2,
+     * each next one 1 to 3 above the one before, so that runs end near n and cross it as
+     * often as not (the bound check's both sides: n - 1 valid, n and n + 1 not). */
+    uint8_t *ix = msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES;
+    if (pull && h.codec == PC_RT_PULL_SPARSE &&
+        payload >= PC_RT_PULL_TIME_BYTES + 4 * (size_t)h.entries) {
+        uint32_t prev = 0;
+        for (uint32_t j = 0; j < h.entries; j++) {
+            uint32_t w = pc_wire_get_u32(ix + 4 * j);
+            prev = j == 0 ? w % (h.n + 2) : prev + 1 + w % 3;
+            pc_wire_put_u32(ix + 4 * j, prev);
+        }
+    }
     *out_len = PC_WIRE_HEADER_BYTES + payload;
     return msg;
 }
@@ -280,7 +355,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_layout(msg, len, (int)(param % 5)); /* 0 servers: every chunk refused */
         break;
     case 1:
-        fuzz_init(msg, len, param);
+        fuzz_init_bufs(msg, len, param);
         break;
     case 2:
         fuzz_grad(msg, len, param);

@@ -275,6 +275,79 @@ static void test_pull_rejections(void **state)
     expect_bad(bad, len, 5, 9, "scale -0");
 }
 
+/* Every bound the validators check, on both sides: the last value accepted, the first
+ * refused, and the receiver's buffer untouched on refusal (a canary past the chunk's end
+ * shows a write one element too far, which an index check of `> n` for `>= n` makes). */
+static void test_validator_bounds(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    float p[N], q[N + 1];
+    for (int i = 0; i < N; i++)
+        p[i] = (float)i + 0.25f;
+    const float CANARY = -123.0f;
+    uint8_t buf[PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 8 * N];
+    char err[256];
+    uint64_t sns;
+    const size_t T = PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES; /* the indices start */
+    /* Sparse pull, the last index: n - 1 accepted and written, n refused and nothing. */
+    uint32_t last[2] = {5, N - 1};
+    size_t len = pc_rt__pull_encode(buf, 2, 4, p, N, last, 2, PC_PULL_SPARSE, 0);
+    for (int i = 0; i <= N; i++)
+        q[i] = CANARY;
+    assert_int_equal(pc_rt__pull_apply(buf, len, 2, 4, q, N, &sns, err, sizeof(err)), PC_OK);
+    assert_true(q[N - 1] == p[N - 1] && q[5] == p[5] && q[4] == CANARY && q[N] == CANARY);
+    pc_wire_put_u32(buf + T + 4, N);
+    for (int i = 0; i <= N; i++)
+        q[i] = CANARY;
+    sns = 42;
+    assert_int_equal(pc_rt__pull_apply(buf, len, 2, 4, q, N, &sns, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "index 100 out of range"));
+    for (int i = 0; i <= N; i++)
+        assert_true(q[i] == CANARY);
+    assert_true(sns == 42);
+    /* ... and the first index alike: 0 accepted, one past n refused. */
+    uint32_t first[1] = {0};
+    len = pc_rt__pull_encode(buf, 2, 4, p, N, first, 1, PC_PULL_SPARSE, 0);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 2, 4, q, N, &sns, err, sizeof(err)), PC_OK);
+    assert_true(q[0] == p[0] && q[1] == CANARY);
+    /* Sparse entries: as many as fit the payload exactly, no more. */
+    uint32_t all[N / 2 - 1];
+    for (uint32_t i = 0; i < N / 2 - 1; i++)
+        all[i] = 2 * i;
+    len = pc_rt__pull_encode(buf, 2, 4, p, N, all, N / 2 - 1, PC_PULL_SPARSE, 0);
+    assert_int_equal(pc_rt__pull_apply(buf, len, 2, 4, q, N, &sns, err, sizeof(err)), PC_OK);
+    pc_wire_put_u32(buf + 24, N / 2); /* entries: one more than the payload holds */
+    assert_int_equal(pc_rt__pull_apply(buf, len, 2, 4, q, N, &sns, err, sizeof(err)), PC_EFORMAT);
+    /* The end message: the highest signal accepted, one more refused. */
+    uint8_t d[PC_RT_DONE_BYTES];
+    int sig = -1;
+    pc_rt__done_encode(d, PC_RT_MAX_SIGNAL);
+    assert_int_equal(pc_rt__done_parse(d, sizeof(d), &sig, err, sizeof(err)), PC_OK);
+    assert_int_equal(sig, PC_RT_MAX_SIGNAL);
+    /* Layout: chunk sizes 1 and PC_CODEC_MAX_N accepted, 0 and one more refused; server
+     * S - 1 accepted, S refused; PC_RT_MAX_CHUNKS chunks pass the count check (and fail on
+     * the length here), one more does not. */
+    pc_plan_chunk_t ch[2] = {{.id = 0, .n = 1, .server = 0},
+                             {.id = 1, .n = PC_CODEC_MAX_N, .server = 2}};
+    pc_plan_t plan = {.nchunks = 2, .nservers = 3, .chunks = ch};
+    uint8_t lb[16 + 2 * 8];
+    rt_layout_t l;
+    pc_rt__layout_encode(lb, &plan, 0);
+    assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 2, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "bad chunk 1"));
+    pc_wire_put_u32(lb + 24, PC_CODEC_MAX_N + 1);
+    assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "bad chunk 1"));
+    pc_wire_put_u32(lb + 4, PC_RT_MAX_CHUNKS);
+    assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "expected"));
+    pc_wire_put_u32(lb + 4, PC_RT_MAX_CHUNKS + 1);
+    assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "at most"));
+}
+
 /* Layout: the plan's sizes and servers, byte for byte, and every check. */
 static void test_layout(void **state)
 {
@@ -792,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
         cmocka_unit_test(test_pull_rejections),
+        cmocka_unit_test(test_validator_bounds),
         cmocka_unit_test(test_pull_bytes),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_init),
