@@ -20,6 +20,7 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_wire.h"
+#include "runtime_impl.h"
 #include "runtime_proto.h"
 
 /* Messages the sparse aggregation is timed with: the merges (of 8k, 1 + 2 + ... + 7 k
@@ -375,9 +376,7 @@ int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate
             for (size_t j = 0; j < nt; j++)
                 agg[b.sp.touched[j]] = 1e-3f;
             t0 = pc_time_ns();
-            pc_optim_sgd_sparse(&plain, 1e-6f, p, agg, b.sp.touched, nt, b.sp.scratch);
-            for (size_t j = 0; j < nt; j++)
-                agg[b.sp.touched[j]] = 0.0f;
+            pc_rt__server_sparse_update(&b.sp, &plain, 1e-6f, p, agg); /* the server's step */
             *at[4] += secs_since(t0);
             /* Pulls: encoded by the server, applied by a worker. */
             t0 = pc_time_ns();

@@ -33,6 +33,8 @@
  *   few (plain SGD on sparse gradients); workers end up bitwise identical either way. */
 #include "config.h"
 
+#include <assert.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,8 +339,21 @@ static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int6
     return PC_OK;
 }
 
+size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
+                                   float *agg)
+{
+    const uint32_t *t = sp->touched;
+    size_t nt = sp->ntouched;
+    size_t nchanged = pc_optim_sgd_sparse(optim, lr, p, agg, t, nt, sp->scratch);
+    assert(nchanged <= nt);
+    for (size_t j = 0; j < nt; j++)
+        agg[t[j]] = 0.0f; /* all zero again for the next iteration */
+    return nchanged;
+}
+
 /* The sparse path: the same sums into the touched entries only (agg is zero elsewhere),
- * plain SGD on those, then clear them. *changed gets the changed list (ascending). */
+ * plain SGD on those, then clear them (pc_rt__server_sparse_update). *changed gets the
+ * changed list (ascending). */
 static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
                        const uint32_t **changed, int64_t *t1, char *err, size_t errlen)
 {
@@ -351,11 +366,7 @@ static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
         return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s", rt->rank,
                             failed, why);
     *t1 = pc_time_ns();
-    const uint32_t *t = k->sp.touched;
-    size_t nt = k->sp.ntouched;
-    *nchanged = pc_optim_sgd_sparse(&k->optim, lr, k->p, k->agg, t, nt, k->sp.scratch);
-    for (size_t j = 0; j < nt; j++)
-        k->agg[t[j]] = 0.0f; /* all zero again for the next iteration */
+    *nchanged = pc_rt__server_sparse_update(&k->sp, &k->optim, lr, k->p, k->agg);
     *changed = k->sp.scratch;
     return PC_OK;
 }

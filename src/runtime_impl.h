@@ -13,6 +13,7 @@
 
 #include "pipecompress/pc_ckpt.h"
 #include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_gpu.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_log.h"
@@ -166,6 +167,16 @@ int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_re
  * fail writing the manifest). */
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
                        char *err, size_t errlen);
+
+/* The update of the server's O(nnz) step of one chunk, after pc_rt__grad_aggregate_sparse
+ * summed the workers' messages into agg over sp->touched: plain SGD at lr on those entries
+ * of p (pc_optim_sgd_sparse; optim must be pc_optim_sparse_friendly), then clear them in
+ * agg, so that agg, all zero before the aggregation, is all zero again for the next
+ * iteration. Returns how many parameters changed, their indices in sp->scratch
+ * (ascending, for the pull). pc_server.c's sparse path; pc_cost_measure_server times it.
+ * One thread per sp. */
+size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
+                                   float *agg);
 
 #pragma GCC visibility pop
 

@@ -19,6 +19,7 @@
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
+#include "runtime_impl.h"
 #include "runtime_proto.h"
 
 static void test_check_config(void **state)
@@ -505,11 +506,12 @@ static void test_grad(void **state)
     }
 }
 
-/* The server's sparse path (pc_rt__grad_aggregate_sparse, pc_optim_sgd_sparse, clearing the
- * touched entries) against its dense path (clear all n, pc_rt__grad_apply per worker,
- * pc_optim_sgd over all n): bitwise the same parameters, the same changed count and the
- * same pull messages, iteration after iteration on one aggregate buffer, with workers whose
- * entries overlap and cancel (touched but unchanged) and parameters that are -0. */
+/* The server's sparse path (pc_rt__grad_aggregate_sparse, then pc_rt__server_sparse_update:
+ * SGD on the touched entries and clearing them, the server's own code) against its dense path
+ * (clear all n, pc_rt__grad_apply per worker, pc_optim_sgd over all n): bitwise the same
+ * parameters, the same changed count and the same pull messages, iteration after iteration on one
+ * aggregate buffer, with workers whose entries overlap and cancel (touched but unchanged) and
+ * parameters that are -0. */
 static void test_sparse_step(void **state)
 {
     (void)state;
@@ -587,10 +589,8 @@ static void test_sparse_step(void **state)
                              (unsigned long long)it, i, (double)aggs[i], (double)aggd[i]);
                 cancelled += aggs[i] == 0.0f;
             }
-            size_t ncs =
-                pc_optim_sgd_sparse(&cfg, lr, ps, aggs, sp.touched, sp.ntouched, sp.scratch);
-            for (size_t j = 0; j < sp.ntouched; j++)
-                aggs[sp.touched[j]] = 0.0f;
+            /* The server's own update (SGD on the touched entries, then clearing them). */
+            size_t ncs = pc_rt__server_sparse_update(&sp, &cfg, lr, ps, aggs);
             if (memcmp(pd, ps, sizeof(float) * N) != 0)
                 fail_msg("%s it %llu: sparse path parameters differ from the dense path's",
                          sparse[s], (unsigned long long)it);
