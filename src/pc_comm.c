@@ -166,6 +166,37 @@ int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_
     return rc;
 }
 
+int pc_comm_agree(MPI_Comm comm, int rc, char *msg, size_t msglen, int *who)
+{
+    int rank = 0, size = 0, mrc;
+    char buf[PC_COMM_AGREE_LEN];
+    if (who)
+        *who = -1;
+    if ((mrc = PC_MPI_CHECK(MPI_Comm_rank(comm, &rank), msg, msglen)) != PC_OK ||
+        (mrc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), msg, msglen)) != PC_OK)
+        return mrc;
+    /* The lowest failing rank: MIN over (failed ? rank : size). */
+    int first = rc == PC_OK ? size : rank;
+    if ((mrc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), msg,
+                            msglen)) != PC_OK)
+        return mrc;
+    if (first == size)
+        return PC_OK;
+    int code[1] = {rc};
+    if (rank == first)
+        snprintf(buf, sizeof(buf), "%s", msglen ? msg : "");
+    if ((mrc = PC_MPI_CHECK(MPI_Bcast(code, 1, MPI_INT, first, comm), msg, msglen)) != PC_OK ||
+        (mrc = PC_MPI_CHECK(MPI_Bcast(buf, (int)sizeof(buf), MPI_CHAR, first, comm), msg,
+                            msglen)) != PC_OK)
+        return mrc;
+    buf[sizeof(buf) - 1] = '\0'; /* as the failing rank sent it */
+    if (msglen)
+        snprintf(msg, msglen, "%s", buf);
+    if (who)
+        *who = first;
+    return code[0];
+}
+
 int pc_comm_hosts(MPI_Comm comm, char *hosts, char *err, size_t errlen)
 {
     char me[PC_COMM_HOST_LEN] = {0};

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -36,6 +37,37 @@ uint32_t pc_file_crc(uint32_t crc, const void *p, size_t n)
         n -= step;
     }
     return (uint32_t)c;
+}
+
+int pc_file_check_writable(const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_LEN];
+    struct stat sb;
+    if (path[0] == '\0')
+        return pc_error_fmt(PC_EIO, err, errlen, "an empty file name");
+    if (strlen(path) >= PATH_LEN)
+        return pc_error_fmt(PC_ERANGE, err, errlen, "file name too long: '%.64s...'", path);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return pc_error_fmt(PC_EIO, err, errlen, "'%s' is a directory, not a file name", path);
+    snprintf(dir, sizeof(dir), "%s", path);
+    const char *d = dirname(dir); /* "." for a bare name */
+    if (stat(d, &sb) != 0)
+        return pc_error_fmt(PC_EIO, err, errlen, "cannot write '%s': its directory '%s': %s", path,
+                            d, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return pc_error_fmt(PC_EIO, err, errlen, "cannot write '%s': '%s' is not a directory", path,
+                            d);
+    /* The real test: create the writer's own temporary name there, and remove it. access()
+     * would pass root through any directory, /proc included, where creating fails. */
+    char tmp[PATH_LEN + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return pc_error_fmt(PC_EIO, err, errlen, "cannot create files beside '%s': %s", path,
+                            strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return PC_OK;
 }
 
 int pc_file_writer_open(const char *path, pc_file_writer_t **out, char *err, size_t errlen)

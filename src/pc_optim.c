@@ -7,6 +7,17 @@
 
 #include "pipecompress/pc_optim.h"
 
+const char *pc_optim_schedule_name(int schedule)
+{
+    static const char *const names[] = {
+#define SCHEDULE_NAME(name, text) text,
+        PC_LR_SCHEDULE_TABLE(SCHEDULE_NAME)
+#undef SCHEDULE_NAME
+    };
+    return schedule >= 0 && (size_t)schedule < sizeof(names) / sizeof(names[0]) ? names[schedule]
+                                                                                : "?";
+}
+
 double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t)
 {
     if (t < 0)

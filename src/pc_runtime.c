@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,59 @@
 #include "pipecompress/pc_time.h"
 #include "runtime_impl.h"
 
+/* Flags given that the resolved configuration (mode, codec, momentum as check_config
+ * left them) would silently ignore: each refused in one line saying why, so that nobody
+ * reads a flag in the effective configuration that did nothing. */
+static int check_no_effect(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
+                           size_t errlen)
+{
+    if (cfg->nesterov && cfg->momentum == 0) {
+        /* torch.optim.SGD refuses it too ("Nesterov momentum requires a momentum"). */
+        double wm = pc_codec_worker_momentum(spec);
+        if (cfg->mode == PC_MODE_PS && wm > 0)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--nesterov has no effect with --compress %s: its momentum is "
+                                "the workers' momentum correction (%s:momentum=%g), which has "
+                                "no Nesterov form; for Nesterov on the servers give "
+                                "%s:momentum=0 --momentum M",
+                                cfg->compress, pc_codec_name(spec->id), wm,
+                                pc_codec_name(spec->id));
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--nesterov needs momentum: --momentum M above 0 (as torch's SGD)");
+    }
+    if (cfg->lr_schedule != PC_LR_STEP) {
+        const char *f = pc_config_given(cfg, "lr-step")    ? "--lr-step"
+                        : pc_config_given(cfg, "lr-gamma") ? "--lr-gamma"
+                                                           : NULL;
+        if (f)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s acts on --lr-schedule step only (this run's is %s)", f,
+                                pc_optim_schedule_name(cfg->lr_schedule));
+    }
+    if (pc_config_given(cfg, "checkpoint-keep") && !cfg->checkpoint_dir[0])
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--checkpoint-keep needs --checkpoint-dir DIR");
+    if (cfg->mode == PC_MODE_ALLREDUCE) {
+        const char *f = pc_config_given(cfg, "pull")                 ? "--pull"
+                        : pc_config_given(cfg, "compress-min-bytes") ? "--compress-min-bytes"
+                                                                     : NULL;
+        if (f)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s has no effect with --mode allreduce (no servers, nothing "
+                                "compressed); drop it",
+                                f);
+    } else if (pc_config_given(cfg, "compress-min-bytes") && spec->id == PC_CODEC_NONE) {
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-min-bytes has no effect with --compress none (every "
+                            "chunk travels uncompressed); drop it");
+    }
+    return PC_OK;
+}
+
 int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
     char why[256];
+    int rc;
     if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--compress: %s", why);
     if (cfg->mode == PC_MODE_AUTO)
@@ -71,6 +121,8 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
             cfg->momentum = 0;
         }
     }
+    if ((rc = check_no_effect(cfg, &spec, err, errlen)) != PC_OK)
+        return rc;
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--lr-schedule cosine needs the run's length: --iters N");
@@ -99,7 +151,7 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
 static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
 {
     const pc_config_t *cfg = &rt->cfg;
-    int rc = PC_OK, ok;
+    int rc = PC_OK;
     char why[384] = "";
     if (rt->role == PC_ROLE_WORKER && cfg->device == PC_DEVICE_EMULATE) {
         rc = pc_gpu_create(PC_GPU_EMULATE, &rt->gpu, why, sizeof(why));
@@ -135,19 +187,35 @@ static int open_gpu(pc_runtime_t *rt, char *err, size_t errlen)
     }
     /* The lowest rank that failed tells everyone its reason: every rank returns the same
      * one-line error (a program may then print it once). */
-    ok = rc == PC_OK;
-    int first = ok ? rt->size : rt->rank, mrc;
-    if ((mrc = PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, rt->comm), err,
-                            errlen)) != PC_OK)
-        return mrc;
-    if (first == rt->size)
+    int first = -1;
+    if ((rc = pc_comm_agree(rt->comm, rc, why, sizeof(why), &first)) == PC_OK)
         return PC_OK;
-    if ((mrc = PC_MPI_CHECK(MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, first, rt->comm), err,
-                            errlen)) != PC_OK)
-        return mrc;
-    why[sizeof(why) - 1] = '\0';
+    if (first < 0) /* MPI itself failed */
+        return pc_error_fmt(rc, err, errlen, "%s", why);
     return pc_error_fmt(PC_ENODEV, err, errlen, "--device %s: rank %d: %s",
                         pc_config_device_name(cfg->device), first, why);
+}
+
+/* --metrics and --timeline: rank 0 writes them at the end (pc_rt__metrics_write), so it
+ * checks now that it will be able to, before any training that the files would be lost
+ * for. Collective over rt->comm: every rank returns rank 0's verdict. */
+static int check_outputs(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    static const struct {
+        const char *flag;
+        size_t offset;
+    } files[] = {{"--metrics", offsetof(pc_config_t, metrics)},
+                 {"--timeline", offsetof(pc_config_t, timeline)}};
+    char why[PC_COMM_AGREE_LEN] = "", msg[PC_COMM_AGREE_LEN];
+    int rc = PC_OK;
+    for (size_t i = 0; rt->rank == 0 && rc == PC_OK && i < sizeof(files) / sizeof(files[0]); i++) {
+        const char *path = (const char *)&rt->cfg + files[i].offset;
+        if (path[0] && (rc = pc_file_check_writable(path, why, sizeof(why))) != PC_OK)
+            pc_error_fmt(rc, msg, sizeof(msg), "%s: %s", files[i].flag, why);
+    }
+    if ((rc = pc_comm_agree(rt->comm, rc, msg, sizeof(msg), NULL)) != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "%s", msg);
+    return PC_OK;
 }
 
 int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,
@@ -198,7 +266,8 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
         (rc = PC_MPI_CHECK(MPI_Comm_rank(rt->comm, &rt->rank), err, errlen)) != PC_OK)
         goto fail;
     rt->size = size;
-    if ((rc = pc_comm_hosts(rt->comm, rt->hosts, err, errlen)) != PC_OK)
+    if ((rc = pc_comm_hosts(rt->comm, rt->hosts, err, errlen)) != PC_OK ||
+        (rc = check_outputs(rt, err, errlen)) != PC_OK)
         goto fail;
     rt->nservers = cfg->mode == PC_MODE_PS ? cfg->servers : 0;
     rt->nworkers = size - rt->nservers;

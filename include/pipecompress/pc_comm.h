@@ -64,6 +64,19 @@ int pc_comm_plan_node(MPI_Comm comm, const pc_topo_t *topo, const pc_bind_t *bin
                       const char *const names[], const char *near, const char *gpu,
                       pc_topo_plan_t **plan, int *local_rank, char *err, size_t errlen);
 
+/* Bytes of the message pc_comm_agree hands round (longer ones are cut, NUL included). */
+#define PC_COMM_AGREE_LEN 512
+
+/* Agree on a failure that any rank may have met (a start-up check, a device that does not
+ * open): collective over comm, every rank with its own rc (PC_OK or a PC_E* code) and, on
+ * failure, its one-line message in msg. When no rank failed, returns PC_OK and leaves msg
+ * alone. Otherwise every rank returns the lowest failing rank's code with that rank's
+ * message in msg (msglen bytes, at most PC_COMM_AGREE_LEN of it kept), and *who (when not
+ * NULL) is that rank: so that a program can print the one reason once. MPI failures give
+ * PC_EMPI with a message in msg and *who = -1. Call from one thread per rank; msglen the same on
+ * every rank. */
+int pc_comm_agree(MPI_Comm comm, int rc, char *msg, size_t msglen, int *who);
+
 /* The tag pc_comm_pingpong's messages carry on its communicator. */
 #define PC_COMM_PINGPONG_TAG 0x7070
 

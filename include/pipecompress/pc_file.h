@@ -24,6 +24,14 @@ typedef struct pc_file_writer pc_file_writer_t;
  * time. */
 int pc_file_writer_open(const char *path, pc_file_writer_t **out, char *err, size_t errlen);
 
+/* Whether path could be written later, checked now so that a long run does not find out at
+ * its end: path is not a directory, its directory exists, and a file can be created there
+ * (the writer's temporary name NAME.tmp.PID is created and removed at once: nothing is
+ * left, and permissions, read-only file systems and pseudo file systems are all tested as
+ * the real write will meet them). PC_OK, or PC_EIO (PC_ERANGE for a name too long) with a
+ * one-line message naming path and the cause. Thread-safe. */
+int pc_file_check_writable(const char *path, char *err, size_t errlen);
+
 /* Append len bytes. A failure is remembered and reported by commit (so a sequence of writes
  * needs no checks of its own). */
 void pc_file_writer_write(pc_file_writer_t *w, const void *data, size_t len);

@@ -46,6 +46,10 @@ typedef struct pc_optim_cfg {
     int64_t total;  /* PC_LR_COSINE: iterations of the whole run */
 } pc_optim_cfg_t;
 
+/* A schedule's flag spelling ("cosine"), or "?" outside the table. Static string;
+ * thread-safe. */
+const char *pc_optim_schedule_name(int schedule);
+
 /* Learning rate at iteration t. Pure. */
 double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t);
 

@@ -124,6 +124,36 @@ static void test_hosts(void **state)
     free(hosts);
 }
 
+/* pc_comm_agree: nobody failed, PC_OK and the message left alone; the last ranks failed
+ * with messages of their own, every rank gets the lowest one's code, rank and message. */
+static void test_agree(void **state)
+{
+    (void)state;
+    int rank = 0, size = 0, who = 7;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char msg[PC_COMM_AGREE_LEN] = "untouched";
+    assert_int_equal(pc_comm_agree(MPI_COMM_WORLD, PC_OK, msg, sizeof(msg), &who), PC_OK);
+    assert_string_equal(msg, "untouched");
+    int first = size > 1 ? 1 : 0; /* ranks first.. fail, each with its own reason */
+    int rc = rank >= first ? (rank == first ? PC_EIO : PC_ENOMEM) : PC_OK;
+    if (rc != PC_OK)
+        snprintf(msg, sizeof(msg), "rank %d's reason", rank);
+    assert_int_equal(pc_comm_agree(MPI_COMM_WORLD, rc, msg, sizeof(msg), &who), PC_EIO);
+    assert_int_equal(who, first);
+    char want[64];
+    snprintf(want, sizeof(want), "rank %d's reason", first);
+    assert_string_equal(msg, want);
+    /* A short buffer on every rank: the message cut, NUL-terminated. */
+    char small[8] = "";
+    if (rank == first)
+        snprintf(small, sizeof(small), "abcdefg");
+    assert_int_equal(
+        pc_comm_agree(MPI_COMM_WORLD, rank == first ? PC_EIO : PC_OK, small, sizeof(small), NULL),
+        PC_EIO);
+    assert_string_equal(small, "abcdefg");
+}
+
 static void test_mpi_error_mapped(void **state)
 {
     (void)state;
@@ -145,6 +175,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plan_and_bind),
         cmocka_unit_test(test_bad_list_fails_everywhere),
         cmocka_unit_test(test_hosts),
+        cmocka_unit_test(test_agree),
         cmocka_unit_test(test_mpi_error_mapped),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -121,12 +121,46 @@ static void test_open_errors(void **state)
     assert_null(w);
 }
 
+/* pc_file_check_writable: a writable place passes and nothing is left there; a missing
+ * directory, a file where the directory should be, a directory as the name, and a place
+ * where files cannot be created (/proc, even for root) are each refused, naming the file. */
+static void test_check_writable(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pc-test-writable-XXXXXX", path[256], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/model.pcm", dir);
+    assert_int_equal(pc_file_check_writable(path, err, sizeof(err)), PC_OK);
+    assert_int_equal(entries(dir), 0); /* nothing created */
+    snprintf(path, sizeof(path), "%s/missing/model.pcm", dir);
+    assert_int_equal(pc_file_check_writable(path, err, sizeof(err)), PC_EIO);
+    assert_non_null(strstr(err, "missing/model.pcm"));
+    assert_non_null(strstr(err, "No such file or directory"));
+    snprintf(path, sizeof(path), "%s/plain", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/plain/model.pcm", dir);
+    assert_int_equal(pc_file_check_writable(path, err, sizeof(err)), PC_EIO);
+    assert_non_null(strstr(err, "is not a directory"));
+    assert_int_equal(pc_file_check_writable(dir, err, sizeof(err)), PC_EIO);
+    assert_non_null(strstr(err, "is a directory"));
+    assert_int_equal(pc_file_check_writable("/proc/pc-test.json", err, sizeof(err)), PC_EIO);
+    assert_non_null(strstr(err, "/proc/pc-test.json"));
+    assert_int_equal(pc_file_check_writable("", err, sizeof(err)), PC_EIO);
+    snprintf(path, sizeof(path), "%s/plain", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(entries(dir), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commit_and_crc),
         cmocka_unit_test(test_abort_keeps_old),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_check_writable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

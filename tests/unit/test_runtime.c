@@ -57,6 +57,61 @@ static void test_check_config(void **state)
     assert_int_equal(pc_runtime_check_config(&cfg, 3, err, sizeof(err)), PC_OK);
 }
 
+/* Flags that the resolved configuration would ignore are refused, each with its reason;
+ * the same flags where they act pass. */
+static int parse_check(pc_config_t *cfg, int world, char *err, size_t errlen, ...);
+
+static void test_check_config_no_effect(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[512];
+    struct {
+        const char *words[8];
+        const char *needle; /* NULL: accepted */
+    } cases[] = {
+        /* --nesterov: the default top-k's momentum is the workers' correction. */
+        {{"--nesterov"},
+         "--nesterov has no effect with --compress topk:ratio=0.01: its momentum "
+         "is the workers' momentum correction (topk:momentum=0.9)"},
+        {{"--nesterov", "--compress", "dgc:ratio=0.01"}, "--compress dgc:ratio=0.01"},
+        {{"--nesterov", "--compress", "none", "--momentum", "0"},
+         "--nesterov needs momentum: --momentum M above 0"},
+        {{"--nesterov", "--mode", "allreduce", "--momentum", "0"}, "--nesterov needs momentum"},
+        {{"--nesterov", "--compress", "topk:momentum=0", "--momentum", "0.9"}, NULL},
+        {{"--nesterov", "--compress", "none"}, NULL},
+        {{"--nesterov", "--mode", "allreduce"}, NULL},
+        /* The step schedule's flags. */
+        {{"--lr-step", "100"},
+         "--lr-step acts on --lr-schedule step only (this run's is constant)"},
+        {{"--lr-gamma", "0.5", "--lr-schedule", "cosine", "--iters", "10"},
+         "--lr-gamma acts on --lr-schedule step only (this run's is cosine)"},
+        {{"--lr-schedule", "step", "--lr-step", "100", "--lr-gamma", "0.5"}, NULL},
+        /* Checkpoint retention without checkpoints. */
+        {{"--checkpoint-keep", "3"}, "--checkpoint-keep needs --checkpoint-dir DIR"},
+        {{"--checkpoint-keep", "3", "--checkpoint-dir", "ck"}, NULL},
+        /* What only servers and codecs read. */
+        {{"--mode", "allreduce", "--pull", "sparse"}, "--pull has no effect with --mode allreduce"},
+        {{"--mode", "allreduce", "--compress-min-bytes", "0"},
+         "--compress-min-bytes has no effect with --mode allreduce"},
+        {{"--compress", "none", "--compress-min-bytes", "1M"},
+         "--compress-min-bytes has no effect with --compress none"},
+        {{"--pull", "sparse", "--compress-min-bytes", "1M"}, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *const *w = cases[i].words;
+        int rc = parse_check(&cfg, 3, err, sizeof(err), w[0], w[1], w[2], w[3], w[4], w[5], w[6],
+                             w[7], NULL);
+        if (!cases[i].needle) {
+            if (rc != PC_OK)
+                fail_msg("case %zu (%s ...): refused: %s", i, w[0], err);
+        } else if (rc != PC_EUSAGE || !strstr(err, cases[i].needle)) {
+            fail_msg("case %zu (%s ...): status %d, \"%s\" lacks \"%s\"", i, w[0], rc,
+                     rc == PC_OK ? "" : err, cases[i].needle);
+        }
+    }
+}
+
 /* Parse a command line (the NULL-terminated words ap, after the program name) into cfg
  * through pc_config_group. */
 static int parse_words(pc_config_t *cfg, char *err, size_t errlen, va_list ap)
@@ -861,6 +916,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_check_config_combinations),
+        cmocka_unit_test(test_check_config_no_effect),
         cmocka_unit_test(test_auto_flags),
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
