@@ -340,6 +340,43 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
     return pc_cost_create(&cc, out);
 }
 
+/* Predictions within this fraction of each other count as alike: a tenth of the spread
+ * the per-node grid measured between modes that differ (doc/scaling.md). */
+#define ALIKE_FRACTION 0.005
+
+pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, size_t len)
+{
+    const pc_auto_measured_t *me = &res->measured;
+    const pc_cost_choice_t *c = &res->choice;
+    if (len)
+        line[0] = '\0';
+    if (!(2 * me->crowded_ranks > me->crowded_cores)) /* a worker runs two threads */
+        return PC_AUTO_ROOMY;
+    double lo = INFINITY, hi = 0;
+    for (int k = 0; k < PC_COST_MODES; k++)
+        if (c->candidate[k]) {
+            lo = fmin(lo, c->pred[k].iter);
+            hi = fmax(hi, c->pred[k].iter);
+        }
+    const char *s = me->crowded_cores == 1 ? "" : "s";
+    if (lo <= hi && hi <= lo * (1 + ALIKE_FRACTION)) {
+        snprintf(line, len,
+                 "auto: warning: the predictions cannot tell the modes apart on %s: %d ranks "
+                 "may use %d core%s, and the cost model gives every thread a core of its own, "
+                 "so the compressor's and the servers' work cost nothing in it and every mode "
+                 "predicts the compute (%.2f ms); the choice rests on the number of workers "
+                 "alone, and another mode may be faster here (measure with "
+                 "scripts/bench/e2e.sh; doc/scaling.md)",
+                 me->crowded_host, me->crowded_ranks, me->crowded_cores, s, lo * 1e3);
+        return PC_AUTO_ALIKE;
+    }
+    snprintf(line, len,
+             "auto: warning: %d ranks on %s may use %d core%s: the cost model assumes a core per "
+             "thread, so the fastest mode may not be the one it predicts (doc/scaling.md)",
+             me->crowded_ranks, me->crowded_host, me->crowded_cores, s);
+    return PC_AUTO_CROWDED;
+}
+
 int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
 {
     if (!cfg || cfg->mode != PC_MODE_AUTO || (int)m < 0 || m >= PC_COST_MODES || !flags || !len)

@@ -147,6 +147,23 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
 int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe, int reps,
                    pc_auto_result_t *out, char *err, size_t errlen);
 
+/* What pc_auto_crowding found. */
+typedef enum pc_auto_crowding {
+    PC_AUTO_ROOMY = 0,   /* every thread of the most crowded host may have a core */
+    PC_AUTO_CROWDED = 1, /* fewer cores than threads there: the model's core per thread fails */
+    PC_AUTO_ALIKE = 2    /* crowded, and every candidate's prediction within 0.5 % of the
+                          * others': only the worker counts told the modes apart */
+} pc_auto_crowding_t;
+
+/* Whether res's measurement found a host crowded (two threads per worker rank against the
+ * cores its ranks may use: the cost model assumes a core per thread) and, if so, the
+ * warning to print, one line without a newline, into line (len bytes; "" when roomy): the
+ * general warning, or, when every candidate predicted the same iteration (the
+ * compressor's and the servers' work cost nothing in a model that gives them free cores,
+ * and a fast local link hides the rest), that the predictions cannot tell the modes
+ * apart and the worker count alone decided. Pure; thread-safe. */
+pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, size_t len);
+
 /* Resolve an auto cfg to mode m as pc_auto_choose does, and write the fixed flags that
  * give the same configuration into flags (len bytes). PC_OK, or PC_EINVAL (cfg not in auto
  * mode, m out of range, no room) with cfg untouched. Thread-safe on distinct cfgs. */

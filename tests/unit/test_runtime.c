@@ -816,6 +816,47 @@ static int parse_only(pc_config_t *cfg, char *err, size_t errlen, ...)
     return rc;
 }
 
+/* pc_auto_crowding: no warning where every thread has a core; the general warning on a
+ * crowded host; and, crowded with every prediction alike (3 ranks on 2 cores, five modes
+ * at 158.40 ms: what pc-train --mode auto --model cnn printed there), the warning that
+ * the modes cannot be told apart. */
+static void test_auto_crowding(void **state)
+{
+    (void)state;
+    pc_auto_result_t *res = calloc(1, sizeof(*res));
+    assert_non_null(res);
+    char line[1024];
+    snprintf(res->measured.crowded_host, sizeof(res->measured.crowded_host), "vm");
+    res->measured.crowded_ranks = 3;
+    res->measured.crowded_cores = 8;
+    for (int k = 0; k < PC_COST_MODES; k++) {
+        res->choice.candidate[k] = k != PC_COST_PS_TOPK_INLINE;
+        res->choice.pred[k].iter = 0.15840;
+    }
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ROOMY);
+    assert_string_equal(line, "");
+    res->measured.crowded_cores = 2;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ALIKE);
+    assert_non_null(strstr(line, "auto: warning: the predictions cannot tell the modes apart on "
+                                 "vm: 3 ranks may use 2 cores, "));
+    assert_non_null(strstr(line, "every mode predicts the compute (158.40 ms); the choice rests "
+                                 "on the number of workers alone"));
+    /* Within 0.5 % still alike; one mode 1 % off is a real difference. A non-candidate's
+     * figure does not count. */
+    res->choice.pred[PC_COST_PS_NONE].iter = 0.15840 * 1.004;
+    res->choice.pred[PC_COST_PS_TOPK_INLINE].iter = 1.0;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ALIKE);
+    res->choice.pred[PC_COST_PS_DGC_PIPELINED].iter = 0.15840 * 1.01;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
+    assert_string_equal(line, "auto: warning: 3 ranks on vm may use 2 cores: the cost model "
+                              "assumes a core per thread, so the fastest mode may not be the "
+                              "one it predicts (doc/scaling.md)");
+    res->measured.crowded_cores = 1;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
+    assert_non_null(strstr(line, "may use 1 core: "));
+    free(res);
+}
+
 /* --mode auto: the runtime refuses it unresolved; pc_auto_check refuses the flags auto
  * sets itself, --resume and a --servers that leaves no worker; pc_config_set_given. */
 static void test_auto_flags(void **state)
@@ -917,6 +958,7 @@ int main(void)
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_check_config_combinations),
         cmocka_unit_test(test_check_config_no_effect),
+        cmocka_unit_test(test_auto_crowding),
         cmocka_unit_test(test_auto_flags),
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
