@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <zlib.h>
 
@@ -177,20 +178,35 @@ int pc_data_load_idx(const char *images_path, const char *labels_path, int class
     return rc;
 }
 
+/* dir/base.gz (the gzip file Debian ships) or else dir/base (unpacked), chosen for this
+ * file alone, into path. PC_OK, or PC_EIO naming both names when neither exists. */
+static int pick_file(const char *dir, const char *base, char *path, size_t len, char *err,
+                     size_t errlen)
+{
+    struct stat sb;
+    snprintf(path, len, "%s/%s.gz", dir, base);
+    if (stat(path, &sb) == 0)
+        return PC_OK;
+    snprintf(path, len, "%s/%s", dir, base);
+    if (stat(path, &sb) == 0)
+        return PC_OK;
+    return pc_error_fmt(PC_EIO, err, errlen, "%s: neither %s.gz nor %s: %s", dir, base, base,
+                        strerror(errno));
+}
+
 int pc_data_load_fashion(const char *dir, int train, pc_dataset_t *ds, char *err, size_t errlen)
 {
     const char *pre = train ? "train" : "t10k";
-    char img[4096], lab[4096];
-    /* Prefer the gzip files Debian ships; fall back to unpacked ones. */
-    snprintf(img, sizeof(img), "%s/%s-images-idx3-ubyte.gz", dir, pre);
-    snprintf(lab, sizeof(lab), "%s/%s-labels-idx1-ubyte.gz", dir, pre);
-    FILE *probe = fopen(img, "rb");
-    if (probe) {
-        fclose(probe);
-    } else {
-        snprintf(img, sizeof(img), "%s/%s-images-idx3-ubyte", dir, pre);
-        snprintf(lab, sizeof(lab), "%s/%s-labels-idx1-ubyte", dir, pre);
-    }
+    char img[4096], lab[4096], base[64];
+    int rc;
+    memset(ds, 0, sizeof(*ds));
+    /* Each file gzipped or not on its own: a directory may hold one of each. */
+    snprintf(base, sizeof(base), "%s-images-idx3-ubyte", pre);
+    if ((rc = pick_file(dir, base, img, sizeof(img), err, errlen)) != PC_OK)
+        return rc;
+    snprintf(base, sizeof(base), "%s-labels-idx1-ubyte", pre);
+    if ((rc = pick_file(dir, base, lab, sizeof(lab), err, errlen)) != PC_OK)
+        return rc;
     return pc_data_load_idx(img, lab, 10, ds, err, errlen);
 }
 

@@ -41,7 +41,9 @@ int pc_data_parse_idx(const uint8_t *buf, size_t len, int kind, const char *name
 int pc_data_load_idx(const char *images_path, const char *labels_path, int classes,
                      pc_dataset_t *ds, char *err, size_t errlen);
 
-/* Fashion-MNIST from dir (train or t10k files, .gz or not). */
+/* Fashion-MNIST from dir: {train,t10k}-images-idx3-ubyte and -labels-idx1-ubyte, each file
+ * gzipped (NAME.gz, preferred) or not (NAME) on its own. PC_EIO naming both names when
+ * neither exists; otherwise as pc_data_load_idx. */
 int pc_data_load_fashion(const char *dir, int train, pc_dataset_t *ds, char *err, size_t errlen);
 
 /* A synthetic 28x28, 10-class set: each class a fixed random prototype (pixels 0.3 or 0.7)

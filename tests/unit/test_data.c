@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -110,6 +111,39 @@ static void test_good_plain_and_gzip(void **state)
     assert_memory_equal(a.labels, b.labels, 5);
     pc_data_free(&a);
     pc_data_free(&b);
+}
+
+/* pc_data_load_fashion chooses .gz or plain per file: gzipped images beside unpacked
+ * labels (a half-unpacked directory) load, and a missing file is named with both of the
+ * names looked for. */
+static void test_fashion_mixed_files(void **state)
+{
+    (void)state;
+    size_t il = make_idx(img, 3, 5, 4, 3), ll = make_idx(lab, 1, 5, 0, 0);
+    char sub[128], err[512] = "";
+    snprintf(sub, sizeof(sub), "%s/mixed", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    write_file("mixed/t10k-images-idx3-ubyte.gz", img, il, 1);
+    write_file("mixed/t10k-labels-idx1-ubyte", lab, ll, 0);
+    pc_dataset_t ds;
+    assert_int_equal(pc_data_load_fashion(sub, 0, &ds, err, sizeof(err)), PC_OK);
+    assert_int_equal(ds.n, 5);
+    assert_int_equal(ds.labels[4], 4);
+    pc_data_free(&ds);
+    /* The other way round. */
+    write_file("mixed/train-images-idx3-ubyte", img, il, 0);
+    write_file("mixed/train-labels-idx1-ubyte.gz", lab, ll, 1);
+    assert_int_equal(pc_data_load_fashion(sub, 1, &ds, err, sizeof(err)), PC_OK);
+    assert_int_equal(ds.n, 5);
+    pc_data_free(&ds);
+    /* A missing labels file: named, both spellings, not the images file. */
+    char gone[256];
+    snprintf(gone, sizeof(gone), "%s/train-labels-idx1-ubyte.gz", sub);
+    assert_int_equal(unlink(gone), 0);
+    assert_int_equal(pc_data_load_fashion(sub, 1, &ds, err, sizeof(err)), PC_EIO);
+    if (!strstr(err, "neither train-labels-idx1-ubyte.gz nor train-labels-idx1-ubyte"))
+        fail_msg("\"%s\" does not name the missing labels file", err);
+    assert_null(ds.images);
 }
 
 static void expect_error(const char *i, const char *l, int code, const char *needle)
@@ -221,9 +255,8 @@ static void test_synthetic_and_order(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_plain_and_gzip),
-        cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_parse_in_memory),
+        cmocka_unit_test(test_good_plain_and_gzip), cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_fashion_mixed_files), cmocka_unit_test(test_parse_in_memory),
         cmocka_unit_test(test_synthetic_and_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
