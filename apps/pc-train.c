@@ -13,6 +13,8 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@ typedef struct train_opts {
     char save_model[1024];
     char eval_model[1024];
     int synthetic_n;
+    uint64_t given; /* bit i: train_opts[i] was on the command line */
 } train_opts_t;
 
 static const pc_opt_t train_opts[] = {
@@ -99,12 +102,73 @@ static void on_signal(int sig)
     stop_signal = sig;
 }
 
+/* One line "pc-train: ...\n" on stderr in one write: mpirun merges the ranks' stderr, and
+ * a line written in pieces can be split by another rank's. */
+static void say(const char *fmt, ...)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof(line), "pc-train: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
+}
+
+/* A failure of this rank alone, past the start-up checks: say it and end the job. */
 static void die(const char *what, const char *msg)
 {
-    fprintf(stderr, "pc-train: %s: %s\n", what, msg);
-    fflush(stderr);
+    say("%s: %s", what, msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+/* Whether the training flag `name` was on the command line. */
+static bool given(const train_opts_t *o, const char *name)
+{
+    for (size_t i = 0; i < sizeof(train_opts) / sizeof(train_opts[0]); i++)
+        if (strcmp(train_opts[i].name, name) == 0)
+            return (o->given >> i) & 1;
+    return false;
+}
+
+/* pc-train's flags that the resolved configuration would ignore (as
+ * pc_runtime_check_config refuses the runtime's): PC_OK or PC_EUSAGE with the reason. */
+static int check_training_flags(const train_opts_t *o, char *err, size_t errlen)
+{
+    if (given(o, "dropout") && o->model != PC_MODEL_CNN)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--dropout acts on the cnn only (the %s model has no dropout layer)",
+                            pc_model_kind_name((pc_model_kind_t)o->model));
+    if (given(o, "synthetic-samples") && strcmp(o->data, "synthetic") != 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--synthetic-samples needs --data synthetic");
+    return PC_OK;
+}
+
+/* --eval-model reads --data (and --seed for synthetic data), nothing else: any other flag
+ * given would do nothing. PC_OK or PC_EUSAGE naming the first such flag. */
+static int check_eval_flags(const train_opts_t *o, const pc_config_t *cfg, char *err, size_t errlen)
+{
+    const char *idle = NULL;
+    for (size_t i = 0; !idle && i < sizeof(train_opts) / sizeof(train_opts[0]); i++)
+        if (((o->given >> i) & 1) && strcmp(train_opts[i].name, "data") != 0 &&
+            strcmp(train_opts[i].name, "eval-model") != 0)
+            idle = train_opts[i].name;
+    size_t nrows;
+    const pc_opt_t *rows = pc_config_options(&nrows);
+    for (size_t i = 0; !idle && i < nrows; i++)
+        if (pc_config_given(cfg, rows[i].name) && strcmp(rows[i].name, "seed") != 0 &&
+            strcmp(rows[i].name, "log-level") != 0)
+            idle = rows[i].name;
+    if (idle)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--%s has no effect with --eval-model (which reads --data and, for "
+                            "synthetic data, --seed); drop it",
+                            idle);
+    return PC_OK;
 }
 
 typedef struct ctx {
@@ -148,6 +212,51 @@ static int load_data(const train_opts_t *o, int train, uint64_t seed, pc_dataset
         return rc;
     }
     return pc_data_load_fashion(o->data, train, ds, err, errlen);
+}
+
+/* The start-up checks, before the runtime starts and anything trains: rank 0 checks that
+ * --save-model, --metrics and --timeline can be written at the end (the runtime checks the
+ * last two again for every program) and creates --checkpoint-dir (checking it is
+ * writable); the workers (ranks below W) read the training
+ * set, rank 0 the test set too, and rank 0 checks that one iteration of all workers fits
+ * in it. Collective over MPI_COMM_WORLD: when any rank fails, rank 0 prints the lowest
+ * failing rank's reason once and every rank returns PC_EUSAGE or the failure's code (the
+ * caller finalises and exits 1: no MPI_Abort, nothing written). */
+static int startup_checks(const train_opts_t *o, const pc_config_t *cfg, int rank, int W,
+                          pc_dataset_t *train, pc_dataset_t *test)
+{
+    char msg[PC_COMM_AGREE_LEN] = "", why[1024];
+    int rc = PC_OK, who = -1;
+    const char *const outputs[][2] = {{"--save-model", o->save_model},
+                                      {"--metrics", cfg->metrics},
+                                      {"--timeline", cfg->timeline}};
+    for (int i = 0; rank == 0 && rc == PC_OK && i < 3; i++)
+        if (outputs[i][1][0] &&
+            (rc = pc_file_check_writable(outputs[i][1], why, sizeof(why))) != PC_OK)
+            pc_error_fmt(rc, msg, sizeof(msg), "%s: %s", outputs[i][0], why);
+    /* The checkpoint directory: created if missing (as the runtime would), writable. */
+    if (rc == PC_OK && rank == 0 && cfg->checkpoint_dir[0] &&
+        (rc = pc_ckpt_dir_create(cfg->checkpoint_dir, why, sizeof(why))) != PC_OK)
+        pc_error_fmt(rc, msg, sizeof(msg), "--checkpoint-dir %s", why);
+    if (rc == PC_OK && rank < W &&
+        (rc = load_data(o, 1, (uint64_t)cfg->seed, train, why, sizeof(why))) != PC_OK)
+        pc_error_fmt(rc, msg, sizeof(msg), "--data: %s", why);
+    if (rc == PC_OK && rank == 0 &&
+        (rc = load_data(o, 0, (uint64_t)cfg->seed, test, why, sizeof(why))) != PC_OK)
+        pc_error_fmt(rc, msg, sizeof(msg), "--data: %s", why);
+    if (rc == PC_OK && rank == 0 && train->n / ((uint64_t)W * (uint64_t)o->batch) == 0)
+        rc = pc_error_fmt(PC_EUSAGE, msg, sizeof(msg),
+                          "--batch %d: the training set (%u samples) is smaller than one "
+                          "iteration of all %d workers",
+                          o->batch, train->n, W);
+    rc = pc_comm_agree(MPI_COMM_WORLD, rc, msg, sizeof(msg), &who);
+    if (rc != PC_OK && rank == 0) {
+        if (who > 0)
+            say("%s (rank %d)", msg, who);
+        else
+            say("%s", msg);
+    }
+    return rc;
 }
 
 /* Accuracy of m on ds, in batches of B. */
@@ -212,14 +321,10 @@ static int eval_only(const train_opts_t *o, uint64_t seed, int rank)
     return 0;
 }
 
-/* Iterations of a run of o->epochs over n training samples with cfg's workers (0 when
- * there is no worker or no whole iteration: the caller's checks report those). */
-static int64_t run_length(const train_opts_t *o, const pc_config_t *cfg, int size, uint32_t n)
+/* Iterations of a run of o->epochs over n training samples with W workers. */
+static int64_t run_length(const train_opts_t *o, int W, uint32_t n)
 {
-    int64_t W = cfg->mode == PC_MODE_PS ? size - cfg->servers : size;
-    if (W < 1)
-        return 0;
-    return (int64_t)(n / (uint64_t)(W * o->batch)) * o->epochs;
+    return (int64_t)(n / (uint64_t)((int64_t)W * o->batch)) * o->epochs;
 }
 
 static void fmt_eta(double s, char *buf, size_t len)
@@ -311,12 +416,10 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
                me->link.bandwidth * 1e-6, me->link.latency * 1e6);
     else
         printf("; one rank: no link\n");
-    if (2 * me->crowded_ranks > me->crowded_cores) /* a worker runs two threads */
-        printf("auto: warning: %d ranks on %s may use %d core%s: the cost model assumes a core "
-               "per thread, so the fastest mode may not be the one it predicts (doc/scaling.md)\n",
-               me->crowded_ranks, me->crowded_host, me->crowded_cores,
-               me->crowded_cores == 1 ? "" : "s");
     const pc_cost_choice_t *c = &res->choice;
+    char warning[1024];
+    if (pc_auto_crowding(res, warning, sizeof(warning)) != PC_AUTO_ROOMY)
+        printf("%s\n", warning);
     for (int k = 0; k < PC_COST_MODES; k++)
         if (c->candidate[k])
             printf("auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
@@ -352,34 +455,28 @@ int main(int argc, char **argv)
         .model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5, .synthetic_n = 20000};
     snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
     pc_opt_group_t groups[] = {
-        {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, NULL},
+        {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, &o.given},
         pc_config_group(&cfg, "Runtime (parameter servers, compression)")};
     char err[1024];
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
-    pc_dataset_t train = {0};
-    bool have_train = false;
+    pc_dataset_t train = {0}, test = {0};
     if (rc == PC_OK && !o.eval_model[0] && cfg.mode == PC_MODE_AUTO) {
         /* Resolved before anything reads the mode (the run's length depends on it). */
         rc = pc_auto_check(&cfg, size, err, sizeof(err));
         if (rc == PC_OK)
             resolve_auto(&o, &cfg, rank);
     }
-    if (rc == PC_OK && !o.eval_model[0] && cfg.lr_schedule == PC_LR_COSINE && cfg.iters == 0) {
-        /* The cosine schedule needs the run's length, which --epochs gives once the size of
-         * the training set is known: rank 0 reads it now (and keeps it) and tells every
-         * rank, servers included (they apply the schedule). */
-        int64_t total = 0;
-        if (rank == 0) {
-            if (load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
-                die("--data", err);
-            have_train = true;
-            total = run_length(&o, &cfg, size, train.n);
-        }
-        MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-        cfg.iters = total; /* 0 (no worker, or no whole iteration): the check says why */
+    pc_config_t checked = cfg;
+    if (rc == PC_OK && !o.eval_model[0]) {
+        /* The flags' usage errors first, before any file is read. The cosine schedule's
+         * length comes from the training set, read below: any length passes here. */
+        if (checked.lr_schedule == PC_LR_COSINE && checked.iters == 0)
+            checked.iters = 1;
+        rc = pc_runtime_check_config(&checked, size, err, sizeof(err));
     }
-    if (rc == PC_OK && !o.eval_model[0])
-        rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
+    if (rc == PC_OK)
+        rc = o.eval_model[0] ? check_eval_flags(&o, &cfg, err, sizeof(err))
+                             : check_training_flags(&o, err, sizeof(err));
     int early = pc_opt_finish(rc, groups, 2, "pc-train",
                               "mpirun -np N pc-train [flags]   (manual: man pc-train, or man "
                               "doc/pc-train.1 in the source tree)",
@@ -392,6 +489,31 @@ int main(int argc, char **argv)
         int st = eval_only(&o, (uint64_t)cfg.seed, rank);
         MPI_Finalize();
         return st;
+    }
+    /* Workers are the ranks below W (pc_runtime's roles). */
+    const int W = checked.mode == PC_MODE_PS ? size - checked.servers : size;
+    if (startup_checks(&o, &cfg, rank, W, &train, &test) != PC_OK) {
+        pc_data_free(&train);
+        pc_data_free(&test);
+        MPI_Finalize();
+        return 1;
+    }
+    if (cfg.lr_schedule == PC_LR_COSINE && cfg.iters == 0) {
+        /* The cosine schedule needs the run's length, which --epochs gives once the size of
+         * the training set is known: rank 0 (a worker) tells every rank, servers included
+         * (they apply the schedule). */
+        int64_t total = rank == 0 ? run_length(&o, W, train.n) : 0;
+        MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        cfg.iters = total; /* >= 1: startup_checks refused a set smaller than an iteration */
+    }
+    /* As checked above, now with the run's length: fails alike on every rank, if at all. */
+    if ((rc = pc_runtime_check_config(&cfg, size, err, sizeof(err))) != PC_OK) {
+        if (rank == 0)
+            say("%s", err);
+        pc_data_free(&train);
+        pc_data_free(&test);
+        MPI_Finalize();
+        return 1;
     }
     pc_log_t *log;
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
@@ -421,15 +543,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return sig ? 128 + sig : 0;
     }
-    const int W = pc_runtime_workers(rt), B = o.batch;
-    pc_dataset_t test = {0};
-    if (!have_train && load_data(&o, 1, (uint64_t)cfg.seed, &train, err, sizeof(err)) != PC_OK)
-        die("--data", err);
-    if (rank == 0 && load_data(&o, 0, (uint64_t)cfg.seed, &test, err, sizeof(err)) != PC_OK)
-        die("--data", err);
-    uint32_t ipe = train.n / (uint32_t)(W * B); /* iterations per epoch */
-    if (ipe == 0)
-        die("--batch", "the training set is smaller than one iteration of all workers");
+    const int B = o.batch;
+    const uint32_t ipe = train.n / (uint32_t)(W * B); /* iterations per epoch (>= 1) */
     pc_model_t *m;
     /* --device cuda: the model on this rank's GPU (the runtime chose it); emulate: on the
      * CPU, its tensors handed to the runtime as device memory. */
@@ -457,18 +572,25 @@ int main(int argc, char **argv)
             die("register", pc_worker_error(w));
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
-    int64_t total = run_length(&o, &cfg, size, train.n); /* ipe * --epochs */
+    int64_t total = run_length(&o, W, train.n); /* ipe * --epochs */
     if (cfg.iters > 0 && cfg.iters < total)
         total = cfg.iters;
     /* Where to begin: 0, or the checkpoint's iteration with --resume (the data order of an
      * epoch and the dropout masks derive from the iteration, so resuming continues the very
      * same sequence). */
     const int64_t first = pc_worker_iteration(w);
+    /* The run's real length in epochs: --iters may end it inside an earlier epoch than
+     * --epochs says (the progress line counts to this one). */
+    const int epochs = (int)((total + ipe - 1) / ipe);
     if (rank == 0) {
         printf("model %s, %zu parameters; %u training samples, %d workers x batch %d, %u "
-               "iterations per epoch, %lld in all\n",
+               "iterations per epoch, %lld in all",
                pc_model_kind_name((pc_model_kind_t)o.model), pc_model_nparams(m), train.n, W, B,
                ipe, (long long)total);
+        if (epochs < o.epochs || total % ipe != 0)
+            printf(" (--iters %lld ends the run %s epoch %d, not after --epochs %d)",
+                   (long long)total, total % ipe ? "inside" : "after", epochs, o.epochs);
+        printf("\n");
         if (first > 0)
             printf("resumed at iteration %lld (epoch %lld)\n", (long long)first,
                    (long long)(first / ipe) + 1);
@@ -536,7 +658,7 @@ int main(int argc, char **argv)
                     double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
                     char eta[32];
                     fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
-                    print_progress(epoch + 1, o.epochs, it + 1, total, loss_sum / (seen / B),
+                    print_progress(epoch + 1, epochs, it + 1, total, loss_sum / (seen / B),
                                    100.0 * correct_sum / seen, rate * B * W, &bd, eta);
                     last_print = now;
                     loss_sum = 0;

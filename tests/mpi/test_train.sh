@@ -3,7 +3,11 @@
 #  - a tiny mlp training: the loss decreases and the test accuracy beats chance;
 #  - the same seed saves bitwise the same model with --pipeline on and off (2 and 4 workers);
 #  - --eval-model reads the saved model back and reports the same accuracy;
-#  - a short cnn run completes; bad flags and files fail with one clear line.
+#  - a short cnn run completes; bad flags and files fail with one clear line;
+#  - start-up refusals under mpirun (missing data, an unwritable --save-model, --metrics,
+#    --timeline or --checkpoint-dir, a batch larger than the data, flags that would do
+#    nothing) are said once, before any training, with nothing written;
+#  - IDX files gzipped or not, each on its own; the run's real length in the progress line.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -172,8 +176,70 @@ expect 2 "--mode ps needs at least 2 ranks" --data synthetic
 expect 1 "cannot open" --eval-model "$tmp/none.pcm" --data synthetic
 printf 'not a model' >"$tmp/junk.pcm"
 expect 1 "shorter than a model header" --eval-model "$tmp/junk.pcm" --data synthetic
-out=$("$run" -t 60 -np 3 "$train" --data /nonexistent-dir 2>&1); rc=$?
-[ "$rc" != 0 ] && grep -q "pc-train: --data: /nonexistent-dir/train-images-idx3-ubyte: cannot open" <<<"$out" \
-    && ok "missing data directory named" || { bad "missing data: rc $rc"; echo "$out" | tail -3; }
+# Start-up refusals under mpirun: status 1 or 2, the reason printed once (not once per
+# worker), before anything trains (no progress line) and with nothing written.
+once() { # STATUS NEEDLE ARGS...: a 4-rank job (3 workers) of pc-train ARGS
+    local want=$1 needle=$2 out rc n
+    shift 2
+    out=$("$run" -t 120 -np 4 "$train" --iters 5 --lr-schedule constant "$@" 2>&1); rc=$?
+    n=$(grep -c '^pc-train: ' <<<"$out")
+    if [ "$rc" = "$want" ] && [ "$n" = 1 ] && grep -q -- "$needle" <<<"$out" && ! grep -q '^epoch ' <<<"$out"; then
+        ok "mpirun -np 4 pc-train $*: status $rc, said once: $(grep '^pc-train: ' <<<"$out")"
+    else
+        bad "mpirun -np 4 pc-train $*: status $rc (want $want), $n 'pc-train:' lines (want 1), needle '$needle'"
+        grep -v '^  ' <<<"$out" | tail -8
+    fi
+}
+once 1 "pc-train: --data: /nonexistent-dir: neither train-images-idx3-ubyte.gz nor train-images-idx3-ubyte" \
+    --data /nonexistent-dir
+once 1 "pc-train: --save-model: cannot write '$tmp/no-dir/m.pcm': its directory '$tmp/no-dir': No such file" \
+    --data synthetic --save-model "$tmp/no-dir/m.pcm"
+once 1 "pc-train: --metrics: cannot write '$tmp/no-dir/m.jsonl'" --data synthetic --metrics "$tmp/no-dir/m.jsonl"
+once 1 "pc-train: --timeline: cannot create files beside '/proc/pc-tl.json'" --data synthetic --timeline /proc/pc-tl.json
+once 1 "pc-train: --checkpoint-dir '/proc/pc-ck': cannot create" --data synthetic --checkpoint-dir /proc/pc-ck
+once 1 "pc-train: --batch 2000: the training set (3000 samples) is smaller than one iteration of all 3 workers" \
+    --data synthetic --synthetic-samples 3000 --batch 2000
+[ ! -e "$tmp/no-dir" ] && [ ! -e /proc/pc-ck ] && ok "the refused runs created nothing" || bad "a refused run left files"
+if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null && runuser -u nobody -- test -x "$train"; then
+    # A directory the user cannot write (root writes anywhere): refused at start-up too.
+    mkdir -p "$tmp/ro" && chmod 755 "$tmp/ro" && chmod 755 "$tmp"
+    out=$(runuser -u nobody -- "$train" --mode allreduce --data synthetic --iters 5 --save-model "$tmp/ro/m.pcm" 2>&1); rc=$?
+    [ "$rc" = 1 ] && grep -q "pc-train: --save-model: cannot create files beside '$tmp/ro/m.pcm': Permission denied" <<<"$out" &&
+        ! grep -q '^epoch ' <<<"$out" && ok "as user nobody, an unwritable --save-model directory: refused at start-up" ||
+        { bad "as nobody, unwritable --save-model: rc $rc"; tail -3 <<<"$out"; }
+fi
+# Flags that would do nothing in the resolved configuration: usage errors, said once.
+once 2 "--nesterov has no effect with --compress topk:ratio=0.01" --data synthetic --nesterov
+once 2 "--nesterov needs momentum" --data synthetic --compress none --momentum 0 --nesterov
+once 2 "--dropout acts on the cnn only (the mlp model has no dropout layer)" --data synthetic --dropout 0.2
+once 2 "--synthetic-samples needs --data synthetic" --synthetic-samples 500
+once 2 "--lr-step acts on --lr-schedule step only" --data synthetic --lr-step 50
+once 2 "--pull has no effect with --mode allreduce" --data synthetic --mode allreduce --pull dense
+once 2 "--checkpoint-keep needs --checkpoint-dir DIR" --data synthetic --checkpoint-keep 4
+expect 2 "pc-train: --batch has no effect with --eval-model" --eval-model "$tmp/on.pcm" --batch 8
+expect 2 "pc-train: --compress has no effect with --eval-model" --eval-model "$tmp/on.pcm" --compress none
+
+# Each IDX file gzipped or not on its own: gzipped images beside unpacked labels load.
+fm=/usr/share/datasets/fashion-mnist
+if [ -r "$fm/train-labels-idx1-ubyte.gz" ]; then
+    mkdir -p "$tmp/mixed"
+    cp "$fm/train-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$tmp/mixed/"
+    gunzip -c "$fm/train-labels-idx1-ubyte.gz" >"$tmp/mixed/train-labels-idx1-ubyte"
+    gunzip -c "$fm/t10k-images-idx3-ubyte.gz" >"$tmp/mixed/t10k-images-idx3-ubyte"
+    "$run" -t 120 -np 3 "$train" --data "$tmp/mixed" --iters 3 --log-level warn >"$tmp/mixed.log" 2>&1 &&
+        grep -q '^done: 3 iterations' "$tmp/mixed.log" && ok "--data with gzipped and unpacked IDX files side by side" ||
+        { bad "--data with mixed .gz and plain files"; tail -3 "$tmp/mixed.log"; }
+fi
+
+# The run's real length: --iters inside the first epoch says so, and the progress line
+# counts epochs to the one the run ends in.
+"$run" -t 120 -np 3 "$train" --data synthetic --synthetic-samples 3000 --batch 16 --iters 10 \
+    --log-level warn >"$tmp/len.log" 2>&1
+if grep -q '93 iterations per epoch, 10 in all (--iters 10 ends the run inside epoch 1, not after --epochs 3)' "$tmp/len.log" &&
+    grep -Eq '^epoch 1/1 iter 10/10 ' "$tmp/len.log" && ! grep -q '^epoch 1/3' "$tmp/len.log"; then
+    ok "--iters 10 of 93 per epoch: 'epoch 1/1', and the header says the run ends inside epoch 1"
+else
+    bad "the run's length"; grep -E 'in all|^epoch' "$tmp/len.log" | head -4
+fi
 
 pc_done
