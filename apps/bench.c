@@ -1,5 +1,5 @@
-/* bench: helpers the pc-bench subcommands share (declared in bench.h): the median of
- * repeated measurements, and a pair of threads pinned to two cores with a start barrier. */
+/* bench: helpers the pc-bench subcommands share (declared in bench.h): a pair of threads pinned to
+ * two cores with a start barrier. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -8,20 +8,6 @@
 #include "bench.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_topo.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct bench_pair {
     pc_topo_t *topo;

@@ -27,9 +27,6 @@ int bench_topo_main(int argc, char **argv);
         .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"          \
     }
 
-/* Median of n doubles (sorts v in place). */
-double bench_median(double *v, size_t n);
-
 /* Two threads pinned to two different cores when the machine has them: fn(arg, 0) and
  * fn(arg, 1) run concurrently after a common start barrier. Returns 0 or -1 with a message
  * printed. */

@@ -230,7 +230,7 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                 return cuda_fail("read baseline", "a CUDA call failed");
             samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
         }
-        t_read[si] = bench_median(samples, (size_t)o->reps);
+        t_read[si] = pc_time_median(samples, (size_t)o->reps);
         printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n,
                "-", t_read[si], "-", "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
         for (int r = 0; r < o->reps; r++) {
@@ -239,7 +239,7 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                 return cuda_fail("copy baseline", "a CUDA call failed");
             samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
         }
-        t_copyk[si] = bench_median(samples, (size_t)o->reps);
+        t_copyk[si] = pc_time_median(samples, (size_t)o->reps);
         printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n",
                "[baseline] copy kernel (4n read, 4n written)", n, "-", t_copyk[si], "-", "-",
                (double)n / t_copyk[si] * 1e-3, (size_t)0, "-");
@@ -251,7 +251,7 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                     return cuda_fail("sort baseline", "a CUDA call failed");
                 samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
             }
-            t_sort[si][ri] = bench_median(samples, (size_t)o->reps);
+            t_sort[si][ri] = pc_time_median(samples, (size_t)o->reps);
             printf("%-44s %10zu %7g %10.3f %10s %10s %9.0f %12s %8s\n",
                    "[baseline] top-k by CUB sort", n, ratios[ri], t_sort[si][ri], "-", "-",
                    (double)n / t_sort[si][ri] * 1e-3, "-", "-");
@@ -301,15 +301,15 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                         return cuda_fail(text, err);
                     samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
                 }
-                double t_copy = fold_only ? 0 : bench_median(samples, (size_t)o->reps);
+                double t_copy = fold_only ? 0 : pc_time_median(samples, (size_t)o->reps);
                 if (nrows == 512)
                     return cuda_fail("rows", "more than 512");
                 cuda_row_t *row = &rows[nrows++];
                 snprintf(row->spec, sizeof(row->spec), "%s", fold_only ? "ef fold (v += g)" : text);
                 row->n = n;
                 row->ratio = ratio;
-                row->t_comp = bench_median(samples, (size_t)o->reps);
-                row->t_dec = fold_only ? 0 : bench_median(samples + o->reps, (size_t)o->reps);
+                row->t_comp = pc_time_median(samples, (size_t)o->reps);
+                row->t_dec = fold_only ? 0 : pc_time_median(samples + o->reps, (size_t)o->reps);
                 row->bytes = fold_only ? 0 : len;
                 row->t_copy = t_copy;
                 /* Bytes a bandwidth-bound codec must move at least on the device: the fold
@@ -485,7 +485,7 @@ int bench_compress_main(int argc, char **argv)
             samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
         }
         (void)sink;
-        t_read[si] = bench_median(samples, (size_t)o.reps);
+        t_read[si] = pc_time_median(samples, (size_t)o.reps);
         if (!o.no_sort) {
             int sreps = o.reps < 3 ? o.reps : 3; /* seconds each at 1e7 */
             for (int r = 0; r < sreps; r++) {
@@ -496,7 +496,7 @@ int bench_compress_main(int argc, char **argv)
                 qsort(ord, n, sizeof(uint32_t), by_mag_desc);
                 samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
             }
-            t_sort[si] = bench_median(samples, (size_t)sreps);
+            t_sort[si] = pc_time_median(samples, (size_t)sreps);
         }
         printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
                t_read[si], "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
@@ -554,8 +554,8 @@ int bench_compress_main(int argc, char **argv)
                 snprintf(row->spec, sizeof(row->spec), "%s", spec_text);
                 row->n = n;
                 row->ratio = ratio;
-                row->t_comp = bench_median(samples, (size_t)o.reps);
-                row->t_dec = bench_median(samples + o.reps, (size_t)o.reps);
+                row->t_comp = pc_time_median(samples, (size_t)o.reps);
+                row->t_dec = pc_time_median(samples + o.reps, (size_t)o.reps);
                 row->bytes = len;
                 char rbuf[16];
                 snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);

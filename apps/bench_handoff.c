@@ -328,8 +328,8 @@ int bench_handoff_main(int argc, char **argv)
     double fig[P_COUNT][NFIG];
     for (int p = 0; p < P_COUNT; p++)
         for (int f = 0; f < NFIG; f++)
-            fig[p][f] = bench_median(samples + ((size_t)p * NFIG + (size_t)f) * (size_t)o.reps,
-                                     (size_t)o.reps);
+            fig[p][f] = pc_time_median(samples + ((size_t)p * NFIG + (size_t)f) * (size_t)o.reps,
+                                       (size_t)o.reps);
     printf("\n%-14s %12s %12s %14s %14s\n", "policy", "p50 us", "p99 us", "busy CPU %",
            "idle CPU %");
     for (int p = 0; p < P_COUNT; p++)

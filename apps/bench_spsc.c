@@ -357,9 +357,9 @@ int bench_spsc_main(int argc, char **argv)
         }
     }
     for (int k = 0; k < K_COUNT; k++) {
-        mps[k] = bench_median(samples + (k * 2) * o.reps, (size_t)o.reps);
+        mps[k] = pc_time_median(samples + (k * 2) * o.reps, (size_t)o.reps);
         rtt[k] = k == K_SPSC_BURST ? rtt[K_SPSC]
-                                   : bench_median(samples + (k * 2 + 1) * o.reps, (size_t)o.reps);
+                                   : pc_time_median(samples + (k * 2 + 1) * o.reps, (size_t)o.reps);
     }
     printf("\n%-14s %16s %16s\n", "queue", "throughput Mmsg/s", "round trip ns");
     for (int k = 0; k < K_COUNT; k++)

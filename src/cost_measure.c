@@ -31,17 +31,10 @@
 /* Fraction kept by the top-k messages of the server's measurement: the defaults' 1 %. */
 #define SERVER_RATIO 0.01
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of v[0..n), n >= 1 (sorts v). */
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return pc_time_median(v, (size_t)n);
 }
 
 static double secs_since(int64_t t0)

@@ -99,12 +99,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double p = *(const double *)x, q = *(const double *)y;
-    return (p > q) - (p < q);
-}
-
 int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_ba, int reps,
                      double *rtt, char *err, size_t errlen)
 {
@@ -157,8 +151,7 @@ int pc_comm_pingpong(MPI_Comm comm, int a, int b, size_t bytes_ab, size_t bytes_
         }
     }
     if (rc == PC_OK && first) {
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
-        *rtt = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *rtt = pc_time_median(t, (size_t)reps);
     }
     free(out);
     free(in);

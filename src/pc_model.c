@@ -867,17 +867,10 @@ static int profile_ready(void *ud, int t)
     return PC_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of v[0..n), n >= 1 (sorts v). */
 static double median_of(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return pc_time_median(v, (size_t)n);
 }
 
 int pc_model_profile(pc_model_t *m, const float *x, const uint8_t *labels, int B, int reps,

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "pipecompress/pc_time.h"
@@ -11,6 +12,20 @@ int64_t pc_time_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double pc_time_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 void pc_time_sleep_ns(int64_t ns)

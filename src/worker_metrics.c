@@ -308,12 +308,6 @@ enum {
 _Static_assert(F_COUNT == BD_FIELDS, "BD_FIELDS counts the gathered figures");
 _Static_assert(BD_RING == PC_WORKER_BREAKDOWN_MAX, "the public window bound is the ring");
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of the non-NaN values among v[0], v[stride], ... (n of them), using tmp (n
  * doubles); 0 when there are none. */
 static double median(const double *v, size_t n, size_t stride, double *tmp)
@@ -322,10 +316,7 @@ static double median(const double *v, size_t n, size_t stride, double *tmp)
     for (size_t i = 0; i < n; i++)
         if (!isnan(v[i * stride]))
             tmp[k++] = v[i * stride];
-    if (k == 0)
-        return 0;
-    qsort(tmp, k, sizeof(double), cmp_double);
-    return k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+    return pc_time_median(tmp, k);
 }
 
 int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
