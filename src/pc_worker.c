@@ -31,6 +31,7 @@
 #include "config.h"
 
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,12 +71,12 @@ static void take_release(pc_worker_t *w, const rel_t *r)
 static int bad_release(pc_worker_t *w, const rel_t *r)
 {
     bool known = r->tensor >= 0 && r->tensor < w->ntensors;
-    return WFAIL(&w->main, PC_ESTATE,
-                 "worker r%d: internal error: gradient buffer of tensor %d ('%s') released for "
-                 "iteration %llu while iteration %llu's were awaited%s",
-                 w->rt->rank, (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
-                 (unsigned long long)r->iteration, (unsigned long long)w->iter,
-                 known && r->iteration == w->iter ? " (released twice)" : "");
+    return WFAIL_W(w->rt, &w->main, PC_ESTATE,
+                   "internal error: gradient buffer of tensor %d ('%s') released for "
+                   "iteration %llu while iteration %llu's were awaited%s",
+                   (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
+                   (unsigned long long)r->iteration, (unsigned long long)w->iter,
+                   known && r->iteration == w->iter ? " (released twice)" : "");
 }
 
 /* Give tensor t's gradient buffer back to the backprop thread. */
@@ -123,10 +124,10 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
         if (a >= b)
             continue;
         if (b - a > c->remaining)
-            return WFAIL(me, PC_EINVAL,
-                         "worker r%d: tensor '%s': gradient elements handed over twice in "
-                         "iteration %llu",
-                         w->rt->rank, t->name, (unsigned long long)d->iteration);
+            return WFAIL_W(w->rt, me, PC_EINVAL,
+                           "tensor '%s': gradient elements handed over twice in "
+                           "iteration %llu",
+                           t->name, (unsigned long long)d->iteration);
         c->remaining -= b - a;
         if (c->remaining == 0) {
             c->remaining = c->n;
@@ -166,11 +167,11 @@ static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
         snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
         pc_rt__trace(rt, me->track, ev, t0, t1);
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: chunk %u (tensor '%s') of iteration %llu: %s",
-                         rt->rank, c->id, w->tensors[c->first_tensor].name, (unsigned long long)it,
-                         rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
-                         : w->device     ? why /* pc_rt__w_dev_fold's reason */
-                                         : pc_strerror(rc));
+            return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
+                           w->tensors[c->first_tensor].name, (unsigned long long)it,
+                           rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
+                           : w->device     ? why /* pc_rt__w_dev_fold's reason */
+                                           : pc_strerror(rc));
         pc_rt__w_chunk_done(w, c, it);
     }
     for (int j = 0; j < nlist; j++)
@@ -202,7 +203,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
             MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: completing gradient sends: %s", rt->rank, why);
+            return WFAIL_W(rt, me, rc, "completing gradient sends: %s", why);
         for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
             const wchunk_t *d = &w->chunks[w->done_idx[j]];
             w->inflight[d->server] -= d->send_len;
@@ -219,7 +220,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     bool pending = w->sends[c->id] != MPI_REQUEST_NULL;
     rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
+        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
     if (pending)
         w->inflight[c->server] -= c->send_len;
     size_t len = 0;
@@ -233,8 +234,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     c->tm[it & 1].comp1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: compressing chunk %u: %s", rt->rank, c->id,
-                     pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
+        return WFAIL_W(rt, me, rc, "compressing chunk %u: %s", c->id,
+                       pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
     /* Post the update's receive before the gradient leaves: no unexpected messages. */
     c->recv_it = it;
     rc = PC_MPI_CHECK_PEER(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server,
@@ -245,7 +246,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
             MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
             server, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: chunk %u: %s", rt->rank, c->id, why);
+        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
     c->send_len = len;
     w->inflight[c->server] += len;
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
@@ -268,7 +269,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
     int rc = PC_MPI_CHECK(MPI_Testsome(w->nchunks, w->recvs, &outcount, w->done_idx, w->statuses),
                           why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: awaiting updates: %s", rt->rank, why);
+        return WFAIL_W(rt, me, rc, "awaiting updates: %s", why);
     if (outcount == MPI_UNDEFINED)
         return PC_OK;
     for (int j = 0; j < outcount; j++) {
@@ -277,7 +278,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         rc = PC_MPI_CHECK_PEER(MPI_Get_count(&w->statuses[j], MPI_BYTE, &count), server, why,
                                sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: update of chunk %u: %s", rt->rank, c->id, why);
+            return WFAIL_W(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
         int64_t t0 = pc_time_ns();
         uint64_t server_ns = 0;
@@ -292,8 +293,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
         pc_rt__trace(rt, me->track, ev, t0, t1);
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: rejected update from server r%d: %s", rt->rank,
-                         server, why);
+            return WFAIL_W(rt, me, rc, "rejected update from server r%d: %s", server, why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
         c->tm[c->recv_it & 1].update_in = t1;
         c->tm[c->recv_it & 1].server_ns = (int64_t)server_ns; /* <= PC_RT_PULL_MAX_SERVER_NS */
@@ -318,7 +318,7 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
             MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE, server, TAG_DONE, w->rt->comm), server, why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: %s", w->rt->rank, why);
+            return WFAIL_W(w->rt, me, rc, "%s", why);
     }
     return PC_OK;
 }
@@ -351,6 +351,16 @@ static bool updates_outstanding(const pc_worker_t *w)
     return false;
 }
 
+int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    char msg[WERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return pc_error_fmt(code, err, errlen, "worker r%d: %s", rt->rank, msg);
+}
+
 /* ---- the compressor thread ----------------------------------------------------------- */
 
 /* The compressor thread's re-test before it parks: a descriptor to pop, or abort. Acquire:
@@ -367,11 +377,11 @@ void *pc_rt__w_compressor_main(void *arg)
     wthread_t *me = &w->comp;
     int rc = pc_rt__bind(w->rt, 1, "compressor");
     if (rc != PC_OK)
-        WFAIL(me, rc, "worker r%d: cannot bind the compressor thread", w->rt->rank);
+        WFAIL_W(w->rt, me, rc, "cannot bind the compressor thread");
     /* Device tensors: this thread works on the rank's device (pc_gpu_use). */
     char why[256];
     if (rc == PC_OK && w->device && (rc = pc_gpu_use(w->rt->gpu, why, sizeof(why))) != PC_OK)
-        WFAIL(me, rc, "worker r%d: compressor thread: %s", w->rt->rank, why);
+        WFAIL_W(w->rt, me, rc, "compressor thread: %s", why);
     desc_t batch[32];
     bool stopping = false;
     int idle = 0; /* passes without work since the last work: the spin before parking */
@@ -549,14 +559,13 @@ static bool version_reached(pc_worker_t *w, void *arg)
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL,
-                     "worker r%d: grad_ready(%d): no such tensor, or not started", w->rt->rank,
-                     tensor);
+        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
+                       tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
-        return WFAIL(&w->main, PC_EINVAL,
-                     "worker r%d: grad_ready('%s', %zu, %zu): bad range for %zu elements",
-                     w->rt->rank, t->name, begin, end, t->n);
+        return WFAIL_W(w->rt, &w->main, PC_EINVAL,
+                       "grad_ready('%s', %zu, %zu): bad range for %zu elements", t->name, begin,
+                       end, t->n);
     int64_t now = pc_time_ns();
     if (!w->t_first_ready)
         w->t_first_ready = now;
@@ -566,8 +575,7 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         char why[256];
         int rc = pc_gpu_event_record(t->ready, w->user, why, sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(&w->main, rc, "worker r%d: grad_ready('%s'): %s", w->rt->rank, t->name,
-                         why);
+            return WFAIL_W(w->rt, &w->main, rc, "grad_ready('%s'): %s", t->name, why);
     }
     desc_t d = {.kind = D_READY,
                 .tensor = tensor,
@@ -596,8 +604,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", now, now + waited);
     }
     if (rc == PC_ETIMEDOUT)
-        return WFAIL(&w->main, rc, "worker r%d: the compressor thread took no descriptor for %g s",
-                     w->rt->rank, w->rt->cfg.timeout);
+        return WFAIL_W(w->rt, &w->main, rc, "the compressor thread took no descriptor for %g s",
+                       w->rt->cfg.timeout);
     if (rc != PC_OK)
         return rc; /* the compressor thread's failure, its message in main.err */
     pc_event_notify(w->ev_comp);
@@ -610,8 +618,7 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
 int pc_worker_grad_ready(pc_worker_t *w, int tensor)
 {
     if (tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "worker r%d: grad_ready(%d): no such tensor", w->rt->rank,
-                     tensor);
+        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor", tensor);
     return pc_worker_grad_ready_range(w, tensor, 0, w->tensors[tensor].n);
 }
 
@@ -619,14 +626,14 @@ int pc_worker_grad_ready(pc_worker_t *w, int tensor)
  * --timeout. Backprop thread. */
 static int update_timeout(pc_worker_t *w, const wchunk_t *c, const char *tensor, uint64_t want)
 {
-    return WFAIL(&w->main, PC_ETIMEDOUT,
-                 "worker r%d: timed out after %g s waiting for the update of tensor '%s' (chunk "
-                 "%u, server r%d on %s) for iteration %llu",
-                 w->rt->rank, w->rt->cfg.timeout, tensor, c->id,
-                 w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
-                 w->ops->servers ? pc_rt__host(w->rt, pc_rt__server_rank(w->rt, c->server))
-                                 : "the workers",
-                 (unsigned long long)(want - 1));
+    return WFAIL_W(w->rt, &w->main, PC_ETIMEDOUT,
+                   "timed out after %g s waiting for the update of tensor '%s' (chunk "
+                   "%u, server r%d on %s) for iteration %llu",
+                   w->rt->cfg.timeout, tensor, c->id,
+                   w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
+                   w->ops->servers ? pc_rt__host(w->rt, pc_rt__server_rank(w->rt, c->server))
+                                   : "the workers",
+                   (unsigned long long)(want - 1));
 }
 
 /* Wait until chunk c holds this iteration's parameters; inline, this thread applies the
@@ -672,9 +679,8 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
 int pc_worker_param_wait(pc_worker_t *w, int tensor)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL,
-                     "worker r%d: param_wait(%d): no such tensor, or not started", w->rt->rank,
-                     tensor);
+        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started",
+                       tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
@@ -695,10 +701,10 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         if (w->have_bad_rel)
             return bad_release(w, &w->bad_rel);
         if (w->released < (uint64_t)w->ntensors)
-            return WFAIL(&w->main, PC_ESTATE,
-                         "worker r%d: iteration %llu ended with %llu of %d gradients handed over",
-                         rt->rank, (unsigned long long)w->iter, (unsigned long long)w->released,
-                         w->ntensors);
+            return WFAIL_W(rt, &w->main, PC_ESTATE,
+                           "iteration %llu ended with %llu of %d gradients handed over",
+                           (unsigned long long)w->iter, (unsigned long long)w->released,
+                           w->ntensors);
         w->released = 0;
         memset(w->rel_seen, 0, (size_t)w->ntensors);
         return PC_OK;
@@ -715,11 +721,11 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
         w->wait_release += waited;
         total += waited;
         if (rc == PC_ETIMEDOUT)
-            return WFAIL(&w->main, PC_ETIMEDOUT,
-                         "worker r%d: timed out after %g s waiting for gradient buffers of "
-                         "iteration %llu to be released (%llu of %d tensors)",
-                         rt->rank, rt->cfg.timeout, (unsigned long long)w->iter,
-                         (unsigned long long)w->released, w->ntensors);
+            return WFAIL_W(rt, &w->main, PC_ETIMEDOUT,
+                           "timed out after %g s waiting for gradient buffers of "
+                           "iteration %llu to be released (%llu of %d tensors)",
+                           rt->cfg.timeout, (unsigned long long)w->iter,
+                           (unsigned long long)w->released, w->ntensors);
         if (rc != PC_OK)
             return rc;
         if (!release_expected(w, &r))
@@ -752,8 +758,8 @@ int pc_rt__w_stop_thread(pc_worker_t *w, bool abort)
     int jrc = pthread_join(w->thread, NULL);
     w->thread_started = false;
     if (jrc != 0)
-        return WFAIL(&w->main, PC_ETHREAD, "worker r%d: cannot join the compressor thread: %s",
-                     w->rt->rank, strerror(jrc));
+        return WFAIL_W(w->rt, &w->main, PC_ETHREAD, "cannot join the compressor thread: %s",
+                       strerror(jrc));
     return pc_rt__w_check_thread(w);
 }
 
@@ -836,7 +842,7 @@ int pc_worker_finish(pc_worker_t *w)
         int server = w->ops->servers ? pc_rt__server_rank(rt, w->chunks[c].server) : -1;
         if ((rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c], MPI_STATUS_IGNORE), server, why,
                                     sizeof(why))))
-            return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+            return WFAIL_W(rt, &w->main, rc, "%s", why);
     }
     pc_rt__w_metrics_flush(w);
     rc = pc_rt__metrics_write(rt, why, sizeof(why));

@@ -47,7 +47,7 @@ static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t 
             PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
                          why, sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(me, rc, "worker r%d: allreduce of chunk %u: %s", rt->rank, c->id, why);
+            return WFAIL_W(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
         pc_rt__w_chunk_done(w, c, it);
         int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
         float scale = 1.0f / (float)rt->nworkers;

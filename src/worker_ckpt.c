@@ -70,12 +70,11 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
     char why[256];
     int rc = PC_MPI_CHECK(MPI_Bcast(msg, 2, MPI_INT64_T, 0, rt->workers), why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r%d: agreeing on the checkpoint: %s", rt->rank, why);
+        return WFAIL_W(rt, me, rc, "agreeing on the checkpoint: %s", why);
     if (msg[0] != PC_OK)
         return rt->rank == 0
                    ? (int)msg[0]
-                   : WFAIL(me, (int)msg[0], "worker r%d: worker r0 could not set up checkpoints",
-                           rt->rank);
+                   : WFAIL_W(rt, me, (int)msg[0], "worker r0 could not set up checkpoints");
     *it = (uint64_t)msg[1];
     return PC_OK;
 }
@@ -98,10 +97,10 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         if (rec.id != c->id || rec.n != c->n || rec.has_a != (a != NULL) ||
             rec.has_b != (b != NULL)) {
             pc_ckpt_reader_close(r, NULL, 0);
-            return WFAIL(me, PC_EFORMAT,
-                         "worker r%d: checkpoint of iteration %llu: chunk %d's record does not "
-                         "match this job",
-                         rt->rank, (unsigned long long)it, ci);
+            return WFAIL_W(rt, me, PC_EFORMAT,
+                           "checkpoint of iteration %llu: chunk %d's record does not "
+                           "match this job",
+                           (unsigned long long)it, ci);
         }
         if (a)
             rc = pc_ckpt_reader_read(r, a, sizeof(float) * c->n);
@@ -112,7 +111,7 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
     }
     char why[512];
     if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
-        return WFAIL(me, PC_EFORMAT, "worker r%d: %s", rt->rank, why);
+        return WFAIL_W(rt, me, PC_EFORMAT, "%s", why);
     return w->device ? pc_rt__w_dev_states(w, true, me) : PC_OK;
 }
 
@@ -137,7 +136,7 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
         if ((rc = PC_MPI_CHECK_PEER(
                  MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, server, TAG_CKPT, rt->comm), server, why,
                  sizeof(why))) != PC_OK)
-            return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+            return WFAIL_W(rt, &w->main, rc, "%s", why);
     }
     pc_ckpt_writer_t *cw = NULL;
     rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));

@@ -236,10 +236,10 @@ int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, wthread_t *me)
         /* The caller's stream has produced the chunk's gradients. */
         for (int t = c->first_tensor; t <= c->last_tensor; t++)
             if ((rc = pc_gpu_event_sync(w->tensors[t].ready, why, sizeof(why))) != PC_OK)
-                return WFAIL(me, rc,
-                             "worker r%d: tensor '%s': the caller's stream failed before its "
-                             "gradient was complete: %s",
-                             w->rt->rank, w->tensors[t].name, why);
+                return WFAIL_W(w->rt, me, rc,
+                               "tensor '%s': the caller's stream failed before its "
+                               "gradient was complete: %s",
+                               w->tensors[t].name, why);
         if (pc_rt__w_dev_codec(c))
             continue;
         if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down, why,

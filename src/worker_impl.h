@@ -271,6 +271,13 @@ struct pc_worker {
 /* Write a message into me->err and return code (pc_error_fmt on the thread's context). */
 #define WFAIL(me, code, ...) pc_error_fmt((code), (me)->err, sizeof((me)->err), __VA_ARGS__)
 
+/* The same, with the prefix every worker message carries ("worker r3: "), from rt's rank:
+ * WFAIL_W(rt, me, code, fmt, ...). The one place that spells the prefix. */
+#define WFAIL_W(rt, me, code, ...)                                                                 \
+    pc_rt__w_fail((rt), (me)->err, sizeof((me)->err), (code), __VA_ARGS__)
+int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
 
 /* Chunk c of iteration it is folded (or reduced): count it off its tensors, releasing each

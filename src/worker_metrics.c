@@ -201,7 +201,7 @@ static int agree_stop(pc_worker_t *w, bool *want_stop)
     if (rc == PC_OK)
         rc = wait_collective(w, &req, "the workers' agreement to stop", why, sizeof(why));
     if (rc != PC_OK)
-        return why[0] ? WFAIL(&w->main, rc, "worker r%d: agreeing to stop: %s", rt->rank, why) : rc;
+        return why[0] ? WFAIL_W(rt, &w->main, rc, "agreeing to stop: %s", why) : rc;
     *want_stop = any != 0;
     rt->stop_signal = any;
     return PC_OK;
@@ -211,10 +211,9 @@ int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->started || w->finished || (!buf && bytes > 0))
-        return WFAIL(&w->main, PC_EINVAL,
-                     "worker r%d: broadcast before start, after finish, or "
-                     "of no buffer",
-                     rt->rank);
+        return WFAIL_W(rt, &w->main, PC_EINVAL,
+                       "broadcast before start, after finish, or "
+                       "of no buffer");
     /* Pieces of at most 1 GiB: MPI counts are ints. */
     const size_t piece = (size_t)1 << 30;
     for (size_t off = 0; off < bytes; off += piece) {
@@ -227,7 +226,7 @@ int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
         if (rc == PC_OK)
             rc = wait_collective(w, &req, "a broadcast from worker 0", why, sizeof(why));
         if (rc != PC_OK)
-            return why[0] ? WFAIL(&w->main, rc, "worker r%d: broadcast: %s", rt->rank, why) : rc;
+            return why[0] ? WFAIL_W(rt, &w->main, rc, "broadcast: %s", why) : rc;
     }
     return PC_OK;
 }
@@ -323,9 +322,8 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->started || window < 1 || window > BD_RING)
-        return WFAIL(&w->main, PC_EINVAL,
-                     "worker r%d: breakdown over %d iterations: not started, or not 1..%d",
-                     rt->rank, window, BD_RING);
+        return WFAIL_W(rt, &w->main, PC_EINVAL,
+                       "breakdown over %d iterations: not started, or not 1..%d", window, BD_RING);
     /* This worker's last `window` complete iterations, oldest first; NaN rows pad. */
     uint64_t have = w->nhist < (uint64_t)window ? w->nhist : (uint64_t)window;
     size_t row = BD_FIELDS, rows = (size_t)window;
@@ -365,7 +363,7 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
     if (rc == PC_OK)
         rc = wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
     if (rc != PC_OK)
-        return why[0] ? WFAIL(&w->main, rc, "worker r%d: breakdown: %s", rt->rank, why) : rc;
+        return why[0] ? WFAIL_W(rt, &w->main, rc, "breakdown: %s", why) : rc;
     /* The scratch: the tail of bd_all (worker_start.c allocates W * BD_RING more). */
     size_t W = (size_t)rt->nworkers, all = W * rows;
     double *tmp = w->bd_all + W * BD_RING * BD_FIELDS;

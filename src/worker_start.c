@@ -137,7 +137,7 @@ static int check_same_model(pc_worker_t *w)
                            sizeof(why))) != PC_OK ||
         (rc = PC_MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, rt->workers), why,
                            sizeof(why))) != PC_OK)
-        return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+        return WFAIL_W(rt, &w->main, rc, "%s", why);
     if (lo != hi)
         return WFAIL(&w->main, PC_EINVAL,
                      "workers registered different models (tensor sizes or order differ)");
@@ -154,7 +154,7 @@ static int check_tag_range(pc_worker_t *w)
     int *ub = NULL;
     int rc = PC_MPI_CHECK(MPI_Comm_get_attr(rt->comm, MPI_TAG_UB, &ub, &flag), why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "worker r%d: %s", rt->rank, why);
+        return WFAIL_W(rt, &w->main, rc, "%s", why);
     if (flag && ub)
         tag_ub = *ub;
     if (TAG_PULL + w->plan->nchunks > tag_ub)
@@ -326,7 +326,7 @@ static int broadcast_params(pc_worker_t *w)
             MPI_Bcast(w->tensors[t].p, (int)w->tensors[t].n, MPI_FLOAT, 0, rt->workers), why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL(&w->main, rc, "worker r%d: broadcasting parameters: %s", rt->rank, why);
+            return WFAIL_W(rt, &w->main, rc, "broadcasting parameters: %s", why);
     }
     return PC_OK;
 }
