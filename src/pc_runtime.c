@@ -144,6 +144,23 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     return PC_OK;
 }
 
+int pc_rt__codecs_create(const pc_runtime_t *rt, pc_codec_t **codec, pc_codec_t **dense)
+{
+    pc_codec_spec_t none;
+    pc_codec_spec_parse("none", &none, NULL, 0);
+    pc_codec_t *c = NULL, *d = NULL;
+    int rc = pc_codec_create(&rt->spec, &c);
+    if (rc == PC_OK && (rc = pc_codec_create(&none, &d)) != PC_OK) {
+        pc_codec_destroy(c);
+        return rc;
+    }
+    if (rc == PC_OK) {
+        *codec = c;
+        *dense = d;
+    }
+    return rc;
+}
+
 /* Workers with device tensors: open this rank's device (rt->gpu). --device cuda: node-local
  * worker i takes --gpu's LIST[i % len], or i modulo the visible devices. Collective over
  * rt->comm: when a worker cannot open its device every rank returns PC_ENODEV with the

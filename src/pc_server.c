@@ -544,11 +544,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d",
                             rt->rank);
     server_t s = {.rt = rt};
-    pc_codec_spec_t none;
-    pc_codec_spec_parse("none", &none, NULL, 0);
-    int rc = pc_codec_create(&rt->spec, &s.codec);
-    if (rc == PC_OK)
-        rc = pc_codec_create(&none, &s.codec_dense);
+    int rc = pc_rt__codecs_create(rt, &s.codec, &s.codec_dense);
     if (rc != PC_OK) {
         pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
         goto out;

@@ -88,6 +88,13 @@ static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
     return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
 }
 
+/* The run's two codecs, which every chunk uses one of: the --compress codec (rt->spec) and
+ * the dense one (none) for the chunks under --compress-min-bytes (pc_rt__chunk_dense). On
+ * PC_OK both are the caller's (pc_codec_destroy); on error (pc_codec_create's) neither is
+ * made. Workers and servers call it alike, so both sides decode what the other encodes.
+ * Thread-safe. */
+int pc_rt__codecs_create(const pc_runtime_t *rt, pc_codec_t **codec, pc_codec_t **dense);
+
 /* Bytes of a host name in rt->hosts (with its terminating NUL; longer names are cut). */
 
 /* Rank r's host name (r in 0..size-1; "?" otherwise). Thread-safe. */

@@ -253,13 +253,9 @@ int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     int rc;
-    if (!w->codec) { /* the first chunk creates the run's two codecs */
-        pc_codec_spec_t none;
-        pc_codec_spec_parse("none", &none, NULL, 0);
-        if ((rc = pc_codec_create(&rt->spec, &w->codec)) != PC_OK ||
-            (rc = pc_codec_create(&none, &w->codec_dense)) != PC_OK)
-            return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
-    }
+    /* The first chunk creates the run's two codecs. */
+    if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
+        return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
     c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
     c->send_cap = pc_codec_max_bytes(c->codec, c->n);
     c->recv_cap = pc_rt__pull_max_bytes(c->n);
