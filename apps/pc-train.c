@@ -237,7 +237,7 @@ static int startup_checks(const train_opts_t *o, const pc_config_t *cfg, int ran
     /* The checkpoint directory: created if missing (as the runtime would), writable. */
     if (rc == PC_OK && rank == 0 && cfg->checkpoint_dir[0] &&
         (rc = pc_ckpt_dir_create(cfg->checkpoint_dir, why, sizeof(why))) != PC_OK)
-        pc_error_fmt(rc, msg, sizeof(msg), "--checkpoint-dir %s", why);
+        pc_error_fmt(rc, msg, sizeof(msg), "--checkpoint-dir: %s", why);
     if (rc == PC_OK && rank < W &&
         (rc = load_data(o, 1, (uint64_t)cfg->seed, train, why, sizeof(why))) != PC_OK)
         pc_error_fmt(rc, msg, sizeof(msg), "--data: %s", why);
@@ -590,6 +590,9 @@ int main(int argc, char **argv)
         if (epochs < o.epochs || total % ipe != 0)
             printf(" (--iters %lld ends the run %s epoch %d, not after --epochs %d)",
                    (long long)total, total % ipe ? "inside" : "after", epochs, o.epochs);
+        else if (cfg.iters > total) /* --iters only shortens a run */
+            printf(" (--iters %lld is more: the run ends after --epochs %d)", (long long)cfg.iters,
+                   o.epochs);
         printf("\n");
         if (first > 0)
             printf("resumed at iteration %lld (epoch %lld)\n", (long long)first,

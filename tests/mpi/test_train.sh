@@ -196,7 +196,7 @@ once 1 "pc-train: --save-model: cannot write '$tmp/no-dir/m.pcm': its directory 
     --data synthetic --save-model "$tmp/no-dir/m.pcm"
 once 1 "pc-train: --metrics: cannot write '$tmp/no-dir/m.jsonl'" --data synthetic --metrics "$tmp/no-dir/m.jsonl"
 once 1 "pc-train: --timeline: cannot create files beside '/proc/pc-tl.json'" --data synthetic --timeline /proc/pc-tl.json
-once 1 "pc-train: --checkpoint-dir '/proc/pc-ck': cannot create" --data synthetic --checkpoint-dir /proc/pc-ck
+once 1 "pc-train: --checkpoint-dir: '/proc/pc-ck': cannot create" --data synthetic --checkpoint-dir /proc/pc-ck
 once 1 "pc-train: --batch 2000: the training set (3000 samples) is smaller than one iteration of all 3 workers" \
     --data synthetic --synthetic-samples 3000 --batch 2000
 [ ! -e "$tmp/no-dir" ] && [ ! -e /proc/pc-ck ] && ok "the refused runs created nothing" || bad "a refused run left files"
@@ -241,5 +241,11 @@ if grep -q '93 iterations per epoch, 10 in all (--iters 10 ends the run inside e
 else
     bad "the run's length"; grep -E 'in all|^epoch' "$tmp/len.log" | head -4
 fi
+# An --iters beyond the run only shortens nothing: said in the header.
+"$run" -t 120 -np 3 "$train" --data synthetic --synthetic-samples 640 --batch 32 --epochs 1 --iters 45 \
+    --log-level warn >"$tmp/long.log" 2>&1
+grep -q '10 iterations per epoch, 10 in all (--iters 45 is more: the run ends after --epochs 1)' "$tmp/long.log" &&
+    grep -q '^done: 10 iterations' "$tmp/long.log" && ok "--iters 45 beyond a 10-iteration run: said in the header" ||
+    { bad "--iters beyond the run"; grep -E 'in all|^done' "$tmp/long.log"; }
 
 pc_done
