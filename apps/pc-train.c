@@ -433,6 +433,57 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
     free(res);
 }
 
+/* After parsing: resolve --mode auto (collective), then the usage checks, before any file
+ * is read: the runtime's (on *checked, a copy of cfg with any run length when the cosine
+ * schedule's comes from the data later) and pc-train's own (training flags, or
+ * --eval-model's). PC_OK or PC_EUSAGE with the reason in err; --eval-model skips auto and
+ * the runtime's check. */
+static int check_flags(const train_opts_t *o, pc_config_t *cfg, pc_config_t *checked, int rank,
+                       int size, char *err, size_t errlen)
+{
+    int rc = PC_OK;
+    if (!o->eval_model[0] && cfg->mode == PC_MODE_AUTO) {
+        /* Resolved before anything reads the mode (the run's length depends on it). */
+        rc = pc_auto_check(cfg, size, err, errlen);
+        if (rc == PC_OK)
+            resolve_auto(o, cfg, rank);
+    }
+    *checked = *cfg;
+    if (rc == PC_OK && !o->eval_model[0]) {
+        if (checked->lr_schedule == PC_LR_COSINE && checked->iters == 0)
+            checked->iters = 1;
+        rc = pc_runtime_check_config(checked, size, err, errlen);
+    }
+    if (rc == PC_OK)
+        rc = o->eval_model[0] ? check_eval_flags(o, cfg, err, errlen)
+                              : check_training_flags(o, err, errlen);
+    return rc;
+}
+
+/* Before the runtime starts (collective over MPI_COMM_WORLD): the start-up checks (reading
+ * the data into *train and *test), the cosine schedule's run length from the training set
+ * (rank 0, a worker, tells every rank: servers apply the schedule too), and the runtime's
+ * check of cfg with it. PC_OK, or a failure already said once by rank 0 (the caller frees
+ * the data and exits 1). */
+static int prepare_run(const train_opts_t *o, pc_config_t *cfg, int rank, int size, int W,
+                       pc_dataset_t *train, pc_dataset_t *test)
+{
+    char err[1024];
+    int rc = startup_checks(o, cfg, rank, W, train, test);
+    if (rc != PC_OK)
+        return rc;
+    if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters == 0) {
+        int64_t total = rank == 0 ? run_length(o, W, train->n) : 0;
+        MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        cfg->iters = total; /* >= 1: startup_checks refused a set smaller than an iteration */
+    }
+    /* As check_flags checked, now with the run's length: fails alike on every rank, if at
+     * all. */
+    if ((rc = pc_runtime_check_config(cfg, size, err, sizeof(err))) != PC_OK && rank == 0)
+        say("%s", err);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -460,23 +511,9 @@ int main(int argc, char **argv)
     char err[1024];
     int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     pc_dataset_t train = {0}, test = {0};
-    if (rc == PC_OK && !o.eval_model[0] && cfg.mode == PC_MODE_AUTO) {
-        /* Resolved before anything reads the mode (the run's length depends on it). */
-        rc = pc_auto_check(&cfg, size, err, sizeof(err));
-        if (rc == PC_OK)
-            resolve_auto(&o, &cfg, rank);
-    }
     pc_config_t checked = cfg;
-    if (rc == PC_OK && !o.eval_model[0]) {
-        /* The flags' usage errors first, before any file is read. The cosine schedule's
-         * length comes from the training set, read below: any length passes here. */
-        if (checked.lr_schedule == PC_LR_COSINE && checked.iters == 0)
-            checked.iters = 1;
-        rc = pc_runtime_check_config(&checked, size, err, sizeof(err));
-    }
     if (rc == PC_OK)
-        rc = o.eval_model[0] ? check_eval_flags(&o, &cfg, err, sizeof(err))
-                             : check_training_flags(&o, err, sizeof(err));
+        rc = check_flags(&o, &cfg, &checked, rank, size, err, sizeof(err));
     int early = pc_opt_finish(rc, groups, 2, "pc-train",
                               "mpirun -np N pc-train [flags]   (manual: man pc-train, or man "
                               "doc/pc-train.1 in the source tree)",
@@ -492,24 +529,7 @@ int main(int argc, char **argv)
     }
     /* Workers are the ranks below W (pc_runtime's roles). */
     const int W = checked.mode == PC_MODE_PS ? size - checked.servers : size;
-    if (startup_checks(&o, &cfg, rank, W, &train, &test) != PC_OK) {
-        pc_data_free(&train);
-        pc_data_free(&test);
-        MPI_Finalize();
-        return 1;
-    }
-    if (cfg.lr_schedule == PC_LR_COSINE && cfg.iters == 0) {
-        /* The cosine schedule needs the run's length, which --epochs gives once the size of
-         * the training set is known: rank 0 (a worker) tells every rank, servers included
-         * (they apply the schedule). */
-        int64_t total = rank == 0 ? run_length(&o, W, train.n) : 0;
-        MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-        cfg.iters = total; /* >= 1: startup_checks refused a set smaller than an iteration */
-    }
-    /* As checked above, now with the run's length: fails alike on every rank, if at all. */
-    if ((rc = pc_runtime_check_config(&cfg, size, err, sizeof(err))) != PC_OK) {
-        if (rank == 0)
-            say("%s", err);
+    if (prepare_run(&o, &cfg, rank, size, W, &train, &test) != PC_OK) {
         pc_data_free(&train);
         pc_data_free(&test);
         MPI_Finalize();
