@@ -123,7 +123,7 @@ fi
 # Bad flags: a checkpoint directory that cannot be created fails with one line.
 out=$("$run" -t 60 -np 3 "$train" "${short[@]}" --checkpoint-dir /proc/nope/ck 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && grep -q "checkpoint-dir '/proc/nope/ck': cannot create '/proc/nope'" <<<"$out"; then
+if [ $rc -ne 0 ] && grep -qF -- "pc-train: --checkpoint-dir: '/proc/nope/ck': cannot create '/proc/nope'" <<<"$out"; then
     ok "unwritable --checkpoint-dir: one clear error, status $rc"
 else
     bad "unwritable --checkpoint-dir: status $rc"; tail -3 <<<"$out"
