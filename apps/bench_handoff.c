@@ -95,7 +95,7 @@ static const char *const policy_names[P_COUNT] = {"backoff-50us", "backoff-1ms",
                                                   "event+window"};
 
 /* The event policy's longest park: the compressor's re-check interval (IDLE_PARK_NS in
- * src/worker_impl.h). */
+ * src/runtime/worker_impl.h). */
 #define EVENT_RECHECK_NS 100000000
 
 /* What travels: the item's number (-1: stop) and the producer's clock at the push. */

@@ -1,5 +1,5 @@
 // pc_codec.cu: the codecs' compress and decode-add paths as CUDA kernels, giving the bytes
-// of the CPU codecs (src/codec_dense.c, src/codec_sparse.c), which are the reference.
+// of the CPU codecs (src/codec/codec_dense.c, src/codec/codec_sparse.c), which are the reference.
 //
 // Equal bits: float arithmetic goes through the _rn intrinsics (never contracted into a
 // fused multiply-add, as the C code is compiled without contraction); reductions follow
@@ -31,7 +31,7 @@
 #include <new>
 
 extern "C" {
-#include "codec_impl.h"
+#include "codec/codec_impl.h"
 #include "pipecompress/pc_philox.h"
 }
 #include "pc_codec_cuda.h"

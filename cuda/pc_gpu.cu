@@ -1,4 +1,4 @@
-// pc_gpu.cu: the CUDA runtime calls behind pc_gpu (src/pc_gpu.c): streams, events, copies.
+// pc_gpu.cu: the CUDA runtime calls behind pc_gpu (src/gpu/pc_gpu.c): streams, events, copies.
 // Thin on purpose: the bookkeeping is in C, where the host emulation runs it too.
 #include "config.h"
 

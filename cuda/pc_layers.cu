@@ -1,5 +1,5 @@
 // pc_layers.cu: the training engine's layers on a CUDA device (pc_layers_cuda.h), against the
-// CPU layers of src/pc_layers.c, which are the reference.
+// CPU layers of src/engine/pc_layers.c, which are the reference.
 //
 // GEMMs are cuBLAS SGEMMs on the engine's stream, called with pc_layers.c's row-major
 // arguments through gemm_rm (a row-major C = op(A) op(B) is the column-major C^T = op(B)^T

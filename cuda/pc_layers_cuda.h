@@ -1,5 +1,5 @@
 /* The training engine's layers on a CUDA device (cuda/pc_layers.cu), callable from C
- * (src/pc_model.c). Private to the library.
+ * (src/engine/pc_model.c). Private to the library.
  *
  * An engine is one device, one stream and one cuBLAS handle bound to that stream. Every
  * launcher makes the engine's device current on the calling thread (and restores the

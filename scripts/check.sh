@@ -5,14 +5,14 @@
 #  3. an AddressSanitizer + UBSan build: the unit tests and a worker destroyed while
 #     running (make check-asan);
 #     (2 and 3 build only the static library: their tests link it, like every program;
-#     the shared library is checked in 1, by tests/mpi/test_install.sh);
+#     the shared library is checked in 1, by tests/system/test_install.sh);
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
-#     (tests/mpi/test_slurm.sh; needs root, skipped otherwise), and mpirun and Slurm across
-#     emulated nodes (tests/mpi/test_cluster.sh, scripts/cluster/pc-cluster.sh; root);
+#     (tests/system/test_slurm.sh; needs root, skipped otherwise), and mpirun and Slurm across
+#     emulated nodes (tests/system/test_cluster.sh, scripts/cluster/pc-cluster.sh; root);
 #  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Before the builds, the static checks: the include graph against doc/design.md's layers
-# (scripts/check-layers.py) and the formatting (scripts/format.sh --check).
+# (scripts/lint/check-layers.py) and the formatting (scripts/lint/format.sh --check).
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
 # skipped tests with the reason each gave (its "skipped: REASON" line).
@@ -95,9 +95,9 @@ lint() {
         pc_die "$name failed; the stages after it did not run"
     fi
 }
-lint "layers (scripts/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/check-layers.py" "$PC_TOP"
-lint "scripts/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/check-mpi-calls.sh" "$PC_TOP"
-lint "formatting (scripts/format.sh --check)" "$PC_TOP/scripts/format.sh" --check
+lint "layers (scripts/lint/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-layers.py" "$PC_TOP"
+lint "scripts/lint/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/lint/check-mpi-calls.sh" "$PC_TOP"
+lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.sh" --check
 
 pc_build build
 run_suite build check
@@ -108,19 +108,19 @@ run_suite build-tsan check-concurrency
 pc_build build-asan --enable-asan --without-cuda --disable-shared
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-asan
 
-# run_root_test NAME WHAT: a tests/mpi script that needs root, counted like a suite.
+# run_root_test NAME WHAT: a tests/system script that needs root, counted like a suite.
 run_root_test() {
     local name=$1 what=$2 rc
-    pc_say "tests/mpi/$name.sh ($what)"
+    pc_say "tests/system/$name.sh ($what)"
     set +e
-    "$PC_TOP/tests/mpi/$name.sh" "$PC_TOP/build" >"$PC_TOP/build/$name.log" 2>&1
+    "$PC_TOP/tests/system/$name.sh" "$PC_TOP/build" >"$PC_TOP/build/$name.log" 2>&1
     rc=$?
     set -e
     cat "$PC_TOP/build/$name.log"
     case $rc in
     0) PASSED=$((PASSED + 1)) ;;
-    77) skipped "tests/mpi/$name.sh" "$(skip_reason "$PC_TOP/build/$name.log")" ;;
-    *) FAILED=$((FAILED + 1)); summary; pc_die "tests/mpi/$name.sh failed (log: build/$name.log)" ;;
+    77) skipped "tests/system/$name.sh" "$(skip_reason "$PC_TOP/build/$name.log")" ;;
+    *) FAILED=$((FAILED + 1)); summary; pc_die "tests/system/$name.sh failed (log: build/$name.log)" ;;
     esac
 }
 run_root_test test_slurm "Slurm on localhost"

@@ -214,7 +214,7 @@ if timeout "$(limit 60)" "$b/apps/pc-bench" model --device cuda "${eng[@]}" >"$t
         --no-step >"$tdir/torch-engine.json" 2>>"$log" &&
     env -u LD_LIBRARY_PATH timeout "$(limit 90)" python3 "$PC_TOP/scripts/bench/torch_engine.py" "${eng[@]}" \
         >"$tdir/torch-engine-step.json" 2>>"$log"; then
-    python3 "$PC_TOP/scripts/bench/gpu_train_report.py" --engine "$tdir/engine.json" \
+    python3 "$PC_TOP/scripts/gpu/gpu_train_report.py" --engine "$tdir/engine.json" \
         "$tdir/torch-engine.json" "$tdir/torch-engine-step.json" >>"$out/train-targets.txt" 2>>"$log"
 else
     cat "$tdir/engine.txt" >>"$log"
@@ -233,7 +233,7 @@ for on in gpu cpu; do
         --modes "$modes" --out "$out/e2e-$on" || say "e2e.sh --compress-on $on FAILED (see gpu-check.log)"
 done
 if [ -f "$out/e2e-gpu/e2e.json" ] && [ -f "$out/e2e-cpu/e2e.json" ]; then
-    python3 "$PC_TOP/scripts/bench/gpu_train_report.py" --e2e "$out/e2e-gpu/e2e.json" \
+    python3 "$PC_TOP/scripts/gpu/gpu_train_report.py" --e2e "$out/e2e-gpu/e2e.json" \
         "$out/e2e-cpu/e2e.json" >>"$out/train-targets.txt" 2>>"$log"
 else
     echo "pipeline: not measured (see gpu-check.log)" >>"$out/train-targets.txt"
@@ -266,7 +266,7 @@ if [ -f "$out/compress-cuda.json" ]; then
     else
         say "torch.topk not measured (see gpu-check.log)"
     fi
-    python3 "$PC_TOP/scripts/bench/gpu_report.py" "$out/compress-cuda.json" $torch_json >"$out/summary.body" 2>>"$log" ||
+    python3 "$PC_TOP/scripts/gpu/gpu_report.py" "$out/compress-cuda.json" $torch_json >"$out/summary.body" 2>>"$log" ||
         say "gpu_report.py FAILED"
 fi
 write_summary

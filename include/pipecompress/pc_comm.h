@@ -6,7 +6,7 @@
  * updates; worker_start.c: model check, layout and initial parameters; worker_ckpt.c;
  * worker_metrics.c: the stop agreement; worker_allreduce.c). What they share is this
  * module's check: every MPI call in src/ is wrapped in PC_MPI_CHECK or PC_MPI_CHECK_PEER
- * (scripts/check-mpi-calls.sh fails otherwise), on communicators with MPI_ERRORS_RETURN,
+ * (scripts/lint/check-mpi-calls.sh fails otherwise), on communicators with MPI_ERRORS_RETURN,
  * so every MPI failure comes back as PC_EMPI with a message naming the call, the peer
  * (point-to-point calls), the MPI error string, and the file and line. The message
  * encodings are in runtime_proto.c, which has no MPI. */
@@ -36,7 +36,7 @@ int pc_comm_check_peer(int mpi_rc, const char *what, int peer, const char *file,
 
 /* Every MPI call in the library goes through one of these two macros (collectives and
  * calls without a peer: PC_MPI_CHECK; point-to-point: PC_MPI_CHECK_PEER); the message
- * names the call as written, the peer, and where. scripts/check-mpi-calls.sh fails on a
+ * names the call as written, the peer, and where. scripts/lint/check-mpi-calls.sh fails on a
  * call in src/ that does not. */
 #define PC_MPI_CHECK(call, err, errlen)                                                            \
     pc_comm_check((call), #call, __FILE__, __LINE__, err, errlen)

@@ -32,7 +32,7 @@
  *     max-plus system, so a prediction never gets faster when a rate gets worse.
  *
  * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
- * measuring helpers (pc_cost_measure_*, src/cost_measure.c) run the real codecs, the
+ * measuring helpers (pc_cost_measure_*, src/cost/cost_measure.c) run the real codecs, the
  * server's aggregation and the optimizer on this thread; the link is measured with
  * pc_comm_pingpong (pc_comm.h). */
 #ifndef PC_COST_H
@@ -213,7 +213,7 @@ int pc_cost_mode_parse(const char *text, pc_cost_mode_t *out);
 /* The codec slot's spelling ("topk-ef"), or "?". Static string; thread-safe. */
 const char *pc_cost_codec_name(int codec);
 
-/* ---- measuring (src/cost_measure.c): the real code paths, timed on this thread -------- */
+/* ---- measuring (src/cost/cost_measure.c): the real code paths, timed on this thread -------- */
 
 /* Time `spec` (seed set by the caller) compressing nchunks consecutive chunks of grad
  * (chunk i: chunk_n[i] elements, following chunk i-1), each with a codec state of its

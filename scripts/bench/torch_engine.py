@@ -3,7 +3,7 @@
 PipeCompress's engine: the reference of scripts/gpu-check.sh's engine target (ours at least
 0.8x PyTorch's samples/s on the cnn, same GPU, same batch).
 
-The networks are src/pc_model.c's, layer for layer: cnn = conv 5x5x32 (same padding), ReLU,
+The networks are src/engine/pc_model.c's, layer for layer: cnn = conv 5x5x32 (same padding), ReLU,
 2x2 max-pool, conv 5x5x64, ReLU, pool, fc 1024, ReLU, dropout 0.5, fc 10; mlp =
 784-256-128-10 with ReLU; wide = 784-4096-4096-4096-10 with ReLU; on 1x28x28 inputs, 10
 classes, softmax cross-entropy (mean). Each iteration does what pc-bench model --iters
@@ -41,7 +41,7 @@ def positive(text):
 
 
 def build(nn, kind, classes=10):
-    """The network of src/pc_model.c for 1x28x28 inputs."""
+    """The network of src/engine/pc_model.c for 1x28x28 inputs."""
     if kind == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),

@@ -7,7 +7,7 @@
 # Then: export SLURM_CONF=DIR/slurm.conf; sbatch ... Needs root (the daemons run as root,
 # munged as user munge) and the Debian packages slurmctld slurmd slurm-client munge.
 # The node advertises max(64, cores) CPUs (config_overrides): the documented jobs, up to 32
-# one-CPU tasks when tests/mpi/test_docs.sh folds a multi-node job onto this node, fit on a
+# one-CPU tasks when tests/system/test_docs.sh folds a multi-node job onto this node, fit on a
 # 2-core machine, oversubscribed.
 # PC_SLURM_GPUS=N (start): the node also advertises N fake GPUs (GresTypes=gpu, a gres.conf
 # whose devices are DIR/dev/nvidia0.. made with mknod as copies of /dev/null: nothing can

@@ -35,7 +35,7 @@
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_wire.h"
-#include "runtime_proto.h"
+#include "runtime/runtime_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

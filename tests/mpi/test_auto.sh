@@ -7,7 +7,7 @@
 # cannot take fail with status 2 and one line. No timing is asserted: which mode wins
 # depends on this machine.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)

@@ -3,7 +3,7 @@
 # target and whether it was met (a figure without its verdict once left the reader to
 # guess), and writes JSON that parses. No timing is asserted: the machines are shared.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 bench="$PC_BUILDDIR/apps/pc-bench"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -8,7 +8,7 @@
 # cuda without a usable device fails with status 1 and one line. No timing is asserted: the
 # machines are shared and noisy.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 bench="$PC_BUILDDIR/apps/pc-bench"
 tmp=$(mktemp -d)

@@ -2,7 +2,7 @@
 # MPI smoke test of a program: `pc-bench topo` under mpirun prints each rank's role and
 # verified placement; bad flags fail with exit 2 and a one-line message.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 bench="$PC_BUILDDIR/apps/pc-bench"
 out=$("$run" -t 60 -np 3 "$bench" topo --servers 1 2>&1)

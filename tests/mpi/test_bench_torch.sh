@@ -7,7 +7,7 @@
 # script exits 1 after the summary; bad flags give one line and status 2. No timing is
 # asserted: the machines are shared and noisy.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 bench="$PC_SRCDIR/scripts/bench/torch-ddp.sh"
 lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 /usr/bin/python3 -c 'import torch' 2>/dev/null ||

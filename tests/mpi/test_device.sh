@@ -12,7 +12,7 @@
 #    runtime's reason), --gpu without --device cuda, --compress-on with host tensors or
 #    allreduce, a malformed --gpu, --mode auto with device tensors.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
@@ -85,7 +85,7 @@ for on in gpu cpu; do
         --models mlp --nets shm --workers 1 --batch 16 --iters 4 --warmup 1 --modes "$modes" \
         --out "$tmp/e2e-$on" >"$tmp/e2e-$on.log" 2>&1 || { bad "e2e.sh --device emulate --compress-on $on"; tail -3 "$tmp/e2e-$on.log"; }
 done
-if out=$(python3 "$PC_SRCDIR/scripts/bench/gpu_train_report.py" --e2e "$tmp/e2e-gpu/e2e.json" \
+if out=$(python3 "$PC_SRCDIR/scripts/gpu/gpu_train_report.py" --e2e "$tmp/e2e-gpu/e2e.json" \
          "$tmp/e2e-cpu/e2e.json" 2>&1) && [ "$(grep -c 'hidden fraction (T3 - T4)' <<<"$out")" = 2 ] &&
    [ "$(grep -c 'over the dense allreduce' <<<"$out")" = 2 ] &&
    grep -q '"device": "emulate, compress on cpu"' "$tmp/e2e-cpu/runs/mlp-shm-w1-m4.meta.json"; then

@@ -9,7 +9,7 @@
 #  - a corrupted newest checkpoint is reported and the previous complete one is used;
 #  - a checkpoint of another model or world size is never loaded.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)

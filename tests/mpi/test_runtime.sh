@@ -15,7 +15,7 @@
 #  - malformed messages from a worker are rejected, naming the sender;
 #  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
 mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"

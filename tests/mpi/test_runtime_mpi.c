@@ -20,7 +20,7 @@
 #include <mpi.h>
 
 #include "pipecompress/pipecompress.h"
-#include "runtime_impl.h"
+#include "runtime/runtime_impl.h"
 
 static void die(const char *what, const char *msg)
 {

@@ -5,7 +5,7 @@
 # state the compressor thread wrote). Any data race in PipeCompress's code fails the run
 # (halt_on_error). Also the device-tensor path, --device emulate.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 ex="$PC_BUILDDIR/apps/examples/pc_example"
 export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/mpi/tsan.supp halt_on_error=1 exitcode=66 report_signal_unsafe=0"

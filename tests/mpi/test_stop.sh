@@ -9,7 +9,7 @@
 #  - a rank killed by SIGKILL is named by the launcher (which rank, how), and the time
 #    limit only when it is what ended the job.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)

@@ -17,7 +17,7 @@
 #   (each job under a time limit).
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 py=${PC_PYTHON:-/usr/bin/python3}
 "$py" -c 'import torch' 2>/dev/null || pc_skip "$py cannot import torch (Debian: apt-get install python3-torch)"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"

@@ -9,7 +9,7 @@
 #    nothing) are said once, before any training, with nothing written;
 #  - IDX files gzipped or not, each on its own; the run's real length in the progress line.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 train="$PC_BUILDDIR/apps/pc-train"
 tmp=$(mktemp -d)

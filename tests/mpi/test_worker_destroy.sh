@@ -6,7 +6,7 @@
 # and 1 server. Run in every build: the normal one, the ASan build (make check-asan: a leak
 # or a use after free fails it) and the TSan build (make check-concurrency: a race fails it).
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
 export LSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/mpi/lsan.supp fast_unwind_on_malloc=0"

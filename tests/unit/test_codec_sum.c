@@ -1,4 +1,4 @@
-/* test_codec_sum: the canonical sum (src/codec_impl.h, pc_codec__sum), the order every
+/* test_codec_sum: the canonical sum (src/codec/codec_impl.h, pc_codec__sum), the order every
  * implementation of the codecs reduces in so that qsgd's norm, efsign's mean and dgc's
  * clipping norm are the same bits on a CPU and on a GPU. Checked in double precision
  * against a reference written from the definition, on inputs where the order shows: the
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "codec_impl.h"
+#include "codec/codec_impl.h"
 #include "pipecompress/pc_philox.h"
 
 /* Lane l adds t[l], t[l + 256], ... in order from +0.0; then lane[l] += lane[l + s] for

@@ -1,5 +1,5 @@
 /* test_model_cuda: the training engine on CUDA device 0 (cuda/pc_layers.cu, pc_model on a
- * device) against the CPU engine (src/pc_layers.c, pc_model on the CPU), the reference.
+ * device) against the CPU engine (src/engine/pc_layers.c, pc_model on the CPU), the reference.
  *
  *   layers   each launcher against its pc_layers function on the same inputs: ReLU, max-pool
  *            (values and argmax), dropout (mask and values, the mask drawn from Philox as the

@@ -19,8 +19,8 @@
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
-#include "runtime_impl.h"
-#include "runtime_proto.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/runtime_proto.h"
 
 static void test_check_config(void **state)
 {

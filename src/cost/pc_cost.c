@@ -22,7 +22,7 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_wire.h"
-#include "runtime_proto.h"
+#include "runtime/runtime_proto.h"
 
 typedef struct cchunk {
     size_t n;

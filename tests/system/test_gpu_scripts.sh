@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU machine's scripts where there is no GPU: scripts/gpu-check.sh ends in one line
 # naming the problem (exit 1) and writes only its log; scripts/gpu-bundle.sh --list names
-# the packages and refuses unknown arguments; scripts/bench/gpu_report.py turns
+# the packages and refuses unknown arguments; scripts/gpu/gpu_report.py turns
 # pc-bench compress --device cuda's JSON (and torch_topk.py's) into the summary with the
 # targets' verdicts, computed from the figures given, and refuses bad input in one line;
 # scripts/bench/torch_topk.py refuses bad flags (2) and a torch without a GPU (1).
 # On a GPU machine gpu-check.sh itself is the test (it runs the CUDA tests).
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
@@ -70,7 +70,7 @@ JSON
 # On the device (compress minus the message's copy): top-k at 1e8, 1 % 0.25 ms: 2.5 x the
 # read bound (met), 16 x faster than sorting (met), torch 0.8 x (NOT met); fp16 0.2 ms
 # against 600 MB at 4 GB/ms = 0.15 ms: 1.33 (met); the fold 0.32 ms against 0.3 ms: 1.07.
-if $py "$PC_SRCDIR/scripts/bench/gpu_report.py" "$tmp/c.json" "$tmp/t.json" >"$tmp/r.out" 2>&1 &&
+if $py "$PC_SRCDIR/scripts/gpu/gpu_report.py" "$tmp/c.json" "$tmp/t.json" >"$tmp/r.out" 2>&1 &&
     grep -q '^GPU: TEST GPU; medians of 5 repetitions; torch 9.9$' "$tmp/r.out" &&
     grep -q 'top-k at 1e8, 1 %: 2.50 x the read bound (target <= 3: met)' "$tmp/r.out" &&
     grep -q 'top-k at 1e8, 1 %: 16.0 x faster than the CUB-sort top-k (target >= 10: met)' "$tmp/r.out" &&
@@ -81,7 +81,7 @@ if $py "$PC_SRCDIR/scripts/bench/gpu_report.py" "$tmp/c.json" "$tmp/t.json" >"$t
 else
     bad "gpu_report.py"; cat "$tmp/r.out"
 fi
-if $py "$PC_SRCDIR/scripts/bench/gpu_report.py" "$tmp/c.json" >"$tmp/r2.out" 2>&1 &&
+if $py "$PC_SRCDIR/scripts/gpu/gpu_report.py" "$tmp/c.json" >"$tmp/r2.out" 2>&1 &&
     grep -q 'torch.topk not measured' "$tmp/r2.out"; then
     ok "gpu_report.py without torch's figures: says so"
 else
@@ -89,7 +89,7 @@ else
 fi
 echo '{"benchmark": "compress", "baselines": []}' >"$tmp/cpu.json"
 for args in "$tmp/missing.json" "$tmp/cpu.json"; do
-    $py "$PC_SRCDIR/scripts/bench/gpu_report.py" $args >"$tmp/e.out" 2>&1
+    $py "$PC_SRCDIR/scripts/gpu/gpu_report.py" $args >"$tmp/e.out" 2>&1
     rc=$?
     if [ $rc = 1 ] && [ "$(wc -l <"$tmp/e.out")" = 1 ]; then
         ok "gpu_report.py refuses $(basename $args): $(cat "$tmp/e.out")"

@@ -1,4 +1,4 @@
-# tests/lib.sh: helpers the shell tests share (sourced by every tests/mpi/*.sh).
+# tests/harness.sh: helpers the shell tests share (sourced by every tests/mpi/*.sh and tests/system/*.sh).
 # shellcheck shell=bash
 
 # Results: each check prints one line, ok TEXT ("ok: TEXT") or bad TEXT ("FAIL: TEXT",

@@ -20,9 +20,9 @@
 #    cannot be made, the cluster has no GPUs and those cluster checks are skipped (said so).
 # Starts munged, slurmctld and slurmd (scripts/slurm/local-cluster.sh) and stops them by
 # pid. Needs root; prints why and exits 77 (skipped) where it is not root.
-#   tests/mpi/test_slurm.sh BUILDDIR
+#   tests/system/test_slurm.sh BUILDDIR
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 train="$build/apps/pc-train"
@@ -331,9 +331,9 @@ else
     fi
 fi
 
-# 7. Every sbatch command in the docs, in its short form, on this cluster (tests/mpi/test_docs.sh
+# 7. Every sbatch command in the docs, in its short form, on this cluster (tests/system/test_docs.sh
 #    says how a command is shortened; the other documented commands run in make check).
-PC_SRCDIR="$src" PC_BUILDDIR="$build" "$src/tests/mpi/test_docs.sh" --sbatch >"$tmp/docs.log" 2>&1
+PC_SRCDIR="$src" PC_BUILDDIR="$build" "$src/tests/system/test_docs.sh" --sbatch >"$tmp/docs.log" 2>&1
 rc=$?
 sed 's/^/  docs: /' "$tmp/docs.log"
 case $rc in

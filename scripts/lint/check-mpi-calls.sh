@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/check-mpi-calls.sh [SRCDIR]: every MPI call in the library's sources (src/*.c,
-# src/*.h) has its return code checked: the call must be the first argument of
+# scripts/lint/check-mpi-calls.sh [SRCDIR]: every MPI call in the library's sources (every .c
+# and .h under src/, in every folder) has its return code checked: the call must be the first argument of
 # PC_MPI_CHECK or PC_MPI_CHECK_PEER (include/pipecompress/pc_comm.h). The one exception is
 # MPI_Error_string inside pc_comm_check_peer, which is how a failure is described (its own
 # failure is handled there). Lists each unchecked call as FILE:LINE: CALL and exits 1 if
@@ -12,7 +12,7 @@
 # program that sets MPI_ERRORS_RETURN checks its calls itself, as pc-bench topo does).
 # Run by scripts/check.sh before the builds.
 set -euo pipefail
-top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+top=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 allowed=$(perl -0ne 'print join(" ", $1 =~ /`([\w.]+\.c)`/g) if /MPI is called in (.*?)nowhere/s' "$top/doc/design.md")
 [ -n "$allowed" ] || { echo "check-mpi-calls: doc/design.md has no 'MPI is called in ...' list" >&2; exit 1; }
 PC_MPI_FILES="$allowed" perl -e '
@@ -29,7 +29,7 @@ PC_MPI_FILES="$allowed" perl -e '
             my $line = 1 + (substr($src, 0, $at) =~ tr/\n//);
             my $before = substr($src, 0, $at);
             my $ok = $before =~ /PC_MPI_CHECK(?:_PEER)?\s*\(\s*$/
-                  || ($call eq "MPI_Error_string" && $f =~ m{src/pc_comm\.c$});
+                  || ($call eq "MPI_Error_string" && $f =~ m{/pc_comm\.c$});
             (my $short = $f) =~ s{.*/src/}{src/};
             if ($ok) { $where{$short}++ } else { print "$short:$line: $call not checked\n"; $bad++ }
             (my $base = $short) =~ s{.*/}{};
@@ -41,4 +41,4 @@ PC_MPI_FILES="$allowed" perl -e '
     }
     if ($bad) { print "check-mpi-calls: $bad problem(s): MPI calls without PC_MPI_CHECK, or in files doc/design.md does not list\n"; exit 1 }
     print "check-mpi-calls: every MPI call checked (", join(", ", map { "$_ $where{$_}" } sort keys %where), ")\n";
-' "$top"/src/*.c "$top"/src/*.h
+' $(find "$top/src" -name '*.[ch]' | sort)

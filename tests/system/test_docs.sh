@@ -12,22 +12,22 @@
 #   - mpirun runs as a user of these docs would have it set up: installed programs (the
 #     build tree's apps/ on PATH) and, on this small machine, Open MPI's variables for
 #     root and oversubscription (doc/operations.md says to set them);
-#   - sbatch (--sbatch, called by tests/mpi/test_slurm.sh with its one-node Slurm running):
+#   - sbatch (--sbatch, called by tests/system/test_slurm.sh with its one-node Slurm running):
 #     with --wait and --overcommit, the job's nodes folded onto the one node
 #     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks-per-node=N*K, one CPU each);
 #   - "scripts/check.sh" is the run that calls this test: not run again;
 #   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
 #     its final "make check" (the suite this test belongs to);
 #   - doc/api.md's build against the installed library (mpicc ... -o pc_example, then
-#     ./pc_example): tests/mpi/test_install.sh runs those lines as written, on a staged install;
+#     ./pc_example): tests/system/test_install.sh runs those lines as written, on a staged install;
 #   - a demo run writes its results to a scratch directory (PC_RESULTS), not results/.
 # Deferred commands are listed as such, and counted.
 # A documented command that none of these rules knows fails the test: add a rule.
-#   tests/mpi/test_docs.sh            every command but sbatch's
-#   tests/mpi/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
+#   tests/system/test_docs.sh            every command but sbatch's
+#   tests/system/test_docs.sh --sbatch   only sbatch's (needs SLURM_CONF of a running cluster)
 # Needs the build in $PC_SRCDIR/build (the docs' paths): scripts/check.sh's layout.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 src=${PC_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${PC_BUILDDIR:-$src/build}
 only_sbatch=0
@@ -113,8 +113,8 @@ while IFS=$'\t' read -r where cmd; do
         rm -rf "$tmp/copy/build" "$tmp/copy/results"
         run="cd '$tmp/copy' && autoreconf -fi && mkdir -p build && cd build && ../configure && make -j\$(nproc)" ;;
     mpicc*pkg-config*pipecompress*|*" ./pc_example "*)
-        if [[ $where == doc/api.md:* ]] && grep -q 'doc/api.md' "$src/tests/mpi/test_install.sh"; then
-            echo "deferred: $where: $cmd (tests/mpi/test_install.sh runs it on a staged install)"
+        if [[ $where == doc/api.md:* ]] && grep -q 'doc/api.md' "$src/tests/system/test_install.sh"; then
+            echo "deferred: $where: $cmd (tests/system/test_install.sh runs it on a staged install)"
             deferred=$((deferred + 1))
             continue
         fi

@@ -1,13 +1,19 @@
 #!/usr/bin/python3
 """check-layers.py: the include graph against the layers doc/design.md lists.
 
-    scripts/check-layers.py [SOURCE_DIR]
+    scripts/lint/check-layers.py [SOURCE_DIR]
 
-Reads the numbered list under "## Layers" in doc/design.md: each item N names, in
-backquotes, the modules of layer N (`pc_log`: include/pipecompress/pc_log.h and
-src/pc_log.c) and any other file of theirs (`codec_dense.c`, `cuda/pc_probe.cu`), or a
-directory (`apps/`). Then checks every file of src/, include/pipecompress/, cuda/ and apps/:
-  - it is in exactly one layer (a new file must be added to the list);
+Reads the numbered list under "## Layers" in doc/design.md: item N names, in backquotes,
+the folder of layer N (`src/runtime/`, `apps/`), its modules (`pc_comm`: the module whose
+public header is include/pipecompress/pc_comm.h), and any file outside src/ that belongs
+to it (`cuda/pc_probe.cu`). A file's layer is:
+  - under src/: its folder's (src/LAYER/...), and a module the list names must sit in the
+    folder of the layer that names it (the doc and the tree agree);
+  - include/pipecompress/pc_X.h: the layer of the folder that holds src/*/pc_X.c, or, for
+    a header-only module, the layer that names pc_X;
+  - elsewhere (cuda/, apps/): the layer that names the file or a folder above it.
+Then checks every file of src/, include/pipecompress/, cuda/ and apps/:
+  - it is in exactly one layer (a new file or folder must be added to the list);
   - each of its #include "..." of a project file targets its own layer or a lower one;
   - no file reaches itself through includes (no include cycles).
 Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
@@ -16,10 +22,11 @@ import os
 import re
 import sys
 
-top = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+top = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 EXEMPT = {"include/pipecompress/pipecompress.h"}  # the umbrella header includes every module
 
 def read_layers():
+    """{token: layer} for every folder (`src/x/`), module (`pc_x`) and file the list names."""
     text = open(os.path.join(top, "doc", "design.md")).read()
     m = re.search(r"^## Layers\n(.*?)(?=^## )", text, re.S | re.M)
     if not m:
@@ -35,7 +42,7 @@ def read_layers():
         if current is None:
             continue
         for tok in re.findall(r"`([^`]+)`", line):
-            if re.fullmatch(r"pc_[a-z0-9_]+|[\w./-]+\.(c|h|cu|cuh)|[\w-]+/", tok):
+            if re.fullmatch(r"pc_[a-z0-9_]+|[\w./-]+\.(c|h|cu|cuh)|[\w./-]+/", tok):
                 layers.setdefault(tok, current)
     return layers
 
@@ -48,17 +55,31 @@ def project_files():
                     out.append(os.path.relpath(os.path.join(root, n), top))
     return sorted(out)
 
-def layer_of(path, layers):
+def layer_of(path, layers, files, problems):
+    """The layer of path (see the module's comment), or None (reported) when it has none."""
     name = os.path.basename(path)
-    for key in (path, os.path.relpath(path, "src") if path.startswith("src/") else None, name):
-        if key and key in layers:
-            return layers[key]
     stem = os.path.splitext(name)[0]
-    if stem in layers:
-        return layers[stem]
+    if path.startswith("src/"):
+        parts = path.split("/")
+        lay = layers.get("src/%s/" % parts[1]) if len(parts) > 2 else None
+        if lay is None:
+            problems.append("%s: not in a folder of doc/design.md's '## Layers' list" % path)
+        elif stem in layers and layers[stem] != lay:
+            problems.append("%s: doc/design.md names %s in layer %d, its folder is layer %d"
+                            % (path, stem, layers[stem], lay))
+        return lay
+    if path.startswith("include/pipecompress/"):
+        home = [f for f in files if f.startswith("src/") and os.path.basename(f) == stem + ".c"]
+        if home:
+            return layer_of(home[0], layers, files, [])
+        if stem in layers:
+            return layers[stem]
+    if path in layers:
+        return layers[path]
     for tok, lay in layers.items():
         if tok.endswith("/") and path.startswith(tok):
             return lay
+    problems.append("%s: in no layer of doc/design.md's '## Layers' list" % path)
     return None
 
 def includes(path, files):
@@ -86,9 +107,7 @@ def main():
     for f in files:
         if f in EXEMPT:
             continue
-        lay[f] = layer_of(f, layers)
-        if lay[f] is None:
-            problems.append("%s: in no layer of doc/design.md's '## Layers' list" % f)
+        lay[f] = layer_of(f, layers, files, problems)
     for f in files:
         if f in EXEMPT or lay.get(f) is None:
             continue

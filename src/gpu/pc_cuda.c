@@ -11,8 +11,8 @@
 #include "pipecompress/pc_philox.h"
 
 #ifdef PC_HAVE_CUDA
-#include "../cuda/pc_codec_cuda.h"
-#include "../cuda/pc_cuda_kernels.h"
+#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_kernels.h"
 #endif
 
 /* Probe size: 2^20 floats = 4 MiB, enough to need many blocks, small for any device. */

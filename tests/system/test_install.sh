@@ -14,7 +14,7 @@
 #  - the installed pc-train runs;
 #  - doc/api.md's build-and-run lines run as written there.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"

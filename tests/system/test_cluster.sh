@@ -15,9 +15,9 @@
 #  - pc-train-multinode.sbatch across the 2 nodes, stopped by the time-limit signal,
 #    requeued and resumed: the model is bitwise that of an uninterrupted run.
 # Needs root and network namespaces; prints why and exits 77 (skipped) otherwise.
-#   tests/mpi/test_cluster.sh BUILDDIR
+#   tests/system/test_cluster.sh BUILDDIR
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 train="$build/apps/pc-train"

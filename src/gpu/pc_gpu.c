@@ -12,9 +12,9 @@
 #include "pipecompress/pc_gpu.h"
 
 #ifdef PC_HAVE_CUDA
-#include "../cuda/pc_codec_cuda.h"
-#include "../cuda/pc_cuda_kernels.h"
-#include "../cuda/pc_gpu_cuda.h"
+#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_kernels.h"
+#include "../../cuda/pc_gpu_cuda.h"
 #endif
 
 /* The emulation's streams: distinct non-NULL tokens (never dereferenced). */

@@ -24,8 +24,8 @@
 #include "pipecompress/pc_wire.h"
 
 #ifdef PC_HAVE_CUDA
-#include "../cuda/pc_codec_cuda.h"
-#include "../cuda/pc_layers_cuda.h"
+#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_layers_cuda.h"
 #endif
 
 enum ltype { L_LINEAR, L_CONV, L_POOL, L_RELU, L_DROPOUT };

@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec_impl.h"
+#include "codec/codec_impl.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_error.h"
 
 #ifdef PC_HAVE_CUDA
-#include "../cuda/pc_codec_cuda.h"
-#include "../cuda/pc_cuda_kernels.h"
+#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_kernels.h"
 #endif
 
 struct pc_devcodec {

@@ -6,7 +6,7 @@
 # with the prefix's mpicc and pkg-config and runs with the prefix's libraries; the bundle
 # holds configure and the other autotools outputs.
 set -uo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../harness.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 command -v apt-get >/dev/null 2>&1 || pc_skip "not a Debian machine (no apt-get)"
