@@ -398,44 +398,6 @@ pc_codec_stats_t pc_codec_stats(const pc_codec_t *c)
     return c->stats;
 }
 
-int pc_codec__reserve_idx(pc_codec_t *c, size_t n)
-{
-    if (c->idx_cap >= n)
-        return PC_OK;
-    uint32_t *p = realloc(c->idx, sizeof(uint32_t) * (n ? n : 1));
-    if (!p)
-        return PC_ENOMEM;
-    c->idx = p;
-    c->idx_cap = n;
-    return PC_OK;
-}
-
-int pc_codec__reserve_tmp(pc_codec_t *c, size_t n)
-{
-    if (c->tmp_cap >= n)
-        return PC_OK;
-    float *p = realloc(c->tmp, sizeof(float) * (n ? n : 1));
-    if (!p)
-        return PC_ENOMEM;
-    c->tmp = p;
-    c->tmp_cap = n;
-    return PC_OK;
-}
-
-int pc_codec__reserve_bits(pc_codec_t *c, size_t nbits)
-{
-    size_t words = (nbits + 63) / 64;
-    if (c->bits_cap >= words)
-        return PC_OK;
-    uint64_t *p = realloc(c->bits, sizeof(uint64_t) * (words ? words : 1));
-    if (!p)
-        return PC_ENOMEM;
-    memset(p, 0, sizeof(uint64_t) * (words ? words : 1)); /* kept all-zero between uses */
-    c->bits = p;
-    c->bits_cap = words;
-    return PC_OK;
-}
-
 uint16_t pc_codec__flags(const pc_codec_t *c)
 {
     unsigned keys = codecs[c->spec.id].keys;
@@ -445,12 +407,6 @@ uint16_t pc_codec__flags(const pc_codec_t *c)
     if ((keys & K_INDEX) && c->spec.index == PC_INDEX_DELTA)
         f |= PC_WIRE_F_DELTA;
     return f;
-}
-
-size_t pc_codec__k(double ratio, size_t n)
-{
-    double k = ceil(ratio * (double)n);
-    return k >= (double)n ? n : (size_t)k;
 }
 
 bool pc_codec__n_ok(const pc_codec_t *c, size_t n)
@@ -515,65 +471,6 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
 }
 
 /* ---- compress and decode ------------------------------------------------------------- */
-
-bool pc_codec__fold_finite(float *restrict v, const float *restrict g, size_t n)
-{
-    uint32_t bad = 0; /* branch-free, so the loops vectorize */
-    if (g) {
-        for (size_t i = 0; i < n; i++) {
-            float x = v[i] + g[i];
-            v[i] = x;
-            uint32_t u;
-            memcpy(&u, &x, sizeof(u));
-            bad |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &v[i], sizeof(u));
-            bad |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-    }
-    return !bad;
-}
-
-/* The tree of the canonical sum over 256 lanes (codec_impl.h). */
-static double sum_tree(double *lane)
-{
-    for (size_t s = PC_CODEC_SUM_LANES / 2; s > 0; s /= 2)
-        for (size_t l = 0; l < s; l++)
-            lane[l] += lane[l + s];
-    return lane[0];
-}
-
-double pc_codec__sum(const float *x, size_t n, pc_codec_sum_op_t op)
-{
-    double top[PC_CODEC_SUM_LANES] = {0}, lane[PC_CODEC_SUM_LANES];
-    for (size_t b = 0, base = 0; base < n; b++, base += PC_CODEC_SUM_BLOCK) {
-        size_t m = n - base < PC_CODEC_SUM_BLOCK ? n - base : PC_CODEC_SUM_BLOCK;
-        const float *xb = x + base;
-        for (size_t l = 0; l < PC_CODEC_SUM_LANES; l++)
-            lane[l] = 0.0;
-        for (size_t j = 0; j < m; j += PC_CODEC_SUM_LANES) {
-            size_t e = m - j < PC_CODEC_SUM_LANES ? m - j : PC_CODEC_SUM_LANES;
-            if (op == PC_CODEC_SUM_SQUARES)
-                for (size_t l = 0; l < e; l++)
-                    lane[l] += (double)xb[j + l] * (double)xb[j + l];
-            else
-                for (size_t l = 0; l < e; l++)
-                    lane[l] += fabs((double)xb[j + l]);
-        }
-        top[b % PC_CODEC_SUM_LANES] += sum_tree(lane);
-    }
-    return sum_tree(top);
-}
-
-float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
-{
-    if (c->spec.ef)
-        return st->residual;
-    return grad ? (float *)(uintptr_t)grad : st->stage; /* grad is only read when !ef */
-}
 
 static int fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
@@ -673,11 +570,6 @@ int pc_codec__apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
     if (rc != PC_OK)
         pc_error_fmt(PC_ENOMEM, err, errlen, "chunk %u: out of memory decoding", h->chunk);
     return rc;
-}
-
-bool pc_codec__sparse(const pc_codec_t *c)
-{
-    return c->ops->apply_indices != NULL;
 }
 
 int pc_codec__apply_indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
