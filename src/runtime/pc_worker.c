@@ -11,17 +11,23 @@
  *   param_wait(t): waits for t's chunks'    <- MPI_Testsome on the updates: validate,
  *     version (acquire)                        write the parameters, version++ (release)
  *
- * This file reads in that order: the hand-over (on_ready), the parameter-server mode's
- * fold, compress-and-send and update steps, the compressor thread's loop, then the
- * backprop thread's calls (grad_ready, param_wait, the release wait, finish).
+ * This file reads in that order: the hand-over (on_ready: fold, release, step), the
+ * parameter-server mode's fold, compress-and-send and update steps, the compressor
+ * thread's loop, then the backprop thread's calls (grad_ready, param_wait), the
+ * iteration's end (the release wait, the workers' stop agreement, the checkpoint trigger,
+ * broadcast) and the run's end (finish, and destroy's stop).
  *
  * --pipeline off runs the same functions (on_ready, send_one, progress) inline on the
  * backprop thread: identical arithmetic in identical order per chunk, hence
  * bitwise-identical results, with compression now on the critical path. --mode allreduce
  * swaps the mode's ops (worker_allreduce.c): a dense MPI_Allreduce of the chunk and a
  * local optimizer step (Horovod's schedule: one tensor-sized collective at a time, as
- * gradients become ready). Start-up, checkpoints and metrics are in worker_start.c,
- * worker_ckpt.c and worker_metrics.c; worker_impl.h has the object.
+ * gradients become ready).
+ *
+ * The worker's files, top to bottom (each calls only those below it; doc/design.md):
+ * worker_start.c (create, register, start, destroy) calls into this file; this file calls
+ * worker_ckpt.c (written after the pipeline is drained), worker_allreduce.c (through the
+ * ops), worker_metrics.c and worker_device.c; worker_impl.h has the object.
  *
  * Ownership: the thread that runs on_ready/progress (the "MPI thread": the compressor
  * thread, or the backprop thread with --pipeline off) owns every chunk's codec state,
@@ -48,6 +54,16 @@ static void wake_main(pc_worker_t *w)
 {
     if (w->pipelined)
         pc_event_notify(w->ev_main);
+}
+
+int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    char msg[WERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return pc_error_fmt(code, err, errlen, "worker r%d: %s", rt->rank, msg);
 }
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
@@ -100,7 +116,9 @@ static void release_tensor(pc_worker_t *w, int t, uint64_t it)
     wake_main(w); /* the end of the iteration may be waiting for it */
 }
 
-void pc_rt__w_chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
+/* Chunk c of iteration it is folded (or reduced): count it off its tensors, releasing each
+ * tensor whose chunks are all done. MPI thread. */
+static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
 {
     for (int t = c->first_tensor; t <= c->last_tensor; t++)
         if (--w->tensor_pending[t] == 0) {
@@ -109,8 +127,11 @@ void pc_rt__w_chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
         }
 }
 
-/* One hand-over: account tensor t's elements [begin, end) to its chunks, and pass the
- * chunks now complete to the mode (fold, or allreduce). */
+/* One hand-over: account tensor t's elements [begin, end) to its chunks, and pass each
+ * chunk now complete through the mode's fold, the release of the tensors it completes,
+ * and the mode's step (worker_ops_t). ps's step only queues the chunk: every fold of this
+ * hand-over comes before any compression (send_one runs after this returns), so gradient
+ * buffers go back as early as possible. */
 static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 {
     const wtensor_t *t = &w->tensors[d->tensor];
@@ -138,44 +159,47 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
     }
     if (n == 0)
         return PC_OK;
-    if (w->device) {
-        int rc = pc_rt__w_dev_grads_in(w, w->ready_list, n, me);
-        if (rc != PC_OK)
-            return rc;
+    int rc = w->device ? pc_rt__w_dev_grads_in(w, w->ready_list, n, me) : PC_OK;
+    for (int j = 0; j < n && rc == PC_OK; j++) {
+        wchunk_t *c = &w->chunks[w->ready_list[j]];
+        if ((rc = w->ops->fold(w, c, d->iteration, me)) != PC_OK)
+            break;
+        chunk_done(w, c, d->iteration);
+        rc = w->ops->step(w, c, d->iteration, me);
     }
-    return w->ops->chunks_ready(w, w->ready_list, n, d->iteration, me);
+    return rc;
 }
 
-/* ps: fold every completed chunk into its error-feedback state first, so gradient buffers
- * go back as early as possible, then queue the chunks for compression (pc_rt__queue_push: by
- * --priority; folds of later hand-overs may overtake compressions). */
-static int ps_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
+/* ps: fold chunk c's gradient into its error-feedback state. */
+static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char ev[40], why[256];
-    for (int j = 0; j < nlist; j++) {
-        wchunk_t *c = &w->chunks[list[j]];
-        int64_t t0 = pc_time_ns();
-        c->fold_it = it;
-        int rc = w->device ? pc_rt__w_dev_fold(w, c, why, sizeof(why))
-                           : pc_codec_fold(c->codec, c->st, c->g);
-        int64_t t1 = pc_time_ns();
-        c->tm[it & 1].fold0 = t0;
-        c->tm[it & 1].fold1 = t1;
-        atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0),
-                                  memory_order_relaxed);
-        snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
-        pc_rt__trace(rt, me->track, ev, t0, t1);
-        if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
-                           w->tensors[c->first_tensor].name, (unsigned long long)it,
-                           rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
-                           : w->device     ? why /* pc_rt__w_dev_fold's reason */
-                                           : pc_strerror(rc));
-        pc_rt__w_chunk_done(w, c, it);
-    }
-    for (int j = 0; j < nlist; j++)
-        pc_rt__queue_push(&w->queue, list[j]);
+    int64_t t0 = pc_time_ns();
+    c->fold_it = it;
+    int rc = w->device ? pc_rt__w_dev_fold(w, c, why, sizeof(why))
+                       : pc_codec_fold(c->codec, c->st, c->g);
+    int64_t t1 = pc_time_ns();
+    c->tm[it & 1].fold0 = t0;
+    c->tm[it & 1].fold1 = t1;
+    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
+    snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
+    pc_rt__trace(rt, me->track, ev, t0, t1);
+    if (rc != PC_OK)
+        return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
+                       w->tensors[c->first_tensor].name, (unsigned long long)it,
+                       rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
+                       : w->device     ? why /* pc_rt__w_dev_fold's reason */
+                                       : pc_strerror(rc));
+    return PC_OK;
+}
+
+/* ps: queue the folded chunk for compression (pc_rt__queue_push: by --priority; folds of
+ * later hand-overs may overtake compressions). */
+static int ps_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
+{
+    (void)it, (void)me;
+    pc_rt__queue_push(&w->queue, (int)(c - w->chunks));
     return PC_OK;
 }
 
@@ -333,9 +357,8 @@ static void ps_ckpt_arrays(wchunk_t *c, float **a, float **b)
 const worker_ops_t pc_rt__worker_ps = {
     .name = "ps",
     .servers = true,
-    .chunk_init = pc_rt__w_ps_chunk_init,
-    .share_initial = pc_rt__w_ps_share_initial,
-    .chunks_ready = ps_chunks_ready,
+    .fold = ps_fold,
+    .step = ps_step,
     .send_one = ps_send_one,
     .progress = ps_progress,
     .done = ps_done,
@@ -349,16 +372,6 @@ static bool updates_outstanding(const pc_worker_t *w)
         if (w->recvs[c] != MPI_REQUEST_NULL)
             return true;
     return false;
-}
-
-int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    char msg[WERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return pc_error_fmt(code, err, errlen, "worker r%d: %s", rt->rank, msg);
 }
 
 /* ---- the compressor thread ----------------------------------------------------------- */
@@ -451,15 +464,6 @@ void *pc_rt__w_compressor_main(void *arg)
      * (or of the normal end) now, not at its next re-check. */
     pc_event_notify(w->ev_main);
     return NULL;
-}
-
-int pc_rt__w_check_thread(pc_worker_t *w)
-{
-    /* Acquire pairs with the compressor thread's release store after writing comp.err. */
-    int rc = atomic_load_explicit(&w->thread_rc, memory_order_acquire);
-    if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "%s", w->comp.err);
-    return PC_OK;
 }
 
 /* ---- the backprop thread's calls ----------------------------------------------------- */
@@ -694,7 +698,9 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor)
     return PC_OK;
 }
 
-int pc_rt__w_wait_releases(pc_worker_t *w)
+/* Wait until every gradient buffer of this iteration is released (pipelined: popped from
+ * q_back; inline: counted). Backprop thread, from pc_worker_iteration_end. */
+static int wait_releases(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->pipelined) {
@@ -738,6 +744,94 @@ int pc_rt__w_wait_releases(pc_worker_t *w)
     memset(w->rel_seen, 0, (size_t)w->ntensors);
     return PC_OK;
 }
+
+/* Drain the pipeline at an iteration boundary: every chunk's last update is in (so no
+ * compression is in flight) and nothing new is handed over until the caller returns;
+ * what pc_rt__w_checkpoint needs. Backprop thread. */
+static int drain(pc_worker_t *w)
+{
+    for (int t = 0; t < w->ntensors; t++) {
+        int rc = pc_worker_param_wait(w, t);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return PC_OK;
+}
+
+/* ---- the iteration's end --------------------------------------------------------------- */
+
+/* Every worker must stop at the same iteration, or servers would wait forever; they agree
+ * on the signal too (the largest number raised anywhere). Collective over the workers,
+ * waited for without spinning (wait_collective). */
+static int agree_stop(pc_worker_t *w, bool *want_stop)
+{
+    pc_runtime_t *rt = w->rt;
+    *want_stop = false;
+    if (!rt->stop_flag)
+        return PC_OK;
+    int mine = (int)*rt->stop_flag, any = 0;
+    char why[256];
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = PC_MPI_CHECK(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, rt->workers_ctl, &req),
+                          why, sizeof(why));
+    if (rc == PC_OK)
+        rc = pc_rt__w_wait_collective(w, &req, "the workers' agreement to stop", why, sizeof(why));
+    if (rc != PC_OK)
+        return why[0] ? WFAIL_W(rt, &w->main, rc, "agreeing to stop: %s", why) : rc;
+    *want_stop = any != 0;
+    rt->stop_signal = any;
+    return PC_OK;
+}
+
+int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->started || w->finished || (!buf && bytes > 0))
+        return WFAIL_W(rt, &w->main, PC_EINVAL,
+                       "broadcast before start, after finish, or "
+                       "of no buffer");
+    /* Pieces of at most 1 GiB: MPI counts are ints. */
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t n = bytes - off < piece ? bytes - off : piece;
+        char why[256];
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc =
+            PC_MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, rt->workers_ctl, &req),
+                         why, sizeof(why));
+        if (rc == PC_OK)
+            rc = pc_rt__w_wait_collective(w, &req, "a broadcast from worker 0", why, sizeof(why));
+        if (rc != PC_OK)
+            return why[0] ? WFAIL_W(rt, &w->main, rc, "broadcast: %s", why) : rc;
+    }
+    return PC_OK;
+}
+
+int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->started || w->finished)
+        return WFAIL(&w->main, PC_ESTATE, "iteration_end before start or after finish");
+    int64_t t_end_call = pc_time_ns();
+    int rc = wait_releases(w);
+    if (rc != PC_OK)
+        return rc;
+    pc_rt__w_close_iteration(w, t_end_call);
+    w->iter++;
+    bool want_stop;
+    if ((rc = agree_stop(w, &want_stop)) != PC_OK)
+        return rc;
+    if (pc_rt__ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
+                                             w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
+        if ((rc = drain(w)) != PC_OK || (rc = pc_rt__w_checkpoint(w)) != PC_OK)
+            return rc;
+    }
+    if (stop)
+        *stop = want_stop;
+    return PC_OK;
+}
+
+/* ---- the end of the run ------------------------------------------------------------- */
 
 int pc_rt__w_stop_thread(pc_worker_t *w, bool abort)
 {
@@ -822,20 +916,16 @@ int pc_worker_finish(pc_worker_t *w)
     if (!w->started || w->finished)
         return WFAIL(&w->main, PC_ESTATE, "finish before start or twice");
     /* The last iteration's updates. */
-    for (int t = 0; t < w->ntensors; t++) {
-        int rc = pc_worker_param_wait(w, t);
-        if (rc != PC_OK)
-            return rc;
-    }
+    int rc = drain(w);
+    if (rc != PC_OK)
+        return rc;
     /* The final state, unless this boundary is already checkpointed. */
-    if (pc_rt__ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter)) {
-        int rc = pc_rt__w_checkpoint(w);
-        if (rc != PC_OK)
-            return rc;
-    }
+    if (pc_rt__ckpt_on(rt) && w->iter > 0 && !(w->have_ckpt && w->last_ckpt == w->iter) &&
+        (rc = pc_rt__w_checkpoint(w)) != PC_OK)
+        return rc;
     w->finished = true;
     /* Pipelined, the compressor thread sends the end message once its updates are in. */
-    int rc = w->pipelined ? pc_rt__w_stop_thread(w, false) : w->ops->done(w, &w->main);
+    rc = w->pipelined ? pc_rt__w_stop_thread(w, false) : w->ops->done(w, &w->main);
     if (rc != PC_OK)
         return rc;
     for (int c = 0; c < w->nchunks; c++) {

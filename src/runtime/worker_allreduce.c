@@ -4,75 +4,59 @@
  * stepped with the optimizer locally; no servers, no codec, nothing to poll for. */
 #include "config.h"
 
-#include <stdlib.h>
-
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_time.h"
 #include "worker_impl.h"
 
-/* The sum buffer, and the momentum when the optimizer has one. Backprop thread (start). */
-static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
-{
-    bool mom = w->rt->optim.momentum != 0;
-    c->sum = malloc(sizeof(float) * c->n);
-    c->mom = mom ? calloc(c->n, sizeof(float)) : NULL;
-    if (!c->sum || (mom && !c->mom))
-        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
-    return PC_OK;
-}
-
-/* Nothing to agree with servers: worker 0's parameters are broadcast by pc_worker_start. */
-static int ar_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
-{
-    (void)w, (void)resume, (void)me;
-    return PC_OK;
-}
-
-/* Allreduce each completed chunk, release its tensors, step the optimizer, publish. */
-static int ar_chunks_ready(pc_worker_t *w, const int *list, int nlist, uint64_t it, wthread_t *me)
+/* The sum of chunk c's gradient over the workers, into c->sum. */
+static int ar_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    for (int j = 0; j < nlist; j++) {
-        wchunk_t *c = &w->chunks[list[j]];
-        ctimes_t *tm = &c->tm[it & 1];
-        /* Nothing to compress: the chunk is "sent" when handed over, and the wait for it
-         * is all network (its turn among the allreduces, then its own) plus the local
-         * step, which stands where the server's work stands in ps mode (t_wait_server). */
-        tm->fold0 = pc_time_ns();
-        tm->fold1 = tm->comp1 = tm->fold0;
-        tm->sent = tm->handed;
-        int rc =
-            PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
-                         why, sizeof(why));
-        if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
-        pc_rt__w_chunk_done(w, c, it);
-        int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
-        float scale = 1.0f / (float)rt->nworkers;
-        for (size_t i = 0; i < c->n; i++)
-            c->sum[i] *= scale;
-        float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
-        if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
-            return rc;
-        pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
-        if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
-            return rc;
-        tm->update_in = pc_time_ns();
-        tm->server_ns = tm->update_in - t_step;
-        /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0
-         * for one rank; Open MPI may pick another algorithm, but none moves less). */
-        uint64_t moved = 2 * (uint64_t)(rt->nworkers - 1) * 4 * c->n / (uint64_t)rt->nworkers;
-        atomic_fetch_add_explicit(&w->sent_bytes[it % RING], moved, memory_order_relaxed);
-        atomic_fetch_add_explicit(&w->recv_bytes[it % RING], moved, memory_order_relaxed);
-        /* Release pairs with param_wait's acquire: the parameters (and tm) are written. */
-        atomic_store_explicit(&c->version, it + 1, memory_order_release);
-    }
+    ctimes_t *tm = &c->tm[it & 1];
+    /* Nothing to compress: the chunk is "sent" when handed over, and the wait for it is
+     * all network (its turn among the allreduces, then its own) plus the local step, which
+     * stands where the server's work stands in ps mode (t_wait_server). */
+    tm->fold0 = pc_time_ns();
+    tm->fold1 = tm->comp1 = tm->fold0;
+    tm->sent = tm->handed;
+    int rc = PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
+                          why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL_W(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
     return PC_OK;
 }
 
-/* The allreduce is done in chunks_ready: nothing waits to be sent or received. */
+/* After the release: the mean, the optimizer step, the chunk's version published. */
+static int ar_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    ctimes_t *tm = &c->tm[it & 1];
+    int rc;
+    int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
+    float scale = 1.0f / (float)rt->nworkers;
+    for (size_t i = 0; i < c->n; i++)
+        c->sum[i] *= scale;
+    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
+    if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
+        return rc;
+    pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+    if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
+        return rc;
+    tm->update_in = pc_time_ns();
+    tm->server_ns = tm->update_in - t_step;
+    /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0 for
+     * one rank; Open MPI may pick another algorithm, but none moves less). */
+    uint64_t moved = 2 * (uint64_t)(rt->nworkers - 1) * 4 * c->n / (uint64_t)rt->nworkers;
+    atomic_fetch_add_explicit(&w->sent_bytes[it % RING], moved, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->recv_bytes[it % RING], moved, memory_order_relaxed);
+    /* Release pairs with param_wait's acquire: the parameters (and tm) are written. */
+    atomic_store_explicit(&c->version, it + 1, memory_order_release);
+    return PC_OK;
+}
+
+/* The allreduce is done in fold and step: nothing waits to be sent or received. */
 static int ar_send_one(pc_worker_t *w, bool *did, wthread_t *me)
 {
     (void)w, (void)me;
@@ -103,9 +87,8 @@ static void ar_ckpt_arrays(wchunk_t *c, float **a, float **b)
 const worker_ops_t pc_rt__worker_allreduce = {
     .name = "allreduce",
     .servers = false,
-    .chunk_init = ar_chunk_init,
-    .share_initial = ar_share_initial,
-    .chunks_ready = ar_chunks_ready,
+    .fold = ar_fold,
+    .step = ar_step,
     .send_one = ar_send_one,
     .progress = ar_progress,
     .done = ar_done,

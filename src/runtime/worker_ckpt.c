@@ -5,6 +5,7 @@
  * allreduce, the parameters and momentum. Backprop thread only. */
 #include "config.h"
 
+#include <assert.h>
 #include <stdio.h>
 
 #include "pipecompress/pc_comm.h"
@@ -115,17 +116,15 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
     return w->device ? pc_rt__w_dev_states(w, true, me) : PC_OK;
 }
 
-/* Waits for every update of the last iteration: then no compression is in flight (an
- * update follows its chunk's compression, and the version acquire orders the codec state's
- * writes before this thread's reads) and no new one starts (nothing is handed over). */
+/* The caller drained the pipeline (worker_impl.h): every update of the last iteration is
+ * in, so no compression is in flight and none starts. */
 int pc_rt__w_checkpoint(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
     uint64_t it = w->iter;
     int rc;
-    for (int t = 0; t < w->ntensors; t++)
-        if ((rc = pc_worker_param_wait(w, t)) != PC_OK)
-            return rc;
+    for (int ci = 0; ci < w->nchunks; ci++) /* drained: relaxed, the caller acquired them */
+        assert(atomic_load_explicit(&w->chunks[ci].version, memory_order_relaxed) >= it);
     if (w->device && (rc = pc_rt__w_dev_states(w, false, &w->main)) != PC_OK)
         return rc;
     char why[512] = "";

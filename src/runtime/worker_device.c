@@ -1,7 +1,7 @@
 /* worker_device: device-resident tensors in the worker (--device cuda|emulate).
  *
- * The caller registers device buffers (pc_worker_register_device). While started, each
- * tensor's parameters also have a host mirror, its p, in one pinned slab laid out in
+ * The caller registers device buffers (pc_worker_register_device, worker_start.c). While started,
+ * each tensor's parameters also have a host mirror, its p, in one pinned slab laid out in
  * registration order (tensors adjacent on the device are adjacent in the mirror, so a
  * chunk that groups tensors is one range in both), and each chunk whose gradient is copied
  * to the host has a pinned gradient mirror of its own, its g. Everything the host-memory runtime
@@ -35,31 +35,6 @@
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "worker_impl.h"
-
-int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
-{
-    if (w->rt->cfg.device == PC_DEVICE_CPU)
-        return WFAIL(&w->main, PC_ESTATE,
-                     "tensor '%s' registered as device memory, but the run has --device cpu",
-                     name ? name : "?");
-    int t = pc_rt__w_register(w, name, param, grad, n);
-    if (t < 0)
-        return t;
-    w->device = true;
-    w->tensors[t].dp = param;
-    w->tensors[t].dg = grad;
-    w->tensors[t].p = w->tensors[t].g = NULL;
-    return t;
-}
-
-int pc_worker_set_stream(pc_worker_t *w, void *stream)
-{
-    if (w->started)
-        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_stream called after pc_worker_start");
-    w->user = stream;
-    w->user_set = true;
-    return PC_OK;
-}
 
 /* A failed call of pc_gpu (its message in why) as the worker's error, naming the device
  * and, when c is not NULL, the chunk and its first tensor. */

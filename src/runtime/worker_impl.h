@@ -1,11 +1,15 @@
 /* worker_impl.h: the worker object, shared by the files of the worker (private to the
- * library):
+ * library), top to bottom in the order they call each other (doc/design.md, "The worker's
+ * files"; scripts/lint/check-calls.py):
+ *   worker_start.c       create, register, start (named steps, one cleanup path), destroy;
+ *                        what differs between the modes at start
  *   pc_worker.c          the pipeline: grad_ready -> q_ready -> compressor thread -> send;
- *                        updates -> param_wait; finish; the parameter-server mode's ops
- *   worker_allreduce.c   the --mode allreduce ops (a dense allreduce per chunk, local SGD)
- *   worker_start.c       create, register, start (named steps, one cleanup path), destroy
+ *                        updates -> param_wait; the iteration's end; finish; the
+ *                        parameter-server mode's ops
  *   worker_ckpt.c        checkpoint and resume of the worker's chunk states
- *   worker_metrics.c     iteration end (stop agreement, checkpoint trigger) and metrics
+ *   worker_allreduce.c   the --mode allreduce ops (a dense allreduce per chunk, local SGD)
+ *   worker_metrics.c     an iteration's metrics, the breakdown, the workers' collectives
+ *   worker_device.c      device tensors: mirrors, streams, copies
  *
  * Threads and errors. Two threads touch a worker: the backprop thread (the caller of every
  * pc_worker_* function) and, with --pipeline on, the compressor thread the worker owns.
@@ -164,20 +168,23 @@ typedef struct wthread {
 
 typedef struct pc_worker pc_worker_t;
 
-/* What differs between the parameter-server mode (pc_worker.c) and --mode allreduce
- * (worker_allreduce.c). Every function runs on the MPI thread (the compressor thread, or
- * the backprop thread with --pipeline off) and reports errors into me, except chunk_init
- * and share_initial (pc_worker_start, backprop thread). */
+/* What the pipeline does differently in the parameter-server mode (pc_worker.c) and in
+ * --mode allreduce (worker_allreduce.c). Every function runs on the MPI thread (the
+ * compressor thread, or the backprop thread with --pipeline off) and reports errors into
+ * me. A completed chunk goes through fold, then the pipeline releases the gradient
+ * buffers of the tensors it completes (pc_worker.c), then through step: the mode's code
+ * never calls back into the pipeline. The start-up differences (a chunk's buffers, the
+ * initial parameters) are worker_start.c's, chosen by servers. */
 typedef struct worker_ops {
     const char *name; /* "ps" or "allreduce" (metrics) */
     bool servers;     /* whether chunks travel to server ranks */
-    /* Allocate chunk c's buffers and state (the chunk's plan fields are set). */
-    int (*chunk_init)(pc_worker_t *w, wchunk_t *c, wthread_t *me);
-    /* Worker 0 and the servers agree on the plan and initial parameters (resume: the
-     * iteration to resume from, 0 for a fresh start). Every worker calls it. */
-    int (*share_initial)(pc_worker_t *w, uint64_t resume, wthread_t *me);
-    /* The chunks in list (n of them) of iteration it are completely handed over. */
-    int (*chunks_ready)(pc_worker_t *w, const int *list, int n, uint64_t it, wthread_t *me);
+    /* Chunk c of iteration it is completely handed over: take what it needs of its
+     * gradient (ps: fold it into the error-feedback state; allreduce: the sum over the
+     * workers), after which the gradient buffers may be released. */
+    int (*fold)(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me);
+    /* After the release: ps queues the chunk for compression (by --priority); allreduce
+     * steps the optimizer and publishes the chunk's version. */
+    int (*step)(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me);
     /* Send the next chunk waiting to be sent (by --priority); *did says whether there was one. */
     int (*send_one)(pc_worker_t *w, bool *did, wthread_t *me);
     /* Apply the updates that have arrived; *got counts them. */
@@ -188,43 +195,35 @@ typedef struct worker_ops {
     void (*ckpt_arrays)(wchunk_t *c, float **a, float **b);
 } worker_ops_t;
 
-extern const worker_ops_t pc_rt__worker_ps;        /* pc_worker.c */
-extern const worker_ops_t pc_rt__worker_allreduce; /* worker_allreduce.c */
+extern const worker_ops_t pc_rt__worker_ps; /* pc_worker.c; allreduce's is declared below */
 
+/* The worker, its fields grouped by the thread that owns them. "MPI thread": the
+ * compressor thread, or the backprop thread with --pipeline off. */
 struct pc_worker {
+    /* ---- set before start (backprop thread), read-only while started (both threads) */
     pc_runtime_t *rt;
     const worker_ops_t *ops;
     wtensor_t *tensors;
     int ntensors, tcap;
     pc_plan_t *plan;
-    wchunk_t *chunks;
+    wchunk_t *chunks; /* each chunk's fields: wchunk_t says who owns which */
     int nchunks;
-    MPI_Request *sends, *recvs; /* per chunk; MPI_REQUEST_NULL when none is pending */
-    /* ps, MPI thread: per server, the bytes of gradient sends posted and not yet seen
-     * complete; with the pipeline a chunk is sent only while its server's is under the
-     * send window (SEND_WINDOW_CHUNKS x --chunk-bytes; one send at least), so that the
-     * chunks the next forward needs first cross the link first instead of sharing it with
-     * every other. */
-    size_t *inflight;
-    MPI_Status *statuses;
-    int *done_idx;
     pc_codec_t *codec;       /* --compress */
     pc_codec_t *codec_dense; /* "none", for chunks under --compress-min-bytes */
+    bool pipelined;
     /* Device tensors (--device cuda|emulate; worker_device.c). */
     bool device;             /* the tensors were registered with pc_worker_register_device */
     pc_gpu_stream_t user;    /* the caller's stream (pc_worker_set_stream) */
     bool user_set;           /* pc_worker_set_stream was called */
-    pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread) */
-    pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread) */
-    pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec (low priority) */
     float *mirror;           /* the host mirrors: parameters, then gradients (pinned) */
-    pc_devcodec_t *dcodec;   /* --compress-on gpu: --compress on the device */
-    bool started, finished, pipelined;
-    uint64_t iter;
-    wthread_t main; /* the backprop thread's context; pc_worker_error reads main.err */
-    wthread_t comp; /* the compressor thread's context (--pipeline on) */
-    /* pipeline */
-    pc_spsc_t *q_ready, *q_back;
+    pc_devcodec_t *dcodec;   /* --compress-on gpu: --compress on the device (MPI thread uses) */
+    pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread uses) */
+    pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread uses) */
+    pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec, low priority (MPI thread) */
+
+    /* ---- shared between the threads: the queues, the wake-ups, the atomics */
+    pc_spsc_t *q_ready, *q_back; /* descriptors down, releases back (pc_spsc: one producer,
+                                    one consumer each) */
     /* Wake-ups (pc_event; the condition is always in the queues or atomics, the event only
      * ends a park). ev_comp: the compressor thread parks on it; notified after grad_ready's
      * push, the stop descriptor's push, and the abort store. ev_main: the backprop thread
@@ -232,22 +231,38 @@ struct pc_worker {
      * space), hands a descriptor to the mode (allreduce publishes versions there), pushes a
      * release, stores a chunk's version, and stores thread_rc on exit. */
     pc_event_t *ev_comp, *ev_main;
-    pthread_t thread;
-    bool thread_started;   /* backprop thread: between pthread_create and pthread_join */
     _Atomic int thread_rc; /* the compressor thread's error: stored (release) after writing
                               comp.err, loaded (acquire) by pc_rt__w_check_thread */
     _Atomic bool abort;    /* destroy before finish: stored (release) by pc_worker_destroy,
                               loaded (acquire) by the compressor thread, which then returns
                               at once */
-    /* MPI thread only */
+    /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
+    _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
+    wthread_t comp; /* the compressor thread's context (--pipeline on): written by it, read
+                       by the backprop thread after thread_rc's acquire */
+
+    /* ---- the MPI thread's */
+    MPI_Request *sends, *recvs; /* per chunk; MPI_REQUEST_NULL when none is pending */
+    /* ps: per server, the bytes of gradient sends posted and not yet seen complete; with
+     * the pipeline a chunk is sent only while its server's is under the send window
+     * (SEND_WINDOW_CHUNKS x --chunk-bytes; one send at least), so that the chunks the next
+     * forward needs first cross the link first instead of sharing it with every other. */
+    size_t *inflight;
+    MPI_Status *statuses;
+    int *done_idx;
     int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
     int *ready_list;
     /* Folded chunks awaiting compression, in --priority order (runtime_proto.h); its slots
      * (nchunks) are owned by the worker. */
     rt_queue_t queue;
-    /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
-    _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
-    /* backprop thread: this iteration's waits (ns; the breakdown of pc_runtime.h) */
+
+    /* ---- the backprop thread's */
+    wthread_t main; /* its context; pc_worker_error reads main.err */
+    bool started, finished;
+    uint64_t iter;
+    pthread_t thread;
+    bool thread_started; /* between pthread_create and pthread_join */
+    /* this iteration's waits (ns; the breakdown of pc_runtime.h) */
     int64_t t_start, t_first_ready;
     int64_t wait_release, wait_backpressure, wait_compress, wait_network, wait_server;
     int64_t compress_inline;
@@ -278,22 +293,25 @@ struct pc_worker {
 int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
-
-/* Chunk c of iteration it is folded (or reduced): count it off its tensors, releasing each
- * tensor whose chunks are all done. MPI thread. */
-void pc_rt__w_chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it);
-
 /* The backprop thread's view of a compressor failure: PC_OK, or its code with its message
- * copied into w->main.err. Backprop thread. */
-int pc_rt__w_check_thread(pc_worker_t *w);
+ * copied into w->main.err. Backprop thread. Acquire: pairs with the compressor thread's
+ * release store of thread_rc after writing comp.err. */
+static inline int pc_rt__w_check_thread(pc_worker_t *w)
+{
+    int rc = atomic_load_explicit(&w->thread_rc, memory_order_acquire);
+    if (rc != PC_OK)
+        return WFAIL(&w->main, rc, "%s", w->comp.err);
+    return PC_OK;
+}
+
+/* The prototypes below are grouped by file in the worker's order, top to bottom
+ * (doc/design.md, "The worker's files"): a file calls only the files after it
+ * (scripts/lint/check-calls.py). worker_start.c calls down into all of them. */
+
+/* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
 
 /* The compressor thread's body (pthread_create's start routine; arg is the worker). */
 void *pc_rt__w_compressor_main(void *arg);
-
-/* Wait until every gradient buffer of this iteration is released (pipelined: popped from
- * q_back; inline: counted). Backprop thread, from pc_worker_iteration_end. */
-int pc_rt__w_wait_releases(pc_worker_t *w);
 
 /* Stop the compressor thread (if running) and join it; abort: without draining (destroy),
  * otherwise after the last updates and the servers' end message (finish). Backprop
@@ -308,16 +326,6 @@ int pc_rt__w_stop_thread(pc_worker_t *w, bool abort);
  * thread, from pc_worker_destroy. */
 void pc_rt__w_abort_requests(pc_worker_t *w);
 
-/* ---- worker_start.c ------------------------------------------------------------------- */
-
-/* pc_worker_register without the check of --device (pc_worker_register_device shares it).
- * Backprop thread. */
-int pc_rt__w_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n);
-
-/* The parameter-server mode's start-up ops (worker_ops_t chunk_init, share_initial). */
-int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me);
-int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me);
-
 /* ---- worker_ckpt.c -------------------------------------------------------------------- */
 
 /* Rank 0 picks the checkpoint to resume from (--resume), creating --checkpoint-dir when it
@@ -329,10 +337,16 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it);
  * before the compressor thread starts. */
 int pc_rt__w_load(pc_worker_t *w, uint64_t it);
 
-/* Checkpoint at this iteration boundary (w->iter iterations done): waits for the last
- * updates, tells the servers, writes this worker's file, joins the collective that ends
- * the checkpoint. Backprop thread. */
+/* Checkpoint at this iteration boundary (w->iter iterations done): tells the servers,
+ * writes this worker's file, joins the collective that ends the checkpoint. The caller has
+ * drained the pipeline: every chunk holds version w->iter (its last update is in, so no
+ * compression is in flight and the version acquire ordered the codec states' writes
+ * before this thread's reads) and nothing new is handed over. Backprop thread. */
 int pc_rt__w_checkpoint(pc_worker_t *w);
+
+/* ---- worker_allreduce.c ------------------------------------------------------------- */
+
+extern const worker_ops_t pc_rt__worker_allreduce;
 
 /* ---- worker_device.c: device tensors ------------------------------------------------ */
 
@@ -386,6 +400,17 @@ void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t sta
  * counters are complete once every update that followed them was acquired). Backprop
  * thread. */
 void pc_rt__w_metrics_flush(pc_worker_t *w);
+
+/* Close iteration w->iter's metrics (t_end_call: when iteration_end was called) and start
+ * the next iteration's clocks; the caller then advances w->iter. Backprop thread. */
+void pc_rt__w_close_iteration(pc_worker_t *w, int64_t t_end_call);
+
+/* Wait for a nonblocking collective over the workers (*req) without spinning the core
+ * away (worker_metrics.c says why): PC_OK (*req freed), or a failure with what was
+ * awaited (what) in why, or the compressor thread's failure (its message in w->main.err,
+ * why empty). Backprop thread. */
+int pc_rt__w_wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
+                             size_t whylen);
 
 #pragma GCC visibility pop
 

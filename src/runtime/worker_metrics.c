@@ -1,8 +1,8 @@
-/* worker_metrics: the end of a worker's iteration and what it records: the wait for the
- * gradient buffers (pc_worker.c), the iteration's metrics and their breakdown (where the
- * backprop thread waited and why: pc_runtime.h's definitions), the workers' agreement to
- * stop, and the checkpoint trigger; plus the metrics accessors and pc_worker_breakdown,
- * the medians over all workers. An iteration's line is written
+/* worker_metrics: what a worker's iteration records: the iteration's metrics and their
+ * breakdown (where the backprop thread waited and why: pc_runtime.h's definitions), closed
+ * by the iteration's end (pc_worker.c); the metrics accessors; pc_worker_breakdown, the
+ * medians over all workers, and the wait for a collective over the workers that it and
+ * the iteration's end share. An iteration's line is written
  * one iteration late: its compressor-side counters (compression time, bytes) are complete
  * only when the next forward pass has acquired every update that followed them. Backprop
  * thread only. */
@@ -72,9 +72,7 @@ void pc_rt__w_metrics_flush(pc_worker_t *w)
     }
 }
 
-/* Close iteration w->iter's metrics (t_end_call: when iteration_end was called) and start
- * the next iteration's clocks. */
-static void close_iteration(pc_worker_t *w, int64_t t_end_call)
+void pc_rt__w_close_iteration(pc_worker_t *w, int64_t t_end_call)
 {
     int64_t now = pc_time_ns();
     /* The previous iteration's compressor-side counters are complete now: this iteration's
@@ -161,8 +159,8 @@ void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t sta
  * in w->main.err; why is then empty). *req is freed
  * on success; on failure the job is being torn down and the request is left to MPI_Abort
  * or finalize. Backprop thread. */
-static int wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
-                           size_t whylen)
+int pc_rt__w_wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
+                             size_t whylen)
 {
     pc_backoff_t b;
     pc_backoff_init(&b);
@@ -182,77 +180,6 @@ static int wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, c
                                 w->rt->cfg.timeout, what);
         pc_backoff_pause(&b);
     }
-}
-
-/* Every worker must stop at the same iteration, or servers would wait forever; they agree
- * on the signal too (the largest number raised anywhere). Collective over the workers,
- * waited for without spinning (wait_collective). */
-static int agree_stop(pc_worker_t *w, bool *want_stop)
-{
-    pc_runtime_t *rt = w->rt;
-    *want_stop = false;
-    if (!rt->stop_flag)
-        return PC_OK;
-    int mine = (int)*rt->stop_flag, any = 0;
-    char why[256];
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = PC_MPI_CHECK(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, rt->workers_ctl, &req),
-                          why, sizeof(why));
-    if (rc == PC_OK)
-        rc = wait_collective(w, &req, "the workers' agreement to stop", why, sizeof(why));
-    if (rc != PC_OK)
-        return why[0] ? WFAIL_W(rt, &w->main, rc, "agreeing to stop: %s", why) : rc;
-    *want_stop = any != 0;
-    rt->stop_signal = any;
-    return PC_OK;
-}
-
-int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
-{
-    pc_runtime_t *rt = w->rt;
-    if (!w->started || w->finished || (!buf && bytes > 0))
-        return WFAIL_W(rt, &w->main, PC_EINVAL,
-                       "broadcast before start, after finish, or "
-                       "of no buffer");
-    /* Pieces of at most 1 GiB: MPI counts are ints. */
-    const size_t piece = (size_t)1 << 30;
-    for (size_t off = 0; off < bytes; off += piece) {
-        size_t n = bytes - off < piece ? bytes - off : piece;
-        char why[256];
-        MPI_Request req = MPI_REQUEST_NULL;
-        int rc =
-            PC_MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, 0, rt->workers_ctl, &req),
-                         why, sizeof(why));
-        if (rc == PC_OK)
-            rc = wait_collective(w, &req, "a broadcast from worker 0", why, sizeof(why));
-        if (rc != PC_OK)
-            return why[0] ? WFAIL_W(rt, &w->main, rc, "broadcast: %s", why) : rc;
-    }
-    return PC_OK;
-}
-
-int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
-{
-    pc_runtime_t *rt = w->rt;
-    if (!w->started || w->finished)
-        return WFAIL(&w->main, PC_ESTATE, "iteration_end before start or after finish");
-    int64_t t_end_call = pc_time_ns();
-    int rc = pc_rt__w_wait_releases(w);
-    if (rc != PC_OK)
-        return rc;
-    close_iteration(w, t_end_call);
-    w->iter++;
-    bool want_stop;
-    if ((rc = agree_stop(w, &want_stop)) != PC_OK)
-        return rc;
-    if (pc_rt__ckpt_on(rt) && (want_stop || (rt->cfg.checkpoint_every > 0 &&
-                                             w->iter % (uint64_t)rt->cfg.checkpoint_every == 0))) {
-        if ((rc = pc_rt__w_checkpoint(w)) != PC_OK)
-            return rc;
-    }
-    if (stop)
-        *stop = want_stop;
-    return PC_OK;
 }
 
 const char *pc_worker_error(const pc_worker_t *w)
@@ -355,13 +282,13 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
         MPI_Iallgather(w->bd_send, n, MPI_DOUBLE, w->bd_all, n, MPI_DOUBLE, rt->workers_ctl, &req),
         why, sizeof(why));
     if (rc == PC_OK)
-        rc = wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
+        rc = pc_rt__w_wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
     if (rc == PC_OK)
         rc = PC_MPI_CHECK(
             MPI_Iallreduce(&last, &last_all, 1, MPI_INT64_T, MPI_MAX, rt->workers_ctl, &req), why,
             sizeof(why));
     if (rc == PC_OK)
-        rc = wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
+        rc = pc_rt__w_wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
     if (rc != PC_OK)
         return why[0] ? WFAIL_W(rt, &w->main, rc, "breakdown: %s", why) : rc;
     /* The scratch: the tail of bd_all (worker_start.c allocates W * BD_RING more). */

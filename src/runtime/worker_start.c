@@ -43,17 +43,9 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
     return PC_OK;
 }
 
-int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
-{
-    if (w->rt->cfg.device != PC_DEVICE_CPU)
-        return WFAIL(&w->main, PC_ESTATE,
-                     "tensor '%s': the run has --device %s: register device memory with "
-                     "pc_worker_register_device",
-                     name ? name : "?", pc_config_device_name(w->rt->cfg.device));
-    return pc_rt__w_register(w, name, param, grad, n);
-}
-
-int pc_rt__w_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
+/* Tensor name's buffers into the worker's list: the checks both registrations share
+ * (pc_worker_register, pc_worker_register_device). Its index, or an error code. */
+static int add_tensor(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
@@ -76,6 +68,42 @@ int pc_rt__w_register(pc_worker_t *w, const char *name, float *param, float *gra
     t->g = grad;
     t->n = n;
     return w->ntensors++;
+}
+
+int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
+{
+    if (w->rt->cfg.device != PC_DEVICE_CPU)
+        return WFAIL(&w->main, PC_ESTATE,
+                     "tensor '%s': the run has --device %s: register device memory with "
+                     "pc_worker_register_device",
+                     name ? name : "?", pc_config_device_name(w->rt->cfg.device));
+    return add_tensor(w, name, param, grad, n);
+}
+
+int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
+{
+    if (w->rt->cfg.device == PC_DEVICE_CPU)
+        return WFAIL(&w->main, PC_ESTATE,
+                     "tensor '%s' registered as device memory, but the run has --device cpu",
+                     name ? name : "?");
+    int t = add_tensor(w, name, param, grad, n);
+    if (t < 0)
+        return t;
+    /* The device buffers; p becomes the parameters' host mirror at start (worker_device.c). */
+    w->device = true;
+    w->tensors[t].dp = param;
+    w->tensors[t].dg = grad;
+    w->tensors[t].p = w->tensors[t].g = NULL;
+    return t;
+}
+
+int pc_worker_set_stream(pc_worker_t *w, void *stream)
+{
+    if (w->started)
+        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_stream called after pc_worker_start");
+    w->user = stream;
+    w->user_set = true;
+    return PC_OK;
 }
 
 /* ---- the steps of pc_worker_start ---------------------------------------------------- */
@@ -191,8 +219,86 @@ static void log_plan(pc_worker_t *w)
     free(names);
 }
 
-/* The per-chunk arrays and each chunk's fields from the plan; the mode allocates the rest
- * (worker_ops_t chunk_init). */
+/* ps: chunk c's codec (the run's, or "none" for a small chunk), its send and update
+ * buffers and its error-feedback state. */
+static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    int rc;
+    /* The first chunk creates the run's two codecs. */
+    if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
+        return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
+    c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+    c->send_cap = pc_codec_max_bytes(c->codec, c->n);
+    c->recv_cap = pc_rt__pull_max_bytes(c->n);
+    c->sendbuf = malloc(c->send_cap);
+    c->recvbuf = malloc(c->recv_cap);
+    if (!c->sendbuf || !c->recvbuf || pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
+        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+    return PC_OK;
+}
+
+/* ps: worker 0 gives each server the plan and its chunks' initial parameters (or, when
+ * resuming, takes the checkpointed parameters from the servers). allreduce has nothing
+ * to agree with servers: worker 0's parameters are broadcast (broadcast_params). */
+static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256] = "";
+    int rc = PC_OK;
+    if (rt->rank != 0)
+        return PC_OK;
+    size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
+    uint8_t *lay = malloc(lay_len);
+    if (!lay)
+        return WFAIL(me, PC_ENOMEM, "out of memory");
+    pc_rt__layout_encode(lay, w->plan, resume);
+    for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
+        int server = pc_rt__server_rank(rt, s);
+        rc = PC_MPI_CHECK_PEER(MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm),
+                               server, why, sizeof(why));
+    }
+    free(lay);
+    /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
+     * pc_rt__init_bytes(n)), unused until the first update is posted. */
+    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        int server = pc_rt__server_rank(rt, c->server), count = 0;
+        MPI_Status st;
+        if (!resume) {
+            pc_rt__init_encode(c->recvbuf, c->p, c->n);
+            rc = PC_MPI_CHECK_PEER(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
+                                            server, TAG_INIT, rt->comm),
+                                   server, why, sizeof(why));
+            continue;
+        }
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
+            server, why, sizeof(why));
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why, sizeof(why));
+        if (rc == PC_OK)
+            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
+    }
+    if (rc != PC_OK)
+        return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
+    return PC_OK;
+}
+
+/* allreduce: chunk c's sum buffer, and its momentum when the optimizer has one (the model
+ * lives on the workers). */
+static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    bool mom = w->rt->optim.momentum != 0;
+    c->sum = malloc(sizeof(float) * c->n);
+    c->mom = mom ? calloc(c->n, sizeof(float)) : NULL;
+    if (!c->sum || (mom && !c->mom))
+        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+    return PC_OK;
+}
+
+/* The per-chunk arrays and each chunk's fields from the plan; the mode's chunk init
+ * (ps_chunk_init, ar_chunk_init) allocates the rest. */
 static int setup_chunks(pc_worker_t *w)
 {
     size_t nc = (size_t)w->plan->nchunks;
@@ -240,75 +346,12 @@ static int setup_chunks(pc_worker_t *w)
         c->p = w->tensors[pc->first_tensor].p + pc->offset;
         c->g = w->tensors[pc->first_tensor].g + pc->offset;
         atomic_init(&c->version, 0);
-        int rc = w->ops->chunk_init(w, c, &w->main);
+        int rc = w->ops->servers ? ps_chunk_init(w, c, &w->main) : ar_chunk_init(w, c, &w->main);
         if (rc == PC_OK)
             rc = pc_rt__w_dev_chunk_init(w, c);
         if (rc != PC_OK)
             return rc;
     }
-    return PC_OK;
-}
-
-int pc_rt__w_ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
-{
-    pc_runtime_t *rt = w->rt;
-    int rc;
-    /* The first chunk creates the run's two codecs. */
-    if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
-        return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
-    c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
-    c->send_cap = pc_codec_max_bytes(c->codec, c->n);
-    c->recv_cap = pc_rt__pull_max_bytes(c->n);
-    c->sendbuf = malloc(c->send_cap);
-    c->recvbuf = malloc(c->recv_cap);
-    if (!c->sendbuf || !c->recvbuf || pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
-        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
-    return PC_OK;
-}
-
-/* Worker 0 gives each server the plan and its chunks' initial parameters (or, when
- * resuming, takes the checkpointed parameters from the servers). */
-int pc_rt__w_ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
-{
-    pc_runtime_t *rt = w->rt;
-    char why[256] = "";
-    int rc = PC_OK;
-    if (rt->rank != 0)
-        return PC_OK;
-    size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
-    uint8_t *lay = malloc(lay_len);
-    if (!lay)
-        return WFAIL(me, PC_ENOMEM, "out of memory");
-    pc_rt__layout_encode(lay, w->plan, resume);
-    for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
-        int server = pc_rt__server_rank(rt, s);
-        rc = PC_MPI_CHECK_PEER(MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm),
-                               server, why, sizeof(why));
-    }
-    free(lay);
-    /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
-     * pc_rt__init_bytes(n)), unused until the first update is posted. */
-    for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
-        wchunk_t *c = &w->chunks[ci];
-        int server = pc_rt__server_rank(rt, c->server), count = 0;
-        MPI_Status st;
-        if (!resume) {
-            pc_rt__init_encode(c->recvbuf, c->p, c->n);
-            rc = PC_MPI_CHECK_PEER(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
-                                            server, TAG_INIT, rt->comm),
-                                   server, why, sizeof(why));
-            continue;
-        }
-        rc = PC_MPI_CHECK_PEER(
-            MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
-            server, why, sizeof(why));
-        if (rc == PC_OK)
-            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why, sizeof(why));
-        if (rc == PC_OK)
-            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
-    }
-    if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
     return PC_OK;
 }
 
@@ -427,7 +470,7 @@ int pc_worker_start(pc_worker_t *w)
         goto fail;
     log_plan(w);
     if ((rc = pc_rt__w_dev_start(w)) != PC_OK || (rc = setup_chunks(w)) != PC_OK ||
-        (rc = w->ops->share_initial(w, resume, &w->main)) != PC_OK ||
+        (w->ops->servers && (rc = ps_share_initial(w, resume, &w->main)) != PC_OK) ||
         (resume && (rc = pc_rt__w_load(w, resume)) != PC_OK) ||
         (rc = broadcast_params(w)) != PC_OK || (rc = pc_rt__w_dev_params_up(w)) != PC_OK)
         goto fail;
