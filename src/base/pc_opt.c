@@ -197,22 +197,27 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
     return PC_OK;
 }
 
-int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **argv,
-                 int *first_operand, char *err, size_t errlen)
-{
+/* getopt_long's tables for a parse, and each option's place: its row, its group's
+ * destination and record of given flags. */
+typedef struct opt_table {
     struct option longopts[MAX_OPTS + 3];
     const pc_opt_t *by_index[MAX_OPTS];
     void *dst_of[MAX_OPTS];
     uint64_t *given_of[MAX_OPTS]; /* the group's record of given flags, or NULL */
     size_t row_of[MAX_OPTS];      /* the option's row in its group's table */
     char shortopts[3 * MAX_OPTS + 4];
-    size_t n = 0, sp = 0;
+    size_t n;
+} opt_table_t;
 
-    if (err && errlen)
-        err[0] = '\0';
+/* Fill t from the groups (clearing their records of given flags); a table that is a
+ * program's bug (too many rows, a name defined twice) is refused. */
+static int build_table(const pc_opt_group_t *groups, size_t ngroups, opt_table_t *t, char *err,
+                       size_t errlen)
+{
+    size_t n = 0, sp = 0;
     /* Leading '+': stop at the first operand; ':': report missing values as ':'. */
-    shortopts[sp++] = '+';
-    shortopts[sp++] = ':';
+    t->shortopts[sp++] = '+';
+    t->shortopts[sp++] = ':';
     for (size_t g = 0; g < ngroups; g++) {
         if (groups[g].given && groups[g].nopts > 64)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -227,74 +232,90 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
                 return pc_error_fmt(PC_EUSAGE, err, errlen, "too many options defined (at most %d)",
                                     MAX_OPTS);
             for (size_t j = 0; j < n; j++)
-                if (strcmp(by_index[j]->name, o->name) == 0 ||
-                    (o->short_name && by_index[j]->short_name == o->short_name))
+                if (strcmp(t->by_index[j]->name, o->name) == 0 ||
+                    (o->short_name && t->by_index[j]->short_name == o->short_name))
                     return pc_error_fmt(PC_EUSAGE, err, errlen,
                                         "option --%s defined twice (a program bug)", o->name);
             int has_arg = o->type == PC_OPT_FLAG ? no_argument : required_argument;
-            longopts[n] = (struct option){o->name, has_arg, NULL,
-                                          o->short_name ? o->short_name : LONG_ONLY_BASE + (int)n};
+            t->longopts[n] = (struct option){
+                o->name, has_arg, NULL, o->short_name ? o->short_name : LONG_ONLY_BASE + (int)n};
             if (o->short_name) {
-                shortopts[sp++] = (char)o->short_name;
+                t->shortopts[sp++] = (char)o->short_name;
                 if (has_arg == required_argument)
-                    shortopts[sp++] = ':';
+                    t->shortopts[sp++] = ':';
             }
-            by_index[n] = o;
-            dst_of[n] = groups[g].dst;
-            given_of[n] = groups[g].given;
-            row_of[n] = i;
+            t->by_index[n] = o;
+            t->dst_of[n] = groups[g].dst;
+            t->given_of[n] = groups[g].given;
+            t->row_of[n] = i;
             n++;
         }
     }
-    longopts[n] = (struct option){"help", no_argument, NULL, VAL_HELP};
-    longopts[n + 1] = (struct option){"version", no_argument, NULL, VAL_VERSION};
-    longopts[n + 2] = (struct option){NULL, 0, NULL, 0};
-    shortopts[sp++] = 'h';
-    shortopts[sp] = '\0';
+    t->longopts[n] = (struct option){"help", no_argument, NULL, VAL_HELP};
+    t->longopts[n + 1] = (struct option){"version", no_argument, NULL, VAL_VERSION};
+    t->longopts[n + 2] = (struct option){NULL, 0, NULL, 0};
+    t->shortopts[sp++] = 'h';
+    t->shortopts[sp] = '\0';
+    t->n = n;
+    return PC_OK;
+}
 
+/* getopt_long's answer c that is not an option of t ('?' or ':') as the usage error. */
+static int bad_flag(const opt_table_t *t, int c, char **argv, char *err, size_t errlen)
+{
+    if (c == '?') {
+        if (optopt && optopt < LONG_ONLY_BASE - 2)
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)", optopt);
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
+                            argv[optind - 1]);
+    }
+    const char *name = NULL;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->longopts[i].val == optopt)
+            name = t->by_index[i]->name;
+    return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: missing value",
+                        name ? name : argv[optind - 1]);
+}
+
+int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **argv,
+                 int *first_operand, char *err, size_t errlen)
+{
+    opt_table_t t;
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = build_table(groups, ngroups, &t, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     /* optind = 0 makes glibc reinitialise, so the parser can run more than once. */
     optind = 0;
     opterr = 0;
     for (;;) {
         int longidx = -1;
-        int c = getopt_long(argc, argv, shortopts, longopts, &longidx);
+        int c = getopt_long(argc, argv, t.shortopts, t.longopts, &longidx);
         if (c == -1)
             break;
         if (c == VAL_HELP || c == 'h')
             return PC_OPT_HELP;
         if (c == VAL_VERSION)
             return PC_OPT_VERSION;
-        if (c == '?') {
-            if (optopt && optopt < LONG_ONLY_BASE - 2)
-                return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '-%c' (see --help)",
-                                    optopt);
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
-                                argv[optind - 1]);
-        }
-        if (c == ':') {
-            const char *name = NULL;
-            for (size_t i = 0; i < n; i++)
-                if (longopts[i].val == optopt)
-                    name = by_index[i]->name;
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: missing value",
-                                name ? name : argv[optind - 1]);
-        }
-        size_t idx = n;
-        if (longidx >= 0 && (size_t)longidx < n) {
+        if (c == '?' || c == ':')
+            return bad_flag(&t, c, argv, err, errlen);
+        size_t idx = t.n;
+        if (longidx >= 0 && (size_t)longidx < t.n) {
             idx = (size_t)longidx;
         } else {
-            for (size_t i = 0; i < n; i++)
-                if (longopts[i].val == c)
+            for (size_t i = 0; i < t.n; i++)
+                if (t.longopts[i].val == c)
                     idx = i;
         }
-        if (idx == n)
+        if (idx == t.n)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
                                 argv[optind - 1]);
-        int rc = pc_opt_set(by_index[idx], dst_of[idx], optarg ? optarg : "", err, errlen);
-        if (rc != PC_OK)
+        if ((rc = pc_opt_set(t.by_index[idx], t.dst_of[idx], optarg ? optarg : "", err, errlen)) !=
+            PC_OK)
             return rc;
-        if (given_of[idx])
-            *given_of[idx] |= UINT64_C(1) << row_of[idx];
+        if (t.given_of[idx])
+            *t.given_of[idx] |= UINT64_C(1) << t.row_of[idx];
     }
     if (optind < argc) {
         if (!first_operand)

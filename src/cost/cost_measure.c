@@ -271,6 +271,129 @@ static int time_sparse(sbufs_t *b, int m, float *agg, size_t n, double *secs, ch
     return rc;
 }
 
+/* The server measurement's inputs: the two codecs, K chunks of n parameters (the same
+ * heavy-tailed values in each), the scratch, and the messages: SERVER_MSGS top-k ones
+ * from simulated workers whose gradients differ (each its own Philox stream: top-k
+ * supports that overlap as little as independent draws do) and one dense. The messages
+ * are the same for every chunk: they have just arrived (warm), while each chunk's state
+ * is cold in its turn. The caller frees b (sbufs_free) whatever this returns. */
+static int server_bufs(sbufs_t *b, size_t n, size_t K, int reps, char *err, size_t errlen)
+{
+    pc_codec_spec_t none, topk;
+    char spec[64];
+    snprintf(spec, sizeof(spec), "topk:ratio=%g", SERVER_RATIO);
+    int rc = pc_codec_spec_parse("none", &none, err, errlen);
+    if (rc == PC_OK)
+        rc = pc_codec_spec_parse(spec, &topk, err, errlen);
+    if (rc == PC_OK && (rc = pc_codec_create(&none, &b->none)) == PC_OK)
+        rc = pc_codec_create(&topk, &b->topk);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "measure server: codecs: %s", pc_strerror(rc));
+    b->grad = malloc(sizeof(float) * n);
+    b->p = malloc(sizeof(float) * n * K);
+    b->p2 = malloc(sizeof(float) * n * K);
+    b->mom = calloc(n * K, sizeof(float));
+    b->agg = calloc(n * K, sizeof(float));
+    b->changed = malloc(sizeof(uint32_t) * n);
+    b->pull = malloc(pc_rt__pull_max_bytes(n));
+    b->t = calloc((size_t)reps * 7, sizeof(double));
+    if (!b->grad || !b->p || !b->p2 || !b->mom || !b->agg || !b->changed || !b->pull || !b->t)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure server: out of memory for %zu x %zu",
+                            K, n);
+    heavy(b->p, n, 99);
+    for (size_t k = 1; k < K; k++)
+        memcpy(b->p + k * n, b->p, sizeof(float) * n);
+    for (int w = 0; w < SERVER_MSGS && rc == PC_OK; w++) {
+        heavy(b->grad, n, (uint64_t)w);
+        rc = make_msg(b->topk, b->grad, n, &b->msgs[w], &b->lens[w]);
+    }
+    if (rc == PC_OK)
+        rc = make_msg(b->none, b->grad, n, &b->dense_msg, &b->dense_len);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "measure server: messages: %s", pc_strerror(rc));
+    return PC_OK;
+}
+
+/* One pass of the server's work on chunk k (n parameters), each part's time added to its
+ * figure: at[0] the dense check and add, at[1] clearing the sum and the dense step with
+ * momentum, at[2] one sparse message, at[3] all SERVER_MSGS, at[4] the sparse step, at[5]
+ * and at[6] a dense and a sparse pull (encoded by the server, applied by a worker). *nt:
+ * the union's size. */
+static int time_chunk(sbufs_t *b, size_t k, size_t n, double *const at[7], size_t *nt, char *err,
+                      size_t errlen)
+{
+    pc_optim_cfg_t mom = {.lr = 1e-6, .momentum = 0.9}, plain = {.lr = 1e-6};
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    float *p = b->p + k * n, *mo = b->mom + k * n, *agg = b->agg + k * n, *p2 = b->p2 + k * n;
+    int rc;
+    /* Dense path: clear the sum, check and add a message, step with momentum. */
+    int64_t t0 = pc_time_ns();
+    memset(agg, 0, sizeof(float) * n);
+    *at[1] += secs_since(t0);
+    rt_grad_t g;
+    t0 = pc_time_ns();
+    if ((rc = pc_rt__grad_read(b->dense_msg, b->dense_len, &g, err, errlen)) != PC_OK ||
+        (rc = pc_rt__grad_check(b->none, &g, &want, err, errlen)) != PC_OK ||
+        (rc = pc_rt__grad_apply(b->none, &g, 0.5f, agg, err, errlen)) != PC_OK)
+        return rc;
+    *at[0] += secs_since(t0);
+    t0 = pc_time_ns();
+    pc_optim_sgd(&mom, 1e-6f, p, mo, agg, n, b->changed);
+    *at[1] += secs_since(t0);
+    memset(agg, 0, sizeof(float) * n); /* the sparse path's sum is all zero */
+    /* Sparse path: one message, then all of them. */
+    if ((rc = time_sparse(b, 1, agg, n, at[2], err, errlen)) != PC_OK ||
+        (rc = time_sparse(b, SERVER_MSGS, agg, n, at[3], err, errlen)) != PC_OK)
+        return rc;
+    *nt = b->sp.ntouched;
+    /* time_sparse cleared agg; refill the union's entries for the step. */
+    for (size_t j = 0; j < *nt; j++)
+        agg[b->sp.touched[j]] = 1e-3f;
+    t0 = pc_time_ns();
+    pc_rt__server_sparse_update(&b->sp, &plain, 1e-6f, p, agg); /* the server's step */
+    *at[4] += secs_since(t0);
+    t0 = pc_time_ns();
+    size_t len = pc_rt__pull_encode(b->pull, 0, 0, p, n, NULL, 0, PC_PULL_DENSE, 0);
+    if ((rc = pc_rt__pull_apply(b->pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
+        return rc;
+    *at[5] += secs_since(t0);
+    t0 = pc_time_ns();
+    len = pc_rt__pull_encode(b->pull, 0, 0, p, n, b->sp.touched, *nt, PC_PULL_SPARSE, 0);
+    if ((rc = pc_rt__pull_apply(b->pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
+        return rc;
+    *at[6] += secs_since(t0);
+    return PC_OK;
+}
+
+/* The rates from the repetitions' times (t: reps of each of time_chunk's seven figures,
+ * over K chunks of n), the union's growth u (after 1..SERVER_MSGS messages), one
+ * message's entries k1 and the union's nt. Merging message w + 1 into the union of w
+ * reads both lists: U_w + k indices. The merges' time is all - SERVER_MSGS x one, per
+ * repetition (paired: both ran within microseconds of each other, under the same load),
+ * then the median. */
+static pc_cost_server_rate_t server_rates(double *t, int reps, const double *u, size_t k1,
+                                          size_t nt, size_t n, size_t K)
+{
+    double *t_dense = t, *t_step = t + reps, *t_one = t + 2 * reps, *t_all = t + 3 * reps,
+           *t_sstep = t + 4 * reps, *t_pd = t + 5 * reps, *t_ps = t + 6 * reps;
+    double merged = 0, elems = (double)n * (double)K;
+    for (int m = 1; m < SERVER_MSGS; m++)
+        merged += u[m - 1] + (double)k1;
+    double one = median(t_one, reps), *diff = t_all;
+    for (int r = 0; r < reps; r++)
+        diff[r] = t_all[r] - SERVER_MSGS * t_one[r];
+    double merges = median(diff, reps) / (double)K;
+    return (pc_cost_server_rate_t){
+        .agg_dense = median(t_dense, reps) / elems,
+        .agg_sparse = one / ((double)k1 * (double)K),
+        .merge = merges > 0 ? merges / merged : 0,
+        .step_dense = median(t_step, reps) / elems,
+        .step_sparse = median(t_sstep, reps) / ((double)nt * (double)K),
+        .pull_dense = median(t_pd, reps) / elems,
+        .pull_sparse = median(t_ps, reps) / ((double)nt * (double)K),
+    };
+}
+
 int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate_t *out, char *err,
                            size_t errlen)
 {
@@ -280,52 +403,8 @@ int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate
     size_t K = (total + n - 1) / n, kmax = SERVER_STATE_MAX / (16 * n);
     K = K < kmax ? K : kmax > 0 ? kmax : 1;
     sbufs_t b = {0};
-    pc_codec_spec_t none, topk;
-    char spec[64];
-    snprintf(spec, sizeof(spec), "topk:ratio=%g", SERVER_RATIO);
-    int rc = pc_codec_spec_parse("none", &none, err, errlen);
-    if (rc == PC_OK)
-        rc = pc_codec_spec_parse(spec, &topk, err, errlen);
-    if (rc == PC_OK && (rc = pc_codec_create(&none, &b.none)) == PC_OK)
-        rc = pc_codec_create(&topk, &b.topk);
-    if (rc != PC_OK) {
-        sbufs_free(&b);
-        return pc_error_fmt(rc, err, errlen, "measure server: codecs: %s", pc_strerror(rc));
-    }
-    b.grad = malloc(sizeof(float) * n);
-    b.p = malloc(sizeof(float) * n * K);
-    b.p2 = malloc(sizeof(float) * n * K);
-    b.mom = calloc(n * K, sizeof(float));
-    b.agg = calloc(n * K, sizeof(float));
-    b.changed = malloc(sizeof(uint32_t) * n);
-    b.pull = malloc(pc_rt__pull_max_bytes(n));
-    b.t = calloc((size_t)reps * 7, sizeof(double));
-    if (!b.grad || !b.p || !b.p2 || !b.mom || !b.agg || !b.changed || !b.pull || !b.t) {
-        sbufs_free(&b);
-        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure server: out of memory for %zu x %zu",
-                            K, n);
-    }
-    heavy(b.p, n, 99);
-    for (size_t k = 1; k < K; k++)
-        memcpy(b.p + k * n, b.p, sizeof(float) * n);
-    /* Each simulated worker's gradient differs (its own Philox stream): top-k supports
-     * that overlap as little as independent draws do. The messages are the same for every
-     * chunk: they have just arrived (warm), while each chunk's state is cold in its turn. */
-    for (int w = 0; w < SERVER_MSGS && rc == PC_OK; w++) {
-        heavy(b.grad, n, (uint64_t)w);
-        rc = make_msg(b.topk, b.grad, n, &b.msgs[w], &b.lens[w]);
-    }
-    if (rc == PC_OK)
-        rc = make_msg(b.none, b.grad, n, &b.dense_msg, &b.dense_len);
-    if (rc != PC_OK) {
-        sbufs_free(&b);
-        return pc_error_fmt(rc, err, errlen, "measure server: messages: %s", pc_strerror(rc));
-    }
-    double *t_dense = b.t, *t_step = b.t + reps, *t_one = b.t + 2 * reps, *t_all = b.t + 3 * reps,
-           *t_sstep = b.t + 4 * reps, *t_pd = b.t + 5 * reps, *t_ps = b.t + 6 * reps,
-           scratch[7] = {0};
-    pc_optim_cfg_t mom = {.lr = 1e-6, .momentum = 0.9}, plain = {.lr = 1e-6};
-    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    int rc = server_bufs(&b, n, K, reps, err, errlen);
+    double scratch[7] = {0};
     double u[SERVER_MSGS] = {0}; /* union sizes after 1..SERVER_MSGS messages */
     size_t k1 = 0, nt = 0;
     /* The union's growth, once (not timed), on the first chunk. */
@@ -336,79 +415,16 @@ int pc_cost_measure_server(size_t n, size_t total, int reps, pc_cost_server_rate
     k1 = (size_t)u[0];
     for (int i = -1; i < reps && rc == PC_OK; i++) {
         /* i = -1: a warm-up pass, its times in scratch (first touches of fresh pages). */
-        double *at[7] = {scratch,     scratch + 1, scratch + 2, scratch + 3,
-                         scratch + 4, scratch + 5, scratch + 6};
-        if (i >= 0) {
-            double *mine[7] = {&t_dense[i], &t_step[i], &t_one[i], &t_all[i],
-                               &t_sstep[i], &t_pd[i],   &t_ps[i]};
-            memcpy(at, mine, sizeof(at));
-        }
-        for (size_t k = 0; k < K && rc == PC_OK; k++) {
-            float *p = b.p + k * n, *mo = b.mom + k * n, *agg = b.agg + k * n, *p2 = b.p2 + k * n;
-            /* Dense path: clear the sum, check and add a message, step with momentum. */
-            int64_t t0 = pc_time_ns();
-            memset(agg, 0, sizeof(float) * n);
-            *at[1] += secs_since(t0);
-            rt_grad_t g;
-            t0 = pc_time_ns();
-            if ((rc = pc_rt__grad_read(b.dense_msg, b.dense_len, &g, err, errlen)) != PC_OK ||
-                (rc = pc_rt__grad_check(b.none, &g, &want, err, errlen)) != PC_OK ||
-                (rc = pc_rt__grad_apply(b.none, &g, 0.5f, agg, err, errlen)) != PC_OK)
-                break;
-            *at[0] += secs_since(t0);
-            t0 = pc_time_ns();
-            pc_optim_sgd(&mom, 1e-6f, p, mo, agg, n, b.changed);
-            *at[1] += secs_since(t0);
-            memset(agg, 0, sizeof(float) * n); /* the sparse path's sum is all zero */
-            /* Sparse path: one message, then all of them. */
-            if ((rc = time_sparse(&b, 1, agg, n, at[2], err, errlen)) != PC_OK ||
-                (rc = time_sparse(&b, SERVER_MSGS, agg, n, at[3], err, errlen)) != PC_OK)
-                break;
-            nt = b.sp.ntouched;
-            /* time_sparse cleared agg; refill the union's entries for the step. */
-            for (size_t j = 0; j < nt; j++)
-                agg[b.sp.touched[j]] = 1e-3f;
-            t0 = pc_time_ns();
-            pc_rt__server_sparse_update(&b.sp, &plain, 1e-6f, p, agg); /* the server's step */
-            *at[4] += secs_since(t0);
-            /* Pulls: encoded by the server, applied by a worker. */
-            t0 = pc_time_ns();
-            size_t len = pc_rt__pull_encode(b.pull, 0, 0, p, n, NULL, 0, PC_PULL_DENSE, 0);
-            if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
-                break;
-            *at[5] += secs_since(t0);
-            t0 = pc_time_ns();
-            len = pc_rt__pull_encode(b.pull, 0, 0, p, n, b.sp.touched, nt, PC_PULL_SPARSE, 0);
-            if ((rc = pc_rt__pull_apply(b.pull, len, 0, 0, p2, n, NULL, err, errlen)) != PC_OK)
-                break;
-            *at[6] += secs_since(t0);
-        }
+        double *at[7];
+        for (int f = 0; f < 7; f++)
+            at[f] = i >= 0 ? &b.t[(size_t)f * (size_t)reps + (size_t)i] : &scratch[f];
+        for (size_t k = 0; k < K && rc == PC_OK; k++)
+            rc = time_chunk(&b, k, n, at, &nt, err, errlen);
     }
     if (rc == PC_OK && (k1 == 0 || nt == 0))
         rc = pc_error_fmt(PC_ERANGE, err, errlen, "measure server: empty top-k messages");
-    if (rc != PC_OK) {
-        sbufs_free(&b);
-        return rc;
-    }
-    /* Merging message w + 1 into the union of w reads both lists: U_w + k indices. The
-     * merges' time is all - SERVER_MSGS x one, per repetition (paired: both ran within
-     * microseconds of each other, under the same load), then the median. */
-    double merged = 0, elems = (double)n * (double)K;
-    for (int m = 1; m < SERVER_MSGS; m++)
-        merged += u[m - 1] + (double)k1;
-    double one = median(t_one, reps), *diff = t_all;
-    for (int r = 0; r < reps; r++)
-        diff[r] = t_all[r] - SERVER_MSGS * t_one[r];
-    double merges = median(diff, reps) / (double)K;
-    *out = (pc_cost_server_rate_t){
-        .agg_dense = median(t_dense, reps) / elems,
-        .agg_sparse = one / ((double)k1 * (double)K),
-        .merge = merges > 0 ? merges / merged : 0,
-        .step_dense = median(t_step, reps) / elems,
-        .step_sparse = median(t_sstep, reps) / ((double)nt * (double)K),
-        .pull_dense = median(t_pd, reps) / elems,
-        .pull_sparse = median(t_ps, reps) / ((double)nt * (double)K),
-    };
+    if (rc == PC_OK)
+        *out = server_rates(b.t, reps, u, k1, nt, n, K);
     sbufs_free(&b);
-    return PC_OK;
+    return rc;
 }

@@ -174,6 +174,153 @@ static bool mcfg_ok(const pc_auto_measure_cfg_t *mc)
            mc->servers >= 1 && mc->link_bytes >= 4096 && mc->reps >= 1;
 }
 
+/* pc_auto_measure's state: its communicator (a duplicate, errors returned), this rank,
+ * the buffers its collectives use, and the result being built (sh->m). */
+typedef struct probe_run {
+    MPI_Comm c;
+    int rank, size, L;
+    shared_t *sh;
+    char *hosts;
+    int *cores;
+    double *times, *slowest;
+} probe_run_t;
+
+/* Step 1: every rank's arguments and buffers are usable, and the models agree (local:
+ * this rank's verdict). Collective. */
+static int check_ranks(probe_run_t *p, int local, char *err, size_t errlen)
+{
+    int rc = agree(p->c, local, err, errlen);
+    if (rc != PC_OK) {
+        if (rc != PC_EMPI)
+            pc_error_fmt(rc, err, errlen, "--mode auto: %s on %s rank",
+                         rc == PC_ENOMEM ? "out of memory" : "bad arguments or probe",
+                         local == PC_OK ? "another" : "this");
+        return rc;
+    }
+    int counts[2] = {p->L, -p->L}, agreed[2];
+    if ((rc = PC_MPI_CHECK(MPI_Allreduce(counts, agreed, 2, MPI_INT, MPI_MIN, p->c), err,
+                           errlen)) != PC_OK)
+        return rc;
+    if (agreed[0] != -agreed[1])
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "--mode auto: the ranks' models differ (%d to %d layers)", agreed[0],
+                            -agreed[1]);
+    return PC_OK;
+}
+
+/* Step 2: per layer, the slowest rank's times (all ranks profiled at once). Collective. */
+static int layer_times(probe_run_t *p, const pc_auto_probe_t *probe, char *err, size_t errlen)
+{
+    pc_auto_measured_t *m = &p->sh->m;
+    const int L = p->L;
+    m->nlayers = L;
+    for (int l = 0; l < L; l++) {
+        p->times[2 * l] = probe->layers[l].fwd;
+        p->times[2 * l + 1] = probe->layers[l].bwd;
+    }
+    int rc = PC_MPI_CHECK(MPI_Allreduce(p->times, p->slowest, 2 * L, MPI_DOUBLE, MPI_MAX, p->c),
+                          err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    for (int l = 0; l < L; l++) {
+        m->layers[l] = (pc_cost_layer_t){.fwd = p->slowest[2 * l], .bwd = p->slowest[2 * l + 1]};
+        m->compute.fwd += m->layers[l].fwd;
+        m->compute.bwd += m->layers[l].bwd;
+    }
+    return PC_OK;
+}
+
+/* Step 3a: every rank's host, and the most crowded host: ranks per core they may use (a
+ * cost model of a core per thread does not hold where ranks share cores). Collective. */
+static int find_crowding(probe_run_t *p, char *err, size_t errlen)
+{
+    pc_auto_measured_t *m = &p->sh->m;
+    int rc = pc_comm_hosts(p->c, p->hosts, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    cpu_set_t set;
+    int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (mine < 1)
+        mine = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, p->cores, 1, MPI_INT, p->c), err,
+                           errlen)) != PC_OK)
+        return rc;
+    for (int r = 0; r < p->size; r++) {
+        const char *h = p->hosts + (size_t)r * PC_COMM_HOST_LEN;
+        int ranks = 0, most = 1;
+        for (int q = 0; q < p->size; q++)
+            if (strcmp(p->hosts + (size_t)q * PC_COMM_HOST_LEN, h) == 0) {
+                ranks++;
+                most = p->cores[q] > most ? p->cores[q] : most;
+            }
+        if (!m->crowded_host[0] ||
+            (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
+            snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
+            m->crowded_ranks = ranks;
+            m->crowded_cores = most;
+        }
+    }
+    return PC_OK;
+}
+
+/* Step 3b: the link, between rank 0 and the first rank on another host (rank 1 on one
+ * host); one rank crosses no link (its allreduce is a local step). Collective. */
+static int find_link(probe_run_t *p, const pc_auto_measure_cfg_t *mc, char *err, size_t errlen)
+{
+    pc_auto_measured_t *m = &p->sh->m;
+    m->link_peer = -1;
+    if (p->size < 2) {
+        m->link = (pc_cost_link_t){.bandwidth = HUGE_VAL, .latency = 0};
+        return PC_OK;
+    }
+    m->link_peer = 1;
+    for (int r = 1; r < p->size; r++)
+        if (strcmp(p->hosts + (size_t)r * PC_COMM_HOST_LEN, p->hosts) != 0) {
+            m->link_peer = r;
+            m->link_remote = true;
+            break;
+        }
+    snprintf(m->link_host, sizeof(m->link_host), "%s",
+             p->hosts + (size_t)m->link_peer * PC_COMM_HOST_LEN);
+    int local = measure_link(p->c, mc->link_bytes, mc->reps, m, err, errlen);
+    int rc = agree(p->c, local, err, errlen);
+    if (rc != PC_OK && local == PC_OK && rc != PC_EMPI)
+        pc_error_fmt(rc, err, errlen,
+                     "--mode auto: the link probe between ranks 0 and %d failed (the message "
+                     "is theirs)",
+                     m->link_peer);
+    return rc;
+}
+
+/* Step 4: rank 0 measures the codecs and the server (t0: when the probe began); the
+ * others wait for its result without spinning (they would take a core from its
+ * measurements). A broadcast that fails may still write p->sh: it is then left allocated
+ * (p->sh NULL). Collective. */
+static int share_rates(probe_run_t *p, const pc_auto_measure_cfg_t *mc,
+                       const pc_auto_probe_t *probe, int64_t t0, char *err, size_t errlen)
+{
+    shared_t *sh = p->sh;
+    if (p->rank == 0) {
+        sh->rc = measure_rates(mc, probe, &sh->m, sh->msg, sizeof(sh->msg));
+        sh->m.seconds = (double)(pc_time_ns() - t0) * 1e-9;
+    }
+    MPI_Request req;
+    int rc = PC_MPI_CHECK(MPI_Ibcast(sh, (int)sizeof(*sh), MPI_BYTE, 0, p->c, &req), err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    for (int flag = 0; !flag;) {
+        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK) {
+            p->sh = NULL;
+            return rc;
+        }
+        if (!flag)
+            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
+    if (sh->rc != PC_OK)
+        return pc_error_fmt(sh->rc, err, errlen, "--mode auto: %s", sh->msg);
+    return PC_OK;
+}
+
 int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t *probe,
                     pc_auto_measured_t *out, char *err, size_t errlen)
 {
@@ -183,142 +330,39 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
      * gets there; everything after it fails on every rank alike. */
     if (!out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "pc_auto_measure: no result");
-    MPI_Comm c = MPI_COMM_NULL;
-    int rank = 0, size = 0, rc;
-    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &c), err, errlen)) != PC_OK)
+    probe_run_t p = {.c = MPI_COMM_NULL};
+    int rc;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &p.c), err, errlen)) != PC_OK)
         return rc;
-    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), err, errlen)) != PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Comm_rank(c, &rank), err, errlen)) != PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Comm_size(c, &size), err, errlen)) != PC_OK) {
-        PC_MPI_CHECK(MPI_Comm_free(&c), NULL, 0);
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(p.c, MPI_ERRORS_RETURN), err, errlen)) !=
+            PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(p.c, &p.rank), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_size(p.c, &p.size), err, errlen)) != PC_OK) {
+        PC_MPI_CHECK(MPI_Comm_free(&p.c), NULL, 0);
         return rc;
     }
-    shared_t *sh = calloc(1, sizeof(*sh));
-    char *hosts = calloc((size_t)size, PC_COMM_HOST_LEN);
-    int *cores = calloc((size_t)size, sizeof(int));
-    int L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
-    double *times = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double)),
-           *slowest = calloc((size_t)(L > 0 ? L : 1) * 2, sizeof(double));
-    /* 1. Every rank's arguments and buffers are usable, and the models agree. */
-    int local = !sh || !hosts || !cores || !times || !slowest ? PC_ENOMEM
-                : L == 0                                      ? PC_EINVAL
-                                                              : PC_OK;
-    rc = agree(c, local, err, errlen);
-    if (rc != PC_OK) {
-        if (rc != PC_EMPI)
-            pc_error_fmt(rc, err, errlen, "--mode auto: %s on %s rank",
-                         rc == PC_ENOMEM ? "out of memory" : "bad arguments or probe",
-                         local == PC_OK ? "another" : "this");
-        goto done;
-    }
-    int counts[2] = {L, -L}, agreed[2];
-    if ((rc = PC_MPI_CHECK(MPI_Allreduce(counts, agreed, 2, MPI_INT, MPI_MIN, c), err, errlen)) !=
-        PC_OK)
-        goto done;
-    if (agreed[0] != -agreed[1]) {
-        rc = pc_error_fmt(PC_EINVAL, err, errlen,
-                          "--mode auto: the ranks' models differ (%d to %d layers)", agreed[0],
-                          -agreed[1]);
-        goto done;
-    }
-    /* 2. Per layer, the slowest rank's times (all ranks profiled at once). */
-    pc_auto_measured_t *m = &sh->m;
-    m->nlayers = L;
-    for (int l = 0; l < L; l++) {
-        times[2 * l] = probe->layers[l].fwd;
-        times[2 * l + 1] = probe->layers[l].bwd;
-    }
-    if ((rc = PC_MPI_CHECK(MPI_Allreduce(times, slowest, 2 * L, MPI_DOUBLE, MPI_MAX, c), err,
-                           errlen)) != PC_OK)
-        goto done;
-    for (int l = 0; l < L; l++) {
-        m->layers[l] = (pc_cost_layer_t){.fwd = slowest[2 * l], .bwd = slowest[2 * l + 1]};
-        m->compute.fwd += m->layers[l].fwd;
-        m->compute.bwd += m->layers[l].bwd;
-    }
-    /* 3. The link: rank 0 and the first rank on another host (rank 1 on one host). */
-    if ((rc = pc_comm_hosts(c, hosts, err, errlen)) != PC_OK)
-        goto done;
-    /* The most crowded host: ranks per core they may use (a cost model of a core per
-     * thread does not hold where ranks share cores). */
-    cpu_set_t set;
-    int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-    if (mine < 1)
-        mine = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if ((rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, cores, 1, MPI_INT, c), err, errlen)) !=
-        PC_OK)
-        goto done;
-    for (int r = 0; r < size; r++) {
-        const char *h = hosts + (size_t)r * PC_COMM_HOST_LEN;
-        int ranks = 0, most = 1;
-        for (int q = 0; q < size; q++)
-            if (strcmp(hosts + (size_t)q * PC_COMM_HOST_LEN, h) == 0) {
-                ranks++;
-                most = cores[q] > most ? cores[q] : most;
-            }
-        if (!m->crowded_host[0] ||
-            (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
-            snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
-            m->crowded_ranks = ranks;
-            m->crowded_cores = most;
-        }
-    }
-    m->link_peer = -1;
-    if (size >= 2) {
-        m->link_peer = 1;
-        for (int r = 1; r < size; r++)
-            if (strcmp(hosts + (size_t)r * PC_COMM_HOST_LEN, hosts) != 0) {
-                m->link_peer = r;
-                m->link_remote = true;
-                break;
-            }
-        snprintf(m->link_host, sizeof(m->link_host), "%s",
-                 hosts + (size_t)m->link_peer * PC_COMM_HOST_LEN);
-        local = measure_link(c, mc->link_bytes, mc->reps, m, err, errlen);
-        if ((rc = agree(c, local, err, errlen)) != PC_OK) {
-            if (local == PC_OK && rc != PC_EMPI)
-                pc_error_fmt(rc, err, errlen,
-                             "--mode auto: the link probe between ranks 0 and %d failed (the "
-                             "message is theirs)",
-                             m->link_peer);
-            goto done;
-        }
-    } else {
-        /* One rank: the allreduce of one worker is a local step; no link is crossed. */
-        m->link = (pc_cost_link_t){.bandwidth = HUGE_VAL, .latency = 0};
-    }
-    /* 4. Rank 0 measures the codecs and the server; the others wait for it without
-     * spinning (they would take a core from its measurements). */
-    if (rank == 0) {
-        sh->rc = measure_rates(mc, probe, m, sh->msg, sizeof(sh->msg));
-        m->seconds = (double)(pc_time_ns() - t0) * 1e-9;
-    }
-    MPI_Request req;
-    if ((rc = PC_MPI_CHECK(MPI_Ibcast(sh, (int)sizeof(*sh), MPI_BYTE, 0, c, &req), err, errlen)) !=
-        PC_OK)
-        goto done;
-    for (int flag = 0; !flag;) {
-        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK) {
-            sh = NULL; /* the broadcast may still write into it: left allocated */
-            goto done;
-        }
-        if (!flag)
-            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
-    }
-    if (sh->rc != PC_OK) {
-        rc = pc_error_fmt(sh->rc, err, errlen, "--mode auto: %s", sh->msg);
-        goto done;
-    }
-    *out = sh->m;
-    rc = PC_OK;
-done:
-    free(sh);
-    free(hosts);
-    free(cores);
-    free(times);
-    free(slowest);
+    p.sh = calloc(1, sizeof(*p.sh));
+    p.hosts = calloc((size_t)p.size, PC_COMM_HOST_LEN);
+    p.cores = calloc((size_t)p.size, sizeof(int));
+    p.L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
+    p.times = calloc((size_t)(p.L > 0 ? p.L : 1) * 2, sizeof(double));
+    p.slowest = calloc((size_t)(p.L > 0 ? p.L : 1) * 2, sizeof(double));
+    int local = !p.sh || !p.hosts || !p.cores || !p.times || !p.slowest ? PC_ENOMEM
+                : p.L == 0                                              ? PC_EINVAL
+                                                                        : PC_OK;
+    if ((rc = check_ranks(&p, local, err, errlen)) == PC_OK &&
+        (rc = layer_times(&p, probe, err, errlen)) == PC_OK &&
+        (rc = find_crowding(&p, err, errlen)) == PC_OK &&
+        (rc = find_link(&p, mc, err, errlen)) == PC_OK &&
+        (rc = share_rates(&p, mc, probe, t0, err, errlen)) == PC_OK)
+        *out = p.sh->m;
+    free(p.sh);
+    free(p.hosts);
+    free(p.cores);
+    free(p.times);
+    free(p.slowest);
     /* A failure to free is reported only when nothing failed before. */
-    int frc = PC_MPI_CHECK(MPI_Comm_free(&c), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
+    int frc = PC_MPI_CHECK(MPI_Comm_free(&p.c), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
     return rc != PC_OK ? rc : frc;
 }
 

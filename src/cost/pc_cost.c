@@ -244,6 +244,196 @@ static double maxd(double a, double b)
     return a > b ? a : b;
 }
 
+/* One server's resources in a prediction: when its downlink, its thread and its uplink
+ * are next free, and how long each was busy in all. */
+typedef struct server_sim {
+    double in, thr, out;
+    double in_busy, thr_busy, out_busy;
+} server_sim_t;
+
+/* A prediction's scratch and the quantities its steps share (pc_cost_predict). */
+typedef struct sim {
+    const pc_cost_t *c;
+    const mode_def_t *def;
+    int L, nc, W, S;
+    double *end, *need; /* per layer: its backward's end, its forward's need */
+    ccost_t *cc;        /* per chunk: its costs */
+    double *sent, *upd; /* per chunk: when it leaves the worker, when its update is back */
+    int *seq, *order;   /* hand-over order; the order chunks leave the worker */
+    int *heap;          /* the pipelined compressor's ready chunks */
+    server_sim_t *srv;  /* per server */
+    pc_plan_t *plan;    /* ps: the runtime's server assignment */
+    pc_plan_tensor_t *pt;
+    double back_end; /* when backward (and, inline, its compressions) ends */
+} sim_t;
+
+static void sim_free(sim_t *m)
+{
+    pc_plan_destroy(m->plan);
+    free(m->pt);
+    free(m->srv);
+    free(m->seq);
+    free(m->sent);
+    free(m->cc);
+    free(m->end);
+}
+
+/* The scratch, and for ps the runtime's server assignment (pc_plan: largest first to the
+ * least loaded) with the chunks as tensors of their own. More servers than chunks leave
+ * the rest idle and assign exactly as nchunks servers do (each chunk takes a server still
+ * empty). */
+static int sim_alloc(sim_t *m, int servers)
+{
+    const int L = m->L, nc = m->nc;
+    m->end = calloc((size_t)L * 2, sizeof(double));
+    m->need = m->end ? m->end + L : NULL;
+    m->cc = malloc(sizeof(ccost_t) * (size_t)nc);
+    m->sent = malloc(sizeof(double) * (size_t)nc * 2);
+    m->upd = m->sent ? m->sent + nc : NULL;
+    m->seq = malloc(sizeof(int) * (size_t)nc * 3);
+    m->order = m->seq ? m->seq + nc : NULL;
+    m->heap = m->seq ? m->seq + 2 * nc : NULL;
+    m->S = m->def->allreduce ? 1 : (servers < nc ? servers : nc);
+    m->srv = calloc((size_t)m->S, sizeof(server_sim_t));
+    m->pt = m->def->allreduce ? NULL : malloc(sizeof(pc_plan_tensor_t) * (size_t)nc);
+    if (!m->end || !m->cc || !m->sent || !m->seq || !m->srv || (!m->def->allreduce && !m->pt))
+        return PC_ENOMEM;
+    if (m->def->allreduce)
+        return PC_OK;
+    size_t most = 1;
+    for (int i = 0; i < nc; i++) {
+        m->pt[i] = (pc_plan_tensor_t){.n = m->c->chunks[i].n};
+        most = m->c->chunks[i].n > most ? m->c->chunks[i].n : most;
+    }
+    return pc_plan_create(m->pt, nc, most, m->S, &m->plan);
+}
+
+/* Backward from time 0, the last layer first: each layer's end, the hand-over order
+ * (backward's, within a layer by id) and every chunk's costs; returns the compute time. */
+static double sim_backward(sim_t *m)
+{
+    const pc_cost_t *c = m->c;
+    double compute = 0;
+    for (int l = m->L - 1; l >= 0; l--) {
+        compute += c->layers[l].fwd + c->layers[l].bwd;
+        m->end[l] = (l + 1 < m->L ? m->end[l + 1] : 0) + c->layers[l].bwd;
+    }
+    int ns = 0;
+    for (int l = m->L - 1; l >= 0; l--)
+        for (int i = 0; i < m->nc; i++)
+            if (c->chunks[i].layer == l)
+                m->seq[ns++] = i;
+    for (int i = 0; i < m->nc; i++)
+        m->cc[i] = chunk_cost(c, m->def, &c->chunks[i], m->W);
+    m->back_end = m->end[0];
+    return compute;
+}
+
+/* allreduce: the communication thread runs one allreduce per chunk as it becomes ready,
+ * then the local step, in hand-over order. */
+static void sim_allreduce(sim_t *m, const pc_cost_link_t *lk, pc_cost_result_t *r)
+{
+    const pc_cost_t *c = m->c;
+    const double w = (double)m->W;
+    double t = 0;
+    for (int j = 0; j < m->nc; j++) {
+        int i = m->seq[j];
+        double n = (double)c->chunks[i].n, ring = pc_cost_ring(4.0 * n, m->W, lk);
+        double step = n * c->server.step_dense;
+        t = maxd(t, m->end[c->chunks[i].layer]) + ring + step;
+        m->upd[i] = t;
+        r->comm_busy += ring;
+        r->server_busy += step;
+        r->bytes_up += m->W > 1 ? 2.0 * (w - 1.0) / w * 4.0 * n : 0;
+    }
+    r->bytes_down = r->bytes_up;
+}
+
+/* ps, step 1: the worker's compression, the order it picks (order[]) and when each chunk
+ * leaves (sent[]). Pipelined, the compressor thread beside backprop takes the lowest id
+ * among the chunks ready (--priority forward) and idles until the next is ready; inline,
+ * each layer's chunks are compressed and sent by the backprop thread right after the
+ * layer's backward, which waits for it. */
+static void sim_compress(sim_t *m)
+{
+    const pc_cost_t *c = m->c;
+    const int nc = m->nc;
+    double t = 0;
+    if (m->def->pipelined) {
+        int next = 0, len = 0;
+        for (int j = 0; j < nc; j++) {
+            while (next < nc && m->end[c->chunks[m->seq[next]].layer] <= t)
+                heap_push(m->heap, &len, m->seq[next++]);
+            if (len == 0) { /* idle: jump to the next hand-over */
+                t = m->end[c->chunks[m->seq[next]].layer];
+                while (next < nc && m->end[c->chunks[m->seq[next]].layer] <= t)
+                    heap_push(m->heap, &len, m->seq[next++]);
+            }
+            int i = heap_pop(m->heap, &len);
+            t += m->cc[i].compress;
+            m->sent[i] = t;
+            m->order[j] = i;
+        }
+        return;
+    }
+    int j = 0;
+    for (int l = m->L - 1; l >= 0; l--) {
+        t += c->layers[l].bwd;
+        for (; j < nc && c->chunks[m->seq[j]].layer == l; j++) {
+            t += m->cc[m->seq[j]].compress;
+            m->sent[m->seq[j]] = t;
+            m->order[j] = m->seq[j];
+        }
+    }
+    m->back_end = t;
+}
+
+/* ps, steps 2-4: push, server, pull, every resource taken in the order the chunks left. */
+static void sim_exchange(sim_t *m, const pc_cost_link_t *lk, pc_cost_result_t *r)
+{
+    const double B = lk->bandwidth, alpha = lk->latency, w = (double)m->W;
+    double up = 0, down = 0, up_busy = 0, down_busy = 0;
+    for (int j = 0; j < m->nc; j++) {
+        int i = m->order[j];
+        server_sim_t *v = &m->srv[m->plan->chunks[i].server];
+        double push = m->cc[i].push / B, pull = m->cc[i].pull / B;
+        up = maxd(up, m->sent[i]) + push;           /* the worker's uplink: its own message */
+        v->in = maxd(v->in, m->sent[i]) + w * push; /* the server's downlink: W messages */
+        double arrived = maxd(up, v->in) + alpha;   /* the last worker's message is in */
+        v->thr = maxd(v->thr, arrived) + m->cc[i].server;
+        v->out = maxd(v->out, v->thr) + w * pull; /* the server's uplink: W pulls */
+        down = maxd(down, v->thr) + pull;         /* the worker's downlink */
+        m->upd[i] = maxd(v->out, down) + alpha;
+        up_busy += push;
+        down_busy += pull;
+        v->in_busy += w * push;
+        v->thr_busy += m->cc[i].server;
+        v->out_busy += w * pull;
+        r->compress += m->cc[i].compress;
+        r->bytes_up += m->cc[i].push;
+        r->bytes_down += m->cc[i].pull;
+    }
+    r->comm_busy = maxd(up_busy, down_busy);
+    for (int s = 0; s < m->S; s++) {
+        r->comm_busy = maxd(r->comm_busy, maxd(m->srv[s].in_busy, m->srv[s].out_busy));
+        r->server_busy = maxd(r->server_busy, m->srv[s].thr_busy);
+        r->servers_used += m->plan->server_elems[s] > 0;
+    }
+}
+
+/* Step 5, the next forward: layer l runs once every chunk first needed there is back.
+ * Returns the iteration's end. */
+static double sim_forward(sim_t *m)
+{
+    const pc_cost_t *c = m->c;
+    for (int i = 0; i < m->nc; i++)
+        m->need[c->chunks[i].layer] = maxd(m->need[c->chunks[i].layer], m->upd[i]);
+    double t = m->back_end;
+    for (int l = 0; l < m->L; l++)
+        t = maxd(t, m->need[l]) + c->layers[l].fwd;
+    return t;
+}
+
 int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
                     const pc_cost_link_t *link, pc_cost_result_t *out)
 {
@@ -256,150 +446,21 @@ int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int se
     const pc_cost_link_t *lk = link ? link : &c->link;
     if (!link_ok(lk))
         return PC_EINVAL;
-    const int L = c->nlayers, nc = c->nchunks, W = workers;
-    const double B = lk->bandwidth, alpha = lk->latency, w = (double)W;
-    /* Scratch: per layer its backward end and its forward's need; per chunk its costs, the
-     * hand-over order, its server, and when it is sent and when its update is back. */
-    double *end = calloc((size_t)L * 2, sizeof(double)), *need = end ? end + L : NULL;
-    ccost_t *cc = malloc(sizeof(ccost_t) * (size_t)nc);
-    double *sent = malloc(sizeof(double) * (size_t)nc * 2), *upd = sent ? sent + nc : NULL;
-    int *seq = malloc(sizeof(int) * (size_t)nc * 3), *order = seq ? seq + nc : NULL,
-        *heap = seq ? seq + 2 * nc : NULL;
-    int S = def->allreduce ? 1 : (servers < nc ? servers : nc);
-    /* Per server: downlink, thread, uplink free times, and busy sums of each. */
-    double *srv = calloc((size_t)S * 6, sizeof(double));
-    pc_plan_t *plan = NULL;
-    pc_plan_tensor_t *pt = def->allreduce ? NULL : malloc(sizeof(pc_plan_tensor_t) * (size_t)nc);
-    int rc = PC_OK;
-    if (!end || !cc || !sent || !seq || !srv || (!def->allreduce && !pt)) {
-        rc = PC_ENOMEM;
-        goto out;
-    }
-    if (!def->allreduce) {
-        /* The runtime's server assignment (pc_plan: largest first to the least loaded): the
-         * chunks as tensors of their own. More servers than chunks leave the rest idle and
-         * assign exactly as nchunks servers do (each chunk takes a server still empty). */
-        size_t most = 1;
-        for (int i = 0; i < nc; i++) {
-            pt[i] = (pc_plan_tensor_t){.n = c->chunks[i].n};
-            most = c->chunks[i].n > most ? c->chunks[i].n : most;
-        }
-        if ((rc = pc_plan_create(pt, nc, most, S, &plan)) != PC_OK)
-            goto out;
-    }
-    double compute = 0;
-    for (int l = L - 1; l >= 0; l--) { /* backward: the last layer first, from time 0 */
-        compute += c->layers[l].fwd + c->layers[l].bwd;
-        end[l] = (l + 1 < L ? end[l + 1] : 0) + c->layers[l].bwd;
-    }
-    /* Hand-over order: backward's, last layer first; within a layer, by id. */
-    int ns = 0;
-    for (int l = L - 1; l >= 0; l--)
-        for (int i = 0; i < nc; i++)
-            if (c->chunks[i].layer == l)
-                seq[ns++] = i;
-    for (int i = 0; i < nc; i++)
-        cc[i] = chunk_cost(c, def, &c->chunks[i], W);
-
-    pc_cost_result_t r = {.compute = compute, .nchunks = nc};
-    double back_end = end[0];
-    if (def->allreduce) {
-        /* The communication thread: one allreduce per chunk as it becomes ready, then the
-         * local step, in hand-over order. */
-        double t = 0;
-        for (int j = 0; j < nc; j++) {
-            int i = seq[j];
-            double n = (double)c->chunks[i].n, ring = pc_cost_ring(4.0 * n, W, lk);
-            double step = n * c->server.step_dense;
-            t = maxd(t, end[c->chunks[i].layer]) + ring + step;
-            upd[i] = t;
-            r.comm_busy += ring;
-            r.server_busy += step;
-            r.bytes_up += W > 1 ? 2.0 * (w - 1.0) / w * 4.0 * n : 0;
-        }
-        r.bytes_down = r.bytes_up;
-    } else {
-        /* 1. The worker's compression: the order it picks (order[]) and when each chunk
-         *    leaves (sent[]). */
-        if (def->pipelined) {
-            /* The compressor thread beside backprop: among the chunks ready, the lowest id
-             * (--priority forward); idle until the next is ready. */
-            double t = 0;
-            int next = 0, len = 0;
-            for (int j = 0; j < nc; j++) {
-                while (next < nc && end[c->chunks[seq[next]].layer] <= t)
-                    heap_push(heap, &len, seq[next++]);
-                if (len == 0) { /* idle: jump to the next hand-over */
-                    t = end[c->chunks[seq[next]].layer];
-                    while (next < nc && end[c->chunks[seq[next]].layer] <= t)
-                        heap_push(heap, &len, seq[next++]);
-                }
-                int i = heap_pop(heap, &len);
-                t += cc[i].compress;
-                sent[i] = t;
-                order[j] = i;
-            }
+    sim_t m = {.c = c, .def = def, .L = c->nlayers, .nc = c->nchunks, .W = workers};
+    int rc = sim_alloc(&m, servers);
+    if (rc == PC_OK) {
+        pc_cost_result_t r = {.compute = sim_backward(&m), .nchunks = m.nc};
+        if (def->allreduce) {
+            sim_allreduce(&m, lk, &r);
         } else {
-            /* Inline: each layer's chunks are compressed and sent by the backprop thread
-             * right after the layer's backward, which waits for it. */
-            double t = 0;
-            int j = 0;
-            for (int l = L - 1; l >= 0; l--) {
-                t += c->layers[l].bwd;
-                for (; j < nc && c->chunks[seq[j]].layer == l; j++) {
-                    t += cc[seq[j]].compress;
-                    sent[seq[j]] = t;
-                    order[j] = seq[j];
-                }
-            }
-            back_end = t;
+            sim_compress(&m);
+            sim_exchange(&m, lk, &r);
         }
-        /* 2.-4. Push, server, pull: every resource in the order the chunks left. */
-        double up = 0, down = 0, up_busy = 0, down_busy = 0;
-        for (int j = 0; j < nc; j++) {
-            int i = order[j], s = plan->chunks[i].server;
-            double *in = &srv[6 * s], *thr = in + 1, *outl = in + 2;
-            double push = cc[i].push / B, pull = cc[i].pull / B;
-            up = maxd(up, sent[i]) + push;          /* the worker's uplink: its own message */
-            *in = maxd(*in, sent[i]) + w * push;    /* the server's downlink: W messages */
-            double arrived = maxd(up, *in) + alpha; /* the last worker's message is in */
-            *thr = maxd(*thr, arrived) + cc[i].server;
-            *outl = maxd(*outl, *thr) + w * pull; /* the server's uplink: W pulls */
-            down = maxd(down, *thr) + pull;       /* the worker's downlink */
-            upd[i] = maxd(*outl, down) + alpha;
-            up_busy += push;
-            down_busy += pull;
-            in[3] += w * push;
-            in[4] += cc[i].server;
-            in[5] += w * pull;
-            r.compress += cc[i].compress;
-            r.bytes_up += cc[i].push;
-            r.bytes_down += cc[i].pull;
-        }
-        r.comm_busy = maxd(up_busy, down_busy);
-        for (int s = 0; s < S; s++) {
-            r.comm_busy = maxd(r.comm_busy, maxd(srv[6 * s + 3], srv[6 * s + 5]));
-            r.server_busy = maxd(r.server_busy, srv[6 * s + 4]);
-            r.servers_used += plan->server_elems[s] > 0;
-        }
+        r.iter = sim_forward(&m);
+        r.exposed = r.iter - r.compute;
+        *out = r;
     }
-    /* 5. The next forward: layer l runs once every chunk first needed there is back. */
-    for (int i = 0; i < nc; i++)
-        need[c->chunks[i].layer] = maxd(need[c->chunks[i].layer], upd[i]);
-    double t = back_end;
-    for (int l = 0; l < L; l++)
-        t = maxd(t, need[l]) + c->layers[l].fwd;
-    r.iter = t;
-    r.exposed = t - compute;
-    *out = r;
-out:
-    pc_plan_destroy(plan);
-    free(pt);
-    free(srv);
-    free(seq);
-    free(sent);
-    free(cc);
-    free(end);
+    sim_free(&m);
     return rc;
 }
 

@@ -235,6 +235,130 @@ static int check_outputs(pc_runtime_t *rt, char *err, size_t errlen)
     return PC_OK;
 }
 
+/* The communicators: rt->comm (a duplicate of the caller's, errors returned), the rank,
+ * the roles, and for workers rt->workers and rt->workers_ctl (the control collectives:
+ * stop votes, broadcasts, breakdowns, apart from the allreduces). Collective over comm. */
+static int open_comms(pc_runtime_t *rt, MPI_Comm comm, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &rt->comm), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN), err, errlen)) !=
+            PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(rt->comm, &rt->rank), err, errlen)) != PC_OK)
+        return rc;
+    rt->nservers = rt->cfg.mode == PC_MODE_PS ? rt->cfg.servers : 0;
+    rt->nworkers = rt->size - rt->nservers;
+    rt->role = rt->rank < rt->nworkers ? PC_ROLE_WORKER : PC_ROLE_SERVER;
+    return PC_OK;
+}
+
+/* The workers' communicators (rt->workers, rt->workers_ctl); servers get none.
+ * Collective over rt->comm. */
+static int open_worker_comms(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    int rc = PC_MPI_CHECK(MPI_Comm_split(rt->comm, rt->role == PC_ROLE_WORKER ? 0 : MPI_UNDEFINED,
+                                         rt->rank, &rt->workers),
+                          err, errlen);
+    if (rc != PC_OK || rt->workers == MPI_COMM_NULL)
+        return rc;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN), err, errlen)) !=
+            PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) != PC_OK)
+        return rc;
+    return PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN), err, errlen);
+}
+
+/* Placement: a worker's backprop thread (this one) and compressor thread; a server's one
+ * thread (in allreduce mode the second thread carries the allreduces), planned over the
+ * node's ranks (pc_comm_plan_node) near the rank's GPU if it has one; node rank 0 logs
+ * the plan. Collective over rt->comm. */
+static int plan_placement(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    static const char *const worker_names[] = {"backprop", "compressor"};
+    static const char *const server_names[] = {"server"};
+    bool server = rt->role == PC_ROLE_SERVER;
+    int nthreads = server ? 1 : (rt->cfg.pipeline ? 2 : 1), rc;
+    pc_bind_t bind;
+    if ((rc = pc_topo_bind_parse(rt->cfg.bind, &bind, err, errlen)) != PC_OK ||
+        (rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
+        return rc;
+    /* A worker with a GPU: its name for the placement line, and the cores near it (where
+     * the topology knows the device; otherwise no preference). */
+    char near[PC_TOPO_CPUSET_LEN] = "", gpu[PC_TOPO_NAME_LEN] = "", bus[32];
+    if (rt->gpu && pc_gpu_device(rt->gpu) >= 0) {
+        snprintf(gpu, sizeof(gpu), "cuda:%d", pc_gpu_device(rt->gpu));
+        if (pc_gpu_pci_bus_id(rt->gpu, bus, sizeof(bus)) == PC_OK)
+            pc_topo_pci_cpuset(rt->topo, bus, near, sizeof(near), NULL, 0);
+    } else if (rt->gpu) {
+        snprintf(gpu, sizeof(gpu), "emulated");
+    }
+    rc =
+        pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
+                          near, gpu, &rt->place, &rt->local_rank, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    if (rt->local_rank == 0) {
+        char d[1024];
+        pc_topo_plan_describe(rt->place, d, sizeof(d));
+        /* The node's name: on several nodes, which placement is whose. */
+        pc_log_write(rt->log, pc_topo_plan_nshared(rt->place) ? PC_LOG_WARN : PC_LOG_INFO, NULL,
+                     "%s: %s", pc_rt__host(rt, rt->rank), d);
+    }
+    return PC_OK;
+}
+
+/* --timeline: every rank's recorder, with a common origin for the timestamps right after a
+ * barrier, and its tracks. Collective over rt->comm when the flag is set. */
+static int open_timeline(pc_runtime_t *rt, char *err, size_t errlen)
+{
+    if (!rt->cfg.timeline[0])
+        return PC_OK;
+    bool server = rt->role == PC_ROLE_SERVER;
+    int rc = PC_MPI_CHECK(MPI_Barrier(rt->comm), err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    pc_timeline_track(rt->tl, server ? "server" : "backprop");
+    if (!server && rt->cfg.pipeline)
+        pc_timeline_track(rt->tl, "compressor");
+    return PC_OK;
+}
+
+/* The runtime object with what needs no MPI: the checked flags, the codec spec, the
+ * optimizer, the collectives' receive buffers for size ranks. NULL: out of memory. */
+static pc_runtime_t *runtime_alloc(const pc_config_t *checked, int size)
+{
+    pc_runtime_t *rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return NULL;
+    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
+    /* The collectives' receive buffers, before the first collective (runtime_impl.h). */
+    rt->ckpt_outcomes = malloc((size_t)CKPT_OUTCOME_BYTES * (size_t)size);
+    rt->gather_counts = malloc(sizeof(int) * (size_t)size);
+    rt->gather_displs = malloc(sizeof(int) * (size_t)size);
+    rt->hosts = calloc((size_t)size, PC_COMM_HOST_LEN);
+    if (!rt->ckpt_outcomes || !rt->gather_counts || !rt->gather_displs || !rt->hosts) {
+        pc_runtime_destroy(rt);
+        return NULL;
+    }
+    rt->size = size;
+    rt->cfg = *checked;
+    const pc_config_t *cfg = &rt->cfg;
+    pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked by the caller */
+    rt->spec.seed = (uint64_t)cfg->seed;
+    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr,
+                                 .momentum = cfg->momentum,
+                                 .nesterov = cfg->nesterov != 0,
+                                 .weight_decay = cfg->weight_decay,
+                                 .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
+                                 .step = cfg->lr_step,
+                                 .gamma = cfg->lr_gamma,
+                                 .warmup = cfg->lr_warmup,
+                                 .total = cfg->iters};
+    return rt;
+}
+
 int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_runtime_t **out,
                       char *err, size_t errlen)
 {
@@ -250,119 +374,31 @@ int pc_runtime_create(const pc_config_t *cfg, MPI_Comm comm, pc_log_t *log, pc_r
     pc_config_t checked = *cfg;
     if ((rc = pc_runtime_check_config(&checked, size, err, errlen)) != PC_OK)
         return rc;
-    pc_runtime_t *rt = calloc(1, sizeof(*rt));
+    pc_runtime_t *rt = runtime_alloc(&checked, size);
     if (!rt)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
-    /* The collectives' receive buffers, before the first collective (runtime_impl.h). */
-    rt->ckpt_outcomes = malloc((size_t)CKPT_OUTCOME_BYTES * (size_t)size);
-    rt->gather_counts = malloc(sizeof(int) * (size_t)size);
-    rt->gather_displs = malloc(sizeof(int) * (size_t)size);
-    rt->hosts = calloc((size_t)size, PC_COMM_HOST_LEN);
-    if (!rt->ckpt_outcomes || !rt->gather_counts || !rt->gather_displs || !rt->hosts) {
-        pc_runtime_destroy(rt);
-        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-    }
-    rt->cfg = checked;
-    cfg = &rt->cfg;
-    pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked above */
-    rt->spec.seed = (uint64_t)cfg->seed;
-    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr,
-                                 .momentum = cfg->momentum,
-                                 .nesterov = cfg->nesterov != 0,
-                                 .weight_decay = cfg->weight_decay,
-                                 .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
-                                 .step = cfg->lr_step,
-                                 .gamma = cfg->lr_gamma,
-                                 .warmup = cfg->lr_warmup,
-                                 .total = cfg->iters};
-    if ((rc = PC_MPI_CHECK(MPI_Comm_dup(comm, &rt->comm), err, errlen)) != PC_OK)
-        goto fail;
-    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN), err, errlen)) !=
-            PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Comm_rank(rt->comm, &rt->rank), err, errlen)) != PC_OK)
-        goto fail;
-    rt->size = size;
-    if ((rc = pc_comm_hosts(rt->comm, rt->hosts, err, errlen)) != PC_OK ||
+    /* The steps, in order; the first failure undoes them all (pc_runtime_destroy). */
+    if ((rc = open_comms(rt, comm, err, errlen)) != PC_OK ||
+        (rc = pc_comm_hosts(rt->comm, rt->hosts, err, errlen)) != PC_OK ||
         (rc = check_outputs(rt, err, errlen)) != PC_OK)
         goto fail;
-    rt->nservers = cfg->mode == PC_MODE_PS ? cfg->servers : 0;
-    rt->nworkers = size - rt->nservers;
-    rt->role = rt->rank < rt->nworkers ? PC_ROLE_WORKER : PC_ROLE_SERVER;
     if (log) {
         rt->log = log;
+    } else if (pc_log_create(stderr, rt->rank, (pc_log_level_t)rt->cfg.log_level, &rt->own_log) !=
+               PC_OK) {
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+        goto fail;
     } else {
-        if (pc_log_create(stderr, rt->rank, (pc_log_level_t)cfg->log_level, &rt->own_log) !=
-            PC_OK) {
-            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-            goto fail;
-        }
         rt->log = rt->own_log;
     }
-    rc = PC_MPI_CHECK(MPI_Comm_split(rt->comm, rt->role == PC_ROLE_WORKER ? 0 : MPI_UNDEFINED,
-                                     rt->rank, &rt->workers),
-                      err, errlen);
-    if (rc != PC_OK)
+    if ((rc = open_worker_comms(rt, err, errlen)) != PC_OK ||
+        (rc = open_gpu(rt, err, errlen)) != PC_OK ||
+        (rc = plan_placement(rt, err, errlen)) != PC_OK ||
+        (rc = open_timeline(rt, err, errlen)) != PC_OK)
         goto fail;
-    if (rt->workers != MPI_COMM_NULL) {
-        if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN), err,
-                               errlen)) != PC_OK ||
-            (rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) !=
-                PC_OK ||
-            (rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN), err,
-                               errlen)) != PC_OK)
-            goto fail;
-    }
-    if ((rc = open_gpu(rt, err, errlen)) != PC_OK)
-        goto fail;
-    /* Placement: a worker's backprop thread (this one) and compressor thread; a server's
-     * one thread. In allreduce mode the second thread carries the allreduces. */
-    static const char *const worker_names[] = {"backprop", "compressor"};
-    static const char *const server_names[] = {"server"};
-    bool server = rt->role == PC_ROLE_SERVER;
-    int nthreads = server ? 1 : (cfg->pipeline ? 2 : 1);
-    pc_bind_t bind;
-    if ((rc = pc_topo_bind_parse(cfg->bind, &bind, err, errlen)) != PC_OK)
-        goto fail;
-    if ((rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
-        goto fail;
-    /* A worker with a GPU: its name for the placement line, and the cores near it (where
-     * the topology knows the device; otherwise no preference). */
-    char near[PC_TOPO_CPUSET_LEN] = "", gpu[PC_TOPO_NAME_LEN] = "", bus[32];
-    if (rt->gpu && pc_gpu_device(rt->gpu) >= 0) {
-        snprintf(gpu, sizeof(gpu), "cuda:%d", pc_gpu_device(rt->gpu));
-        if (pc_gpu_pci_bus_id(rt->gpu, bus, sizeof(bus)) == PC_OK)
-            pc_topo_pci_cpuset(rt->topo, bus, near, sizeof(near), NULL, 0);
-    } else if (rt->gpu) {
-        snprintf(gpu, sizeof(gpu), "emulated");
-    }
-    rc =
-        pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
-                          near, gpu, &rt->place, &rt->local_rank, err, errlen);
-    if (rc != PC_OK)
-        goto fail;
-    if (rt->local_rank == 0) {
-        char d[1024];
-        pc_topo_plan_describe(rt->place, d, sizeof(d));
-        /* The node's name: on several nodes, which placement is whose. */
-        pc_log_write(rt->log, pc_topo_plan_nshared(rt->place) ? PC_LOG_WARN : PC_LOG_INFO, NULL,
-                     "%s: %s", pc_rt__host(rt, rt->rank), d);
-    }
-    if (cfg->timeline[0]) {
-        /* A common origin for every rank's timestamps: right after a barrier. */
-        if ((rc = PC_MPI_CHECK(MPI_Barrier(rt->comm), err, errlen)) != PC_OK)
-            goto fail;
-        if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK) {
-            rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-            goto fail;
-        }
-        pc_timeline_track(rt->tl, server ? "server" : "backprop");
-        if (!server && cfg->pipeline)
-            pc_timeline_track(rt->tl, "compressor");
-    }
-    if ((rc = pc_rt__bind(rt, 0, server ? "server" : "backprop")) != PC_OK) {
-        pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)",
-                     server ? "server" : "backprop");
+    const char *thread = rt->role == PC_ROLE_SERVER ? "server" : "backprop";
+    if ((rc = pc_rt__bind(rt, 0, thread)) != PC_OK) {
+        pc_error_fmt(rc, err, errlen, "cannot bind the %s thread (see the log)", thread);
         goto fail;
     }
     *out = rt;

@@ -81,6 +81,13 @@ typedef struct server {
         uint64_t bytes_in, bytes_out;
         uint64_t touched, changed; /* entries aggregated and stepped; parameters changed */
     } slot[2];
+    /* The message loop's state (pc_server_run). */
+    int done;         /* workers that sent their end message */
+    bool *finished;   /* per worker: sent its end message */
+    bool *ckpt_from;  /* per worker: asked for the pending checkpoint */
+    int ckpt_n;       /* how many have */
+    uint64_t ckpt_it; /* the iteration they asked for */
+    int64_t last;     /* pc_time_ns of the last progress: --timeout counts from it */
 } server_t;
 
 static void server_free(server_t *s)
@@ -102,6 +109,8 @@ static void server_free(server_t *s)
     }
     free(s->mine);
     free(s->local);
+    free(s->finished);
+    free(s->ckpt_from);
     pc_codec_destroy(s->codec);
     pc_codec_destroy(s->codec_dense);
 }
@@ -538,6 +547,177 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
     }
 }
 
+/* A checkpoint request from worker src (buf: owned, freed): once every worker has asked
+ * for the same iteration, this server writes its shards' file (server_checkpoint). */
+static int on_ckpt_req(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    uint64_t it = 0;
+    char why[256] = "";
+    int rc = pc_rt__ckpt_req_parse(buf, (size_t)len, &it, why, sizeof(why));
+    free(buf);
+    if (rc != PC_OK || s->finished[src] || s->ckpt_from[src] || (s->ckpt_n && it != s->ckpt_it))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "server r%d: unexpected checkpoint request from worker r%d%s%s",
+                            rt->rank, src, why[0] ? ": " : "", why);
+    s->ckpt_from[src] = true;
+    s->ckpt_it = it;
+    if (++s->ckpt_n < rt->nworkers)
+        return PC_OK;
+    if ((rc = server_checkpoint(s, it, err, errlen)) != PC_OK)
+        return rc;
+    memset(s->ckpt_from, 0, sizeof(bool) * (size_t)rt->nworkers);
+    s->ckpt_n = 0;
+    s->last = pc_time_ns();
+    return PC_OK;
+}
+
+/* Worker src's end message (buf: owned, freed), with the stop signal it agreed on. */
+static int on_done(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int sig = 0;
+    char why[256];
+    int rc = pc_rt__done_parse(buf, (size_t)len, &sig, why, sizeof(why));
+    free(buf);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen,
+                            "server r%d: malformed end message from worker r%d: %s", rt->rank, src,
+                            why);
+    if (sig > rt->stop_signal)
+        rt->stop_signal = sig;
+    if (s->finished[src])
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
+                            rt->rank, src);
+    s->finished[src] = true;
+    s->done++;
+    return PC_OK;
+}
+
+/* Receive the message m that MPI_Improbe matched (st) whole into a new buffer and hand it
+ * to its handler by tag; a message from a rank that is not a worker, with another tag, or
+ * from a worker after its end message is rejected. */
+static int on_message(server_t *s, MPI_Message *m, const MPI_Status *st, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int src = st->MPI_SOURCE, len = 0;
+    int rc = PC_MPI_CHECK_PEER(MPI_Get_count(st, MPI_BYTE, &len), src, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
+    if (!buf)
+        return pc_error_fmt(PC_ENOMEM, err, errlen,
+                            "server r%d: out of memory for a %d-byte message", rt->rank, len);
+    if ((rc = PC_MPI_CHECK_PEER(MPI_Mrecv(buf, len, MPI_BYTE, m, MPI_STATUS_IGNORE), src, err,
+                                errlen)) != PC_OK) {
+        free(buf);
+        return rc;
+    }
+    int tag = st->MPI_TAG;
+    if (src >= rt->nworkers || (tag != TAG_GRAD && tag != TAG_DONE && tag != TAG_CKPT)) {
+        free(buf);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "server r%d: rejected message with tag %d from rank r%d (not a "
+                            "worker's gradient)",
+                            rt->rank, tag, src);
+    }
+    if (tag == TAG_CKPT)
+        return on_ckpt_req(s, src, buf, len, err, errlen);
+    if (tag == TAG_DONE)
+        return on_done(s, src, buf, len, err, errlen);
+    if (s->finished[src]) {
+        free(buf);
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "server r%d: rejected message from worker r%d after it finished",
+                            rt->rank, src);
+    }
+    return on_grad(s, src, buf, len, err, errlen);
+}
+
+/* Nothing to receive and nothing ready: nap (b, capped once per idle spell: *fresh), or
+ * fail once --timeout has passed since the last progress, naming what is awaited. */
+static int idle(server_t *s, pc_backoff_t *b, bool *fresh, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    if (pc_time_ns() - s->last > (int64_t)(rt->cfg.timeout * 1e9)) {
+        char what[512];
+        describe_wait(s, what, sizeof(what));
+        return pc_error_fmt(PC_ETIMEDOUT, err, errlen,
+                            "server r%d: timed out after %g s with no message, waiting for %s",
+                            rt->rank, rt->cfg.timeout, what);
+    }
+    if (*fresh) {
+        /* First idle pass after a message: the cap for this wait. */
+        pc_backoff_init_capped(b, chunk_partial(s) ? PARTIAL_NAP_NS : PC_BACKOFF_MAX_SLEEP_NS);
+        *fresh = false;
+    }
+    pc_backoff_pause(b);
+    return PC_OK;
+}
+
+/* The message loop, until every worker has sent its end message: receive and handle
+ * what comes, complete ready chunks in between (--priority forward), nap when idle. */
+static int serve(server_t *s, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    pc_backoff_t b;
+    pc_backoff_init(&b);
+    bool fresh = true;     /* a message was handled since the last nap cap was chosen */
+    bool received = false; /* a message was received since the last completion */
+    int rc = PC_OK;
+    s->last = pc_time_ns();
+    while (rc == PC_OK && s->done < rt->nworkers) {
+        if (received && s->nready > 0) {
+            /* One completion per message received while chunks are ready: with a steady
+             * stream of pushes (the workers keep their send windows full) a quiet moment
+             * comes only after the last push, and waiting for it would hold back every
+             * pull until then; completing in between lets the pulls of early chunks cross
+             * the link while later pushes still arrive. */
+            rc = complete_next(s, err, errlen);
+            received = false;
+            s->last = pc_time_ns();
+            continue;
+        }
+        int flag = 0;
+        MPI_Message m;
+        MPI_Status st;
+        if ((rc = PC_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, rt->comm, &flag, &m, &st),
+                               err, errlen)) != PC_OK)
+            break;
+        if (!flag && s->nready > 0) {
+            /* Nothing waiting: aggregate the most urgent ready chunk, then look again. */
+            rc = complete_next(s, err, errlen);
+            s->last = pc_time_ns();
+            pc_backoff_init(&b);
+        } else if (!flag) {
+            rc = idle(s, &b, &fresh, err, errlen);
+        } else {
+            fresh = received = true;
+            s->last = pc_time_ns();
+            rc = on_message(s, &m, &st, err, errlen);
+        }
+    }
+    return rc;
+}
+
+/* After the loop: every worker got every push before finishing, so the pushes' requests
+ * complete locally; a chunk still holding gradients means the workers stopped mid-way. */
+static int server_finish(server_t *s, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int rc = PC_OK;
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++)
+        rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s->mine[i].sends, MPI_STATUSES_IGNORE), err,
+                          errlen);
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++)
+        if (s->mine[i].have)
+            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
+                              "server r%d: workers finished with chunk %u of iteration %llu "
+                              "incomplete",
+                              rt->rank, s->mine[i].id, (unsigned long long)s->mine[i].it);
+    return rc == PC_OK ? pc_rt__metrics_write(rt, err, errlen) : rc;
+}
+
 int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
 {
     if (rt->role != PC_ROLE_SERVER)
@@ -553,165 +733,14 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
         goto out;
     pc_log_write(rt->log, PC_LOG_DEBUG, "server", "serving %d of %d chunks", s.nmine,
                  s.nchunks_total);
-    int done = 0;
-    bool *finished = calloc((size_t)rt->nworkers, sizeof(bool));
-    bool *ckpt_from = calloc((size_t)rt->nworkers, sizeof(bool)); /* asked for the checkpoint */
-    int ckpt_n = 0;
-    uint64_t ckpt_it = 0;
-    if (!finished || !ckpt_from) {
-        free(finished);
-        free(ckpt_from);
+    s.finished = calloc((size_t)rt->nworkers, sizeof(bool));
+    s.ckpt_from = calloc((size_t)rt->nworkers, sizeof(bool));
+    if (!s.finished || !s.ckpt_from) {
         rc = pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
         goto out;
     }
-    int64_t last = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
-    pc_backoff_t b;
-    pc_backoff_init(&b);
-    bool fresh = true;     /* a message was handled since the last nap cap was chosen */
-    bool received = false; /* a message was received since the last completion */
-    while (done < rt->nworkers) {
-        if (received && s.nready > 0) {
-            /* One completion per message received while chunks are ready: with a steady
-             * stream of pushes (the workers keep their send windows full) a quiet moment
-             * comes only after the last push, and waiting for it would hold back every
-             * pull until then; completing in between lets the pulls of early chunks cross
-             * the link while later pushes still arrive. */
-            if ((rc = complete_next(&s, err, errlen)) != PC_OK)
-                break;
-            received = false;
-            last = pc_time_ns();
-            continue;
-        }
-        int flag = 0;
-        MPI_Message m;
-        MPI_Status st;
-        if ((rc = PC_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, rt->comm, &flag, &m, &st),
-                               err, errlen)) != PC_OK)
-            break;
-        if (!flag && s.nready > 0) {
-            /* Nothing waiting: aggregate the most urgent ready chunk, then look again. */
-            if ((rc = complete_next(&s, err, errlen)) != PC_OK)
-                break;
-            last = pc_time_ns();
-            pc_backoff_init(&b);
-            continue;
-        }
-        if (!flag) {
-            if (pc_time_ns() - last > limit) {
-                char what[512];
-                describe_wait(&s, what, sizeof(what));
-                rc =
-                    pc_error_fmt(PC_ETIMEDOUT, err, errlen,
-                                 "server r%d: timed out after %g s with no message, waiting for %s",
-                                 rt->rank, rt->cfg.timeout, what);
-                break;
-            }
-            if (fresh) {
-                /* First idle pass after a message: the cap for this wait. */
-                pc_backoff_init_capped(&b, chunk_partial(&s) ? PARTIAL_NAP_NS
-                                                             : PC_BACKOFF_MAX_SLEEP_NS);
-                fresh = false;
-            }
-            pc_backoff_pause(&b);
-            continue;
-        }
-        fresh = true;
-        received = true;
-        last = pc_time_ns();
-        int src = st.MPI_SOURCE, len = 0;
-        if ((rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &len), src, err, errlen)) != PC_OK)
-            break;
-        uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-        if (!buf) {
-            rc = pc_error_fmt(PC_ENOMEM, err, errlen,
-                              "server r%d: out of memory for a %d-byte message", rt->rank, len);
-            break;
-        }
-        if ((rc = PC_MPI_CHECK_PEER(MPI_Mrecv(buf, len, MPI_BYTE, &m, MPI_STATUS_IGNORE), src, err,
-                                    errlen)) != PC_OK) {
-            free(buf);
-            break;
-        }
-        if (src >= rt->nworkers ||
-            (st.MPI_TAG != TAG_GRAD && st.MPI_TAG != TAG_DONE && st.MPI_TAG != TAG_CKPT)) {
-            free(buf);
-            rc = pc_error_fmt(
-                PC_EFORMAT, err, errlen,
-                "server r%d: rejected message with tag %d from rank r%d (not a worker's "
-                "gradient)",
-                rt->rank, st.MPI_TAG, src);
-            break;
-        }
-        if (st.MPI_TAG == TAG_CKPT) {
-            uint64_t it = 0;
-            char why[256] = "";
-            rc = pc_rt__ckpt_req_parse(buf, (size_t)len, &it, why, sizeof(why));
-            free(buf);
-            if (rc != PC_OK || finished[src] || ckpt_from[src] || (ckpt_n && it != ckpt_it)) {
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                                  "server r%d: unexpected checkpoint request from worker r%d%s%s",
-                                  rt->rank, src, why[0] ? ": " : "", why);
-                break;
-            }
-            ckpt_from[src] = true;
-            ckpt_it = it;
-            if (++ckpt_n == rt->nworkers) {
-                if ((rc = server_checkpoint(&s, it, err, errlen)) != PC_OK)
-                    break;
-                memset(ckpt_from, 0, sizeof(bool) * (size_t)rt->nworkers);
-                ckpt_n = 0;
-                last = pc_time_ns();
-            }
-            continue;
-        }
-        if (st.MPI_TAG == TAG_DONE) {
-            int sig = 0;
-            char why[256];
-            rc = pc_rt__done_parse(buf, (size_t)len, &sig, why, sizeof(why));
-            free(buf);
-            if (rc != PC_OK) {
-                rc = pc_error_fmt(rc, err, errlen,
-                                  "server r%d: malformed end message from worker r%d: %s", rt->rank,
-                                  src, why);
-                break;
-            }
-            if (sig > rt->stop_signal)
-                rt->stop_signal = sig;
-            if (finished[src]) {
-                rc = pc_error_fmt(PC_EFORMAT, err, errlen, "server r%d: worker r%d finished twice",
-                                  rt->rank, src);
-                break;
-            }
-            finished[src] = true;
-            done++;
-            continue;
-        }
-        if (finished[src]) {
-            free(buf);
-            rc = pc_error_fmt(PC_EFORMAT, err, errlen,
-                              "server r%d: rejected message from worker r%d after it finished",
-                              rt->rank, src);
-            break;
-        }
-        if ((rc = on_grad(&s, src, buf, len, err, errlen)) != PC_OK)
-            break;
-    }
-    free(finished);
-    free(ckpt_from);
-    if (rc == PC_OK) {
-        /* Every worker got every push before finishing; complete the requests locally. */
-        for (int i = 0; i < s.nmine && rc == PC_OK; i++)
-            rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s.mine[i].sends, MPI_STATUSES_IGNORE), err,
-                              errlen);
-        for (int i = 0; i < s.nmine && rc == PC_OK; i++)
-            if (s.mine[i].have)
-                rc = pc_error_fmt(
-                    PC_EFORMAT, err, errlen,
-                    "server r%d: workers finished with chunk %u of iteration %llu incomplete",
-                    rt->rank, s.mine[i].id, (unsigned long long)s.mine[i].it);
-    }
-    if (rc == PC_OK)
-        rc = pc_rt__metrics_write(rt, err, errlen);
+    if ((rc = serve(&s, err, errlen)) == PC_OK)
+        rc = server_finish(&s, err, errlen);
 out:
     server_free(&s);
     return rc;

@@ -450,6 +450,61 @@ static void free_sets(hwloc_bitmap_t *sets, int n)
     free(sets);
 }
 
+/* Rank rk's sets: its cpuset (*set), and when it names the cores near its GPU those (&
+ * allowed: *near) and, for --bind auto, the part of its cpuset near them (*want); both
+ * stay NULL for a rank without a GPU. PC_ENOMEM (the caller says it), or an error named
+ * in err. */
+static int rank_sets(const pc_topo_t *topo, const pc_topo_rank_t *rk, hwloc_bitmap_t *set,
+                     hwloc_bitmap_t *near, hwloc_bitmap_t *want, char *err, size_t errlen)
+{
+    if (!(*set = hwloc_bitmap_alloc()))
+        return PC_ENOMEM;
+    int rc = rank_cpuset(topo, rk, *set, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    /* near[] travelled as bytes: terminated or not, read at most its size. */
+    if (memchr(rk->near, '\0', sizeof(rk->near)) == NULL)
+        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unterminated GPU cpuset", rk->rank);
+    if (rk->near[0] == '\0')
+        return PC_OK;
+    *near = hwloc_bitmap_alloc();
+    *want = hwloc_bitmap_alloc();
+    if (!*near || !*want)
+        return PC_ENOMEM;
+    if (hwloc_bitmap_list_sscanf(*near, rk->near) != 0)
+        return pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unreadable GPU cpuset '%s'", rk->rank,
+                            rk->near);
+    /* Advice only: a set outside the topology or the rank's cpuset is no error; its threads
+     * are then planned as usual and reported as not near. */
+    hwloc_bitmap_and(*near, *near, hwloc_topology_get_allowed_cpuset(topo->h));
+    hwloc_bitmap_and(*want, *near, *set);
+    return PC_OK;
+}
+
+/* Sharing: count the planned threads per core across the node, then mark each thread
+ * shared (its core has another) and near (its set lies in its rank's GPU cores, nears[r],
+ * whatever chose the core: auto or a --bind list). */
+static int mark_sharing(const pc_topo_t *topo, pc_topo_plan_t *plan, hwloc_bitmap_t *nears)
+{
+    int *count = calloc((size_t)topo->ncores, sizeof(int));
+    if (!count)
+        return PC_ENOMEM;
+    for (int r = 0; r < plan->nranks; r++)
+        for (int t = 0; t < plan->ranks[r].nthreads; t++)
+            if (place_at(plan, r, t)->core >= 0)
+                count[place_at(plan, r, t)->core]++;
+    for (int c = 0; c < topo->ncores; c++)
+        plan->nshared += count[c] > 1;
+    for (int r = 0; r < plan->nranks; r++)
+        for (int t = 0; t < plan->ranks[r].nthreads; t++) {
+            place_t *p = place_at(plan, r, t);
+            p->shared = p->core >= 0 && count[p->core] > 1;
+            p->near = p->core >= 0 && nears[r] && hwloc_bitmap_isincluded(p->set, nears[r]);
+        }
+    free(count);
+    return PC_OK;
+}
+
 int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_topo_rank_t *ranks,
                         int nranks, pc_topo_plan_t **out, char *err, size_t errlen)
 {
@@ -484,34 +539,8 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
     }
     for (int r = 0; r < nranks; r++) {
         plan->nthreads_total += ranks[r].nthreads;
-        sets[r] = hwloc_bitmap_alloc();
-        if (!sets[r])
+        if ((rc = rank_sets(topo, &ranks[r], &sets[r], &nears[r], &want[r], err, errlen)) != PC_OK)
             goto err;
-        rc = rank_cpuset(topo, &ranks[r], sets[r], err, errlen);
-        if (rc != PC_OK)
-            goto err;
-        rc = PC_ENOMEM;
-        /* near[] travelled as bytes: terminated or not, read at most its size. */
-        if (memchr(ranks[r].near, '\0', sizeof(ranks[r].near)) == NULL) {
-            rc = pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unterminated GPU cpuset",
-                              ranks[r].rank);
-            goto err;
-        }
-        if (ranks[r].near[0] == '\0')
-            continue;
-        nears[r] = hwloc_bitmap_alloc();
-        want[r] = hwloc_bitmap_alloc();
-        if (!nears[r] || !want[r])
-            goto err;
-        if (hwloc_bitmap_list_sscanf(nears[r], ranks[r].near) != 0) {
-            rc = pc_error_fmt(PC_ETOPO, err, errlen, "rank %d: unreadable GPU cpuset '%s'",
-                              ranks[r].rank, ranks[r].near);
-            goto err;
-        }
-        /* Advice only: a set outside the topology or the rank's cpuset is no error; its
-         * threads are then planned as usual and reported as not near. */
-        hwloc_bitmap_and(nears[r], nears[r], hwloc_topology_get_allowed_cpuset(topo->h));
-        hwloc_bitmap_and(want[r], nears[r], sets[r]);
     }
     if (bind->mode == PC_BIND_AUTO)
         rc = plan_auto(topo, plan, sets, want, err, errlen);
@@ -521,26 +550,8 @@ int pc_topo_plan_create(const pc_topo_t *topo, const pc_bind_t *bind, const pc_t
         rc = PC_OK;
     if (rc != PC_OK)
         goto err;
-    /* Sharing: count planned threads per core across the node. */
-    int *count = calloc((size_t)topo->ncores, sizeof(int));
-    if (!count) {
-        rc = PC_ENOMEM;
+    if ((rc = mark_sharing(topo, plan, nears)) != PC_OK)
         goto err;
-    }
-    for (int r = 0; r < nranks; r++)
-        for (int t = 0; t < ranks[r].nthreads; t++)
-            if (place_at(plan, r, t)->core >= 0)
-                count[place_at(plan, r, t)->core]++;
-    for (int c = 0; c < topo->ncores; c++)
-        plan->nshared += count[c] > 1;
-    for (int r = 0; r < nranks; r++)
-        for (int t = 0; t < ranks[r].nthreads; t++) {
-            place_t *p = place_at(plan, r, t);
-            p->shared = p->core >= 0 && count[p->core] > 1;
-            /* Whatever chose the core (auto, or a --bind list): is the thread near? */
-            p->near = p->core >= 0 && nears[r] && hwloc_bitmap_isincluded(p->set, nears[r]);
-        }
-    free(count);
     free_sets(sets, nranks);
     free_sets(nears, nranks);
     free_sets(want, nranks);
