@@ -4,7 +4,8 @@
  * the CPU or the launchers of cuda/pc_layers.cu on a device (forward_layer, backward_layer),
  * between the same hooks. A device model's slabs have the CPU's offsets in device memory;
  * it adds the batch's copy (x_dev, labels_dev), the softmax's per-row scratch, and
- * convolution scratch for conv_chunk images at a time (the CPU's col is one image's). */
+ * convolution scratch for conv_chunk images at a time (the CPU's col is one image's). The
+ * object is model_impl.h's; the profile is model_profile.c, model files model_file.c. */
 #include "config.h"
 
 #include <errno.h>
@@ -22,82 +23,14 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_wire.h"
+#include "model_impl.h"
 
 #ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_layers_cuda.h"
 #endif
 
-enum ltype { L_LINEAR, L_CONV, L_POOL, L_RELU, L_DROPOUT };
-
-typedef struct layer {
-    enum ltype type;
-    char name[16];
-    int c, h, w;    /* input shape (linear: c = features, h = w = 1) */
-    int oc, oh, ow; /* output shape */
-    int k;          /* conv kernel */
-    float p;        /* dropout */
-    int wt, bt;     /* tensor ids of weight and bias, -1 if none */
-    size_t out_off; /* offset of this layer's output in the activation slabs */
-    size_t aux_off; /* argmax (pool) or mask (dropout) offset in their slabs */
-} layer_t;
-
-#define MAX_LAYERS  16
-#define MAX_TENSORS 16
-
-/* A device convolution's im2col buffer holds at most this many bytes (then the batch goes
- * in chunks of images): 128 MiB is about 200 images of the cnn's conv2 (627 KB each), so a
- * training batch is one chunk, one GEMM with every pixel of it, while --batch 4096 does not
- * ask for gigabytes of scratch. */
-#define COL_MAX_BYTES ((size_t)128 << 20)
-
-/* A device model's allocations, in pc_model_t's slab[]. */
-enum {
-    S_PARAMS,
-    S_GRADS,
-    S_ACTS,
-    S_DACTS,
-    S_PROBS,
-    S_ARGMAX,
-    S_MASK,
-    S_COL,
-    S_CTMP,
-    S_X,
-    S_LABELS,
-    S_ROWS,
-    NSLABS
-};
-
-struct pc_model {
-    pc_model_kind_t kind;
-    int in_c, in_h, in_w;
-    int nlayers, ntensors, max_batch, classes;
-    layer_t layers[MAX_LAYERS];
-    char tname[MAX_TENSORS][24];
-    size_t toff[MAX_TENSORS], tsize[MAX_TENSORS];
-    size_t nparams, nacts;
-    float *params, *grads;
-    float *acts, *dacts; /* per sample sizes * max_batch */
-    float *probs;
-    int32_t *argmax;
-    uint8_t *mask;
-    float *col, *dcol;
-    size_t col_size, argmax_size, mask_size;
-    const float *last_x;
-    int device;    /* PC_MODEL_CPU, or the CUDA device holding the slabs above */
-    char err[256]; /* the last device failure's message (pc_model_error) */
-#ifdef PC_HAVE_CUDA
-    void *slab[NSLABS];    /* every device allocation (the pointers above and below) */
-    pc_cuda_engine_t *eng; /* stream, cuBLAS handle */
-    float *x_dev;          /* (max_batch, in_c*in_h*in_w): the batch's copy */
-    uint8_t *labels_dev;   /* (max_batch) */
-    float *ctmp;           /* conv_chunk images of a convolution's GEMM result */
-    void *rows;            /* the softmax's per-row scratch */
-    int conv_chunk;        /* images per im2col */
-#endif
-};
-
-static bool on_device(const pc_model_t *m)
+bool pc_model__on_device(const pc_model_t *m)
 {
     return m->device != PC_MODEL_CPU;
 }
@@ -374,7 +307,7 @@ void pc_model_destroy(pc_model_t *m)
     if (!m)
         return;
 #ifdef PC_HAVE_CUDA
-    if (on_device(m)) {
+    if (pc_model__on_device(m)) {
         free_device(m);
         free(m);
         return;
@@ -395,7 +328,7 @@ void pc_model_destroy(pc_model_t *m)
 int pc_model_init(pc_model_t *m, uint64_t seed)
 {
     float *params = m->params; /* on a device: a host copy, then copied over */
-    if (on_device(m) && !(params = calloc(m->nparams ? m->nparams : 1, sizeof(float))))
+    if (pc_model__on_device(m) && !(params = calloc(m->nparams ? m->nparams : 1, sizeof(float))))
         return pc_error_fmt(PC_ENOMEM, m->err, sizeof(m->err), "out of host memory");
     int last = -1;
     for (int i = 0; i < m->nlayers; i++)
@@ -415,7 +348,7 @@ int pc_model_init(pc_model_t *m, uint64_t seed)
             w[j] = (float)((2.0 * pc_philox_uniform(pc_philox_next(&g)) - 1.0) * bound);
         memset(params + m->toff[l->bt], 0, sizeof(float) * m->tsize[l->bt]);
     }
-    if (!on_device(m))
+    if (!pc_model__on_device(m))
         return PC_OK;
     int rc = pc_model_params_set(m, params);
     free(params);
@@ -475,7 +408,7 @@ int pc_model_device(const pc_model_t *m)
 void *pc_model_stream(const pc_model_t *m)
 {
 #ifdef PC_HAVE_CUDA
-    if (on_device(m))
+    if (pc_model__on_device(m))
         return pc_cuda_engine_stream(m->eng);
 #endif
     (void)m;
@@ -490,7 +423,7 @@ const char *pc_model_error(const pc_model_t *m)
 int pc_model_sync(pc_model_t *m)
 {
 #ifdef PC_HAVE_CUDA
-    if (on_device(m)) {
+    if (pc_model__on_device(m)) {
         int code = pc_cuda_engine_sync(m->eng);
         return code ? dev_fail(m, code, "waiting for its stream") : PC_OK;
     }
@@ -502,7 +435,7 @@ int pc_model_sync(pc_model_t *m)
 /* Copy m's n-float slab out to host: memcpy on the CPU, a copy waited for on a device. */
 static int slab_get(const pc_model_t *m, const float *slab, float *host, size_t n, const char *what)
 {
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         memcpy(host, slab, n * sizeof(float));
         return PC_OK;
     }
@@ -527,7 +460,7 @@ int pc_model_grads_get(const pc_model_t *m, float *host)
 
 int pc_model_params_set(pc_model_t *m, const float *host)
 {
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         memcpy(m->params, host, m->nparams * sizeof(float));
         return PC_OK;
     }
@@ -546,7 +479,7 @@ int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
     if (!out)
         return PC_EINVAL;
 #ifdef PC_HAVE_CUDA
-    if (on_device(m)) {
+    if (pc_model__on_device(m)) {
         int cuerr = 0;
         return pc_cuda_host_alloc(m->device, bytes, out, &cuerr) == PC_OK ? PC_OK : PC_ENOMEM;
     }
@@ -558,7 +491,7 @@ int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
 void pc_model_host_free(const pc_model_t *m, void *p)
 {
 #ifdef PC_HAVE_CUDA
-    if (on_device(m)) {
+    if (pc_model__on_device(m)) {
         pc_cuda_host_free(p);
         return;
     }
@@ -586,7 +519,7 @@ static int forward_layer(pc_model_t *m, layer_t *l, int i, float *out, const flo
     const float *b = l->bt >= 0 ? m->params + m->toff[l->bt] : NULL;
     float p = train ? l->p : 0.0f;
     uint64_t stream = noise * MAX_LAYERS + (uint64_t)i;
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         switch (l->type) {
         case L_LINEAR:
             pc_linear_forward(out, in, W, b, B, l->c, l->oc);
@@ -654,7 +587,7 @@ static int to_device(pc_model_t *m, const float *x, const uint8_t *labels, int B
 static int forward_loss(pc_model_t *m, const float *in, const uint8_t *labels, int B, float *loss,
                         int *correct)
 {
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         float lo = pc_softmax_xent_forward(m->probs, correct, in, labels, B, m->classes);
         if (loss)
             *loss = lo;
@@ -680,7 +613,7 @@ int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B
         return PC_EINVAL;
     const float *in = x;
 #ifdef PC_HAVE_CUDA
-    if (on_device(m)) {
+    if (pc_model__on_device(m)) {
         int rc = to_device(m, x, labels, B);
         if (rc != PC_OK)
             return rc;
@@ -716,7 +649,7 @@ static int backward_layer(pc_model_t *m, layer_t *l, float *din, float *dW, floa
                           int B)
 {
     size_t MB = (size_t)m->max_batch;
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         switch (l->type) {
         case L_LINEAR:
             pc_linear_backward(din, dW, db, dout, in, W, B, l->c, l->oc);
@@ -776,7 +709,7 @@ static int backward_layer(pc_model_t *m, layer_t *l, float *din, float *dW, floa
 /* dlogits of the softmax cross-entropy into the last layer's activation gradient. */
 static int backward_loss(pc_model_t *m, float *dlogits, const uint8_t *labels, int B)
 {
-    if (!on_device(m)) {
+    if (!pc_model__on_device(m)) {
         pc_softmax_xent_backward(dlogits, m->probs, labels, B, m->classes);
         return PC_OK;
     }
@@ -827,232 +760,4 @@ int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_mode
         }
     }
     return PC_OK;
-}
-
-/* ---- profile: per-layer times for pc_cost ------------------------------------------------ */
-
-/* What the profile's hooks record in one pass: the first param_wait and the first
- * grad_ready of each parameterised layer. On a device model the hooks first wait for the
- * stream (m is set), so that a time stamp follows the work queued before it. */
-typedef struct profile {
-    pc_model_t *m; /* a device model, or NULL */
-    const int *tensor_layer;
-    int64_t fwd_start[MAX_LAYERS];
-    int64_t bwd_ready[MAX_LAYERS];
-} profile_t;
-
-static int profile_wait(void *ud, int t)
-{
-    profile_t *p = ud;
-    int rc = p->m ? pc_model_sync(p->m) : PC_OK;
-    if (rc != PC_OK)
-        return rc;
-    int64_t now = pc_time_ns();
-    int l = p->tensor_layer[t];
-    if (!p->fwd_start[l])
-        p->fwd_start[l] = now;
-    return PC_OK;
-}
-
-static int profile_ready(void *ud, int t)
-{
-    profile_t *p = ud;
-    int rc = p->m ? pc_model_sync(p->m) : PC_OK;
-    if (rc != PC_OK)
-        return rc;
-    int64_t now = pc_time_ns();
-    int l = p->tensor_layer[t];
-    if (!p->bwd_ready[l])
-        p->bwd_ready[l] = now;
-    return PC_OK;
-}
-
-/* Median of v[0..n), n >= 1 (sorts v). */
-static double median_of(double *v, int n)
-{
-    return pc_time_median(v, (size_t)n);
-}
-
-int pc_model_profile(pc_model_t *m, const float *x, const uint8_t *labels, int B, int reps,
-                     pc_cost_layer_t *layers, int max_layers, int *nlayers, int *tensor_layer)
-{
-    if (!m || !x || !labels || !layers || !nlayers || !tensor_layer || reps < 1 || B < 1 ||
-        B > m->max_batch)
-        return PC_EINVAL;
-    int L = 0; /* parameterised layers, in forward order */
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].wt >= 0) {
-            if (L == max_layers)
-                return PC_EINVAL;
-            tensor_layer[m->layers[i].wt] = L;
-            tensor_layer[m->layers[i].bt] = L;
-            L++;
-        }
-    double *f = malloc(sizeof(double) * (size_t)reps * (size_t)L * 2);
-    if (!f)
-        return PC_ENOMEM;
-    double *b = f + reps * L;
-    profile_t p = {.m = on_device(m) ? m : NULL, .tensor_layer = tensor_layer};
-    pc_model_hooks_t hooks = {.ud = &p, .param_wait = profile_wait, .grad_ready = profile_ready};
-    int rc = PC_OK;
-    for (int r = -1; r < reps && rc == PC_OK; r++) { /* r = -1: untimed */
-        memset(p.fwd_start, 0, sizeof(p.fwd_start));
-        memset(p.bwd_ready, 0, sizeof(p.bwd_ready));
-        float loss;
-        int correct;
-        int64_t t0 = pc_time_ns();
-        rc = pc_model_forward(m, x, labels, B, true, 1, (uint64_t)(r + 1), &hooks, &loss, &correct);
-        int64_t t1 = pc_time_ns();
-        if (rc == PC_OK)
-            rc = pc_model_backward(m, labels, B, &hooks);
-        if (rc == PC_OK && p.m)
-            rc = pc_model_sync(m); /* whatever was queued after the last grad_ready */
-        int64_t t2 = pc_time_ns();
-        for (int l = 0; r >= 0 && rc == PC_OK && l < L; l++) {
-            int64_t start = l ? p.fwd_start[l] : t0, stop = l + 1 < L ? p.fwd_start[l + 1] : t1;
-            int64_t from = l + 1 < L ? p.bwd_ready[l + 1] : t1;
-            int64_t to = l ? p.bwd_ready[l] : t2; /* after the first layer's: nothing to hide */
-            f[l * reps + r] = (double)(stop - start) * 1e-9;
-            b[l * reps + r] = (double)(to - from) * 1e-9;
-        }
-    }
-    for (int l = 0; rc == PC_OK && l < L; l++) {
-        layers[l].fwd = median_of(f + l * reps, reps);
-        layers[l].bwd = median_of(b + l * reps, reps);
-    }
-    free(f);
-    if (rc == PC_OK)
-        *nlayers = L;
-    return rc;
-}
-
-/* ---- model files ---------------------------------------------------------------------- */
-
-#define FILE_MAGIC   "PCMODEL1"
-#define FILE_VERSION 1
-#define HEADER_BYTES 48
-
-/* CRC-32 of n bytes (zlib's, as in checkpoints). */
-static uint32_t crc_bytes(const void *p, size_t n)
-{
-    return pc_file_crc(0, p, n);
-}
-
-static void make_header(const pc_model_t *m, uint8_t *h, uint32_t params_crc)
-{
-    memset(h, 0, HEADER_BYTES);
-    memcpy(h, FILE_MAGIC, 8);
-    pc_wire_put_u32(h + 8, FILE_VERSION);
-    pc_wire_put_u32(h + 12, (uint32_t)m->kind);
-    pc_wire_put_u32(h + 16, (uint32_t)m->in_c);
-    pc_wire_put_u32(h + 20, (uint32_t)m->in_h);
-    pc_wire_put_u32(h + 24, (uint32_t)m->in_w);
-    pc_wire_put_u32(h + 28, (uint32_t)m->classes);
-    pc_wire_put_u32(h + 32, (uint32_t)m->nparams);
-    pc_wire_put_u32(h + 36, (uint32_t)((uint64_t)m->nparams >> 32));
-    pc_wire_put_u32(h + 40, params_crc);
-    pc_wire_put_u32(h + 44, crc_bytes(h, 44));
-}
-
-int pc_model_save(const pc_model_t *m, const char *path, char *err, size_t errlen)
-{
-    const float *params = m->params;
-    float *copy = NULL; /* a device model's parameters, on the host */
-    if (on_device(m)) {
-        if (!(copy = malloc(m->nparams * sizeof(float) + 1)))
-            return pc_error_fmt(PC_ENOMEM, err, errlen, "%s: out of memory", path);
-        int rc = pc_model_params_get(m, copy);
-        if (rc != PC_OK) {
-            free(copy);
-            return pc_error_fmt(rc, err, errlen, "%s: %s", path, m->err);
-        }
-        params = copy;
-    }
-    uint8_t h[HEADER_BYTES];
-    make_header(m, h, crc_bytes(params, m->nparams * sizeof(float)));
-    pc_file_writer_t *w;
-    int rc = pc_file_writer_open(path, &w, err, errlen);
-    if (rc == PC_OK) {
-        pc_file_writer_write(w, h, HEADER_BYTES);
-        pc_file_writer_write(w, params, m->nparams * sizeof(float));
-        rc = pc_file_writer_commit(w, err, errlen);
-    }
-    free(copy);
-    return rc;
-}
-
-static int read_header(const char *path, FILE *f, uint8_t *h, char *err, size_t errlen)
-{
-    if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: shorter than a model header", path);
-    if (memcmp(h, FILE_MAGIC, 8) != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "%s: not a PipeCompress model file (bad magic)", path);
-    if (pc_wire_get_u32(h + 44) != crc_bytes(h, 44))
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: header checksum mismatch (corrupt file)",
-                            path);
-    if (pc_wire_get_u32(h + 8) != FILE_VERSION)
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "%s: model format version %u, this build reads %d", path,
-                            pc_wire_get_u32(h + 8), FILE_VERSION);
-    return PC_OK;
-}
-
-int pc_model_file_info(const char *path, pc_model_kind_t *kind, int *channels, int *height,
-                       int *width, int *classes, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    uint8_t h[HEADER_BYTES];
-    int rc = read_header(path, f, h, err, errlen);
-    fclose(f);
-    if (rc != PC_OK)
-        return rc;
-    uint32_t k = pc_wire_get_u32(h + 12);
-    if (k > PC_MODEL_WIDE || pc_wire_get_u32(h + 16) == 0 || pc_wire_get_u32(h + 16) > 4096 ||
-        pc_wire_get_u32(h + 20) == 0 || pc_wire_get_u32(h + 20) > 4096 ||
-        pc_wire_get_u32(h + 24) == 0 || pc_wire_get_u32(h + 24) > 4096 ||
-        pc_wire_get_u32(h + 28) < 2 || pc_wire_get_u32(h + 28) > 65536)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s: implausible architecture in the header",
-                            path);
-    *kind = (pc_model_kind_t)k;
-    *channels = (int)pc_wire_get_u32(h + 16);
-    *height = (int)pc_wire_get_u32(h + 20);
-    *width = (int)pc_wire_get_u32(h + 24);
-    *classes = (int)pc_wire_get_u32(h + 28);
-    return PC_OK;
-}
-
-int pc_model_load(pc_model_t *m, const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pc_error_fmt(PC_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    uint8_t h[HEADER_BYTES], want[HEADER_BYTES];
-    int rc = read_header(path, f, h, err, errlen);
-    float *buf = NULL;
-    if (rc == PC_OK) {
-        make_header(m, want, pc_wire_get_u32(h + 40)); /* same architecture -> same bytes 8..39 */
-        if (memcmp(h + 8, want + 8, 32) != 0)
-            rc = pc_error_fmt(
-                PC_EFORMAT, err, errlen,
-                "%s: holds a different model (kind %u, %u parameters; expected %s, %zu)", path,
-                pc_wire_get_u32(h + 12), pc_wire_get_u32(h + 32), pc_model_kind_name(m->kind),
-                m->nparams);
-    }
-    if (rc == PC_OK && !(buf = malloc(m->nparams * sizeof(float))))
-        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
-    if (rc == PC_OK && fread(buf, sizeof(float), m->nparams, f) != m->nparams)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: truncated parameters", path);
-    if (rc == PC_OK && fgetc(f) != EOF)
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: trailing bytes after the parameters", path);
-    if (rc == PC_OK && crc_bytes(buf, m->nparams * sizeof(float)) != pc_wire_get_u32(h + 40))
-        rc = pc_error_fmt(PC_EFORMAT, err, errlen, "%s: parameter checksum mismatch (corrupt file)",
-                          path);
-    if (rc == PC_OK && (rc = pc_model_params_set(m, buf)) != PC_OK)
-        pc_error_fmt(rc, err, errlen, "%s: %s", path, m->err);
-    free(buf);
-    fclose(f);
-    return rc;
 }
