@@ -3,9 +3,12 @@
 #ifndef PC_BENCH_H
 #define PC_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipecompress/pc_data.h"
+#include "pipecompress/pc_model.h"
 #include "pipecompress/pc_topo.h"
 
 /* Exit statuses of pc-bench: 0 ok, 1 failure while running, 2 bad usage. */
@@ -16,6 +19,16 @@
 int bench_compress_main(int argc, char **argv);
 int bench_handoff_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
+int bench_engine_main(int argc, char **argv);
+
+/* bench_engine.c, shared with pc-bench model: the --model kind for batches of batch on the
+ * CPU or CUDA device 0, built for the data's shape (ds) and initialised (seed 1); 0, or -1
+ * with a message printed. */
+int bench_engine_model(int model, int batch, bool cuda, const pc_dataset_t *ds, pc_model_t **out);
+/* The engine's throughput: iters timed forward+backward passes of one synthetic batch, one
+ * JSON line on stdout (and in json, a path, when not ""). 0, or BENCH_EXIT_FAIL with a
+ * message printed. */
+int bench_engine_throughput(int model, int batch, int iters, bool cuda, const char *json);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
 

@@ -179,232 +179,563 @@ static int cuda_fail(const char *what, const char *detail)
     return BENCH_EXIT_FAIL;
 }
 
-static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
-                               const double *ratios, int nratios)
-{
-    char err[512] = "", name[256] = "";
-    char why[160];
-    if (pc_cuda_status(why, sizeof(why)) == 0)
-        return cuda_fail("no CUDA device", why);
-    pc_cuda_device_name(0, name, sizeof(name));
-    FILE *json = NULL;
-    if (o->json[0] && !(json = fopen(o->json, "w")))
-        return cuda_fail("--json", "cannot write the file");
-    size_t nmax = 0;
-    for (int i = 0; i < nsizes; i++)
-        nmax = (size_t)sizes[i] > nmax ? (size_t)sizes[i] : nmax;
-    pc_codec_spec_t probe_spec = {.id = PC_CODEC_NONE};
+/* bench_compress_cuda's state: the flags and sizes, the device's name, device 0's memory
+ * (mem), the baselines, the input on the host and the device, the rows measured so far and
+ * the baselines' medians per size (and ratio). */
+typedef struct cuda_bench {
+    const opts_t *o;
+    const double *sizes, *ratios;
+    int nsizes, nratios;
+    char name[256];
     pc_devcodec_t *mem; /* allocations on device 0 */
-    if (pc_devcodec_create(&probe_spec, 0, &mem, err, sizeof(err)) != PC_OK)
+    pc_cuda_baseline_t *base;
+    float *x, *x_dev, *dense_dev;
+    double *samples; /* 2 x reps */
+    cuda_row_t *rows;
+    int nrows;
+    pc_select_t *sel;
+    double t_read[8], t_copyk[8], t_sort[8][8];
+} cuda_bench_t;
+
+static void cuda_free(cuda_bench_t *b)
+{
+    if (b->mem) {
+        pc_devcodec_free(b->mem, b->x_dev);
+        pc_devcodec_free(b->mem, b->dense_dev);
+    }
+    pc_devcodec_destroy(b->mem);
+    pc_cuda_baseline_destroy(b->base);
+    pc_select_destroy(b->sel);
+    free(b->x);
+    free(b->samples);
+    free(b->rows);
+}
+
+/* Device 0's memory, the baselines and the input (heavy-tailed, on the host and copied to
+ * the device), for the largest size. */
+static int cuda_setup(cuda_bench_t *b)
+{
+    char err[512] = "";
+    size_t nmax = 0;
+    for (int i = 0; i < b->nsizes; i++)
+        nmax = (size_t)b->sizes[i] > nmax ? (size_t)b->sizes[i] : nmax;
+    pc_codec_spec_t probe_spec = {.id = PC_CODEC_NONE};
+    if (pc_devcodec_create(&probe_spec, 0, &b->mem, err, sizeof(err)) != PC_OK)
         return cuda_fail("device 0", err);
-    pc_cuda_baseline_t *base = NULL;
-    if (pc_cuda_baseline_create(0, nmax, &base, err, sizeof(err)) != PC_OK)
+    if (pc_cuda_baseline_create(0, nmax, &b->base, err, sizeof(err)) != PC_OK)
         return cuda_fail("baselines", err);
-    float *x = malloc(sizeof(float) * nmax), *x_dev = NULL, *dense_dev = NULL;
-    double *samples = malloc(sizeof(double) * (size_t)o->reps * 2);
-    cuda_row_t *rows = calloc(512, sizeof(cuda_row_t));
-    pc_select_t *sel = NULL;
-    if (!x || !samples || !rows || pc_select_create(&sel) != PC_OK ||
-        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&x_dev, err, sizeof(err)) != PC_OK ||
-        pc_devcodec_alloc(mem, sizeof(float) * nmax, (void **)&dense_dev, err, sizeof(err)) !=
+    b->x = malloc(sizeof(float) * nmax);
+    b->samples = malloc(sizeof(double) * (size_t)b->o->reps * 2);
+    b->rows = calloc(512, sizeof(cuda_row_t));
+    if (!b->x || !b->samples || !b->rows || pc_select_create(&b->sel) != PC_OK ||
+        pc_devcodec_alloc(b->mem, sizeof(float) * nmax, (void **)&b->x_dev, err, sizeof(err)) !=
+            PC_OK ||
+        pc_devcodec_alloc(b->mem, sizeof(float) * nmax, (void **)&b->dense_dev, err, sizeof(err)) !=
             PC_OK)
         return cuda_fail("memory for the inputs", err[0] ? err : "out of host memory");
-    heavy(x, nmax);
-    if (pc_devcodec_copy(mem, x_dev, x, sizeof(float) * nmax, true, NULL, err, sizeof(err)) !=
-        PC_OK)
+    heavy(b->x, nmax);
+    if (pc_devcodec_copy(b->mem, b->x_dev, b->x, sizeof(float) * nmax, true, NULL, err,
+                         sizeof(err)) != PC_OK)
         return cuda_fail("the input", err);
-    int nrows = 0;
-    double t_read[8] = {0}, t_copyk[8] = {0}, t_sort[8][8] = {{0}};
-    printf("pc-bench compress --device cuda: %s; heavy-tailed float gradients, %d reps (median);"
-           "\ntimes on the host clock, each call waited for (compress includes the copy of the "
-           "message to pinned host memory)\n\n",
-           name, o->reps);
-    printf("%-44s %10s %7s %10s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
-           "copy ms", "decomp ms", "Melem/s", "bytes", "x less");
-    for (int si = 0; si < nsizes; si++) {
-        size_t n = (size_t)sizes[si];
-        /* Baselines: one read; top-k by sorting (per ratio). */
-        for (int r = 0; r < o->reps; r++) {
-            int64_t t0 = pc_time_ns();
-            if (pc_cuda_baseline_read(base, x_dev, n) != PC_OK)
-                return cuda_fail("read baseline", "a CUDA call failed");
-            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-        }
-        t_read[si] = pc_time_median(samples, (size_t)o->reps);
-        printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n,
-               "-", t_read[si], "-", "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
-        for (int r = 0; r < o->reps; r++) {
-            int64_t t0 = pc_time_ns();
-            if (pc_cuda_baseline_copy(base, x_dev, n) != PC_OK)
-                return cuda_fail("copy baseline", "a CUDA call failed");
-            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-        }
-        t_copyk[si] = pc_time_median(samples, (size_t)o->reps);
-        printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n",
-               "[baseline] copy kernel (4n read, 4n written)", n, "-", t_copyk[si], "-", "-",
-               (double)n / t_copyk[si] * 1e-3, (size_t)0, "-");
-        for (int ri = 0; ri < nratios && !o->no_sort; ri++) {
-            size_t k = (size_t)ceil(ratios[ri] * (double)n);
-            for (int r = 0; r < o->reps; r++) {
-                int64_t t0 = pc_time_ns();
-                if (pc_cuda_baseline_sort_topk(base, x_dev, n, k > n ? n : k) != PC_OK)
-                    return cuda_fail("sort baseline", "a CUDA call failed");
-                samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-            }
-            t_sort[si][ri] = pc_time_median(samples, (size_t)o->reps);
-            printf("%-44s %10zu %7g %10.3f %10s %10s %9.0f %12s %8s\n",
-                   "[baseline] top-k by CUB sort", n, ratios[ri], t_sort[si][ri], "-", "-",
-                   (double)n / t_sort[si][ri] * 1e-3, "-", "-");
-        }
-        size_t nbase = sizeof(bench_codecs) / sizeof(bench_codecs[0]);
-        for (size_t b = 0; b <= nbase; b++) {
-            bool fold_only = b == nbase; /* the last row: the error-feedback fold alone */
-            const char *bs = fold_only ? "topk:momentum=0" : bench_codecs[b];
-            for (int ri = 0; ri < (uses_ratio(bs) && !fold_only ? nratios : 1); ri++) {
-                char text[128];
-                double ratio = uses_ratio(bs) && !fold_only ? ratios[ri] : -1;
-                spec_for(bs, ratio, x, n, sel, text, sizeof(text));
-                pc_codec_spec_t spec;
-                if (pc_codec_spec_parse(text, &spec, err, sizeof(err)) != PC_OK)
-                    return cuda_fail(text, err);
-                spec.seed = 1;
-                pc_devcodec_t *c;
-                pc_devcodec_state_t *st;
-                if (pc_devcodec_create(&spec, 0, &c, err, sizeof(err)) != PC_OK)
-                    return cuda_fail(text, err);
-                size_t cap = pc_devcodec_max_bytes(c, n), len = 0;
-                uint8_t *msg = NULL;
-                if (pc_devcodec_state_create(c, 0, n, &st, err, sizeof(err)) != PC_OK ||
-                    pc_devcodec_host_alloc(c, cap, (void **)&msg, err, sizeof(err)) != PC_OK)
-                    return cuda_fail(text, err);
-                pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
-                for (int r = 0; r < o->reps; r++) {
-                    int64_t t0 = pc_time_ns();
-                    int rc = fold_only ? pc_devcodec_fold(c, st, x_dev, NULL)
-                                       : pc_devcodec_compress(c, st, x_dev, (uint64_t)r, NULL, msg,
-                                                              cap, &len);
-                    int64_t t1 = pc_time_ns();
-                    if (rc != PC_OK)
-                        return cuda_fail(text, pc_devcodec_error(c));
-                    if (!fold_only && pc_devcodec_decode_add(c, msg, len, &want, 1.0f, dense_dev,
-                                                             NULL, NULL, err, sizeof(err)) != PC_OK)
-                        return cuda_fail(text, err);
-                    int64_t t2 = pc_time_ns();
-                    samples[r] = (double)(t1 - t0) * 1e-6;
-                    samples[o->reps + r] = (double)(t2 - t1) * 1e-6;
-                }
-                /* The message's copy alone: compress minus it is the device's part. */
-                for (int r = 0; r < o->reps; r++) {
-                    int64_t t0 = pc_time_ns();
-                    if (len && pc_devcodec_copy(c, msg, x_dev, len, false, NULL, err,
-                                                sizeof(err)) != PC_OK)
-                        return cuda_fail(text, err);
-                    samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-                }
-                double t_copy = fold_only ? 0 : pc_time_median(samples, (size_t)o->reps);
-                if (nrows == 512)
-                    return cuda_fail("rows", "more than 512");
-                cuda_row_t *row = &rows[nrows++];
-                snprintf(row->spec, sizeof(row->spec), "%s", fold_only ? "ef fold (v += g)" : text);
-                row->n = n;
-                row->ratio = ratio;
-                row->t_comp = pc_time_median(samples, (size_t)o->reps);
-                row->t_dec = fold_only ? 0 : pc_time_median(samples + o->reps, (size_t)o->reps);
-                row->bytes = fold_only ? 0 : len;
-                row->t_copy = t_copy;
-                /* Bytes a bandwidth-bound codec must move at least on the device: the fold
-                 * reads g and v and writes v; fp16 (ef=off) reads v and writes the message;
-                 * qsgd and terngrad read v twice (the norm or the maximum comes before the
-                 * first code) and write the message. */
-                if (fold_only)
-                    row->must_bytes = 12.0 * (double)n;
-                else if (spec.id == PC_CODEC_FP16)
-                    row->must_bytes = 4.0 * (double)n + (double)len;
-                else if (spec.id == PC_CODEC_QSGD || spec.id == PC_CODEC_TERNGRAD)
-                    row->must_bytes = 8.0 * (double)n + (double)len;
-                char rbuf[16];
-                snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
-                printf("%-44.44s %10zu %7s %10.3f %10.3f %10.3f %9.0f %12zu %8.1f\n", row->spec, n,
-                       rbuf, row->t_comp, row->t_copy, row->t_dec, (double)n / row->t_comp * 1e-3,
-                       row->bytes, row->bytes ? 4.0 * (double)n / (double)row->bytes : 0.0);
-                pc_devcodec_host_free(c, msg);
-                pc_devcodec_state_destroy(st);
-                pc_devcodec_destroy(c);
-            }
-        }
-        printf("\n");
+    return 0;
+}
+
+/* The baselines at size index si: one read of the input, a copy kernel, and top-k by
+ * CUB's sort per ratio (unless --no-sort); each printed and kept. */
+static int cuda_baselines(cuda_bench_t *b, int si)
+{
+    const int reps = b->o->reps;
+    size_t n = (size_t)b->sizes[si];
+    double *samples = b->samples;
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        if (pc_cuda_baseline_read(b->base, b->x_dev, n) != PC_OK)
+            return cuda_fail("read baseline", "a CUDA call failed");
+        samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
     }
-    /* Ratios, measured side by side above. */
+    b->t_read[si] = pc_time_median(samples, (size_t)reps);
+    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
+           b->t_read[si], "-", "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-");
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        if (pc_cuda_baseline_copy(b->base, b->x_dev, n) != PC_OK)
+            return cuda_fail("copy baseline", "a CUDA call failed");
+        samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+    }
+    b->t_copyk[si] = pc_time_median(samples, (size_t)reps);
+    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n",
+           "[baseline] copy kernel (4n read, 4n written)", n, "-", b->t_copyk[si], "-", "-",
+           (double)n / b->t_copyk[si] * 1e-3, (size_t)0, "-");
+    for (int ri = 0; ri < b->nratios && !b->o->no_sort; ri++) {
+        size_t k = (size_t)ceil(b->ratios[ri] * (double)n);
+        for (int r = 0; r < reps; r++) {
+            int64_t t0 = pc_time_ns();
+            if (pc_cuda_baseline_sort_topk(b->base, b->x_dev, n, k > n ? n : k) != PC_OK)
+                return cuda_fail("sort baseline", "a CUDA call failed");
+            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+        }
+        b->t_sort[si][ri] = pc_time_median(samples, (size_t)reps);
+        printf("%-44s %10zu %7g %10.3f %10s %10s %9.0f %12s %8s\n", "[baseline] top-k by CUB sort",
+               n, b->ratios[ri], b->t_sort[si][ri], "-", "-", (double)n / b->t_sort[si][ri] * 1e-3,
+               "-", "-");
+    }
+    return 0;
+}
+
+/* Time one codec (text: its spec) on n elements: compress (with the copy of its message to
+ * pinned host memory) and decode-add, or the fold alone; then the message's copy alone, so
+ * that compress minus it is the device's part. Fills *row and prints it. */
+static int cuda_codec_row(cuda_bench_t *b, const char *text, size_t n, double ratio, bool fold_only,
+                          cuda_row_t *row)
+{
+    const int reps = b->o->reps;
+    double *samples = b->samples;
+    char err[512] = "";
+    pc_codec_spec_t spec;
+    if (pc_codec_spec_parse(text, &spec, err, sizeof(err)) != PC_OK)
+        return cuda_fail(text, err);
+    spec.seed = 1;
+    pc_devcodec_t *c;
+    pc_devcodec_state_t *st;
+    if (pc_devcodec_create(&spec, 0, &c, err, sizeof(err)) != PC_OK)
+        return cuda_fail(text, err);
+    size_t cap = pc_devcodec_max_bytes(c, n), len = 0;
+    uint8_t *msg = NULL;
+    if (pc_devcodec_state_create(c, 0, n, &st, err, sizeof(err)) != PC_OK ||
+        pc_devcodec_host_alloc(c, cap, (void **)&msg, err, sizeof(err)) != PC_OK)
+        return cuda_fail(text, err);
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        int rc = fold_only
+                     ? pc_devcodec_fold(c, st, b->x_dev, NULL)
+                     : pc_devcodec_compress(c, st, b->x_dev, (uint64_t)r, NULL, msg, cap, &len);
+        int64_t t1 = pc_time_ns();
+        if (rc != PC_OK)
+            return cuda_fail(text, pc_devcodec_error(c));
+        if (!fold_only && pc_devcodec_decode_add(c, msg, len, &want, 1.0f, b->dense_dev, NULL, NULL,
+                                                 err, sizeof(err)) != PC_OK)
+            return cuda_fail(text, err);
+        int64_t t2 = pc_time_ns();
+        samples[r] = (double)(t1 - t0) * 1e-6;
+        samples[reps + r] = (double)(t2 - t1) * 1e-6;
+    }
+    row->t_comp = pc_time_median(samples, (size_t)reps);
+    row->t_dec = fold_only ? 0 : pc_time_median(samples + reps, (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        if (len && pc_devcodec_copy(c, msg, b->x_dev, len, false, NULL, err, sizeof(err)) != PC_OK)
+            return cuda_fail(text, err);
+        samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+    }
+    row->t_copy = fold_only ? 0 : pc_time_median(samples, (size_t)reps);
+    snprintf(row->spec, sizeof(row->spec), "%s", fold_only ? "ef fold (v += g)" : text);
+    row->n = n;
+    row->ratio = ratio;
+    row->bytes = fold_only ? 0 : len;
+    /* Bytes a bandwidth-bound codec must move at least on the device: the fold reads g and
+     * v and writes v; fp16 (ef=off) reads v and writes the message; qsgd and terngrad read
+     * v twice (the norm or the maximum comes before the first code) and write the message. */
+    if (fold_only)
+        row->must_bytes = 12.0 * (double)n;
+    else if (spec.id == PC_CODEC_FP16)
+        row->must_bytes = 4.0 * (double)n + (double)len;
+    else if (spec.id == PC_CODEC_QSGD || spec.id == PC_CODEC_TERNGRAD)
+        row->must_bytes = 8.0 * (double)n + (double)len;
+    char rbuf[16];
+    snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
+    printf("%-44.44s %10zu %7s %10.3f %10.3f %10.3f %9.0f %12zu %8.1f\n", row->spec, n, rbuf,
+           row->t_comp, row->t_copy, row->t_dec, (double)n / row->t_comp * 1e-3, row->bytes,
+           row->bytes ? 4.0 * (double)n / (double)row->bytes : 0.0);
+    pc_devcodec_host_free(c, msg);
+    pc_devcodec_state_destroy(st);
+    pc_devcodec_destroy(c);
+    return 0;
+}
+
+/* Every codec of bench_codecs at size index si (the sparsifiers at each ratio), then the
+ * error-feedback fold alone. */
+static int cuda_codecs(cuda_bench_t *b, int si)
+{
+    size_t n = (size_t)b->sizes[si];
+    size_t nbase = sizeof(bench_codecs) / sizeof(bench_codecs[0]);
+    for (size_t k = 0; k <= nbase; k++) {
+        bool fold_only = k == nbase; /* the last row: the error-feedback fold alone */
+        const char *bs = fold_only ? "topk:momentum=0" : bench_codecs[k];
+        for (int ri = 0; ri < (uses_ratio(bs) && !fold_only ? b->nratios : 1); ri++) {
+            char text[128];
+            double ratio = uses_ratio(bs) && !fold_only ? b->ratios[ri] : -1;
+            spec_for(bs, ratio, b->x, n, b->sel, text, sizeof(text));
+            if (b->nrows == 512)
+                return cuda_fail("rows", "more than 512");
+            int rc = cuda_codec_row(b, text, n, ratio, fold_only, &b->rows[b->nrows]);
+            if (rc != 0)
+                return rc;
+            b->nrows++;
+        }
+    }
+    return 0;
+}
+
+/* The ratios, measured side by side above: exact top-k against the baselines, and the
+ * bandwidth-bound codecs against the bytes they must move. */
+static void cuda_verdicts(const cuda_bench_t *b)
+{
     printf("exact top-k (ef=off) against the baselines, on the device (compress minus the copy of "
            "its message, measured alone):\n");
-    for (int i = 0; i < nrows; i++) {
-        if (strncmp(rows[i].spec, "topk:", 5) != 0 || !strstr(rows[i].spec, "ef=off"))
+    for (int i = 0; i < b->nrows; i++) {
+        const cuda_row_t *row = &b->rows[i];
+        if (strncmp(row->spec, "topk:", 5) != 0 || !strstr(row->spec, "ef=off"))
             continue;
         int si = 0, ri = 0;
-        while ((size_t)sizes[si] != rows[i].n)
+        while ((size_t)b->sizes[si] != row->n)
             si++;
-        while (ri + 1 < nratios && ratios[ri] != rows[i].ratio)
+        while (ri + 1 < b->nratios && b->ratios[ri] != row->ratio)
             ri++;
-        double dev = rows[i].t_comp - rows[i].t_copy;
-        double bound = dev / t_read[si];
-        bool target = rows[i].n == 100000000 && rows[i].ratio == 0.01;
-        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e8, 1%%%s)",
-               rows[i].n, rows[i].ratio, bound, target ? (bound <= 3 ? ": met" : ": NOT met") : "");
-        if (!o->no_sort)
-            printf(", %.1f x faster than the CUB-sort top-k (target >= 10%s)", t_sort[si][ri] / dev,
-                   target ? (t_sort[si][ri] / dev >= 10 ? ": met" : ": NOT met") : "");
+        double dev = row->t_comp - row->t_copy;
+        double bound = dev / b->t_read[si];
+        bool target = row->n == 100000000 && row->ratio == 0.01;
+        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e8, 1%%%s)", row->n,
+               row->ratio, bound, target ? (bound <= 3 ? ": met" : ": NOT met") : "");
+        if (!b->o->no_sort)
+            printf(", %.1f x faster than the CUB-sort top-k (target >= 10%s)",
+                   b->t_sort[si][ri] / dev,
+                   target ? (b->t_sort[si][ri] / dev >= 10 ? ": met" : ": NOT met") : "");
         printf("\n");
     }
     printf("bandwidth-bound codecs on the device against the bytes they must move there at the "
            "read bandwidth:\n");
-    for (int i = 0; i < nrows; i++) {
-        if (rows[i].must_bytes <= 0)
+    for (int i = 0; i < b->nrows; i++) {
+        const cuda_row_t *row = &b->rows[i];
+        if (row->must_bytes <= 0)
             continue;
         int si = 0;
-        while ((size_t)sizes[si] != rows[i].n)
+        while ((size_t)b->sizes[si] != row->n)
             si++;
-        double bw = 4.0 * (double)rows[i].n / (t_read[si] * 1e-3); /* bytes/s */
-        double x_bound = (rows[i].t_comp - rows[i].t_copy) / (rows[i].must_bytes / bw * 1e3);
-        printf("  %-28s n=%-9zu %.2f x the bound (target <= 1.5%s)\n", rows[i].spec, rows[i].n,
-               x_bound,
-               rows[i].n == (size_t)sizes[nsizes - 1] ? (x_bound <= 1.5 ? ": met" : ": NOT met")
-                                                      : "");
+        double bw = 4.0 * (double)row->n / (b->t_read[si] * 1e-3); /* bytes/s */
+        double x_bound = (row->t_comp - row->t_copy) / (row->must_bytes / bw * 1e3);
+        printf("  %-28s n=%-9zu %.2f x the bound (target <= 1.5%s)\n", row->spec, row->n, x_bound,
+               row->n == (size_t)b->sizes[b->nsizes - 1] ? (x_bound <= 1.5 ? ": met" : ": NOT met")
+                                                         : "");
     }
-    if (json) {
+}
+
+/* --json: the baselines and every row. */
+static int cuda_json(const cuda_bench_t *b, FILE *json)
+{
+    fprintf(json,
+            "{\n  \"benchmark\": \"compress\",\n  \"device\": \"cuda\",\n  \"gpu\": \"%s\",\n"
+            "  \"reps\": %d,\n  \"baselines\": [\n",
+            b->name, b->o->reps);
+    for (int si = 0; si < b->nsizes; si++) {
+        fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"copy_ms\": %.4f, \"sort_topk_ms\": {",
+                b->sizes[si], b->t_read[si], b->t_copyk[si]);
+        for (int ri = 0; ri < b->nratios; ri++)
+            fprintf(json, "\"%g\": %.4f%s", b->ratios[ri], b->t_sort[si][ri],
+                    ri + 1 < b->nratios ? ", " : "");
+        fprintf(json, "}}%s\n", si + 1 < b->nsizes ? "," : "");
+    }
+    fprintf(json, "  ],\n  \"codecs\": [\n");
+    for (int i = 0; i < b->nrows; i++) {
+        const cuda_row_t *row = &b->rows[i];
         fprintf(json,
-                "{\n  \"benchmark\": \"compress\",\n  \"device\": \"cuda\",\n  \"gpu\": \"%s\",\n"
-                "  \"reps\": %d,\n  \"baselines\": [\n",
-                name, o->reps);
-        for (int si = 0; si < nsizes; si++) {
-            fprintf(json,
-                    "    {\"n\": %.0f, \"read_ms\": %.4f, \"copy_ms\": %.4f, \"sort_topk_ms\": {",
-                    sizes[si], t_read[si], t_copyk[si]);
-            for (int ri = 0; ri < nratios; ri++)
-                fprintf(json, "\"%g\": %.4f%s", ratios[ri], t_sort[si][ri],
-                        ri + 1 < nratios ? ", " : "");
-            fprintf(json, "}}%s\n", si + 1 < nsizes ? "," : "");
-        }
-        fprintf(json, "  ],\n  \"codecs\": [\n");
-        for (int i = 0; i < nrows; i++)
-            fprintf(json,
-                    "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
-                    "\"copy_ms\": %.4f, \"decompress_ms\": %.4f, \"bytes\": %zu, "
-                    "\"must_bytes\": %.0f}%s\n",
-                    rows[i].spec, rows[i].n, rows[i].ratio, rows[i].t_comp, rows[i].t_copy,
-                    rows[i].t_dec, rows[i].bytes, rows[i].must_bytes, i + 1 < nrows ? "," : "");
-        fprintf(json, "  ]\n}\n");
-        if (fclose(json) != 0)
-            return cuda_fail("--json", "error writing the file");
+                "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
+                "\"copy_ms\": %.4f, \"decompress_ms\": %.4f, \"bytes\": %zu, "
+                "\"must_bytes\": %.0f}%s\n",
+                row->spec, row->n, row->ratio, row->t_comp, row->t_copy, row->t_dec, row->bytes,
+                row->must_bytes, i + 1 < b->nrows ? "," : "");
     }
-    pc_devcodec_free(mem, x_dev);
-    pc_devcodec_free(mem, dense_dev);
-    pc_devcodec_destroy(mem);
-    pc_cuda_baseline_destroy(base);
-    pc_select_destroy(sel);
-    free(x);
-    free(samples);
-    free(rows);
+    fprintf(json, "  ]\n}\n");
+    if (fclose(json) != 0)
+        return cuda_fail("--json", "error writing the file");
     return 0;
+}
+
+static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
+                               const double *ratios, int nratios)
+{
+    char why[160];
+    if (pc_cuda_status(why, sizeof(why)) == 0)
+        return cuda_fail("no CUDA device", why);
+    cuda_bench_t b = {
+        .o = o, .sizes = sizes, .nsizes = nsizes, .ratios = ratios, .nratios = nratios};
+    pc_cuda_device_name(0, b.name, sizeof(b.name));
+    FILE *json = NULL;
+    if (o->json[0] && !(json = fopen(o->json, "w")))
+        return cuda_fail("--json", "cannot write the file");
+    int rc = cuda_setup(&b);
+    if (rc == 0) {
+        printf("pc-bench compress --device cuda: %s; heavy-tailed float gradients, %d reps "
+               "(median);\ntimes on the host clock, each call waited for (compress includes the "
+               "copy of the message to pinned host memory)\n\n",
+               b.name, o->reps);
+        printf("%-44s %10s %7s %10s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
+               "copy ms", "decomp ms", "Melem/s", "bytes", "x less");
+    }
+    for (int si = 0; si < nsizes && rc == 0; si++) {
+        if ((rc = cuda_baselines(&b, si)) == 0)
+            rc = cuda_codecs(&b, si);
+        printf("\n");
+    }
+    if (rc == 0) {
+        cuda_verdicts(&b);
+        if (json) {
+            rc = cuda_json(&b, json);
+            json = NULL;
+        }
+    }
+    if (json)
+        fclose(json);
+    if (rc != 0 && o->json[0])
+        remove(o->json); /* no half-written results */
+    cuda_free(&b);
+    return rc;
+}
+
+/* bench_compress_main's state on the CPU: the flags and sizes, the input, the decode
+ * target, the sort baseline's order, the rows measured so far and the baselines' medians
+ * per size. */
+typedef struct cpu_bench {
+    const opts_t *o;
+    const double *sizes, *ratios;
+    int nsizes, nratios;
+    float *x, *dense;
+    uint32_t *ord;
+    double *samples; /* 2 x reps */
+    row_t *rows;
+    int nrows;
+    pc_select_t *sel;
+    double t_read[8], t_sort[8];
+} cpu_bench_t;
+
+static void cpu_free(cpu_bench_t *b)
+{
+    pc_select_destroy(b->sel);
+    free(b->x);
+    free(b->dense);
+    free(b->ord);
+    free(b->samples);
+    free(b->rows);
+}
+
+/* The baselines at size index si: one read of the input, and top-k by qsort (unless
+ * --no-sort); printed and kept. */
+static void cpu_baselines(cpu_bench_t *b, int si)
+{
+    const int reps = b->o->reps;
+    size_t n = (size_t)b->sizes[si];
+    volatile double sink = 0;
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        sink += read_pass(b->x, n);
+        b->samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+    }
+    (void)sink;
+    b->t_read[si] = pc_time_median(b->samples, (size_t)reps);
+    if (!b->o->no_sort) {
+        int sreps = reps < 3 ? reps : 3; /* seconds each at 1e7 */
+        for (int r = 0; r < sreps; r++) {
+            for (size_t i = 0; i < n; i++)
+                b->ord[i] = (uint32_t)i;
+            sort_x = b->x;
+            int64_t t0 = pc_time_ns();
+            qsort(b->ord, n, sizeof(uint32_t), by_mag_desc);
+            b->samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
+        }
+        b->t_sort[si] = pc_time_median(b->samples, (size_t)sreps);
+    }
+    printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
+           b->t_read[si], "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-");
+    if (!b->o->no_sort)
+        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n, "-",
+               b->t_sort[si], "-", (double)n / b->t_sort[si] * 1e-3, "-", "-");
+}
+
+/* Time one codec (spec_text) on n elements: compress, then decode-add; fills *row and
+ * prints it. */
+static int cpu_codec_row(cpu_bench_t *b, const char *spec_text, size_t n, double ratio, row_t *row)
+{
+    const int reps = b->o->reps;
+    char err[512];
+    pc_codec_spec_t spec;
+    if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: internal spec '%s': %s\n", spec_text, err);
+        return BENCH_EXIT_FAIL;
+    }
+    spec.seed = 1;
+    pc_codec_t *c;
+    pc_codec_state_t *st;
+    if (pc_codec_create(&spec, &c) != PC_OK || pc_codec_state_create(c, 0, n, &st) != PC_OK) {
+        fprintf(stderr, "pc-bench: cannot create %s for n = %zu\n", spec_text, n);
+        return BENCH_EXIT_FAIL;
+    }
+    size_t cap = pc_codec_max_bytes(c, n), len = 0;
+    uint8_t *msg = malloc(cap);
+    if (!msg) {
+        fprintf(stderr, "pc-bench: out of memory for a %zu-byte message\n", cap);
+        return BENCH_EXIT_FAIL;
+    }
+    pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = pc_time_ns();
+        int rc = pc_codec_compress(c, st, b->x, (uint64_t)r, msg, cap, &len);
+        int64_t t1 = pc_time_ns();
+        int rc2 = rc == PC_OK ? pc_codec_decode_add(c, msg, len, &want, 1.0f, b->dense, NULL, err,
+                                                    sizeof(err))
+                              : rc;
+        int64_t t2 = pc_time_ns();
+        if (rc != PC_OK || rc2 != PC_OK) {
+            fprintf(stderr, "pc-bench: %s failed: %s\n", spec_text,
+                    rc != PC_OK ? pc_strerror(rc) : err);
+            return BENCH_EXIT_FAIL;
+        }
+        b->samples[r] = (double)(t1 - t0) * 1e-6;
+        b->samples[reps + r] = (double)(t2 - t1) * 1e-6;
+    }
+    snprintf(row->spec, sizeof(row->spec), "%s", spec_text);
+    row->n = n;
+    row->ratio = ratio;
+    row->t_comp = pc_time_median(b->samples, (size_t)reps);
+    row->t_dec = pc_time_median(b->samples + reps, (size_t)reps);
+    row->bytes = len;
+    char rbuf[16];
+    snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
+    printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f\n", spec_text, n, rbuf, row->t_comp,
+           row->t_dec, (double)n / row->t_comp * 1e-3, len, 4.0 * (double)n / (double)len);
+    free(msg);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    return 0;
+}
+
+/* Every codec of bench_codecs at size index si: the ratio codecs once per ratio, the others
+ * once. */
+static int cpu_codecs(cpu_bench_t *b, int si)
+{
+    size_t n = (size_t)b->sizes[si];
+    for (size_t k = 0; k < sizeof(bench_codecs) / sizeof(bench_codecs[0]); k++) {
+        bool ratio_codec = uses_ratio(bench_codecs[k]);
+        for (int ri = 0; ri < (ratio_codec ? b->nratios : 1); ri++) {
+            char spec_text[128];
+            double ratio = ratio_codec ? b->ratios[ri] : -1;
+            spec_for(bench_codecs[k], ratio, b->x, n, b->sel, spec_text, sizeof(spec_text));
+            if (b->nrows == 256) {
+                fprintf(stderr, "pc-bench: more than 256 result rows\n");
+                return BENCH_EXIT_USAGE;
+            }
+            int rc = cpu_codec_row(b, spec_text, n, ratio, &b->rows[b->nrows]);
+            if (rc != 0)
+                return rc;
+            b->nrows++;
+        }
+    }
+    return 0;
+}
+
+/* The headline: exact top-k (ef=off) at each size and ratio against the baselines. */
+static void cpu_verdicts(const cpu_bench_t *b)
+{
+    printf("top-k (ef=off) against the baselines:\n");
+    for (int i = 0; i < b->nrows; i++) {
+        const row_t *row = &b->rows[i];
+        if (strncmp(row->spec, "topk:", 5) != 0 || !strstr(row->spec, "ef=off"))
+            continue;
+        int si = 0;
+        while ((size_t)b->sizes[si] != row->n)
+            si++;
+        double bound = row->t_comp / b->t_read[si];
+        bool target_case = row->n == 10000000 && row->ratio == 0.01;
+        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e7, 1%%%s)", row->n,
+               row->ratio, bound, target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
+        if (!b->o->no_sort)
+            printf(", %.1f x faster than sort (target >= 10: %s)", b->t_sort[si] / row->t_comp,
+                   b->t_sort[si] / row->t_comp >= 10 ? "met" : "NOT met");
+        printf("\n");
+    }
+}
+
+/* --json: the baselines and every row, with their ratios to the baselines. */
+static int cpu_json(const cpu_bench_t *b, FILE *json)
+{
+    const opts_t *o = b->o;
+    fprintf(json, "{\n  \"benchmark\": \"compress\",\n  \"reps\": %d,\n  \"baselines\": [\n",
+            o->reps);
+    for (int si = 0; si < b->nsizes; si++)
+        fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_ms\": %.4f}%s\n", b->sizes[si],
+                b->t_read[si], o->no_sort ? 0.0 : b->t_sort[si], si + 1 < b->nsizes ? "," : "");
+    fprintf(json, "  ],\n  \"codecs\": [\n");
+    for (int i = 0; i < b->nrows; i++) {
+        const row_t *row = &b->rows[i];
+        int si = 0;
+        while ((size_t)b->sizes[si] != row->n)
+            si++;
+        fprintf(json,
+                "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
+                "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, "
+                "\"vs_read\": %.4f, \"sort_vs\": %.4f}%s\n",
+                row->spec, row->n, row->ratio, row->t_comp, row->t_dec,
+                (double)row->n / row->t_comp * 1e3, row->bytes, row->t_comp / b->t_read[si],
+                o->no_sort ? 0.0 : b->t_sort[si] / row->t_comp, i + 1 < b->nrows ? "," : "");
+    }
+    fprintf(json, "  ]\n}\n");
+    if (fclose(json) != 0) {
+        fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o->json);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The CPU benchmark over the parsed sizes and ratios. */
+static int bench_compress_cpu(const opts_t *o, const double *sizes, int nsizes,
+                              const double *ratios, int nratios)
+{
+    FILE *json = NULL;
+    if (o->json[0] && !(json = fopen(o->json, "w"))) {
+        fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o->json);
+        return BENCH_EXIT_FAIL;
+    }
+    cpu_bench_t b = {
+        .o = o, .sizes = sizes, .nsizes = nsizes, .ratios = ratios, .nratios = nratios};
+    size_t nmax = 0;
+    for (int i = 0; i < nsizes; i++)
+        nmax = (size_t)sizes[i] > nmax ? (size_t)sizes[i] : nmax;
+    b.x = malloc(sizeof(float) * nmax);
+    b.dense = malloc(sizeof(float) * nmax);
+    b.ord = o->no_sort ? NULL : malloc(sizeof(uint32_t) * nmax);
+    b.samples = malloc(sizeof(double) * (size_t)o->reps * 2);
+    b.rows = calloc(256, sizeof(row_t));
+    int rc = 0;
+    if (!b.x || !b.dense || (!o->no_sort && !b.ord) || !b.samples || !b.rows ||
+        pc_select_create(&b.sel) != PC_OK) {
+        fprintf(stderr, "pc-bench: out of memory for %zu elements\n", nmax);
+        rc = BENCH_EXIT_FAIL;
+    }
+    if (rc == 0) {
+        heavy(b.x, nmax);
+        memset(b.dense, 0, sizeof(float) * nmax);
+        printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core\n\n",
+               o->reps);
+        printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
+               "decomp ms", "Melem/s", "bytes", "x less");
+    }
+    for (int si = 0; si < nsizes && rc == 0; si++) {
+        cpu_baselines(&b, si);
+        rc = cpu_codecs(&b, si);
+        printf("\n");
+    }
+    if (rc == 0) {
+        cpu_verdicts(&b);
+        if (json) {
+            rc = cpu_json(&b, json);
+            json = NULL;
+        }
+    }
+    if (json)
+        fclose(json);
+    if (rc != 0 && o->json[0])
+        remove(o->json); /* no half-written results */
+    cpu_free(&b);
+    return rc;
 }
 
 int bench_compress_main(int argc, char **argv)
@@ -447,177 +778,6 @@ int bench_compress_main(int argc, char **argv)
                 o.ratios);
         return BENCH_EXIT_USAGE;
     }
-    if (cuda)
-        return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);
-    FILE *json = NULL;
-    if (o.json[0] && !(json = fopen(o.json, "w"))) {
-        fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o.json);
-        return BENCH_EXIT_FAIL;
-    }
-    size_t nmax = 0;
-    for (int i = 0; i < nsizes; i++)
-        nmax = (size_t)sizes[i] > nmax ? (size_t)sizes[i] : nmax;
-    float *x = malloc(sizeof(float) * nmax), *dense = malloc(sizeof(float) * nmax);
-    uint32_t *ord = o.no_sort ? NULL : malloc(sizeof(uint32_t) * nmax);
-    double *samples = malloc(sizeof(double) * (size_t)o.reps * 2);
-    row_t *rows = calloc(256, sizeof(row_t));
-    pc_select_t *sel = NULL;
-    if (!x || !dense || (!o.no_sort && !ord) || !samples || !rows ||
-        pc_select_create(&sel) != PC_OK) {
-        fprintf(stderr, "pc-bench: out of memory for %zu elements\n", nmax);
-        return BENCH_EXIT_FAIL;
-    }
-    heavy(x, nmax);
-    memset(dense, 0, sizeof(float) * nmax);
-    int nrows = 0;
-    double t_read[8] = {0}, t_sort[8] = {0};
-    printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core\n\n",
-           o.reps);
-    printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms", "decomp ms",
-           "Melem/s", "bytes", "x less");
-    for (int si = 0; si < nsizes; si++) {
-        size_t n = (size_t)sizes[si];
-        /* Baselines first. */
-        volatile double sink = 0;
-        for (int r = 0; r < o.reps; r++) {
-            int64_t t0 = pc_time_ns();
-            sink += read_pass(x, n);
-            samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-        }
-        (void)sink;
-        t_read[si] = pc_time_median(samples, (size_t)o.reps);
-        if (!o.no_sort) {
-            int sreps = o.reps < 3 ? o.reps : 3; /* seconds each at 1e7 */
-            for (int r = 0; r < sreps; r++) {
-                for (size_t i = 0; i < n; i++)
-                    ord[i] = (uint32_t)i;
-                sort_x = x;
-                int64_t t0 = pc_time_ns();
-                qsort(ord, n, sizeof(uint32_t), by_mag_desc);
-                samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
-            }
-            t_sort[si] = pc_time_median(samples, (size_t)sreps);
-        }
-        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
-               t_read[si], "-", (double)n / t_read[si] * 1e-3, (size_t)0, "-");
-        if (!o.no_sort)
-            printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n,
-                   "-", t_sort[si], "-", (double)n / t_sort[si] * 1e-3, "-", "-");
-        /* Codecs: ratio codecs once per ratio, the others once. */
-        for (size_t b = 0; b < sizeof(bench_codecs) / sizeof(bench_codecs[0]); b++) {
-            bool ratio_codec = uses_ratio(bench_codecs[b]);
-            for (int ri = 0; ri < (ratio_codec ? nratios : 1); ri++) {
-                char spec_text[128];
-                double ratio = ratio_codec ? ratios[ri] : -1;
-                spec_for(bench_codecs[b], ratio, x, n, sel, spec_text, sizeof(spec_text));
-                pc_codec_spec_t spec;
-                if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK) {
-                    fprintf(stderr, "pc-bench: internal spec '%s': %s\n", spec_text, err);
-                    return BENCH_EXIT_FAIL;
-                }
-                spec.seed = 1;
-                pc_codec_t *c;
-                pc_codec_state_t *st;
-                if (pc_codec_create(&spec, &c) != PC_OK ||
-                    pc_codec_state_create(c, 0, n, &st) != PC_OK) {
-                    fprintf(stderr, "pc-bench: cannot create %s for n = %zu\n", spec_text, n);
-                    return BENCH_EXIT_FAIL;
-                }
-                size_t cap = pc_codec_max_bytes(c, n), len = 0;
-                uint8_t *msg = malloc(cap);
-                if (!msg) {
-                    fprintf(stderr, "pc-bench: out of memory for a %zu-byte message\n", cap);
-                    return BENCH_EXIT_FAIL;
-                }
-                pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
-                for (int r = 0; r < o.reps; r++) {
-                    int64_t t0 = pc_time_ns();
-                    rc = pc_codec_compress(c, st, x, (uint64_t)r, msg, cap, &len);
-                    int64_t t1 = pc_time_ns();
-                    int rc2 = rc == PC_OK ? pc_codec_decode_add(c, msg, len, &want, 1.0f, dense,
-                                                                NULL, err, sizeof(err))
-                                          : rc;
-                    int64_t t2 = pc_time_ns();
-                    if (rc != PC_OK || rc2 != PC_OK) {
-                        fprintf(stderr, "pc-bench: %s failed: %s\n", spec_text,
-                                rc != PC_OK ? pc_strerror(rc) : err);
-                        return BENCH_EXIT_FAIL;
-                    }
-                    samples[r] = (double)(t1 - t0) * 1e-6;
-                    samples[o.reps + r] = (double)(t2 - t1) * 1e-6;
-                }
-                if (nrows == 256) {
-                    fprintf(stderr, "pc-bench: more than 256 result rows\n");
-                    return BENCH_EXIT_USAGE;
-                }
-                row_t *row = &rows[nrows++];
-                snprintf(row->spec, sizeof(row->spec), "%s", spec_text);
-                row->n = n;
-                row->ratio = ratio;
-                row->t_comp = pc_time_median(samples, (size_t)o.reps);
-                row->t_dec = pc_time_median(samples + o.reps, (size_t)o.reps);
-                row->bytes = len;
-                char rbuf[16];
-                snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
-                printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f\n", spec_text, n, rbuf,
-                       row->t_comp, row->t_dec, (double)n / row->t_comp * 1e-3, len,
-                       4.0 * (double)n / (double)len);
-                free(msg);
-                pc_codec_state_destroy(st);
-                pc_codec_destroy(c);
-            }
-        }
-        printf("\n");
-    }
-    /* Headline: exact top-k (ef=off) at each size and ratio against the baselines. */
-    printf("top-k (ef=off) against the baselines:\n");
-    for (int i = 0; i < nrows; i++) {
-        if (strncmp(rows[i].spec, "topk:", 5) != 0 || !strstr(rows[i].spec, "ef=off"))
-            continue;
-        int si = 0;
-        while ((size_t)sizes[si] != rows[i].n)
-            si++;
-        double bound = rows[i].t_comp / t_read[si];
-        bool target_case = rows[i].n == 10000000 && rows[i].ratio == 0.01;
-        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e7, 1%%%s)",
-               rows[i].n, rows[i].ratio, bound,
-               target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
-        if (!o.no_sort)
-            printf(", %.1f x faster than sort (target >= 10: %s)", t_sort[si] / rows[i].t_comp,
-                   t_sort[si] / rows[i].t_comp >= 10 ? "met" : "NOT met");
-        printf("\n");
-    }
-    if (json) {
-        fprintf(json, "{\n  \"benchmark\": \"compress\",\n  \"reps\": %d,\n  \"baselines\": [\n",
-                o.reps);
-        for (int si = 0; si < nsizes; si++)
-            fprintf(json, "    {\"n\": %.0f, \"read_ms\": %.4f, \"sort_ms\": %.4f}%s\n", sizes[si],
-                    t_read[si], o.no_sort ? 0.0 : t_sort[si], si + 1 < nsizes ? "," : "");
-        fprintf(json, "  ],\n  \"codecs\": [\n");
-        for (int i = 0; i < nrows; i++) {
-            int si = 0;
-            while ((size_t)sizes[si] != rows[i].n)
-                si++;
-            fprintf(json,
-                    "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
-                    "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, "
-                    "\"vs_read\": %.4f, \"sort_vs\": %.4f}%s\n",
-                    rows[i].spec, rows[i].n, rows[i].ratio, rows[i].t_comp, rows[i].t_dec,
-                    (double)rows[i].n / rows[i].t_comp * 1e3, rows[i].bytes,
-                    rows[i].t_comp / t_read[si], o.no_sort ? 0.0 : t_sort[si] / rows[i].t_comp,
-                    i + 1 < nrows ? "," : "");
-        }
-        fprintf(json, "  ]\n}\n");
-        if (fclose(json) != 0) {
-            fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o.json);
-            return BENCH_EXIT_FAIL;
-        }
-    }
-    pc_select_destroy(sel);
-    free(x);
-    free(dense);
-    free(ord);
-    free(samples);
-    free(rows);
-    return 0;
+    return cuda ? bench_compress_cuda(&o, sizes, nsizes, ratios, nratios)
+                : bench_compress_cpu(&o, sizes, nsizes, ratios, nratios);
 }

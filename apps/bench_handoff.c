@@ -272,6 +272,55 @@ static double notify_cost_ns(void)
     return ns;
 }
 
+/* The medians per policy (p50, p99, busy CPU, idle CPU) and the ratios against
+ * event+window, with the targets' verdicts. */
+static void print_figures(double fig[P_COUNT][4])
+{
+    printf("\n%-14s %12s %12s %14s %14s\n", "policy", "p50 us", "p99 us", "busy CPU %",
+           "idle CPU %");
+    for (int p = 0; p < P_COUNT; p++)
+        printf("%-14s %12.1f %12.1f %14.2f %14.3f\n", policy_names[p], fig[p][0], fig[p][1],
+               fig[p][2], fig[p][3]);
+    const double *ev = fig[P_EVENT_WINDOW]; /* two pinned threads: cores of their own */
+    printf(
+        "\nratios (against event+window): p50 backoff-1ms %.1f, backoff-50us %.1f; p99 backoff-1ms "
+        "%.1f, backoff-50us %.1f\n",
+        fig[P_BACKOFF_1MS][0] / ev[0], fig[P_BACKOFF_50US][0] / ev[0],
+        fig[P_BACKOFF_1MS][1] / ev[1], fig[P_BACKOFF_50US][1] / ev[1]);
+    printf("event+window (two threads on cores of their own): p50 %.1f us (target <= 10: %s), p99 "
+           "%.1f us (target <= 100: %s), idle %.3f %% "
+           "of a core (target < 1: %s)\n",
+           ev[0], ev[0] <= 10 ? "met" : "NOT met", ev[1], ev[1] <= 100 ? "met" : "NOT met", ev[3],
+           ev[3] < 1 ? "met" : "NOT met");
+}
+
+/* --json: the run's settings and the figures; closes json. 0, or -1 with a message. */
+static int write_json(FILE *json, const opts_t *o, const char *placement, double notify_ns,
+                      double fig[P_COUNT][4])
+{
+    const double *ev = fig[P_EVENT_WINDOW];
+    fprintf(json,
+            "{\n  \"benchmark\": \"handoff\",\n  \"items\": %d,\n  \"min_us\": %d,\n"
+            "  \"max_us\": %d,\n  \"idle_ms\": %d,\n  \"reps\": %d,\n  \"placement\": \"%s\",\n"
+            "  \"spin_us\": %d,\n  \"notify_ns\": %.2f,\n  \"policies\": {\n",
+            o->items, o->min_us, o->max_us, o->idle_ms, o->reps, placement, o->spin_us, notify_ns);
+    for (int p = 0; p < P_COUNT; p++)
+        fprintf(json,
+                "    \"%s\": {\"p50_us\": %.2f, \"p99_us\": %.2f, \"busy_cpu_pct\": %.3f, "
+                "\"idle_cpu_pct\": %.4f}%s\n",
+                policy_names[p], fig[p][0], fig[p][1], fig[p][2], fig[p][3],
+                p + 1 < P_COUNT ? "," : "");
+    fprintf(json,
+            "  },\n  \"ratios\": {\"p50_backoff_1ms_vs_event_window\": %.4f, "
+            "\"p99_backoff_1ms_vs_event_window\": %.4f}\n}\n",
+            fig[P_BACKOFF_1MS][0] / ev[0], fig[P_BACKOFF_1MS][1] / ev[1]);
+    if (fclose(json) != 0) {
+        fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o->json);
+        return -1;
+    }
+    return 0;
+}
+
 int bench_handoff_main(int argc, char **argv)
 {
     opts_t o = {
@@ -330,45 +379,11 @@ int bench_handoff_main(int argc, char **argv)
         for (int f = 0; f < NFIG; f++)
             fig[p][f] = pc_time_median(samples + ((size_t)p * NFIG + (size_t)f) * (size_t)o.reps,
                                        (size_t)o.reps);
-    printf("\n%-14s %12s %12s %14s %14s\n", "policy", "p50 us", "p99 us", "busy CPU %",
-           "idle CPU %");
-    for (int p = 0; p < P_COUNT; p++)
-        printf("%-14s %12.1f %12.1f %14.2f %14.3f\n", policy_names[p], fig[p][0], fig[p][1],
-               fig[p][2], fig[p][3]);
-    const double *ev = fig[P_EVENT_WINDOW]; /* two pinned threads: cores of their own */
-    printf(
-        "\nratios (against event+window): p50 backoff-1ms %.1f, backoff-50us %.1f; p99 backoff-1ms "
-        "%.1f, backoff-50us %.1f\n",
-        fig[P_BACKOFF_1MS][0] / ev[0], fig[P_BACKOFF_50US][0] / ev[0],
-        fig[P_BACKOFF_1MS][1] / ev[1], fig[P_BACKOFF_50US][1] / ev[1]);
-    printf("event+window (two threads on cores of their own): p50 %.1f us (target <= 10: %s), p99 "
-           "%.1f us (target <= 100: %s), idle %.3f %% "
-           "of a core (target < 1: %s)\n",
-           ev[0], ev[0] <= 10 ? "met" : "NOT met", ev[1], ev[1] <= 100 ? "met" : "NOT met", ev[3],
-           ev[3] < 1 ? "met" : "NOT met");
-    if (json) {
-        fprintf(json,
-                "{\n  \"benchmark\": \"handoff\",\n  \"items\": %d,\n  \"min_us\": %d,\n"
-                "  \"max_us\": %d,\n  \"idle_ms\": %d,\n  \"reps\": %d,\n  \"placement\": \"%s\",\n"
-                "  \"spin_us\": %d,\n  \"notify_ns\": %.2f,\n  \"policies\": {\n",
-                o.items, o.min_us, o.max_us, o.idle_ms, o.reps, bench_pair_placement(pair),
-                o.spin_us, notify_ns);
-        for (int p = 0; p < P_COUNT; p++)
-            fprintf(json,
-                    "    \"%s\": {\"p50_us\": %.2f, \"p99_us\": %.2f, \"busy_cpu_pct\": %.3f, "
-                    "\"idle_cpu_pct\": %.4f}%s\n",
-                    policy_names[p], fig[p][0], fig[p][1], fig[p][2], fig[p][3],
-                    p + 1 < P_COUNT ? "," : "");
-        fprintf(json,
-                "  },\n  \"ratios\": {\"p50_backoff_1ms_vs_event_window\": %.4f, "
-                "\"p99_backoff_1ms_vs_event_window\": %.4f}\n}\n",
-                fig[P_BACKOFF_1MS][0] / ev[0], fig[P_BACKOFF_1MS][1] / ev[1]);
-        if (fclose(json) != 0) {
-            fprintf(stderr, "pc-bench: --json: error writing '%s'\n", o.json);
-            free(samples);
-            bench_pair_destroy(pair);
-            return BENCH_EXIT_FAIL;
-        }
+    print_figures(fig);
+    if (json && write_json(json, &o, bench_pair_placement(pair), notify_ns, fig) != 0) {
+        free(samples);
+        bench_pair_destroy(pair);
+        return BENCH_EXIT_FAIL;
     }
     free(samples);
     bench_pair_destroy(pair);

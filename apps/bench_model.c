@@ -16,11 +16,8 @@
  *
  * --device cuda runs the model's layers on CUDA device 0 (pc_model_create_on): the
  * per-layer times are then the device's (the profile waits for the stream at each hook),
- * and the codecs are timed on a host copy of the gradient. --iters N measures instead the
- * engine's training throughput alone, on --device, without the runtime: N forward and
- * backward passes of one --batch (copied from page-locked memory each time, as training
- * does) after a few untimed ones, printed as one JSON line, the line
- * scripts/bench/torch_engine.py prints for PyTorch on the same network. */
+ * and the codecs are timed on a host copy of the gradient. --iters N is pc-bench engine's
+ * measurement (bench_engine.c), kept here for the scripts that called it so. */
 #include "config.h"
 
 #include <ctype.h>
@@ -69,10 +66,6 @@ typedef struct opts {
     int device; /* --device: 0 cpu, 1 cuda (device 0) */
     int iters;
 } opts_t;
-
-/* Untimed passes before --iters' timed ones: the first allocates cuBLAS's kernels and
- * warms the caches; three leave the clocks up. */
-#define THROUGHPUT_WARMUP 3
 
 /* "10gbit" -> bytes per second; 0 when it is not a bandwidth. Units: gbit, mbit, kbit
  * (bits per second, powers of 10) and GB, MB, KB (bytes per second). */
@@ -295,8 +288,8 @@ static const pc_opt_t model_opts[] = {
      .min = 1,
      .max = 1000000,
      .metavar = "N",
-     .help = "measure the engine's training throughput instead: N timed forward+backward "
-             "passes of one --batch on --device, one JSON line (one process, no link)"},
+     .help = "measure the engine's training throughput instead, as pc-bench engine does (kept "
+             "for older scripts: use pc-bench engine)"},
 };
 
 /* The model and its names; the figures are pc_auto_measure's. */
@@ -325,25 +318,6 @@ static const char *device_name(const opts_t *o)
     return o->device ? "cuda" : "cpu";
 }
 
-/* The --model for --batch on --device, initialised (seed 1). 0, or -1 with a message. */
-static int build_model(const opts_t *o, const pc_dataset_t *ds, pc_model_t **out)
-{
-    char err[256];
-    int device = device_of(o);
-    if (pc_model_create_on((pc_model_kind_t)o->model, o->batch, 1, (int)ds->rows, (int)ds->cols,
-                           ds->classes, 0.5f, device, out, err, sizeof(err)) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: --device %s: %s\n", device_name(o), err);
-        return -1;
-    }
-    if (pc_model_init(*out, 1) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: --device %s: %s\n", device_name(o), pc_model_error(*out));
-        pc_model_destroy(*out);
-        *out = NULL;
-        return -1;
-    }
-    return 0;
-}
-
 /* Time forward and backward reps times (after one warm-up) on a synthetic batch
  * (pc_model_profile); per-layer medians into m. On a device the tensors handed on to the
  * codecs' measurement are host copies of its slabs. 0, or -1 with a message printed. */
@@ -354,7 +328,7 @@ static int measure_compute(const opts_t *o, measured_t *m)
         fprintf(stderr, "pc-bench: model: out of memory for a batch of %d\n", o->batch);
         return -1;
     }
-    if (build_model(o, &ds, &m->model) != 0) {
+    if (bench_engine_model(o->model, o->batch, o->device != 0, &ds, &m->model) != 0) {
         pc_data_free(&ds);
         return -1;
     }
@@ -407,85 +381,6 @@ static void free_measured(measured_t *m)
     free(m->host_params);
     free(m->host_grads);
     free(m);
-}
-
-/* --iters: the engine's training throughput on --device, one JSON line on stdout (and in
- * --json FILE). 0, or BENCH_EXIT_FAIL with a message printed. */
-static int measure_throughput(const opts_t *o)
-{
-    pc_dataset_t ds = {0};
-    pc_model_t *model = NULL;
-    float *x = NULL;
-    uint8_t *y = NULL;
-    if (pc_data_synthetic((uint32_t)o->batch, 7, 0, &ds) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: out of memory for a batch of %d\n", o->batch);
-        return BENCH_EXIT_FAIL;
-    }
-    int status = build_model(o, &ds, &model) == 0 ? 0 : BENCH_EXIT_FAIL;
-    size_t xbytes = sizeof(float) * ds.rows * ds.cols * (size_t)o->batch;
-    if (status == 0 && (pc_model_host_alloc(model, xbytes, (void **)&x) != PC_OK ||
-                        pc_model_host_alloc(model, (size_t)o->batch, (void **)&y) != PC_OK)) {
-        fprintf(stderr, "pc-bench: model: out of page-locked memory for the batch\n");
-        status = BENCH_EXIT_FAIL;
-    }
-    int rc = PC_OK;
-    double seconds = 0;
-    if (status == 0) {
-        memcpy(x, ds.images, xbytes);
-        memcpy(y, ds.labels, (size_t)o->batch);
-        int64_t t0 = 0;
-        for (int it = -THROUGHPUT_WARMUP; it < o->iters && rc == PC_OK; it++) {
-            if (it == 0 && (rc = pc_model_sync(model)) == PC_OK)
-                t0 = pc_time_ns();
-            /* No loss asked: a device pass queues its work and returns (as training does). */
-            if (rc == PC_OK)
-                rc = pc_model_forward(model, x, y, o->batch, true, 1,
-                                      (uint64_t)(it + THROUGHPUT_WARMUP), NULL, NULL, NULL);
-            if (rc == PC_OK)
-                rc = pc_model_backward(model, y, o->batch, NULL);
-        }
-        if (rc == PC_OK)
-            rc = pc_model_sync(model);
-        seconds = (double)(pc_time_ns() - t0) * 1e-9;
-        if (rc != PC_OK) {
-            fprintf(stderr, "pc-bench: model: --device %s: training pass: %s\n", device_name(o),
-                    pc_model_error(model)[0] ? pc_model_error(model) : pc_strerror(rc));
-            status = BENCH_EXIT_FAIL;
-        }
-    }
-    if (status == 0) {
-        char name[256] = "cpu", line[1024];
-        if (device_of(o) != PC_MODEL_CPU)
-            pc_cuda_device_name(device_of(o), name, sizeof(name));
-        for (char *c = name; *c; c++) /* a JSON string: no quote or backslash */
-            *c = *c == '"' || *c == '\\' ? '?' : *c;
-        snprintf(line, sizeof(line),
-                 "{\"benchmark\": \"model-throughput\", \"engine\": \"pipecompress\", "
-                 "\"device\": \"%s\", \"device_name\": \"%s\", \"model\": \"%s\", "
-                 "\"params\": %zu, \"batch\": %d, \"iters\": %d, \"warmup\": %d, "
-                 "\"seconds\": %.6f, \"ms_per_iter\": %.4f, \"samples_per_s\": %.1f}",
-                 device_name(o), name, pc_model_kind_name((pc_model_kind_t)o->model),
-                 pc_model_nparams(model), o->batch, o->iters, THROUGHPUT_WARMUP, seconds,
-                 seconds * 1e3 / o->iters, (double)o->iters * o->batch / seconds);
-        printf("%s\n", line);
-        FILE *j = o->json[0] ? fopen(o->json, "w") : NULL;
-        bool bad = o->json[0] && !j;
-        if (j) {
-            bad = fprintf(j, "%s\n", line) < 0;
-            bad = fclose(j) != 0 || bad;
-        }
-        if (bad) {
-            fprintf(stderr, "pc-bench: --json: cannot write '%s'\n", o->json);
-            status = BENCH_EXIT_FAIL;
-        }
-    }
-    if (model) {
-        pc_model_host_free(model, x);
-        pc_model_host_free(model, y);
-    }
-    pc_model_destroy(model);
-    pc_data_free(&ds);
-    return status;
 }
 
 /* The transport as Open MPI was told (it goes into the JSON: kept to the characters an MCA
@@ -724,6 +619,136 @@ static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* --predict W,S,MODE (MODE all: each mode): one machine-readable line per prediction,
+ * printed and kept in lines (*n of them) for the JSON. 0, or BENCH_EXIT_FAIL. */
+static int predict_lines_print(const pc_cost_t *cost, const pc_cost_link_t *link, int pW, int pS,
+                               pc_cost_mode_t pmode, bool pall, char lines[][256], int *n)
+{
+    printf("\n");
+    int first = pall ? 0 : (int)pmode, last = pall ? PC_COST_MODES - 1 : (int)pmode;
+    for (int k = first; k <= last; k++) {
+        pc_cost_result_t r;
+        if (predict(cost, k, pW, pS, link, &r) != PC_OK)
+            return BENCH_EXIT_FAIL;
+        snprintf(lines[*n], 256,
+                 "predict mode=%s e2e=%d W=%d S=%d iter_ms=%.3f compute_ms=%.3f "
+                 "exposed_ms=%.3f bandwidth=%.6g latency=%.6g",
+                 pc_cost_mode_name(k), pc_cost_mode_e2e(k), pW, k == PC_COST_ALLREDUCE ? 0 : pS,
+                 r.iter * 1e3, r.compute * 1e3, r.exposed * 1e3, link->bandwidth, link->latency);
+        printf("%s\n", lines[(*n)++]);
+    }
+    return 0;
+}
+
+/* The prediction table for W = 2, 4, ..., --max-workers, and with --bandwidth the
+ * speedup-vs-bandwidth table at --at-workers. 0, or BENCH_EXIT_FAIL. */
+static int print_tables(const opts_t *o, const pc_cost_t *cost, const pc_cost_link_t *link,
+                        const double *bw, int nbw)
+{
+    printf("\npredicted iteration time, ms (speedup over the allreduce); S = max(1, "
+           "round(W x %g))\n",
+           o->servers_ratio);
+    table_header("W");
+    for (int W = 2; W <= o->max_workers; W *= 2) {
+        char first[16];
+        snprintf(first, sizeof(first), "%d", W);
+        if (table_row(cost, first, W, servers_for(o, W), link) != 0)
+            return BENCH_EXIT_FAIL;
+    }
+    if (nbw == 0)
+        return 0;
+    printf("\nspeedup over the allreduce against bandwidth, W = %d (latency %.2f us)\n",
+           o->at_workers, link->latency * 1e6);
+    table_header("bandwidth");
+    for (int b = 0; b < nbw; b++) {
+        pc_cost_link_t l = {.bandwidth = bw[b], .latency = link->latency};
+        char first[24];
+        snprintf(first, sizeof(first), "%.4ggbit", bw[b] * 8e-9);
+        if (table_row(cost, first, o->at_workers, servers_for(o, o->at_workers), &l) != 0)
+            return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Every rank builds and profiles the model at once (the slowest rank's times are the
+ * model's: what sharing this machine costs is in them), then pc_auto_measure measures the
+ * link from rank 0 to a rank on another host and rank 0 the codecs and server; *probe is
+ * what was measured it on. Collective: a rank that cannot profile ends the job (the others
+ * are in a collective). 0, or BENCH_EXIT_FAIL (said by rank 0). */
+static int measure_all(const opts_t *o, int rank, measured_t *m, pc_auto_probe_t *probe)
+{
+    char err[512] = "";
+    if (measure_compute(o, m) != 0)
+        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL);
+    *probe = (pc_auto_probe_t){.layers = m->layers,
+                               .nlayers = m->nlayers,
+                               .tensors = m->tensors,
+                               .tensor_layer = m->tensor_layer,
+                               .ntensors = m->ntensors};
+    pc_auto_measure_cfg_t mc = {.chunk_bytes = (size_t)o->chunk_bytes,
+                                .compress_min_bytes = (size_t)o->compress_min_bytes,
+                                .topk_ratio = o->topk_ratio,
+                                .dgc_ratio = o->dgc_ratio,
+                                .momentum = 0.9, /* the sparsifiers' default */
+                                .servers = 1,
+                                .link_bytes = (size_t)o->link_bytes,
+                                .reps = o->reps,
+                                .seed = 42};
+    if (pc_auto_measure(MPI_COMM_WORLD, &mc, probe, &m->fig, err, sizeof(err)) != PC_OK) {
+        if (rank == 0)
+            fprintf(stderr, "pc-bench: model: %s\n", err);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* What the flags ask of the report: the --bandwidth list, --latency (-1: measured), and
+ * --predict W,S,MODE (MODE all: pall). */
+typedef struct asked {
+    double bw[MAX_BW];
+    int nbw;
+    double latency;
+    bool predict, pall;
+    int pW, pS;
+    pc_cost_mode_t pmode;
+} asked_t;
+
+/* Rank 0, after the measurement: the cost model from the rates (on the measured link, or
+ * the first --bandwidth; --latency overrides the measured latency), the rates printed, then
+ * the --predict lines or the tables, and --json. 0, or BENCH_EXIT_FAIL. */
+static int report(const opts_t *o, measured_t *m, const pc_auto_probe_t *probe, const asked_t *q,
+                  int size)
+{
+    int status = 0, rc;
+    pc_cost_t *cost = NULL;
+    char predict_lines[PC_COST_MODES][256];
+    int npredict = 0;
+    /* The model's link: the measured one (the slower direction), else the first
+     * --bandwidth; --latency, when given, overrides the measured latency. */
+    const pc_auto_measured_t *f = &m->fig;
+    pc_cost_link_t link = {.bandwidth = f->link_peer >= 0 ? f->link.bandwidth : q->bw[0],
+                           .latency = q->latency >= 0 ? q->latency : f->link.latency};
+    if ((rc = pc_auto_cost(f, probe, (size_t)o->chunk_bytes, (size_t)o->compress_min_bytes, &link,
+                           &cost)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n", pc_strerror(rc));
+        status = BENCH_EXIT_FAIL;
+    }
+    if (status == 0) {
+        print_rates(o, m, &link, size);
+        fflush(stdout);
+    }
+    if (status == 0 && q->predict)
+        status = predict_lines_print(cost, &link, q->pW, q->pS, q->pmode, q->pall, predict_lines,
+                                     &npredict);
+    else if (status == 0)
+        status = print_tables(o, cost, &link, q->bw, q->nbw);
+    if (status == 0 && o->json[0] &&
+        write_json(o, m, &link, q->bw, q->nbw, cost, predict_lines, npredict) != 0)
+        status = BENCH_EXIT_FAIL;
+    pc_cost_destroy(cost);
+    return status;
+}
+
 int bench_model_main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -769,125 +794,41 @@ int bench_model_main(int argc, char **argv)
             return BENCH_EXIT_FAIL;
         }
     }
-    if (o.iters > 0) { /* the engine's throughput: rank 0 alone */
-        int st = rank == 0 ? measure_throughput(&o) : 0;
+    if (o.iters > 0) { /* pc-bench engine's measurement (this flag's older home): rank 0 */
+        int st = rank == 0
+                     ? bench_engine_throughput(o.model, o.batch, o.iters, o.device != 0, o.json)
+                     : 0;
         MPI_Finalize();
         return st;
     }
-    double bw[MAX_BW];
-    int nbw = o.bandwidth[0] ? parse_rates(o.bandwidth, bw) : 0;
-    double latency = o.latency[0] ? parse_latency(o.latency) : -1;
-    int pW = 0, pS = 0;
-    pc_cost_mode_t pmode = PC_COST_ALLREDUCE;
-    bool pall = false,
-         want_predict = o.predict[0] && parse_predict(o.predict, &pW, &pS, &pmode, &pall);
-    if (size < 2 && (nbw == 0 || latency < 0)) {
+    asked_t q = {.latency = o.latency[0] ? parse_latency(o.latency) : -1,
+                 .pmode = PC_COST_ALLREDUCE};
+    q.nbw = o.bandwidth[0] ? parse_rates(o.bandwidth, q.bw) : 0;
+    q.predict = o.predict[0] && parse_predict(o.predict, &q.pW, &q.pS, &q.pmode, &q.pall);
+    if (size < 2 && (q.nbw == 0 || q.latency < 0)) {
         if (rank == 0)
             fprintf(stderr, "pc-bench: model: one rank cannot measure the link: give --bandwidth "
                             "and --latency, or run it under mpirun with 2 ranks\n");
         MPI_Finalize();
         return BENCH_EXIT_USAGE;
     }
-    /* Every rank builds and profiles the model at once (the slowest rank's times are the
-     * model's: what sharing this machine costs is in them), then pc_auto_measure measures
-     * the link from rank 0 to a rank on another host and rank 0 the codecs and server. */
-    measured_t *mp = calloc(1, sizeof(*mp));
-    if (!mp) {
+    measured_t *m = calloc(1, sizeof(*m));
+    if (!m) {
         fprintf(stderr, "pc-bench: model: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL);
     }
-    measured_t *m = mp;
-    if (measure_compute(&o, m) != 0)
-        MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_FAIL); /* the others are in a collective */
-    pc_auto_probe_t probe = {.layers = m->layers,
-                             .nlayers = m->nlayers,
-                             .tensors = m->tensors,
-                             .tensor_layer = m->tensor_layer,
-                             .ntensors = m->ntensors};
-    pc_auto_measure_cfg_t mc = {.chunk_bytes = (size_t)o.chunk_bytes,
-                                .compress_min_bytes = (size_t)o.compress_min_bytes,
-                                .topk_ratio = o.topk_ratio,
-                                .dgc_ratio = o.dgc_ratio,
-                                .momentum = 0.9, /* the sparsifiers' default */
-                                .servers = 1,
-                                .link_bytes = (size_t)o.link_bytes,
-                                .reps = o.reps,
-                                .seed = 42};
-    int status = 0;
-    if (pc_auto_measure(MPI_COMM_WORLD, &mc, &probe, &m->fig, err, sizeof(err)) != PC_OK) {
-        if (rank == 0)
-            fprintf(stderr, "pc-bench: model: %s\n", err);
-        status = BENCH_EXIT_FAIL;
-    }
+    pc_auto_probe_t probe;
+    int status = measure_all(&o, rank, m, &probe);
     describe_transport(m->transport, sizeof(m->transport), m->fig.link_remote);
     if (rank != 0) {
-        free_measured(mp);
+        free_measured(m);
         MPI_Finalize();
         return status;
     }
-    pc_cost_t *cost = NULL;
-    char predict_lines[PC_COST_MODES][256];
-    int npredict = 0;
-    /* The model's link: the measured one (the slower direction), else the first
-     * --bandwidth; --latency, when given, overrides the measured latency. */
-    const pc_auto_measured_t *f = &m->fig;
-    pc_cost_link_t link = {.bandwidth = f->link_peer >= 0 ? f->link.bandwidth : bw[0],
-                           .latency = latency >= 0 ? latency : f->link.latency};
-    if (status == 0 && (rc = pc_auto_cost(f, &probe, (size_t)o.chunk_bytes,
-                                          (size_t)o.compress_min_bytes, &link, &cost)) != PC_OK) {
-        fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n", pc_strerror(rc));
-        status = BENCH_EXIT_FAIL;
-    }
-    if (status == 0) {
-        print_rates(&o, m, &link, size);
-        fflush(stdout);
-    }
-    if (status == 0 && want_predict) {
-        printf("\n");
-        int first = pall ? 0 : (int)pmode, last = pall ? PC_COST_MODES - 1 : (int)pmode;
-        for (int k = first; k <= last && !status; k++) {
-            pc_cost_result_t r;
-            if (predict(cost, k, pW, pS, &link, &r) != PC_OK) {
-                status = BENCH_EXIT_FAIL;
-                break;
-            }
-            snprintf(predict_lines[npredict], sizeof(predict_lines[0]),
-                     "predict mode=%s e2e=%d W=%d S=%d iter_ms=%.3f compute_ms=%.3f "
-                     "exposed_ms=%.3f bandwidth=%.6g latency=%.6g",
-                     pc_cost_mode_name(k), pc_cost_mode_e2e(k), pW, k == PC_COST_ALLREDUCE ? 0 : pS,
-                     r.iter * 1e3, r.compute * 1e3, r.exposed * 1e3, link.bandwidth, link.latency);
-            printf("%s\n", predict_lines[npredict++]);
-        }
-    } else if (status == 0) {
-        printf("\npredicted iteration time, ms (speedup over the allreduce); S = max(1, "
-               "round(W x %g))\n",
-               o.servers_ratio);
-        table_header("W");
-        for (int W = 2; W <= o.max_workers && status == 0; W *= 2) {
-            char first[16];
-            snprintf(first, sizeof(first), "%d", W);
-            if (table_row(cost, first, W, servers_for(&o, W), &link) != 0)
-                status = BENCH_EXIT_FAIL;
-        }
-        if (nbw > 0 && status == 0) {
-            printf("\nspeedup over the allreduce against bandwidth, W = %d (latency %.2f us)\n",
-                   o.at_workers, link.latency * 1e6);
-            table_header("bandwidth");
-            for (int b = 0; b < nbw && status == 0; b++) {
-                pc_cost_link_t l = {.bandwidth = bw[b], .latency = link.latency};
-                char first[24];
-                snprintf(first, sizeof(first), "%.4ggbit", bw[b] * 8e-9);
-                if (table_row(cost, first, o.at_workers, servers_for(&o, o.at_workers), &l) != 0)
-                    status = BENCH_EXIT_FAIL;
-            }
-        }
-    }
-    if (status == 0 && o.json[0] &&
-        write_json(&o, m, &link, bw, nbw, cost, predict_lines, npredict) != 0)
-        status = BENCH_EXIT_FAIL;
+    if (status == 0)
+        status = report(&o, m, &probe, &q, size);
     fflush(stdout);
-    pc_cost_destroy(cost);
-    free_measured(mp);
+    free_measured(m);
     MPI_Finalize();
     return status;
 }

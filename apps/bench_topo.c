@@ -45,6 +45,41 @@ static int agree(int status)
     return worst;
 }
 
+/* Start this rank's threads (nthreads: a server's one, a worker's two), each binding itself
+ * to its planned place and checking it (bind_main), and write the rank's line: its role,
+ * each thread's core (or unbound) and the verdict. 0, or BENCH_EXIT_FAIL with the failures
+ * logged. */
+static int bind_threads(pc_topo_t *topo, pc_topo_plan_t *plan, int lrank, int rank, bool server,
+                        pc_log_t *log, char line[LINE_LEN])
+{
+    int nthreads = server ? 1 : 2, status = 0;
+    const char *const *names = server ? server_threads : worker_threads;
+    bind_arg_t args[PC_TOPO_MAX_THREADS];
+    pthread_t th[PC_TOPO_MAX_THREADS];
+    int len = snprintf(line, LINE_LEN, "rank %d %s", rank, server ? "server" : "worker");
+    for (int t = 0; t < nthreads; t++) {
+        args[t] = (bind_arg_t){.topo = topo, .plan = plan, .lrank = lrank, .thread = t};
+        if (pthread_create(&th[t], NULL, bind_main, &args[t]) != 0)
+            args[t].rc = PC_ETHREAD;
+    }
+    for (int t = 0; t < nthreads; t++) {
+        if (args[t].rc != PC_ETHREAD)
+            pthread_join(th[t], NULL);
+        int core = pc_topo_plan_core(plan, lrank, t);
+        if (core >= 0)
+            len += snprintf(line + len, LINE_LEN - (size_t)len, " %s=core%d%s", names[t], core,
+                            pc_topo_plan_shared(plan, lrank, t) ? "(shared)" : "");
+        else
+            len += snprintf(line + len, LINE_LEN - (size_t)len, " %s=unbound", names[t]);
+        if (args[t].rc != PC_OK) {
+            pc_log_write(log, PC_LOG_ERROR, names[t], "%s", args[t].err);
+            status = BENCH_EXIT_FAIL;
+        }
+    }
+    snprintf(line + len, LINE_LEN - (size_t)len, "%s", status ? " FAILED" : " verified");
+    return status;
+}
+
 int bench_topo_main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -106,29 +141,7 @@ int bench_topo_main(int argc, char **argv)
             pc_log_write(log, pc_topo_plan_nshared(plan) ? PC_LOG_WARN : PC_LOG_INFO, NULL, "%s",
                          d);
         }
-        bind_arg_t args[PC_TOPO_MAX_THREADS];
-        pthread_t th[PC_TOPO_MAX_THREADS];
-        int len = snprintf(line, sizeof(line), "rank %d %s", rank, server ? "server" : "worker");
-        for (int t = 0; t < nthreads; t++) {
-            args[t] = (bind_arg_t){.topo = topo, .plan = plan, .lrank = lrank, .thread = t};
-            if (pthread_create(&th[t], NULL, bind_main, &args[t]) != 0)
-                args[t].rc = PC_ETHREAD;
-        }
-        for (int t = 0; t < nthreads; t++) {
-            if (args[t].rc != PC_ETHREAD)
-                pthread_join(th[t], NULL);
-            int core = pc_topo_plan_core(plan, lrank, t);
-            if (core >= 0)
-                len += snprintf(line + len, sizeof(line) - (size_t)len, " %s=core%d%s", names[t],
-                                core, pc_topo_plan_shared(plan, lrank, t) ? "(shared)" : "");
-            else
-                len += snprintf(line + len, sizeof(line) - (size_t)len, " %s=unbound", names[t]);
-            if (args[t].rc != PC_OK) {
-                pc_log_write(log, PC_LOG_ERROR, names[t], "%s", args[t].err);
-                status = BENCH_EXIT_FAIL;
-            }
-        }
-        snprintf(line + len, sizeof(line) - (size_t)len, "%s", status ? " FAILED" : " verified");
+        status = bind_threads(topo, plan, lrank, rank, server, log, line);
     }
     char *all = rank == 0 ? malloc((size_t)size * LINE_LEN) : NULL;
     if (rank == 0 && !all) {

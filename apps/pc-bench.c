@@ -6,6 +6,7 @@
  *   pc-bench topo [flags]    (under mpirun) roles and verified thread placement per rank
  *   pc-bench model [flags]   (under mpirun, 2 ranks) this machine's rates and the predicted
  *                            iteration time of the allreduce and each PS mode for W workers
+ *   pc-bench engine [flags]  the training engine's throughput alone (one process)
  * This file only dispatches: the subcommands are apps/bench_<name>.c, the helpers they
  * share apps/bench.c. */
 #include "config.h"
@@ -26,7 +27,9 @@ static void usage(FILE *out)
             "            park vs pc_backoff naps\n"
             "  topo      under mpirun: each rank's role and verified thread placement\n"
             "  model     under mpirun (the job's ranks and nodes): measure the rates and predict\n"
-            "            the iteration time of the allreduce and each PS mode for W workers\n");
+            "            the iteration time of the allreduce and each PS mode for W workers\n"
+            "  engine    the training engine's throughput alone: forward+backward passes of one\n"
+            "            batch on the CPU or a CUDA device, one JSON line\n");
 }
 
 int main(int argc, char **argv)
@@ -53,7 +56,10 @@ int main(int argc, char **argv)
         return bench_topo_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "model") == 0)
         return bench_model_main(argc - 1, argv + 1);
-    fprintf(stderr, "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model)\n",
+    if (strcmp(argv[1], "engine") == 0)
+        return bench_engine_main(argc - 1, argv + 1);
+    fprintf(stderr,
+            "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model, engine)\n",
             argv[1]);
     return BENCH_EXIT_USAGE;
 }

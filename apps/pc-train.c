@@ -484,6 +484,268 @@ static int prepare_run(const train_opts_t *o, pc_config_t *cfg, int rank, int si
     return rc;
 }
 
+/* A worker's training run: its model and worker, the batch buffers, where it stands, and
+ * what the progress lines sum between prints. */
+typedef struct run {
+    const train_opts_t *o;
+    const pc_config_t *cfg;
+    int rank, W, B;
+    uint32_t ipe;      /* iterations per epoch (>= 1) */
+    int64_t total;     /* iterations in the run */
+    int64_t first, it; /* where the run began (0, or --resume's), where it is */
+    int epochs;        /* the run's real length in epochs */
+    const pc_dataset_t *train, *test;
+    pc_model_t *m;
+    pc_worker_t *w;
+    float *x; /* the batch: page-locked on a GPU (one DMA per iteration) */
+    uint8_t *y;
+    uint32_t *perm;
+    ctx_t cx;
+    pc_model_hooks_t hooks;
+    int64_t t0, last_print;
+    double loss_sum;
+    long seen, correct_sum;
+    bool stop;
+    double test_acc; /* the last evaluation's, -1 before any */
+} run_t;
+
+/* The model (on this rank's GPU with --device cuda; on the CPU otherwise, its tensors
+ * handed over as device memory with emulate) and the worker over it, started. */
+static void setup_worker(run_t *r, pc_runtime_t *rt)
+{
+    const pc_config_t *cfg = r->cfg;
+    char err[1024];
+    int dev = cfg->device == PC_DEVICE_CUDA ? pc_runtime_gpu(rt) : PC_MODEL_CPU;
+    int B = r->B, rc;
+    rc = pc_model_create_on((pc_model_kind_t)r->o->model, B > 256 ? B : 256, 1, (int)r->train->rows,
+                            (int)r->train->cols, r->train->classes, (float)r->o->dropout, dev,
+                            &r->m, err, sizeof(err));
+    if (rc == PC_EINVAL)
+        die("--model", "cannot build this model for the data's shape");
+    if (rc != PC_OK)
+        die(dev == PC_MODEL_CPU ? "--model" : "--device", err);
+    if (pc_model_init(r->m, (uint64_t)cfg->seed) != PC_OK)
+        die("--device", pc_model_error(r->m));
+    if (pc_worker_create(rt, &r->w, err, sizeof(err)) != PC_OK)
+        die("worker", err);
+    if (pc_worker_set_stream(r->w, pc_model_stream(r->m)) != PC_OK)
+        die("worker", pc_worker_error(r->w));
+    /* --device cuda or emulate: the tensors go through the runtime's device path. */
+    int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
+        cfg->device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
+    for (int t = 0; t < pc_model_ntensors(r->m); t++)
+        if (reg(r->w, pc_model_tensor_name(r->m, t), pc_model_tensor_param(r->m, t),
+                pc_model_tensor_grad(r->m, t), pc_model_tensor_size(r->m, t)) < 0)
+            die("register", pc_worker_error(r->w));
+    if (pc_worker_start(r->w) != PC_OK)
+        die("start", pc_worker_error(r->w));
+}
+
+/* The run's length and start, said by rank 0; the batch buffers and the hooks. */
+static void setup_run(run_t *r)
+{
+    const train_opts_t *o = r->o;
+    r->total = run_length(o, r->W, r->train->n); /* ipe * --epochs */
+    if (r->cfg->iters > 0 && r->cfg->iters < r->total)
+        r->total = r->cfg->iters;
+    /* Where to begin: 0, or the checkpoint's iteration with --resume (the data order of an
+     * epoch and the dropout masks derive from the iteration, so resuming continues the very
+     * same sequence). */
+    r->first = r->it = pc_worker_iteration(r->w);
+    /* --iters may end the run inside an earlier epoch than --epochs says (the progress line
+     * counts to this one). */
+    r->epochs = (int)((r->total + r->ipe - 1) / r->ipe);
+    if (r->rank == 0) {
+        printf("model %s, %zu parameters; %u training samples, %d workers x batch %d, %u "
+               "iterations per epoch, %lld in all",
+               pc_model_kind_name((pc_model_kind_t)o->model), pc_model_nparams(r->m), r->train->n,
+               r->W, r->B, r->ipe, (long long)r->total);
+        if (r->epochs < o->epochs || r->total % r->ipe != 0)
+            printf(" (--iters %lld ends the run %s epoch %d, not after --epochs %d)",
+                   (long long)r->total, r->total % r->ipe ? "inside" : "after", r->epochs,
+                   o->epochs);
+        else if (r->cfg->iters > r->total) /* --iters only shortens a run */
+            printf(" (--iters %lld is more: the run ends after --epochs %d)",
+                   (long long)r->cfg->iters, o->epochs);
+        printf("\n");
+        if (r->first > 0)
+            printf("resumed at iteration %lld (epoch %lld)\n", (long long)r->first,
+                   (long long)(r->first / r->ipe) + 1);
+        fflush(stdout);
+    }
+    size_t P = (size_t)r->train->rows * r->train->cols;
+    if (pc_model_host_alloc(r->m, sizeof(float) * P * (size_t)(r->B > 256 ? r->B : 256),
+                            (void **)&r->x) != PC_OK)
+        r->x = NULL;
+    r->y = malloc((size_t)r->B);
+    r->perm = malloc(sizeof(uint32_t) * r->train->n);
+    if (!r->x || !r->y || !r->perm)
+        die("memory", "out of memory");
+    r->cx = (ctx_t){r->w, 0};
+    r->hooks = (pc_model_hooks_t){
+        .ud = &r->cx, .param_wait = hook_param_wait, .grad_ready = hook_grad_ready};
+    if (r->cfg->timeline[0]) {
+        r->hooks.layer_begin = hook_layer_begin;
+        r->hooks.layer_end = hook_layer_end;
+    }
+    r->t0 = r->last_print = pc_time_ns();
+    r->test_acc = -1;
+}
+
+/* Iteration i of the epoch (r->it of the run): this worker's shard of the batch (every
+ * W-th sample), forward, backward, the iteration's end. */
+static void train_step(run_t *r, uint32_t i)
+{
+    const pc_dataset_t *train = r->train;
+    size_t P = (size_t)train->rows * train->cols;
+    for (int j = 0; j < r->B; j++) {
+        uint32_t s = r->perm[((size_t)i * r->B + (size_t)j) * r->W + (size_t)r->rank];
+        memcpy(r->x + (size_t)j * P, train->images + (size_t)s * P, sizeof(float) * P);
+        r->y[j] = train->labels[s];
+    }
+    float loss;
+    int ok;
+    uint64_t seed = (uint64_t)r->cfg->seed;
+    if (pc_model_forward(r->m, r->x, r->y, r->B, true, seed, (uint64_t)(r->it * r->W + r->rank),
+                         &r->hooks, &loss, &ok) != PC_OK ||
+        pc_model_backward(r->m, r->y, r->B, &r->hooks) != PC_OK)
+        die("training", pc_model_error(r->m)[0] ? pc_model_error(r->m) : pc_worker_error(r->w));
+    if (!isfinite(loss))
+        die("training", "the loss is not finite: training diverged (lower --lr?)");
+    pc_worker_report(r->w, loss, (double)ok / r->B);
+    if (pc_worker_iteration_end(r->w, &r->stop) != PC_OK)
+        die("iteration_end", pc_worker_error(r->w));
+    r->loss_sum += loss;
+    r->correct_sum += ok;
+    r->seen += r->B;
+}
+
+/* After iteration i of epoch (r->it not yet advanced): the breakdown is a collective over
+ * the workers, so every worker takes it at the same iterations (this rule reads nothing
+ * but the iteration); rank 0 prints at those of them that come 2 s after its last print,
+ * and at the first, the epoch's last and the run's last. */
+static void progress(run_t *r, int epoch, uint32_t i)
+{
+    int64_t it = r->it;
+    bool edge = it == r->first || it + 1 == r->total || i + 1 == r->ipe;
+    if (!edge && (it + 1 - r->first) % PRINT_WINDOW != 0)
+        return;
+    pc_worker_breakdown_t bd;
+    if (pc_worker_breakdown(r->w, PRINT_WINDOW, &bd) != PC_OK)
+        die("breakdown", pc_worker_error(r->w));
+    int64_t now = pc_time_ns();
+    if (r->rank != 0 || (!edge && now - r->last_print <= 2000000000LL))
+        return;
+    double el = (double)(now - r->t0) * 1e-9, rate = (double)(it + 1 - r->first) / el;
+    char eta[32];
+    fmt_eta((double)(r->total - it - 1) / rate, eta, sizeof(eta));
+    print_progress(epoch + 1, r->epochs, it + 1, r->total, r->loss_sum / (r->seen / r->B),
+                   100.0 * r->correct_sum / r->seen, rate * r->B * r->W, &bd, eta);
+    r->last_print = now;
+    r->loss_sum = 0;
+    r->correct_sum = 0;
+    r->seen = 0;
+}
+
+/* Rank 0's evaluation on the test set, once the epoch's last update is in; after an
+ * epoch (epoch >= 0) printed and noted in the metrics. */
+static void eval_epoch(run_t *r, int epoch)
+{
+    for (int t = 0; t < pc_model_ntensors(r->m); t++)
+        if (pc_worker_param_wait(r->w, t) != PC_OK)
+            die("param_wait", pc_worker_error(r->w));
+    double tl;
+    r->test_acc = evaluate(r->m, r->test, 256, r->x, &tl);
+    if (epoch < 0)
+        return;
+    double at = (double)(pc_time_ns() - r->t0) * 1e-9;
+    printf("epoch %d: test accuracy %.2f%%, test loss %.4f (%.1f s)\n", epoch + 1,
+           100 * r->test_acc, tl, at);
+    char note[256];
+    snprintf(note, sizeof(note),
+             "{\"rank\": %d, \"role\": \"eval\", \"epoch\": %d, \"iteration\": %lld, "
+             "\"test_accuracy\": %.5f, \"test_loss\": %.6f, \"seconds\": %.3f}",
+             r->rank, epoch + 1, (long long)r->it, r->test_acc, tl, at);
+    pc_worker_metrics_note(r->w, note);
+    fflush(stdout);
+}
+
+/* The epochs, from where the run begins to its end or an agreed stop. */
+static void train_epochs(run_t *r)
+{
+    for (int epoch = (int)(r->first / r->ipe); epoch < r->o->epochs && r->it < r->total && !r->stop;
+         epoch++) {
+        pc_data_order(r->perm, r->train->n, (uint64_t)r->cfg->seed, (uint64_t)epoch);
+        for (uint32_t i = (uint32_t)(r->it - (int64_t)epoch * r->ipe);
+             i < r->ipe && r->it < r->total && !r->stop; i++, r->it++) {
+            train_step(r, i);
+            progress(r, epoch, i);
+        }
+        if (r->rank == 0 && !r->stop)
+            eval_epoch(r, epoch);
+    }
+    if (r->rank == 0 && !r->stop && r->test_acc < 0) /* resumed after the last epoch's end */
+        eval_epoch(r, -1);
+}
+
+/* Rank 0's closing lines, and --save-model for a finished run: a stopped run's parameters
+ * are not the trained model (a stop keeps its progress in the checkpoint). */
+static void report_end(const run_t *r, pc_runtime_t *rt)
+{
+    char err[1024];
+    double wall = (double)(pc_time_ns() - r->t0) * 1e-9;
+    const char *save = r->o->save_model;
+    if (r->stop)
+        printf("stopped by signal %d after %lld iterations%s\n", pc_runtime_stop_signal(rt),
+               (long long)r->it,
+               r->cfg->checkpoint_dir[0] ? " (checkpoint written); continue with --resume"
+                                         : " (no --checkpoint-dir: nothing was kept)");
+    else
+        printf("done: %lld iterations in %.1f s; final test accuracy %.2f%%\n", (long long)r->it,
+               wall, 100 * r->test_acc);
+    if (save[0] && r->stop) {
+        printf("--save-model %s not written: training did not finish\n", save);
+    } else if (save[0]) {
+        if (pc_model_save(r->m, save, err, sizeof(err)) != PC_OK)
+            die("--save-model", err);
+        printf("model saved to %s\n", save);
+    }
+    fflush(stdout);
+}
+
+/* A worker rank's whole run, from its model to the end; returns its exit status. */
+static int run_worker(const train_opts_t *o, const pc_config_t *cfg, pc_runtime_t *rt, int rank,
+                      int W, const pc_dataset_t *train, const pc_dataset_t *test)
+{
+    run_t r = {
+        .o = o, .cfg = cfg, .rank = rank, .W = W, .B = o->batch, .train = train, .test = test};
+    r.ipe = train->n / (uint32_t)(W * r.B);
+    setup_worker(&r, rt);
+    setup_run(&r);
+    train_epochs(&r);
+    if (pc_worker_finish(r.w) != PC_OK)
+        die("finish", pc_worker_error(r.w));
+    if (rank == 0)
+        report_end(&r, rt);
+    int status = r.stop ? 128 + pc_runtime_stop_signal(rt) : 0;
+    pc_worker_destroy(r.w);
+    pc_model_host_free(r.m, r.x);
+    pc_model_destroy(r.m);
+    free(r.y);
+    free(r.perm);
+    return status;
+}
+
+/* A server rank's run; returns its exit status (128 + the agreed stop's signal). */
+static int run_server(pc_runtime_t *rt)
+{
+    char err[1024];
+    if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
+        die("server", err);
+    int sig = pc_runtime_stop_signal(rt);
+    return sig ? 128 + sig : 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -544,209 +806,21 @@ int main(int argc, char **argv)
     }
     pc_runtime_t *rt;
     rc = pc_runtime_create(&cfg, MPI_COMM_WORLD, log, &rt, err, sizeof(err));
+    int status = 1;
     if (rc == PC_ENODEV) { /* every rank has this same message: said once */
         if (rank == 0)
             fprintf(stderr, "pc-train: %s\n", err);
-        pc_log_destroy(log);
-        MPI_Finalize();
-        return 1;
-    }
-    if (rc != PC_OK)
+    } else if (rc != PC_OK) {
         die("runtime", err);
-    pc_runtime_set_stop_flag(rt, &stop_signal);
-    if (pc_runtime_role(rt) == PC_ROLE_SERVER) {
-        if (pc_server_run(rt, err, sizeof(err)) != PC_OK)
-            die("server", err);
-        int sig = pc_runtime_stop_signal(rt);
+    } else {
+        pc_runtime_set_stop_flag(rt, &stop_signal);
+        status = pc_runtime_role(rt) == PC_ROLE_SERVER
+                     ? run_server(rt)
+                     : run_worker(&o, &cfg, rt, rank, W, &train, &test);
         pc_runtime_destroy(rt);
-        pc_log_destroy(log);
-        MPI_Finalize();
-        return sig ? 128 + sig : 0;
     }
-    const int B = o.batch;
-    const uint32_t ipe = train.n / (uint32_t)(W * B); /* iterations per epoch (>= 1) */
-    pc_model_t *m;
-    /* --device cuda: the model on this rank's GPU (the runtime chose it); emulate: on the
-     * CPU, its tensors handed to the runtime as device memory. */
-    int dev = cfg.device == PC_DEVICE_CUDA ? pc_runtime_gpu(rt) : PC_MODEL_CPU;
-    rc = pc_model_create_on((pc_model_kind_t)o.model, B > 256 ? B : 256, 1, (int)train.rows,
-                            (int)train.cols, train.classes, (float)o.dropout, dev, &m, err,
-                            sizeof(err));
-    if (rc == PC_EINVAL)
-        die("--model", "cannot build this model for the data's shape");
-    if (rc != PC_OK)
-        die(dev == PC_MODEL_CPU ? "--model" : "--device", err);
-    if (pc_model_init(m, (uint64_t)cfg.seed) != PC_OK)
-        die("--device", pc_model_error(m));
-    pc_worker_t *w;
-    if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
-        die("worker", err);
-    if (pc_worker_set_stream(w, pc_model_stream(m)) != PC_OK)
-        die("worker", pc_worker_error(w));
-    /* --device cuda or emulate: the tensors go through the runtime's device path. */
-    int (*reg)(pc_worker_t *, const char *, float *, float *, size_t) =
-        cfg.device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
-    for (int t = 0; t < pc_model_ntensors(m); t++)
-        if (reg(w, pc_model_tensor_name(m, t), pc_model_tensor_param(m, t),
-                pc_model_tensor_grad(m, t), pc_model_tensor_size(m, t)) < 0)
-            die("register", pc_worker_error(w));
-    if (pc_worker_start(w) != PC_OK)
-        die("start", pc_worker_error(w));
-    int64_t total = run_length(&o, W, train.n); /* ipe * --epochs */
-    if (cfg.iters > 0 && cfg.iters < total)
-        total = cfg.iters;
-    /* Where to begin: 0, or the checkpoint's iteration with --resume (the data order of an
-     * epoch and the dropout masks derive from the iteration, so resuming continues the very
-     * same sequence). */
-    const int64_t first = pc_worker_iteration(w);
-    /* The run's real length in epochs: --iters may end it inside an earlier epoch than
-     * --epochs says (the progress line counts to this one). */
-    const int epochs = (int)((total + ipe - 1) / ipe);
-    if (rank == 0) {
-        printf("model %s, %zu parameters; %u training samples, %d workers x batch %d, %u "
-               "iterations per epoch, %lld in all",
-               pc_model_kind_name((pc_model_kind_t)o.model), pc_model_nparams(m), train.n, W, B,
-               ipe, (long long)total);
-        if (epochs < o.epochs || total % ipe != 0)
-            printf(" (--iters %lld ends the run %s epoch %d, not after --epochs %d)",
-                   (long long)total, total % ipe ? "inside" : "after", epochs, o.epochs);
-        else if (cfg.iters > total) /* --iters only shortens a run */
-            printf(" (--iters %lld is more: the run ends after --epochs %d)", (long long)cfg.iters,
-                   o.epochs);
-        printf("\n");
-        if (first > 0)
-            printf("resumed at iteration %lld (epoch %lld)\n", (long long)first,
-                   (long long)(first / ipe) + 1);
-        fflush(stdout);
-    }
-
-    size_t P = (size_t)train.rows * train.cols;
-    /* The batch: page-locked on a GPU, so that its one copy per iteration is a DMA. */
-    float *x = NULL;
-    if (pc_model_host_alloc(m, sizeof(float) * P * (size_t)(B > 256 ? B : 256), (void **)&x) !=
-        PC_OK)
-        x = NULL;
-    uint8_t *y = malloc((size_t)B);
-    uint32_t *perm = malloc(sizeof(uint32_t) * train.n);
-    if (!x || !y || !perm)
-        die("memory", "out of memory");
-    ctx_t cx = {w, 0};
-    pc_model_hooks_t hooks = {
-        .ud = &cx, .param_wait = hook_param_wait, .grad_ready = hook_grad_ready};
-    if (cfg.timeline[0]) {
-        hooks.layer_begin = hook_layer_begin;
-        hooks.layer_end = hook_layer_end;
-    }
-    int64_t t0 = pc_time_ns(), last_print = t0;
-    double loss_sum = 0;
-    long seen = 0, correct_sum = 0;
-    bool stop = false;
-    int64_t it = first;
-    double test_acc = -1;
-    for (int epoch = (int)(first / ipe); epoch < o.epochs && it < total && !stop; epoch++) {
-        pc_data_order(perm, train.n, (uint64_t)cfg.seed, (uint64_t)epoch);
-        for (uint32_t i = (uint32_t)(it - (int64_t)epoch * ipe); i < ipe && it < total && !stop;
-             i++, it++) {
-            for (int j = 0; j < B; j++) { /* this worker's shard: every W-th sample */
-                uint32_t s = perm[((size_t)i * B + (size_t)j) * W + (size_t)rank];
-                memcpy(x + (size_t)j * P, train.images + (size_t)s * P, sizeof(float) * P);
-                y[j] = train.labels[s];
-            }
-            float loss;
-            int ok;
-            if ((rc = pc_model_forward(m, x, y, B, true, (uint64_t)cfg.seed,
-                                       (uint64_t)(it * W + rank), &hooks, &loss, &ok)) != PC_OK ||
-                (rc = pc_model_backward(m, y, B, &hooks)) != PC_OK)
-                die("training", pc_model_error(m)[0] ? pc_model_error(m) : pc_worker_error(w));
-            if (!isfinite(loss))
-                die("training", "the loss is not finite: training diverged (lower --lr?)");
-            pc_worker_report(w, loss, (double)ok / B);
-            if (pc_worker_iteration_end(w, &stop) != PC_OK)
-                die("iteration_end", pc_worker_error(w));
-            loss_sum += loss;
-            correct_sum += ok;
-            seen += B;
-            /* The breakdown is a collective over the workers: every worker takes it at the
-             * same iterations (this rule reads nothing but the iteration), and rank 0 prints
-             * at those of them that come 2 s after its last print, and at the first, the
-             * epoch's last and the run's last. */
-            if (it == first || (it + 1 - first) % PRINT_WINDOW == 0 || it + 1 == total ||
-                i + 1 == ipe) {
-                pc_worker_breakdown_t bd;
-                if (pc_worker_breakdown(w, PRINT_WINDOW, &bd) != PC_OK)
-                    die("breakdown", pc_worker_error(w));
-                int64_t now = pc_time_ns();
-                if (rank == 0 && (it == first || now - last_print > 2000000000LL ||
-                                  it + 1 == total || i + 1 == ipe)) {
-                    double el = (double)(now - t0) * 1e-9, rate = (double)(it + 1 - first) / el;
-                    char eta[32];
-                    fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
-                    print_progress(epoch + 1, epochs, it + 1, total, loss_sum / (seen / B),
-                                   100.0 * correct_sum / seen, rate * B * W, &bd, eta);
-                    last_print = now;
-                    loss_sum = 0;
-                    correct_sum = 0;
-                    seen = 0;
-                }
-            }
-        }
-        if (rank == 0 && !stop) {
-            /* The epoch's last update must be in before evaluating. */
-            for (int t = 0; t < pc_model_ntensors(m); t++)
-                if (pc_worker_param_wait(w, t) != PC_OK)
-                    die("param_wait", pc_worker_error(w));
-            double tl;
-            test_acc = evaluate(m, &test, 256, x, &tl);
-            double at = (double)(pc_time_ns() - t0) * 1e-9;
-            printf("epoch %d: test accuracy %.2f%%, test loss %.4f (%.1f s)\n", epoch + 1,
-                   100 * test_acc, tl, at);
-            char note[256];
-            snprintf(note, sizeof(note),
-                     "{\"rank\": %d, \"role\": \"eval\", \"epoch\": %d, \"iteration\": %lld, "
-                     "\"test_accuracy\": %.5f, \"test_loss\": %.6f, \"seconds\": %.3f}",
-                     rank, epoch + 1, (long long)it, test_acc, tl, at);
-            pc_worker_metrics_note(w, note);
-            fflush(stdout);
-        }
-    }
-    if (rank == 0 && !stop && test_acc < 0) { /* resumed after the last epoch's end */
-        for (int t = 0; t < pc_model_ntensors(m); t++)
-            if (pc_worker_param_wait(w, t) != PC_OK)
-                die("param_wait", pc_worker_error(w));
-        test_acc = evaluate(m, &test, 256, x, NULL);
-    }
-    if (pc_worker_finish(w) != PC_OK)
-        die("finish", pc_worker_error(w));
-    double wall = (double)(pc_time_ns() - t0) * 1e-9;
-    if (rank == 0) {
-        if (stop)
-            printf("stopped by signal %d after %lld iterations%s\n", pc_runtime_stop_signal(rt),
-                   (long long)it,
-                   cfg.checkpoint_dir[0] ? " (checkpoint written); continue with --resume"
-                                         : " (no --checkpoint-dir: nothing was kept)");
-        else
-            printf("done: %lld iterations in %.1f s; final test accuracy %.2f%%\n", (long long)it,
-                   wall, 100 * test_acc);
-        /* A stopped run's parameters are not the trained model: --save-model names the
-         * result of a finished run only (a stop keeps its progress in the checkpoint). */
-        if (o.save_model[0] && stop) {
-            printf("--save-model %s not written: training did not finish\n", o.save_model);
-        } else if (o.save_model[0]) {
-            if (pc_model_save(m, o.save_model, err, sizeof(err)) != PC_OK)
-                die("--save-model", err);
-            printf("model saved to %s\n", o.save_model);
-        }
-        fflush(stdout);
-    }
-    int status = stop ? 128 + pc_runtime_stop_signal(rt) : 0;
-    pc_worker_destroy(w);
-    pc_runtime_destroy(rt);
-    pc_model_host_free(m, x);
-    pc_model_destroy(m);
     pc_data_free(&train);
     pc_data_free(&test);
-    free(y);
-    free(perm);
     pc_log_destroy(log);
     MPI_Finalize();
     return status;

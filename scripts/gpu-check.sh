@@ -205,10 +205,10 @@ write_summary "(benchmark not run yet)"
 
 # ---- the targets of GPU training -----------------------------------------------------------
 # The engine alone: our cnn's forward and backward against PyTorch's on this GPU, same batch.
-say "engine: pc-bench model --device cuda against torch_engine.py (cnn, batch 64)"
+say "engine: pc-bench engine --device cuda against torch_engine.py (cnn, batch 64)"
 : >"$out/train-targets.txt"
 eng=(--model cnn --batch 64 --iters 30)
-if timeout "$(limit 60)" "$b/apps/pc-bench" model --device cuda "${eng[@]}" >"$tdir/engine.txt" 2>&1 &&
+if timeout "$(limit 60)" "$b/apps/pc-bench" engine --device cuda "${eng[@]}" >"$tdir/engine.txt" 2>&1 &&
     grep '^{' "$tdir/engine.txt" | tail -n 1 >"$tdir/engine.json" &&
     env -u LD_LIBRARY_PATH timeout "$(limit 90)" python3 "$PC_TOP/scripts/bench/torch_engine.py" "${eng[@]}" \
         --no-step >"$tdir/torch-engine.json" 2>>"$log" &&

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch training the engine's networks, timed as pc-bench model --iters times
+"""PyTorch training the engine's networks, timed as pc-bench engine times
 PipeCompress's engine: the reference of scripts/gpu-check.sh's engine target (ours at least
 0.8x PyTorch's samples/s on the cnn, same GPU, same batch).
 
 The networks are src/engine/pc_model.c's, layer for layer: cnn = conv 5x5x32 (same padding), ReLU,
 2x2 max-pool, conv 5x5x64, ReLU, pool, fc 1024, ReLU, dropout 0.5, fc 10; mlp =
 784-256-128-10 with ReLU; wide = 784-4096-4096-4096-10 with ReLU; on 1x28x28 inputs, 10
-classes, softmax cross-entropy (mean). Each iteration does what pc-bench model --iters
+classes, softmax cross-entropy (mean). Each iteration does what pc-bench engine
 does, plus the optimiser's step: copy the batch from page-locked host memory
 (non_blocking), forward in train mode, backward, then plain SGD (lr 0.01, no momentum;
 --no-step leaves it out). --warmup untimed iterations first (3, as pc-bench), then --iters
@@ -14,7 +14,7 @@ timed ones between two torch.cuda.synchronize calls. float32 throughout: TF32 is
 for matmuls and cuDNN (PyTorch turns it on for cuDNN convolutions by default), as
 PipeCompress's engine never uses it; --tf32 allows it.
 
-Prints one JSON line with pc-bench model --iters's keys (benchmark, engine, device,
+Prints one JSON line with pc-bench engine's keys (benchmark, engine, device,
 device_name, model, params, batch, iters, warmup, seconds, ms_per_iter, samples_per_s) and
 torch's settings.
 

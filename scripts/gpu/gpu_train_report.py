@@ -4,7 +4,7 @@
     gpu_train_report.py [--engine OURS.json TORCH.json TORCH_STEP.json]
                         [--e2e GPU_E2E.json CPU_E2E.json]
 
---engine: pc-bench model --device cuda --iters (our engine's forward and backward), and
+--engine: pc-bench engine --device cuda (our engine's forward and backward), and
 torch_engine.py's lines for the same cnn and batch without (--no-step) and with the SGD
 step. The target, ours at least 0.8x PyTorch, is taken against forward and backward alone
 (the same work; the step is the servers' in PipeCompress); the step's figure is shown too.

@@ -4,7 +4,8 @@
 # speedup is the allreduce's time over the mode's, an iteration is at least its compute,
 # the printed table is the JSON's, a faster link is never slower, --predict equals the
 # table's entry); with one rank it takes --bandwidth and --latency; bad flags fail with
-# status 2 and one line; --iters prints the engine's throughput as one JSON line; --device
+# status 2 and one line; pc-bench engine (and model --iters, its older spelling) prints the
+# engine's throughput as one JSON line; --device
 # cuda without a usable device fails with status 1 and one line. No timing is asserted: the
 # machines are shared and noisy.
 set -uo pipefail
@@ -168,13 +169,33 @@ usage "pc-bench: --device: 'gpu' is not one of cpu|cuda" --device gpu --iters 1
 # --iters: the engine's throughput alone, one JSON line (the CPU here; scripts/gpu-check.sh
 # runs it with --device cuda beside scripts/bench/torch_engine.py).
 json_line='^\{"benchmark": "model-throughput", "engine": "pipecompress", "device": "(cpu|cuda)", "device_name": "[^"]*", "model": "mlp", "params": 235146, "batch": 8, "iters": 2, "warmup": 3, "seconds": [0-9.]+, "ms_per_iter": [0-9.]+, "samples_per_s": [0-9.]+\}$'
-msg=$("$bench" model --model mlp --batch 8 --iters 2 --json "$tmp/t.json" 2>&1)
+# pc-bench engine is its home; pc-bench model --iters N its older spelling, kept.
+for sub in engine model; do
+    msg=$("$bench" $sub --model mlp --batch 8 --iters 2 --json "$tmp/t.json" 2>&1)
+    rc=$?
+    if [ "$rc" = 0 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qE "$json_line" <<<"$msg" &&
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["samples_per_s"] > 0 and d["device"] == "cpu"' "$tmp/t.json"; then
+        ok "$sub --iters 2 --batch 8: $msg"
+    else
+        bad "$sub --iters 2: status $rc: $msg"
+    fi
+    rm -f "$tmp/t.json"
+done
+# engine's flags: a bad one is a usage error (2) in one line; an unwritable --json fails
+# (1) after the line and leaves no file.
+msg=$("$bench" engine --iters 0 2>&1)
 rc=$?
-if [ "$rc" = 0 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qE "$json_line" <<<"$msg" &&
-    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["samples_per_s"] > 0 and d["device"] == "cpu"' "$tmp/t.json"; then
-    ok "model --iters 2 --batch 8: $msg"
+if [ "$rc" = 2 ] && grep -q "pc-bench: --iters: 0 is out of range" <<<"$msg"; then
+    ok "engine --iters 0: usage error (2)"
 else
-    bad "model --iters 2: status $rc: $msg"
+    bad "engine --iters 0: status $rc: $msg"
+fi
+msg=$("$bench" engine --iters 1 --batch 2 --json /nonexistent-dir-pc/t.json 2>&1)
+rc=$?
+if [ "$rc" = 1 ] && grep -q "pc-bench: --json: cannot write '/nonexistent-dir-pc/t.json'" <<<"$msg"; then
+    ok "engine --json into a missing directory: status 1, said"
+else
+    bad "engine --json /nonexistent-dir-pc/t.json: status $rc: $msg"
 fi
 
 # --device cuda: without a usable device (no GPU, too old a driver, a build without CUDA),
@@ -189,6 +210,14 @@ if [ "$rc" = 0 ]; then
         bad "model --device cuda --iters 2: $msg"
     fi
 else
+    msg=$("$bench" engine --device cuda --iters 2 2>&1)
+    rc=$?
+    if [ "$rc" = 1 ] && [ "$(wc -l <<<"$msg")" = 1 ] &&
+        grep -qE '^pc-bench: engine: --device cuda: no usable CUDA device: .+$' <<<"$msg"; then
+        ok "engine --device cuda without a usable device: status 1, $msg"
+    else
+        bad "engine --device cuda: status $rc (expected 1 and one line), got: $msg"
+    fi
     for args in "--iters 2" "" "--bandwidth 1gbit --latency 1us"; do
         # shellcheck disable=SC2086 # the flags are words
         msg=$("$bench" model --device cuda $args 2>&1)

@@ -95,7 +95,7 @@ while IFS=$'\t' read -r where cmd; do
     is_sbatch=0
     [[ $cmd == sbatch* ]] && is_sbatch=1
     if [ $is_sbatch = 1 ] && [ $only_sbatch = 0 ]; then
-        echo "deferred: $where: $cmd (tests/test_slurm.sh runs it on its Slurm cluster)"
+        echo "deferred: $where: $cmd (tests/system/test_slurm.sh runs it on its Slurm cluster)"
         deferred=$((deferred + 1))
         continue
     fi
@@ -145,7 +145,7 @@ while IFS=$'\t' read -r where cmd; do
         run=$(short_iters "$cmd") ;;
     scripts/plot.py*)
         run="$cmd" ;;
-    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*|pc-bench\ model*) # benchmarks run as written (model: one rank, the link given)
+    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*|pc-bench\ model*|pc-bench\ engine*) # benchmarks run as written (model: one rank, the link given)
         run="$cmd" ;;
     *)
         bad "$where: no rule for the documented command '$cmd'"; continue ;;
