@@ -13,8 +13,9 @@
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Before the builds, the static checks: the include graph and the calls against
 # doc/design.md's layers (scripts/lint/check-layers.py, scripts/lint/check-calls.py), every
-# MPI call checked (scripts/lint/check-mpi-calls.sh) and the formatting
-# (scripts/lint/format.sh --check).
+# MPI call checked (scripts/lint/check-mpi-calls.sh), no function over 100 lines but the
+# documented exceptions (scripts/lint/check-length.py) and the formatting
+# (scripts/lint/format.sh --check); tests/system/test_lint.sh plants a fault for each.
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
 # skipped tests with the reason each gave (its "skipped: REASON" line).
@@ -99,6 +100,7 @@ lint() {
 }
 lint "layers (scripts/lint/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-layers.py" "$PC_TOP"
 lint "calls (scripts/lint/check-calls.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-calls.py" "$PC_TOP"
+lint "function length (scripts/lint/check-length.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-length.py" "$PC_TOP"
 lint "scripts/lint/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/lint/check-mpi-calls.sh" "$PC_TOP"
 lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.sh" --check
 

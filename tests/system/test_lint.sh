@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The static checks scripts/check.sh runs before the builds, each against the tree as it
+# is (it must pass) and against a copy with one fault planted (it must fail, naming it):
+#   scripts/lint/check-layers.py     an upward include; a file outside the layer folders;
+#                                    a module in a folder other than design.md's layer
+#   scripts/lint/check-calls.py      an upward call across layers; a call against the
+#                                    worker's order; a call cycle within a layer
+#   scripts/lint/check-mpi-calls.sh  an MPI call without PC_MPI_CHECK; MPI in a file
+#                                    design.md does not list
+#   scripts/lint/check-length.py     a function over the limit; the same with its "One
+#                                    piece:" reason (then listed as an exception)
+# Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
+# doc/design.md and scripts/lint/.
+set -uo pipefail
+. "$(dirname "$0")/../harness.sh"
+src=$PC_SRCDIR
+py=/usr/bin/python3
+[ -x "$py" ] || pc_skip "no /usr/bin/python3"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# fresh: a clean copy of what the checks read, in $tmp/t.
+fresh() {
+    rm -rf "$tmp/t"
+    mkdir -p "$tmp/t/doc" "$tmp/t/scripts"
+    cp -r "$src/src" "$src/include" "$src/cuda" "$src/apps" "$src/python" "$tmp/t/"
+    cp "$src/doc/design.md" "$tmp/t/doc/"
+    cp -r "$src/scripts/lint" "$tmp/t/scripts/"
+}
+
+# check NAME: run the check NAME on the copy; its output in $tmp/out, its status returned.
+check() {
+    case $1 in
+    layers) "$py" "$tmp/t/scripts/lint/check-layers.py" "$tmp/t" ;;
+    calls) "$py" "$tmp/t/scripts/lint/check-calls.py" "$tmp/t" ;;
+    mpi) bash "$tmp/t/scripts/lint/check-mpi-calls.sh" "$tmp/t" ;;
+    length) "$py" "$tmp/t/scripts/lint/check-length.py" "$tmp/t" ;;
+    esac >"$tmp/out" 2>&1
+}
+
+# The tree as it is passes every check.
+fresh
+for c in layers calls mpi length; do
+    if check $c; then
+        ok "$c: the tree passes: $(head -c 160 "$tmp/out")"
+    else
+        bad "$c: the tree fails"; cat "$tmp/out"
+    fi
+done
+
+# planted NAME CHECK WANT: after the caller planted a fault in the copy, CHECK must fail
+# (status 1) with a line matching WANT (grep -E).
+planted() {
+    check "$2"
+    local rc=$?
+    if [ $rc = 1 ] && grep -qE "$3" "$tmp/out"; then
+        ok "$1: $2 fails: $(grep -E "$3" "$tmp/out" | head -1 | cut -c1-200)"
+    else
+        bad "$1: $2 status $rc, no line matching '$3'"; cat "$tmp/out"
+    fi
+    fresh
+}
+
+# check-layers
+echo '#include "pipecompress/pc_runtime.h"' >>"$tmp/t/src/base/pc_time.c"
+planted "an upward include" layers 'src/base/pc_time.c \(layer 1\) includes include/pipecompress/pc_runtime.h \(layer 5\): upwards'
+cp "$tmp/t/src/base/pc_time.c" "$tmp/t/src/pc_stray.c"
+planted "a file at src/'s top" layers "src/pc_stray.c: not in a folder of doc/design.md"
+mv "$tmp/t/src/sync/pc_event.c" "$tmp/t/src/codec/pc_event.c"
+planted "a module moved to another layer's folder" layers 'src/codec/pc_event.c: doc/design.md names pc_event in layer 2, its folder is layer 3'
+
+# check-calls
+printf '\nvoid pc_log__mut(void);\nvoid pc_log__mut(void)\n{\n    (void)pc_runtime_role(NULL);\n}\n' >>"$tmp/t/src/base/pc_log.c"
+planted "an upward call" calls 'src/base/pc_log.c \(layer 1\) calls src/runtime/pc_runtime.c \(layer 5\): upwards: pc_runtime_role'
+printf '\nint pc_rt__w_mut(pc_worker_t *w);\nint pc_rt__w_mut(pc_worker_t *w)\n{\n    return pc_worker_param_wait(w, 0);\n}\n' >>"$tmp/t/src/runtime/worker_device.c"
+planted "a call against the worker's order" calls "src/runtime/worker_device.c calls src/runtime/pc_worker.c, above it in the worker's order: pc_worker_param_wait"
+printf '\nvoid pc_plan__mut(void);\nvoid pc_plan__mut(void)\n{\n    pc_timeline_destroy(NULL);\n}\n' >>"$tmp/t/src/runtime/pc_plan.c"
+printf '\nvoid pc_timeline__mut(void);\nvoid pc_timeline__mut(void)\n{\n    pc_plan_destroy(NULL);\n}\n' >>"$tmp/t/src/runtime/pc_timeline.c"
+planted "a call cycle" calls 'call cycle: src/runtime/pc_(plan|timeline).c -> src/runtime/pc_(timeline|plan).c -> '
+
+# check-mpi-calls
+printf '\nvoid pc_comm__mut(void);\nvoid pc_comm__mut(void)\n{\n    MPI_Barrier(MPI_COMM_WORLD);\n}\n' >>"$tmp/t/src/runtime/pc_comm.c"
+planted "an unchecked MPI call" mpi 'src/runtime/pc_comm.c:[0-9]+: MPI_Barrier not checked'
+printf '\n#include <mpi.h>\nvoid pc_plan__mut(void);\nvoid pc_plan__mut(void)\n{\n    PC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), NULL, 0);\n}\n' >>"$tmp/t/src/runtime/pc_plan.c"
+planted "MPI where design.md does not say" mpi 'src/runtime/pc_plan.c: calls MPI but doc/design.md does not list it'
+
+# check-length: a 120-line function, then the same with its reason.
+long_fn() {
+    printf '\n%s\nint pc_plan__long(void)\n{\n    int x = 0;\n' "$1"
+    for _ in $(seq 115); do printf '    x++;\n'; done
+    printf '    return x;\n}\n'
+}
+long_fn "/* A long one. */" >>"$tmp/t/src/runtime/pc_plan.c"
+planted "a 120-line function" length 'src/runtime/pc_plan.c:[0-9]+ pc_plan__long: 120 lines \(at most 100'
+long_fn "/* One piece: a test of the exception. */" >>"$tmp/t/src/runtime/pc_plan.c"
+if check length && grep -qE 'exceptions: .*src/runtime/pc_plan.c:[0-9]+ pc_plan__long \(120 lines\)' "$tmp/out"; then
+    ok "a 120-line function with its 'One piece:' reason: passes, listed as an exception"
+else
+    bad "a documented exception"; cat "$tmp/out"
+fi
+
+pc_done
