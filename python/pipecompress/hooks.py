@@ -1,0 +1,348 @@
+"""pipecompress.hooks: a torch model attached to the runtime (pc.attach) and the
+per-iteration calls on it.
+
+attach registers the model's parameters zero-copy and hooks it: each parameter's gradient
+accumulator hands its gradient to the compressor thread during backward, each module's
+forward pre-hook waits for its own parameters' update; iteration_end, iteration, report,
+metrics_note and synchronize act on the attached model. Every call comes from the thread
+that called pc.init.
+"""
+import ctypes
+import math
+import threading
+
+from .errors import Error
+from .session import _attached, _worker
+
+class _Attached:
+    """One model's registration and hooks on a worker (pc.attach)."""
+
+    def __init__(self, s, model, backward_passes_per_step):
+        import torch
+
+        self.s = s
+        self.model = model
+        self.bpps = backward_passes_per_step
+        self.handles = []
+        self.accs = []  # the gradient accumulators hooked (kept alive: see attach)
+        self.params, self.names, self.grads = [], [], []
+        ids = {}
+        frozen = []
+        for name, p in model.named_parameters():  # tied parameters come once
+            if not p.requires_grad:
+                frozen.append((name, p))
+                continue
+            _check_tensor("parameter", name, p, torch, need_float=True)
+            ids[id(p)] = len(self.params)
+            self.params.append(p)
+            self.names.append(name)
+        if not self.params:
+            raise Error("attach: the model has no parameter that requires a gradient")
+        _check_disjoint([(n, p) for n, p in zip(self.names, self.params)] + frozen)
+        # Everything the servers do not train comes from worker 0 too (after the start
+        # below): buffers (BatchNorm's statistics: kept local afterwards) and frozen
+        # parameters. Checked now, before the collective start.
+        shared = ([("buffer", nm, b) for nm, b in model.named_buffers()] +
+                  [("frozen parameter", nm, p) for nm, p in frozen])
+        for kind, name, b in shared:
+            _check_tensor(kind, name, b, torch, need_float=False)
+        self.ids = ids
+        n = len(self.params)
+        self.ready = [0] * n  # gradient accumulations seen this iteration
+        self.waited = [False] * n  # param_wait done this iteration
+        self.outside = [False] * n  # read outside its own module's forward (first iteration)
+        self.first = True  # the first iteration since attach (0, or --resume's)
+        self.pptr = [p.data_ptr() for p in self.params]
+        # The registered memory stays alive as long as the attachment, whatever the script
+        # does to the parameters (p.data = ...): the runtime writes updates into it.
+        self.keep = [p.detach() for p in self.params]
+        lib, w = s.lib, s.w
+        with torch.no_grad():
+            for name, p in zip(self.names, self.params):
+                g = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                p.grad = g
+                self.grads.append(g)
+                t = lib.pc_worker_register(w, name.encode(), p.data_ptr(), g.data_ptr(),
+                                           p.numel())
+                if t < 0:
+                    s.fail(f"attach: registering {name}", t)
+        self.gptr = [g.data_ptr() for g in self.grads]
+        rc = lib.pc_worker_start(w)
+        if rc != 0:
+            s.fail("attach: start", rc)
+        # The runtime compares sizes only: names, shapes, dtypes and the buffers must agree
+        # too (a swapped pair of equal shapes would train mixed up; a buffer of another size
+        # would break the broadcast below).
+        import hashlib
+
+        plan = ";".join(f"{kind} {name} {tuple(t.shape)} {t.dtype}" for kind, name, t in
+                        [("p", n, p) for n, p in zip(self.names, self.params)] + shared)
+        mine = hashlib.sha256(plan.encode()).digest()
+        theirs = ctypes.create_string_buffer(mine, len(mine))
+        if lib.pc_worker_broadcast(w, theirs, len(mine)) != 0:
+            s.fail("attach: comparing the model with worker 0's")
+        if theirs.raw != mine:
+            raise Error(f"attach: worker {s.rank}'s model differs from worker 0's (parameter "
+                        "or buffer names, shapes, dtypes or order): every worker attaches "
+                        "the same architecture")
+        for kind, name, b in shared:
+            nbytes = b.numel() * b.element_size()
+            if nbytes and lib.pc_worker_broadcast(w, b.data_ptr(), nbytes) != 0:
+                s.fail(f"attach: broadcasting {kind} {name}")
+        self.timeline = bool(s.config.get("timeline"))
+        self.t_mark = 0
+        self._hook(torch)
+
+    def _hook(self, torch):
+        model = self.model
+        self.handles.append(model.register_forward_pre_hook(self._root_pre))
+        for mname, m in model.named_modules():
+            own = sorted({self.ids[id(p)] for p in m.parameters(recurse=False)
+                          if id(p) in self.ids})
+            if not own:
+                continue
+            self.handles.append(m.register_forward_pre_hook(self._pre(own, mname)))
+            if self.timeline:
+                self.handles.append(m.register_forward_hook(self._post(mname)))
+        for t, p in enumerate(self.params):
+            # The gradient accumulator of a leaf (the node that adds into p.grad): its
+            # post-hook runs once per backward pass, after p.grad holds the gradient. The
+            # node is cached weakly by p: holding it keeps the hook for later graphs.
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            self.handles.append(acc.register_hook(self._on_grad(t)))
+            self.accs.append(acc)
+
+    def remove_hooks(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        self.accs = []
+
+    def fail_later(self, err):
+        """Raise err here, and again at pc.iteration_end() on the training thread: autograd
+        and threads may swallow an exception raised in a hook."""
+        if self.s.pending is None:
+            self.s.pending = err
+        raise err
+
+    def wait(self, t):
+        s = self.s
+        rc = s.lib.pc_worker_param_wait(s.w, t)
+        if rc != 0:
+            s.fail(f"waiting for {self.names[t]}", rc)
+        self.waited[t] = True
+
+    def _root_pre(self, module, inputs):
+        if threading.get_ident() != self.s.thread:
+            self.fail_later(Error("forward pass of the model on another thread than "
+                                  "pc.init's (every call and the training loop run on that "
+                                  "thread)"))
+        for t, out in enumerate(self.outside):
+            if out and not self.waited[t]:
+                self.wait(t)
+        if self.timeline:
+            self.t_mark = self.s.lib.pc_time_ns()
+
+    def _pre(self, own, mname):
+        def pre(module, inputs):
+            if threading.get_ident() != self.s.thread:
+                self.fail_later(Error(f"forward pass of {mname or 'the model'} on another "
+                                      "thread than pc.init's (every call and the training "
+                                      "loop run on that thread)"))
+            for t in own:
+                if not self.waited[t]:
+                    self.wait(t)
+            if self.timeline:
+                self.t_mark = self.s.lib.pc_time_ns()
+        return pre
+
+    def _post(self, mname):
+        name = f"forward {mname or 'model'}".encode()
+
+        def post(module, inputs, output):
+            now = self.s.lib.pc_time_ns()
+            self.s.lib.pc_worker_trace(self.s.w, name, self.t_mark, now)
+            self.t_mark = now
+        return post
+
+    def _on_grad(self, t):
+        p, g = self.params[t], self.grads[t]
+        tname = f"backward {self.names[t]}".encode()
+
+        def hook(*_):
+            self.ready[t] += 1
+            if self.ready[t] != self.bpps:
+                if self.ready[t] > self.bpps:
+                    self.fail_later(Error(
+                        f"the gradient of {self.names[t]} came {self.ready[t]} times in one "
+                        f"iteration, backward_passes_per_step is {self.bpps} (its gradient "
+                        "was handed over already; pc.attach(model, "
+                        "backward_passes_per_step=N) for N passes per iteration)"))
+                return
+            s = self.s
+            if threading.get_ident() != s.thread:
+                self.fail_later(Error(f"the gradient of {self.names[t]} arrived on another "
+                                      "thread than pc.init's (backward must run on the "
+                                      "training thread)"))
+            if not self.waited[t]:
+                # Read without its module's forward (a parameter used by another module):
+                # from now on waited for before the model's forward, all at once.
+                if self.first:
+                    self.outside[t] = True
+                self.wait(t)
+            if p.data_ptr() != self.pptr[t]:
+                raise Error(f"parameter {self.names[t]} was given new memory after "
+                            "pc.attach (p.data = ...): the runtime writes to the old one")
+            if p.grad is None or p.grad.data_ptr() != self.gptr[t]:
+                # Someone replaced p.grad (zero_grad(set_to_none=True), create_graph=True):
+                # the runtime reads the registered buffer.
+                with _no_grad():
+                    if p.grad is None:
+                        g.zero_()
+                    else:
+                        g.copy_(p.grad)
+                p.grad = g
+            rc = s.lib.pc_worker_grad_ready(s.w, t)
+            if rc != 0:
+                s.fail(f"handing over the gradient of {self.names[t]}", rc)
+            if self.timeline:
+                now = s.lib.pc_time_ns()
+                s.lib.pc_worker_trace(s.w, tname, self.t_mark, now)
+                self.t_mark = now
+        return hook
+
+    def end(self):
+        s = self.s
+        import torch
+
+        if s.pending is not None:
+            raise s.pending
+        for t in range(len(self.params)):
+            if self.ready[t] < self.bpps:
+                # No gradient this iteration (an unused parameter) or fewer backward passes:
+                # the buffer holds what was accumulated, zeros if nothing.
+                if not self.waited[t]:
+                    self.wait(t)
+                p, g = self.params[t], self.grads[t]
+                if p.grad is not None and p.grad.data_ptr() != self.gptr[t]:
+                    with torch.no_grad():
+                        g.copy_(p.grad)
+                rc = s.lib.pc_worker_grad_ready(s.w, t)
+                if rc != 0:
+                    s.fail(f"handing over the gradient of {self.names[t]}", rc)
+        stop = ctypes.c_bool(False)
+        rc = s.lib.pc_worker_iteration_end(s.w, ctypes.byref(stop))
+        if rc != 0:
+            s.fail("iteration_end", rc)
+        with torch.no_grad():
+            for p, g in zip(self.params, self.grads):
+                g.zero_()
+                if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+                    p.grad = g
+        n = len(self.params)
+        self.ready = [0] * n
+        self.waited = [False] * n
+        self.first = False
+        return bool(stop.value)
+
+    def sync(self):
+        for t in range(len(self.params)):
+            if not self.waited[t]:
+                self.wait(t)
+
+
+def _no_grad():
+    import torch
+    return torch.no_grad()
+
+
+def _check_tensor(kind, name, t, torch, need_float):
+    if t.device.type != "cpu":
+        raise Error(f"attach: {kind} {name} is on {t.device}: the binding trains CPU tensors "
+                    "(move the model with model.cpu())")
+    if t.is_sparse or t.layout != torch.strided:
+        raise Error(f"attach: {kind} {name} is not a dense (strided) tensor")
+    if need_float and t.dtype != torch.float32:
+        raise Error(f"attach: {kind} {name} is {str(t.dtype).replace('torch.', '')}: "
+                    "PipeCompress trains float32 parameters (convert the model with "
+                    "model.float())")
+    if not t.is_contiguous():
+        raise Error(f"attach: {kind} {name} is not contiguous (the runtime reads and writes "
+                    f"it in place; make it so before pc.attach: p.data = p.data.contiguous())")
+
+
+def _check_disjoint(named):
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), n)
+                   for n, t in named if t.numel() > 0)
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise Error(f"attach: parameters {an} and {bn} share memory (views of one "
+                        "tensor); tie them as one Parameter or give each its own storage")
+
+
+def attach(model, backward_passes_per_step=1):
+    """Workers: register model's parameters with the runtime and start it (collective with
+    the servers and the other workers, which must attach the same architecture).
+
+    Every parameter that requires a gradient is registered in model.named_parameters()
+    order (tied parameters once), zero-copy: CPU, float32, contiguous, disjoint, or a
+    one-line pipecompress.Error naming it. Worker 0's parameters, buffers and frozen
+    parameters become every worker's. From then on the servers own the optimizer step (their
+    --lr, --momentum, schedule): the script creates no optimizer and never zeroes
+    gradients. backward_passes_per_step: backward passes accumulated per iteration (a
+    gradient is handed over after that many). Returns model."""
+    import torch
+
+    s = _worker()
+    if not isinstance(model, torch.nn.Module):
+        raise Error(f"attach: {type(model).__name__} is not a torch.nn.Module")
+    if s.model is not None:
+        raise Error("attach: a model is already attached on this worker")
+    if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
+        raise Error(f"attach: backward_passes_per_step: {backward_passes_per_step!r} is not "
+                    "a positive integer")
+    s.model = _Attached(s, model, backward_passes_per_step)
+    return model
+
+
+def iteration_end():
+    """End this iteration (after backward): hand over the gradients that did not arrive,
+    wait for the gradient buffers' release, zero them, agree with the other workers whether
+    to stop. Returns True when the job is to stop (a SIGINT or SIGTERM on some worker):
+    every worker gets True at the same iteration; call pc.finish() then."""
+    return _attached().end()
+
+
+def iteration():
+    """Iterations completed (after pc.attach with --resume: where the checkpoint left off,
+    so the script can continue its data order from there)."""
+    a = _attached()
+    return a.s.lib.pc_worker_iteration(a.s.w)
+
+
+def report(loss, accuracy=None):
+    """This iteration's training loss (and batch accuracy, 0..1) for --metrics."""
+    a = _attached()
+    acc = math.nan if accuracy is None else float(accuracy)
+    a.s.lib.pc_worker_report(a.s.w, float(loss), acc)
+
+
+def metrics_note(obj):
+    """Append an object (a dict, or a string holding a JSON object; an evaluation, say) to
+    this rank's --metrics lines. Anything else is refused: the file stays JSON lines."""
+    import json
+
+    a = _attached()
+    try:  # through the parser and back: strict JSON (no NaN), one line
+        parsed = obj if isinstance(obj, dict) else json.loads(str(obj))
+        if not isinstance(parsed, dict):
+            raise ValueError("not an object")
+        text = json.dumps(parsed, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise Error(f"metrics_note: not a JSON object: {e}") from None
+    a.s.lib.pc_worker_metrics_note(a.s.w, text.encode())
+
+
+def synchronize():
+    """Wait until every parameter holds the latest update (before evaluating or saving)."""
+    _attached().sync()
