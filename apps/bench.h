@@ -36,7 +36,7 @@ int bench_topo_main(int argc, char **argv);
  * with an int field reps. */
 #define BENCH_OPT_REPS(TYPE)                                                                       \
     {                                                                                              \
-        .name = "reps", .short_name = 'r', .type = PC_OPT_INT, .offset = offsetof(TYPE, reps),     \
+        .name = "reps", .short_name = 'r', .type = PC_FLAGS_INT, .offset = offsetof(TYPE, reps),   \
         .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"          \
     }
 

@@ -35,36 +35,36 @@ typedef struct opts {
     char device[16];
 } opts_t;
 
-static const pc_opt_t compress_opts[] = {
+static const pc_flags_t compress_opts[] = {
     BENCH_OPT_REPS(opts_t),
     {.name = "sizes",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, sizes),
      .size = 128,
      .metavar = "N,N,...",
      .help = "element counts (default 1e6,1e7,2.5e7 on the CPU, 1e6,1e7,1e8 on a device)"},
     {.name = "ratios",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, ratios),
      .size = 128,
      .metavar = "R,R,...",
      .help = "kept fractions for topk, dgc, randomk, threshold"},
     {.name = "quick",
-     .type = PC_OPT_FLAG,
+     .type = PC_FLAGS_FLAG,
      .offset = offsetof(opts_t, quick),
      .help = "sizes 1e6,1e7 and 3 repetitions"},
     {.name = "no-sort",
-     .type = PC_OPT_FLAG,
+     .type = PC_FLAGS_FLAG,
      .offset = offsetof(opts_t, no_sort),
      .help = "skip the sort baseline (slow: seconds per repetition at 1e7)"},
     {.name = "json",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, json),
      .size = 512,
      .metavar = "FILE",
      .help = "also write the results as JSON to FILE"},
     {.name = "device",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, device),
      .size = 16,
      .metavar = "cpu|cuda",
@@ -743,12 +743,12 @@ int bench_compress_main(int argc, char **argv)
     opts_t o = {.reps = 5};
     snprintf(o.ratios, sizeof(o.ratios), "0.001,0.01");
     snprintf(o.device, sizeof(o.device), "cpu");
-    pc_opt_group_t g = {"pc-bench compress flags", compress_opts,
-                        sizeof(compress_opts) / sizeof(compress_opts[0]), &o, NULL};
+    pc_flags_group_t g = {"pc-bench compress flags", compress_opts,
+                          sizeof(compress_opts) / sizeof(compress_opts[0]), &o, NULL};
     char err[512];
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early =
-        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout, stderr);
+        pc_flags_finish(rc, &g, 1, "pc-bench", "pc-bench compress [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     bool cuda = strcmp(o.device, "cuda") == 0;

@@ -17,7 +17,7 @@
 #include "pipecompress/pc_data.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_model.h"
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 #include "pipecompress/pc_time.h"
 
 /* Untimed passes before the timed ones: the first allocates cuBLAS's kernels and warms
@@ -32,34 +32,34 @@ typedef struct opts {
     char json[512];
 } opts_t;
 
-static const pc_opt_t engine_opts[] = {
+static const pc_flags_t engine_opts[] = {
     {.name = "model",
      .short_name = 'm',
-     .type = PC_OPT_CHOICE,
+     .type = PC_FLAGS_CHOICE,
      .offset = offsetof(opts_t, model),
      .choices = PC_MODEL_CHOICES,
      .help = "network to train (pc-train's)"},
     {.name = "batch",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, batch),
      .min = 1,
      .max = 4096,
      .metavar = "B",
      .help = "samples per pass"},
     {.name = "iters",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, iters),
      .min = 1,
      .max = 1000000,
      .metavar = "N",
      .help = "timed forward+backward passes (after 3 untimed ones)"},
     {.name = "device",
-     .type = PC_OPT_CHOICE,
+     .type = PC_FLAGS_CHOICE,
      .offset = offsetof(opts_t, device),
      .choices = "cpu|cuda",
      .help = "where the layers run: cpu (one core) or cuda (device 0)"},
     {.name = "json",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, json),
      .size = 512,
      .metavar = "FILE",
@@ -117,8 +117,8 @@ static int time_passes(pc_model_t *model, float *x, uint8_t *y, int batch, int i
 }
 
 /* The result line on stdout, and in json (a path, or "") when given. */
-static int print_line(pc_model_t *model, int kind, int batch, int iters, bool cuda,
-                      double seconds, const char *json)
+static int print_line(pc_model_t *model, int kind, int batch, int iters, bool cuda, double seconds,
+                      const char *json)
 {
     char name[256] = "cpu", line[1024];
     if (cuda)
@@ -159,7 +159,8 @@ int bench_engine_throughput(int model_kind, int batch, int iters, bool cuda, con
         fprintf(stderr, "pc-bench: model: out of memory for a batch of %d\n", batch);
         return BENCH_EXIT_FAIL;
     }
-    int status = bench_engine_model(model_kind, batch, cuda, &ds, &model) == 0 ? 0 : BENCH_EXIT_FAIL;
+    int status =
+        bench_engine_model(model_kind, batch, cuda, &ds, &model) == 0 ? 0 : BENCH_EXIT_FAIL;
     size_t xbytes = sizeof(float) * ds.rows * ds.cols * (size_t)batch;
     if (status == 0 && (pc_model_host_alloc(model, xbytes, (void **)&x) != PC_OK ||
                         pc_model_host_alloc(model, (size_t)batch, (void **)&y) != PC_OK)) {
@@ -187,16 +188,16 @@ int bench_engine_throughput(int model_kind, int batch, int iters, bool cuda, con
 int bench_engine_main(int argc, char **argv)
 {
     opts_t o = {.model = PC_MODEL_MLP, .batch = 32, .iters = 100, .device = 0};
-    pc_opt_group_t g = {"pc-bench engine flags", engine_opts,
-                        sizeof(engine_opts) / sizeof(engine_opts[0]), &o, NULL};
+    pc_flags_group_t g = {"pc-bench engine flags", engine_opts,
+                          sizeof(engine_opts) / sizeof(engine_opts[0]), &o, NULL};
     char err[512] = "";
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early =
-        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench engine [flags]", err, 1, stdout, stderr);
+        pc_flags_finish(rc, &g, 1, "pc-bench", "pc-bench engine [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     openblas_set_num_threads(1); /* pc-train's setting: a worker's BLAS on one core */
-    if (o.device) { /* before anything else can fail: one clear line */
+    if (o.device) {              /* before anything else can fail: one clear line */
         char why[160];
         if (pc_cuda_status(why, sizeof(why)) == 0) {
             fprintf(stderr, "pc-bench: engine: --device cuda: no usable CUDA device: %s\n", why);

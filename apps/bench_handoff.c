@@ -43,38 +43,38 @@ typedef struct opts {
     char json[512];
 } opts_t;
 
-static const pc_opt_t handoff_opts[] = {
+static const pc_flags_t handoff_opts[] = {
     {.name = "items",
      .short_name = 'n',
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, items),
      .min = 10,
      .max = 10000000,
      .metavar = "N",
      .help = "descriptors handed over per policy and repetition"},
     {.name = "min-us",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, min_us),
      .min = 0,
      .max = 1000000,
      .metavar = "US",
      .help = "shortest idle gap between two hand-overs, microseconds"},
     {.name = "max-us",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, max_us),
      .min = 0,
      .max = 1000000,
      .metavar = "US",
      .help = "longest idle gap between two hand-overs, microseconds"},
     {.name = "idle-ms",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, idle_ms),
      .min = 10,
      .max = 600000,
      .metavar = "MS",
      .help = "idle stretch over which the consumer's CPU use is measured"},
     {.name = "spin-us",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, spin_us),
      .min = 0,
      .max = 1000000,
@@ -83,7 +83,7 @@ static const pc_opt_t handoff_opts[] = {
              "compressor's window on a core of its own: 1000)"},
     BENCH_OPT_REPS(opts_t),
     {.name = "json",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, json),
      .size = 512,
      .metavar = "FILE",
@@ -325,12 +325,12 @@ int bench_handoff_main(int argc, char **argv)
 {
     opts_t o = {
         .items = 2000, .min_us = 100, .max_us = 500, .idle_ms = 1000, .reps = 3, .spin_us = 1000};
-    pc_opt_group_t g = {"pc-bench handoff flags", handoff_opts,
-                        sizeof(handoff_opts) / sizeof(handoff_opts[0]), &o, NULL};
+    pc_flags_group_t g = {"pc-bench handoff flags", handoff_opts,
+                          sizeof(handoff_opts) / sizeof(handoff_opts[0]), &o, NULL};
     char err[512];
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early =
-        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench handoff [flags]", err, 1, stdout, stderr);
+        pc_flags_finish(rc, &g, 1, "pc-bench", "pc-bench handoff [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     if (o.max_us < o.min_us) {

@@ -34,24 +34,24 @@ typedef struct opts {
     char json[512];
 } opts_t;
 
-static const pc_opt_t spsc_opts[] = {
+static const pc_flags_t spsc_opts[] = {
     {.name = "messages",
      .short_name = 'n',
-     .type = PC_OPT_INT64,
+     .type = PC_FLAGS_INT64,
      .offset = offsetof(opts_t, messages),
      .min = 1000,
      .max = 1e12,
      .metavar = "N",
      .help = "messages per throughput repetition"},
     {.name = "rounds",
-     .type = PC_OPT_INT64,
+     .type = PC_FLAGS_INT64,
      .offset = offsetof(opts_t, rounds),
      .min = 100,
      .max = 1e10,
      .metavar = "N",
      .help = "ping-pong round trips per latency repetition"},
     {.name = "capacity",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, capacity),
      .min = 2,
      .max = 1 << 20,
@@ -59,14 +59,14 @@ static const pc_opt_t spsc_opts[] = {
      .help = "ring capacity (a power of two)"},
     BENCH_OPT_REPS(opts_t),
     {.name = "burst",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, burst),
      .min = 1,
      .max = 1024,
      .metavar = "B",
      .help = "batch size of the pc_spsc burst variant"},
     {.name = "json",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, json),
      .size = 512,
      .metavar = "FILE",
@@ -305,12 +305,12 @@ static double run_once(bench_pair_t *pair, enum kind kind, bool pingpong, uint64
 int bench_spsc_main(int argc, char **argv)
 {
     opts_t o = {.messages = 20000000, .rounds = 200000, .capacity = 1024, .reps = 5, .burst = 32};
-    pc_opt_group_t g = {"pc-bench spsc flags", spsc_opts, sizeof(spsc_opts) / sizeof(spsc_opts[0]),
-                        &o, NULL};
+    pc_flags_group_t g = {"pc-bench spsc flags", spsc_opts,
+                          sizeof(spsc_opts) / sizeof(spsc_opts[0]), &o, NULL};
     char err[512];
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
     int early =
-        pc_opt_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout, stderr);
+        pc_flags_finish(rc, &g, 1, "pc-bench", "pc-bench spsc [flags]", err, 1, stdout, stderr);
     if (early >= 0)
         return early;
     if (o.capacity & (o.capacity - 1)) {

@@ -92,11 +92,11 @@ int bench_topo_main(int argc, char **argv)
 
     pc_config_t cfg;
     pc_config_defaults(&cfg);
-    pc_opt_group_t g = pc_config_group(&cfg, "Runtime flags");
+    pc_flags_group_t g = pc_config_group(&cfg, "Runtime flags");
     char err[512] = "";
-    int rc = pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
-    int early = pc_opt_finish(rc, &g, 1, "pc-bench", "mpirun -np N pc-bench topo [flags]", err,
-                              rank == 0, stdout, stderr);
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err));
+    int early = pc_flags_finish(rc, &g, 1, "pc-bench", "mpirun -np N pc-bench topo [flags]", err,
+                                rank == 0, stdout, stderr);
     if (early >= 0) {
         MPI_Finalize();
         return early;
@@ -112,7 +112,7 @@ int bench_topo_main(int argc, char **argv)
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
     if (rank == 0 && pc_log_enabled(log, PC_LOG_INFO)) {
         printf("effective configuration (%d ranks):\n", size);
-        pc_opt_print(&g, 1, "  ", stdout);
+        pc_flags_print(&g, 1, "  ", stdout);
         fflush(stdout);
     }
     /* Workers are ranks 0..W-1, servers the last S: rank 0 is a worker and reports. */

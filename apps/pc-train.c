@@ -36,23 +36,23 @@ typedef struct train_opts {
     uint64_t given; /* bit i: train_opts[i] was on the command line */
 } train_opts_t;
 
-static const pc_opt_t train_opts[] = {
+static const pc_flags_t train_opts[] = {
     {.name = "model",
      .short_name = 'm',
-     .type = PC_OPT_CHOICE,
+     .type = PC_FLAGS_CHOICE,
      .offset = offsetof(train_opts_t, model),
      .choices = PC_MODEL_CHOICES,
      .help = "network: mlp (235 k parameters), cnn (3.3 M), wide (36.9 M)"},
     {.name = "data",
      .short_name = 'd',
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(train_opts_t, data),
      .size = 1024,
      .metavar = "DIR|synthetic",
      .help = "Fashion-MNIST IDX directory, or synthetic data"},
     {.name = "epochs",
      .short_name = 'e',
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(train_opts_t, epochs),
      .min = 1,
      .max = 100000,
@@ -60,34 +60,34 @@ static const pc_opt_t train_opts[] = {
      .help = "passes over the training set (--iters stops earlier)"},
     {.name = "batch",
      .short_name = 'b',
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(train_opts_t, batch),
      .min = 1,
      .max = 65536,
      .metavar = "B",
      .help = "samples per worker per iteration"},
     {.name = "dropout",
-     .type = PC_OPT_DOUBLE,
+     .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(train_opts_t, dropout),
      .min = 0,
      .max = 0.95,
      .metavar = "P",
      .help = "cnn: dropout probability before the last layer"},
     {.name = "synthetic-samples",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(train_opts_t, synthetic_n),
      .min = 100,
      .max = 10000000,
      .metavar = "N",
      .help = "--data synthetic: training samples"},
     {.name = "save-model",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(train_opts_t, save_model),
      .size = 1024,
      .metavar = "FILE",
      .help = "write the final parameters (doc/model-format.md)"},
     {.name = "eval-model",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(train_opts_t, eval_model),
      .size = 1024,
      .metavar = "FILE",
@@ -158,7 +158,7 @@ static int check_eval_flags(const train_opts_t *o, const pc_config_t *cfg, char 
             strcmp(train_opts[i].name, "eval-model") != 0)
             idle = train_opts[i].name;
     size_t nrows;
-    const pc_opt_t *rows = pc_config_options(&nrows);
+    const pc_flags_t *rows = pc_config_options(&nrows);
     for (size_t i = 0; !idle && i < nrows; i++)
         if (pc_config_given(cfg, rows[i].name) && strcmp(rows[i].name, "seed") != 0 &&
             strcmp(rows[i].name, "log-level") != 0)
@@ -767,19 +767,19 @@ int main(int argc, char **argv)
     train_opts_t o = {
         .model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5, .synthetic_n = 20000};
     snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
-    pc_opt_group_t groups[] = {
+    pc_flags_group_t groups[] = {
         {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, &o.given},
         pc_config_group(&cfg, "Runtime (parameter servers, compression)")};
     char err[1024];
-    int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     pc_dataset_t train = {0}, test = {0};
     pc_config_t checked = cfg;
     if (rc == PC_OK)
         rc = check_flags(&o, &cfg, &checked, rank, size, err, sizeof(err));
-    int early = pc_opt_finish(rc, groups, 2, "pc-train",
-                              "mpirun -np N pc-train [flags]   (manual: man pc-train, or man "
-                              "doc/pc-train.1 in the source tree)",
-                              err, rank == 0, stdout, stderr);
+    int early = pc_flags_finish(rc, groups, 2, "pc-train",
+                                "mpirun -np N pc-train [flags]   (manual: man pc-train, or man "
+                                "doc/pc-train.1 in the source tree)",
+                                err, rank == 0, stdout, stderr);
     if (early >= 0) {
         MPI_Finalize();
         return early;
@@ -801,7 +801,7 @@ int main(int argc, char **argv)
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
     if (rank == 0) {
         printf("pc-train %s: %d ranks; effective configuration:\n", PACKAGE_VERSION, size);
-        pc_opt_print(groups, 2, "  ", stdout);
+        pc_flags_print(groups, 2, "  ", stdout);
         fflush(stdout);
     }
     pc_runtime_t *rt;

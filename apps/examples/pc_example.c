@@ -27,31 +27,31 @@ typedef struct opts {
     char save[1024];
 } opts_t;
 
-static const pc_opt_t example_opts[] = {
+static const pc_flags_t example_opts[] = {
     {.name = "batch",
      .short_name = 'b',
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, batch),
      .min = 1,
      .max = 65536,
      .metavar = "B",
      .help = "samples per worker per iteration"},
     {.name = "input",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, input),
      .min = 1,
      .max = 65536,
      .metavar = "D",
      .help = "input features"},
     {.name = "hidden",
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, hidden),
      .min = 1,
      .max = 65536,
      .metavar = "H",
      .help = "hidden units per layer"},
     {.name = "save",
-     .type = PC_OPT_STRING,
+     .type = PC_FLAGS_STRING,
      .offset = offsetof(opts_t, save),
      .size = 1024,
      .metavar = "FILE",
@@ -308,15 +308,15 @@ int main(int argc, char **argv)
     pc_config_t cfg;
     pc_config_defaults(&cfg);
     opts_t o = {.batch = 32, .input = 128, .hidden = 256};
-    pc_opt_group_t groups[] = {pc_config_group(&cfg, "Runtime flags"),
-                               {"pc_example flags", example_opts,
-                                sizeof(example_opts) / sizeof(example_opts[0]), &o, NULL}};
+    pc_flags_group_t groups[] = {pc_config_group(&cfg, "Runtime flags"),
+                                 {"pc_example flags", example_opts,
+                                  sizeof(example_opts) / sizeof(example_opts[0]), &o, NULL}};
     char err[1024];
-    int rc = pc_opt_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
+    int rc = pc_flags_parse(groups, 2, argc, argv, NULL, err, sizeof(err));
     if (rc == PC_OK)
         rc = pc_runtime_check_config(&cfg, size, err, sizeof(err));
-    int status = pc_opt_finish(rc, groups, 2, "pc_example", "mpirun -np N pc_example [flags]", err,
-                               rank == 0, stdout, stderr);
+    int status = pc_flags_finish(rc, groups, 2, "pc_example", "mpirun -np N pc_example [flags]",
+                                 err, rank == 0, stdout, stderr);
     if (status >= 0) {
         MPI_Finalize();
         return status;

@@ -1,6 +1,6 @@
 /* pc_config: the runtime's flags (pc_config_t) and the checks of their combinations.
  *
- * The table-driven parser is pc_opt.h; this module is its table for the runtime: every
+ * The table-driven parser is pc_flags.h; this module is its table for the runtime: every
  * flag of pc_runtime, its default, range and help line, and the record of which flags a
  * command line gave (the runtime's defaults that depend on other flags use it).
  * Programs parse pc_config_group(&cfg, title) together with their own groups. */
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -125,11 +125,11 @@ const char *pc_config_device_name(int device);
 void pc_config_defaults(pc_config_t *cfg);
 
 /* The option table for pc_config_t (static; do not free). */
-const pc_opt_t *pc_config_options(size_t *nopts);
+const pc_flags_t *pc_config_options(size_t *nopts);
 
-/* The option group of the runtime's flags for pc_opt_parse: pc_config_options() with cfg as
+/* The option group of the runtime's flags for pc_flags_parse: pc_config_options() with cfg as
  * destination, recording which flags were given in cfg->given. cfg is borrowed. */
-pc_opt_group_t pc_config_group(pc_config_t *cfg, const char *title);
+pc_flags_group_t pc_config_group(pc_config_t *cfg, const char *title);
 
 /* Whether flag `name` (long name without "--") was given on the command line, as recorded
  * by a parse of pc_config_group(cfg). 0 for unknown names. Thread-safe. */

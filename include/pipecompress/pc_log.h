@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,7 +28,7 @@ typedef enum pc_log_level {
 } pc_log_level_t;
 
 /* The level names in order, as the --log-level flag spells them (from the table). */
-#define PC_LOG_LEVEL_CHOICES (PC_LOG_LEVEL_TABLE(PC_OPT_CHOICE_TEXT) + 1)
+#define PC_LOG_LEVEL_CHOICES (PC_LOG_LEVEL_TABLE(PC_FLAGS_CHOICE_TEXT) + 1)
 
 typedef struct pc_log pc_log_t;
 

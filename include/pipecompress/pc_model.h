@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "pipecompress/pc_cost.h"
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,7 +44,7 @@ typedef enum pc_model_kind {
 } pc_model_kind_t;
 
 /* "mlp|cnn|wide", for pc-train's --model flag (from the table). */
-#define PC_MODEL_CHOICES (PC_MODEL_TABLE(PC_OPT_CHOICE_TEXT) + 1)
+#define PC_MODEL_CHOICES (PC_MODEL_TABLE(PC_FLAGS_CHOICE_TEXT) + 1)
 
 typedef struct pc_model pc_model_t;
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +32,7 @@ typedef enum pc_lr_schedule {
 } pc_lr_schedule_t;
 
 /* "constant|step|cosine", for the --lr-schedule flag (from the table). */
-#define PC_LR_SCHEDULE_CHOICES (PC_LR_SCHEDULE_TABLE(PC_OPT_CHOICE_TEXT) + 1)
+#define PC_LR_SCHEDULE_CHOICES (PC_LR_SCHEDULE_TABLE(PC_FLAGS_CHOICE_TEXT) + 1)
 
 typedef struct pc_optim_cfg {
     double lr;

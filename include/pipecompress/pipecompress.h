@@ -10,7 +10,8 @@
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_file.h"
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
+#include "pipecompress/pc_opt.h" /* the 0.1 names of pc_flags, until 0.2 */
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_gpu.h"

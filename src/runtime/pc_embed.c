@@ -15,7 +15,7 @@
 #include "pipecompress/pc_embed.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_log.h"
-#include "pipecompress/pc_opt.h"
+#include "pipecompress/pc_flags.h"
 #include "pipecompress/pc_runtime.h"
 
 struct pc_embed {
@@ -93,8 +93,8 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
     memcpy(args, argv, sizeof(char *) * (size_t)argc);
     args[argc] = NULL;
     pc_config_defaults(&e->cfg);
-    pc_opt_group_t group = pc_config_group(&e->cfg, "PipeCompress runtime");
-    rc = pc_opt_parse(&group, 1, argc, args, NULL, err, errlen);
+    pc_flags_group_t group = pc_config_group(&e->cfg, "PipeCompress runtime");
+    rc = pc_flags_parse(&group, 1, argc, args, NULL, err, errlen);
     free(args);
     if (rc == PC_OK && e->cfg.mode == PC_MODE_AUTO)
         rc = pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -118,9 +118,9 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
     if (rc == PC_OK)
         rc = pc_runtime_check_config(&e->cfg, e->size, err, errlen);
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-    int early =
-        pc_opt_finish(rc, &group, 1, prog, "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)",
-                      err, e->rank == 0, stdout, stderr);
+    int early = pc_flags_finish(rc, &group, 1, prog,
+                                "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)", err,
+                                e->rank == 0, stdout, stderr);
     if (early >= 0) {
         fflush(stdout);
         fflush(stderr);
@@ -177,10 +177,10 @@ int pc_embed_config_text(const pc_embed_t *e, char *buf, size_t len)
     FILE *f = open_memstream(&text, &n);
     if (!f)
         return PC_ENOMEM;
-    /* pc_opt_print only reads through the group's destination. */
+    /* pc_flags_print only reads through the group's destination. */
     pc_config_t cfg = e->cfg;
-    pc_opt_group_t group = pc_config_group(&cfg, "");
-    pc_opt_print(&group, 1, "", f);
+    pc_flags_group_t group = pc_config_group(&cfg, "");
+    pc_flags_print(&group, 1, "", f);
     if (fclose(f) != 0) {
         free(text);
         return PC_ENOMEM;

@@ -55,11 +55,12 @@ int main(int argc, char **argv)
     const char *hostile_kind = skip == 3 ? argv[2] : "";
     pc_config_t cfg;
     pc_config_defaults(&cfg);
-    pc_opt_group_t g = pc_config_group(&cfg, "Runtime");
+    pc_flags_group_t g = pc_config_group(&cfg, "Runtime");
     char err[1024];
     /* Parse the flags after the mode words (argv[0] stays the program name). */
     argv[skip - 1] = argv[0];
-    if (pc_opt_parse(&g, 1, argc - (skip - 1), argv + (skip - 1), NULL, err, sizeof(err)) != PC_OK)
+    if (pc_flags_parse(&g, 1, argc - (skip - 1), argv + (skip - 1), NULL, err, sizeof(err)) !=
+        PC_OK)
         die("flags", err);
     cfg.timeout = cfg.timeout > 30 ? 30 : cfg.timeout;
     pc_runtime_t *rt;

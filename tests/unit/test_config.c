@@ -23,9 +23,9 @@ static int parse_cfg(pc_config_t *cfg, int argc, char **argv, char *err)
 {
     pc_config_defaults(cfg);
     size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t g = {"Runtime", opts, n, cfg, NULL};
-    return pc_opt_parse(&g, 1, argc, argv, NULL, err, 256);
+    const pc_flags_t *opts = pc_config_options(&n);
+    pc_flags_group_t g = {"Runtime", opts, n, cfg, NULL};
+    return pc_flags_parse(&g, 1, argc, argv, NULL, err, 256);
 }
 #define PARSE(cfg, err, ...) parse_cfg(cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), err)
 
@@ -160,9 +160,9 @@ static void test_unknown_help_version_operands(void **state)
     assert_string_equal(err, "unknown flag '--frobnicate' (see --help)");
     assert_int_equal(PARSE(&cfg, err, "-q"), PC_EUSAGE);
     assert_string_equal(err, "unknown flag '-q' (see --help)");
-    assert_int_equal(PARSE(&cfg, err, "--help"), PC_OPT_HELP);
-    assert_int_equal(PARSE(&cfg, err, "-h"), PC_OPT_HELP);
-    assert_int_equal(PARSE(&cfg, err, "--version"), PC_OPT_VERSION);
+    assert_int_equal(PARSE(&cfg, err, "--help"), PC_FLAGS_HELP);
+    assert_int_equal(PARSE(&cfg, err, "-h"), PC_FLAGS_HELP);
+    assert_int_equal(PARSE(&cfg, err, "--version"), PC_FLAGS_VERSION);
     assert_int_equal(PARSE(&cfg, err, "stray"), PC_EUSAGE);
     assert_string_equal(err, "unexpected argument 'stray' (see --help)");
 }
@@ -178,49 +178,49 @@ typedef struct bench_opts {
     int quick;
 } bench_opts_t;
 
-static const pc_opt_t bench_table[] = {
+static const pc_flags_t bench_table[] = {
     {.name = "reps",
      .short_name = 'r',
-     .type = PC_OPT_INT,
+     .type = PC_FLAGS_INT,
      .offset = offsetof(bench_opts_t, reps),
      .min = 1,
      .max = 100},
     {.name = "count",
-     .type = PC_OPT_INT64,
+     .type = PC_FLAGS_INT64,
      .offset = offsetof(bench_opts_t, count),
      .min = 1,
      .max = 1e12},
     {.name = "bytes",
-     .type = PC_OPT_SIZE,
+     .type = PC_FLAGS_SIZE,
      .offset = offsetof(bench_opts_t, bytes),
      .min = 1,
      .max = 1099511627776.0},
     {.name = "ratio",
-     .type = PC_OPT_DOUBLE,
+     .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(bench_opts_t, ratio),
      .min = 0,
      .max = 1},
-    {.name = "json", .type = PC_OPT_STRING, .offset = offsetof(bench_opts_t, json), .size = 32},
+    {.name = "json", .type = PC_FLAGS_STRING, .offset = offsetof(bench_opts_t, json), .size = 32},
     {.name = "kind",
-     .type = PC_OPT_CHOICE,
+     .type = PC_FLAGS_CHOICE,
      .offset = offsetof(bench_opts_t, mode),
      .choices = "ps|allreduce"},
-    {.name = "quick", .type = PC_OPT_FLAG, .offset = offsetof(bench_opts_t, quick)},
+    {.name = "quick", .type = PC_FLAGS_FLAG, .offset = offsetof(bench_opts_t, quick)},
 };
 
 static int parse_two(bench_opts_t *b, pc_config_t *cfg, int argc, char **argv, int *operand,
                      char *err)
 {
     size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
+    const pc_flags_t *opts = pc_config_options(&n);
     memset(b, 0, sizeof(*b));
     b->reps = 5;
     b->ratio = 0.01;
     pc_config_defaults(cfg);
-    pc_opt_group_t groups[] = {
+    pc_flags_group_t groups[] = {
         {"Runtime", opts, n, cfg, NULL},
         {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), b, NULL}};
-    return pc_opt_parse(groups, 2, argc, argv, operand, err, 256);
+    return pc_flags_parse(groups, 2, argc, argv, operand, err, 256);
 }
 #define PARSE2(b, cfg, op, err, ...)                                                               \
     parse_two(b, cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), op, err)
@@ -301,15 +301,15 @@ static void test_opt_finish(void **state)
     pc_config_t cfg;
     pc_config_defaults(&cfg);
     size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t g = {"Runtime", opts, n, &cfg, NULL};
+    const pc_flags_t *opts = pc_config_options(&n);
+    pc_flags_group_t g = {"Runtime", opts, n, &cfg, NULL};
     char out[8192], errs[256];
     FILE *o = fmemopen(out, sizeof(out), "w"), *e = fmemopen(errs, sizeof(errs), "w");
-    assert_int_equal(pc_opt_finish(PC_OK, &g, 1, "prog", "prog [flags]", "", 1, o, e), -1);
-    assert_int_equal(pc_opt_finish(PC_OPT_HELP, &g, 1, "prog", "prog [flags]", "", 1, o, e), 0);
-    assert_int_equal(pc_opt_finish(PC_OPT_VERSION, &g, 1, "prog", "u", "", 1, o, e), 0);
-    assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "--x: bad", 1, o, e), 2);
-    assert_int_equal(pc_opt_finish(PC_EUSAGE, &g, 1, "prog", "u", "silent", 0, o, e), 2);
+    assert_int_equal(pc_flags_finish(PC_OK, &g, 1, "prog", "prog [flags]", "", 1, o, e), -1);
+    assert_int_equal(pc_flags_finish(PC_FLAGS_HELP, &g, 1, "prog", "prog [flags]", "", 1, o, e), 0);
+    assert_int_equal(pc_flags_finish(PC_FLAGS_VERSION, &g, 1, "prog", "u", "", 1, o, e), 0);
+    assert_int_equal(pc_flags_finish(PC_EUSAGE, &g, 1, "prog", "u", "--x: bad", 1, o, e), 2);
+    assert_int_equal(pc_flags_finish(PC_EUSAGE, &g, 1, "prog", "u", "silent", 0, o, e), 2);
     fclose(o);
     fclose(e);
     assert_non_null(strstr(out, "usage: prog [flags]\n"));
@@ -326,11 +326,11 @@ static void test_duplicate_names(void **state)
     pc_config_defaults(&cfg);
     pc_config_defaults(&cfg2);
     size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t groups[] = {{"A", opts, n, &cfg, NULL}, {"B", opts, n, &cfg2, NULL}};
+    const pc_flags_t *opts = pc_config_options(&n);
+    pc_flags_group_t groups[] = {{"A", opts, n, &cfg, NULL}, {"B", opts, n, &cfg2, NULL}};
     char err[256];
     char *argv[] = {"prog", NULL};
-    assert_int_equal(pc_opt_parse(groups, 2, 1, argv, NULL, err, sizeof(err)), PC_EUSAGE);
+    assert_int_equal(pc_flags_parse(groups, 2, 1, argv, NULL, err, sizeof(err)), PC_EUSAGE);
     assert_string_equal(err, "option --servers defined twice (a program bug)");
 }
 
@@ -375,15 +375,15 @@ static void test_usage_and_print(void **state)
     char err[256];
     assert_int_equal(PARSE2(&b, &cfg, NULL, err, "--kind", "ps", "--servers", "3"), PC_OK);
     size_t n;
-    const pc_opt_t *opts = pc_config_options(&n);
-    pc_opt_group_t groups[] = {
+    const pc_flags_t *opts = pc_config_options(&n);
+    pc_flags_group_t groups[] = {
         {"Runtime", opts, n, &cfg, NULL},
         {"Bench", bench_table, sizeof(bench_table) / sizeof(bench_table[0]), &b, NULL}};
     char buf[8192];
     FILE *f = fmemopen(buf, sizeof(buf), "w");
     assert_non_null(f);
-    pc_opt_usage(groups, 2, f);
-    pc_opt_print(groups, 2, "cfg ", f);
+    pc_flags_usage(groups, 2, f);
+    pc_flags_print(groups, 2, "cfg ", f);
     fclose(f);
     assert_non_null(strstr(buf, "-s, --servers S"));
     assert_non_null(strstr(buf, "--help"));
@@ -408,12 +408,12 @@ static void test_print_round_trips(void **state)
     assert_int_equal(PARSE(&cfg, err, "--lr", "0.0123456789", "--momentum", "0.1", "--weight-decay",
                            "3.0000000000000004e-05", "--checkpoint-dir", dir),
                      PC_OK);
-    pc_opt_group_t group = pc_config_group(&cfg, "Runtime");
+    pc_flags_group_t group = pc_config_group(&cfg, "Runtime");
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    pc_opt_print(&group, 1, "", f);
+    pc_flags_print(&group, 1, "", f);
     fclose(f);
     assert_non_null(strstr(buf, "\nlr               = 0.0123456789\n"));
     assert_non_null(strstr(buf, "\nmomentum         = 0.1\n"));

@@ -121,8 +121,8 @@ static int parse_words(pc_config_t *cfg, char *err, size_t errlen, va_list ap)
     for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
         argv[argc++] = a;
     pc_config_defaults(cfg);
-    pc_opt_group_t g = pc_config_group(cfg, "Runtime");
-    return pc_opt_parse(&g, 1, argc, argv, NULL, err, errlen);
+    pc_flags_group_t g = pc_config_group(cfg, "Runtime");
+    return pc_flags_parse(&g, 1, argc, argv, NULL, err, errlen);
 }
 
 /* Parse the NULL-terminated words into cfg, then check it for world ranks. */
@@ -928,8 +928,8 @@ static void test_auto_apply(void **state)
              w = strtok_r(NULL, " ", &save))
             argv[argc++] = w;
         pc_config_defaults(&b);
-        pc_opt_group_t g = pc_config_group(&b, "Runtime");
-        assert_int_equal(pc_opt_parse(&g, 1, argc, argv, NULL, err, sizeof(err)), PC_OK);
+        pc_flags_group_t g = pc_config_group(&b, "Runtime");
+        assert_int_equal(pc_flags_parse(&g, 1, argc, argv, NULL, err, sizeof(err)), PC_OK);
         if (pc_runtime_check_config(&b, 5, err, sizeof(err)) != PC_OK)
             fail_msg("%s: '%s': %s", pc_cost_mode_name(m), flags, err);
         assert_int_equal(a.mode, b.mode);

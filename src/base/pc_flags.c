@@ -1,4 +1,4 @@
-/* pc_opt: table-driven command-line parsing on getopt_long.
+/* pc_flags: table-driven command-line parsing on getopt_long.
  *
  * getopt_long gives the GNU conventions users expect (--flag value, --flag=value, -s value,
  * abbreviations of long names, "--" to end flags). This file adds what getopt lacks:
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_flags.h"
 #include "pipecompress/pc_opt.h"
 
 /* Most options a single parse may take in all its groups: getopt_long needs them in one
@@ -26,7 +27,7 @@
 #define VAL_HELP       (LONG_ONLY_BASE - 1)
 #define VAL_VERSION    (LONG_ONLY_BASE - 2)
 
-static bool has_range(const pc_opt_t *o)
+static bool has_range(const pc_flags_t *o)
 {
     return o->min <= o->max;
 }
@@ -122,32 +123,32 @@ static void choice_name(const char *choices, int idx, char *buf, size_t len)
     snprintf(buf, len, "%.*s", (int)n, p);
 }
 
-static int range_error(const pc_opt_t *o, const char *value, char *err, size_t errlen)
+static int range_error(const pc_flags_t *o, const char *value, char *err, size_t errlen)
 {
     return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: %s is out of range (%.17g..%.17g)", o->name,
                         value, o->min, o->max);
 }
 
-int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_t errlen)
+int pc_flags_set(const pc_flags_t *o, void *dst, const char *value, char *err, size_t errlen)
 {
     char *field = (char *)dst + o->offset;
     long long ll;
     switch (o->type) {
-    case PC_OPT_INT:
-    case PC_OPT_INT64:
+    case PC_FLAGS_INT:
+    case PC_FLAGS_INT64:
         if (!parse_ll(value, &ll))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not an integer", o->name,
                                 value);
-        if (o->type == PC_OPT_INT && (ll < INT32_MIN || ll > INT32_MAX))
+        if (o->type == PC_FLAGS_INT && (ll < INT32_MIN || ll > INT32_MAX))
             return range_error(o, value, err, errlen);
         if (has_range(o) && ((double)ll < o->min || (double)ll > o->max))
             return range_error(o, value, err, errlen);
-        if (o->type == PC_OPT_INT)
+        if (o->type == PC_FLAGS_INT)
             *(int *)field = (int)ll;
         else
             *(int64_t *)field = (int64_t)ll;
         break;
-    case PC_OPT_SIZE:
+    case PC_FLAGS_SIZE:
         if (!parse_size(value, &ll))
             return pc_error_fmt(PC_EUSAGE, err, errlen,
                                 "--%s: '%s' is not a size (bytes, or with K, M, G, T)", o->name,
@@ -156,7 +157,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
             return range_error(o, value, err, errlen);
         *(int64_t *)field = (int64_t)ll;
         break;
-    case PC_OPT_DOUBLE: {
+    case PC_FLAGS_DOUBLE: {
         char *end;
         errno = 0;
         double d = strtod(value, &end);
@@ -169,7 +170,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         *(double *)field = d;
         break;
     }
-    case PC_OPT_STRING:
+    case PC_FLAGS_STRING:
         if (strlen(value) + 1 > o->size)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: value is longer than %zu characters",
                                 o->name, o->size - 1);
@@ -177,7 +178,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: empty value", o->name);
         memcpy(field, value, strlen(value) + 1);
         break;
-    case PC_OPT_CHOICE: {
+    case PC_FLAGS_CHOICE: {
         int idx = choice_index(o->choices, value);
         if (idx < 0)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "--%s: '%s' is not one of %s", o->name,
@@ -185,7 +186,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
         *(int *)field = idx;
         break;
     }
-    case PC_OPT_FLAG:
+    case PC_FLAGS_FLAG:
         *(int *)field = 1;
         break;
     }
@@ -201,7 +202,7 @@ int pc_opt_set(const pc_opt_t *o, void *dst, const char *value, char *err, size_
  * destination and record of given flags. */
 typedef struct opt_table {
     struct option longopts[MAX_OPTS + 3];
-    const pc_opt_t *by_index[MAX_OPTS];
+    const pc_flags_t *by_index[MAX_OPTS];
     void *dst_of[MAX_OPTS];
     uint64_t *given_of[MAX_OPTS]; /* the group's record of given flags, or NULL */
     size_t row_of[MAX_OPTS];      /* the option's row in its group's table */
@@ -211,7 +212,7 @@ typedef struct opt_table {
 
 /* Fill t from the groups (clearing their records of given flags); a table that is a
  * program's bug (too many rows, a name defined twice) is refused. */
-static int build_table(const pc_opt_group_t *groups, size_t ngroups, opt_table_t *t, char *err,
+static int build_table(const pc_flags_group_t *groups, size_t ngroups, opt_table_t *t, char *err,
                        size_t errlen)
 {
     size_t n = 0, sp = 0;
@@ -227,7 +228,7 @@ static int build_table(const pc_opt_group_t *groups, size_t ngroups, opt_table_t
         if (groups[g].given)
             *groups[g].given = 0;
         for (size_t i = 0; i < groups[g].nopts; i++) {
-            const pc_opt_t *o = &groups[g].opts[i];
+            const pc_flags_t *o = &groups[g].opts[i];
             if (n == MAX_OPTS)
                 return pc_error_fmt(PC_EUSAGE, err, errlen, "too many options defined (at most %d)",
                                     MAX_OPTS);
@@ -236,7 +237,7 @@ static int build_table(const pc_opt_group_t *groups, size_t ngroups, opt_table_t
                     (o->short_name && t->by_index[j]->short_name == o->short_name))
                     return pc_error_fmt(PC_EUSAGE, err, errlen,
                                         "option --%s defined twice (a program bug)", o->name);
-            int has_arg = o->type == PC_OPT_FLAG ? no_argument : required_argument;
+            int has_arg = o->type == PC_FLAGS_FLAG ? no_argument : required_argument;
             t->longopts[n] = (struct option){
                 o->name, has_arg, NULL, o->short_name ? o->short_name : LONG_ONLY_BASE + (int)n};
             if (o->short_name) {
@@ -277,8 +278,8 @@ static int bad_flag(const opt_table_t *t, int c, char **argv, char *err, size_t 
                         name ? name : argv[optind - 1]);
 }
 
-int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **argv,
-                 int *first_operand, char *err, size_t errlen)
+int pc_flags_parse(const pc_flags_group_t *groups, size_t ngroups, int argc, char **argv,
+                   int *first_operand, char *err, size_t errlen)
 {
     opt_table_t t;
     if (err && errlen)
@@ -295,9 +296,9 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         if (c == -1)
             break;
         if (c == VAL_HELP || c == 'h')
-            return PC_OPT_HELP;
+            return PC_FLAGS_HELP;
         if (c == VAL_VERSION)
-            return PC_OPT_VERSION;
+            return PC_FLAGS_VERSION;
         if (c == '?' || c == ':')
             return bad_flag(&t, c, argv, err, errlen);
         size_t idx = t.n;
@@ -311,8 +312,8 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
         if (idx == t.n)
             return pc_error_fmt(PC_EUSAGE, err, errlen, "unknown flag '%s' (see --help)",
                                 argv[optind - 1]);
-        if ((rc = pc_opt_set(t.by_index[idx], t.dst_of[idx], optarg ? optarg : "", err, errlen)) !=
-            PC_OK)
+        if ((rc = pc_flags_set(t.by_index[idx], t.dst_of[idx], optarg ? optarg : "", err,
+                               errlen)) != PC_OK)
             return rc;
         if (t.given_of[idx])
             *t.given_of[idx] |= UINT64_C(1) << t.row_of[idx];
@@ -329,18 +330,18 @@ int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **
 }
 
 /* Format the current value of an option into buf. */
-static void format_value(const pc_opt_t *o, const void *dst, char *buf, size_t len)
+static void format_value(const pc_flags_t *o, const void *dst, char *buf, size_t len)
 {
     const char *field = (const char *)dst + o->offset;
     switch (o->type) {
-    case PC_OPT_INT:
+    case PC_FLAGS_INT:
         snprintf(buf, len, "%d", *(const int *)field);
         break;
-    case PC_OPT_INT64:
-    case PC_OPT_SIZE:
+    case PC_FLAGS_INT64:
+    case PC_FLAGS_SIZE:
         snprintf(buf, len, "%lld", (long long)*(const int64_t *)field);
         break;
-    case PC_OPT_DOUBLE: {
+    case PC_FLAGS_DOUBLE: {
         /* The shortest form that reads back as the same double: a printed configuration
          * reproduces its run (%g's 6 digits would not: 0.0123456789 became 0.0123457). */
         double v = *(const double *)field;
@@ -351,27 +352,27 @@ static void format_value(const pc_opt_t *o, const void *dst, char *buf, size_t l
         }
         break;
     }
-    case PC_OPT_STRING:
+    case PC_FLAGS_STRING:
         snprintf(buf, len, "%s", field);
         break;
-    case PC_OPT_CHOICE:
+    case PC_FLAGS_CHOICE:
         choice_name(o->choices, *(const int *)field, buf, len);
         break;
-    case PC_OPT_FLAG:
+    case PC_FLAGS_FLAG:
         snprintf(buf, len, "%s", *(const int *)field ? "yes" : "no");
         break;
     }
 }
 
-void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out)
+void pc_flags_usage(const pc_flags_group_t *groups, size_t ngroups, FILE *out)
 {
     char val[256], left[96];
     for (size_t g = 0; g < ngroups; g++) {
         fprintf(out, "\n%s:\n", groups[g].title ? groups[g].title : "Options");
         for (size_t i = 0; i < groups[g].nopts; i++) {
-            const pc_opt_t *o = &groups[g].opts[i];
-            const char *meta = o->type == PC_OPT_FLAG ? "" : (o->metavar ? o->metavar : "VALUE");
-            if (o->type == PC_OPT_CHOICE && !o->metavar)
+            const pc_flags_t *o = &groups[g].opts[i];
+            const char *meta = o->type == PC_FLAGS_FLAG ? "" : (o->metavar ? o->metavar : "VALUE");
+            if (o->type == PC_FLAGS_CHOICE && !o->metavar)
                 meta = o->choices;
             if (o->short_name)
                 snprintf(left, sizeof(left), "-%c, --%s %s", o->short_name, o->name, meta);
@@ -379,7 +380,7 @@ void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out)
                 snprintf(left, sizeof(left), "    --%s %s", o->name, meta);
             format_value(o, groups[g].dst, val, sizeof(val));
             fprintf(out, "  %-32s %s", left, o->help ? o->help : "");
-            if (o->type != PC_OPT_FLAG)
+            if (o->type != PC_FLAGS_FLAG)
                 fprintf(out, " [%s]", val);
             fputc('\n', out);
         }
@@ -388,30 +389,59 @@ void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out)
                  "      --version                      print the version and exit\n");
 }
 
-int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const char *prog,
-                  const char *usage, const char *err, int speak, FILE *out, FILE *errs)
+int pc_flags_finish(int rc, const pc_flags_group_t *groups, size_t ngroups, const char *prog,
+                    const char *usage, const char *err, int speak, FILE *out, FILE *errs)
 {
     if (rc == PC_OK)
         return -1;
-    if (speak && rc == PC_OPT_HELP) {
+    if (speak && rc == PC_FLAGS_HELP) {
         fprintf(out, "usage: %s\n", usage);
-        pc_opt_usage(groups, ngroups, out);
-    } else if (speak && rc == PC_OPT_VERSION) {
+        pc_flags_usage(groups, ngroups, out);
+    } else if (speak && rc == PC_FLAGS_VERSION) {
         fprintf(out, "%s (PipeCompress) %s\n", prog, PACKAGE_VERSION);
     } else if (speak) {
         fprintf(errs, "%s: %s\n", prog, err);
     }
-    return rc == PC_OPT_HELP || rc == PC_OPT_VERSION ? 0 : 2;
+    return rc == PC_FLAGS_HELP || rc == PC_FLAGS_VERSION ? 0 : 2;
 }
 
-void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out)
+void pc_flags_print(const pc_flags_group_t *groups, size_t ngroups, const char *prefix, FILE *out)
 {
     char val[4096]; /* the longest string flag (a path) whole */
     for (size_t g = 0; g < ngroups; g++) {
         for (size_t i = 0; i < groups[g].nopts; i++) {
-            const pc_opt_t *o = &groups[g].opts[i];
+            const pc_flags_t *o = &groups[g].opts[i];
             format_value(o, groups[g].dst, val, sizeof(val));
             fprintf(out, "%s%-16s = %s\n", prefix ? prefix : "", o->name, val);
         }
     }
+}
+
+/* ---- the 0.1 names (pc_opt.h), until 0.2 -------------------------------------------- */
+
+int pc_opt_parse(const pc_opt_group_t *groups, size_t ngroups, int argc, char **argv,
+                 int *first_operand, char *err, size_t errlen)
+{
+    return pc_flags_parse(groups, ngroups, argc, argv, first_operand, err, errlen);
+}
+
+void pc_opt_usage(const pc_opt_group_t *groups, size_t ngroups, FILE *out)
+{
+    pc_flags_usage(groups, ngroups, out);
+}
+
+int pc_opt_finish(int rc, const pc_opt_group_t *groups, size_t ngroups, const char *prog,
+                  const char *usage, const char *err, int speak, FILE *out, FILE *errs)
+{
+    return pc_flags_finish(rc, groups, ngroups, prog, usage, err, speak, out, errs);
+}
+
+void pc_opt_print(const pc_opt_group_t *groups, size_t ngroups, const char *prefix, FILE *out)
+{
+    pc_flags_print(groups, ngroups, prefix, out);
+}
+
+int pc_opt_set(const pc_opt_t *opt, void *dst, const char *value, char *err, size_t errlen)
+{
+    return pc_flags_set(opt, dst, value, err, errlen);
 }
