@@ -1,6 +1,7 @@
 /* pc_select: radix selection of the largest magnitudes (see pc_select.h for the method). */
 #include "config.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -556,18 +557,21 @@ long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k
 {
     if (k > n)
         k = n;
-    if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY) {
-        long r = topk_sampled(s, x, g, n, k, idx);
-        if (r != SAMPLE_MISSED) {
-            s->fast += r >= 0;
-            return r;
-        }
+    long r;
+    if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY &&
+        (r = topk_sampled(s, x, g, n, k, idx)) != SAMPLE_MISSED) {
+        s->fast += r >= 0;
+    } else if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY) {
         s->fallback++;
         /* The collect pass folded x already when g was given; a NaN among the non-sampled
          * elements is found by the radix pass. */
-        return topk_radix(s, x, NULL, n, k, idx);
+        r = topk_radix(s, x, NULL, n, k, idx);
+    } else {
+        r = topk_radix(s, x, g, n, k, idx);
     }
-    return topk_radix(s, x, g, n, k, idx);
+    /* Exactly k, whichever path: ties at the threshold are kept by index (pc_select.h). */
+    assert(r < 0 || (size_t)r == k);
+    return r;
 }
 
 int pc_select_limit_simd(pc_select_t *s, int max_level)

@@ -385,6 +385,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     int W = rt->nworkers;
+    assert(k->have == W); /* every worker's gradient of iteration k->it is in */
     int64_t t0 = pc_time_ns(), t1 = t0;
     uint64_t in = 0;
     for (int w = 0; w < W; w++)
@@ -485,6 +486,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     }
     k->msgs[src] = buf;
     k->grads[src] = g;
+    assert(k->have < rt->nworkers); /* a second message from src was rejected above */
     if (++k->have < rt->nworkers)
         return PC_OK;
     if (rt->cfg.priority == PC_PRIORITY_FIFO)
@@ -499,6 +501,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
  * aggregated front layer first. */
 static int complete_next(server_t *s, char *err, size_t errlen)
 {
+    assert(s->nready > 0); /* the loop calls it only then */
     for (int i = 0; i < s->nmine; i++)
         if (s->mine[i].have == s->rt->nworkers) {
             s->nready--;

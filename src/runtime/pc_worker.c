@@ -36,6 +36,7 @@
  * into the calling thread's context, passed explicitly (worker_impl.h). */
 #include "config.h"
 
+#include <assert.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ static bool release_expected(const pc_worker_t *w, const rel_t *r)
 /* Count release r (release_expected). Backprop thread. */
 static void take_release(pc_worker_t *w, const rel_t *r)
 {
+    assert(w->released < (uint64_t)w->ntensors); /* release_expected: each tensor once */
     w->rel_seen[r->tensor] = 1;
     w->released++;
 }
@@ -120,11 +122,14 @@ static void release_tensor(pc_worker_t *w, int t, uint64_t it)
  * tensor whose chunks are all done. MPI thread. */
 static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
 {
-    for (int t = c->first_tensor; t <= c->last_tensor; t++)
+    for (int t = c->first_tensor; t <= c->last_tensor; t++) {
+        /* Every chunk of t is folded once per iteration: its count never goes below 0. */
+        assert(w->tensor_pending[t] > 0);
         if (--w->tensor_pending[t] == 0) {
             w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
             release_tensor(w, t, it);
         }
+    }
 }
 
 /* One hand-over: account tensor t's elements [begin, end) to its chunks, and pass each
@@ -230,6 +235,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
             return WFAIL_W(rt, me, rc, "completing gradient sends: %s", why);
         for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
             const wchunk_t *d = &w->chunks[w->done_idx[j]];
+            assert(w->inflight[d->server] >= d->send_len); /* counted when posted */
             w->inflight[d->server] -= d->send_len;
         }
         if (w->inflight[c->server] >= window)
@@ -245,8 +251,10 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
-    if (pending)
+    if (pending) {
+        assert(w->inflight[c->server] >= c->send_len); /* counted when posted */
         w->inflight[c->server] -= c->send_len;
+    }
     size_t len = 0;
     int64_t t0 = pc_time_ns();
     if (pc_rt__w_dev_codec(c))

@@ -24,16 +24,35 @@ typedef struct dst {
 } dst_t;
 
 static const pc_flags_t table[] = {
-    {.name = "n", .short_name = 'n', .type = PC_FLAGS_INT, .offset = offsetof(dst_t, n),
-     .min = 1, .max = 10, .help = "a count"},
-    {.name = "bytes", .type = PC_FLAGS_SIZE, .offset = offsetof(dst_t, bytes), .min = 1,
-     .max = 1 << 30, .help = "a size"},
-    {.name = "ratio", .type = PC_FLAGS_DOUBLE, .offset = offsetof(dst_t, ratio), .min = 0,
-     .max = 1, .help = "a fraction"},
-    {.name = "name", .type = PC_FLAGS_STRING, .offset = offsetof(dst_t, name), .size = 8,
+    {.name = "n",
+     .short_name = 'n',
+     .type = PC_FLAGS_INT,
+     .offset = offsetof(dst_t, n),
+     .min = 1,
+     .max = 10,
+     .help = "a count"},
+    {.name = "bytes",
+     .type = PC_FLAGS_SIZE,
+     .offset = offsetof(dst_t, bytes),
+     .min = 1,
+     .max = 1 << 30,
+     .help = "a size"},
+    {.name = "ratio",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(dst_t, ratio),
+     .min = 0,
+     .max = 1,
+     .help = "a fraction"},
+    {.name = "name",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(dst_t, name),
+     .size = 8,
      .help = "a word"},
-    {.name = "mode", .type = PC_FLAGS_CHOICE, .offset = offsetof(dst_t, mode),
-     .choices = "off|on|auto", .help = "a choice"},
+    {.name = "mode",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(dst_t, mode),
+     .choices = "off|on|auto",
+     .help = "a choice"},
     {.name = "quiet", .type = PC_FLAGS_FLAG, .offset = offsetof(dst_t, quiet), .help = "a switch"},
 };
 
@@ -49,8 +68,8 @@ static void test_values(void **state)
     dst_t d = {.n = 1};
     uint64_t given = 0;
     char err[256];
-    char *argv[] = {"prog", "-n", "7",    "--bytes=64K", "--ratio", "0.25", "--name",
-                    "abc",  "--mode", "auto", "--quiet"};
+    char *argv[] = {"prog",   "-n",  "7",      "--bytes=64K", "--ratio", "0.25",
+                    "--name", "abc", "--mode", "auto",        "--quiet"};
     assert_int_equal(parse(&d, &given, 11, argv, err), PC_OK);
     assert_int_equal(d.n, 7);
     assert_true(d.bytes == 65536);
