@@ -13,6 +13,8 @@ extern "C" {
  * them (src/libpipecompress.map exports every other pc_* name). */
 #pragma GCC visibility push(hidden)
 
+/* 1 in a build with CUDA (cuda/pc_probe.cu), 0 in one without (src/gpu/cuda_none.c). */
+int pc_cuda_compiled(void);
 int pc_cuda_device_count_raw(int *count);
 const char *pc_cuda_error_string(int code);
 /* The device's name (cudaGetDeviceProperties) into buf; unchanged on failure. */

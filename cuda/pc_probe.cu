@@ -12,6 +12,11 @@ __global__ static void affine_kernel(float *out, int n) // out (n)
         out[i] = 0.5f * (float)i + 1.0f;
 }
 
+extern "C" int pc_cuda_compiled(void)
+{
+    return 1;
+}
+
 extern "C" int pc_cuda_device_count_raw(int *count)
 {
     int n = 0;

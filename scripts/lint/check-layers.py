@@ -15,7 +15,10 @@ to it (`cuda/pc_probe.cu`). A file's layer is:
 Then checks every file of src/, include/pipecompress/, cuda/ and apps/:
   - it is in exactly one layer (a new file or folder must be added to the list);
   - each of its #include "..." of a project file targets its own layer or a lower one;
-  - no file reaches itself through includes (no include cycles).
+  - no file reaches itself through includes (no include cycles);
+  - none of them but cuda/'s tests PC_HAVE_CUDA: the CUDA boundary is cuda/ and, in a
+    build without CUDA, src/gpu/cuda_none.c (Makefile.am picks it), so every host file
+    compiles the same in both builds.
 Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
 """
 import os
@@ -118,25 +121,11 @@ def main():
                 continue
             if lay.get(g) is not None and lay[g] > lay[f]:
                 problems.append("%s (layer %d) includes %s (layer %d): upwards" % (f, lay[f], g, lay[g]))
-    # Cycles: depth-first search with colours.
-    colour = {f: 0 for f in files}
-    stack = []
-
-    def visit(f):
-        colour[f] = 1
-        stack.append(f)
-        for g in graph[f]:
-            if colour[g] == 1:
-                cyc = stack[stack.index(g):] + [g]
-                problems.append("include cycle: " + " -> ".join(cyc))
-            elif colour[g] == 0:
-                visit(g)
-        stack.pop()
-        colour[f] = 2
-
+    problems += ["include cycle: " + c for c in find_cycles(files, graph)]
     for f in files:
-        if colour[f] == 0:
-            visit(f)
+        if not f.startswith("cuda/") and "PC_HAVE_CUDA" in open(os.path.join(top, f), errors="replace").read():
+            problems.append("%s: PC_HAVE_CUDA outside the CUDA boundary (cuda/; without CUDA "
+                            "src/gpu/cuda_none.c answers for it)" % f)
     for p in problems:
         print("check-layers: " + p)
     if problems:

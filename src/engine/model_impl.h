@@ -12,9 +12,7 @@
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_model.h"
 
-#ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_layers_cuda.h" /* pc_cuda_engine_t */
-#endif
 
 #pragma GCC visibility push(hidden)
 
@@ -74,9 +72,8 @@ struct pc_model {
     float *col, *dcol;
     size_t col_size, argmax_size, mask_size;
     const float *last_x;
-    int device;    /* PC_MODEL_CPU, or the CUDA device holding the slabs above */
-    char err[256]; /* the last device failure's message (pc_model_error) */
-#ifdef PC_HAVE_CUDA
+    int device;            /* PC_MODEL_CPU, or the CUDA device holding the slabs above */
+    char err[256];         /* the last device failure's message (pc_model_error) */
     void *slab[NSLABS];    /* every device allocation (the pointers above and below) */
     pc_cuda_engine_t *eng; /* stream, cuBLAS handle */
     float *x_dev;          /* (max_batch, in_c*in_h*in_w): the batch's copy */
@@ -84,7 +81,6 @@ struct pc_model {
     float *ctmp;           /* conv_chunk images of a convolution's GEMM result */
     void *rows;            /* the softmax's per-row scratch */
     int conv_chunk;        /* images per im2col */
-#endif
 };
 
 /* Whether m's slabs are on a CUDA device (not PC_MODEL_CPU). */

@@ -25,10 +25,8 @@
 #include "pipecompress/pc_wire.h"
 #include "model_impl.h"
 
-#ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_layers_cuda.h"
-#endif
 
 bool pc_model__on_device(const pc_model_t *m)
 {
@@ -38,7 +36,6 @@ bool pc_model__on_device(const pc_model_t *m)
 /* Record a device failure (code from the launchers) as PC_ENOMEM or PC_ECUDA with its
  * message in m->err. The message buffer is m's only mutable state reachable through a
  * const model (pc_model_params_get); every model is allocated writable. */
-#ifdef PC_HAVE_CUDA
 static int dev_fail(const pc_model_t *m, int code, const char *what)
 {
     pc_model_t *w = (pc_model_t *)m;
@@ -46,7 +43,6 @@ static int dev_fail(const pc_model_t *m, int code, const char *what)
                         "%s model on CUDA device %d: %s: %s", pc_model_kind_name(m->kind),
                         m->device, what, pc_cuda_engine_strerror(code));
 }
-#endif
 
 static int add_tensor(pc_model_t *m, const char *layer, const char *what, size_t n)
 {
@@ -196,7 +192,6 @@ int pc_model_create(pc_model_kind_t kind, int max_batch, int channels, int heigh
     return PC_OK;
 }
 
-#ifdef PC_HAVE_CUDA
 /* Every device slab of m, zeroed; m->eng exists. PC_OK or dev_fail's code. */
 static int alloc_device(pc_model_t *m)
 {
@@ -260,7 +255,6 @@ static void free_device(pc_model_t *m)
         pc_cuda_free(m->device, m->slab[i]);
     pc_cuda_engine_destroy(m->eng);
 }
-#endif
 
 int pc_model_create_on(pc_model_kind_t kind, int max_batch, int channels, int height, int width,
                        int classes, float dropout, int device, pc_model_t **out, char *err,
@@ -281,7 +275,6 @@ int pc_model_create_on(pc_model_kind_t kind, int max_batch, int channels, int he
         return pc_error_fmt(PC_ENODEV, err, errlen, "no usable CUDA device: %s", why);
     if (device >= count)
         return pc_error_fmt(PC_ENODEV, err, errlen, "no CUDA device %d (%s)", device, why);
-#ifdef PC_HAVE_CUDA
     pc_model_t *m;
     int rc = build(kind, max_batch, channels, height, width, classes, dropout, &m);
     if (rc != PC_OK)
@@ -297,22 +290,17 @@ int pc_model_create_on(pc_model_kind_t kind, int max_batch, int channels, int he
     }
     *out = m;
     return PC_OK;
-#else
-    return pc_error_fmt(PC_ENODEV, err, errlen, "no usable CUDA device: built without CUDA");
-#endif
 }
 
 void pc_model_destroy(pc_model_t *m)
 {
     if (!m)
         return;
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m)) {
         free_device(m);
         free(m);
         return;
     }
-#endif
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -407,10 +395,8 @@ int pc_model_device(const pc_model_t *m)
 
 void *pc_model_stream(const pc_model_t *m)
 {
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m))
         return pc_cuda_engine_stream(m->eng);
-#endif
     (void)m;
     return NULL;
 }
@@ -422,12 +408,10 @@ const char *pc_model_error(const pc_model_t *m)
 
 int pc_model_sync(pc_model_t *m)
 {
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m)) {
         int code = pc_cuda_engine_sync(m->eng);
         return code ? dev_fail(m, code, "waiting for its stream") : PC_OK;
     }
-#endif
     (void)m;
     return PC_OK;
 }
@@ -439,13 +423,8 @@ static int slab_get(const pc_model_t *m, const float *slab, float *host, size_t 
         memcpy(host, slab, n * sizeof(float));
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int code = pc_cuda_engine_to_host(m->eng, host, slab, n * sizeof(float));
     return code ? dev_fail(m, code, what) : PC_OK;
-#else
-    (void)what;
-    return PC_EINVAL; /* no device model exists without CUDA */
-#endif
 }
 
 int pc_model_params_get(const pc_model_t *m, float *host)
@@ -464,38 +443,30 @@ int pc_model_params_set(pc_model_t *m, const float *host)
         memcpy(m->params, host, m->nparams * sizeof(float));
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int code = pc_cuda_engine_to_device(m->eng, m->params, host, m->nparams * sizeof(float));
     if (code == 0)
         code = pc_cuda_engine_sync(m->eng); /* complete on return, as on the CPU */
     return code ? dev_fail(m, code, "copying parameters in") : PC_OK;
-#else
-    return PC_EINVAL;
-#endif
 }
 
 int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
 {
     if (!out)
         return PC_EINVAL;
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m)) {
         int cuerr = 0;
         return pc_cuda_host_alloc(m->device, bytes, out, &cuerr) == PC_OK ? PC_OK : PC_ENOMEM;
     }
-#endif
     (void)m;
     return (*out = malloc(bytes ? bytes : 1)) ? PC_OK : PC_ENOMEM;
 }
 
 void pc_model_host_free(const pc_model_t *m, void *p)
 {
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m)) {
         pc_cuda_host_free(p);
         return;
     }
-#endif
     (void)m;
     free(p);
 }
@@ -541,7 +512,6 @@ static int forward_layer(pc_model_t *m, layer_t *l, int i, float *out, const flo
         }
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int code = 0;
     switch (l->type) {
     case L_LINEAR:
@@ -564,12 +534,8 @@ static int forward_layer(pc_model_t *m, layer_t *l, int i, float *out, const flo
         break;
     }
     return code ? dev_fail(m, code, l->name) : PC_OK;
-#else
-    return PC_EINVAL; /* no device model exists without CUDA */
-#endif
 }
 
-#ifdef PC_HAVE_CUDA
 /* The batch's copy to a device model (x and labels are host memory; x NULL: the labels
  * alone): the first layer then reads m->x_dev. */
 static int to_device(pc_model_t *m, const float *x, const uint8_t *labels, int B)
@@ -580,7 +546,6 @@ static int to_device(pc_model_t *m, const float *x, const uint8_t *labels, int B
         code = pc_cuda_engine_to_device(m->eng, m->labels_dev, labels, (size_t)B);
     return code ? dev_fail(m, code, "copying the batch to the device") : PC_OK;
 }
-#endif
 
 /* The softmax cross-entropy of the last layer's output `in` into probs; *loss and *correct
  * when asked (on a device: the one wait of a forward). */
@@ -593,16 +558,11 @@ static int forward_loss(pc_model_t *m, const float *in, const uint8_t *labels, i
             *loss = lo;
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int code =
         pc_cuda_softmax_xent_forward(m->eng, m->probs, m->rows, in, m->labels_dev, B, m->classes);
     if (code == 0 && (loss || correct))
         code = pc_cuda_softmax_xent_result(m->eng, loss, correct);
     return code ? dev_fail(m, code, "softmax cross-entropy") : PC_OK;
-#else
-    (void)labels, (void)loss, (void)correct;
-    return PC_EINVAL;
-#endif
 }
 
 int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B, bool train,
@@ -612,14 +572,12 @@ int pc_model_forward(pc_model_t *m, const float *x, const uint8_t *labels, int B
     if (B < 1 || B > m->max_batch)
         return PC_EINVAL;
     const float *in = x;
-#ifdef PC_HAVE_CUDA
     if (pc_model__on_device(m)) {
         int rc = to_device(m, x, labels, B);
         if (rc != PC_OK)
             return rc;
         in = m->x_dev;
     }
-#endif
     m->last_x = in;
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
@@ -674,7 +632,6 @@ static int backward_layer(pc_model_t *m, layer_t *l, float *din, float *dW, floa
         }
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int code = 0;
     switch (l->type) {
     case L_LINEAR:
@@ -700,10 +657,6 @@ static int backward_layer(pc_model_t *m, layer_t *l, float *din, float *dW, floa
         break;
     }
     return code ? dev_fail(m, code, l->name) : PC_OK;
-#else
-    (void)MB;
-    return PC_EINVAL;
-#endif
 }
 
 /* dlogits of the softmax cross-entropy into the last layer's activation gradient. */
@@ -713,17 +666,12 @@ static int backward_loss(pc_model_t *m, float *dlogits, const uint8_t *labels, i
         pc_softmax_xent_backward(dlogits, m->probs, labels, B, m->classes);
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int rc = to_device(m, NULL, labels, B);
     if (rc != PC_OK)
         return rc;
     int code =
         pc_cuda_softmax_xent_backward(m->eng, dlogits, m->probs, m->labels_dev, B, m->classes);
     return code ? dev_fail(m, code, "softmax cross-entropy backward") : PC_OK;
-#else
-    (void)dlogits, (void)labels, (void)B;
-    return PC_EINVAL;
-#endif
 }
 
 int pc_model_backward(pc_model_t *m, const uint8_t *labels, int B, const pc_model_hooks_t *hooks)

@@ -10,38 +10,32 @@
 
 #include "pipecompress/pc_philox.h"
 
-#ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_cuda_kernels.h"
-#endif
 
 /* Probe size: 2^20 floats = 4 MiB, enough to need many blocks, small for any device. */
 #define PROBE_N (1 << 20)
 
 bool pc_cuda_built(void)
 {
-#ifdef PC_HAVE_CUDA
-    return true;
-#else
-    return false;
-#endif
+    return pc_cuda_compiled() != 0;
 }
 
 int pc_cuda_device_count(void)
 {
-#ifdef PC_HAVE_CUDA
     int n = 0;
     if (pc_cuda_device_count_raw(&n) != 0)
         return 0;
     return n;
-#else
-    return 0;
-#endif
 }
 
 int pc_cuda_status(char *why, size_t len)
 {
-#ifdef PC_HAVE_CUDA
+    if (!pc_cuda_compiled()) {
+        if (why && len)
+            snprintf(why, len, "built without CUDA");
+        return 0;
+    }
     int n = 0, e = pc_cuda_device_count_raw(&n);
     if (why && len) {
         /* No driver at all reads to the runtime as one too old: say which it is. */
@@ -58,11 +52,6 @@ int pc_cuda_status(char *why, size_t len)
             dlclose(drv);
     }
     return e ? 0 : n;
-#else
-    if (why && len)
-        snprintf(why, len, "built without CUDA");
-    return 0;
-#endif
 }
 
 void pc_cuda_device_name(int device, char *buf, size_t len)
@@ -70,17 +59,12 @@ void pc_cuda_device_name(int device, char *buf, size_t len)
     if (!buf || len == 0)
         return;
     snprintf(buf, len, "none");
-#ifdef PC_HAVE_CUDA
     if (device >= 0 && device < pc_cuda_device_count())
         pc_cuda_device_name_raw(device, buf, len);
-#else
-    (void)device;
-#endif
 }
 
 int pc_cuda_selftest(char *err, size_t errlen)
 {
-#ifdef PC_HAVE_CUDA
     if (pc_cuda_device_count() == 0)
         return PC_ENODEV;
     float *out = malloc(sizeof(float) * PROBE_N);
@@ -103,17 +87,11 @@ int pc_cuda_selftest(char *err, size_t errlen)
     }
     free(out);
     return rc;
-#else
-    (void)err;
-    (void)errlen;
-    return PC_ENODEV;
-#endif
 }
 
 int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, size_t n, char *err,
                          size_t errlen)
 {
-#ifdef PC_HAVE_CUDA
     if (pc_cuda_device_count() == 0)
         return PC_ENODEV;
     uint32_t *got = malloc(sizeof(uint32_t) * (n ? n : 1));
@@ -141,22 +119,11 @@ int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, s
     }
     free(got);
     return rc;
-#else
-    (void)seed;
-    (void)subsequence;
-    (void)offset;
-    (void)n;
-    (void)err;
-    (void)errlen;
-    return PC_ENODEV;
-#endif
 }
 
 struct pc_cuda_baseline {
     size_t nmax;
-#ifdef PC_HAVE_CUDA
     pc_cuda_baseline_dev_t *dev;
-#endif
 };
 
 int pc_cuda_baseline_create(int device, size_t nmax, pc_cuda_baseline_t **out, char *err,
@@ -164,7 +131,6 @@ int pc_cuda_baseline_create(int device, size_t nmax, pc_cuda_baseline_t **out, c
 {
     if (!out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "baseline: no result pointer");
-#ifdef PC_HAVE_CUDA
     if (device < 0 || device >= pc_cuda_device_count())
         return pc_error_fmt(PC_ENODEV, err, errlen, "baseline: no CUDA device %d", device);
     if (nmax > UINT32_MAX)
@@ -182,20 +148,13 @@ int pc_cuda_baseline_create(int device, size_t nmax, pc_cuda_baseline_t **out, c
     }
     *out = b;
     return PC_OK;
-#else
-    (void)device;
-    (void)nmax;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "baseline: built without CUDA");
-#endif
 }
 
 void pc_cuda_baseline_destroy(pc_cuda_baseline_t *b)
 {
     if (!b)
         return;
-#ifdef PC_HAVE_CUDA
     pc_cuda_baseline_free(b->dev);
-#endif
     free(b);
 }
 
@@ -203,31 +162,19 @@ int pc_cuda_baseline_read(pc_cuda_baseline_t *b, const float *x, size_t n)
 {
     if (!b || !x || n > b->nmax)
         return PC_EINVAL;
-#ifdef PC_HAVE_CUDA
     return pc_cuda_baseline_read_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
-#else
-    return PC_ENODEV;
-#endif
 }
 
 int pc_cuda_baseline_copy(pc_cuda_baseline_t *b, const float *x, size_t n)
 {
     if (!b || !x || n > b->nmax)
         return PC_EINVAL;
-#ifdef PC_HAVE_CUDA
     return pc_cuda_baseline_copy_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
-#else
-    return PC_ENODEV;
-#endif
 }
 
 int pc_cuda_baseline_sort_topk(pc_cuda_baseline_t *b, const float *x, size_t n, size_t k)
 {
     if (!b || !x || n > b->nmax || k > n)
         return PC_EINVAL;
-#ifdef PC_HAVE_CUDA
     return pc_cuda_baseline_sort_launch(b->dev, x, n, k) ? PC_ECUDA : PC_OK;
-#else
-    return PC_ENODEV;
-#endif
 }

@@ -17,18 +17,14 @@
 #include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_error.h"
 
-#ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_cuda_kernels.h"
-#endif
 
 struct pc_devcodec {
-    pc_codec_t *codec; /* spec, stats, checks; the CPU path itself */
-    int device;        /* PC_DEVCODEC_CPU or a CUDA device */
-    char err[256];     /* the last failure's message (pc_devcodec_error) */
-#ifdef PC_HAVE_CUDA
+    pc_codec_t *codec;     /* spec, stats, checks; the CPU path itself */
+    int device;            /* PC_DEVCODEC_CPU or a CUDA device */
+    char err[256];         /* the last failure's message (pc_devcodec_error) */
     pc_cuda_codec_t *cuda; /* device scratch */
-#endif
 };
 
 struct pc_devcodec_state {
@@ -48,7 +44,6 @@ static bool on_cpu(int device)
     return device == PC_DEVCODEC_CPU;
 }
 
-#ifdef PC_HAVE_CUDA
 /* A CUDA failure as PC_ECUDA (or PC_ENOMEM) with the runtime's words. */
 static int cuda_fail(int rc, int cuerr, const char *what, char *err, size_t errlen)
 {
@@ -57,7 +52,6 @@ static int cuda_fail(int rc, int cuerr, const char *what, char *err, size_t errl
                             cuerr ? pc_cuda_error_string(cuerr) : pc_strerror(rc));
     return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_strerror(rc));
 }
-#endif
 
 int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
                        size_t errlen)
@@ -90,7 +84,6 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
                                 pc_codec_name(spec->id));
         return pc_error_fmt(rc, err, errlen, "device codec: %s", pc_strerror(rc));
     }
-#ifdef PC_HAVE_CUDA
     if (!on_cpu(device)) {
         int cuerr = 0;
         rc = pc_cuda_codec_create(device, &c->cuda, &cuerr);
@@ -100,7 +93,6 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
             return cuda_fail(rc, cuerr, "device codec: scratch", err, errlen);
         }
     }
-#endif
     *out = c;
     return PC_OK;
 }
@@ -109,9 +101,7 @@ void pc_devcodec_destroy(pc_devcodec_t *c)
 {
     if (!c)
         return;
-#ifdef PC_HAVE_CUDA
     pc_cuda_codec_destroy(c->cuda);
-#endif
     pc_codec_destroy(c->codec);
     free(c);
 }
@@ -148,7 +138,6 @@ static int dev_alloc(int device, size_t bytes, void **out, char *err, size_t err
         *out = p;
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int cuerr = 0;
     int rc = pc_cuda_alloc(device, bytes, out, &cuerr);
     if (rc != PC_OK) {
@@ -157,9 +146,6 @@ static int dev_alloc(int device, size_t bytes, void **out, char *err, size_t err
         return cuda_fail(rc, cuerr, what, err, errlen);
     }
     return PC_OK;
-#else
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 static void dev_free(int device, void *p)
@@ -168,9 +154,7 @@ static void dev_free(int device, void *p)
         free(p);
         return;
     }
-#ifdef PC_HAVE_CUDA
     pc_cuda_free(device, p);
-#endif
 }
 
 static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool to_device,
@@ -182,7 +166,6 @@ static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool t
         memcpy(dst, src, bytes);
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int cuerr = 0;
     int rc = pc_cuda_copy(device, dst, src, bytes, to_device, stream, &cuerr);
     if (rc != PC_OK) {
@@ -192,11 +175,6 @@ static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool t
         return cuda_fail(rc, cuerr, what, err, errlen);
     }
     return PC_OK;
-#else
-    (void)to_device;
-    (void)stream;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err, size_t errlen)
@@ -217,7 +195,6 @@ int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, cha
 {
     if (!c || !out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "host_alloc: no codec or result pointer");
-#ifdef PC_HAVE_CUDA
     if (!on_cpu(c->device)) {
         int cuerr = 0;
         int rc = pc_cuda_host_alloc(c->device, bytes, out, &cuerr);
@@ -228,7 +205,6 @@ int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, cha
         }
         return PC_OK;
     }
-#endif
     return dev_alloc(PC_DEVCODEC_CPU, bytes, out, err, errlen);
 }
 
@@ -236,12 +212,10 @@ void pc_devcodec_host_free(const pc_devcodec_t *c, void *p)
 {
     if (!c || !p)
         return;
-#ifdef PC_HAVE_CUDA
     if (!on_cpu(c->device)) {
         pc_cuda_host_free(p);
         return;
     }
-#endif
     free(p);
 }
 
@@ -258,15 +232,9 @@ int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t 
 /* Zero one of a device state's arrays (n floats). */
 static int state_zero(const pc_devcodec_state_t *st, float *p, char *err, size_t errlen)
 {
-#ifdef PC_HAVE_CUDA
     int cuerr = 0;
     int rc = pc_cuda_zero(st->device, p, sizeof(float) * st->n, NULL, &cuerr);
     return rc == PC_OK ? rc : cuda_fail(rc, cuerr, "zeroing a state", err, errlen);
-#else
-    (void)st;
-    (void)p;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
@@ -420,7 +388,6 @@ static int check_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, const cha
     return PC_OK;
 }
 
-#ifdef PC_HAVE_CUDA
 /* A device call's failure on c: PC_ERANGE as the CPU says it, CUDA's words otherwise. */
 static int device_fail(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, int cuerr,
                        const char *what)
@@ -430,7 +397,6 @@ static int device_fail(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, 
                     st->chunk);
     return cuda_fail(rc, cuerr, what, c->err, sizeof(c->err));
 }
-#endif
 
 int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
                      pc_devcodec_stream_t stream)
@@ -452,7 +418,6 @@ int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *gra
                                   rc == PC_ERANGE ? "the gradient or residual holds NaN or infinity"
                                                   : pc_strerror(rc));
     }
-#ifdef PC_HAVE_CUDA
     pc_cuda_job_t job = {.codec = c->codec,
                          .residual = st->residual,
                          .momentum = st->momentum,
@@ -464,10 +429,6 @@ int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *gra
     if (rc == PC_OK || rc == PC_ERANGE)
         st->folded = rc == PC_OK ? PC_CODEC_FOLD_OK : PC_CODEC_FOLD_NONFINITE;
     return rc == PC_OK ? rc : device_fail(c, st, rc, cuerr, "fold");
-#else
-    (void)stream;
-    return fail(c, PC_ENODEV, "fold: built without CUDA");
-#endif
 }
 
 /* Compress grad, or with grad NULL what pc_devcodec_fold folded. */
@@ -493,7 +454,6 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
                     rc == PC_ERANGE ? "the gradient or residual holds NaN or infinity"
                                     : pc_strerror(rc));
     }
-#ifdef PC_HAVE_CUDA
     pc_cuda_job_t job = {
         .codec = c->codec,
         .residual = st->residual,
@@ -539,11 +499,6 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
     else if (job.dgc_path == 2)
         s->dgc_exact++;
     return PC_OK;
-#else
-    (void)iteration;
-    (void)stream;
-    return fail(c, PC_ENODEV, "%s: built without CUDA", what);
-#endif
 }
 
 int pc_devcodec_compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
@@ -606,7 +561,6 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
         *hdr = h;
     if (rc != PC_OK)
         return rc;
-#ifdef PC_HAVE_CUDA
     const uint8_t *payload = (const uint8_t *)msg + PC_WIRE_HEADER_BYTES;
     uint32_t *idx = NULL;
     if (pc_codec__sparse(c->codec)) {
@@ -624,8 +578,4 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
     if (rc != PC_OK)
         return cuda_fail(rc, cuerr, "decode on the device", err, errlen);
     return PC_OK;
-#else
-    (void)stream;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }

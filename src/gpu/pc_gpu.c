@@ -11,11 +11,9 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_gpu.h"
 
-#ifdef PC_HAVE_CUDA
 #include "../../cuda/pc_codec_cuda.h"
 #include "../../cuda/pc_cuda_kernels.h"
 #include "../../cuda/pc_gpu_cuda.h"
-#endif
 
 /* The emulation's streams: distinct non-NULL tokens (never dereferenced). */
 #define EMU_STREAM ((pc_gpu_stream_t)(uintptr_t)0x5eed)
@@ -44,13 +42,11 @@ static void count(_Atomic uint64_t *c, uint64_t v)
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
 }
 
-#ifdef PC_HAVE_CUDA
 /* The message of a failed CUDA call: "what: CUDA's reason". */
 static int cuda_fail(int rc, int cuerr, char *err, size_t errlen, const char *what)
 {
     return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_cuda_error_string(cuerr));
 }
-#endif
 
 int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
 {
@@ -71,7 +67,6 @@ int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
     if (device == PC_GPU_EMULATE) {
         snprintf(g->name, sizeof(g->name), "emulated (host memory)");
     } else {
-#ifdef PC_HAVE_CUDA
         int cuerr = 0, rc = pc_cuda_gpu_open(device, &cuerr);
         if (rc != PC_OK) {
             free(g);
@@ -82,7 +77,6 @@ int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
         char dn[64];
         pc_cuda_device_name(device, dn, sizeof(dn));
         snprintf(g->name, sizeof(g->name), "cuda:%d (%s)", device, dn);
-#endif
     }
     *out = g;
     return PC_OK;
@@ -108,37 +102,27 @@ int pc_gpu_use(pc_gpu_t *g, char *err, size_t errlen)
 {
     if (emulated(g))
         return PC_OK;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_use(g->device, &cuerr);
     return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "making the device current");
-#else
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_gpu_pci_bus_id(const pc_gpu_t *g, char *buf, size_t len)
 {
     if (emulated(g) || !buf || len == 0)
         return PC_ENODEV;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0;
     return pc_cuda_gpu_bus_id(g->device, buf, len, &cuerr) == PC_OK ? PC_OK : PC_ENODEV;
-#else
-    return PC_ENODEV;
-#endif
 }
 
 int pc_gpu_host_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (!emulated(g)) {
-#ifdef PC_HAVE_CUDA
         int cuerr = 0, rc = pc_cuda_host_alloc(g->device, bytes, out, &cuerr);
         if (rc != PC_OK)
             return cuda_fail(rc, cuerr, err, errlen, "pinned host memory");
         memset(*out, 0, bytes);
         return PC_OK;
-#endif
     }
     *out = calloc(1, bytes ? bytes : 1);
     return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
@@ -148,14 +132,10 @@ void pc_gpu_host_free(pc_gpu_t *g, void *p)
 {
     if (!p)
         return;
-#ifdef PC_HAVE_CUDA
     if (!emulated(g)) {
         pc_cuda_host_free(p);
         return;
     }
-#else
-    (void)g;
-#endif
     free(p);
 }
 
@@ -163,7 +143,6 @@ int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen
 {
     *out = NULL;
     if (!emulated(g)) {
-#ifdef PC_HAVE_CUDA
         int cuerr = 0, rc = pc_cuda_alloc(g->device, bytes, out, &cuerr);
         if (rc == PC_OK)
             rc = pc_cuda_zero(g->device, *out, bytes, NULL, &cuerr);
@@ -172,7 +151,6 @@ int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen
             return cuda_fail(rc, cuerr, err, errlen, "device memory");
         }
         return PC_OK;
-#endif
     }
     *out = calloc(1, bytes ? bytes : 1);
     return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
@@ -182,14 +160,10 @@ void pc_gpu_free(pc_gpu_t *g, void *p)
 {
     if (!p)
         return;
-#ifdef PC_HAVE_CUDA
     if (!emulated(g)) {
         pc_cuda_free(g->device, p);
         return;
     }
-#else
-    (void)g;
-#endif
     free(p);
 }
 
@@ -200,37 +174,22 @@ int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, c
         *out = EMU_STREAM;
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_stream_create(g->device, low_priority, out, &cuerr);
     return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "creating a stream");
-#else
-    (void)low_priority;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 void pc_gpu_stream_destroy(pc_gpu_t *g, pc_gpu_stream_t s)
 {
-#ifdef PC_HAVE_CUDA
     if (!emulated(g))
         pc_cuda_gpu_stream_destroy(g->device, s);
-#else
-    (void)g;
-    (void)s;
-#endif
 }
 
 int pc_gpu_stream_sync(pc_gpu_t *g, pc_gpu_stream_t s, char *err, size_t errlen)
 {
     if (emulated(g))
         return PC_OK;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_stream_sync(g->device, s, &cuerr);
     return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for a stream");
-#else
-    (void)s;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t errlen)
@@ -239,7 +198,6 @@ int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t err
     if (!e)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     e->g = g;
-#ifdef PC_HAVE_CUDA
     if (!emulated(g)) {
         int cuerr = 0, rc = pc_cuda_gpu_event_create(g->device, &e->ev, &cuerr);
         if (rc != PC_OK) {
@@ -247,7 +205,6 @@ int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t err
             return cuda_fail(rc, cuerr, err, errlen, "creating an event");
         }
     }
-#endif
     *out = e;
     return PC_OK;
 }
@@ -256,10 +213,8 @@ void pc_gpu_event_destroy(pc_gpu_event_t *e)
 {
     if (!e)
         return;
-#ifdef PC_HAVE_CUDA
     if (!emulated(e->g))
         pc_cuda_gpu_event_destroy(e->g->device, e->ev);
-#endif
     free(e);
 }
 
@@ -268,13 +223,8 @@ int pc_gpu_event_record(pc_gpu_event_t *e, pc_gpu_stream_t s, char *err, size_t 
     count(&e->g->records, 1);
     if (emulated(e->g))
         return PC_OK;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_event_record(e->g->device, e->ev, s, &cuerr);
     return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "recording an event");
-#else
-    (void)s;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_gpu_event_sync(pc_gpu_event_t *e, char *err, size_t errlen)
@@ -282,12 +232,8 @@ int pc_gpu_event_sync(pc_gpu_event_t *e, char *err, size_t errlen)
     count(&e->g->event_syncs, 1);
     if (emulated(e->g))
         return PC_OK;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_event_sync(e->g->device, e->ev, &cuerr);
     return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for an event");
-#else
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_gpu_stream_wait(pc_gpu_stream_t s, pc_gpu_event_t *e, char *err, size_t errlen)
@@ -295,14 +241,9 @@ int pc_gpu_stream_wait(pc_gpu_stream_t s, pc_gpu_event_t *e, char *err, size_t e
     count(&e->g->waits, 1);
     if (emulated(e->g))
         return PC_OK;
-#ifdef PC_HAVE_CUDA
     int cuerr = 0, rc = pc_cuda_gpu_stream_wait(e->g->device, s, e->ev, &cuerr);
     return rc == PC_OK ? PC_OK
                        : cuda_fail(rc, cuerr, err, errlen, "making a stream wait for an event");
-#else
-    (void)s;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_dir_t dir,
@@ -323,17 +264,12 @@ int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_di
         memmove(dst, src, bytes);
         return PC_OK;
     }
-#ifdef PC_HAVE_CUDA
     int cuerr = 0,
         rc = pc_cuda_gpu_copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s, &cuerr);
     return rc == PC_OK ? PC_OK
                        : cuda_fail(rc, cuerr, err, errlen,
                                    dir == PC_GPU_TO_DEVICE ? "copying to the device"
                                                            : "copying to the host");
-#else
-    (void)s;
-    return pc_error_fmt(PC_ENODEV, err, errlen, "built without CUDA");
-#endif
 }
 
 void pc_gpu_stats(const pc_gpu_t *g, pc_gpu_stats_t *out)

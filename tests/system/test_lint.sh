@@ -2,7 +2,8 @@
 # The static checks scripts/check.sh runs before the builds, each against the tree as it
 # is (it must pass) and against a copy with one fault planted (it must fail, naming it):
 #   scripts/lint/check-layers.py     an upward include; a file outside the layer folders;
-#                                    a module in a folder other than design.md's layer
+#                                    a module in a folder other than design.md's layer; an
+#                                    #ifdef PC_HAVE_CUDA outside the CUDA boundary
 #   scripts/lint/check-calls.py      an upward call across layers; a call against the
 #                                    worker's order; a call cycle within a layer
 #   scripts/lint/check-mpi-calls.sh  an MPI call without PC_MPI_CHECK; MPI in a file
@@ -68,6 +69,9 @@ cp "$tmp/t/src/base/pc_time.c" "$tmp/t/src/pc_stray.c"
 planted "a file at src/'s top" layers "src/pc_stray.c: not in a folder of doc/design.md"
 mv "$tmp/t/src/sync/pc_event.c" "$tmp/t/src/codec/pc_event.c"
 planted "a module moved to another layer's folder" layers 'src/codec/pc_event.c: doc/design.md names pc_event in layer 2, its folder is layer 3'
+
+printf '\n#ifdef PC_HAVE_CUDA\n#endif\n' >>"$tmp/t/src/gpu/pc_gpu.c"
+planted "an #ifdef PC_HAVE_CUDA in a host file" layers 'src/gpu/pc_gpu.c: PC_HAVE_CUDA outside the CUDA boundary'
 
 # check-calls
 printf '\nvoid pc_log__mut(void);\nvoid pc_log__mut(void)\n{\n    (void)pc_runtime_role(NULL);\n}\n' >>"$tmp/t/src/base/pc_log.c"
