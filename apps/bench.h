@@ -40,6 +40,20 @@ int bench_topo_main(int argc, char **argv);
         .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"          \
     }
 
+/* The --model and --batch rows the engine's benchmarks share (TYPE has int model, batch;
+ * MODEL_HELP and BATCH_HELP say what they mean there). */
+#define BENCH_OPT_MODEL_BATCH(TYPE, MODEL_HELP, BATCH_HELP)                                        \
+    {.name = "model",                                                                              \
+     .short_name = 'm',                                                                            \
+     .type = PC_FLAGS_CHOICE,                                                                      \
+     .offset = offsetof(TYPE, model),                                                              \
+     .choices = PC_MODEL_CHOICES,                                                                  \
+     .help = MODEL_HELP},                                                                          \
+    {                                                                                              \
+        .name = "batch", .type = PC_FLAGS_INT, .offset = offsetof(TYPE, batch), .min = 1,          \
+        .max = 4096, .metavar = "B", .help = BATCH_HELP                                            \
+    }
+
 /* Two threads pinned to two different cores when the machine has them: fn(arg, 0) and
  * fn(arg, 1) run concurrently after a common start barrier. Returns 0 or -1 with a message
  * printed. */

@@ -33,19 +33,7 @@ typedef struct opts {
 } opts_t;
 
 static const pc_flags_t engine_opts[] = {
-    {.name = "model",
-     .short_name = 'm',
-     .type = PC_FLAGS_CHOICE,
-     .offset = offsetof(opts_t, model),
-     .choices = PC_MODEL_CHOICES,
-     .help = "network to train (pc-train's)"},
-    {.name = "batch",
-     .type = PC_FLAGS_INT,
-     .offset = offsetof(opts_t, batch),
-     .min = 1,
-     .max = 4096,
-     .metavar = "B",
-     .help = "samples per pass"},
+    BENCH_OPT_MODEL_BATCH(opts_t, "network to train (pc-train's)", "samples per pass"),
     {.name = "iters",
      .type = PC_FLAGS_INT,
      .offset = offsetof(opts_t, iters),

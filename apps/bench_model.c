@@ -177,19 +177,7 @@ static int check_predict(const void *value, char *err, size_t errlen)
 }
 
 static const pc_flags_t model_opts[] = {
-    {.name = "model",
-     .short_name = 'm',
-     .type = PC_FLAGS_CHOICE,
-     .offset = offsetof(opts_t, model),
-     .choices = PC_MODEL_CHOICES,
-     .help = "network whose layers are timed (pc-train's)"},
-    {.name = "batch",
-     .type = PC_FLAGS_INT,
-     .offset = offsetof(opts_t, batch),
-     .min = 1,
-     .max = 4096,
-     .metavar = "B",
-     .help = "samples per worker and iteration"},
+    BENCH_OPT_MODEL_BATCH(opts_t, "network whose layers are timed (pc-train's)", "samples per worker and iteration"),
     BENCH_OPT_REPS(opts_t),
     {.name = "chunk-bytes",
      .type = PC_FLAGS_SIZE,

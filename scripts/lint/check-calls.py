@@ -90,25 +90,7 @@ def main():
                 problems.append("%s (layer %d) calls %s (layer %d): upwards: %s" % (f, lay[f], g, lay[g], what))
             if f in rank and g in rank and rank[g] < rank[f]:
                 problems.append("%s calls %s, above it in the worker's order: %s" % (f, g, what))
-    # Cycles: depth-first search with colours over the file graph.
-    colour = {f: 0 for f in csrc}
-    stack = []
-
-    def visit(f):
-        colour[f] = 1
-        stack.append(f)
-        for g in sorted(calls[f]):
-            if colour[g] == 1:
-                cyc = stack[stack.index(g):] + [g]
-                problems.append("call cycle: " + " -> ".join(cyc))
-            elif colour[g] == 0:
-                visit(g)
-        stack.pop()
-        colour[f] = 2
-
-    for f in csrc:
-        if colour[f] == 0:
-            visit(f)
+    problems += ["call cycle: " + c for c in layers_mod.find_cycles(csrc, calls)]
     for p in problems:
         print("check-calls: " + p)
     if problems:

@@ -100,6 +100,29 @@ def includes(path, files):
                 break
     return out
 
+def find_cycles(nodes, graph):
+    """Each cycle of graph (node -> its successors) as "a -> b -> a", by a depth-first search
+    with colours (check-calls.py uses it too)."""
+    colour = {f: 0 for f in nodes}
+    stack, found = [], []
+
+    def visit(f):
+        colour[f] = 1
+        stack.append(f)
+        for g in sorted(graph[f]):
+            if colour[g] == 1:
+                found.append(" -> ".join(stack[stack.index(g):] + [g]))
+            elif colour[g] == 0:
+                visit(g)
+        stack.pop()
+        colour[f] = 2
+
+    for f in nodes:
+        if colour[f] == 0:
+            visit(f)
+    return found
+
+
 def main():
     layers = read_layers()
     files = project_files()

@@ -20,30 +20,30 @@ typedef struct profile {
     int64_t bwd_ready[MAX_LAYERS];
 } profile_t;
 
-static int profile_wait(void *ud, int t)
+/* The first time stamp of tensor t's layer in first[] (after waiting for a device model's
+ * stream, so that it follows the work queued before it). */
+static int profile_mark(profile_t *p, int t, int64_t *first)
 {
-    profile_t *p = ud;
     int rc = p->m ? pc_model_sync(p->m) : PC_OK;
     if (rc != PC_OK)
         return rc;
     int64_t now = pc_time_ns();
     int l = p->tensor_layer[t];
-    if (!p->fwd_start[l])
-        p->fwd_start[l] = now;
+    if (!first[l])
+        first[l] = now;
     return PC_OK;
+}
+
+static int profile_wait(void *ud, int t)
+{
+    profile_t *p = ud;
+    return profile_mark(p, t, p->fwd_start);
 }
 
 static int profile_ready(void *ud, int t)
 {
     profile_t *p = ud;
-    int rc = p->m ? pc_model_sync(p->m) : PC_OK;
-    if (rc != PC_OK)
-        return rc;
-    int64_t now = pc_time_ns();
-    int l = p->tensor_layer[t];
-    if (!p->bwd_ready[l])
-        p->bwd_ready[l] = now;
-    return PC_OK;
+    return profile_mark(p, t, p->bwd_ready);
 }
 
 /* Median of v[0..n), n >= 1 (sorts v). */

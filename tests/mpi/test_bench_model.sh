@@ -210,23 +210,16 @@ if [ "$rc" = 0 ]; then
         bad "model --device cuda --iters 2: $msg"
     fi
 else
-    msg=$("$bench" engine --device cuda --iters 2 2>&1)
-    rc=$?
-    if [ "$rc" = 1 ] && [ "$(wc -l <<<"$msg")" = 1 ] &&
-        grep -qE '^pc-bench: engine: --device cuda: no usable CUDA device: .+$' <<<"$msg"; then
-        ok "engine --device cuda without a usable device: status 1, $msg"
-    else
-        bad "engine --device cuda: status $rc (expected 1 and one line), got: $msg"
-    fi
-    for args in "--iters 2" "" "--bandwidth 1gbit --latency 1us"; do
+    for args in "engine --iters 2" "model --iters 2" "model" "model --bandwidth 1gbit --latency 1us"; do
+        sub=${args%% *} rest=${args#"$sub"}
         # shellcheck disable=SC2086 # the flags are words
-        msg=$("$bench" model --device cuda $args 2>&1)
+        msg=$("$bench" $sub --device cuda $rest 2>&1)
         rc=$?
         if [ "$rc" = 1 ] && [ "$(wc -l <<<"$msg")" = 1 ] &&
-            grep -qE '^pc-bench: model: --device cuda: no usable CUDA device: .+$' <<<"$msg"; then
-            ok "model --device cuda $args without a usable device: status 1, $msg"
+            grep -qE "^pc-bench: $sub: --device cuda: no usable CUDA device: .+\$" <<<"$msg"; then
+            ok "$args --device cuda without a usable device: status 1, $msg"
         else
-            bad "model --device cuda $args: status $rc (expected 1 and one line), got: $msg"
+            bad "$args --device cuda: status $rc (expected 1 and one line), got: $msg"
         fi
     done
 fi
