@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "gpu/cuda_baseline.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cuda.h"
@@ -188,7 +189,7 @@ typedef struct cuda_bench {
     int nsizes, nratios;
     char name[256];
     pc_devcodec_t *mem; /* allocations on device 0 */
-    pc_cuda_baseline_t *base;
+    pc_cuda__baseline_t *base;
     float *x, *x_dev, *dense_dev;
     double *samples; /* 2 x reps */
     cuda_row_t *rows;
@@ -204,7 +205,7 @@ static void cuda_free(cuda_bench_t *b)
         pc_devcodec_free(b->mem, b->dense_dev);
     }
     pc_devcodec_destroy(b->mem);
-    pc_cuda_baseline_destroy(b->base);
+    pc_cuda__baseline_destroy(b->base);
     pc_select_destroy(b->sel);
     free(b->x);
     free(b->samples);
@@ -222,7 +223,7 @@ static int cuda_setup(cuda_bench_t *b)
     pc_codec_spec_t probe_spec = {.id = PC_CODEC_NONE};
     if (pc_devcodec_create(&probe_spec, 0, &b->mem, err, sizeof(err)) != PC_OK)
         return cuda_fail("device 0", err);
-    if (pc_cuda_baseline_create(0, nmax, &b->base, err, sizeof(err)) != PC_OK)
+    if (pc_cuda__baseline_create(0, nmax, &b->base, err, sizeof(err)) != PC_OK)
         return cuda_fail("baselines", err);
     b->x = malloc(sizeof(float) * nmax);
     b->samples = malloc(sizeof(double) * (size_t)b->o->reps * 2);
@@ -249,7 +250,7 @@ static int cuda_baselines(cuda_bench_t *b, int si)
     double *samples = b->samples;
     for (int r = 0; r < reps; r++) {
         int64_t t0 = pc_time_ns();
-        if (pc_cuda_baseline_read(b->base, b->x_dev, n) != PC_OK)
+        if (pc_cuda__baseline_read(b->base, b->x_dev, n) != PC_OK)
             return cuda_fail("read baseline", "a CUDA call failed");
         samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
     }
@@ -258,7 +259,7 @@ static int cuda_baselines(cuda_bench_t *b, int si)
            b->t_read[si], "-", "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-");
     for (int r = 0; r < reps; r++) {
         int64_t t0 = pc_time_ns();
-        if (pc_cuda_baseline_copy(b->base, b->x_dev, n) != PC_OK)
+        if (pc_cuda__baseline_copy(b->base, b->x_dev, n) != PC_OK)
             return cuda_fail("copy baseline", "a CUDA call failed");
         samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
     }
@@ -270,7 +271,7 @@ static int cuda_baselines(cuda_bench_t *b, int si)
         size_t k = (size_t)ceil(b->ratios[ri] * (double)n);
         for (int r = 0; r < reps; r++) {
             int64_t t0 = pc_time_ns();
-            if (pc_cuda_baseline_sort_topk(b->base, b->x_dev, n, k > n ? n : k) != PC_OK)
+            if (pc_cuda__baseline_sort_topk(b->base, b->x_dev, n, k > n ? n : k) != PC_OK)
                 return cuda_fail("sort baseline", "a CUDA call failed");
             samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
         }

@@ -177,7 +177,8 @@ static int check_predict(const void *value, char *err, size_t errlen)
 }
 
 static const pc_flags_t model_opts[] = {
-    BENCH_OPT_MODEL_BATCH(opts_t, "network whose layers are timed (pc-train's)", "samples per worker and iteration"),
+    BENCH_OPT_MODEL_BATCH(opts_t, "network whose layers are timed (pc-train's)",
+                          "samples per worker and iteration"),
     BENCH_OPT_REPS(opts_t),
     {.name = "chunk-bytes",
      .type = PC_FLAGS_SIZE,

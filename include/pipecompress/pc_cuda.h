@@ -1,5 +1,5 @@
 /* pc_cuda: whether CUDA is built in and a device is present, a kernel self-test, and the
- * GPU benchmark's baselines.
+ * GPU benchmark's baselines (private: src/gpu/cuda_baseline.h).
  *
  * CUDA is optional at build time (configure --with-cuda) and at run time: with no driver,
  * too old a driver or no device, these calls report zero devices (pc_cuda_status says
@@ -48,22 +48,6 @@ int pc_cuda_selftest(char *err, size_t errlen);
  * difference (or the CUDA failure) in err. Thread-safe. */
 int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, size_t n, char *err,
                          size_t errlen);
-
-/* The baselines pc-bench compress --device cuda measures the codecs against (same run,
- * same data in device memory): one read of n floats (a sum kernel: the bound any O(n)
- * compressor pays at least once), a copy kernel (n floats read and written, into the
- * baseline's scratch), and top-k by sorting all n (magnitude, index) pairs with
- * CUB's radix sort, then the k indices. A baseline holds scratch for up to nmax elements
- * on `device`. create: PC_OK, PC_ENODEV (no such device, or CUDA not built in), PC_ECUDA
- * or PC_ENOMEM with err. read, copy and sort_topk wait for the device and return PC_OK, PC_EINVAL
- * (n over nmax, k over n) or PC_ECUDA. One thread at a time per baseline. */
-typedef struct pc_cuda_baseline pc_cuda_baseline_t;
-int pc_cuda_baseline_create(int device, size_t nmax, pc_cuda_baseline_t **out, char *err,
-                            size_t errlen);
-void pc_cuda_baseline_destroy(pc_cuda_baseline_t *b);
-int pc_cuda_baseline_read(pc_cuda_baseline_t *b, const float *x, size_t n);
-int pc_cuda_baseline_copy(pc_cuda_baseline_t *b, const float *x, size_t n);
-int pc_cuda_baseline_sort_topk(pc_cuda_baseline_t *b, const float *x, size_t n, size_t k);
 
 #ifdef __cplusplus
 }
