@@ -16,7 +16,7 @@ struct pc_cuda__baseline {
 };
 
 int pc_cuda__baseline_create(int device, size_t nmax, pc_cuda__baseline_t **out, char *err,
-                            size_t errlen)
+                             size_t errlen)
 {
     if (!out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "baseline: no result pointer");

@@ -19,7 +19,7 @@
  * (n over nmax, k over n) or PC_ECUDA. One thread at a time per baseline. */
 typedef struct pc_cuda__baseline pc_cuda__baseline_t;
 int pc_cuda__baseline_create(int device, size_t nmax, pc_cuda__baseline_t **out, char *err,
-                            size_t errlen);
+                             size_t errlen);
 void pc_cuda__baseline_destroy(pc_cuda__baseline_t *b);
 int pc_cuda__baseline_read(pc_cuda__baseline_t *b, const float *x, size_t n);
 int pc_cuda__baseline_copy(pc_cuda__baseline_t *b, const float *x, size_t n);
