@@ -12,6 +12,11 @@
 extern "C" {
 #endif
 
+/* The 0.1 tags (enum pc_opt_type, struct pc_opt, struct pc_opt_group) name pc_flags.h's. */
+#define pc_opt_type  pc_flags_type
+#define pc_opt       pc_flags
+#define pc_opt_group pc_flags_group
+
 typedef pc_flags_type_t pc_opt_type_t;
 typedef pc_flags_check_fn pc_opt_check_fn;
 typedef pc_flags_t pc_opt_t;

@@ -348,6 +348,31 @@ int pc_rt__w_checkpoint(pc_worker_t *w);
 
 extern const worker_ops_t pc_rt__worker_allreduce;
 
+/* ---- worker_metrics.c ----------------------------------------------------------------- */
+
+/* The backprop thread waited from start to end (pc_time_ns) in param_wait for chunk c's
+ * update of iteration w->iter - 1, and has acquired it (so c's times of that iteration are
+ * readable): split the wait into compression (before the chunk was sent), server (the
+ * server's time, at most the rest) and network (the remainder), add each to the
+ * iteration's waits and record them on the timeline. Backprop thread. */
+void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end);
+
+/* Record the previous iteration's metrics line if one is pending (its compressor-side
+ * counters are complete once every update that followed them was acquired). Backprop
+ * thread. */
+void pc_rt__w_metrics_flush(pc_worker_t *w);
+
+/* Close iteration w->iter's metrics (t_end_call: when iteration_end was called) and start
+ * the next iteration's clocks; the caller then advances w->iter. Backprop thread. */
+void pc_rt__w_close_iteration(pc_worker_t *w, int64_t t_end_call);
+
+/* Wait for a nonblocking collective over the workers (*req) without spinning the core
+ * away (worker_metrics.c says why): PC_OK (*req freed), or a failure with what was
+ * awaited (what) in why, or the compressor thread's failure (its message in w->main.err,
+ * why empty). Backprop thread. */
+int pc_rt__w_wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
+                             size_t whylen);
+
 /* ---- worker_device.c: device tensors ------------------------------------------------ */
 
 /* pc_worker_start's device step, after the plan and before the chunks are set up: host
@@ -386,31 +411,6 @@ int pc_rt__w_dev_param_wait(pc_worker_t *w, wchunk_t *c);
  * (to_device false), or back onto the device after a restore (true). Backprop thread, no
  * compression in flight. */
 int pc_rt__w_dev_states(pc_worker_t *w, bool to_device, wthread_t *me);
-
-/* ---- worker_metrics.c ----------------------------------------------------------------- */
-
-/* The backprop thread waited from start to end (pc_time_ns) in param_wait for chunk c's
- * update of iteration w->iter - 1, and has acquired it (so c's times of that iteration are
- * readable): split the wait into compression (before the chunk was sent), server (the
- * server's time, at most the rest) and network (the remainder), add each to the
- * iteration's waits and record them on the timeline. Backprop thread. */
-void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end);
-
-/* Record the previous iteration's metrics line if one is pending (its compressor-side
- * counters are complete once every update that followed them was acquired). Backprop
- * thread. */
-void pc_rt__w_metrics_flush(pc_worker_t *w);
-
-/* Close iteration w->iter's metrics (t_end_call: when iteration_end was called) and start
- * the next iteration's clocks; the caller then advances w->iter. Backprop thread. */
-void pc_rt__w_close_iteration(pc_worker_t *w, int64_t t_end_call);
-
-/* Wait for a nonblocking collective over the workers (*req) without spinning the core
- * away (worker_metrics.c says why): PC_OK (*req freed), or a failure with what was
- * awaited (what) in why, or the compressor thread's failure (its message in w->main.err,
- * why empty). Backprop thread. */
-int pc_rt__w_wait_collective(pc_worker_t *w, MPI_Request *req, const char *what, char *why,
-                             size_t whylen);
 
 #pragma GCC visibility pop
 

@@ -114,11 +114,14 @@ static void test_errors(void **state)
 static void test_old_names(void **state)
 {
     (void)state;
-    const pc_opt_t *old = table; /* the type is the same */
+    const pc_opt_t *old = table;         /* the type is the same */
+    const struct pc_opt *tagged = table; /* and so are the 0.1 tags */
+    enum pc_opt_type type = tagged[0].type;
+    assert_int_equal(type, PC_OPT_INT);
     dst_t a = {0}, b = {0};
     char err[256];
     char *argv[] = {"prog", "--n", "3", "--mode", "on"};
-    pc_opt_group_t g = {"test", old, sizeof(table) / sizeof(table[0]), &b, NULL};
+    struct pc_opt_group g = {"test", old, sizeof(table) / sizeof(table[0]), &b, NULL};
     assert_int_equal(parse(&a, NULL, 5, argv, err), PC_OK);
     assert_int_equal(pc_opt_parse(&g, 1, 5, argv, NULL, err, sizeof(err)), PC_OK);
     assert_memory_equal(&a, &b, sizeof(a));
