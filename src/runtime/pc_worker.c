@@ -103,7 +103,7 @@ static void release_tensor(pc_worker_t *w, int t, uint64_t it)
     rel_t r = {.tensor = t, .iteration = it};
     if (!w->pipelined) {
         /* Inline: this is the backprop thread; an unexpected release is reported by
-         * pc_rt__w_wait_releases. */
+         * wait_releases. */
         if (release_expected(w, &r))
             take_release(w, &r);
         else if (!w->have_bad_rel) {
@@ -770,7 +770,7 @@ static int drain(pc_worker_t *w)
 
 /* Every worker must stop at the same iteration, or servers would wait forever; they agree
  * on the signal too (the largest number raised anywhere). Collective over the workers,
- * waited for without spinning (wait_collective). */
+ * waited for without spinning (pc_rt__w_wait_collective). */
 static int agree_stop(pc_worker_t *w, bool *want_stop)
 {
     pc_runtime_t *rt = w->rt;

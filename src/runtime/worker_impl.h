@@ -379,7 +379,8 @@ int pc_rt__w_wait_collective(pc_worker_t *w, MPI_Request *req, const char *what,
  * mirrors (tensor p and g point into them from here on), streams, the tensors' events, the
  * device codec; the parameters copied into the mirrors. Backprop thread. */
 int pc_rt__w_dev_start(pc_worker_t *w);
-/* Chunk c's device part (after the mode's chunk_init). Backprop thread, at start. */
+/* Chunk c's device part (after the mode's ps_chunk_init or ar_chunk_init). Backprop thread, at
+ * start. */
 int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c);
 /* Every tensor's parameters from its mirror to the device, waited for (after the initial
  * parameters are shared, restored or broadcast). Backprop thread, at start. */
