@@ -1,7 +1,7 @@
-/* Launchers of the codec kernels in cuda/pc_codec.cu, callable from C (src/gpu/pc_devcodec.c).
- * Private to the library. Every call makes its device current on the calling thread, runs
- * on the given stream (a cudaStream_t) and returns PC_OK or a PC_* code; on PC_ECUDA the
- * cudaError_t value is stored in *cuerr for the message. */
+/* Launchers of the codec kernels (cuda/codec_*.cu, defined in codec_api.cu), callable from C
+ * (src/gpu/pc_devcodec.c). Private to the library. Every call makes its device current on the
+ * calling thread, runs on the given stream (a cudaStream_t) and returns PC_OK or a PC_* code; on
+ * PC_ECUDA the cudaError_t value is stored in *cuerr for the message. */
 #ifndef PC_CODEC_CUDA_H
 #define PC_CODEC_CUDA_H
 

@@ -22,7 +22,7 @@
 // off (its documentation, "Results reproducibility"); its summation order differs from
 // OpenBLAS's, which is the tolerance the tests allow. The dropout mask is the CPU's, bit for
 // bit: draw i of Philox (seed, stream) is word i % 4 of cuRAND's block i / 4, as in
-// pc_codec.cu.
+// cuda/codec_impl.cuh.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <curand_kernel.h>
@@ -367,7 +367,7 @@ __device__ __forceinline__ float uniform_of(unsigned x)
 }
 
 // Thread q: elements 4q .. 4q+3 from draws 4q .. 4q+3 of Philox (seed, stream), one cuRAND
-// block (pc_codec.cu's draws4): mask = uniform <= keep, out = mask ? inp * scale : 0.
+// block (codec_impl.cuh's draws4): mask = uniform <= keep, out = mask ? inp * scale : 0.
 __global__ void dropout_kernel(float *out, uint8_t *mask, const float *inp, size_t n, float keep,
                                float scale, unsigned long long seed, unsigned long long stream)
 {

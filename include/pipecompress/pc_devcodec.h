@@ -14,7 +14,7 @@
  * Equal bytes: for the same spec, seed, iteration, chunk, steps and input, a message is
  * byte for byte the one pc_codec_compress writes and the state afterwards holds the same
  * bits (a NaN left in a state after PC_ERANGE is a NaN, its payload may differ). The
- * kernels (cuda/pc_codec.cu) round as the C code does (no fused multiply-add), draw from
+ * kernels (cuda/codec_*.cu) round as the C code does (no fused multiply-add), draw from
  * cuRAND's Philox in pc_philox.h's layout, and reduce in the canonical order of
  * doc/wire-format.md ("Sums").
  *

@@ -137,7 +137,7 @@ float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *
  *     p[b] = lane[0];
  *   the sum: lane l adds p[l], p[l + 256], p[l + 512], ... in order, starting from +0.0;
  *     the same tree; the result is lane[0].
- * A CUDA block of 256 threads computes each level (cuda/pc_codec.cu); the CPU loops
+ * A CUDA block of 256 threads computes each level (cuda/codec_api.cu); the CPU loops
  * below vectorise. */
 #define PC_CODEC_SUM_LANES 256
 #define PC_CODEC_SUM_BLOCK 2048

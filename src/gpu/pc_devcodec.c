@@ -2,7 +2,8 @@
  *
  * The host side: arguments, the header, the stats and the checks of received messages are
  * the CPU codec's (one pc_codec_t inside); the kernels and their orchestration are in
- * cuda/pc_codec.cu. A codec on the CPU runs pc_codec itself on host memory. */
+ * cuda/codec_*.cu (codec_impl.cuh says which file does what). A codec on the CPU runs pc_codec
+ * itself on host memory. */
 #include "config.h"
 
 #include <math.h>
