@@ -21,6 +21,7 @@
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_devcodec.h"
+#include "pipecompress/pc_gpu.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_select.h"
@@ -188,7 +189,7 @@ typedef struct cuda_bench {
     const double *sizes, *ratios;
     int nsizes, nratios;
     char name[256];
-    pc_devcodec_t *mem; /* allocations on device 0 */
+    pc_gpu_t *gpu; /* device 0: its memory and copies */
     pc_cuda__baseline_t *base;
     float *x, *x_dev, *dense_dev;
     double *samples; /* 2 x reps */
@@ -200,11 +201,11 @@ typedef struct cuda_bench {
 
 static void cuda_free(cuda_bench_t *b)
 {
-    if (b->mem) {
-        pc_devcodec_free(b->mem, b->x_dev);
-        pc_devcodec_free(b->mem, b->dense_dev);
+    if (b->gpu) {
+        pc_gpu_free(b->gpu, b->x_dev);
+        pc_gpu_free(b->gpu, b->dense_dev);
     }
-    pc_devcodec_destroy(b->mem);
+    pc_gpu_destroy(b->gpu);
     pc_cuda__baseline_destroy(b->base);
     pc_select_destroy(b->sel);
     free(b->x);
@@ -220,8 +221,7 @@ static int cuda_setup(cuda_bench_t *b)
     size_t nmax = 0;
     for (int i = 0; i < b->nsizes; i++)
         nmax = (size_t)b->sizes[i] > nmax ? (size_t)b->sizes[i] : nmax;
-    pc_codec_spec_t probe_spec = {.id = PC_CODEC_NONE};
-    if (pc_devcodec_create(&probe_spec, 0, &b->mem, err, sizeof(err)) != PC_OK)
+    if (pc_gpu_create(0, &b->gpu, err, sizeof(err)) != PC_OK)
         return cuda_fail("device 0", err);
     if (pc_cuda__baseline_create(0, nmax, &b->base, err, sizeof(err)) != PC_OK)
         return cuda_fail("baselines", err);
@@ -229,14 +229,14 @@ static int cuda_setup(cuda_bench_t *b)
     b->samples = malloc(sizeof(double) * (size_t)b->o->reps * 2);
     b->rows = calloc(512, sizeof(cuda_row_t));
     if (!b->x || !b->samples || !b->rows || pc_select_create(&b->sel) != PC_OK ||
-        pc_devcodec_alloc(b->mem, sizeof(float) * nmax, (void **)&b->x_dev, err, sizeof(err)) !=
-            PC_OK ||
-        pc_devcodec_alloc(b->mem, sizeof(float) * nmax, (void **)&b->dense_dev, err, sizeof(err)) !=
+        pc_gpu_alloc(b->gpu, sizeof(float) * nmax, (void **)&b->x_dev, err, sizeof(err)) != PC_OK ||
+        pc_gpu_alloc(b->gpu, sizeof(float) * nmax, (void **)&b->dense_dev, err, sizeof(err)) !=
             PC_OK)
         return cuda_fail("memory for the inputs", err[0] ? err : "out of host memory");
     heavy(b->x, nmax);
-    if (pc_devcodec_copy(b->mem, b->x_dev, b->x, sizeof(float) * nmax, true, NULL, err,
-                         sizeof(err)) != PC_OK)
+    if (pc_gpu_copy(b->gpu, b->x_dev, b->x, sizeof(float) * nmax, PC_GPU_TO_DEVICE, NULL, err,
+                    sizeof(err)) != PC_OK ||
+        pc_gpu_stream_sync(b->gpu, NULL, err, sizeof(err)) != PC_OK)
         return cuda_fail("the input", err);
     return 0;
 }

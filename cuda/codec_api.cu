@@ -164,7 +164,7 @@ int sm_count(int device)
 }
 
 int canonical_sum(pc_cuda_codec *s, float *x, const float *g, size_t n, int squares, cudaStream_t q,
-                  int *cuerr)
+                  pc_cuda_err_t *cuerr)
 {
     size_t m = (n + PC_CODEC_SUM_BLOCK - 1) / PC_CODEC_SUM_BLOCK;
     CK(reserve(s->partial, sizeof(double) * m));
@@ -178,7 +178,8 @@ int canonical_sum(pc_cuda_codec *s, float *x, const float *g, size_t n, int squa
 
 // The fold every codec but none and the momentum ones starts with: v += g with error
 // feedback, a finiteness check of v = g without. PC_ERANGE when not finite.
-int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_t q, int *cuerr)
+int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_t q,
+               pc_cuda_err_t *cuerr)
 {
     CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
     fold_kernel<<<grid_for(s->sms, n), TPB, 0, q>>>(v, g, n, s->st);
@@ -189,7 +190,7 @@ int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_
 
 // codec_sparse.c's momentum_fold.
 int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                  int *cuerr)
+                  pc_cuda_err_t *cuerr)
 {
     float f = 1.0f;
     CK(cudaMemsetAsync(s->st, 0, sizeof(dstate), q));
@@ -215,7 +216,7 @@ int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
 
 using namespace pc_codec_cu;
 
-extern "C" int pc_cuda_codec_create(int device, pc_cuda_codec_t **out, int *cuerr)
+extern "C" int pc_cuda_codec_create(int device, pc_cuda_codec_t **out, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     CK(dev.err);
@@ -231,8 +232,7 @@ extern "C" int pc_cuda_codec_create(int device, pc_cuda_codec_t **out, int *cuer
         e = cudaMalloc((void **)&s->hist, sizeof(unsigned) * (L1_BINS + L2_BINS + L3_BINS));
     if (e != cudaSuccess) {
         pc_cuda_codec_destroy(s);
-        *cuerr = (int)e;
-        return e == cudaErrorMemoryAllocation ? PC_ENOMEM : PC_ECUDA;
+        return pc_cuda_fail_at(cuerr, (int)e, __FILE__, __LINE__);
     }
     *out = s;
     return PC_OK;
@@ -260,7 +260,7 @@ extern "C" void pc_cuda_codec_destroy(pc_cuda_codec_t *s)
 namespace
 {
 
-int compress_on(pc_cuda_codec_t *s, pc_cuda_job_t *j, int *cuerr)
+int compress_on(pc_cuda_codec_t *s, pc_cuda_job_t *j, pc_cuda_err_t *cuerr)
 {
     cudaStream_t q = (cudaStream_t)j->stream;
     const pc_codec_spec_t *spec = pc_codec_spec(j->codec);
@@ -299,7 +299,8 @@ int compress_on(pc_cuda_codec_t *s, pc_cuda_job_t *j, int *cuerr)
 
 } // namespace
 
-extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
+extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j,
+                                      pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     CK(dev.err);
@@ -309,7 +310,8 @@ extern "C" int pc_cuda_codec_compress(pc_cuda_codec_t *s, int device, pc_cuda_jo
     return rc;
 }
 
-extern "C" int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j, int *cuerr)
+extern "C" int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t *j,
+                                  pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     CK(dev.err);
@@ -323,7 +325,7 @@ extern "C" int pc_cuda_codec_fold(pc_cuda_codec_t *s, int device, pc_cuda_job_t 
 
 extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire_header_t *h,
                                   const uint8_t *payload, const uint32_t *idx, float scale,
-                                  float *dense, void *stream, int *cuerr)
+                                  float *dense, void *stream, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     CK(dev.err);
@@ -373,60 +375,8 @@ extern "C" int pc_cuda_decode_add(int device, const pc_codec_t *c, const pc_wire
     return PC_OK;
 }
 
-extern "C" int pc_cuda_alloc(int device, size_t bytes, void **out, int *cuerr)
-{
-    device_scope dev(device);
-    CK(dev.err);
-    CK(cudaMalloc(out, bytes ? bytes : 1));
-    return PC_OK;
-}
-
-extern "C" void pc_cuda_free(int device, void *p)
-{
-    if (!p)
-        return;
-    device_scope dev(device);
-    cudaFree(p);
-}
-
-extern "C" int pc_cuda_host_alloc(int device, size_t bytes, void **out, int *cuerr)
-{
-    device_scope dev(device);
-    CK(dev.err);
-    CK(cudaMallocHost(out, bytes ? bytes : 1));
-    return PC_OK;
-}
-
-extern "C" void pc_cuda_host_free(void *p)
-{
-    if (p)
-        cudaFreeHost(p);
-}
-
-extern "C" int pc_cuda_copy(int device, void *dst, const void *src, size_t bytes, int to_device,
-                            void *stream, int *cuerr)
-{
-    device_scope dev(device);
-    CK(dev.err);
-    cudaStream_t q = (cudaStream_t)stream;
-    CK(cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                       q));
-    CK(cudaStreamSynchronize(q));
-    return PC_OK;
-}
-
-extern "C" int pc_cuda_zero(int device, void *p, size_t bytes, void *stream, int *cuerr)
-{
-    device_scope dev(device);
-    CK(dev.err);
-    cudaStream_t q = (cudaStream_t)stream;
-    CK(cudaMemsetAsync(p, 0, bytes, q));
-    CK(cudaStreamSynchronize(q));
-    return PC_OK;
-}
-
 extern "C" int pc_cuda_philox_draws(int device, uint64_t seed, uint64_t subsequence,
-                                    uint64_t offset, uint32_t *out, size_t n, int *cuerr)
+                                    uint64_t offset, uint32_t *out, size_t n, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     CK(dev.err);

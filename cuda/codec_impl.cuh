@@ -250,26 +250,28 @@ inline cudaError_t fetch(pc_cuda_codec *s, cudaStream_t q)
 
 // Canonical sum of x^2 or |x| into s->st->sum (device): codec_api.cu.
 int canonical_sum(pc_cuda_codec *s, float *x, const float *g, size_t n, int squares, cudaStream_t q,
-                  int *cuerr);
+                  pc_cuda_err_t *cuerr);
 // The fold every codec but none and the momentum ones starts with (codec_api.cu).
-int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_t q, int *cuerr);
+int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_t q,
+               pc_cuda_err_t *cuerr);
 int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                  int *cuerr);
+                  pc_cuda_err_t *cuerr);
 // Encode k selected indices with their values (codec_pack.cu).
 int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, float *v,
-           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes, int *cuerr);
+           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes,
+           pc_cuda_err_t *cuerr);
 // The sparsifiers (codec_select.cu) and the dense codecs (codec_quant.cu): compress j into
 // s->payload, *bytes its size.
 int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                  size_t *bytes, int *cuerr);
+                  size_t *bytes, pc_cuda_err_t *cuerr);
 int compress_threshold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
-                       cudaStream_t q, size_t *bytes, int *cuerr);
+                       cudaStream_t q, size_t *bytes, pc_cuda_err_t *cuerr);
 int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
-                     cudaStream_t q, size_t *bytes, int *cuerr);
+                     cudaStream_t q, size_t *bytes, pc_cuda_err_t *cuerr);
 int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaStream_t q,
-                 size_t *bytes, int *cuerr);
+                 size_t *bytes, pc_cuda_err_t *cuerr);
 int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                   size_t *bytes, int *cuerr);
+                   size_t *bytes, pc_cuda_err_t *cuerr);
 // The code width of qsgd with `levels` levels (codec_quant.cu).
 unsigned qsgd_bits(int levels);
 

@@ -89,7 +89,8 @@ __global__ void encode_kernel(encode_args a)
 
 // Encode k selected indices (ascending, device) with their values from v into the payload.
 int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, float *v,
-           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes, int *cuerr)
+           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes,
+           pc_cuda_err_t *cuerr)
 {
     bool delta = with_index && spec->index == PC_INDEX_DELTA;
     size_t vb = spec->values == PC_VALUES_FP16 ? 2 : 4;

@@ -142,7 +142,7 @@ unsigned qsgd_bits(int levels)
 }
 
 int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                   size_t *bytes, int *cuerr)
+                   size_t *bytes, pc_cuda_err_t *cuerr)
 {
     size_t n = j->n;
     bool ef = spec->ef;

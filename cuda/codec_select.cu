@@ -248,7 +248,7 @@ struct key_at_least {
 
 // Sort `count` u32 keys from in to out (values < n).
 int sort_u32(pc_cuda_codec *s, const unsigned *in, unsigned *out, size_t count, size_t n,
-             cudaStream_t q, int *cuerr)
+             cudaStream_t q, pc_cuda_err_t *cuerr)
 {
     if (count == 0)
         return PC_OK;
@@ -267,7 +267,7 @@ int sort_u32(pc_cuda_codec *s, const unsigned *in, unsigned *out, size_t count, 
 // st->count (device).
 template <typename In, typename P>
 int select_from(pc_cuda_codec *s, In in, size_t count, P pred, unsigned *out, cudaStream_t q,
-                int *cuerr)
+                pc_cuda_err_t *cuerr)
 {
     size_t bytes = 0;
     CK(cub::DeviceSelect::If(nullptr, bytes, in, out, &s->st->count, (int64_t)count, pred, q));
@@ -278,7 +278,8 @@ int select_from(pc_cuda_codec *s, In in, size_t count, P pred, unsigned *out, cu
 
 // Ascending indices i < n with pred(i) into out; the count into st->count (device).
 template <typename P>
-int select_if(pc_cuda_codec *s, size_t n, P pred, unsigned *out, cudaStream_t q, int *cuerr)
+int select_if(pc_cuda_codec *s, size_t n, P pred, unsigned *out, cudaStream_t q,
+              pc_cuda_err_t *cuerr)
 {
     return select_from(s, thrust::counting_iterator<unsigned>(0), n, pred, out, q, cuerr);
 }
@@ -287,7 +288,7 @@ int select_if(pc_cuda_codec *s, size_t n, P pred, unsigned *out, cudaStream_t q,
 // given. With want_indices, the k indices end up ascending in s->sorted; else only the k-th
 // key is wanted (st->key). *bad on the host tells of a non-finite value (nothing selected).
 int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k, bool want_indices,
-                 cudaStream_t q, bool *bad, int *cuerr)
+                 cudaStream_t q, bool *bad, pc_cuda_err_t *cuerr)
 {
     unsigned *h1 = s->hist, *h2 = s->hist + L1_BINS, *h3 = h2 + L2_BINS;
     CK(cudaMemsetAsync(s->hist, 0, sizeof(unsigned) * (L1_BINS + L2_BINS + L3_BINS), q));
@@ -350,7 +351,8 @@ int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
 // rank-th largest key *t and writes the indices of every key >= *t over all n, ascending,
 // into out (room for n), their number into *cnt. PC_ERANGE when the sample holds NaN or
 // infinity.
-int take_sample(pc_cuda_codec *s, const float *v, size_t n, size_t m, cudaStream_t q, int *cuerr)
+int take_sample(pc_cuda_codec *s, const float *v, size_t n, size_t m, cudaStream_t q,
+                pc_cuda_err_t *cuerr)
 {
     CK(reserve(s->sample, sizeof(float) * m));
     sample_kernel<<<grid_for(s->sms, m), TPB, 0, q>>>(v, n, m, as<float>(s->sample));
@@ -359,7 +361,7 @@ int take_sample(pc_cuda_codec *s, const float *v, size_t n, size_t m, cudaStream
 }
 
 int select_sampled(pc_cuda_codec *s, float *v, size_t n, size_t m, size_t rank, unsigned *out,
-                   cudaStream_t q, unsigned *t, size_t *cnt, int *cuerr)
+                   cudaStream_t q, unsigned *t, size_t *cnt, pc_cuda_err_t *cuerr)
 {
     bool bad = false;
     int rc = radix_select(s, as<float>(s->sample), nullptr, m, rank, false, q, &bad, cuerr);
@@ -382,7 +384,7 @@ int select_sampled(pc_cuda_codec *s, float *v, size_t n, size_t m, size_t rank, 
 // them, give the k indices already ascending. *missed when the sample misjudged (fewer
 // than k or more than 3k + 4096 candidates): the caller runs the radix path (same result).
 int topk_sampled(pc_cuda_codec *s, float *v, size_t n, size_t k, cudaStream_t q,
-                 const unsigned **idx, bool *missed, int *cuerr)
+                 const unsigned **idx, bool *missed, pc_cuda_err_t *cuerr)
 {
     *missed = true;
     double dens = (double)k / (double)n;
@@ -445,7 +447,7 @@ int topk_sampled(pc_cuda_codec *s, float *v, size_t n, size_t k, cudaStream_t q,
 // Exact top-k of v (ascending indices in *idx, device scratch); *got the count. g folded
 // first when given. PC_ERANGE when v holds NaN or infinity.
 int topk_indices(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k, cudaStream_t q,
-                 const unsigned **idx, size_t *got, int *cuerr)
+                 const unsigned **idx, size_t *got, pc_cuda_err_t *cuerr)
 {
     if (k > n)
         k = n;
@@ -486,7 +488,7 @@ int topk_indices(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
 }
 
 int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
-                  size_t *bytes, int *cuerr)
+                  size_t *bytes, pc_cuda_err_t *cuerr)
 {
     bool ef = spec->ef;
     float *v = ef ? j->residual : const_cast<float *>(j->grad); // only written when ef
@@ -507,7 +509,7 @@ int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
 }
 
 int compress_threshold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
-                       cudaStream_t q, size_t *bytes, int *cuerr)
+                       cudaStream_t q, size_t *bytes, pc_cuda_err_t *cuerr)
 {
     bool ef = spec->ef;
     float *v = ef ? j->residual : const_cast<float *>(j->grad);
@@ -527,7 +529,7 @@ int compress_threshold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_jo
 }
 
 int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
-                     cudaStream_t q, size_t *bytes, int *cuerr)
+                     cudaStream_t q, size_t *bytes, pc_cuda_err_t *cuerr)
 {
     bool ef = spec->ef;
     float *v = ef ? j->residual : const_cast<float *>(j->grad);
@@ -557,7 +559,7 @@ int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_
 }
 
 int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaStream_t q,
-                 size_t *bytes, int *cuerr)
+                 size_t *bytes, pc_cuda_err_t *cuerr)
 {
     const pc_codec_spec_t *spec = pc_codec_spec(c);
     float *v = j->residual;

@@ -103,21 +103,20 @@ extern "C" void pc_cuda_baseline_free(pc_cuda_baseline_dev_t *b)
     delete b;
 }
 
-extern "C" int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_dev_t **out)
+extern "C" int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_dev_t **out,
+                                      pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
-    cudaError_t e = dev.err;
-    if (e != cudaSuccess)
-        return (int)e;
+    PC_CUDA_CK(dev.err);
     pc_cuda_baseline_dev *b = new (std::nothrow) pc_cuda_baseline_dev();
     if (!b)
-        return (int)cudaErrorMemoryAllocation;
+        return PC_ENOMEM;
     b->device = device;
     b->nmax = nmax;
     if (cudaDeviceGetAttribute(&b->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
         b->sms = 1;
     size_t bytes = sizeof(unsigned) * (nmax ? nmax : 1);
-    e = cudaMalloc((void **)&b->sums, sizeof(float) * (size_t)b->sms * 8);
+    cudaError_t e = cudaMalloc((void **)&b->sums, sizeof(float) * (size_t)b->sms * 8);
     for (int i = 0; i < 2 && e == cudaSuccess; i++) {
         e = cudaMalloc((void **)&b->key[i], bytes);
         if (e == cudaSuccess)
@@ -136,41 +135,40 @@ extern "C" int pc_cuda_baseline_alloc(int device, size_t nmax, pc_cuda_baseline_
     }
     if (e != cudaSuccess) {
         pc_cuda_baseline_free(b);
-        return (int)e;
+        return pc_cuda_fail_at(cuerr, (int)e, __FILE__, __LINE__);
     }
     *out = b;
-    return 0;
+    return PC_OK;
 }
 
-extern "C" int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n)
+extern "C" int pc_cuda_baseline_read_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n,
+                                            pc_cuda_err_t *cuerr)
 {
     device_scope dev(b->device);
-    cudaError_t e = dev.err;
-    if (e != cudaSuccess)
-        return (int)e;
+    PC_CUDA_CK(dev.err);
     read_kernel<<<blocks(b->sms, n / 4 + 1), TPB>>>(x, n, b->sums);
-    e = cudaGetLastError();
-    return (int)(e == cudaSuccess ? cudaDeviceSynchronize() : e);
+    PC_CUDA_CK(cudaGetLastError());
+    PC_CUDA_CK(cudaDeviceSynchronize());
+    return PC_OK;
 }
 
-extern "C" int pc_cuda_baseline_copy_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n)
+extern "C" int pc_cuda_baseline_copy_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n,
+                                            pc_cuda_err_t *cuerr)
 {
     device_scope dev(b->device);
-    cudaError_t e = dev.err;
-    if (e != cudaSuccess)
-        return (int)e;
+    PC_CUDA_CK(dev.err);
     copy_kernel<<<blocks(b->sms, n / 4 + 1), TPB>>>(x, reinterpret_cast<float *>(b->key[0]), n);
-    e = cudaGetLastError();
-    return (int)(e == cudaSuccess ? cudaDeviceSynchronize() : e);
+    PC_CUDA_CK(cudaGetLastError());
+    PC_CUDA_CK(cudaDeviceSynchronize());
+    return PC_OK;
 }
 
 extern "C" int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const float *x, size_t n,
-                                            size_t k)
+                                            size_t k, pc_cuda_err_t *cuerr)
 {
     device_scope dev(b->device);
-    cudaError_t e = dev.err;
-    if (e != cudaSuccess)
-        return (int)e;
+    PC_CUDA_CK(dev.err);
+    cudaError_t e;
     keys_kernel<<<blocks(b->sms, n), TPB>>>(x, n, b->key[0], b->idx[0]);
     e = cudaGetLastError();
     size_t bytes = b->tmp_bytes;
@@ -181,5 +179,7 @@ extern "C" int pc_cuda_baseline_sort_launch(pc_cuda_baseline_dev_t *b, const flo
     bytes = b->tmp_bytes;
     if (e == cudaSuccess && k)
         e = cub::DeviceRadixSort::SortKeys(b->tmp, bytes, b->idx[1], b->idx[0], (int64_t)k, 0, 32);
-    return (int)(e == cudaSuccess ? cudaDeviceSynchronize() : e);
+    PC_CUDA_CK(e);
+    PC_CUDA_CK(cudaDeviceSynchronize());
+    return PC_OK;
 }

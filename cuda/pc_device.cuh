@@ -4,6 +4,9 @@
 
 #include <cuda_runtime.h>
 
+#include "pc_cuda_err.h"
+#include "pipecompress/pc_error.h"
+
 // Makes `device` current for the calling thread and restores the caller's on return: a
 // library must not leave another device current (a PyTorch program's, say). err is
 // cudaSetDevice's result. A device that is already current is left alone (no call, no
@@ -32,16 +35,30 @@ struct device_scope {
     device_scope &operator=(const device_scope &) = delete;
 };
 
-// In a function that returns a PC_* code and has an `int *cuerr` out-parameter: on a failed
-// CUDA call, leave its cudaError_t in *cuerr and return PC_ENOMEM (out of device or pinned
-// memory) or PC_ECUDA. Needs pipecompress/pc_error.h.
-#define PC_CUDA_CK(call)                                                                           \
+// The launchers' error convention (pc_cuda_err.h): record a failed call's code, file and
+// line in *err (when err is not NULL) and return its PC_* code, PC_ENOMEM for a failed
+// allocation, PC_EINVAL for arguments CUDA refused as invalid, else PC_ECUDA.
+inline int pc_cuda_fail_at(pc_cuda_err_t *err, int code, const char *file, int line)
+{
+    if (err) {
+        err->code = code;
+        err->file = file;
+        err->line = line;
+    }
+    return code == (int)cudaErrorMemoryAllocation ? PC_ENOMEM
+           : code == (int)cudaErrorInvalidValue   ? PC_EINVAL
+                                                  : PC_ECUDA;
+}
+
+// Return a failed CUDA call's PC_* code, recorded in err (pc_cuda_fail_at).
+#define PC_CUDA_CK_TO(err, call)                                                                   \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            *cuerr = (int)e_;                                                                      \
-            return e_ == cudaErrorMemoryAllocation ? PC_ENOMEM : PC_ECUDA;                         \
-        }                                                                                          \
+        if (e_ != cudaSuccess)                                                                     \
+            return pc_cuda_fail_at((err), (int)e_, __FILE__, __LINE__);                            \
     } while (0)
+
+// In a launcher with a `pc_cuda_err_t *cuerr` out-parameter.
+#define PC_CUDA_CK(call) PC_CUDA_CK_TO(cuerr, call)
 
 #endif // PC_DEVICE_CUH

@@ -1,4 +1,5 @@
-// pc_gpu.cu: the CUDA runtime calls behind pc_gpu (src/gpu/pc_gpu.c): streams, events, copies.
+// pc_gpu.cu: the CUDA runtime calls behind pc_gpu (src/gpu/pc_gpu.c): streams, events, memory
+// and copies, for the whole library (the codecs, the engine and the runtime).
 // Thin on purpose: the bookkeeping is in C, where the host emulation runs it too.
 #include "config.h"
 
@@ -10,7 +11,7 @@
 #include "pc_gpu_cuda.h"
 #include "pipecompress/pc_error.h"
 
-extern "C" int pc_cuda_gpu_open(int device, int *cuerr)
+extern "C" int pc_cuda_gpu_open(int device, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -18,19 +19,20 @@ extern "C" int pc_cuda_gpu_open(int device, int *cuerr)
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_use(int device, int *cuerr)
+extern "C" int pc_cuda_gpu_use(int device, pc_cuda_err_t *cuerr)
 {
     PC_CUDA_CK(cudaSetDevice(device));
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_bus_id(int device, char *buf, size_t len, int *cuerr)
+extern "C" int pc_cuda_gpu_bus_id(int device, char *buf, size_t len, pc_cuda_err_t *cuerr)
 {
     PC_CUDA_CK(cudaDeviceGetPCIBusId(buf, (int)len, device));
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_stream_create(int device, int low_priority, void **out, int *cuerr)
+extern "C" int pc_cuda_gpu_stream_create(int device, int low_priority, void **out,
+                                         pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -52,7 +54,7 @@ extern "C" void pc_cuda_gpu_stream_destroy(int device, void *stream)
     (void)cudaGetLastError();
 }
 
-extern "C" int pc_cuda_gpu_stream_sync(int device, void *stream, int *cuerr)
+extern "C" int pc_cuda_gpu_stream_sync(int device, void *stream, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -60,7 +62,7 @@ extern "C" int pc_cuda_gpu_stream_sync(int device, void *stream, int *cuerr)
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_event_create(int device, void **out, int *cuerr)
+extern "C" int pc_cuda_gpu_event_create(int device, void **out, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -79,7 +81,7 @@ extern "C" void pc_cuda_gpu_event_destroy(int device, void *event)
     (void)cudaGetLastError();
 }
 
-extern "C" int pc_cuda_gpu_event_record(int device, void *event, void *stream, int *cuerr)
+extern "C" int pc_cuda_gpu_event_record(int device, void *event, void *stream, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -87,7 +89,7 @@ extern "C" int pc_cuda_gpu_event_record(int device, void *event, void *stream, i
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_event_sync(int device, void *event, int *cuerr)
+extern "C" int pc_cuda_gpu_event_sync(int device, void *event, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -95,7 +97,7 @@ extern "C" int pc_cuda_gpu_event_sync(int device, void *event, int *cuerr)
     return PC_OK;
 }
 
-extern "C" int pc_cuda_gpu_stream_wait(int device, void *stream, void *event, int *cuerr)
+extern "C" int pc_cuda_gpu_stream_wait(int device, void *stream, void *event, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
@@ -104,12 +106,58 @@ extern "C" int pc_cuda_gpu_stream_wait(int device, void *stream, void *event, in
 }
 
 extern "C" int pc_cuda_gpu_copy(int device, void *dst, const void *src, size_t bytes, int to_device,
-                                void *stream, int *cuerr)
+                                void *stream, int wait, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
     PC_CUDA_CK(dev.err);
     PC_CUDA_CK(cudaMemcpyAsync(dst, src, bytes,
                                to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                                (cudaStream_t)stream));
+    if (wait)
+        PC_CUDA_CK(cudaStreamSynchronize((cudaStream_t)stream));
     return PC_OK;
+}
+
+extern "C" int pc_cuda_gpu_zero(int device, void *p, size_t bytes, void *stream, int wait,
+                                pc_cuda_err_t *cuerr)
+{
+    device_scope dev(device);
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream));
+    if (wait)
+        PC_CUDA_CK(cudaStreamSynchronize((cudaStream_t)stream));
+    return PC_OK;
+}
+
+extern "C" int pc_cuda_gpu_alloc(int device, size_t bytes, void **out, pc_cuda_err_t *cuerr)
+{
+    device_scope dev(device);
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaMalloc(out, bytes ? bytes : 1));
+    return PC_OK;
+}
+
+extern "C" void pc_cuda_gpu_free(int device, void *p)
+{
+    if (!p)
+        return;
+    device_scope dev(device);
+    cudaFree(p);
+    (void)cudaGetLastError();
+}
+
+extern "C" int pc_cuda_gpu_host_alloc(int device, size_t bytes, void **out, pc_cuda_err_t *cuerr)
+{
+    device_scope dev(device);
+    PC_CUDA_CK(dev.err);
+    PC_CUDA_CK(cudaMallocHost(out, bytes ? bytes : 1));
+    return PC_OK;
+}
+
+extern "C" void pc_cuda_gpu_host_free(void *p)
+{
+    if (p) {
+        cudaFreeHost(p);
+        (void)cudaGetLastError();
+    }
 }

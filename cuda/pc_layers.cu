@@ -38,9 +38,6 @@
 namespace
 {
 
-static_assert(PC_CUDA_ERR_NOMEM == (int)cudaErrorMemoryAllocation, "pc_layers_cuda.h");
-static_assert(PC_CUDA_CUBLAS_BASE > (int)cudaErrorUnknown, "cuBLAS codes above CUDA's");
-
 constexpr int TPB = 256; // threads per block of the element-wise kernels and the reductions
 
 // cuBLAS's workspace: 32 MiB, what its documentation recommends for Hopper (4 MiB before);
@@ -62,31 +59,30 @@ struct pc_cuda_engine {
     void *workspace;       // BLAS_WORKSPACE bytes, device
     xent_result *res_dev;  // the loss and count, device
     xent_result *res_host; // their copy, pinned
+    pc_cuda_err_t err;     // the last failed call of a launcher (CK)
 };
 
 namespace
 {
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            return (int)e_;                                                                        \
-    } while (0)
+// The launchers' convention (pc_cuda_err.h): a PC_* code, the failed call kept in the
+// engine `e` of the launcher (pc_cuda_engine_error).
+#define CK(call) PC_CUDA_CK_TO(&e->err, call)
 
 #define CKB(call)                                                                                  \
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
-            return PC_CUDA_CUBLAS_BASE + (int)s_;                                                  \
+            return pc_cuda_fail_at(&e->err, PC_CUDA_CUBLAS_BASE + (int)s_, __FILE__, __LINE__);    \
     } while (0)
 
 #define CK_LAUNCH() CK(cudaGetLastError())
 
+// Sizes the launcher refuses: PC_EINVAL, kept as cudaErrorInvalidValue.
 #define CK_ARGS(ok)                                                                                \
     do {                                                                                           \
         if (!(ok))                                                                                 \
-            return (int)cudaErrorInvalidValue;                                                     \
+            return pc_cuda_fail_at(&e->err, (int)cudaErrorInvalidValue, __FILE__, __LINE__);       \
     } while (0)
 
 // Blocks for a grid-stride loop over n >= 1 items: 16 blocks of 256 threads per
@@ -475,15 +471,16 @@ __global__ void xent_back_kernel(float *dlogits, const float *probs, const uint8
 
 // ---- the engine -----------------------------------------------------------------------------
 
-extern "C" int pc_cuda_engine_create(int device, pc_cuda_engine_t **out)
+extern "C" int pc_cuda_engine_create(int device, pc_cuda_engine_t **out, pc_cuda_err_t *cuerr)
 {
     device_scope dev(device);
-    CK(dev.err);
+    PC_CUDA_CK(dev.err);
     pc_cuda_engine *e = new (std::nothrow) pc_cuda_engine();
     if (!e)
-        return (int)cudaErrorMemoryAllocation;
+        return PC_ENOMEM;
     e->device = device;
-    int rc = 0;
+    int rc = 0; // the failed call's cudaError_t or cuBLAS code
+    int line = 0;
     cudaError_t c = cudaDeviceGetAttribute(&e->sms, cudaDevAttrMultiProcessorCount, device);
     // The training's stream at the device's highest priority: the runtime's device codec
     // runs on a stream of the lowest (pc_gpu), so the training's kernels go first.
@@ -498,8 +495,10 @@ extern "C" int pc_cuda_engine_create(int device, pc_cuda_engine_t **out)
         c = cudaMalloc((void **)&e->res_dev, sizeof(xent_result));
     if (c == cudaSuccess)
         c = cudaHostAlloc((void **)&e->res_host, sizeof(xent_result), cudaHostAllocPortable);
-    if (c != cudaSuccess)
+    if (c != cudaSuccess) {
         rc = (int)c;
+        line = __LINE__;
+    }
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!rc) {
         s = cublasCreate(&e->blas);
@@ -518,14 +517,16 @@ extern "C" int pc_cuda_engine_create(int device, pc_cuda_engine_t **out)
         s = cublasSetMathMode(e->blas, CUBLAS_DEFAULT_MATH);
     if (!rc && s == CUBLAS_STATUS_SUCCESS)
         s = cublasSetAtomicsMode(e->blas, CUBLAS_ATOMICS_NOT_ALLOWED);
-    if (!rc && s != CUBLAS_STATUS_SUCCESS)
+    if (!rc && s != CUBLAS_STATUS_SUCCESS) {
         rc = PC_CUDA_CUBLAS_BASE + (int)s;
+        line = __LINE__;
+    }
     if (rc) {
         pc_cuda_engine_destroy(e);
-        return rc;
+        return pc_cuda_fail_at(cuerr, rc, __FILE__, line);
     }
     *out = e;
-    return 0;
+    return PC_OK;
 }
 
 extern "C" void pc_cuda_engine_destroy(pc_cuda_engine_t *e)
@@ -554,42 +555,9 @@ extern "C" void *pc_cuda_engine_stream(const pc_cuda_engine_t *e)
     return (void *)e->stream;
 }
 
-extern "C" const char *pc_cuda_engine_strerror(int code)
+extern "C" const pc_cuda_err_t *pc_cuda_engine_error(const pc_cuda_engine_t *e)
 {
-    if (code >= PC_CUDA_CUBLAS_BASE)
-        return cublasGetStatusString((cublasStatus_t)(code - PC_CUDA_CUBLAS_BASE));
-    return cudaGetErrorString((cudaError_t)code);
-}
-
-extern "C" int pc_cuda_engine_to_device(pc_cuda_engine_t *e, void *dst, const void *src,
-                                        size_t bytes)
-{
-    if (!bytes)
-        return 0;
-    device_scope dev(e->device);
-    CK(dev.err);
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, e->stream));
-    return 0;
-}
-
-extern "C" int pc_cuda_engine_to_host(pc_cuda_engine_t *e, void *dst, const void *src, size_t bytes)
-{
-    device_scope dev(e->device);
-    CK(dev.err);
-    if (bytes)
-        CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, e->stream));
-    CK(cudaStreamSynchronize(e->stream));
-    return 0;
-}
-
-extern "C" int pc_cuda_engine_zero(pc_cuda_engine_t *e, void *p, size_t bytes)
-{
-    if (!bytes)
-        return 0;
-    device_scope dev(e->device);
-    CK(dev.err);
-    CK(cudaMemsetAsync(p, 0, bytes, e->stream));
-    return 0;
+    return &e->err;
 }
 
 extern "C" int pc_cuda_engine_sync(pc_cuda_engine_t *e)
@@ -597,7 +565,7 @@ extern "C" int pc_cuda_engine_sync(pc_cuda_engine_t *e)
     device_scope dev(e->device);
     CK(dev.err);
     CK(cudaStreamSynchronize(e->stream));
-    return 0;
+    return PC_OK;
 }
 
 // ---- linear ---------------------------------------------------------------------------------

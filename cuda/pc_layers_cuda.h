@@ -8,11 +8,12 @@
  * pc_layers.h, whose functions are the CPU references; the launchers have their arguments
  * (outputs first, then inputs, then sizes).
  *
- * Return values: 0, or a CUDA runtime error (a cudaError_t value, below PC_CUDA_CUBLAS_BASE),
- * or a cuBLAS status as PC_CUDA_CUBLAS_BASE + its cublasStatus_t value; pc_cuda_engine_strerror
- * gives either's message. A launch's own errors are returned at once; an error in a kernel that
- * already runs shows up at the next call that waits (pc_cuda_engine_sync and the copies
- * back). Sizes are checked (B >= 1 and so on): cudaErrorInvalidValue when not.
+ * Return values: PC_OK, or a PC_* code (PC_ECUDA, PC_ENOMEM, PC_EINVAL) with the failed call
+ * (its cudaError_t or cuBLAS status, file and line: pc_cuda_err.h) kept in the engine,
+ * pc_cuda_engine_error; create says it in *cuerr. A launch's own errors are returned at once;
+ * an error in a kernel that already runs shows up at the next call that waits
+ * (pc_cuda_engine_sync, pc_cuda_softmax_xent_result). Sizes are checked (B >= 1 and so on):
+ * PC_EINVAL when not. Memory and copies on the engine's stream: pc_gpu_cuda.h.
  *
  * Deterministic: the same inputs give bitwise the same outputs on every run (on the same
  * GPU model and toolkit): no atomics, every sum in a fixed order, cuBLAS with a workspace
@@ -23,41 +24,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pc_cuda_err.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #pragma GCC visibility push(hidden)
 
-/* cuBLAS statuses are returned as this plus the status (above every cudaError_t). */
-#define PC_CUDA_CUBLAS_BASE 0x10000
-/* The code of a failed allocation (cudaErrorMemoryAllocation; static_assert in the .cu). */
-#define PC_CUDA_ERR_NOMEM 2
-
 typedef struct pc_cuda_engine pc_cuda_engine_t;
 
 /* An engine on `device`: a non-blocking stream of the device's highest priority, a cuBLAS handle on
  * it with its own 32 MiB workspace, and the pinned word the loss comes back through. *out owns them
  * (pc_cuda_engine_destroy). */
-int pc_cuda_engine_create(int device, pc_cuda_engine_t **out);
+int pc_cuda_engine_create(int device, pc_cuda_engine_t **out, pc_cuda_err_t *cuerr);
 /* Wait for the stream, then free everything the engine holds (NULL is accepted). Device
  * memory on the engine's device must be freed first. */
 void pc_cuda_engine_destroy(pc_cuda_engine_t *e);
 /* The engine's stream (a cudaStream_t). */
 void *pc_cuda_engine_stream(const pc_cuda_engine_t *e);
-/* The message of a code the launchers return (a static string; thread-safe). */
-const char *pc_cuda_engine_strerror(int code);
+/* The last failed call of a launcher on e (code 0: none yet). One thread at a time. */
+const pc_cuda_err_t *pc_cuda_engine_error(const pc_cuda_engine_t *e);
 
-/* Device and pinned host memory for the engine's buffers come from pc_cuda_alloc and
- * pc_cuda_host_alloc (cuda/pc_codec_cuda.h), on the engine's device. */
-
-/* Copies on the stream: host to device (queued: a pageable src may be reused on return, a
- * pinned one only once the stream has passed the copy), device to host (waits for the
- * stream: dst holds the bytes on return), device to device (queued). Zero bytes: nothing. */
-int pc_cuda_engine_to_device(pc_cuda_engine_t *e, void *dst, const void *src, size_t bytes);
-int pc_cuda_engine_to_host(pc_cuda_engine_t *e, void *dst, const void *src, size_t bytes);
-/* Zero bytes of device memory (queued). */
-int pc_cuda_engine_zero(pc_cuda_engine_t *e, void *p, size_t bytes);
+/* Device and pinned host memory for the engine's buffers, and the copies on its stream,
+ * are pc_gpu's (cuda/pc_gpu_cuda.h, through src/gpu/gpu_mem.h), on the engine's device. */
 /* Wait for everything queued on the stream; returns the first error of its work. */
 int pc_cuda_engine_sync(pc_cuda_engine_t *e);
 

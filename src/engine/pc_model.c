@@ -25,23 +25,39 @@
 #include "pipecompress/pc_wire.h"
 #include "model_impl.h"
 
-#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_err.h"
 #include "../../cuda/pc_layers_cuda.h"
+#include "gpu/gpu_mem.h"
 
 bool pc_model__on_device(const pc_model_t *m)
 {
     return m->device != PC_MODEL_CPU;
 }
 
-/* Record a device failure (code from the launchers) as PC_ENOMEM or PC_ECUDA with its
- * message in m->err. The message buffer is m's only mutable state reachable through a
- * const model (pc_model_params_get); every model is allocated writable. */
-static int dev_fail(const pc_model_t *m, int code, const char *what)
+/* Record a launcher's failure (its PC_* code; the failed call in the engine, or in cuerr
+ * when given) with its message in m->err. The message buffer is m's only mutable state
+ * reachable through a const model (pc_model_params_get); every model is allocated
+ * writable. */
+static int dev_fail_at(const pc_model_t *m, int code, const pc_cuda_err_t *cuerr, const char *what)
 {
     pc_model_t *w = (pc_model_t *)m;
-    return pc_error_fmt(code == PC_CUDA_ERR_NOMEM ? PC_ENOMEM : PC_ECUDA, w->err, sizeof(w->err),
-                        "%s model on CUDA device %d: %s: %s", pc_model_kind_name(m->kind),
-                        m->device, what, pc_cuda_engine_strerror(code));
+    if (!cuerr && m->eng)
+        cuerr = pc_cuda_engine_error(m->eng);
+    return pc_cuda_err_fail(code, cuerr, w->err, sizeof(w->err), "%s model on CUDA device %d: %s",
+                            pc_model_kind_name(m->kind), m->device, what);
+}
+
+static int dev_fail(const pc_model_t *m, int code, const char *what)
+{
+    return dev_fail_at(m, code, NULL, what);
+}
+
+/* Record a failure of pc_gpu's memory calls (gpu_mem.h), whose message is msg. */
+static int mem_fail(const pc_model_t *m, int code, const char *msg)
+{
+    pc_model_t *w = (pc_model_t *)m;
+    return pc_error_fmt(code, w->err, sizeof(w->err), "%s model on CUDA device %d: %s",
+                        pc_model_kind_name(m->kind), m->device, msg);
 }
 
 static int add_tensor(pc_model_t *m, const char *layer, const char *what, size_t n)
@@ -223,12 +239,14 @@ static int alloc_device(pc_model_t *m)
         [S_LABELS] = B,
         [S_ROWS] = pc_cuda_softmax_rows_bytes(m->max_batch),
     };
+    void *q = pc_cuda_engine_stream(m->eng);
     for (int i = 0; i < NSLABS; i++) {
-        int code = 0;
-        if (pc_cuda_alloc(m->device, bytes[i], &m->slab[i], &code) != PC_OK)
-            return dev_fail(m, code, "allocating its memory");
-        if ((code = pc_cuda_engine_zero(m->eng, m->slab[i], bytes[i])) != 0)
-            return dev_fail(m, code, "zeroing its memory");
+        char msg[256];
+        int rc = pc_gpu__alloc(m->device, bytes[i], false, &m->slab[i], msg, sizeof(msg));
+        if (rc == PC_OK)
+            rc = pc_gpu__zero(m->device, m->slab[i], bytes[i], q, false, msg, sizeof(msg));
+        if (rc != PC_OK)
+            return mem_fail(m, rc, msg);
     }
     m->params = m->slab[S_PARAMS];
     m->grads = m->slab[S_GRADS];
@@ -252,7 +270,7 @@ static void free_device(pc_model_t *m)
         return;
     pc_cuda_engine_sync(m->eng); /* nothing of ours may still run on what is freed */
     for (int i = 0; i < NSLABS; i++)
-        pc_cuda_free(m->device, m->slab[i]);
+        pc_gpu__free(m->device, m->slab[i]);
     pc_cuda_engine_destroy(m->eng);
 }
 
@@ -281,8 +299,10 @@ int pc_model_create_on(pc_model_kind_t kind, int max_batch, int channels, int he
         return pc_error_fmt(rc, err, errlen, "cannot build the %s model: %s",
                             pc_model_kind_name(kind), pc_strerror(rc));
     m->device = device;
-    int code = pc_cuda_engine_create(device, &m->eng);
-    rc = code ? dev_fail(m, code, "creating its stream and cuBLAS handle") : alloc_device(m);
+    pc_cuda_err_t cuerr = {0};
+    int code = pc_cuda_engine_create(device, &m->eng, &cuerr);
+    rc = code ? dev_fail_at(m, code, &cuerr, "creating its stream and cuBLAS handle")
+              : alloc_device(m);
     if (rc != PC_OK) {
         pc_error_fmt(rc, err, errlen, "%s", m->err);
         pc_model_destroy(m);
@@ -423,8 +443,15 @@ static int slab_get(const pc_model_t *m, const float *slab, float *host, size_t 
         memcpy(host, slab, n * sizeof(float));
         return PC_OK;
     }
-    int code = pc_cuda_engine_to_host(m->eng, host, slab, n * sizeof(float));
-    return code ? dev_fail(m, code, what) : PC_OK;
+    char msg[256];
+    int rc = pc_gpu__copy(m->device, host, slab, n * sizeof(float), false,
+                          pc_cuda_engine_stream(m->eng), true, msg, sizeof(msg));
+    if (rc != PC_OK) {
+        char full[320];
+        snprintf(full, sizeof(full), "%s: %s", what, msg);
+        return mem_fail(m, rc, full);
+    }
+    return PC_OK;
 }
 
 int pc_model_params_get(const pc_model_t *m, float *host)
@@ -443,10 +470,10 @@ int pc_model_params_set(pc_model_t *m, const float *host)
         memcpy(m->params, host, m->nparams * sizeof(float));
         return PC_OK;
     }
-    int code = pc_cuda_engine_to_device(m->eng, m->params, host, m->nparams * sizeof(float));
-    if (code == 0)
-        code = pc_cuda_engine_sync(m->eng); /* complete on return, as on the CPU */
-    return code ? dev_fail(m, code, "copying parameters in") : PC_OK;
+    char msg[256]; /* complete on return, as on the CPU */
+    int rc = pc_gpu__copy(m->device, m->params, host, m->nparams * sizeof(float), true,
+                          pc_cuda_engine_stream(m->eng), true, msg, sizeof(msg));
+    return rc == PC_OK ? PC_OK : mem_fail(m, rc, msg);
 }
 
 int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
@@ -454,8 +481,8 @@ int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
     if (!out)
         return PC_EINVAL;
     if (pc_model__on_device(m)) {
-        int cuerr = 0;
-        return pc_cuda_host_alloc(m->device, bytes, out, &cuerr) == PC_OK ? PC_OK : PC_ENOMEM;
+        int rc = pc_gpu__host_alloc(m->device, bytes, false, out, NULL, 0);
+        return rc == PC_OK ? PC_OK : PC_ENOMEM;
     }
     (void)m;
     return (*out = malloc(bytes ? bytes : 1)) ? PC_OK : PC_ENOMEM;
@@ -464,7 +491,7 @@ int pc_model_host_alloc(const pc_model_t *m, size_t bytes, void **out)
 void pc_model_host_free(const pc_model_t *m, void *p)
 {
     if (pc_model__on_device(m)) {
-        pc_cuda_host_free(p);
+        pc_gpu__host_free(m->device, p);
         return;
     }
     (void)m;
@@ -541,10 +568,15 @@ static int forward_layer(pc_model_t *m, layer_t *l, int i, float *out, const flo
 static int to_device(pc_model_t *m, const float *x, const uint8_t *labels, int B)
 {
     size_t in = (size_t)m->in_c * m->in_h * m->in_w * (size_t)B;
-    int code = x ? pc_cuda_engine_to_device(m->eng, m->x_dev, x, in * sizeof(float)) : 0;
-    if (code == 0)
-        code = pc_cuda_engine_to_device(m->eng, m->labels_dev, labels, (size_t)B);
-    return code ? dev_fail(m, code, "copying the batch to the device") : PC_OK;
+    void *q = pc_cuda_engine_stream(m->eng);
+    char msg[256];
+    int rc = x ? pc_gpu__copy(m->device, m->x_dev, x, in * sizeof(float), true, q, false, msg,
+                              sizeof(msg))
+               : PC_OK;
+    if (rc == PC_OK)
+        rc = pc_gpu__copy(m->device, m->labels_dev, labels, (size_t)B, true, q, false, msg,
+                          sizeof(msg));
+    return rc == PC_OK ? PC_OK : mem_fail(m, rc, msg);
 }
 
 /* The softmax cross-entropy of the last layer's output `in` into probs; *loss and *correct

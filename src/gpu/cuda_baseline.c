@@ -29,11 +29,11 @@ int pc_cuda__baseline_create(int device, size_t nmax, pc_cuda__baseline_t **out,
     if (!b)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "baseline: out of memory");
     b->nmax = nmax;
-    int e = pc_cuda_baseline_alloc(device, nmax, &b->dev);
-    if (e != 0) {
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_baseline_alloc(device, nmax, &b->dev, &cuerr);
+    if (rc != PC_OK) {
         free(b);
-        return pc_error_fmt(PC_ECUDA, err, errlen, "baseline scratch for %zu elements: %s", nmax,
-                            pc_cuda_error_string(e));
+        return pc_cuda_err_fail(rc, &cuerr, err, errlen, "baseline scratch for %zu elements", nmax);
     }
     *out = b;
     return PC_OK;
@@ -51,19 +51,19 @@ int pc_cuda__baseline_read(pc_cuda__baseline_t *b, const float *x, size_t n)
 {
     if (!b || !x || n > b->nmax)
         return PC_EINVAL;
-    return pc_cuda_baseline_read_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
+    return pc_cuda_baseline_read_launch(b->dev, x, n, NULL);
 }
 
 int pc_cuda__baseline_copy(pc_cuda__baseline_t *b, const float *x, size_t n)
 {
     if (!b || !x || n > b->nmax)
         return PC_EINVAL;
-    return pc_cuda_baseline_copy_launch(b->dev, x, n) ? PC_ECUDA : PC_OK;
+    return pc_cuda_baseline_copy_launch(b->dev, x, n, NULL);
 }
 
 int pc_cuda__baseline_sort_topk(pc_cuda__baseline_t *b, const float *x, size_t n, size_t k)
 {
     if (!b || !x || n > b->nmax || k > n)
         return PC_EINVAL;
-    return pc_cuda_baseline_sort_launch(b->dev, x, n, k) ? PC_ECUDA : PC_OK;
+    return pc_cuda_baseline_sort_launch(b->dev, x, n, k, NULL);
 }

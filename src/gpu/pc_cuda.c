@@ -1,9 +1,12 @@
-/* pc_cuda: CUDA presence and the probe kernel's check against its CPU reference. */
+/* pc_cuda: CUDA presence, the probe kernel's check against its CPU reference, and the
+ * launchers' error messages (pc_cuda_err_fail, cuda/pc_cuda_err.h). */
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_error.h"
@@ -11,10 +14,30 @@
 #include "pipecompress/pc_philox.h"
 
 #include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_err.h"
 #include "../../cuda/pc_cuda_kernels.h"
 
 /* Probe size: 2^20 floats = 4 MiB, enough to need many blocks, small for any device. */
 #define PROBE_N (1 << 20)
+
+int pc_cuda_err_fail(int rc, const pc_cuda_err_t *e, char *err, size_t errlen, const char *fmt, ...)
+{
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (!e || e->code == 0)
+        return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_strerror(rc));
+    /* The file from its top folder on ("cuda/codec_api.cu", "src/gpu/cuda_none.c"), however
+     * the compiler was given its path: from the last "cuda/" or "src/" in it. */
+    const char *file = e->file ? e->file : "?";
+    for (const char *p = e->file; p && *p; p++)
+        if (strncmp(p, "cuda/", 5) == 0 || strncmp(p, "src/", 4) == 0)
+            file = p;
+    return pc_error_fmt(rc, err, errlen, "%s: %s (%s:%d)", what, pc_cuda_error_string(e->code),
+                        file, e->line);
+}
 
 bool pc_cuda_built(void)
 {
@@ -24,7 +47,7 @@ bool pc_cuda_built(void)
 int pc_cuda_device_count(void)
 {
     int n = 0;
-    if (pc_cuda_device_count_raw(&n) != 0)
+    if (pc_cuda_device_count_raw(&n, NULL) != PC_OK)
         return 0;
     return n;
 }
@@ -36,7 +59,9 @@ int pc_cuda_status(char *why, size_t len)
             snprintf(why, len, "built without CUDA");
         return 0;
     }
-    int n = 0, e = pc_cuda_device_count_raw(&n);
+    int n = 0;
+    pc_cuda_err_t cuerr = {0};
+    int e = pc_cuda_device_count_raw(&n, &cuerr) == PC_OK ? 0 : cuerr.code;
     if (why && len) {
         /* No driver at all reads to the runtime as one too old: say which it is. */
         void *drv = e ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
@@ -71,9 +96,10 @@ int pc_cuda_selftest(char *err, size_t errlen)
     if (!out)
         return PC_ENOMEM;
     int rc = PC_OK;
-    int e = pc_cuda_affine_launch(out, PROBE_N);
-    if (e != 0) {
-        rc = pc_error_fmt(PC_ECUDA, err, errlen, "probe kernel: %s", pc_cuda_error_string(e));
+    pc_cuda_err_t cuerr = {0};
+    rc = pc_cuda_affine_launch(out, PROBE_N, &cuerr);
+    if (rc != PC_OK) {
+        rc = pc_cuda_err_fail(PC_ECUDA, &cuerr, err, errlen, "probe kernel");
     } else {
         for (int i = 0; i < PROBE_N; i++) {
             float want = 0.5f * (float)i + 1.0f; /* CPU reference */
@@ -97,12 +123,11 @@ int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, s
     uint32_t *got = malloc(sizeof(uint32_t) * (n ? n : 1));
     if (!got)
         return PC_ENOMEM;
-    int cuerr = 0;
+    pc_cuda_err_t cuerr = {0};
     int rc = pc_cuda_philox_draws(0, seed, subsequence, offset, got, n, &cuerr);
     if (rc != PC_OK) {
         free(got);
-        return pc_error_fmt(PC_ECUDA, err, errlen, "Philox draws on the device: %s",
-                            cuerr ? pc_cuda_error_string(cuerr) : pc_strerror(rc));
+        return pc_cuda_err_fail(PC_ECUDA, &cuerr, err, errlen, "Philox draws on the device");
     }
     pc_philox_t g;
     pc_philox_init(&g, seed, subsequence, offset);

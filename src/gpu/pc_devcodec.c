@@ -19,7 +19,8 @@
 #include "pipecompress/pc_error.h"
 
 #include "../../cuda/pc_codec_cuda.h"
-#include "../../cuda/pc_cuda_kernels.h"
+#include "../../cuda/pc_cuda_err.h"
+#include "gpu_mem.h"
 
 struct pc_devcodec {
     pc_codec_t *codec;     /* spec, stats, checks; the CPU path itself */
@@ -43,15 +44,6 @@ struct pc_devcodec_state {
 static bool on_cpu(int device)
 {
     return device == PC_DEVCODEC_CPU;
-}
-
-/* A CUDA failure as PC_ECUDA (or PC_ENOMEM) with the runtime's words. */
-static int cuda_fail(int rc, int cuerr, const char *what, char *err, size_t errlen)
-{
-    if (rc == PC_ECUDA || rc == PC_ENOMEM)
-        return pc_error_fmt(rc, err, errlen, "%s: %s", what,
-                            cuerr ? pc_cuda_error_string(cuerr) : pc_strerror(rc));
-    return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_strerror(rc));
 }
 
 int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
@@ -86,12 +78,12 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
         return pc_error_fmt(rc, err, errlen, "device codec: %s", pc_strerror(rc));
     }
     if (!on_cpu(device)) {
-        int cuerr = 0;
+        pc_cuda_err_t cuerr = {0};
         rc = pc_cuda_codec_create(device, &c->cuda, &cuerr);
         if (rc != PC_OK) {
             pc_codec_destroy(c->codec);
             free(c);
-            return cuda_fail(rc, cuerr, "device codec: scratch", err, errlen);
+            return pc_cuda_err_fail(rc, &cuerr, err, errlen, "device codec: scratch");
         }
     }
     *out = c;
@@ -129,53 +121,18 @@ size_t pc_devcodec_max_bytes(const pc_devcodec_t *c, size_t n)
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
+/* Memory and copies are pc_gpu's (gpu_mem.h): the codec's device, or host memory for the
+ * CPU codec (PC_DEVCODEC_CPU is gpu_mem.h's host device, -1). States and scratch are not
+ * zeroed here (state_zero does it for the states); copies are waited for. */
 static int dev_alloc(int device, size_t bytes, void **out, char *err, size_t errlen)
 {
-    if (on_cpu(device)) {
-        void *p = malloc(bytes ? bytes : 1);
-        if (!p)
-            return pc_error_fmt(PC_ENOMEM, err, errlen, "%zu bytes of host memory: out of memory",
-                                bytes);
-        *out = p;
-        return PC_OK;
-    }
-    int cuerr = 0;
-    int rc = pc_cuda_alloc(device, bytes, out, &cuerr);
-    if (rc != PC_OK) {
-        char what[64];
-        snprintf(what, sizeof(what), "%zu bytes on CUDA device %d", bytes, device);
-        return cuda_fail(rc, cuerr, what, err, errlen);
-    }
-    return PC_OK;
-}
-
-static void dev_free(int device, void *p)
-{
-    if (on_cpu(device)) {
-        free(p);
-        return;
-    }
-    pc_cuda_free(device, p);
+    return pc_gpu__alloc(device, bytes, false, out, err, errlen);
 }
 
 static int dev_copy(int device, void *dst, const void *src, size_t bytes, bool to_device,
                     pc_devcodec_stream_t stream, char *err, size_t errlen)
 {
-    if (bytes == 0)
-        return PC_OK;
-    if (on_cpu(device)) {
-        memcpy(dst, src, bytes);
-        return PC_OK;
-    }
-    int cuerr = 0;
-    int rc = pc_cuda_copy(device, dst, src, bytes, to_device, stream, &cuerr);
-    if (rc != PC_OK) {
-        char what[80];
-        snprintf(what, sizeof(what), "copy of %zu bytes %s device %d", bytes,
-                 to_device ? "to" : "from", device);
-        return cuda_fail(rc, cuerr, what, err, errlen);
-    }
-    return PC_OK;
+    return pc_gpu__copy(device, dst, src, bytes, to_device, stream, true, err, errlen);
 }
 
 int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err, size_t errlen)
@@ -188,7 +145,7 @@ int pc_devcodec_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *er
 void pc_devcodec_free(const pc_devcodec_t *c, void *p)
 {
     if (c && p)
-        dev_free(c->device, p);
+        pc_gpu__free(c->device, p);
 }
 
 int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, char *err,
@@ -196,28 +153,13 @@ int pc_devcodec_host_alloc(const pc_devcodec_t *c, size_t bytes, void **out, cha
 {
     if (!c || !out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "host_alloc: no codec or result pointer");
-    if (!on_cpu(c->device)) {
-        int cuerr = 0;
-        int rc = pc_cuda_host_alloc(c->device, bytes, out, &cuerr);
-        if (rc != PC_OK) {
-            char what[64];
-            snprintf(what, sizeof(what), "%zu bytes of pinned host memory", bytes);
-            return cuda_fail(rc, cuerr, what, err, errlen);
-        }
-        return PC_OK;
-    }
-    return dev_alloc(PC_DEVCODEC_CPU, bytes, out, err, errlen);
+    return pc_gpu__host_alloc(c->device, bytes, false, out, err, errlen);
 }
 
 void pc_devcodec_host_free(const pc_devcodec_t *c, void *p)
 {
-    if (!c || !p)
-        return;
-    if (!on_cpu(c->device)) {
-        pc_cuda_host_free(p);
-        return;
-    }
-    free(p);
+    if (c && p)
+        pc_gpu__host_free(c->device, p);
 }
 
 int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t bytes,
@@ -233,9 +175,7 @@ int pc_devcodec_copy(const pc_devcodec_t *c, void *dst, const void *src, size_t 
 /* Zero one of a device state's arrays (n floats). */
 static int state_zero(const pc_devcodec_state_t *st, float *p, char *err, size_t errlen)
 {
-    int cuerr = 0;
-    int rc = pc_cuda_zero(st->device, p, sizeof(float) * st->n, NULL, &cuerr);
-    return rc == PC_OK ? rc : cuda_fail(rc, cuerr, "zeroing a state", err, errlen);
+    return pc_gpu__zero(st->device, p, sizeof(float) * st->n, NULL, true, err, errlen);
 }
 
 int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
@@ -286,9 +226,9 @@ void pc_devcodec_state_destroy(pc_devcodec_state_t *st)
         return;
     pc_codec_state_destroy(st->host);
     if (st->residual)
-        dev_free(st->device, st->residual);
+        pc_gpu__free(st->device, st->residual);
     if (st->momentum)
-        dev_free(st->device, st->momentum);
+        pc_gpu__free(st->device, st->momentum);
     free(st);
 }
 
@@ -390,13 +330,13 @@ static int check_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, const cha
 }
 
 /* A device call's failure on c: PC_ERANGE as the CPU says it, CUDA's words otherwise. */
-static int device_fail(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, int cuerr,
-                       const char *what)
+static int device_fail(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc,
+                       const pc_cuda_err_t *cuerr, const char *what)
 {
     if (rc == PC_ERANGE)
         return fail(c, rc, "%s: chunk %u: the gradient or residual holds NaN or infinity", what,
                     st->chunk);
-    return cuda_fail(rc, cuerr, what, c->err, sizeof(c->err));
+    return pc_cuda_err_fail(rc, cuerr, c->err, sizeof(c->err), "%s", what);
 }
 
 int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad,
@@ -425,11 +365,11 @@ int pc_devcodec_fold(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *gra
                          .grad = grad,
                          .n = st->n,
                          .stream = stream};
-    int cuerr = 0;
+    pc_cuda_err_t cuerr = {0};
     rc = pc_cuda_codec_fold(c->cuda, c->device, &job, &cuerr);
     if (rc == PC_OK || rc == PC_ERANGE)
         st->folded = rc == PC_OK ? PC_CODEC_FOLD_OK : PC_CODEC_FOLD_NONFINITE;
-    return rc == PC_OK ? rc : device_fail(c, st, rc, cuerr, "fold");
+    return rc == PC_OK ? rc : device_fail(c, st, rc, &cuerr, "fold");
 }
 
 /* Compress grad, or with grad NULL what pc_devcodec_fold folded. */
@@ -468,10 +408,10 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
         .payload = (uint8_t *)out + PC_WIRE_HEADER_BYTES,
         .cap = cap - PC_WIRE_HEADER_BYTES,
     };
-    int cuerr = 0;
+    pc_cuda_err_t cuerr = {0};
     int rc = pc_cuda_codec_compress(c->cuda, c->device, &job, &cuerr);
     if (rc != PC_OK)
-        return device_fail(c, st, rc, cuerr, what);
+        return device_fail(c, st, rc, &cuerr, what);
     pc_wire_header_t h = {
         .magic = PC_WIRE_MAGIC,
         .version = PC_WIRE_VERSION,
@@ -573,10 +513,10 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
                                 h.chunk);
         }
     }
-    int cuerr = 0;
+    pc_cuda_err_t cuerr = {0};
     rc = pc_cuda_decode_add(c->device, c->codec, &h, payload, idx, scale, dense, stream, &cuerr);
     free(idx);
     if (rc != PC_OK)
-        return cuda_fail(rc, cuerr, "decode on the device", err, errlen);
+        return pc_cuda_err_fail(rc, &cuerr, err, errlen, "decode on the device");
     return PC_OK;
 }

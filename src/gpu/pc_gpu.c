@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "pipecompress/pc_cuda.h"
+#include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_gpu.h"
 
-#include "../../cuda/pc_codec_cuda.h"
-#include "../../cuda/pc_cuda_kernels.h"
+#include "../../cuda/pc_cuda_err.h"
 #include "../../cuda/pc_gpu_cuda.h"
+#include "gpu_mem.h"
 
 /* The emulation's streams: distinct non-NULL tokens (never dereferenced). */
 #define EMU_STREAM ((pc_gpu_stream_t)(uintptr_t)0x5eed)
@@ -42,11 +43,8 @@ static void count(_Atomic uint64_t *c, uint64_t v)
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
 }
 
-/* The message of a failed CUDA call: "what: CUDA's reason". */
-static int cuda_fail(int rc, int cuerr, char *err, size_t errlen, const char *what)
-{
-    return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_cuda_error_string(cuerr));
-}
+_Static_assert(PC_GPU_EMULATE == -1 && PC_DEVCODEC_CPU == -1,
+               "gpu_mem.h: host memory is device -1 for pc_gpu and pc_devcodec alike");
 
 int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
 {
@@ -67,12 +65,13 @@ int pc_gpu_create(int device, pc_gpu_t **out, char *err, size_t errlen)
     if (device == PC_GPU_EMULATE) {
         snprintf(g->name, sizeof(g->name), "emulated (host memory)");
     } else {
-        int cuerr = 0, rc = pc_cuda_gpu_open(device, &cuerr);
+        pc_cuda_err_t cuerr = {0};
+        int rc = pc_cuda_gpu_open(device, &cuerr);
         if (rc != PC_OK) {
             free(g);
             char what[48];
             snprintf(what, sizeof(what), "cannot open CUDA device %d", device);
-            return cuda_fail(PC_ENODEV, cuerr, err, errlen, what);
+            return pc_cuda_err_fail(PC_ENODEV, &cuerr, err, errlen, "%s", what);
         }
         char dn[64];
         pc_cuda_device_name(device, dn, sizeof(dn));
@@ -102,69 +101,133 @@ int pc_gpu_use(pc_gpu_t *g, char *err, size_t errlen)
 {
     if (emulated(g))
         return PC_OK;
-    int cuerr = 0, rc = pc_cuda_gpu_use(g->device, &cuerr);
-    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "making the device current");
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_use(g->device, &cuerr);
+    return rc == PC_OK
+               ? PC_OK
+               : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "making the device current");
 }
 
 int pc_gpu_pci_bus_id(const pc_gpu_t *g, char *buf, size_t len)
 {
     if (emulated(g) || !buf || len == 0)
         return PC_ENODEV;
-    int cuerr = 0;
+    pc_cuda_err_t cuerr = {0};
     return pc_cuda_gpu_bus_id(g->device, buf, len, &cuerr) == PC_OK ? PC_OK : PC_ENODEV;
+}
+
+/* ---- memory and copies by device number (gpu_mem.h): the library's one wrapper ---- */
+
+int pc_gpu__alloc(int device, size_t bytes, bool zero, void **out, char *err, size_t errlen)
+{
+    void *p = NULL;
+    if (device < 0) {
+        p = zero ? calloc(1, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
+        if (!p)
+            return pc_error_fmt(PC_ENOMEM, err, errlen, "%zu bytes of host memory: out of memory",
+                                bytes);
+        *out = p;
+        return PC_OK;
+    }
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_alloc(device, bytes, &p, &cuerr);
+    if (rc == PC_OK && zero)
+        rc = pc_cuda_gpu_zero(device, p, bytes, NULL, true, &cuerr);
+    if (rc != PC_OK) {
+        pc_cuda_gpu_free(device, p);
+        return pc_cuda_err_fail(rc, &cuerr, err, errlen, "%zu bytes on CUDA device %d", bytes,
+                                device);
+    }
+    *out = p;
+    return PC_OK;
+}
+
+void pc_gpu__free(int device, void *p)
+{
+    if (device < 0)
+        free(p);
+    else
+        pc_cuda_gpu_free(device, p);
+}
+
+int pc_gpu__host_alloc(int device, size_t bytes, bool zero, void **out, char *err, size_t errlen)
+{
+    if (device < 0)
+        return pc_gpu__alloc(device, bytes, zero, out, err, errlen);
+    void *p = NULL;
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_host_alloc(device, bytes, &p, &cuerr);
+    if (rc != PC_OK)
+        return pc_cuda_err_fail(rc, &cuerr, err, errlen, "%zu bytes of pinned host memory", bytes);
+    if (zero)
+        memset(p, 0, bytes);
+    *out = p;
+    return PC_OK;
+}
+
+void pc_gpu__host_free(int device, void *p)
+{
+    if (device < 0)
+        free(p);
+    else
+        pc_cuda_gpu_host_free(p);
+}
+
+int pc_gpu__copy(int device, void *dst, const void *src, size_t bytes, bool to_device, void *stream,
+                 bool wait, char *err, size_t errlen)
+{
+    if (bytes == 0)
+        return PC_OK;
+    if (!dst || !src)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "copy of %zu bytes: no source or destination",
+                            bytes);
+    if (device < 0) {
+        memmove(dst, src, bytes);
+        return PC_OK;
+    }
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_copy(device, dst, src, bytes, to_device, stream, wait, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "copy of %zu bytes %s device %d",
+                                          bytes, to_device ? "to" : "from", device);
+}
+
+int pc_gpu__zero(int device, void *p, size_t bytes, void *stream, bool wait, char *err,
+                 size_t errlen)
+{
+    if (bytes == 0)
+        return PC_OK;
+    if (device < 0) {
+        memset(p, 0, bytes);
+        return PC_OK;
+    }
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_zero(device, p, bytes, stream, wait, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "zeroing %zu bytes on device %d",
+                                          bytes, device);
 }
 
 int pc_gpu_host_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!emulated(g)) {
-        int cuerr = 0, rc = pc_cuda_host_alloc(g->device, bytes, out, &cuerr);
-        if (rc != PC_OK)
-            return cuda_fail(rc, cuerr, err, errlen, "pinned host memory");
-        memset(*out, 0, bytes);
-        return PC_OK;
-    }
-    *out = calloc(1, bytes ? bytes : 1);
-    return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
+    return pc_gpu__host_alloc(g->device, bytes, true, out, err, errlen);
 }
 
 void pc_gpu_host_free(pc_gpu_t *g, void *p)
 {
-    if (!p)
-        return;
-    if (!emulated(g)) {
-        pc_cuda_host_free(p);
-        return;
-    }
-    free(p);
+    pc_gpu__host_free(g->device, p);
 }
 
 int pc_gpu_alloc(pc_gpu_t *g, size_t bytes, void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!emulated(g)) {
-        int cuerr = 0, rc = pc_cuda_alloc(g->device, bytes, out, &cuerr);
-        if (rc == PC_OK)
-            rc = pc_cuda_zero(g->device, *out, bytes, NULL, &cuerr);
-        if (rc != PC_OK) {
-            pc_cuda_free(g->device, *out);
-            return cuda_fail(rc, cuerr, err, errlen, "device memory");
-        }
-        return PC_OK;
-    }
-    *out = calloc(1, bytes ? bytes : 1);
-    return *out ? PC_OK : pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory (%zu bytes)", bytes);
+    return pc_gpu__alloc(g->device, bytes, true, out, err, errlen);
 }
 
 void pc_gpu_free(pc_gpu_t *g, void *p)
 {
-    if (!p)
-        return;
-    if (!emulated(g)) {
-        pc_cuda_free(g->device, p);
-        return;
-    }
-    free(p);
+    pc_gpu__free(g->device, p);
 }
 
 int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, char *err,
@@ -174,8 +237,10 @@ int pc_gpu_stream_create(pc_gpu_t *g, bool low_priority, pc_gpu_stream_t *out, c
         *out = EMU_STREAM;
         return PC_OK;
     }
-    int cuerr = 0, rc = pc_cuda_gpu_stream_create(g->device, low_priority, out, &cuerr);
-    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "creating a stream");
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_stream_create(g->device, low_priority, out, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "creating a stream");
 }
 
 void pc_gpu_stream_destroy(pc_gpu_t *g, pc_gpu_stream_t s)
@@ -188,8 +253,10 @@ int pc_gpu_stream_sync(pc_gpu_t *g, pc_gpu_stream_t s, char *err, size_t errlen)
 {
     if (emulated(g))
         return PC_OK;
-    int cuerr = 0, rc = pc_cuda_gpu_stream_sync(g->device, s, &cuerr);
-    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for a stream");
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_stream_sync(g->device, s, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "waiting for a stream");
 }
 
 int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t errlen)
@@ -199,10 +266,11 @@ int pc_gpu_event_create(pc_gpu_t *g, pc_gpu_event_t **out, char *err, size_t err
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     e->g = g;
     if (!emulated(g)) {
-        int cuerr = 0, rc = pc_cuda_gpu_event_create(g->device, &e->ev, &cuerr);
+        pc_cuda_err_t cuerr = {0};
+        int rc = pc_cuda_gpu_event_create(g->device, &e->ev, &cuerr);
         if (rc != PC_OK) {
             free(e);
-            return cuda_fail(rc, cuerr, err, errlen, "creating an event");
+            return pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "creating an event");
         }
     }
     *out = e;
@@ -223,8 +291,10 @@ int pc_gpu_event_record(pc_gpu_event_t *e, pc_gpu_stream_t s, char *err, size_t 
     count(&e->g->records, 1);
     if (emulated(e->g))
         return PC_OK;
-    int cuerr = 0, rc = pc_cuda_gpu_event_record(e->g->device, e->ev, s, &cuerr);
-    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "recording an event");
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_event_record(e->g->device, e->ev, s, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "recording an event");
 }
 
 int pc_gpu_event_sync(pc_gpu_event_t *e, char *err, size_t errlen)
@@ -232,8 +302,10 @@ int pc_gpu_event_sync(pc_gpu_event_t *e, char *err, size_t errlen)
     count(&e->g->event_syncs, 1);
     if (emulated(e->g))
         return PC_OK;
-    int cuerr = 0, rc = pc_cuda_gpu_event_sync(e->g->device, e->ev, &cuerr);
-    return rc == PC_OK ? PC_OK : cuda_fail(rc, cuerr, err, errlen, "waiting for an event");
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_event_sync(e->g->device, e->ev, &cuerr);
+    return rc == PC_OK ? PC_OK
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s", "waiting for an event");
 }
 
 int pc_gpu_stream_wait(pc_gpu_stream_t s, pc_gpu_event_t *e, char *err, size_t errlen)
@@ -241,9 +313,11 @@ int pc_gpu_stream_wait(pc_gpu_stream_t s, pc_gpu_event_t *e, char *err, size_t e
     count(&e->g->waits, 1);
     if (emulated(e->g))
         return PC_OK;
-    int cuerr = 0, rc = pc_cuda_gpu_stream_wait(e->g->device, s, e->ev, &cuerr);
+    pc_cuda_err_t cuerr = {0};
+    int rc = pc_cuda_gpu_stream_wait(e->g->device, s, e->ev, &cuerr);
     return rc == PC_OK ? PC_OK
-                       : cuda_fail(rc, cuerr, err, errlen, "making a stream wait for an event");
+                       : pc_cuda_err_fail(rc, &cuerr, err, errlen, "%s",
+                                          "making a stream wait for an event");
 }
 
 int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_dir_t dir,
@@ -258,18 +332,7 @@ int pc_gpu_copy(pc_gpu_t *g, void *dst, const void *src, size_t bytes, pc_gpu_di
         count(&g->to_host_copies, 1);
         count(&g->to_host_bytes, bytes);
     }
-    if (bytes == 0)
-        return PC_OK;
-    if (emulated(g)) {
-        memmove(dst, src, bytes);
-        return PC_OK;
-    }
-    int cuerr = 0,
-        rc = pc_cuda_gpu_copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s, &cuerr);
-    return rc == PC_OK ? PC_OK
-                       : cuda_fail(rc, cuerr, err, errlen,
-                                   dir == PC_GPU_TO_DEVICE ? "copying to the device"
-                                                           : "copying to the host");
+    return pc_gpu__copy(g->device, dst, src, bytes, dir == PC_GPU_TO_DEVICE, s, false, err, errlen);
 }
 
 void pc_gpu_stats(const pc_gpu_t *g, pc_gpu_stats_t *out)

@@ -19,6 +19,9 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_gpu.h"
 
+#include "../../cuda/pc_cuda_err.h"
+#include "../../src/gpu/gpu_mem.h"
+
 #ifdef PC_TEST_ON_DEVICE
 #define TARGET 0
 #else
@@ -50,6 +53,48 @@ static void test_create_errors(void **state)
     assert_null(strchr(err, '\n'));
     assert_null(g);
     pc_gpu_destroy(NULL);
+}
+
+/* The launchers' convention (cuda/pc_cuda_err.h): a failed call's message names what was
+ * done, CUDA's words and the file and line of the call, on one line. */
+static void test_error_convention(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    pc_cuda_err_t e = {.code = 2, .file = "/some/build/../cuda/codec_api.cu", .line = 77};
+    assert_int_equal(pc_cuda_err_fail(PC_ENOMEM, &e, err, sizeof(err), "scratch for %d", 5),
+                     PC_ENOMEM);
+    assert_non_null(strstr(err, "scratch for 5: "));
+    assert_non_null(strstr(err, " (cuda/codec_api.cu:77)"));
+    char want[256]; /* CUDA's words are the build's own */
+    snprintf(want, sizeof(want), "scratch for 5: %s (cuda/codec_api.cu:77)",
+             pc_cuda_error_string(2));
+    assert_string_equal(err, want);
+    /* No CUDA error recorded: the PC_* code's words, no place. */
+    assert_int_equal(pc_cuda_err_fail(PC_ECUDA, NULL, err, sizeof(err), "sync"), PC_ECUDA);
+    snprintf(want, sizeof(want), "sync: %s", pc_strerror(PC_ECUDA));
+    assert_string_equal(err, want);
+    /* A real failed call on this machine's device 0 (a GPU's memory is there; otherwise the
+     * runtime refuses, or the build has no CUDA): either it works or the line says where. */
+    void *p = NULL;
+    int rc = pc_gpu__alloc(0, 64, true, &p, err, sizeof(err));
+    if (rc == PC_OK) {
+        pc_gpu__free(0, p);
+    } else {
+        assert_null(p);
+        assert_non_null(strstr(err, "64 bytes on CUDA device 0: "));
+        assert_true(strstr(err, " (cuda/pc_gpu.cu:") || strstr(err, " (src/gpu/cuda_none.c:"));
+        assert_null(strchr(err, '\n'));
+    }
+    /* Host memory (device -1) through the same wrapper: zeroed, copied, freed. */
+    unsigned char src[16] = {1, 2, 3}, *h = NULL;
+    assert_int_equal(pc_gpu__alloc(-1, sizeof(src), true, (void **)&h, err, sizeof(err)), PC_OK);
+    assert_int_equal(h[15], 0);
+    assert_int_equal(pc_gpu__copy(-1, h, src, sizeof(src), true, NULL, true, err, sizeof(err)),
+                     PC_OK);
+    assert_memory_equal(h, src, sizeof(src));
+    assert_int_equal(pc_gpu__copy(-1, NULL, src, 4, true, NULL, true, err, sizeof(err)), PC_EINVAL);
+    pc_gpu__free(-1, h);
 }
 
 /* Host memory to the device, device to device through a second stream ordered by an event,
@@ -134,6 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_error_convention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

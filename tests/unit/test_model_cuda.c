@@ -53,7 +53,8 @@
 #include "pipecompress/pc_model.h"
 #include "pipecompress/pc_philox.h"
 
-#include "../../cuda/pc_codec_cuda.h"
+#include "../../cuda/pc_cuda_err.h"
+#include "../../src/gpu/gpu_mem.h"
 #include "../../cuda/pc_layers_cuda.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -75,12 +76,43 @@ static float *host(size_t n)
     return p;
 }
 
+static void ok(int code, const char *what)
+{
+    if (code) {
+        char msg[256];
+        pc_cuda_err_fail(code, pc_cuda_engine_error(eng), msg, sizeof(msg), "%s", what);
+        fail_msg("%s", msg);
+    }
+}
+
+/* Copies on the engine's stream through pc_gpu's wrapper (gpu_mem.h): to the device queued,
+ * to the host waited for (so also the check of the kernels before it). */
+static int to_device(void *d, const void *h, size_t bytes)
+{
+    char msg[256];
+    int rc =
+        pc_gpu__copy(0, d, h, bytes, true, pc_cuda_engine_stream(eng), false, msg, sizeof(msg));
+    if (rc != PC_OK)
+        fail_msg("%s", msg);
+    return rc;
+}
+
+static int to_host(void *h, const void *d, size_t bytes)
+{
+    char msg[256];
+    int rc =
+        pc_gpu__copy(0, h, d, bytes, false, pc_cuda_engine_stream(eng), true, msg, sizeof(msg));
+    if (rc != PC_OK)
+        fail_msg("%s", msg);
+    return rc;
+}
+
 static void *dev(size_t bytes)
 {
     void *p = NULL;
-    int cuerr = 0;
-    assert_int_equal(pc_cuda_alloc(0, bytes, &p, &cuerr), PC_OK);
-    assert_int_equal(pc_cuda_engine_zero(eng, p, bytes), 0);
+    char msg[256];
+    if (pc_gpu__alloc(0, bytes, true, &p, msg, sizeof(msg)) != PC_OK)
+        fail_msg("%s", msg);
     return p;
 }
 
@@ -88,7 +120,7 @@ static void *dev(size_t bytes)
 static float *up(const float *h, size_t n)
 {
     float *d = dev(n * sizeof(float));
-    assert_int_equal(pc_cuda_engine_to_device(eng, d, h, n * sizeof(float)), 0);
+    to_device(d, h, n * sizeof(float));
     return d;
 }
 
@@ -96,16 +128,8 @@ static float *up(const float *h, size_t n)
 static float *down(const float *d, size_t n)
 {
     float *h = host(n);
-    int code = pc_cuda_engine_to_host(eng, h, d, n * sizeof(float));
-    if (code)
-        fail_msg("copy back: %s", pc_cuda_engine_strerror(code));
+    to_host(h, d, n * sizeof(float));
     return h;
-}
-
-static void ok(int code, const char *what)
-{
-    if (code)
-        fail_msg("%s: %s", what, pc_cuda_engine_strerror(code));
 }
 
 static void absv(float *dst, const float *src, size_t n)
@@ -200,7 +224,7 @@ static void linear_case(int B, int C, int OC, uint64_t seed)
         free(all[i]);
     float *devs[] = {d_x, d_w, d_b, d_dout, d_out, d_dx, d_dw, d_db};
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-        pc_cuda_free(0, devs[i]);
+        pc_gpu__free(0, devs[i]);
 }
 
 static void test_linear(void **state)
@@ -269,7 +293,7 @@ static void conv_case(int B, int C, int H, int W, int OC, int K, int chunk, uint
         free(all[i]);
     float *devs[] = {d_x, d_w, d_b, d_dout, d_out, d_dx, d_dw, d_db, d_col, d_tmp, d_dw2, d_db2};
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-        pc_cuda_free(0, devs[i]);
+        pc_gpu__free(0, devs[i]);
 }
 
 static void test_conv2d(void **state)
@@ -315,7 +339,7 @@ static void test_maxpool_relu(void **state)
         ok(pc_cuda_maxpool_forward(eng, d_out, d_arg, d_x, B, C, H, W), "maxpool forward");
         ok(pc_cuda_maxpool_backward(eng, d_dx, d_dout, d_arg, B, C, H, W), "maxpool backward");
         float *g_out = down(d_out, nout), *g_dx = down(d_dx, nin);
-        ok(pc_cuda_engine_to_host(eng, g_arg, d_arg, sizeof(int32_t) * nout), "argmax back");
+        ok(to_host(g_arg, d_arg, sizeof(int32_t) * nout), "argmax back");
         same_bits("maxpool out", g_out, out, sizeof(float) * nout);
         same_bits("maxpool argmax (ties: the first)", g_arg, arg, sizeof(int32_t) * nout);
         same_bits("maxpool dinp", g_dx, dx, sizeof(float) * nin);
@@ -338,7 +362,7 @@ static void test_maxpool_relu(void **state)
         free(g_arg);
         void *devs[] = {d_x, d_dout, d_out, d_dx, d_arg, d_r, d_g};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_free(0, devs[i]);
+            pc_gpu__free(0, devs[i]);
     }
 }
 
@@ -373,7 +397,7 @@ static void test_dropout(void **state)
            "dropout forward");
         ok(pc_cuda_dropout_backward(eng, d_dx, d_dout, d_mask, n, p), "dropout backward");
         float *g_out = down(d_out, n), *g_dx = down(d_dx, n);
-        ok(pc_cuda_engine_to_host(eng, g_mask, d_mask, n), "mask back");
+        ok(to_host(g_mask, d_mask, n), "mask back");
         char what[96];
         snprintf(what, sizeof(what), "dropout mask, n=%zu p=%g", n, (double)p);
         same_bits(what, g_mask, mask, n);
@@ -391,7 +415,7 @@ static void test_dropout(void **state)
         free(g_mask);
         void *devs[] = {d_x, d_out, d_dout, d_dx, d_mask};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_free(0, devs[i]);
+            pc_gpu__free(0, devs[i]);
     }
 }
 
@@ -417,7 +441,7 @@ static void test_softmax_xent(void **state)
         float *d_dl = dev(sizeof(float) * n);
         uint8_t *d_labels = dev((size_t)B);
         void *rows = dev(pc_cuda_softmax_rows_bytes(B));
-        ok(pc_cuda_engine_to_device(eng, d_labels, labels, (size_t)B), "labels");
+        ok(to_device(d_labels, labels, (size_t)B), "labels");
         ok(pc_cuda_softmax_xent_forward(eng, d_probs, rows, d_logits, d_labels, B, V),
            "softmax forward");
         float g_loss = -1;
@@ -434,7 +458,7 @@ static void test_softmax_xent(void **state)
             fail_msg("loss B=%d V=%d: device %.9g, CPU %.9g", B, V, g_loss, loss);
         assert_int_equal(g_correct, correct);
         /* The backward from the CPU's probabilities: the CPU's bits. */
-        ok(pc_cuda_engine_to_device(eng, d_probs, probs, sizeof(float) * n), "probs");
+        ok(to_device(d_probs, probs, sizeof(float) * n), "probs");
         ok(pc_cuda_softmax_xent_backward(eng, d_dl, d_probs, d_labels, B, V), "softmax backward");
         float *g_dl = down(d_dl, n);
         same_bits("softmax backward", g_dl, dl, sizeof(float) * n);
@@ -444,7 +468,7 @@ static void test_softmax_xent(void **state)
         free(labels);
         void *devs[] = {d_logits, d_probs, d_dl, d_labels, rows};
         for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-            pc_cuda_free(0, devs[i]);
+            pc_gpu__free(0, devs[i]);
     }
 }
 
@@ -749,9 +773,12 @@ int main(void)
         printf("skipped: no usable CUDA device (%s): the engine on CUDA did not run\n", why);
         return 77;
     }
-    int code = pc_cuda_engine_create(0, &eng);
+    pc_cuda_err_t cuerr = {0};
+    int code = pc_cuda_engine_create(0, &eng, &cuerr);
     if (code) {
-        printf("CUDA device 0: %s\n", pc_cuda_engine_strerror(code));
+        char msg[256];
+        pc_cuda_err_fail(code, &cuerr, msg, sizeof(msg), "CUDA device 0");
+        printf("%s\n", msg);
         return 1;
     }
     const struct CMUnitTest tests[] = {
