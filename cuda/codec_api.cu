@@ -15,7 +15,7 @@ __global__ void fold_kernel(float *v, const float *g, size_t n, dstate *st)
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        bad |= nonfinite(fold_at(v, g, i));
+        bad |= pc_elem_nonfinite(fold_at(v, g, i));
     }
     flag_bad(bad, st);
 }
@@ -27,11 +27,11 @@ __global__ void momentum_kernel(float *u, float *v, const float *g, float f, flo
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float ui = __fadd_rn(__fmul_rn(m, u[i]), __fmul_rn(f, g[i]));
+        float ui = pc_elem_momentum(u[i], g[i], f, m);
         u[i] = ui;
-        float x = __fadd_rn(v[i], ui);
+        float x = pc_elem_fold(v[i], ui);
         v[i] = x;
-        bad |= nonfinite(x);
+        bad |= pc_elem_nonfinite(x);
     }
     flag_bad(bad, st);
 }
@@ -99,25 +99,17 @@ __global__ void decode_dense_kernel(decode_args a, float *dense)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
         float val;
         if (a.codec == PC_CODEC_NONE) {
-            val = __uint_as_float(reinterpret_cast<const unsigned *>(a.payload)[i]);
+            val = pc_elem_get_value(a.payload, i, false);
         } else if (a.codec == PC_CODEC_FP16) {
-            val = __half2float(
-                __ushort_as_half(reinterpret_cast<const unsigned short *>(a.payload)[i]));
+            val = pc_elem_get_value(a.payload, i, true);
         } else {
-            size_t bit = i * a.bits;
-            unsigned two = a.payload[bit / 8] | (unsigned)a.payload[bit / 8 + 1] << 8;
-            unsigned code = (two >> (bit % 8)) & ((1u << a.bits) - 1u);
-            if (a.codec == PC_CODEC_QSGD) {
-                val = qsgd_value(a.hscale, (int)code - a.levels, a.levels);
-            } else if (a.codec == PC_CODEC_TERNGRAD) {
-                if (!code)
-                    continue; // the CPU adds nothing for a zero
-                val = code == 1 ? a.hscale : -a.hscale;
-            } else {
-                val = code ? -a.hscale : a.hscale;
-            }
+            bool add;
+            val = pc_elem_quant_value(quant_kind(a.codec), pc_elem_unpack(a.payload, i, a.bits),
+                                      a.hscale, a.levels, &add);
+            if (!add)
+                continue; // the CPU adds nothing for terngrad's zero
         }
-        dense[i] = __fadd_rn(dense[i], __fmul_rn(a.scale, val));
+        dense[i] = pc_elem_add_scaled(dense[i], a.scale, val);
     }
 }
 
@@ -126,16 +118,8 @@ __global__ void decode_sparse_kernel(const unsigned *idx, const unsigned char *v
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < k; j += stride) {
-        float val;
-        if (fp16) {
-            unsigned short u = (unsigned short)(values[2 * j] | values[2 * j + 1] << 8);
-            val = __half2float(__ushort_as_half(u));
-        } else {
-            const unsigned char *p = values + 4 * j;
-            val = __uint_as_float(p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 |
-                                  (unsigned)p[3] << 24);
-        }
-        dense[idx[j]] = __fadd_rn(dense[idx[j]], __fmul_rn(scale, val));
+        dense[idx[j]] =
+            pc_elem_add_scaled(dense[idx[j]], scale, pc_elem_get_value(values, j, fp16));
     }
 }
 
@@ -144,7 +128,7 @@ __global__ void philox_kernel(unsigned long long seed, unsigned long long subseq
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = draw_at(seed, subseq, offset + i);
+        out[i] = pc_elem_draw(seed, subseq, offset + i);
 }
 
 } // namespace

@@ -45,6 +45,7 @@ extern "C" {
 #include "codec/codec_impl.h"
 #include "pipecompress/pc_philox.h"
 }
+#include "codec_elem.h"
 #include "pc_codec_cuda.h"
 #include "pc_device.cuh"
 
@@ -52,11 +53,12 @@ namespace pc_codec_cu
 {
 
 constexpr int TPB = 256; // threads per block everywhere
-constexpr unsigned KEY_NONFINITE = 0x7f800000u;
-constexpr int L1_SHIFT = 20, L2_SHIFT = 9; // digits: bits 30..20, 19..9, 8..0
-constexpr int L1_BINS = 2048, L2_BINS = 2048, L3_BINS = 512;
-constexpr int PACK_TILE = 1024;          // elements per block of the bit-packing kernels
-constexpr unsigned NO_HIT = 0xffffffffu; // randomk: no step drew this index
+// The radix select's digits and bins and randomk's marker: codec_elem.h's.
+constexpr unsigned KEY_NONFINITE = PC_ELEM_KEY_NONFINITE;
+constexpr int L1_BINS = PC_ELEM_L1_BINS, L2_BINS = PC_ELEM_L2_BINS, L3_BINS = PC_ELEM_L3_BINS;
+constexpr int PACK_TILE = 1024; // elements per block of the bit-packing kernels
+constexpr unsigned NO_HIT = PC_ELEM_NO_HIT;
+static_assert(PC_ELEM_F16_MAX == PC_CODEC_F16_MAX, "codec_elem.h and codec_impl.h agree");
 
 // Device-side bookkeeping of one compress call (zeroed at its start).
 struct dstate {
@@ -71,31 +73,6 @@ struct dstate {
     unsigned vbytes;           // delta encoding: bytes of the index section
     double sum;                // canonical sum
 };
-
-__device__ __forceinline__ unsigned key_of(float x)
-{
-    return __float_as_uint(x) & 0x7fffffffu;
-}
-
-__device__ __forceinline__ bool nonfinite(float x)
-{
-    return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u;
-}
-
-// curand_uniform's formula, as pc_philox_uniform: x * 2^-32 + 2^-33 (the product is exact).
-__device__ __forceinline__ float uniform_of(unsigned x)
-{
-    return __fadd_rn(__fmul_rn(__uint2float_rn(x), 2.3283064365386963e-10f),
-                     1.1641532182693481e-10f);
-}
-
-__device__ __forceinline__ unsigned draw_at(unsigned long long seed, unsigned long long subseq,
-                                            unsigned long long offset)
-{
-    curandStatePhilox4_32_10_t s;
-    curand_init(seed, subseq, offset, &s);
-    return curand(&s);
-}
 
 // The four draws 4 q .. 4 q + 3 of a stream: one Philox block.
 __device__ __forceinline__ uint4 draws4(unsigned long long seed, unsigned long long subseq,
@@ -149,27 +126,23 @@ __device__ __forceinline__ void flag_bad(bool any, dstate *st)
         atomicOr(&st->bad, 1u);
 }
 
-__device__ __forceinline__ float clamp_f16(float x)
-{
-    return x > PC_CODEC_F16_MAX ? PC_CODEC_F16_MAX
-                                : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
-}
-
 // v[i], or with g the error-feedback fold v[i] += g[i] written back and returned.
 __device__ __forceinline__ float fold_at(float *v, const float *g, size_t i)
 {
     float x = v[i];
     if (g) {
-        x = __fadd_rn(x, g[i]);
+        x = pc_elem_fold(x, g[i]);
         v[i] = x;
     }
     return x;
 }
 
-// The value qsgd code q - s stands for (encode and decode-add).
-__device__ __forceinline__ float qsgd_value(float norm, int q, int s)
+// The quantiser kind of codec_elem.h for a dense codec's id.
+__host__ __device__ __forceinline__ int quant_kind(int codec_id)
 {
-    return __fmul_rn(norm, __fdiv_rn((float)q, (float)s));
+    return codec_id == PC_CODEC_QSGD       ? PC_ELEM_QSGD
+           : codec_id == PC_CODEC_TERNGRAD ? PC_ELEM_TERNGRAD
+                                           : PC_ELEM_EFSIGN;
 }
 
 // A block's shared histogram: cleared before use, added into the global one after.

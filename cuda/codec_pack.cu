@@ -9,21 +9,11 @@ namespace
 
 // ---- sparse encoding ----------------------------------------------------------------------
 
-__device__ __forceinline__ unsigned varint_len(unsigned x)
-{
-    return x < (1u << 7) ? 1 : x < (1u << 14) ? 2 : x < (1u << 21) ? 3 : x < (1u << 28) ? 4 : 5;
-}
-
-__device__ __forceinline__ unsigned gap_of(const unsigned *idx, size_t j)
-{
-    return j == 0 ? idx[0] : idx[j] - idx[j - 1] - 1;
-}
-
 __global__ void varint_len_kernel(const unsigned *idx, size_t k, unsigned *len)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < k; j += stride)
-        len[j] = varint_len(gap_of(idx, j));
+        len[j] = pc_elem_varint_len(pc_elem_gap(idx, j));
 }
 
 __global__ void varint_total_kernel(const unsigned *off, const unsigned *len, size_t k, dstate *st)
@@ -50,36 +40,13 @@ __global__ void encode_kernel(encode_args a)
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < a.k; j += stride) {
         unsigned i = a.idx[j];
-        if (a.with_index && a.delta) {
-            unsigned x = gap_of(a.idx, j);
-            unsigned char *p = a.payload + a.off[j];
-            while (x >= 0x80u) {
-                *p++ = (unsigned char)(x | 0x80u);
-                x >>= 7;
-            }
-            *p = (unsigned char)x;
-        } else if (a.with_index) {
+        if (a.with_index && a.delta)
+            pc_elem_varint_put(a.payload + a.off[j], pc_elem_gap(a.idx, j));
+        else if (a.with_index)
             reinterpret_cast<unsigned *>(a.payload)[j] = i;
-        }
-        float x = a.v[i];
-        if (a.fp16) {
-            __half h = __float2half_rn(clamp_f16(x));
-            unsigned short u = __half_as_ushort(h);
-            unsigned char *p = a.payload + values + 2 * j;
-            p[0] = (unsigned char)u;
-            p[1] = (unsigned char)(u >> 8);
-            if (a.ef)
-                a.v[i] = __fsub_rn(x, __half2float(h));
-        } else {
-            unsigned u = __float_as_uint(x);
-            unsigned char *p = a.payload + values + 4 * j;
-            p[0] = (unsigned char)u;
-            p[1] = (unsigned char)(u >> 8);
-            p[2] = (unsigned char)(u >> 16);
-            p[3] = (unsigned char)(u >> 24);
-            if (a.ef)
-                a.v[i] = 0.0f; // v - v
-        }
+        float left = pc_elem_put_value(a.payload + values, j, a.v[i], a.fp16);
+        if (a.ef)
+            a.v[i] = left;
         if (a.momentum)
             a.momentum[i] = 0.0f;
     }

@@ -15,7 +15,7 @@ __global__ void maxkey_kernel(float *v, const float *g, size_t n, dstate *st)
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float x = fold_at(v, g, i);
-        m = max(m, key_of(x));
+        m = max(m, pc_elem_key(x));
     }
     for (int o = 16; o > 0; o /= 2)
         m = max(m, __shfl_down_sync(0xffffffffu, m, o));
@@ -30,9 +30,8 @@ __global__ void none_kernel(const float *v, size_t n, unsigned *payload, dstate 
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        unsigned u = __float_as_uint(v[i]);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-        payload[i] = u; // little-endian device: the wire's byte order
+        bad |= pc_elem_nonfinite(v[i]);
+        payload[i] = pc_elem_bits(v[i]); // little-endian device: the wire's byte order
     }
     flag_bad(bad, st);
 }
@@ -45,16 +44,14 @@ __global__ void fp16_kernel(const float *v, float *residual, size_t n, unsigned 
     bool bad = false;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        bad |= nonfinite(v[i]);
-        __half h = __float2half_rn(clamp_f16(v[i]));
-        payload[i] = __half_as_ushort(h);
+        bad |= pc_elem_nonfinite(v[i]);
+        unsigned short h = pc_elem_f16(v[i]);
+        payload[i] = h;
         if (residual)
-            residual[i] = __fsub_rn(residual[i], __half2float(h));
+            residual[i] = PC_FSUB(residual[i], pc_elem_f16_value(h));
     }
     flag_bad(bad, st);
 }
-
-enum dense_codec { DC_QSGD, DC_TERNGRAD, DC_EFSIGN };
 
 struct quant_args {
     const float *v;
@@ -65,38 +62,6 @@ struct quant_args {
     int levels;    // qsgd: s
     unsigned long long seed, subseq;
 };
-
-// Code of element i (value x, draw u) and the value it stands for.
-template <int C>
-__device__ __forceinline__ unsigned quant_code(const quant_args &a, float x, unsigned draw,
-                                               float *sent)
-{
-    if (C == DC_QSGD) {
-        int s = a.levels, lev = 0;
-        float norm = a.scale;
-        if (norm > 0) {
-            float r = __fmul_rn(__fdiv_rn(fabsf(x), norm), (float)s);
-            float l = floorf(r);
-            lev = (int)l + (uniform_of(draw) < __fsub_rn(r, l));
-            if (lev > s)
-                lev = s;
-        }
-        unsigned code = (unsigned)(x < 0 ? s - lev : s + lev);
-        *sent = qsgd_value(norm, (int)code - s, s);
-        return code;
-    } else if (C == DC_TERNGRAD) {
-        float m = a.scale;
-        unsigned code = 0;
-        if (m > 0 && uniform_of(draw) <= __fdiv_rn(fabsf(x), m) && x != 0)
-            code = x < 0 ? 2u : 1u;
-        *sent = code == 1 ? m : (code == 2 ? -m : 0.0f);
-        return code;
-    } else {
-        unsigned neg = x < 0;
-        *sent = neg ? -a.scale : a.scale;
-        return neg;
-    }
-}
 
 // One block packs PACK_TILE elements (4 per thread) into PACK_TILE * b / 32 words.
 template <int C> __global__ void quant_kernel(quant_args a, unsigned *payload)
@@ -109,20 +74,17 @@ template <int C> __global__ void quant_kernel(quant_args a, unsigned *payload)
     __syncthreads();
     size_t i0 = tile0 + 4 * (size_t)threadIdx.x;
     uint4 d = make_uint4(0, 0, 0, 0);
-    if (C != DC_EFSIGN && i0 < a.n)
+    if (C != PC_ELEM_EFSIGN && i0 < a.n)
         d = draws4(a.seed, a.subseq, i0 / 4);
     for (int j = 0; j < 4; j++) {
         size_t i = i0 + j;
         if (i >= a.n)
             break;
         float sent;
-        unsigned code = quant_code<C>(a, a.v[i], word_of(d, j), &sent);
-        unsigned bit = (unsigned)(i - tile0) * a.bits, w = bit / 32, sh = bit % 32;
-        atomicOr(&words[w], code << sh);
-        if (sh + a.bits > 32)
-            atomicOr(&words[w + 1], code >> (32 - sh));
+        unsigned code = pc_elem_quant_code(C, a.v[i], a.scale, a.levels, word_of(d, j), &sent);
+        pc_elem_pack(words, (unsigned)(i - tile0) * a.bits, code, a.bits);
         if (a.residual)
-            a.residual[i] = __fsub_rn(a.residual[i], sent);
+            a.residual[i] = PC_FSUB(a.residual[i], sent);
     }
     __syncthreads();
     // Whole words: the device buffer is padded to a word; pad bits stay zero.
@@ -216,11 +178,11 @@ int compress_dense(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t 
     unsigned tiles = (unsigned)((n + PACK_TILE - 1) / PACK_TILE);
     unsigned *out = as<unsigned>(s->payload);
     if (spec->id == PC_CODEC_QSGD)
-        quant_kernel<DC_QSGD><<<tiles, TPB, 0, q>>>(a, out);
+        quant_kernel<PC_ELEM_QSGD><<<tiles, TPB, 0, q>>>(a, out);
     else if (spec->id == PC_CODEC_TERNGRAD)
-        quant_kernel<DC_TERNGRAD><<<tiles, TPB, 0, q>>>(a, out);
+        quant_kernel<PC_ELEM_TERNGRAD><<<tiles, TPB, 0, q>>>(a, out);
     else
-        quant_kernel<DC_EFSIGN><<<tiles, TPB, 0, q>>>(a, out);
+        quant_kernel<PC_ELEM_EFSIGN><<<tiles, TPB, 0, q>>>(a, out);
     CK_LAUNCH();
     return PC_OK;
 }

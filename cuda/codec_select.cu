@@ -18,9 +18,9 @@ __global__ void hist1_kernel(float *v, const float *g, size_t n, unsigned *hist,
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float x = fold_at(v, g, i);
-        unsigned k = key_of(x);
+        unsigned k = pc_elem_key(x);
         bad |= k >= KEY_NONFINITE;
-        atomicAdd(&h[k >> L1_SHIFT], 1u);
+        atomicAdd(&h[pc_elem_digit(k, 0)], 1u);
     }
     flag_bad(bad, st);
     smem_flush(h, L1_BINS, hist);
@@ -40,20 +40,13 @@ __global__ void find_bin_kernel(const unsigned *hist, int nbins, int level, unsi
         mine += hist[top - j];
     unsigned above;
     scan_t(tmp).ExclusiveSum(mine, above);
-    if (above < kleft && kleft <= above + mine) {
-        for (int j = 0; j < per; j++) {
-            unsigned c = hist[top - j];
-            if (above + c >= kleft) {
-                st->digit[level] = (unsigned)(top - j);
-                st->binsize[level] = c;
-                st->kleft = kleft - above;
-                if (level == 2)
-                    st->key = (st->digit[0] << L1_SHIFT) | (st->digit[1] << L2_SHIFT) |
-                              (unsigned)(top - j);
-                break;
-            }
-            above += c;
-        }
+    unsigned bin, size, left; // exactly one thread's bins hold the boundary
+    if (pc_elem_find_bin(hist, top, per, above, kleft, &bin, &size, &left)) {
+        st->digit[level] = bin;
+        st->binsize[level] = size;
+        st->kleft = left;
+        if (level == 2)
+            st->key = pc_elem_key_of_digits(st->digit);
     }
 }
 
@@ -67,30 +60,30 @@ __global__ void filter1_kernel(const float *v, size_t n, dstate *st, unsigned *s
 {
     __shared__ unsigned h[L2_BINS];
     smem_clear(h, L2_BINS);
-    unsigned d1 = st->digit[0];
+    const unsigned dig[3] = {st->digit[0], 0, 0};
     size_t tile = (size_t)blockDim.x * FILTER_ITEMS;
     for (size_t base = (size_t)blockIdx.x * tile; base < n; base += (size_t)gridDim.x * tile) {
         unsigned key[FILTER_ITEMS], ns = 0, nc = 0;
         for (int j = 0; j < FILTER_ITEMS; j++) {
             size_t i = base + (size_t)j * blockDim.x + threadIdx.x;
-            key[j] = i < n ? key_of(v[i]) : 0;
-            unsigned d = key[j] >> L1_SHIFT;
-            ns += i < n && d > d1;
-            nc += i < n && d == d1;
+            key[j] = i < n ? pc_elem_key(v[i]) : 0;
+            int c = pc_elem_classify(key[j], 0, dig);
+            ns += i < n && c == PC_ELEM_ABOVE;
+            nc += i < n && c == PC_ELEM_IN;
         }
         unsigned ps = sel ? block_append(ns, &st->nsel) : 0; // sel is the same for all threads
         unsigned pc = block_append(nc, &st->ncand);
         for (int j = 0; j < FILTER_ITEMS; j++) {
             size_t i = base + (size_t)j * blockDim.x + threadIdx.x;
-            unsigned d = key[j] >> L1_SHIFT;
             if (i >= n)
                 break;
-            if (sel && d > d1) {
+            int c = pc_elem_classify(key[j], 0, dig);
+            if (sel && c == PC_ELEM_ABOVE) {
                 sel[ps++] = (unsigned)i;
-            } else if (d == d1) {
+            } else if (c == PC_ELEM_IN) {
                 ckey[pc] = key[j];
                 cidx[pc++] = (unsigned)i;
-                atomicAdd(&h[(key[j] >> L2_SHIFT) & (L2_BINS - 1)], 1u);
+                atomicAdd(&h[pc_elem_digit(key[j], 1)], 1u);
             }
         }
     }
@@ -104,17 +97,19 @@ __global__ void filter2_kernel(const unsigned *ckey, const unsigned *cidx, dstat
 {
     __shared__ unsigned h[L3_BINS];
     smem_clear(h, L3_BINS);
-    unsigned d2 = st->digit[1], m = st->ncand;
+    const unsigned dig[3] = {st->digit[0], st->digit[1], 0};
+    unsigned m = st->ncand;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t base = (size_t)blockIdx.x * blockDim.x; base < m; base += stride) {
         size_t j = base + threadIdx.x;
-        unsigned k = j < m ? ckey[j] : 0, d = (k >> L2_SHIFT) & (L2_BINS - 1);
         bool in = j < m;
-        unsigned p = warp_append(sel && in && d > d2, &st->nsel);
-        if (sel && in && d > d2)
+        unsigned k = in ? ckey[j] : 0;
+        int c = in ? pc_elem_classify(k, 1, dig) : PC_ELEM_DECIDED;
+        unsigned p = warp_append(sel && c == PC_ELEM_ABOVE, &st->nsel);
+        if (sel && c == PC_ELEM_ABOVE)
             sel[p] = cidx[j];
-        if (in && d == d2)
-            atomicAdd(&h[k & (L3_BINS - 1)], 1u);
+        if (c == PC_ELEM_IN)
+            atomicAdd(&h[pc_elem_digit(k, 2)], 1u);
     }
     smem_flush(h, L3_BINS, hist3);
 }
@@ -124,18 +119,18 @@ __global__ void filter2_kernel(const unsigned *ckey, const unsigned *cidx, dstat
 __global__ void filter3_kernel(const unsigned *ckey, const unsigned *cidx, dstate *st,
                                unsigned *sel, unsigned *eq)
 {
-    unsigned t = st->key, m = st->ncand;
+    const unsigned dig[3] = {st->digit[0], st->digit[1], st->digit[2]};
+    unsigned m = st->ncand;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t base = (size_t)blockIdx.x * blockDim.x; base < m; base += stride) {
         size_t j = base + threadIdx.x;
         bool in = j < m;
-        unsigned k = in ? ckey[j] : 0;
-        bool same = in && (k >> L2_SHIFT) == (t >> L2_SHIFT);
-        unsigned p = warp_append(same && k > t, &st->nsel);
-        if (same && k > t)
+        int c = in ? pc_elem_classify(ckey[j], 2, dig) : PC_ELEM_DECIDED;
+        unsigned p = warp_append(c == PC_ELEM_ABOVE, &st->nsel);
+        if (c == PC_ELEM_ABOVE)
             sel[p] = cidx[j];
-        p = warp_append(same && k == t, &st->neq);
-        if (same && k == t)
+        p = warp_append(c == PC_ELEM_IN, &st->neq);
+        if (c == PC_ELEM_IN)
             eq[p] = cidx[j];
     }
 }
@@ -176,11 +171,6 @@ struct randomk_args {
     unsigned n, k;
 };
 
-__device__ __forceinline__ unsigned randomk_t(const randomk_args &a, unsigned j, unsigned draw)
-{
-    return (unsigned)(((unsigned long long)draw * ((unsigned long long)j + 1)) >> 32);
-}
-
 __global__ void randomk_hits_kernel(randomk_args a, unsigned *first_hit)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -188,7 +178,7 @@ __global__ void randomk_hits_kernel(randomk_args a, unsigned *first_hit)
         uint4 d = draws4(a.seed, a.subseq, q);
         for (int l = 0; l < 4 && 4 * q + l < a.k; l++) {
             unsigned j = a.n - a.k + (unsigned)(4 * q + l);
-            atomicMin(&first_hit[randomk_t(a, j, word_of(d, l))], j);
+            atomicMin(&first_hit[pc_elem_randomk_t(j, word_of(d, l))], j);
         }
     }
 }
@@ -198,22 +188,7 @@ struct randomk_member {
     const unsigned *first_hit;
     __device__ bool operator()(unsigned i) const
     {
-        if (first_hit[i] != NO_HIT)
-            return true;
-        unsigned lo = a.n - a.k;
-        if (i < lo)
-            return false;
-        unsigned cur = i;
-        for (;;) { // fell back at step cur?
-            unsigned y = randomk_t(a, cur, draw_at(a.seed, a.subseq, cur - lo));
-            if (y == cur)
-                return false;
-            if (first_hit[y] < cur)
-                return true;
-            if (y < lo)
-                return false;
-            cur = y;
-        }
+        return pc_elem_randomk_member(i, a.n, a.k, a.seed, a.subseq, first_hit);
     }
 };
 
@@ -222,7 +197,7 @@ struct key_above {
     unsigned t;
     __device__ bool operator()(unsigned i) const
     {
-        return key_of(v[i]) > t;
+        return pc_elem_key(v[i]) > t;
     }
 };
 
@@ -231,7 +206,7 @@ struct key_equal {
     unsigned t;
     __device__ bool operator()(unsigned i) const
     {
-        return key_of(v[i]) == t;
+        return pc_elem_key(v[i]) == t;
     }
 };
 
@@ -240,7 +215,7 @@ struct key_at_least {
     unsigned t;
     __device__ bool operator()(unsigned i) const
     {
-        return key_of(v[i]) >= t;
+        return pc_elem_key(v[i]) >= t;
     }
 };
 

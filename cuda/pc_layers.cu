@@ -33,6 +33,7 @@
 #include <new>
 
 #include "pc_device.cuh"
+#include "layers_elem.h"
 #include "pc_layers_cuda.h"
 
 namespace
@@ -307,11 +308,7 @@ __global__ void maxpool_kernel(float *out, int32_t *argmax, const float *inp, si
         size_t bc = o / ((size_t)OH * OW);
         int rem = (int)(o - bc * OH * OW), y = rem / OW, x = rem - y * OW;
         const float *in = inp + bc * H * W;
-        int best = (2 * y) * W + 2 * x;
-        const int cand[3] = {best + 1, best + W, best + W + 1};
-        for (int k = 0; k < 3; k++)
-            if (in[cand[k]] > in[best])
-                best = cand[k];
+        int best = pc_elem_maxpool_arg(in, W, y, x);
         out[o] = in[best];
         argmax[o] = best;
     }
@@ -331,8 +328,7 @@ __global__ void maxpool_back_kernel(float *dinp, const float *dout, const int32_
         float g = 0.0f;
         if (y / 2 < OH && x / 2 < OW) {
             size_t o = bc * OH * OW + (size_t)(y / 2) * OW + x / 2;
-            if (argmax[o] == pos)
-                g = __fadd_rn(0.0f, dout[o]);
+            g = pc_elem_maxpool_back(argmax[o] == pos, dout[o]);
         }
         dinp[idx] = g;
     }
@@ -342,8 +338,7 @@ __global__ void relu_kernel(float *out, const float *inp, size_t n)
 {
     GRID_STRIDE(i, n)
     {
-        float v = inp[i];
-        out[i] = v > 0 ? v : 0.0f;
+        out[i] = pc_elem_relu(inp[i]);
     }
 }
 
@@ -351,15 +346,8 @@ __global__ void relu_back_kernel(float *dinp, const float *dout, const float *ou
 {
     GRID_STRIDE(i, n)
     {
-        dinp[i] = out[i] > 0 ? dout[i] : 0.0f;
+        dinp[i] = pc_elem_relu_back(dout[i], out[i]);
     }
-}
-
-// curand_uniform's formula, as pc_philox_uniform: x * 2^-32 + 2^-33 (the product is exact).
-__device__ __forceinline__ float uniform_of(unsigned x)
-{
-    return __fadd_rn(__fmul_rn(__uint2float_rn(x), 2.3283064365386963e-10f),
-                     1.1641532182693481e-10f);
 }
 
 // Thread q: elements 4q .. 4q+3 from draws 4q .. 4q+3 of Philox (seed, stream), one cuRAND
@@ -378,9 +366,9 @@ __global__ void dropout_kernel(float *out, uint8_t *mask, const float *inp, size
             size_t i = 4 * q + (size_t)j;
             if (i >= n)
                 break;
-            bool kept = uniform_of(words[j]) <= keep;
+            bool kept = pc_elem_dropout_kept(words[j], keep);
             mask[i] = kept;
-            out[i] = kept ? __fmul_rn(inp[i], scale) : 0.0f;
+            out[i] = pc_elem_dropout(inp[i], kept, scale);
         }
     }
 }
@@ -400,7 +388,7 @@ __global__ void dropout_back_kernel(float *dinp, const float *dout, const uint8_
 {
     GRID_STRIDE(i, n)
     {
-        dinp[i] = mask[i] ? __fmul_rn(dout[i], scale) : 0.0f;
+        dinp[i] = pc_elem_dropout(dout[i], mask[i] != 0, scale);
     }
 }
 
@@ -463,7 +451,7 @@ __global__ void xent_back_kernel(float *dlogits, const float *probs, const uint8
     {
         size_t b = i / (size_t)V;
         int v = (int)(i - b * V);
-        dlogits[i] = __fmul_rn(__fsub_rn(probs[i], v == labels[b] ? 1.0f : 0.0f), inv);
+        dlogits[i] = pc_elem_xent_back(probs[i], v == labels[b], inv);
     }
 }
 
