@@ -537,8 +537,15 @@ static void setup_worker(run_t *r, pc_runtime_t *rt)
         if (reg(r->w, pc_model_tensor_name(r->m, t), pc_model_tensor_param(r->m, t),
                 pc_model_tensor_grad(r->m, t), pc_model_tensor_size(r->m, t)) < 0)
             die("register", pc_worker_error(r->w));
-    if (pc_worker_start(r->w) != PC_OK)
+    if (pc_worker_start(r->w) != PC_OK) {
+        /* A failure every worker agreed on is said once, by worker 0, whose abort ends the
+         * job; the others wait for it rather than race it with their own. */
+        if (pc_worker_error_agreed(r->w) && r->rank != 0) {
+            MPI_Barrier(MPI_COMM_WORLD); /* worker 0 never joins: its MPI_Abort ends this */
+            exit(1);
+        }
         die("start", pc_worker_error(r->w));
+    }
 }
 
 /* The run's length and start, said by rank 0; the batch buffers and the hooks. */

@@ -206,6 +206,10 @@ void pc_worker_destroy(pc_worker_t *w);
 
 /* The message of the last error a pc_worker_* call returned ("" if none). */
 const char *pc_worker_error(const pc_worker_t *w);
+/* Whether that error is one every worker returned with the same message (a failure the
+ * workers agreed on in pc_worker_start, such as another job's checkpoints in
+ * --checkpoint-dir): a program then says it once, from worker 0. Backprop thread. */
+bool pc_worker_error_agreed(const pc_worker_t *w);
 
 /* Iterations completed (pc_worker_iteration_end calls). */
 int64_t pc_worker_iteration(const pc_worker_t *w);

@@ -72,10 +72,16 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
     int rc = PC_MPI_CHECK(MPI_Bcast(msg, 2, MPI_INT64_T, 0, rt->workers), why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "agreeing on the checkpoint: %s", why);
-    if (msg[0] != PC_OK)
-        return rt->rank == 0
-                   ? (int)msg[0]
-                   : WFAIL_W(rt, me, (int)msg[0], "worker r0 could not set up checkpoints");
+    if (msg[0] != PC_OK) {
+        /* Every worker fails with worker 0's reason, which a program says once
+         * (pc_worker_error_agreed). */
+        rc = PC_MPI_CHECK(MPI_Bcast(me->err, (int)sizeof(me->err), MPI_CHAR, 0, rt->workers), why,
+                          sizeof(why));
+        if (rc != PC_OK)
+            return WFAIL_W(rt, me, rc, "agreeing on the checkpoint: %s", why);
+        w->err_agreed = true;
+        return (int)msg[0];
+    }
     *it = (uint64_t)msg[1];
     return PC_OK;
 }

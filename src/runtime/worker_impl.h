@@ -257,7 +257,8 @@ struct pc_worker {
     rt_queue_t queue;
 
     /* ---- the backprop thread's */
-    wthread_t main; /* its context; pc_worker_error reads main.err */
+    wthread_t main;  /* its context; pc_worker_error reads main.err */
+    bool err_agreed; /* main.err is every worker's (pc_worker_error_agreed) */
     bool started, finished;
     uint64_t iter;
     pthread_t thread;

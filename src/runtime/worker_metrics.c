@@ -187,6 +187,11 @@ const char *pc_worker_error(const pc_worker_t *w)
     return w->main.err;
 }
 
+bool pc_worker_error_agreed(const pc_worker_t *w)
+{
+    return w->err_agreed;
+}
+
 int64_t pc_worker_iteration(const pc_worker_t *w)
 {
     return (int64_t)w->iter;

@@ -27,7 +27,7 @@
 
 #include "../../cuda/codec_elem.h"
 
-#define CHUNK 3
+#define CHUNK     3
 #define PACK_TILE 1024 /* codec_impl.cuh's */
 
 /* A gradient with heavy tails, exact ties (values on a coarse grid), zeros, and (with big)
@@ -199,8 +199,8 @@ static void quantiser(const char *spec, int kind, int levels)
         memcpy(padded, cpu_payload(&k), bytes);
         for (size_t i = 0; i < n; i++) {
             bool add;
-            float v = pc_elem_quant_value(kind, pc_elem_unpack(padded, i, bits), k.h.scale,
-                                          levels, &add);
+            float v =
+                pc_elem_quant_value(kind, pc_elem_unpack(padded, i, bits), k.h.scale, levels, &add);
             if (add)
                 got[i] = pc_elem_add_scaled(got[i], 0.5f, v);
         }
@@ -361,7 +361,8 @@ static void topk(const char *spec, double ratio, bool delta, bool fp16, float m)
             fail_msg("decode: %s", err);
         const uint8_t *values = cpu_payload(&c) + c.h.payload - (fp16 ? 2 : 4) * k;
         for (size_t j = 0; j < k; j++)
-            got[sel[j]] = pc_elem_add_scaled(got[sel[j]], -2.0f, pc_elem_get_value(values, j, fp16));
+            got[sel[j]] =
+                pc_elem_add_scaled(got[sel[j]], -2.0f, pc_elem_get_value(values, j, fp16));
         assert_bits_equal(got, want, n);
         free(want), free(got), free(g);
     }
@@ -398,8 +399,8 @@ static void test_find_bin_split(void **state)
         total += hist[b] = pc_philox_next(&g) % 5 == 0 ? pc_philox_next(&g) % 40 : 0;
     for (uint32_t k = 1; k <= total; k += 1 + k / 7) {
         uint32_t bin = 0, size = 0, left = 0, bin2 = 0, size2 = 0, left2 = 0;
-        assert_true(pc_elem_find_bin(hist, PC_ELEM_L1_BINS - 1, PC_ELEM_L1_BINS, 0, k, &bin, &size,
-                                     &left));
+        assert_true(
+            pc_elem_find_bin(hist, PC_ELEM_L1_BINS - 1, PC_ELEM_L1_BINS, 0, k, &bin, &size, &left));
         int per = PC_ELEM_L1_BINS / 256, found = 0;
         uint32_t above = 0;
         for (int t = 0; t < 256; t++) {
@@ -468,8 +469,9 @@ static void test_randomk(void **state)
 static void test_varint_and_values(void **state)
 {
     (void)state;
-    const uint32_t xs[] = {0, 1, 127, 128, 16383, 16384, (1u << 21) - 1, 1u << 21,
-                           (1u << 28) - 1, 1u << 28, 0xffffffffu};
+    const uint32_t xs[] = {
+        0,        1,          127, 128, 16383, 16384, (1u << 21) - 1, 1u << 21, (1u << 28) - 1,
+        1u << 28, 0xffffffffu};
     for (size_t i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {
         uint8_t a[8] = {0}, b[8] = {0};
         size_t len = pc_wire_varint_put(a, xs[i]);
@@ -478,8 +480,8 @@ static void test_varint_and_values(void **state)
         assert_memory_equal(a, b, sizeof(a));
     }
     /* fp16 values: clamped, rounded as the wire's conversion, read back exactly */
-    const float fs[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e9f, -1e9f, 5.96e-8f, 3e-8f,
-                        0.1f, -2.5e-5f};
+    const float fs[] = {0.0f,  -0.0f,    1.0f,  65504.0f, 65520.0f, 1e9f,
+                        -1e9f, 5.96e-8f, 3e-8f, 0.1f,     -2.5e-5f};
     for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++) {
         uint8_t v[2];
         float left = pc_elem_put_value(v, 0, fs[i], true);
@@ -528,10 +530,10 @@ static void test_momentum(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp16),        cmocka_unit_test(test_qsgd),
-        cmocka_unit_test(test_terngrad),    cmocka_unit_test(test_efsign),
-        cmocka_unit_test(test_topk),        cmocka_unit_test(test_find_bin_split),
-        cmocka_unit_test(test_randomk),     cmocka_unit_test(test_varint_and_values),
+        cmocka_unit_test(test_fp16),     cmocka_unit_test(test_qsgd),
+        cmocka_unit_test(test_terngrad), cmocka_unit_test(test_efsign),
+        cmocka_unit_test(test_topk),     cmocka_unit_test(test_find_bin_split),
+        cmocka_unit_test(test_randomk),  cmocka_unit_test(test_varint_and_values),
         cmocka_unit_test(test_momentum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
