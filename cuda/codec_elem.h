@@ -181,8 +181,7 @@ PC_ELEM uint32_t pc_elem_digit(uint32_t key, int level)
  * A kernel thread scans its own bins with the keys above them from a block scan; the CPU
  * calls it once over all bins (top = nbins - 1, per = nbins, above = 0). */
 PC_ELEM bool pc_elem_find_bin(const uint32_t *hist, int top, int per, uint32_t above,
-                              uint32_t kleft, uint32_t *bin, uint32_t *binsize,
-                              uint32_t *kleft_out)
+                              uint32_t kleft, uint32_t *bin, uint32_t *binsize, uint32_t *kleft_out)
 {
     for (int j = 0; j < per; j++) {
         uint32_t c = hist[top - j];
@@ -317,8 +316,7 @@ PC_ELEM float pc_elem_get_value(const uint8_t *values, size_t j, bool fp16)
     if (fp16)
         return pc_elem_f16_value((uint16_t)(values[2 * j] | values[2 * j + 1] << 8));
     const uint8_t *p = values + 4 * j;
-    return pc_elem_float(p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                         (uint32_t)p[3] << 24);
+    return pc_elem_float(p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
 /* What decode-add writes: dense + scale * value. */

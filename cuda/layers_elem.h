@@ -44,11 +44,20 @@ PC_ELEM int pc_elem_maxpool_arg(const float *in, int W, int y, int x)
     return best;
 }
 
-/* An input element's pooling gradient: its window's when it was the window's maximum, else
- * 0 (0 + dout, as the CPU's zeroing then adding gives: -0 becomes +0 the same way). */
-PC_ELEM float pc_elem_maxpool_back(bool was_max, float dout)
+/* The pooling gradient of element idx of a (BC, H, W) input from dout and argmax (BC, H/2,
+ * W/2): its window's gradient when it was the window's maximum, else 0 (0 + dout, as the
+ * CPU's zeroing then adding gives: -0 becomes +0 the same way). A gather: windows do not
+ * overlap. */
+PC_ELEM float pc_elem_maxpool_grad(size_t idx, int H, int W, const int32_t *argmax,
+                                   const float *dout)
 {
-    return was_max ? PC_FADD(0.0f, dout) : 0.0f;
+    int OH = H / 2, OW = W / 2;
+    size_t bc = idx / ((size_t)H * W);
+    int pos = (int)(idx - bc * H * W), y = pos / W, x = pos - y * W;
+    if (y / 2 >= OH || x / 2 >= OW)
+        return 0.0f;
+    size_t o = bc * OH * OW + (size_t)(y / 2) * OW + x / 2;
+    return argmax[o] == pos ? PC_FADD(0.0f, dout[o]) : 0.0f;
 }
 
 /* Softmax cross-entropy's gradient of one logit: (p - onehot) * (1 / B). */

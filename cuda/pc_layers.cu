@@ -319,18 +319,10 @@ __global__ void maxpool_kernel(float *out, int32_t *argmax, const float *inp, si
 __global__ void maxpool_back_kernel(float *dinp, const float *dout, const int32_t *argmax,
                                     size_t BC, int H, int W)
 {
-    int OH = H / 2, OW = W / 2;
     size_t total = BC * H * W;
     GRID_STRIDE(idx, total)
     {
-        size_t bc = idx / ((size_t)H * W);
-        int pos = (int)(idx - bc * H * W), y = pos / W, x = pos - y * W;
-        float g = 0.0f;
-        if (y / 2 < OH && x / 2 < OW) {
-            size_t o = bc * OH * OW + (size_t)(y / 2) * OW + x / 2;
-            g = pc_elem_maxpool_back(argmax[o] == pos, dout[o]);
-        }
-        dinp[idx] = g;
+        dinp[idx] = pc_elem_maxpool_grad(idx, H, W, argmax, dout);
     }
 }
 
