@@ -541,7 +541,9 @@ static void setup_worker(run_t *r, pc_runtime_t *rt)
         /* A failure every worker agreed on is said once, by worker 0, whose abort ends the
          * job; the others wait for it rather than race it with their own. */
         if (pc_worker_error_agreed(r->w) && r->rank != 0) {
-            MPI_Barrier(MPI_COMM_WORLD); /* worker 0 never joins: its MPI_Abort ends this */
+            /* Never returns: worker 0 and the servers never join, and worker 0's die() below
+             * (MPI_Abort) ends this rank too. */
+            MPI_Barrier(MPI_COMM_WORLD);
             exit(1);
         }
         die("start", pc_worker_error(r->w));

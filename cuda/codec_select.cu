@@ -309,7 +309,7 @@ int radix_select(pc_cuda_codec *s, float *v, const float *g, size_t n, size_t k,
     // Ties at the k-th key: the kleft lowest indices among the neq equal ones.
     size_t nsel = s->st_host->nsel, neq = s->st_host->neq, take = s->st_host->kleft;
     if (nsel + take != k || take > neq)
-        return PC_ECUDA; // cannot happen: the counts are exact
+        return PC_CUDA_FAIL(PC_ECUDA); // cannot happen: the counts are exact
     const unsigned *ties = as<unsigned>(s->eq);
     if (take < neq) {
         int rc = sort_u32(s, as<unsigned>(s->eq), as<unsigned>(s->sorted), neq, n, q, cuerr);
@@ -527,7 +527,7 @@ int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_
             return rc;
         CK(fetch(s, q));
         if (s->st_host->count != k)
-            return PC_ECUDA; // Floyd's algorithm always yields k: a kernel is wrong
+            return PC_CUDA_FAIL(PC_ECUDA); // Floyd's algorithm always yields k: a kernel is wrong
     }
     j->entries = (uint32_t)k;
     return encode(s, spec, as<unsigned>(s->sel), k, v, ef, j->momentum, false, q, bytes, cuerr);

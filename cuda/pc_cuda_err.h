@@ -1,7 +1,8 @@
 /* pc_cuda_err: the one error convention of the launchers of cuda/ (private to the library).
  *
- * Every launcher returns PC_OK or a PC_* code (PC_ECUDA, or PC_ENOMEM for a failed
- * allocation) and, on a CUDA or cuBLAS failure, says which call failed in a pc_cuda_err_t:
+ * Every launcher returns PC_OK or a PC_* code (PC_ENOMEM for a failed allocation, PC_EINVAL
+ * for arguments refused as invalid, PC_ECUDA otherwise) and says which call failed in a
+ * pc_cuda_err_t (code 0 with the place: a check of the launcher's own failed):
  * the codec, memory, probe and baseline launchers through a `pc_cuda_err_t *cuerr`
  * out-parameter, the engine's (pc_layers_cuda.h) in the engine, read with
  * pc_cuda_engine_error. On the .cu side PC_CUDA_CK (pc_device.cuh) fills it; on the C side
@@ -32,8 +33,9 @@ typedef struct pc_cuda_err {
 const char *pc_cuda_error_string(int code);
 
 /* The message of a failed launcher into err, "<what>: <CUDA's words> (cuda/file.cu:123)";
- * without a CUDA error (e NULL or e->code 0) "<what>: <pc_strerror(rc)>". Returns rc.
- * src/gpu/pc_cuda.c; thread-safe. */
+ * without a CUDA error (code 0) rc's words with the place; with nothing recorded (e NULL,
+ * or neither code nor place) "<what>: <pc_strerror(rc)>". Returns rc. src/gpu/pc_cuda.c;
+ * thread-safe. */
 int pc_cuda_err_fail(int rc, const pc_cuda_err_t *e, char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))

@@ -61,4 +61,17 @@ inline int pc_cuda_fail_at(pc_cuda_err_t *err, int code, const char *file, int l
 // In a launcher with a `pc_cuda_err_t *cuerr` out-parameter.
 #define PC_CUDA_CK(call) PC_CUDA_CK_TO(cuerr, call)
 
+// A failure of the launcher's own checks (no CUDA error): rc, with the place in *cuerr
+// (code 0, so the message gives rc's words and the file and line).
+#define PC_CUDA_FAIL(rc) pc_cuda_fail_here(cuerr, (rc), __FILE__, __LINE__)
+inline int pc_cuda_fail_here(pc_cuda_err_t *err, int rc, const char *file, int line)
+{
+    if (err) {
+        err->code = 0;
+        err->file = file;
+        err->line = line;
+    }
+    return rc;
+}
+
 #endif // PC_DEVICE_CUH

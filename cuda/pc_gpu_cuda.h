@@ -1,6 +1,6 @@
 /* The CUDA side of pc_gpu (cuda/pc_gpu.cu), callable from C: the library's one place for
  * device memory, pinned memory and copies, streams and events. Each returns PC_OK or a PC_*
- * code (PC_ENOMEM, PC_ECUDA) and says which call failed in *cuerr (pc_cuda_err.h); each
+ * code and says which call failed in *cuerr (pc_cuda_err.h); each
  * makes `device` current for the call only (device_scope), except pc_cuda_gpu_use, whose
  * point is to make it current for good, and pc_cuda_gpu_bus_id, which needs no current
  * device. Private to the library. */

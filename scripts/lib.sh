@@ -137,7 +137,9 @@ pc_build() {
     fi
     mkdir -p "$dir"
     local want="$*"
-    if [ ! -f "$dir/Makefile" ] || [ "$(cat "$dir/.pc-configure-flags" 2>/dev/null)" != "$want" ] \
+    # A tree configured by hand (no flags file) is configured again: its flags are unknown.
+    if [ ! -f "$dir/Makefile" ] || [ ! -f "$dir/.pc-configure-flags" ] \
+        || [ "$(cat "$dir/.pc-configure-flags")" != "$want" ] \
         || [ "$PC_TOP/configure" -nt "$dir/Makefile" ]; then
         pc_say "configure $want (in ${dir#"$PC_TOP"/})"
         (cd "$dir" && "$PC_TOP/configure" -q "$@" >configure.out 2>&1) \

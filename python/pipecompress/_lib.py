@@ -88,6 +88,7 @@ def _load():
         "pc_worker_broadcast": (c_int, [c_void_p, c_void_p, c_size_t]),
         "pc_worker_finish": (c_int, [c_void_p]),
         "pc_worker_error": (c_char_p, [c_void_p]),
+        "pc_worker_error_agreed": (_c.c_bool, [c_void_p]),
         "pc_worker_iteration": (c_int64, [c_void_p]),
         "pc_worker_report": (None, [c_void_p, c_double, c_double]),
         "pc_worker_metrics_note": (None, [c_void_p, c_char_p]),

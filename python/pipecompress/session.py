@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from . import _lib
 from .errors import Error
@@ -52,9 +53,10 @@ class _Session:
 
     def fail(self, what, rc=None):
         msg = self.lib.pc_worker_error(self.w).decode(errors="replace") if self.w else ""
+        agreed = bool(self.w) and bool(self.lib.pc_worker_error_agreed(self.w))
         if not msg and rc is not None:
             msg = self.lib.pc_strerror(rc).decode()
-        raise Error(f"{what}: {msg}" if msg else what)
+        raise Error(f"{what}: {msg}" if msg else what, agreed=agreed)
 
     def close(self):
         if not self.closed:
@@ -100,7 +102,14 @@ def _excepthook(kind, value, tb):
     """An exception nobody caught, after pc.init: print it (one line for ours), then end
     every rank of the job: the others would wait for this one until --timeout."""
     s = _S
-    if isinstance(value, Error):
+    if isinstance(value, Error) and value.agreed and s is not None and s.rank != 0:
+        # Every worker has this same error: worker 0 says it and its abort ends this rank
+        # too; wait for that (bounded) rather than race it with a second abort.
+        sys.stdout.flush()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+    elif isinstance(value, Error):
         prog = s.prog if s else "pipecompress"
         sys.stderr.write(f"{prog}: {value}\n")  # one write: ranks share the pipe
     else:

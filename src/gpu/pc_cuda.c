@@ -27,7 +27,7 @@ int pc_cuda_err_fail(int rc, const pc_cuda_err_t *e, char *err, size_t errlen, c
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    if (!e || e->code == 0)
+    if (!e || (e->code == 0 && !e->file))
         return pc_error_fmt(rc, err, errlen, "%s: %s", what, pc_strerror(rc));
     /* The file from its top folder on ("cuda/codec_api.cu", "src/gpu/cuda_none.c"), however
      * the compiler was given its path: from the last "cuda/" or "src/" in it. */
@@ -35,8 +35,8 @@ int pc_cuda_err_fail(int rc, const pc_cuda_err_t *e, char *err, size_t errlen, c
     for (const char *p = e->file; p && *p; p++)
         if (strncmp(p, "cuda/", 5) == 0 || strncmp(p, "src/", 4) == 0)
             file = p;
-    return pc_error_fmt(rc, err, errlen, "%s: %s (%s:%d)", what, pc_cuda_error_string(e->code),
-                        file, e->line);
+    return pc_error_fmt(rc, err, errlen, "%s: %s (%s:%d)", what,
+                        e->code ? pc_cuda_error_string(e->code) : pc_strerror(rc), file, e->line);
 }
 
 bool pc_cuda_built(void)
@@ -99,7 +99,7 @@ int pc_cuda_selftest(char *err, size_t errlen)
     pc_cuda_err_t cuerr = {0};
     rc = pc_cuda_affine_launch(out, PROBE_N, &cuerr);
     if (rc != PC_OK) {
-        rc = pc_cuda_err_fail(PC_ECUDA, &cuerr, err, errlen, "probe kernel");
+        rc = pc_cuda_err_fail(rc, &cuerr, err, errlen, "probe kernel");
     } else {
         for (int i = 0; i < PROBE_N; i++) {
             float want = 0.5f * (float)i + 1.0f; /* CPU reference */
@@ -127,7 +127,7 @@ int pc_cuda_philox_check(uint64_t seed, uint64_t subsequence, uint64_t offset, s
     int rc = pc_cuda_philox_draws(0, seed, subsequence, offset, got, n, &cuerr);
     if (rc != PC_OK) {
         free(got);
-        return pc_cuda_err_fail(PC_ECUDA, &cuerr, err, errlen, "Philox draws on the device");
+        return pc_cuda_err_fail(rc, &cuerr, err, errlen, "Philox draws on the device");
     }
     pc_philox_t g;
     pc_philox_init(&g, seed, subsequence, offset);

@@ -166,9 +166,11 @@ static int check_same_model(pc_worker_t *w)
         (rc = PC_MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, rt->workers), why,
                            sizeof(why))) != PC_OK)
         return WFAIL_W(rt, &w->main, rc, "%s", why);
-    if (lo != hi)
+    if (lo != hi) { /* every worker sees it: the same message, said once */
+        w->err_agreed = true;
         return WFAIL(&w->main, PC_EINVAL,
                      "workers registered different models (tensor sizes or order differ)");
+    }
     rt->model_hash = h;
     return PC_OK;
 }
@@ -461,6 +463,7 @@ int pc_worker_start(pc_worker_t *w)
      * so a failed start leaves the worker as registered. */
     const uint64_t iter0 = w->iter, last_ckpt0 = w->last_ckpt, hash0 = w->rt->model_hash;
     const bool have_ckpt0 = w->have_ckpt;
+    w->err_agreed = false; /* set again by the steps whose failure every worker shares */
     if (w->started)
         return WFAIL(&w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)

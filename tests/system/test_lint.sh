@@ -67,6 +67,8 @@ echo '#include "pipecompress/pc_runtime.h"' >>"$tmp/t/src/base/pc_time.c"
 planted "an upward include" layers 'src/base/pc_time.c \(layer 1\) includes include/pipecompress/pc_runtime.h \(layer 5\): upwards'
 cp "$tmp/t/src/base/pc_time.c" "$tmp/t/src/pc_stray.c"
 planted "a file at src/'s top" layers "src/pc_stray.c: not in a folder of doc/design.md"
+touch "$tmp/t/cuda/pc_stray.cu"
+planted "a kernel file design.md does not place" layers "cuda/pc_stray.cu: in no layer of doc/design.md"
 mv "$tmp/t/src/sync/pc_event.c" "$tmp/t/src/codec/pc_event.c"
 planted "a module moved to another layer's folder" layers 'src/codec/pc_event.c: doc/design.md names pc_event in layer 2, its folder is layer 3'
 

@@ -74,6 +74,11 @@ static void test_error_convention(void **state)
     assert_int_equal(pc_cuda_err_fail(PC_ECUDA, NULL, err, sizeof(err), "sync"), PC_ECUDA);
     snprintf(want, sizeof(want), "sync: %s", pc_strerror(PC_ECUDA));
     assert_string_equal(err, want);
+    /* A launcher's own check failed (PC_CUDA_FAIL: code 0, the place): rc's words, the place. */
+    pc_cuda_err_t own = {.code = 0, .file = "../cuda/codec_select.cu", .line = 312};
+    assert_int_equal(pc_cuda_err_fail(PC_ECUDA, &own, err, sizeof(err), "topk"), PC_ECUDA);
+    snprintf(want, sizeof(want), "topk: %s (cuda/codec_select.cu:312)", pc_strerror(PC_ECUDA));
+    assert_string_equal(err, want);
     /* A real failed call on this machine's device 0 (a GPU's memory is there; otherwise the
      * runtime refuses, or the build has no CUDA): either it works or the line says where. */
     void *p = NULL;
