@@ -96,9 +96,13 @@ class _Attached:
     def _hook(self, torch):
         model = self.model
         self.handles.append(model.register_forward_pre_hook(self._root_pre))
+        fused = _fused_types(torch)
         for mname, m in model.named_modules():
-            own = sorted({self.ids[id(p)] for p in m.parameters(recurse=False)
-                          if id(p) in self.ids})
+            # A module's forward waits for its own parameters; a fused one's (below) for
+            # every parameter under it, which its forward reads without calling the
+            # submodules that hold them.
+            mine = m.parameters(recurse=isinstance(m, fused))
+            own = sorted({self.ids[id(p)] for p in mine if id(p) in self.ids})
             if not own:
                 continue
             self.handles.append(m.register_forward_pre_hook(self._pre(own, mname)))
@@ -249,6 +253,19 @@ class _Attached:
         for t in range(len(self.params)):
             if not self.waited[t]:
                 self.wait(t)
+
+
+def _fused_types(torch):
+    """torch's modules whose forward reads their submodules' parameters itself, never
+    calling those submodules: nn.MultiheadAttention hands out_proj's weight and bias to
+    F.multi_head_attention_forward (and to its eval fast path); nn.TransformerEncoderLayer,
+    in eval without autograd, hands every parameter of the layer to one fused kernel
+    (torch._transformer_encoder_layer_fwd). Their submodules' forward pre-hooks never run
+    there: without this, out_proj would be waited for only at the model's start (every
+    layer's, before layer 0), and an evaluation between iterations would read the layer's
+    parameters before their update. (nn.TransformerDecoderLayer calls its submodules.)"""
+    nn = torch.nn
+    return (nn.MultiheadAttention, nn.TransformerEncoderLayer)
 
 
 def _no_grad():
