@@ -9,7 +9,9 @@
 #   at every one, an evaluation forward before pc.synchronize() equals the one after it
 #   (the binding's waits order it after the update: for vit, the fused encoder kernel of
 #   eval mode, which calls no submodule), and no parameter is left to be waited for at the
-#   model's start (nn.MultiheadAttention's out_proj is waited for in its own forward);
+#   model's start (nn.MultiheadAttention's out_proj is waited for in its own forward), and
+#   the chunk plan groups small tensors (fewer chunks than tensors: the binding puts the
+#   parameters and the gradients in one block each, as pc-train's slabs);
 # - torch_train.py --arch NAME --data synthetic trains each through --backend ddp (2 ranks),
 #   resnet18 and vit through --backend pipecompress (3 ranks) too, and prints the measured
 #   parameter count;
@@ -43,9 +45,9 @@ declare -A batch=([resnet18]=4 [resnet50]=2 [vgg16]=2 [vit]=4)
 for arch in resnet18 resnet50 vgg16 vit; do
     d="$tmp/arch-$arch"
     if PC_BATCH=${batch[$arch]} job "arch-$arch" 3 "$cases" "arch:$arch" "$d" --iters 3 \
-        --compress topk:ratio=0.01 &&
+        --compress topk:ratio=0.01 --log-level debug &&
         "$py" - "$d" "$tmp/arch-$arch.out" "$arch" >"$tmp/arch-$arch.check" 2>&1 <<'PY'; then
-import math, sys
+import math, re, sys
 d, out, arch = sys.argv[1:]
 init = [open(f"{d}/init-r{r}.txt").read().split() for r in (0, 1)]
 rows = [[l.split() for l in open(f"{d}/hash-r{r}.txt") if l.strip()] for r in (0, 1)]
@@ -59,9 +61,18 @@ need([r[2] for r in rows[0]] == [r[2] for r in rows[1]],
      "the workers' parameters bitwise the same after every iteration")
 digests = [init[0][0]] + [r[2] for r in rows[0]]
 need(len(set(digests)) == len(digests), "the parameters changed at every iteration")
-need(f"{arch}: " in open(out).read() and "waited for at the model's start: none" in open(out).read(),
+text = open(out).read()
+need(f"{arch}: " in text and "waited for at the model's start: none" in text,
      "no parameter waited for at the model's start")
-print("losses " + " ".join(r[1] for r in rows[0]))
+# The binding's parameters and gradients in one block each: the chunk plan groups small
+# tensors (BatchNorm's, biases) with the one before, so the ResNets and the vit need fewer
+# chunks than tensors (vgg16's few big tensors are cut into more).
+plan = re.search(r"chunk plan \((\d+) chunks", text)
+tensors = re.search(rf"{arch}: (\d+) parameter tensors", text)
+need(plan and tensors, "the chunk plan and the tensor count in the output")
+chunks, n = int(plan.group(1)), int(tensors.group(1))
+need(arch == "vgg16" or chunks < n, f"fewer chunks than tensors ({chunks} for {n})")
+print("losses " + " ".join(r[1] for r in rows[0]) + f"; {n} tensors in {chunks} chunks")
 PY
         ok "binding, $arch (batch ${batch[$arch]}, 2 workers + 1 server, 3 iterations): worker 0's start, parameters bitwise equal on both workers after each iteration, evaluation before synchronize == after, nothing waited for at the model's start ($(cat "$tmp/arch-$arch.check"))"
     else
