@@ -307,7 +307,8 @@ def main():
                     help="--ddp-hook powersgd: the matrix approximation rank [2]")
     ap.add_argument("--powersgd-start", type=int, metavar="N",
                     help="--ddp-hook powersgd: plain allreduce for the first N iterations, "
-                    "at least 2 (error feedback and warm start need two) [10]")
+                    "at least 2 (error feedback and warm start need two) [10, as in "
+                    "powerSGD_hook's documented example]")
     ap.add_argument("--save", metavar="FILE", help="rank 0: the trained state_dict")
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
