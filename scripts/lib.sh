@@ -9,8 +9,9 @@ PC_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
   libck-dev clang-format dataset-fashion-mnist python3-matplotlib"
 # Packages only some tests need: check.sh installs them as root; without them (and not
 # root) those tests are reported as skipped. clang: the libFuzzer targets; python3-torch
-# (Debian's PyTorch 1.13, CPU): the Python binding's tests (tests/mpi/test_torch.sh).
-PC_OPTIONAL_PACKAGES="clang python3-torch"
+# (Debian's PyTorch 1.13, CPU): the Python binding's tests (tests/mpi/test_torch*.sh);
+# python3-torchvision (0.14, for that torch): the models of tests/mpi/test_torch_models.sh.
+PC_OPTIONAL_PACKAGES="clang python3-torch python3-torchvision"
 
 # pc_stop_pid FILE: stop the daemon whose pid FILE holds (TERM, then KILL after 5 s), then
 # remove FILE. Nothing happens without FILE or when the process has already gone.

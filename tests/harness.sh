@@ -89,3 +89,20 @@ pc_await_manifest() {
     done
     return 1
 }
+
+# pc_free_port: a TCP port on 127.0.0.1 that nothing holds now, for a rendezvous such as
+# DDP's: tests run in parallel (make -j check), so no fixed port. Drawn at random below
+# the kernel's ephemeral range (32768 and up on Linux), where outgoing connections (MPI's,
+# gloo's own) would take it between this check and the bind.
+pc_free_port() {
+    ${PC_PYTHON:-/usr/bin/python3} -c '
+import random, socket, sys
+for p in random.sample(range(20000, 32000), 200):
+    try:
+        socket.socket().bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    print(p)
+    sys.exit(0)
+sys.exit("pc_free_port: no free port in 200 tries")'
+}

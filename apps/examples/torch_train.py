@@ -4,7 +4,10 @@ torch's DistributedDataParallel), data-parallel under mpirun:
 
     mpirun -np 3 python3 apps/examples/torch_train.py --epochs 3 --compress none
     mpirun -np 3 python3 apps/examples/torch_train.py --arch lstm --compress topk:ratio=0.01
+    mpirun -np 3 python3 apps/examples/torch_train.py --arch resnet18 --compress dgc:ratio=0.001
     mpirun -np 2 python3 apps/examples/torch_train.py --backend ddp --epochs 3
+    mpirun -np 2 python3 apps/examples/torch_train.py --arch vgg16 --backend ddp \
+        --ddp-hook powersgd --powersgd-rank 4
 
 Its own flags are below (--help lists them, then PipeCompress's); every other flag is
 PipeCompress's, as on pc-train's command line (--servers, --compress, --pipeline, --lr,
@@ -13,11 +16,39 @@ each worker's shard are pc-train's (pipecompress.data), and the default learning
 schedule is cosine over --epochs as in pc-train, so `--arch cnn` trains pc-train's cnn
 (same layers, same initialisation scheme) on the same samples in the same order.
 
+--arch (parameters counted by the script, which prints them at the start):
+  cnn       pc-train's cnn (3,274,634 parameters)
+  lstm      the image rows through a 2-layer LSTM, LayerNorm, a linear head (214,538)
+  resnet18, resnet50, vgg16
+            torchvision's (Debian's python3-torchvision 0.14), randomly initialised by
+            torchvision's own scheme (weights=None: nothing is downloaded), adapted to
+            Fashion-MNIST's 1x28x28 images and 10 classes the way CIFAR users adapt them:
+            the input zero-padded to 32x32 (F.pad, 2 pixels each side); the ResNets' stem
+            a 3x3 stride-1 convolution from 1 channel and no max-pool (the 32x32 map
+            reaches layer4 at 4x4), fc to 10 classes, BatchNorm kept; VGG-16's first
+            convolution from 1 channel and, since its 5 max-pools leave a 1x1 map at
+            32x32, no adaptive average pool (torchvision's would copy the 1x1 map to 7x7)
+            and the classifier Linear(512, 4096)-ReLU-Dropout-Linear(4096, 4096)-ReLU-
+            Dropout-Linear(4096, 10). Parameters: resnet18 11,172,810, resnet50
+            23,519,690, vgg16 33,637,066.
+  vit       a small Vision Transformer from torch.nn.TransformerEncoder: the padded 32x32
+            input cut into 4x4 patches (a 4x4 stride-4 convolution: 64 tokens of width
+            128), a learned class token, a learned position embedding (65 positions), 4
+            pre-LayerNorm encoder layers (4 heads, feed-forward 256, GELU, batch_first),
+            a final LayerNorm and a linear head on the class token (542,090).
+--dropout applies where the model has dropout: cnn (before the last layer, default 0.5),
+vgg16 (the classifier's two, 0.5), vit (the encoder's, 0.1); elsewhere it is refused.
+
 --backend ddp trains the same model on the same shards with torch.optim.SGD and
 DistributedDataParallel over gloo (every rank a worker, no server), for benchmarks; it
 reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule constant|cosine.
+--ddp-hook compresses DDP's allreduce with one of torch's communication hooks
+(torch.distributed.algorithms.ddp_comm_hooks): fp16 (default_hooks.fp16_compress_hook),
+bf16 (bf16_compress_hook), powersgd (powerSGD_hook: rank --powersgd-rank, plain allreduce
+for the first --powersgd-start iterations, error feedback and warm start on).
 """
 import argparse
+import gc
 import math
 import os
 import sys
@@ -65,13 +96,97 @@ class Lstm(nn.Module):
         return self.head(self.norm(out[:, -1]))
 
 
+class Pad32(nn.Module):
+    """Fashion-MNIST's 28x28 images zero-padded to the 32x32 that the CIFAR-style models
+    are shaped for (2 pixels each side), then the model."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(F.pad(x, (2, 2, 2, 2)))
+
+
+class Vit(nn.Module):
+    """A small ViT on the padded 32x32 input: 4x4 patches (64 tokens), a class token, a
+    learned position embedding, torch.nn.TransformerEncoder (pre-LayerNorm, GELU,
+    batch_first), a final LayerNorm, a linear head on the class token."""
+
+    def __init__(self, classes=10, dropout=0.1, width=128, heads=4, layers=4, ff=256,
+                 patch=4, size=32):
+        super().__init__()
+        tokens = (size // patch) ** 2
+        self.patch = nn.Conv2d(1, width, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos = nn.Parameter(torch.empty(1, tokens + 1, width))
+        nn.init.trunc_normal_(self.pos, std=0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, ff, dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        # enable_nested_tensor only matters for padded batches in eval; off, as pre-LN
+        # layers cannot use it anyway.
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(width),
+                                             enable_nested_tensor=False)
+        # TransformerEncoder deep-copies one layer: every layer would start identical.
+        for lay in self.encoder.layers:
+            lay.self_attn._reset_parameters()
+            lay.linear1.reset_parameters()
+            lay.linear2.reset_parameters()
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):  # x: (B, 1, 32, 32)
+        t = self.patch(x).flatten(2).transpose(1, 2)  # (B, 64, width)
+        t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], 1) + self.pos
+        return self.head(self.encoder(t)[:, 0])  # (B, classes)
+
+
+ARCHS = ["cnn", "lstm", "resnet18", "resnet50", "vgg16", "vit"]
+TORCHVISION = {"resnet18", "resnet50", "vgg16"}
+DROPOUT = {"cnn": 0.5, "vgg16": 0.5, "vit": 0.1}  # the archs with dropout, their default
+
+
+def torchvision_model(arch, classes=10):
+    """torchvision's resnet18/resnet50/vgg16, random weights, adapted to 1x32x32 input (the
+    module docstring says how). A replaced layer gets torchvision's initialisation for its
+    kind: He-normal (fan_out) convolutions, N(0, 0.01) linear layers, zero biases."""
+    import torchvision
+
+    if arch.startswith("resnet"):
+        net = getattr(torchvision.models, arch)(weights=None, num_classes=classes)
+        net.conv1 = nn.Conv2d(1, 64, 3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+        net.maxpool = nn.Identity()
+        return net
+    net = torchvision.models.vgg16(weights=None, num_classes=classes)
+    net.features[0] = nn.Conv2d(1, 64, 3, padding=1)
+    nn.init.kaiming_normal_(net.features[0].weight, mode="fan_out", nonlinearity="relu")
+    nn.init.zeros_(net.features[0].bias)
+    net.avgpool = nn.Identity()  # (B, 512, 1, 1) after 5 pools; flattened to 512
+    net.classifier[0] = nn.Linear(512, 4096)
+    nn.init.normal_(net.classifier[0].weight, 0, 0.01)
+    nn.init.zeros_(net.classifier[0].bias)
+    return net
+
+
 def build(arch, seed, dropout):
     """The model, seeded: every worker builds the same one (worker 0's is used in any case).
     The cnn takes pc-train's initialisation: He-uniform weights, Xavier-uniform for the
-    last layer, zero biases; the LSTM keeps torch's own."""
+    last layer, zero biases; the LSTM and the ViT keep torch's own, the torchvision models
+    torchvision's. dropout: None for the arch's default (DROPOUT)."""
     torch.manual_seed(seed)
+    if dropout is None:
+        dropout = DROPOUT.get(arch)
     if arch == "lstm":
         return Lstm()
+    if arch in TORCHVISION:
+        net = torchvision_model(arch)
+        if arch == "vgg16":
+            for m in net.classifier:
+                if isinstance(m, nn.Dropout):
+                    m.p = dropout
+        return Pad32(net)
+    if arch == "vit":
+        return Pad32(Vit(dropout=dropout))
     model = Cnn(dropout=dropout)
     layers = [model.conv1, model.conv2, model.fc1, model.fc2]
     with torch.no_grad():
@@ -84,7 +199,10 @@ def build(arch, seed, dropout):
     return model
 
 
-def evaluate(model, images, labels, batch=1000):
+def evaluate(model, images, labels, arch):
+    # Batches of 1000 for the small models; 100 for the others (a resnet50 batch of 1000
+    # at 32x32 holds gigabytes of activations).
+    batch = 1000 if arch in ("cnn", "lstm") else 100
     model.eval()
     correct, loss = 0, 0.0
     with torch.no_grad():
@@ -103,9 +221,56 @@ def load(args, train):
     return pc.data.fashion_mnist(args.data, train=train)
 
 
+def usage_error(msg):
+    """A bad flag before MPI started: one line (on the first rank only, as the runtime's
+    own flag errors), status 2 on every rank."""
+    if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) == "0":
+        sys.stderr.write(f"torch_train.py: {msg}\n")
+        sys.stderr.flush()
+    sys.exit(2)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage_error's one line for a bad flag (not the usage block per rank)."""
+
+    def error(self, message):
+        usage_error(message)
+
+
+def check_arch_flags(args):
+    """Flags that the chosen --arch and --backend would ignore are refused, not dropped;
+    a torchvision model without torchvision is named with the package to install."""
+    if args.dropout is not None:
+        if args.arch not in DROPOUT:
+            usage_error(f"--dropout: --arch {args.arch} has no dropout (cnn, vgg16 and vit do)")
+        if not 0 <= args.dropout < 1:
+            usage_error(f"--dropout: {args.dropout} is not in [0, 1)")
+    if args.backend != "ddp" and args.ddp_hook is not None:
+        usage_error("--ddp-hook: only with --backend ddp (PipeCompress compresses with "
+                    "--compress)")
+    if args.backend != "ddp" and args.ddp_port is not None:
+        usage_error("--ddp-port: only with --backend ddp")
+    if args.ddp_hook != "powersgd":
+        for flag, v in (("--powersgd-rank", args.powersgd_rank),
+                        ("--powersgd-start", args.powersgd_start)):
+            if v is not None:
+                usage_error(f"{flag}: only with --backend ddp --ddp-hook powersgd")
+    if args.powersgd_rank is not None and args.powersgd_rank < 1:
+        usage_error(f"--powersgd-rank: {args.powersgd_rank} is not a positive integer")
+    if args.powersgd_start is not None and args.powersgd_start < 2:
+        usage_error(f"--powersgd-start: {args.powersgd_start} is below 2 (PowerSGD's error "
+                    "feedback and warm start need two plain iterations first)")
+    if args.arch in TORCHVISION:
+        try:
+            import torchvision  # noqa: F401
+        except ImportError as e:
+            usage_error(f"--arch {args.arch} needs torchvision ({e}; Debian: apt-get install "
+                        "python3-torchvision)")
+
+
 def ddp_flags(rest):
     """The PipeCompress flags the DDP baseline understands, with the runtime's defaults."""
-    ap = argparse.ArgumentParser(prog="torch_train.py --backend ddp")
+    ap = Parser(prog="torch_train.py --backend ddp")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
@@ -116,15 +281,18 @@ def ddp_flags(rest):
 
 
 def main():
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         add_help=False,
         description="Train a torch model on Fashion-MNIST through PipeCompress "
         "(other flags: PipeCompress's, listed after these)")
     ap.add_argument("-h", "--help", action="store_true", help="these flags, then the runtime's")
-    ap.add_argument("--arch", choices=["cnn", "lstm"], default="cnn")
+    ap.add_argument("--arch", choices=ARCHS, default="cnn",
+                    help="the model (resnet18, resnet50, vgg16: torchvision's, adapted)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
-    ap.add_argument("--dropout", type=float, default=0.5, help="cnn: before the last layer")
+    ap.add_argument("--dropout", type=float,
+                    help="cnn (before the last layer) [0.5], vgg16 (the classifier's) [0.5], "
+                    "vit (the encoder's) [0.1]")
     ap.add_argument("--data", default=pc.data.FASHION_MNIST, help="IDX directory or synthetic")
     ap.add_argument("--synthetic-samples", type=int, default=20000)
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
@@ -133,6 +301,14 @@ def main():
     ap.add_argument("--backend", choices=["pipecompress", "ddp"], default="pipecompress")
     ap.add_argument("--ddp-port", type=int,
                     help="DDP's rendezvous port [$MASTER_PORT, or 29511]")
+    ap.add_argument("--ddp-hook", choices=["none", "fp16", "bf16", "powersgd"],
+                    help="--backend ddp: torch's communication hook on the allreduce [none]")
+    ap.add_argument("--powersgd-rank", type=int, metavar="R",
+                    help="--ddp-hook powersgd: the matrix approximation rank [2]")
+    ap.add_argument("--powersgd-start", type=int, metavar="N",
+                    help="--ddp-hook powersgd: plain allreduce for the first N iterations, "
+                    "at least 2 (error feedback and warm start need two) [10, as in "
+                    "powerSGD_hook's documented example]")
     ap.add_argument("--save", metavar="FILE", help="rank 0: the trained state_dict")
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -146,6 +322,7 @@ def main():
         pc.init(["--help"])
     if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
+    check_arch_flags(args)
     torch.set_num_threads(args.threads)
     pc.set_blas_threads(args.threads)  # torch's matrix products (OpenBLAS on Debian) too
     images, labels = load(args, train=True)
@@ -177,7 +354,7 @@ def main():
     def on_epoch_end(epoch, it):
         if rank == 0 and test is not None and args.eval == "epoch":
             pc.synchronize()
-            acc, tl = evaluate(model, *test)
+            acc, tl = evaluate(model, *test, args.arch)
             print(f"epoch {epoch + 1}: test accuracy {100 * acc:.2f}%, test loss {tl:.4f} "
                   f"({time.time() - t0:.1f} s)", flush=True)
             pc.metrics_note(f'{{"rank": 0, "role": "eval", "epoch": {epoch + 1}, '
@@ -207,7 +384,7 @@ def report_done(args, model, test, iters, wall, rate):
     else:
         line += f" ({rate:.0f} samples/s after {args.warmup} warm-up iterations)"
     if test is not None:
-        acc, _ = evaluate(model, *test)
+        acc, _ = evaluate(model, *test, args.arch)
         line += f"; final test accuracy {100 * acc:.2f}%"
     print(line, flush=True)
     if args.save:
@@ -264,9 +441,52 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
     return False, rate
 
 
+def ddp_wrap(args, model):
+    """model in DistributedDataParallel (gloo, the default process group) with --ddp-hook's
+    communication hook. Buffers: DDP's default, rank 0's broadcast before each forward."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    hook = args.ddp_hook or "none"
+    kw = {}
+    if hook == "powersgd":
+        # One bucket. powerSGD_hook on gloo aborts within a few iterations when DDP has more
+        # than one bucket (gloo::EnforceNotMet ... op.preamble.length <= op.nbytes: the
+        # hook's chained allreduces of several buckets reach the ranks in different orders).
+        # The cap above the model's size, and DDP's first bucket, which has a size of its
+        # own (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB), raised as well.
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        cap = nbytes + (1 << 20)
+        dist._DEFAULT_FIRST_BUCKET_BYTES = cap
+        kw["bucket_cap_mb"] = cap / (1 << 20)
+    if hook == "bf16":
+        # Torch 1.13 on the CPU cannot: gloo's allreduce refuses bfloat16 ("Invalid scalar
+        # type"), and DDP accepts bf16_compress_hook only with CUDA 11+ and NCCL 2.10+.
+        # Asked of this torch, not assumed (collective: every rank gets the same answer).
+        try:
+            dist.all_reduce(torch.zeros(1, dtype=torch.bfloat16))
+        except RuntimeError as e:
+            usage_error(f"--ddp-hook bf16: this torch's gloo cannot allreduce bfloat16 ({e})")
+    ddp = DDP(model, **kw)
+    if hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif hook == "bf16":
+        try:
+            ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        except TypeError as e:  # DDP's own refusal ("required CUDA 11+ and NCCL 2.10+")
+            usage_error(f"--ddp-hook bf16: {e}")
+    elif hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank or 2,
+            start_powerSGD_iter=args.powersgd_start or 10, use_error_feedback=True,
+            warm_start=True)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    return ddp
+
+
 def train_ddp(args, rest, images, labels, run_length):
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     f = ddp_flags(rest)
     env = os.environ
@@ -283,7 +503,7 @@ def train_ddp(args, rest, images, labels, run_length):
                          "iteration of all workers")
     total = f.iters or run_length(W)
     model = build(args.arch, f.seed, args.dropout)
-    ddp = DDP(model)
+    ddp = ddp_wrap(args, model)
     opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
                           weight_decay=f.weight_decay)
 
@@ -304,12 +524,13 @@ def train_ddp(args, rest, images, labels, run_length):
 
     test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     if rank == 0:
-        print(f"torch {args.arch} (DDP, gloo): {W} workers x batch {B}, {ipe} iterations "
-              f"per epoch, {total} in all", flush=True)
+        print(f"torch {args.arch} (DDP, gloo, hook {args.ddp_hook or 'none'}): "
+              f"{sum(p.numel() for p in model.parameters())} parameters; {W} workers x "
+              f"batch {B}, {ipe} iterations per epoch, {total} in all", flush=True)
 
     def on_epoch_end(epoch, it):
         if rank == 0 and test is not None and args.eval == "epoch":
-            acc, tl = evaluate(model, *test)
+            acc, tl = evaluate(model, *test, args.arch)
             print(f"epoch {epoch + 1}: test accuracy {100 * acc:.2f}%, test loss {tl:.4f} "
                   f"({time.time() - t0:.1f} s)", flush=True)
 
@@ -319,6 +540,13 @@ def train_ddp(args, rest, images, labels, run_length):
     wall = time.time() - t0
     if rank == 0:
         report_done(args, model, test, total, wall, rate)
+    # Torn down here, in order: DDP (its reducer, the hook's state and futures) while the
+    # process group lives, then the group. Left to the interpreter's exit, the group's last
+    # reference can drop on one of gloo's own threads, whose destructor then joins itself
+    # (abort: "Resource deadlock avoided"), or hang; seen with the hooks under load.
+    dist.barrier()
+    del ddp, step, opt
+    gc.collect()
     dist.destroy_process_group()
     return 0
 

@@ -52,14 +52,24 @@ class _Attached:
         self.waited = [False] * n  # param_wait done this iteration
         self.outside = [False] * n  # read outside its own module's forward (first iteration)
         self.first = True  # the first iteration since attach (0, or --resume's)
+        # The parameters move into one block, in registration order (values kept), and
+        # the gradient buffers are pieces of one more: the runtime's chunk plan groups a
+        # small tensor with the one before it only when both buffers continue that one's
+        # (pc_plan.h), as pc-train's slabs do. torch allocates each tensor on its own, so
+        # without this every small tensor (a BatchNorm's weight and bias: 106 of
+        # ResNet-50's 161) is a message of its own, both ways, every iteration.
+        self.slab = _gather(torch, self.params)
+        gslab = torch.zeros(sum(p.numel() for p in self.params))
         self.pptr = [p.data_ptr() for p in self.params]
         # The registered memory stays alive as long as the attachment, whatever the script
         # does to the parameters (p.data = ...): the runtime writes updates into it.
         self.keep = [p.detach() for p in self.params]
         lib, w = s.lib, s.w
+        off = 0
         with torch.no_grad():
             for name, p in zip(self.names, self.params):
-                g = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                g = gslab[off:off + p.numel()].view_as(p)
+                off += p.numel()
                 p.grad = g
                 self.grads.append(g)
                 t = lib.pc_worker_register(w, name.encode(), p.data_ptr(), g.data_ptr(),
@@ -96,9 +106,13 @@ class _Attached:
     def _hook(self, torch):
         model = self.model
         self.handles.append(model.register_forward_pre_hook(self._root_pre))
+        fused = _fused_types(torch)
         for mname, m in model.named_modules():
-            own = sorted({self.ids[id(p)] for p in m.parameters(recurse=False)
-                          if id(p) in self.ids})
+            # A module's forward waits for its own parameters; a fused one's (below) for
+            # every parameter under it, which its forward reads without calling the
+            # submodules that hold them.
+            mine = m.parameters(recurse=isinstance(m, fused))
+            own = sorted({self.ids[id(p)] for p in mine if id(p) in self.ids})
             if not own:
                 continue
             self.handles.append(m.register_forward_pre_hook(self._pre(own, mname)))
@@ -251,6 +265,35 @@ class _Attached:
                 self.wait(t)
 
 
+def _gather(torch, params):
+    """Move the parameters into one float32 block, in the order given, values kept: p.data
+    becomes a view of the block, so each Parameter, and every module holding it, stays the
+    same object. Returns the block. Runs before registration: the runtime sees only the
+    new memory."""
+    slab = torch.empty(sum(p.numel() for p in params))
+    off = 0
+    with torch.no_grad():
+        for p in params:
+            v = slab[off:off + p.numel()].view_as(p)
+            v.copy_(p)
+            p.data = v
+            off += p.numel()
+    return slab
+
+
+def _fused_types(torch):
+    """torch's modules whose forward reads their submodules' parameters itself, never
+    calling those submodules: nn.MultiheadAttention hands out_proj's weight and bias to
+    F.multi_head_attention_forward (and to its eval fast path); nn.TransformerEncoderLayer,
+    in eval without autograd, hands every parameter of the layer to one fused kernel
+    (torch._transformer_encoder_layer_fwd). Their submodules' forward pre-hooks never run
+    there: without this, out_proj would be waited for only at the model's start (every
+    layer's, before layer 0), and an evaluation between iterations would read the layer's
+    parameters before their update. (nn.TransformerDecoderLayer calls its submodules.)"""
+    nn = torch.nn
+    return (nn.MultiheadAttention, nn.TransformerEncoderLayer)
+
+
 def _no_grad():
     import torch
     return torch.no_grad()
@@ -286,7 +329,9 @@ def attach(model, backward_passes_per_step=1):
 
     Every parameter that requires a gradient is registered in model.named_parameters()
     order (tied parameters once), zero-copy: CPU, float32, contiguous, disjoint, or a
-    one-line pipecompress.Error naming it. Worker 0's parameters, buffers and frozen
+    one-line pipecompress.Error naming it. First they are moved into one block of memory
+    (values kept, p.data a view of it; the Parameter objects stay), so that the chunk plan
+    can group the small ones as pc-train's slabs. Worker 0's parameters, buffers and frozen
     parameters become every worker's. From then on the servers own the optimizer step (their
     --lr, --momentum, schedule): the script creates no optimizer and never zeroes
     gradients. backward_passes_per_step: backward passes accumulated per iteration (a

@@ -15,6 +15,17 @@ zoo       a model with every kind of parameter the binding defines a behaviour f
           parameters to OUTDIR/hash-rRANK.txt; at the end OUTDIR/final-rRANK.pt holds the
           state and OUTDIR/init-rRANK.pt the state right after attach. Data and dropout
           derive from (iteration, rank), so the run resumes exactly (--resume).
+arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, vit, cnn,
+          lstm) through the binding, batch $PC_BATCH (default 4) per worker. Every worker
+          builds it from a different seed and shifts its float buffers by its rank (worker
+          0's must win at attach). After each iteration the batch's loss must be finite, and
+          an evaluation forward (model.eval(), no autograd: for vit, the fused encoder
+          kernel, which calls no submodule) run before pc.synchronize() must equal the same
+          forward after it, bitwise (the binding's waits alone order it after the update);
+          then every worker appends "IT LOSS DIGEST" (the digest of its parameters) to
+          OUTDIR/hash-rRANK.txt. OUTDIR/init-rRANK.txt: the digest of parameters, then of
+          buffers, right after attach. Prints the parameters waited for at the model's start
+          (read outside their module's forward), "none" when none.
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
@@ -27,6 +38,7 @@ early, passes, note, mismatch, thread, initstr, views, rebind, lazyserver
 """
 import copy
 import hashlib
+import math
 import os
 import sys
 
@@ -148,6 +160,55 @@ def case_zoo(out, flags):
     return status
 
 
+def case_arch(out, flags, arch):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
+                                    "apps", "examples"))
+    import torch_train
+
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    rank, cfg = pc.rank(), pc.config()
+    seed, batch = int(cfg["seed"]), int(os.environ.get("PC_BATCH", "4"))
+    model = torch_train.build(arch, 100 + rank, None)  # worker 0's must win
+    with torch.no_grad():
+        for b in model.buffers():
+            if b.is_floating_point():
+                b.add_(rank)
+    pc.attach(model)
+    with open(os.path.join(out, f"init-r{rank}.txt"), "w") as f:
+        print(digest(model.parameters()), digest(model.buffers()), file=f)
+    hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "w")
+    for it in range(pc.iteration(), int(cfg["iters"])):
+        g = torch.Generator().manual_seed(seed * 100003 + it * 17 + rank)
+        torch.manual_seed(seed * 7919 + it * 31 + rank)  # dropout
+        x = torch.randn(batch, 1, 28, 28, generator=g)
+        y = torch.randint(0, 10, (batch,), generator=g)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        lv = loss.item()
+        if not math.isfinite(lv):
+            raise pc.Error(f"{arch}: iteration {it}: the loss is {lv}")
+        pc.report(lv)
+        pc.iteration_end()
+        model.eval()
+        with torch.no_grad():
+            early = model(x)  # no synchronize: only the binding's forward waits
+            pc.synchronize()
+            late = model(x)
+        model.train()
+        if not torch.equal(early, late):
+            raise pc.Error(f"{arch}: iteration {it}: an evaluation before pc.synchronize() "
+                           "read parameters before their update (differs from the one after "
+                           f"by {(early - late).abs().max().item():.3g})")
+        print(it, f"{lv:.6f}", digest(model.parameters()), file=hashes, flush=True)
+    a = pc.session._S.model
+    outside = [n for n, o in zip(a.names, a.outside) if o]
+    print(f"{arch}: {len(a.names)} parameter tensors; waited for at the model's start: "
+          f"{' '.join(outside) or 'none'}", flush=True)
+    return pc.finish()
+
+
 def case_bad_model(out, flags, kind):
     pc.init(flags)
     if pc.is_server():
@@ -215,6 +276,8 @@ def main():
         return case_sgd(out, flags, 2 if case == "sgd2" else 1)
     if case == "zoo":
         return case_zoo(out, flags)
+    if case.startswith("arch:"):
+        return case_arch(out, flags, case[len("arch:"):])
     if case in ("dtype", "strided"):
         return case_bad_model(out, flags, case)
     if case in ("early", "passes", "note", "mismatch", "thread", "initstr", "views", "rebind",
