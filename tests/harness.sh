@@ -65,6 +65,21 @@ pc_skip() {
     exit 77
 }
 
+# pc_need_torch [MODULE...]: the Python tests' start. Sets py (/usr/bin/python3, or
+# $PC_PYTHON) and exports PIPECOMPRESS_LIB (the build's shared library); skips the test
+# (77) when py cannot import torch or one of MODULE, or there is no shared library.
+pc_need_torch() {
+    py=${PC_PYTHON:-/usr/bin/python3}
+    local m
+    for m in torch "$@"; do
+        "$py" -c "import $m" 2>/dev/null ||
+            pc_skip "$py cannot import $m (Debian: apt-get install python3-$m)"
+    done
+    export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
+    [ -e "$PIPECOMPRESS_LIB" ] ||
+        pc_skip "no shared library at $PIPECOMPRESS_LIB (configured with --disable-shared?)"
+}
+
 # pc_job_state JOBID: a Slurm job's JobState and Restarts ("JobState=COMPLETED Restarts=1 ").
 pc_job_state() { scontrol show job "$1" 2>/dev/null | grep -o -E 'JobState=[A-Z_]+|Restarts=[0-9]+' | tr '\n' ' '; }
 

@@ -18,12 +18,9 @@
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
-py=${PC_PYTHON:-/usr/bin/python3}
-"$py" -c 'import torch' 2>/dev/null || pc_skip "$py cannot import torch (Debian: apt-get install python3-torch)"
+pc_need_torch
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 cases="$PC_SRCDIR/tests/python/torch_cases.py"
-export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
-[ -e "$PIPECOMPRESS_LIB" ] || pc_skip "no shared library at $PIPECOMPRESS_LIB (configured with --disable-shared?)"
 tmp=$(mktemp -d)
 job=
 trap '[ -n "$job" ] && pc_kill_tree "$job"; rm -rf "$tmp"' EXIT

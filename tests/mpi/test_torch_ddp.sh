@@ -12,12 +12,9 @@
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
-py=${PC_PYTHON:-/usr/bin/python3}
-"$py" -c 'import torch' 2>/dev/null || pc_skip "$py cannot import torch (Debian: apt-get install python3-torch)"
+pc_need_torch
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 example="$PC_SRCDIR/apps/examples/torch_train.py"
-export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
-[ -e "$PIPECOMPRESS_LIB" ] || pc_skip "no shared library at $PIPECOMPRESS_LIB (the example loads it for its data)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -87,24 +87,24 @@ static void ok(int code, const char *what)
 
 /* Copies on the engine's stream through pc_gpu's wrapper (gpu_mem.h): to the device queued,
  * to the host waited for (so also the check of the kernels before it). */
-static int to_device(void *d, const void *h, size_t bytes)
+static int copy(void *dst, const void *src, size_t bytes, bool to_dev)
 {
     char msg[256];
-    int rc =
-        pc_gpu__copy(0, d, h, bytes, true, pc_cuda_engine_stream(eng), false, msg, sizeof(msg));
+    int rc = pc_gpu__copy(0, dst, src, bytes, to_dev, pc_cuda_engine_stream(eng), !to_dev, msg,
+                          sizeof(msg));
     if (rc != PC_OK)
         fail_msg("%s", msg);
     return rc;
 }
 
+static int to_device(void *d, const void *h, size_t bytes)
+{
+    return copy(d, h, bytes, true);
+}
+
 static int to_host(void *h, const void *d, size_t bytes)
 {
-    char msg[256];
-    int rc =
-        pc_gpu__copy(0, h, d, bytes, false, pc_cuda_engine_stream(eng), true, msg, sizeof(msg));
-    if (rc != PC_OK)
-        fail_msg("%s", msg);
-    return rc;
+    return copy(h, d, bytes, false);
 }
 
 static void *dev(size_t bytes)
