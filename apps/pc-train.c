@@ -399,37 +399,10 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
         die("--mode auto", "out of memory");
     if (pc_auto_choose(cfg, MPI_COMM_WORLD, &probe, REPS, res, err, sizeof(err)) != PC_OK)
         die("--mode auto", err);
-    const pc_auto_measured_t *me = &res->measured;
     pc_model_destroy(m);
     pc_data_free(&ds);
-    if (rank != 0) {
-        free(res);
-        return;
-    }
-    printf("auto: probe %.2f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest rank's "
-           "per layer)",
-           me->seconds, (me->compute.fwd + me->compute.bwd) * 1e3, me->compute.fwd * 1e3,
-           me->compute.bwd * 1e3);
-    if (me->link_peer >= 0)
-        printf("; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", me->link_peer,
-               me->link_host, me->link_remote ? "another host" : "this host",
-               me->link.bandwidth * 1e-6, me->link.latency * 1e6);
-    else
-        printf("; one rank: no link\n");
-    const pc_cost_choice_t *c = &res->choice;
-    char warning[1024];
-    if (pc_auto_crowding(res, warning, sizeof(warning)) != PC_AUTO_ROOMY)
-        printf("%s\n", warning);
-    for (int k = 0; k < PC_COST_MODES; k++)
-        if (c->candidate[k])
-            printf("auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
-                   pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3,
-                   c->rate[k] * o->batch, c->rate[k] / c->rate[c->best],
-                   k == (int)c->best ? "  <- chosen" : "");
-    printf("auto: chose %s: %s (these flags, in place of --mode auto and any --servers or "
-           "--momentum given, run the same without the probe)\n",
-           pc_cost_mode_name(c->best), res->flags);
-    fflush(stdout);
+    if (rank == 0)
+        pc_auto_print(res, o->batch, stdout);
     free(res);
 }
 

@@ -5,6 +5,7 @@ torch's DistributedDataParallel), data-parallel under mpirun:
     mpirun -np 3 python3 apps/examples/torch_train.py --epochs 3 --compress none
     mpirun -np 3 python3 apps/examples/torch_train.py --arch lstm --compress topk:ratio=0.01
     mpirun -np 3 python3 apps/examples/torch_train.py --arch resnet18 --compress dgc:ratio=0.001
+    mpirun -np 3 python3 apps/examples/torch_train.py --arch vit --mode auto --servers 1
     mpirun -np 2 python3 apps/examples/torch_train.py --backend ddp --epochs 3
     mpirun -np 2 python3 apps/examples/torch_train.py --arch vgg16 --backend ddp \
         --ddp-hook powersgd --powersgd-rank 4
@@ -15,6 +16,12 @@ PipeCompress's, as on pc-train's command line (--servers, --compress, --pipeline
 each worker's shard are pc-train's (pipecompress.data), and the default learning-rate
 schedule is cosine over --epochs as in pc-train, so `--arch cnn` trains pc-train's cnn
 (same layers, same initialisation scheme) on the same samples in the same order.
+
+--mode auto: every rank builds the model and profiles it on one worker's batch (pc.probe),
+which then chooses the mode as pc-train's --mode auto does.
+
+--train-samples N trains on the training set's first N samples (shorter epochs for the
+big models on a small machine; the whole test set is evaluated).
 
 --arch (parameters counted by the script, which prints them at the start):
   cnn       pc-train's cnn (3,274,634 parameters)
@@ -215,10 +222,18 @@ def evaluate(model, images, labels, arch):
 
 
 def load(args, train):
+    """The training set (its first --train-samples samples if given) or the test set."""
     if args.data == "synthetic":
         n = args.synthetic_samples if train else max(100, args.synthetic_samples // 6)
-        return pc.data.synthetic(n, args.data_seed, train=train)
-    return pc.data.fashion_mnist(args.data, train=train)
+        images, labels = pc.data.synthetic(n, args.data_seed, train=train)
+    else:
+        images, labels = pc.data.fashion_mnist(args.data, train=train)
+    k = args.train_samples
+    if not train or k is None:
+        return images, labels
+    if not 1 <= k <= len(labels):
+        usage_error(f"--train-samples: {k} is not in 1..{len(labels)} (the training set's size)")
+    return images[:k], labels[:k]
 
 
 def usage_error(msg):
@@ -295,6 +310,9 @@ def main():
                     "vit (the encoder's) [0.1]")
     ap.add_argument("--data", default=pc.data.FASHION_MNIST, help="IDX directory or synthetic")
     ap.add_argument("--synthetic-samples", type=int, default=20000)
+    ap.add_argument("--train-samples", type=int, metavar="N",
+                    help="train on the training set's first N samples only (the whole "
+                    "test set is still evaluated): shorter epochs for the big models")
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's threads per rank, and OpenBLAS's (both backends)")
@@ -334,6 +352,7 @@ def main():
     if args.backend == "ddp":
         return train_ddp(args, rest, images, labels, run_length)
     pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
+    model = probe(args, images[:B], labels[:B])
     if pc.is_server():
         return pc.run_server()
     W, rank = pc.workers(), pc.rank()
@@ -342,7 +361,7 @@ def main():
     ipe = n // (W * B)
     if ipe == 0:
         raise pc.Error("--batch: the training set is smaller than one iteration of all workers")
-    model = build(args.arch, seed, args.dropout)
+    model = model or build(args.arch, seed, args.dropout)
     pc.attach(model)
     test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     first = pc.iteration()
@@ -373,6 +392,17 @@ def main():
     elif rank == 0:
         report_done(args, model, test, total - first, wall, rate)
     return status
+
+
+def probe(args, x, y):
+    """--mode auto: every rank (the servers to be too) builds the model and profiles it on
+    one worker's batch (x, y); pc.probe then chooses the mode. Returns the model, left as
+    built (the workers train it), or None in any other mode."""
+    if not pc.choosing():
+        return None
+    model = build(args.arch, int(pc.config()["seed"]), args.dropout)
+    pc.probe(model, x, y)
+    return model
 
 
 def report_done(args, model, test, iters, wall, rate):

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <mpi.h>
 
@@ -168,6 +169,13 @@ pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, siz
  * give the same configuration into flags (len bytes). PC_OK, or PC_EINVAL (cfg not in auto
  * mode, m out of range, no room) with cfg untouched. Thread-safe on distinct cfgs. */
 int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len);
+
+/* Print res as pc-train and the binding do on rank 0: the probe's time, the compute and
+ * the link measured, pc_auto_crowding's warning if any, every candidate's predicted
+ * iteration and samples per second (batch: samples per worker per iteration), the choice
+ * and its fixed flags. Lines "auto: ..." to out, flushed. The caller owns out; thread-safe
+ * on distinct streams. */
+void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
  * MPI type in any signature (the header itself includes mpi.h, through pc_runtime.h).
  *
  *     pc_embed_create(argc, argv, NULL, NULL, &e, &status, err, len)     every rank
+ *     with --mode auto (pc_embed_pending(e)), every rank:
+ *         profile the model, pc_embed_choose(e, &probe, batch, err, len)
  *     server rank (pc_embed_worker(e) == NULL):
  *         pc_embed_run_server(e, err, len); pc_embed_destroy(e)
  *     worker rank: pc_worker_* on pc_embed_worker(e) (pc_runtime.h), then
@@ -20,6 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
+#include "pipecompress/pc_auto.h"
 #include "pipecompress/pc_runtime.h"
 
 #ifdef __cplusplus
@@ -37,11 +42,13 @@ typedef int64_t (*pc_embed_length_fn)(void *ud, int workers);
  * with the runtime's flags (pc_config.h: pc-train's parser and messages, the runtime's
  * defaults: pc-train alone makes --lr-schedule cosine; argv[0] names the program in
  * messages; argv is not modified), checks them for
- * this job (pc_runtime_check_config; --mode auto is refused: its probe profiles pc-train's
- * built-in models), after setting --iters, when the command line did not, to
- * length(ud, workers) if length is not NULL (pc-train does the same from --epochs; a
- * cosine schedule needs it); creates the log (stderr, --log-level), the runtime on MPI_COMM_WORLD,
- * and on a worker rank its worker.
+ * this job (pc_runtime_check_config), after setting --iters, when the command line did
+ * not, to length(ud, workers) if length is not NULL (pc-train does the same from
+ * --epochs; a cosine schedule needs it); creates the log (stderr, --log-level), the
+ * runtime on MPI_COMM_WORLD, and on a worker rank its worker. With --mode auto only what
+ * auto refuses is checked (pc_auto_check) and the log created: the handle is pending
+ * (pc_embed_pending) until pc_embed_choose, which does the rest; length (and ud) must stay
+ * callable until then.
  * Returns:
  *   PC_OK with *out, the caller's (pc_embed_destroy), and *exit_status -1: run;
  *   PC_OK with *out NULL and *exit_status 0: --help or --version, printed by rank 0;
@@ -56,12 +63,37 @@ typedef int64_t (*pc_embed_length_fn)(void *ud, int workers);
 int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
                     int *exit_status, char *err, size_t errlen);
 
+/* Whether the handle waits for pc_embed_choose (--mode auto, not chosen yet): no runtime
+ * (pc_embed_runtime NULL) and no worker until then, whatever the rank's role will be.
+ * Thread-safe. */
+bool pc_embed_pending(const pc_embed_t *e);
+
+/* --mode auto, collective over MPI_COMM_WORLD: every rank brings its profile of the same
+ * model (probe: layers and times from the binding's hooks, the tensors in the order they
+ * will be registered, rank 0's gradients as its profile's backward left them; borrowed for
+ * the call) and the batch per worker; pc_auto_choose measures the link, the codecs and the
+ * server and resolves the mode, rank 0 prints the figures and the choice to stdout as
+ * pc-train does (pc_auto_print), then pc_embed_create's remaining steps run: the run
+ * length, the runtime's checks, the runtime and this rank's worker. PC_OK: the handle is
+ * no longer pending and pc_embed_auto_flags holds the choice. Errors: PC_ESTATE (not
+ * pending), PC_EINVAL (no probe, batch < 1), pc_auto_choose's (the same code on every
+ * rank), a check's PC_EUSAGE, or the runtime's; the message in err; the handle then stays
+ * pending and unchanged (the caller ends the job: another rank may have gone on). */
+int pc_embed_choose(pc_embed_t *e, const pc_auto_probe_t *probe, int batch, char *err,
+                    size_t errlen);
+
+/* The flags --mode auto chose, as fixed flags that give the same run without the probe
+ * ("--mode ps --servers 1 --compress ..."); "" when the run did not use --mode auto.
+ * Borrowed (lives as long as e). Thread-safe after pc_embed_choose. */
+const char *pc_embed_auto_flags(const pc_embed_t *e);
+
 /* This process's rank and the job's size in MPI_COMM_WORLD; fixed. Thread-safe. */
 int pc_embed_rank(const pc_embed_t *e);
 int pc_embed_size(const pc_embed_t *e);
 
-/* The runtime (borrowed: it lives until pc_embed_destroy) and this rank's worker (NULL on
- * a server rank; borrowed likewise: the caller never destroys it). */
+/* The runtime (borrowed: it lives until pc_embed_destroy; NULL while pending) and this
+ * rank's worker (NULL on a server rank and while pending; borrowed likewise: the caller
+ * never destroys it). */
 pc_runtime_t *pc_embed_runtime(pc_embed_t *e);
 pc_worker_t *pc_embed_worker(pc_embed_t *e);
 

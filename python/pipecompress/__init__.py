@@ -29,14 +29,19 @@ What happens underneath (doc/python.md says it in full):
   zero gradient), waits for the gradient buffers' release, zeroes them for the next
   iteration, and tells whether the workers agreed to stop.
 
+With --mode auto every rank, servers included, builds the model and calls
+pc.probe(model, x, y) after pc.init: the probe profiles it and chooses the mode (and so
+which ranks are servers); in any other mode pc.probe does nothing.
+
 Every call comes from the thread that called pc.init (the runtime's backprop thread).
 """
 from . import data  # noqa: F401  (the package's data helpers: pc.data)
 from .errors import Error
 from .hooks import attach, iteration, iteration_end, metrics_note, report, synchronize
-from .session import (config, finish, init, is_server, is_worker, rank, run_server, servers,
-                      set_blas_threads, size, stop_signal, workers)
+from .probe import probe
+from .session import (choosing, config, finish, init, is_server, is_worker, rank, run_server,
+                      servers, set_blas_threads, size, stop_signal, workers)
 
 __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers", "servers",
-           "config", "run_server", "attach", "iteration", "iteration_end", "report",
+           "config", "choosing", "probe", "run_server", "attach", "iteration", "iteration_end", "report",
            "synchronize", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]

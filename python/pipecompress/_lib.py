@@ -75,6 +75,10 @@ def _load():
         "pc_embed_config_text": (c_int, [c_void_p, c_char_p, c_size_t]),
         "pc_embed_run_server": (c_int, [c_void_p, c_char_p, c_size_t]),
         "pc_embed_destroy": (None, [c_void_p]),
+        "pc_embed_pending": (_c.c_bool, [c_void_p]),
+        "pc_embed_choose": (c_int, [c_void_p, _c.POINTER(AutoProbe), c_int, c_char_p,
+                                    c_size_t]),
+        "pc_embed_auto_flags": (c_char_p, [c_void_p]),
         "pc_embed_abort": (None, [c_int]),
         "pc_runtime_workers": (c_int, [c_void_p]),
         "pc_runtime_servers": (c_int, [c_void_p]),
@@ -107,6 +111,27 @@ def _load():
         f.restype = res
         f.argtypes = args
     return lib
+
+
+class CostLayer(_c.Structure):
+    """pc_cost_layer_t (include/pipecompress/pc_cost.h): seconds."""
+    _fields_ = [("fwd", c_double), ("bwd", c_double)]
+
+
+class PlanTensor(_c.Structure):
+    """pc_plan_tensor_t (include/pipecompress/pc_plan.h)."""
+    _fields_ = [("n", c_size_t), ("param", c_void_p), ("grad", c_void_p)]
+
+
+class AutoProbe(_c.Structure):
+    """pc_auto_probe_t (include/pipecompress/pc_auto.h)."""
+    _fields_ = [("layers", _c.POINTER(CostLayer)), ("nlayers", c_int),
+                ("tensors", _c.POINTER(PlanTensor)), ("tensor_layer", _c.POINTER(c_int)),
+                ("ntensors", c_int)]
+
+
+# PC_AUTO_MAX_LAYERS: the most layers a probe holds.
+AUTO_MAX_LAYERS = 256
 
 
 class Dataset(_c.Structure):

@@ -26,8 +26,6 @@ class _Session:
         self.lib = lib
         self.e = handle
         self.prog = prog
-        self.rt = lib.pc_embed_runtime(handle)
-        self.w = lib.pc_embed_worker(handle)
         self.rank = lib.pc_embed_rank(handle)
         self.size = lib.pc_embed_size(handle)
         self.thread = threading.get_ident()
@@ -38,10 +36,20 @@ class _Session:
         self.finished = False
         self.final_signal = 0
         self.pending = None  # an Error raised on another thread, re-raised on this one
-        # The job's facts, kept for after pc.finish() / pc.run_server() (a script names
-        # its output files after them once the model is final).
-        self.nworkers = lib.pc_runtime_workers(self.rt)
-        self.nservers = lib.pc_runtime_servers(self.rt)
+        self.length_fn = None  # pc_embed_create's length callback: called again by choose
+        self.auto_flags = None  # what --mode auto chose (pc.probe), as fixed flags
+        self.bind()
+
+    def bind(self):
+        """The runtime's handles and the job's facts, once the mode is fixed (at pc.init,
+        or with --mode auto at pc.probe); kept for after pc.finish() / pc.run_server() (a
+        script names its output files after them once the model is final)."""
+        lib, handle = self.lib, self.e
+        self.choosing = bool(lib.pc_embed_pending(handle))
+        self.rt = lib.pc_embed_runtime(handle)
+        self.w = lib.pc_embed_worker(handle)
+        self.nworkers = 0 if self.choosing else lib.pc_runtime_workers(self.rt)
+        self.nservers = 0 if self.choosing else lib.pc_runtime_servers(self.rt)
         n = lib.pc_embed_config_text(handle, None, 0)
         buf = ctypes.create_string_buffer(max(n, 0) + 1)
         lib.pc_embed_config_text(handle, buf, len(buf))
@@ -50,6 +58,8 @@ class _Session:
             k, eq, v = line.partition("=")
             if eq:
                 self.config[k.strip()] = v.strip()
+        if self.rt:
+            lib.pc_runtime_set_stop_flag(self.rt, ctypes.byref(self.stop))
 
     def fail(self, what, rc=None):
         msg = self.lib.pc_worker_error(self.w).decode(errors="replace") if self.w else ""
@@ -75,8 +85,18 @@ def _session():
     return _S
 
 
+CHOOSING = ("--mode auto has not chosen the mode yet: call pc.probe(model, inputs, "
+            "targets) on every rank first (doc/python.md, \"--mode auto\")")
+
+
+def _decided(s):
+    if s.choosing:
+        raise Error(CHOOSING)
+    return s
+
+
 def _worker():
-    s = _session()
+    s = _decided(_session())
     if not s.w:
         raise Error(f"rank {s.rank} is a server: it calls pc.run_server(), nothing else")
     return s
@@ -124,6 +144,12 @@ def _at_exit():
     s = _S
     if s is None or s.closed:
         return
+    if s.choosing:
+        # The other ranks may be in pc.probe's collective measurement, waiting for this one.
+        sys.stderr.write(f"{s.prog}: rank {s.rank} ended with --mode auto before pc.probe "
+                         "chose the mode\n")
+        sys.stderr.flush()
+        s.lib.pc_embed_abort(1)
     if s.w and s.model is not None and not s.finished:
         # Ended without pc.finish(): the other workers cannot know whether this one left
         # early (they would wait for it until --timeout), so the job ends here.
@@ -206,7 +232,7 @@ def init(argv=None, prog=None, run_length=None, **flags):
         lib.pc_embed_abort(1)
         raise SystemExit(1)
     _S = _Session(lib, handle.value, prog)
-    lib.pc_runtime_set_stop_flag(_S.rt, ctypes.byref(_S.stop))
+    _S.length_fn = fn  # --mode auto: the library calls it again in pc.probe
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _on_signal)
@@ -245,20 +271,27 @@ def size():
 
 def workers():
     """The job's workers: ranks 0 .. workers()-1."""
-    return _job().nworkers
+    return _decided(_job()).nworkers
 
 
 def servers():
     """The job's servers: the last servers() ranks (0 with --mode allreduce)."""
-    return _job().nservers
+    return _decided(_job()).nservers
 
 
 def is_server():
-    return not _job().w
+    """Whether this rank is a server (with --mode auto: known after pc.probe)."""
+    return not _decided(_job()).w
 
 
 def is_worker():
-    return bool(_job().w)
+    return bool(_decided(_job()).w)
+
+
+def choosing():
+    """Whether --mode auto still has to choose the mode: then every rank, servers to be
+    included, calls pc.probe(model, inputs, targets) before anything else of the job."""
+    return _job().choosing
 
 
 def config():
@@ -270,7 +303,7 @@ def run_server():
     """Server ranks: aggregate the workers' gradients and step the optimizer until every
     worker has finished; then shut PipeCompress down on this rank. Returns the exit status
     for sys.exit: 0, or 128 + N when the workers stopped on signal N."""
-    s = _session()
+    s = _decided(_session())
     if s.w:
         raise Error(f"run_server: rank {s.rank} is a worker (servers are the last --servers "
                     "ranks)")
@@ -314,7 +347,9 @@ def stop_signal():
     s = _S
     if s is None:
         return 0
-    return s.final_signal if s.closed else s.lib.pc_runtime_stop_signal(s.rt)
+    if s.closed:
+        return s.final_signal
+    return s.lib.pc_runtime_stop_signal(s.rt) if s.rt else 0
 
 
 def set_blas_threads(n):

@@ -512,3 +512,33 @@ int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe
     free(r);
     return rc;
 }
+
+void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
+{
+    const pc_auto_measured_t *me = &res->measured;
+    fprintf(out,
+            "auto: probe %.2f s: compute %.2f ms (forward %.2f, backward %.2f; the slowest "
+            "rank's per layer)",
+            me->seconds, (me->compute.fwd + me->compute.bwd) * 1e3, me->compute.fwd * 1e3,
+            me->compute.bwd * 1e3);
+    if (me->link_peer >= 0)
+        fprintf(out, "; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", me->link_peer,
+                me->link_host, me->link_remote ? "another host" : "this host",
+                me->link.bandwidth * 1e-6, me->link.latency * 1e6);
+    else
+        fprintf(out, "; one rank: no link\n");
+    const pc_cost_choice_t *c = &res->choice;
+    char warning[1024];
+    if (pc_auto_crowding(res, warning, sizeof(warning)) != PC_AUTO_ROOMY)
+        fprintf(out, "%s\n", warning);
+    for (int k = 0; k < PC_COST_MODES; k++)
+        if (c->candidate[k])
+            fprintf(out, "auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
+                    pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3, c->rate[k] * batch,
+                    c->rate[k] / c->rate[c->best], k == (int)c->best ? "  <- chosen" : "");
+    fprintf(out,
+            "auto: chose %s: %s (these flags, in place of --mode auto and any --servers or "
+            "--momentum given, run the same without the probe)\n",
+            pc_cost_mode_name(c->best), res->flags);
+    fflush(out);
+}

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include "pipecompress/pc_auto.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_embed.h"
@@ -25,6 +26,10 @@ struct pc_embed {
     pc_log_t *log;
     pc_runtime_t *rt;
     pc_worker_t *w; /* NULL on a server rank */
+    bool pending;   /* --mode auto not chosen yet (pc_embed_choose): no runtime, no worker */
+    pc_embed_length_fn length; /* the run's length, kept for pc_embed_choose */
+    void *ud;
+    char auto_flags[2 * PC_CONFIG_SPEC_LEN]; /* the choice as fixed flags ("" without auto) */
 };
 
 /* Start MPI unless the process did; then it must allow calls from several threads. */
@@ -59,6 +64,39 @@ static void stop_mpi(bool own)
     char ignored[8];
     if (own)
         (void)PC_MPI_CHECK(MPI_Finalize(), ignored, sizeof(ignored));
+}
+
+/* The run's length (when the command line gave no --iters), then the runtime's checks of
+ * e->cfg for this job: once the mode is known. */
+static int check_config(pc_embed_t *e, char *err, size_t errlen)
+{
+    int rc = PC_OK;
+    if (e->length && !pc_config_given(&e->cfg, "iters")) {
+        /* The workers as the checks will count them: every rank with --mode allreduce. */
+        int workers = e->cfg.mode == PC_MODE_ALLREDUCE ? e->size : e->size - e->cfg.servers;
+        int64_t n = workers > 0 ? e->length(e->ud, workers) : 0;
+        if (n < 0)
+            rc = pc_error_fmt(PC_EUSAGE, err, errlen,
+                              "the program's run length failed (%lld iterations)", (long long)n);
+        else if (n > 0)
+            e->cfg.iters = n;
+    }
+    if (rc == PC_OK)
+        rc = pc_runtime_check_config(&e->cfg, e->size, err, errlen);
+    return rc;
+}
+
+/* The runtime on MPI_COMM_WORLD and, on a worker rank, its worker (collective). On error
+ * nothing is left of either. */
+static int start_runtime(pc_embed_t *e, char *err, size_t errlen)
+{
+    int rc = pc_runtime_create(&e->cfg, MPI_COMM_WORLD, e->log, &e->rt, err, errlen);
+    if (rc == PC_OK && pc_runtime_role(e->rt) == PC_ROLE_WORKER &&
+        (rc = pc_worker_create(e->rt, &e->w, err, errlen)) != PC_OK) {
+        pc_runtime_destroy(e->rt);
+        e->rt = NULL;
+    }
+    return rc;
 }
 
 int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, pc_embed_t **out,
@@ -96,27 +134,18 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
     pc_flags_group_t group = pc_config_group(&e->cfg, "PipeCompress runtime");
     rc = pc_flags_parse(&group, 1, argc, args, NULL, err, errlen);
     free(args);
-    if (rc == PC_OK && e->cfg.mode == PC_MODE_AUTO)
-        rc = pc_error_fmt(PC_EUSAGE, err, errlen,
-                          "--mode auto: its start-up probe profiles pc-train's built-in models; "
-                          "choose --mode ps or --mode allreduce");
     if (rc == PC_OK && e->cfg.device != PC_DEVICE_CPU)
         rc = pc_error_fmt(PC_EUSAGE, err, errlen,
                           "--device %s: the binding hands the runtime CPU tensors only (GPU "
                           "training is pc-train --device cuda's)",
                           pc_config_device_name(e->cfg.device));
-    if (rc == PC_OK && length && !pc_config_given(&e->cfg, "iters")) {
-        /* The workers as the checks will count them: every rank with --mode allreduce. */
-        int workers = e->cfg.mode == PC_MODE_ALLREDUCE ? e->size : e->size - e->cfg.servers;
-        int64_t n = workers > 0 ? length(ud, workers) : 0;
-        if (n < 0)
-            rc = pc_error_fmt(PC_EUSAGE, err, errlen,
-                              "the program's run length failed (%lld iterations)", (long long)n);
-        else if (n > 0)
-            e->cfg.iters = n;
-    }
-    if (rc == PC_OK)
-        rc = pc_runtime_check_config(&e->cfg, e->size, err, errlen);
+    e->pending = rc == PC_OK && e->cfg.mode == PC_MODE_AUTO;
+    e->length = length;
+    e->ud = ud;
+    if (e->pending) /* what auto cannot take, now; the rest once it has chosen */
+        rc = pc_auto_check(&e->cfg, e->size, err, errlen);
+    else if (rc == PC_OK)
+        rc = check_config(e, err, errlen);
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     int early = pc_flags_finish(rc, &group, 1, prog,
                                 "mpirun -np N python3 SCRIPT [flags]   (doc/python.md)", err,
@@ -133,14 +162,7 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
         free(e);
         return pc_error_fmt(rc, err, errlen, "cannot create the log");
     }
-    if ((rc = pc_runtime_create(&e->cfg, MPI_COMM_WORLD, e->log, &e->rt, err, errlen)) != PC_OK) {
-        pc_log_destroy(e->log);
-        free(e);
-        return rc;
-    }
-    if (pc_runtime_role(e->rt) == PC_ROLE_WORKER &&
-        (rc = pc_worker_create(e->rt, &e->w, err, errlen)) != PC_OK) {
-        pc_runtime_destroy(e->rt);
+    if (!e->pending && (rc = start_runtime(e, err, errlen)) != PC_OK) {
         pc_log_destroy(e->log);
         free(e);
         return rc;
@@ -148,6 +170,47 @@ int pc_embed_create(int argc, char **argv, pc_embed_length_fn length, void *ud, 
     *exit_status = -1;
     *out = e;
     return PC_OK;
+}
+
+bool pc_embed_pending(const pc_embed_t *e)
+{
+    return e->pending;
+}
+
+int pc_embed_choose(pc_embed_t *e, const pc_auto_probe_t *probe, int batch, char *err,
+                    size_t errlen)
+{
+    enum { REPS = 3 }; /* as pc-train's probe */
+    if (!e || !e->pending)
+        return pc_error_fmt(PC_ESTATE, err, errlen,
+                            "choose: the mode is already fixed (--mode auto chooses once)");
+    if (!probe || batch < 1)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "choose: no probe, or batch %d", batch);
+    pc_auto_result_t *res = malloc(sizeof(*res)); /* a few KiB: the layers' figures */
+    if (!res)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    pc_config_t cfg = e->cfg; /* resolved into e->cfg only when everything holds */
+    int rc = pc_auto_choose(&cfg, MPI_COMM_WORLD, probe, REPS, res, err, errlen);
+    if (rc == PC_OK && e->rank == 0)
+        pc_auto_print(res, batch, stdout);
+    if (rc == PC_OK) {
+        pc_config_t keep = e->cfg;
+        e->cfg = cfg;
+        if ((rc = check_config(e, err, errlen)) == PC_OK &&
+            (rc = start_runtime(e, err, errlen)) == PC_OK) {
+            e->pending = false;
+            snprintf(e->auto_flags, sizeof(e->auto_flags), "%s", res->flags);
+        } else {
+            e->cfg = keep;
+        }
+    }
+    free(res);
+    return rc;
+}
+
+const char *pc_embed_auto_flags(const pc_embed_t *e)
+{
+    return e->auto_flags;
 }
 
 int pc_embed_rank(const pc_embed_t *e)

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# torch-accuracy.sh: time to accuracy against torch's own hooks. One model of
+# apps/examples/torch_train.py trained on Fashion-MNIST for the same epochs, seed, batch,
+# learning rate and schedule by each setting, one after the other, 2 workers (and 1 server
+# for PipeCompress), on shared memory, the test set evaluated after every epoch:
+#   ddp             DDP, gloo, fp32 allreduce
+#   ddp-fp16        DDP + fp16_compress_hook
+#   ddp-powersgd2   DDP + powerSGD_hook, rank 2 (error feedback and warm start on, plain
+#                   allreduce for the first 10 iterations: the hook's documented example)
+#   ps-none         PipeCompress --mode ps --compress none, pipelined
+#   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
+#   ps-dgc          PipeCompress --compress dgc:ratio=0.001, pipelined
+#   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
+# Accuracy does not depend on the network (every setting is deterministic in its seed):
+# these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
+# them on the wall-clock axis of a network with the per-node runs' measured rates
+# (torch-ddp.sh's summary.json, --speed).
+#
+#   scripts/bench/torch-accuracy.sh [--arch A] [--epochs E] [--train-samples N]
+#                                   [--settings "ddp ps-topk ..."] [--threads N]
+#                                   [--data DIR|synthetic] [--speed SUMMARY.json]
+#                                   [--timeout SECONDS] [--out DIR]
+#
+# --arch: the example's (default vit). --epochs: default 2. --train-samples: train on the
+# training set's first N samples (the example's flag: shorter epochs for the models that
+# take hours per epoch on a small machine; the whole test set is evaluated). --settings:
+# default all of the above. --threads: torch's and OpenBLAS's threads per rank (default 1).
+# --data: as torch-ddp.sh's. --speed: a torch-ddp.sh summary.json of the same arch, for the
+# report's wall-clock chart. --timeout: each run's limit (default 86400 s).
+# The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
+# Writes DIR/runs/SETTING.log (each run's whole output, its command on the first line) and
+# SETTING.meta.json, DIR/accuracy.txt (printed) and accuracy.json, and with --speed the
+# chart DIR/accuracy-time-NET.png per network of that summary. Default DIR:
+# results/torch-accuracy-ARCH-DATE. Exit status: 0; 1 when a run failed; 2 for a bad flag.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+usage_error() {
+    echo "torch-accuracy.sh: $* (see --help)" >&2
+    exit 2
+}
+need() { [ -n "${2:-}" ] || usage_error "$1 needs a value"; }
+count() {
+    case $2 in *[!0-9]*|"") usage_error "$1: '$2' is not a number" ;; esac
+    [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"
+}
+
+# NAME|RANKS|LABEL|the example's flags
+SETTINGS_TABLE="ddp|2|DDP fp32|--backend ddp
+ddp-fp16|2|DDP + fp16 hook|--backend ddp --ddp-hook fp16
+ddp-powersgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-rank 2
+ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
+ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
+ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
+auto|3|--mode auto|--mode auto --servers 1"
+field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
+ALL=$(awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
+arch=vit
+epochs=2
+samples=""
+settings=$ALL
+threads=1
+data=/usr/share/datasets/fashion-mnist
+speed=""
+limit=86400
+out=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --arch) need "$1" "${2:-}"; arch=$2; shift ;;
+    --epochs) need "$1" "${2:-}"; epochs=$2; shift ;;
+    --train-samples) need "$1" "${2:-}"; samples=$2; shift ;;
+    --settings) need "$1" "${2:-}"; settings=$2; shift ;;
+    --threads) need "$1" "${2:-}"; threads=$2; shift ;;
+    --data) need "$1" "${2:-}"; data=$2; shift ;;
+    --speed) need "$1" "${2:-}"; speed=$2; shift ;;
+    --timeout) need "$1" "${2:-}"; limit=$2; shift ;;
+    --out) need "$1" "${2:-}"; out=$2; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) usage_error "unknown argument '$1'" ;;
+    esac
+    shift
+done
+case " cnn lstm resnet18 resnet50 vgg16 vit " in *" $arch "*) ;;
+    *) usage_error "--arch: '$arch' is not one of cnn lstm resnet18 resnet50 vgg16 vit" ;; esac
+for s in $settings; do
+    case " $ALL " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL)" ;; esac
+done
+[ -n "${settings// /}" ] || usage_error "--settings: none"
+count --epochs "$epochs" 1
+count --threads "$threads" 1
+count --timeout "$limit" 1
+[ -z "$samples" ] || count --train-samples "$samples" 1
+[ -z "$speed" ] || [ -f "$speed" ] || usage_error "--speed: no file $speed"
+out=${out:-$PC_TOP/results/torch-accuracy-$arch-$(date +%Y-%m-%d)}
+
+pc_setup
+py=/usr/bin/python3
+"$py" -c 'import torch' 2>/dev/null || pc_die "$py cannot import torch (Debian package python3-torch)"
+[ "$data" = synthetic ] || [ -d "$data" ] ||
+    pc_die "--data: no directory $data (Debian package dataset-fashion-mnist)"
+if [ -n "${PIPECOMPRESS_LIB:-}" ]; then
+    [ -f "$PIPECOMPRESS_LIB" ] || pc_die "PIPECOMPRESS_LIB: no file $PIPECOMPRESS_LIB"
+    pc_say "library: $PIPECOMPRESS_LIB (nothing built)"
+else
+    pc_build build
+fi
+example="$PC_TOP/apps/examples/torch_train.py"
+runs="$out/runs"
+mkdir -p "$runs"
+for s in $settings; do rm -f "$runs/$s.log" "$runs/$s.meta.json"; done
+
+port=$((29800 + $$ % 3000 * 4))
+failures=0
+commit=$(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+pc_say "$arch, $epochs epoch(s)${samples:+ of the first $samples training samples}, 2 workers x batch 32, seed 1; runs in $runs"
+for s in $settings; do
+    np=$(field "$s" 2)
+    # shellcheck disable=SC2207 # the table's words
+    cmd=("$py" "$example" --arch "$arch" --data "$data" --epochs "$epochs" --threads "$threads"
+         --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $(field "$s" 4))
+    if [[ $(field "$s" 4) == *"--backend ddp"* ]]; then # a new rendezvous port per run
+        cmd+=(--ddp-port "$port")
+        port=$((port + 1))
+    fi
+    line="env OMPI_MCA_btl=self,vader scripts/pc-mpirun.sh -t $limit -np $np ${cmd[*]#"$PC_TOP"/}"
+    echo "\$ $line" >"$runs/$s.log"
+    printf '== %-15s %-24s ' "$s" "$(field "$s" 3)"
+    failed=""
+    t0=$(date +%s%N)
+    env OMPI_MCA_btl=self,vader "$PC_TOP/scripts/pc-mpirun.sh" -t "$limit" -np "$np" "${cmd[@]}" \
+        >>"$runs/$s.log" 2>&1 || failed="exit status $?"
+    t1=$(date +%s%N)
+    acc=$(sed -n 's/^done: .*final test accuracy \([0-9.]*\)%.*/\1/p' "$runs/$s.log" | tail -n 1)
+    [ -z "$failed" ] && [ -z "$acc" ] && failed="no final accuracy in its done: line"
+    if [ -n "$failed" ]; then
+        failures=$((failures + 1))
+        printf '%6d s failed (%s)\n' $(( (t1 - t0) / 1000000000 )) "$failed"
+        tail -n 3 "$runs/$s.log" >&2
+    else
+        printf '%6d s %s %%\n' $(( (t1 - t0) / 1000000000 )) "$acc"
+    fi
+    "$py" -c 'import json,sys; a=sys.argv; json.dump({"setting": a[1], "label": a[2], "np": int(a[3]), "arch": a[4], "epochs": int(a[5]), "train_samples": int(a[6]) if a[6] else None, "threads": int(a[7]), "wall_s": int(a[8]) / 1e9, "failed": a[9] or None, "commit": a[10], "command": a[11]}, open(a[12], "w"), indent=1)' \
+        "$s" "$(field "$s" 3)" "$np" "$arch" "$epochs" "$samples" "$threads" $((t1 - t0)) \
+        "$failed" "$commit" "$line" "$runs/$s.meta.json"
+done
+report=0
+"$py" "$PC_TOP/scripts/bench/torch_accuracy_report.py" "$runs" "$out" ${speed:+--speed "$speed"} || report=$?
+if [ "$failures" -gt 0 ] || [ "$report" != 0 ]; then
+    pc_say "$failures run(s) failed (their logs: $runs)"
+    exit 1
+fi
