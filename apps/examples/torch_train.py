@@ -46,6 +46,8 @@ big models on a small machine; the whole test set is evaluated).
 --dropout applies where the model has dropout: cnn (before the last layer, default 0.5),
 vgg16 (the classifier's two, 0.5), vit (the encoder's, 0.1); elsewhere it is refused.
 
+--backend local trains the model in one process with torch.optim.SGD, no communication
+(the benchmarks' compute-only limit); it reads the flags --backend ddp reads.
 --backend ddp trains the same model on the same shards with torch.optim.SGD and
 DistributedDataParallel over gloo (every rank a worker, no server), for benchmarks; it
 reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule constant|cosine.
@@ -316,7 +318,9 @@ def main():
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's threads per rank, and OpenBLAS's (both backends)")
-    ap.add_argument("--backend", choices=["pipecompress", "ddp"], default="pipecompress")
+    ap.add_argument("--backend", choices=["pipecompress", "ddp", "local"], default="pipecompress",
+                    help="local: one process, torch.optim.SGD, no communication (the "
+                    "compute-only limit of the benchmarks)")
     ap.add_argument("--ddp-port", type=int,
                     help="DDP's rendezvous port [$MASTER_PORT, or 29511]")
     ap.add_argument("--ddp-hook", choices=["none", "fp16", "bf16", "powersgd"],
@@ -349,7 +353,7 @@ def main():
     def run_length(workers):
         return args.epochs * (n // (workers * B))
 
-    if args.backend == "ddp":
+    if args.backend in ("ddp", "local"):
         return train_ddp(args, rest, images, labels, run_length)
     pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
     model = probe(args, images[:B], labels[:B])
@@ -522,10 +526,15 @@ def train_ddp(args, rest, images, labels, run_length):
     env = os.environ
     rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
     world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    local = args.backend == "local"
+    if local and world != 1:
+        usage_error(f"--backend local: one process, not {world} (run it without mpirun, or "
+                    "with -np 1)")
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     if args.ddp_port is not None or "MASTER_PORT" not in env:
         env["MASTER_PORT"] = str(args.ddp_port or 29511)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if not local:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     n, B, W = len(labels), args.batch, world
     ipe = n // (W * B)
     if ipe == 0:
@@ -533,7 +542,7 @@ def train_ddp(args, rest, images, labels, run_length):
                          "iteration of all workers")
     total = f.iters or run_length(W)
     model = build(args.arch, f.seed, args.dropout)
-    ddp = ddp_wrap(args, model)
+    ddp = model if local else ddp_wrap(args, model)
     opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
                           weight_decay=f.weight_decay)
 
@@ -554,7 +563,8 @@ def train_ddp(args, rest, images, labels, run_length):
 
     test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     if rank == 0:
-        print(f"torch {args.arch} (DDP, gloo, hook {args.ddp_hook or 'none'}): "
+        what = "local, 1 process" if local else f"DDP, gloo, hook {args.ddp_hook or 'none'}"
+        print(f"torch {args.arch} ({what}): "
               f"{sum(p.numel() for p in model.parameters())} parameters; {W} workers x "
               f"batch {B}, {ipe} iterations per epoch, {total} in all", flush=True)
 
@@ -574,6 +584,8 @@ def train_ddp(args, rest, images, labels, run_length):
     # process group lives, then the group. Left to the interpreter's exit, the group's last
     # reference can drop on one of gloo's own threads, whose destructor then joins itself
     # (abort: "Resource deadlock avoided"), or hang; seen with the hooks under load.
+    if local:
+        return 0
     dist.barrier()
     del ddp, step, opt
     gc.collect()

@@ -1,41 +1,58 @@
 #!/usr/bin/env bash
-# torch-ddp.sh: the same torch model (apps/examples/torch_train.py: pc-train's cnn, or its
-# LSTM) trained on Fashion-MNIST by 2 workers, through PipeCompress and through torch's
-# DistributedDataParallel over gloo, side by side in one run, on each network of --nets:
-#   ddp             DDP, gloo (2 ranks; the baseline of every ratio, always run)
-#   allreduce       PipeCompress --mode allreduce --compress none (2 ranks)
-#   ps-none         PipeCompress --mode ps --compress none, pipelined (2 workers + 1 server)
-#   ps-topk         --compress topk:ratio=0.01, pipelined (3 ranks)
-#   ps-topk-inline  --compress topk:ratio=0.01 --pipeline off (3 ranks)
-#   ps-dgc          --compress dgc:ratio=0.001, pipelined (3 ranks)
+# torch-ddp.sh: one torch model of apps/examples/torch_train.py (pc-train's cnn, an LSTM,
+# torchvision's ResNet-18/50 and VGG-16, a ViT) trained on Fashion-MNIST by W workers,
+# through PipeCompress and through torch's DistributedDataParallel over gloo with torch's
+# own communication hooks, side by side in one run, on each network of --nets:
+#   compute         the model alone: 1 process, torch.optim.SGD, no communication (the
+#                   limit: its iteration is what a free network would give one worker)
+#   ddp             DDP, fp32 allreduce (W ranks; always run: every ratio's first base)
+#   ddp-fp16        DDP + fp16_compress_hook
+#   ddp-psgd1/2/4   DDP + powerSGD_hook, rank 1, 2 or 4 (error feedback and warm start on;
+#                   one bucket; plain allreduce for the first max(2, --warmup) iterations,
+#                   so the timed ones are all compressed)
+#   allreduce       PipeCompress --mode allreduce --compress none (W ranks)
+#   ps-none         PipeCompress --mode ps --compress none, pipelined (W workers + 1 server)
+#   ps-topk         --compress topk:ratio=0.01, pipelined (W + 1 ranks)
+#   ps-topk-inline  --compress topk:ratio=0.01 --pipeline off (W + 1 ranks)
+#   ps-dgc          --compress dgc:ratio=0.001, pipelined (W + 1 ranks)
+#   auto            --mode auto --servers 1: the probe profiles the torch model and chooses
+#                   (W + 1 ranks; the choice is in the log and the summary)
 # Every run: --batch 32 --seed 1 --eval none, the same --iters, --warmup and --threads.
 # Networks: shm (Open MPI's shared memory; gloo has none, so DDP goes over TCP on the
 # loopback) and 10gbit, 1gbit: every rank, DDP's gloo (MASTER_ADDR 127.0.0.1) and MPI's
 # TCP alike, inside a private network namespace whose loopback is shaped with tbf (root
-# only: as another user the shaped networks are skipped, said so). On each network the
-# settings run in the order above, one after the other (with --repeat R, R such rounds), so
-# that every ratio compares runs made minutes apart on the same machine.
+# only: as another user the shaped networks are skipped, said so). With --nodes N: on N
+# emulated nodes instead (scripts/cluster/pc-cluster.sh, root), one rank per node
+# (--map-by node: the workers on nodes 0..W-1, the server on node W, DDP's rank 0 and
+# its rendezvous on node 0), every node's own veth link shaped to each rate of the
+# networks node-1gbit, node-10gbit (default both); MPI's TCP and DDP's gloo over the same
+# links. On each network and worker count the settings run in the order above, one after
+# the other (with --repeat R, R such rounds), so that every ratio compares runs made
+# minutes apart on the same machine.
 #
-#   scripts/bench/torch-ddp.sh [--nets "shm 1gbit"] [--iters N] [--warmup N] [--threads N]
-#                              [--arch cnn|lstm] [--settings "allreduce ps-none ..."]
-#                              [--repeat R] [--data DIR|synthetic] [--timeout SECONDS]
-#                              [--out DIR]
+#   scripts/bench/torch-ddp.sh [--nets "shm 1gbit"] [--nodes N] [--workers "2 4"]
+#                              [--iters N] [--warmup N] [--threads N]
+#                              [--arch cnn|lstm|resnet18|resnet50|vgg16|vit]
+#                              [--settings "allreduce ps-none ..."] [--repeat R]
+#                              [--data DIR|synthetic] [--timeout SECONDS] [--out DIR]
 #
-# --nets: any of shm, 10gbit, 1gbit (default "shm 1gbit"). --iters: iterations of every run
-# (default 300); --warmup: those left out of its rate (default 20; passed to the example).
-# --threads: torch's threads per rank (default 1). --settings: the PipeCompress settings
-# to run (default all five; ddp always runs). --repeat: rounds per network (default 1;
-# the summary takes each setting's median). --data: Fashion-MNIST's IDX directory (default
-# /usr/share/datasets/fashion-mnist), or synthetic (the example's; for tests). --timeout:
-# the limit of each run (scripts/pc-mpirun.sh -t; default 300 + 4 s per iteration): a run
+# --nets: any of shm, 10gbit, 1gbit (default "shm 1gbit"); with --nodes, node-1gbit and
+# node-10gbit (default both). --nodes: at least the most workers + 1. --workers: the worker
+# counts (default 2). --iters: iterations of every run (default 300); --warmup: those left
+# out of its rate (default 20; passed to the example). --threads: torch's threads per rank
+# (default 1). --settings: the settings to run besides ddp (default all). --repeat: rounds
+# per network (default 1; the summary takes each setting's median). --data: Fashion-MNIST's
+# IDX directory (default /usr/share/datasets/fashion-mnist), or synthetic (the example's;
+# for tests). --timeout: the limit of each run (default 300 + 4 s per iteration): a run
 # past it is reported failed, the others run.
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
-# Writes DIR/runs/NET-SETTING.log (each run's whole output; NET-SETTING-rK.log with
-# --repeat) and .meta.json, DIR/summary.txt (printed: per network each setting's samples
-# per second from the example's "done:" line and its ratio to DDP on that network) and
-# DIR/summary.json (scripts/bench/torch_ddp_report.py). Default DIR:
-# results/torch-ddp-DATE. Exit status: 0; 1 when a run failed (or gave no rate), after
-# every run and the summary; 2 for a bad flag (one line).
+# Writes DIR/runs/NET-wW-SETTING.log (each run's whole output, its command on the first
+# line; NET-wW-SETTING-rK.log with --repeat) and .meta.json, DIR/summary.txt (printed: per
+# network and worker count each setting's samples per second from the example's "done:"
+# line, its iteration, and its ratios to DDP, to the best of the DDP variants run and to
+# the compute-only iteration) and DIR/summary.json (scripts/bench/torch_ddp_report.py).
+# Default DIR: results/torch-ddp-DATE. Exit status: 0; 1 when a run failed (or gave no
+# rate), after every run and the summary; 2 for a bad flag (one line).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -51,21 +68,34 @@ count() {
     [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"
 }
 
-# The settings, one row each: NAME|RANKS|LABEL|the example's flags (DDP's port is added
-# per run). setting_field NAME K: field K of NAME's row.
-SETTINGS_TABLE="ddp|2|DDP, gloo|--backend ddp
-allreduce|2|allreduce, none|--mode allreduce --compress none
-ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
-ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
-ps-topk-inline|3|ps, topk 1%, inline|--mode ps --compress topk:ratio=0.01 --pipeline off
-ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on"
+# The settings, one row each: NAME|RANKS (1, w: the workers, w+1: and a server)|LABEL|the
+# example's flags (DDP's port, and PowerSGD's start, are added per run). setting_field
+# NAME K: field K of NAME's row.
+SETTINGS_TABLE="compute|1|compute only, 1 process|--backend local
+ddp|w|DDP fp32|--backend ddp
+ddp-fp16|w|DDP + fp16 hook|--backend ddp --ddp-hook fp16
+ddp-psgd1|w|DDP + PowerSGD rank 1|--backend ddp --ddp-hook powersgd --powersgd-rank 1
+ddp-psgd2|w|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-rank 2
+ddp-psgd4|w|DDP + PowerSGD rank 4|--backend ddp --ddp-hook powersgd --powersgd-rank 4
+allreduce|w|allreduce, none|--mode allreduce --compress none
+ps-none|w+1|ps, none, pipelined|--mode ps --compress none --pipeline on
+ps-topk|w+1|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
+ps-topk-inline|w+1|ps, topk 1%, inline|--mode ps --compress topk:ratio=0.01 --pipeline off
+ps-dgc|w+1|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
+auto|w+1|--mode auto|--mode auto --servers 1"
 setting_field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 label_of() { setting_field "$1" 3; }
 flags_of() { setting_field "$1" 4; }
-np_of() { setting_field "$1" 2; }
-# The PipeCompress settings (DDP always runs), in the table's order.
+# np_of SETTING W: the ranks of SETTING with W workers.
+np_of() {
+    case $(setting_field "$1" 2) in 1) echo 1 ;; w) echo "$2" ;; w+1) echo $(($2 + 1)) ;; esac
+}
+# The settings besides ddp (which always runs), in the table's order.
 ALL_SETTINGS=$(awk -F'|' '$1 != "ddp" { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
-nets="shm 1gbit"
+ARCHS="cnn lstm resnet18 resnet50 vgg16 vit"
+nets=""
+nodes=""
+workers=2
 iters=300
 warmup=20
 threads=1
@@ -78,6 +108,8 @@ out=""
 while [ $# -gt 0 ]; do
     case $1 in
     --nets) need "$1" "${2:-}"; nets=$2; shift ;;
+    --nodes) need "$1" "${2:-}"; nodes=$2; shift ;;
+    --workers) need "$1" "${2:-}"; workers=$2; shift ;;
     --iters) need "$1" "${2:-}"; iters=$2; shift ;;
     --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
     --threads) need "$1" "${2:-}"; threads=$2; shift ;;
@@ -92,29 +124,48 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ -n "$nodes" ]; then
+    count --nodes "$nodes" 2
+    known="node-1gbit node-10gbit"
+    nets=${nets:-$known}
+else
+    known="shm 10gbit 1gbit"
+    nets=${nets:-shm 1gbit}
+fi
 seen=" "
 for n in $nets; do
-    case $n in shm|10gbit|1gbit) ;; *) usage_error "--nets: unknown network '$n' (shm, 10gbit, 1gbit)" ;; esac
+    case " $known " in *" $n "*) ;;
+        *) usage_error "--nets: unknown network '$n' (${known// /, }${nodes:+ with --nodes})" ;; esac
     case $seen in *" $n "*) usage_error "--nets: '$n' twice" ;; esac
     seen="$seen$n "
 done
 [ -n "${nets// /}" ] || usage_error "--nets: no network"
+most=0
+for w in $workers; do
+    count --workers "$w" 1
+    [ "$w" -gt "$most" ] && most=$w
+done
+[ "$most" -gt 0 ] || usage_error "--workers: no count"
+[ -z "$nodes" ] || [ "$nodes" -gt "$most" ] ||
+    usage_error "--nodes $nodes: $most workers and a server need $((most + 1)) nodes"
 for s in $settings; do
     case " $ALL_SETTINGS ddp " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL_SETTINGS)" ;; esac
 done
-case $arch in cnn|lstm) ;; *) usage_error "--arch: '$arch' is not cnn or lstm" ;; esac
+case " $ARCHS " in *" $arch "*) ;; *) usage_error "--arch: '$arch' is not one of ${ARCHS// /, }" ;; esac
 count --iters "$iters" 1
 count --warmup "$warmup" 0
 count --threads "$threads" 1
 count --repeat "$repeat" 1
 [ -z "$limit" ] || count --timeout "$limit" 1
 [ "$iters" -gt "$warmup" ] || usage_error "--iters ($iters) must exceed --warmup ($warmup)"
+[ -z "$nodes" ] || [ "$(id -u)" = 0 ] || usage_error "--nodes needs root (network namespaces)"
 limit=${limit:-$((300 + 4 * iters))}
+psgd_start=$((warmup > 2 ? warmup : 2))
 out=${out:-$PC_TOP/results/torch-ddp-$(date +%Y-%m-%d)}
-# The fixed order: DDP first, then the PipeCompress settings chosen, in ALL_SETTINGS' order.
-order=ddp
-for s in $ALL_SETTINGS; do
-    case " $settings " in *" $s "*) order="$order $s" ;; esac
+# The fixed order: the table's, ddp always in it.
+order=""
+for s in $(awk -F'|' '{ print $1 }' <<<"$SETTINGS_TABLE"); do
+    case " $settings ddp " in *" $s "*) order="$order $s" ;; esac
 done
 
 pc_setup iproute2
@@ -143,35 +194,65 @@ if [ "$(id -u)" != 0 ]; then
     nets=${kept:-shm}
 fi
 ns=""
+cluster=""
+pcc="$PC_TOP/scripts/cluster/pc-cluster.sh"
 cleanup() {
     [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
     ns=""
+    [ -n "$cluster" ] && "$pcc" down "$cluster" >/dev/null 2>&1
+    cluster=""
     true
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+master=127.0.0.1 # DDP's rendezvous: node 0's address on emulated nodes
+if [ -n "$nodes" ]; then
+    cluster="$out/cluster"
+    "$pcc" down "$cluster" >/dev/null 2>&1 || true
+    rm -rf "$cluster"
+    first=${nets%% *}
+    "$pcc" up "$cluster" --nodes "$nodes" --link "${first#node-}" >"$out/cluster.txt"
+    cat "$out/cluster.txt"
+    master=$(awk 'NR == 1 { print $2 }' "$cluster/nodes")
+fi
 
-# setup_net NET: a namespace with its loopback shaped to NET's rate (none for shm); the
-# previous one deleted. The same rates and bursts as scripts/bench/e2e.sh.
+# setup_net NET: a namespace with its loopback shaped to NET's rate (none for shm), the
+# previous one deleted; on emulated nodes every node's link reshaped. The same rates and
+# bursts as scripts/bench/e2e.sh.
 setup_net() {
-    cleanup
-    [ "$1" = shm ] && return 0
+    [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
+    ns=""
+    case $1 in
+    shm) return 0 ;;
+    node-*)
+        local k
+        for k in $(seq 0 $((nodes - 1))); do "$pcc" link "$cluster" "$k" shape "${1#node-}"; done
+        return 0 ;;
+    esac
     ns="pc-torch-ddp-$$"
     pc_shaped_netns "$ns" "$1"
 }
 
+# in_rank0 CMD...: CMD where rank 0 runs (its namespace or node).
+in_rank0() {
+    if [ -n "$cluster" ]; then
+        "$pcc" exec "$cluster" 0 "$@"
+    else
+        "${pre[@]}" "$@"
+    fi
+}
 
-# next_ddp_port: sets port to a TCP port for gloo's rendezvous that nothing holds now (in
-# the namespace of the run, ${pre[@]}), a new one for every DDP run: a socket the previous
-# run left (TIME_WAIT) cannot collide with it. Ports from 29600 + a slot of this script's
-# pid, so that two invocations at once start apart.
+# next_ddp_port: sets port to a TCP port for gloo's rendezvous that nothing holds now
+# where rank 0 runs, a new one for every DDP run: a socket the previous run left
+# (TIME_WAIT) cannot collide with it. Ports from 29600 + a slot of this script's pid, so
+# that two invocations at once start apart.
 ddp_next=$((29600 + $$ % 4000 * 8))
 next_ddp_port() {
     local p
     for p in $(seq "$ddp_next" $((ddp_next + 200))); do
-        if "${pre[@]}" "$py" -c 'import socket,sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' \
-            "$p" 2>/dev/null; then
+        if in_rank0 "$py" -c 'import socket,sys; socket.socket().bind((sys.argv[2], int(sys.argv[1])))' \
+            "$p" "$master" 2>/dev/null; then
             ddp_next=$((p + 1))
             port=$p
             return 0
@@ -187,9 +268,50 @@ errors() {
         tail -n 3 "$1"
 }
 
+# run_one NET W SETTING NAME NETIDX SETIDX ROUND: one run, its log and meta.json.
+run_one() {
+    local net=$1 w=$2 s=$3 name=$4 np cmd line failed t0 t1 rate launch
+    np=$(np_of "$s" "$w")
+    # shellcheck disable=SC2207 # flags_of's words
+    cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
+         --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
+    case $s in ddp-psgd*) cmd+=(--powersgd-start "$psgd_start") ;; esac
+    if [[ $(flags_of "$s") == "--backend ddp"* ]]; then
+        next_ddp_port
+        cmd+=(--ddp-port "$port")
+    fi
+    if [ -n "$cluster" ]; then
+        launch=(timeout "$limit" "$pcc" mpirun "$cluster" -np "$np" --map-by node
+                -x MASTER_ADDR="$master" -x GLOO_SOCKET_IFNAME=eth0)
+        line="scripts/cluster/pc-cluster.sh mpirun CLUSTER -np $np --map-by node -x MASTER_ADDR=$master -x GLOO_SOCKET_IFNAME=eth0 ${cmd[*]#"$PC_TOP"/}"
+    else
+        launch=("${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t "$limit" -np "$np")
+        line="${pre[*]:+${pre[*]} }env ${env[*]} scripts/pc-mpirun.sh -t $limit -np $np ${cmd[*]#"$PC_TOP"/}"
+    fi
+    printf '== %-30s %-24s ' "$name" "$(label_of "$s")"
+    echo "\$ $line" >"$runs/$name.log" # what ran, from the source tree
+    failed=""
+    t0=$(date +%s%N)
+    "${launch[@]}" "${cmd[@]}" >>"$runs/$name.log" 2>&1 || failed="exit status $?"
+    t1=$(date +%s%N)
+    rate=$(sed -n 's/^done: .*(\([0-9][0-9]*\) samples\/s after .*/\1/p' "$runs/$name.log" | tail -n 1)
+    [ -z "$failed" ] && [ -z "$rate" ] && failed="no rate in its done: line"
+    if [ -n "$failed" ]; then
+        failures=$((failures + 1))
+        printf '%5d s failed (%s)\n' $(( (t1 - t0) / 1000000000 )) "$failed"
+        errors "$runs/$name.log" >&2
+    else
+        printf '%5d s %s samples/s\n' $(( (t1 - t0) / 1000000000 )) "$rate"
+    fi
+    "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": int(a[10]), "batch": 32, "seed": 1, "arch": a[11], "iters": int(a[12]), "warmup": int(a[13]), "threads": int(a[14]), "limit_s": int(a[15]), "wall_s": int(a[16]) / 1e9, "failed": a[17] or None, "command": a[18], "nodes": int(a[19]) if a[19] else None}, open(a[20], "w"), indent=1)' \
+        "$name" "$net" "$5" "$s" "$6" "$7" "$(label_of "$s")" "$(flags_of "$s")" "$np" "$w" \
+        "$arch" "$iters" "$warmup" "$threads" "$limit" $((t1 - t0)) "$failed" "$line" \
+        "$nodes" "$runs/$name.meta.json"
+}
+
 failures=0
 start=$(date +%s)
-pc_say "$arch, 2 workers x batch 32, $iters iterations ($warmup warm-up), $threads torch thread(s) per rank, limit $limit s per run; runs in $runs"
+pc_say "$arch, workers: $workers, batch 32, $iters iterations ($warmup warm-up), $threads torch thread(s) per rank, limit $limit s per run${nodes:+, one rank per emulated node ($nodes nodes)}; runs in $runs"
 netidx=0
 for net in $nets; do
     setup_net "$net"
@@ -202,41 +324,15 @@ for net in $nets; do
              GLOO_SOCKET_IFNAME=lo)
         pre=(ip netns exec "$ns")
     fi
-    for r in $(seq "$repeat"); do
-        setidx=0
-        for s in $order; do
-            name="$net-$s"
-            [ "$repeat" -gt 1 ] && name="$name-r$r"
-            np=$(np_of "$s")
-            # shellcheck disable=SC2207 # flags_of's words
-            cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
-                 --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
-            if [ "$s" = ddp ]; then
-                next_ddp_port
-                cmd+=(--ddp-port "$port")
-            fi
-            line="${pre[*]:+${pre[*]} }env ${env[*]} scripts/pc-mpirun.sh -t $limit -np $np ${cmd[*]#"$PC_TOP"/}"
-            printf '== %-28s %-26s ' "$name" "$(label_of "$s")"
-            echo "\$ $line" >"$runs/$name.log" # what ran, from the source tree
-            failed=""
-            t0=$(date +%s%N)
-            "${pre[@]}" env "${env[@]}" "$PC_TOP/scripts/pc-mpirun.sh" -t "$limit" -np "$np" "${cmd[@]}" \
-                >>"$runs/$name.log" 2>&1 || failed="exit status $?"
-            t1=$(date +%s%N)
-            rate=$(sed -n 's/^done: .*(\([0-9][0-9]*\) samples\/s after .*/\1/p' "$runs/$name.log" | tail -n 1)
-            [ -z "$failed" ] && [ -z "$rate" ] && failed="no rate in its done: line"
-            if [ -n "$failed" ]; then
-                failures=$((failures + 1))
-                printf '%5d s failed (%s)\n' $(( (t1 - t0) / 1000000000 )) "$failed"
-                errors "$runs/$name.log" >&2
-            else
-                printf '%5d s %s samples/s\n' $(( (t1 - t0) / 1000000000 )) "$rate"
-            fi
-            "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": 2, "batch": 32, "seed": 1, "arch": a[10], "iters": int(a[11]), "warmup": int(a[12]), "threads": int(a[13]), "limit_s": int(a[14]), "wall_s": int(a[15]) / 1e9, "failed": a[16] or None, "command": a[17]}, open(a[18], "w"), indent=1)' \
-                "$name" "$net" "$netidx" "$s" "$setidx" "$r" "$(label_of "$s")" "$(flags_of "$s")" "$np" \
-                "$arch" "$iters" "$warmup" "$threads" "$limit" $((t1 - t0)) "$failed" "$line" \
-                "$runs/$name.meta.json"
-            setidx=$((setidx + 1))
+    for w in $workers; do
+        for r in $(seq "$repeat"); do
+            setidx=0
+            for s in $order; do
+                name="$net-w$w-$s"
+                [ "$repeat" -gt 1 ] && name="$name-r$r"
+                run_one "$net" "$w" "$s" "$name" "$netidx" "$setidx" "$r"
+                setidx=$((setidx + 1))
+            done
         done
     done
     netidx=$((netidx + 1))

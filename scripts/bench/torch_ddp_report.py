@@ -6,8 +6,11 @@
 RUNS_DIR holds NAME.meta.json (what the run was, its exit status) and NAME.log (its whole
 output) per run. A run's rate is the samples per second of the example's last "done: N
 iterations in T s (R samples/s after W warm-up iterations)" line (rank 0's count of every
-worker's samples after the warm-up). Per network and setting: the median rate over the
-rounds (--repeat) and its ratio to DDP's median on the same network. Writes
+worker's samples after the warm-up); its iteration is workers x batch / rate (batch /
+rate for the one-process compute run). Per network, worker count and setting: the median
+rate over the rounds (--repeat), its ratio to DDP's (fp32) median in the same cell, to
+the best DDP variant's there (fp32, fp16, PowerSGD: the best peer), and its iteration's
+ratio to the compute-only run's (the limit); --mode auto's choice from its log. Writes
 OUT_DIR/summary.txt (also printed) and OUT_DIR/summary.json. Exit status: 0; 1 when a run
 failed or gave no rate (reported as such, the others summarised); 2 with one line on bad
 input.
@@ -24,7 +27,10 @@ DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s \((\d+) samples/s aft
 WHY = re.compile(r"^(torch_train\.py: |pc-mpirun\.sh: |[A-Za-z.]*(Error|Exception): ).*", re.M)
 NETS = {"shm": "Open MPI's shared memory; DDP's gloo over TCP on the loopback",
         "10gbit": "every rank over TCP on a loopback shaped to 10 Gbit/s (tbf, own namespace)",
-        "1gbit": "every rank over TCP on a loopback shaped to 1 Gbit/s (tbf, own namespace)"}
+        "1gbit": "every rank over TCP on a loopback shaped to 1 Gbit/s (tbf, own namespace)",
+        "node-10gbit": "one rank per emulated node, each node's own link shaped to 10 Gbit/s",
+        "node-1gbit": "one rank per emulated node, each node's own link shaped to 1 Gbit/s"}
+CHOSE = re.compile(r"^auto: chose (\S+): ", re.M)
 
 
 def fail(msg):
@@ -50,6 +56,9 @@ def read_run(runs_dir, name):
     why = WHY.search(text)
     if meta["failed"] and why:  # the first line that says why, for the table
         run["failed"] += ": " + why.group(0).strip()
+    chose = CHOSE.search(text)
+    if chose:
+        run["auto_choice"] = chose.group(1)
     if m and not meta["failed"]:
         run["samples_per_s"] = float(m.group(3))
         run["train_s"] = float(m.group(2))
@@ -73,55 +82,79 @@ def main():
         fail("%s: %s" % (runs_dir, e.strerror))
     if not names:
         fail("%s: no runs (no *.meta.json)" % runs_dir)
-    nets = {}  # (net index, net) -> {(setting index, setting): {meta, runs}}
+    cells = {}  # (net index, net, workers) -> {(setting index, setting): {meta, runs}}
     first = None
     for n in names:
         meta, run = read_run(runs_dir, n)
         first = first or meta
-        cell = nets.setdefault((meta["net_index"], meta["net"]), {}).setdefault(
+        w = meta.get("workers", 2)
+        cell = cells.setdefault((meta["net_index"], meta["net"], w), {}).setdefault(
             (meta["setting_index"], meta["setting"]), {"meta": meta, "runs": []})
         cell["runs"].append(run)
 
     failed_runs = 0
-    summary = {k: first[k] for k in ("arch", "workers", "batch", "seed", "iters", "warmup",
-                                     "threads", "limit_s")}
-    summary["rounds"] = max(r["round"] for c in nets.values() for s in c.values()
+    summary = {k: first.get(k) for k in ("arch", "batch", "seed", "iters", "warmup", "threads",
+                                         "limit_s", "nodes")}
+    summary["workers"] = sorted({k[2] for k in cells})
+    summary["rounds"] = max(r["round"] for c in cells.values() for s in c.values()
                             for r in s["runs"])
     summary["nets"] = []
-    lines = ["torch %s, %d workers x batch %d, %d iterations (%d warm-up left out of the "
-             "rate), %d torch thread(s) per rank, %d round(s) per network; samples/s: "
-             "the median over the rounds, x DDP: its ratio to DDP's on the same network"
-             % (first["arch"], first["workers"], first["batch"], first["iters"],
-                first["warmup"], first["threads"], summary["rounds"])]
-    for (_, net), cells in sorted(nets.items()):
-        ddp = cells.get((0, "ddp"))
-        ddp_rate = None
-        if ddp:
-            ok = [r["samples_per_s"] for r in ddp["runs"] if r["samples_per_s"] is not None]
-            ddp_rate = st.median(ok) if ok else None
-        entry = {"net": net, "description": NETS.get(net, net), "settings": []}
-        lines += ["", "%s: %s" % (net, NETS.get(net, net)),
-                  "%-15s %-24s %5s %10s %8s  %s" % ("setting", "what", "ranks", "samples/s",
-                                                    "x DDP", "notes")]
-        for (_, setting), cell in sorted(cells.items()):
+    lines = ["torch %s, workers %s x batch %d, %d iterations (%d warm-up left out of the "
+             "rate), %d torch thread(s) per rank, %d round(s) per network; samples/s: the "
+             "median over the rounds; iter: workers x batch / rate; x DDP, x best peer: the "
+             "rate's ratio to DDP fp32's and to the fastest DDP variant's in the same cell; "
+             "x compute: the iteration's ratio to the compute-only run's"
+             % (first["arch"], ",".join(map(str, summary["workers"])), first["batch"],
+                first["iters"], first["warmup"], first["threads"], summary["rounds"])]
+
+    def median_rate(cell):
+        ok = [r["samples_per_s"] for r in cell["runs"] if r["samples_per_s"] is not None]
+        return st.median(ok) if ok else None
+
+    for (_, net, w), settings in sorted(cells.items()):
+        rates = {name: median_rate(c) for (_, name), c in settings.items()}
+        ddp_rate = rates.get("ddp")
+        peers = {k: v for k, v in rates.items() if k.startswith("ddp") and v is not None}
+        best_peer = max(peers, key=peers.get) if peers else None
+        compute_iter = (first["batch"] / rates["compute"]) if rates.get("compute") else None
+        entry = {"net": net, "workers": w, "description": NETS.get(net, net),
+                 "best_peer": best_peer, "compute_iter_s": compute_iter, "settings": []}
+        lines += ["", "%s, %d workers: %s%s" % (
+            net, w, NETS.get(net, net),
+            "; best peer: %s" % best_peer if best_peer else ""),
+            "%-15s %-24s %5s %10s %9s %7s %9s %9s  %s" % (
+                "setting", "what", "ranks", "samples/s", "iter ms", "x DDP", "x best", "x comp",
+                "notes")]
+        for (_, setting), cell in sorted(settings.items()):
             meta, runs = cell["meta"], sorted(cell["runs"], key=lambda r: r["round"])
             ok = [r["samples_per_s"] for r in runs if r["samples_per_s"] is not None]
             bad = [r for r in runs if r["samples_per_s"] is None]
             failed_runs += len(bad)
-            rate = st.median(ok) if ok else None
+            rate = rates[setting]
             ratio = rate / ddp_rate if rate is not None and ddp_rate else None
+            vs_best = rate / peers[best_peer] if rate is not None and best_peer else None
+            par = 1 if setting == "compute" else w
+            it = par * meta["batch"] / rate if rate else None
+            vs_compute = it / compute_iter if it is not None and compute_iter else None
+            choices = sorted({r["auto_choice"] for r in runs if r.get("auto_choice")})
             entry["settings"].append({
                 "setting": setting, "label": meta["label"], "flags": meta["flags"],
-                "np": meta["np"], "samples_per_s": rate, "ratio_to_ddp": ratio,
+                "np": meta["np"], "samples_per_s": rate, "iter_s": it, "ratio_to_ddp": ratio,
+                "ratio_to_best_peer": vs_best, "iter_over_compute": vs_compute,
+                "auto_choice": choices[0] if len(choices) == 1 else (choices or None),
                 "failed": len(bad), "runs": runs})
-            notes = []
+            notes = ["chose " + "/".join(choices)] if choices else []
             if len(ok) > 1:
                 notes.append("%s..%s" % (fmt_rate(min(ok)), fmt_rate(max(ok))))
             notes += ["round %d failed (%s)" % (r["round"], r["failed"]) if summary["rounds"] > 1
                       else "failed (%s)" % r["failed"] for r in bad]
-            lines.append("%-15s %-24s %5d %10s %8s  %s" % (
+
+            def x(v):
+                return "%.2fx" % v if v is not None else "-"
+            lines.append("%-15s %-24s %5d %10s %9s %7s %9s %9s  %s" % (
                 setting, meta["label"], meta["np"], fmt_rate(rate),
-                "%.2fx" % ratio if ratio is not None else "-", "; ".join(notes)))
+                "%.1f" % (it * 1e3) if it else "-", x(ratio), x(vs_best), x(vs_compute),
+                "; ".join(notes)))
         summary["nets"].append(entry)
     summary["failed_runs"] = failed_runs
     if failed_runs:

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # scripts/bench/torch-ddp.sh, briefly (a few iterations of the torch cnn on synthetic data):
-# on shared memory, and as root on a loopback shaped to 1 Gbit/s, every setting (DDP and
-# the five PipeCompress ones) ran, its log is kept, and the summary (text and JSON) gives
-# each a rate and a ratio to DDP on the same network; the namespace it made is gone
+# on shared memory, and as root on a loopback shaped to 1 Gbit/s, every setting (compute
+# only, DDP fp32, fp16 and PowerSGD 1/2/4, the six PipeCompress ones with --mode auto) ran,
+# its log is kept, and the summary (text and JSON) gives each a rate, an iteration and its
+# ratios to DDP, to the best DDP variant and to the compute-only iteration in the same
+# cell, and auto's choice; the namespace it made is gone afterwards; as root, --nodes 3
+# (one rank per emulated node, each node's link shaped) with 2 workers, the cluster gone
 # afterwards; runs past the time limit are reported failed with their status and the
-# script exits 1 after the summary; bad flags give one line and status 2. No timing is
-# asserted: the machines are shared and noisy.
+# script exits 1 after the summary; bad flags give one line and status 2.
+# scripts/bench/torch-accuracy.sh, briefly (1 epoch of 256 synthetic samples, DDP and
+# top-k): the per-epoch accuracies, the table and the JSON, the chart against a speed
+# summary; its bad flags. No timing is asserted: the machines are shared and noisy.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 bench="$PC_SRCDIR/scripts/bench/torch-ddp.sh"
@@ -16,12 +21,14 @@ lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 export PIPECOMPRESS_LIB=$lib # the build under test; the script builds nothing then
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-settings="ddp allreduce ps-none ps-topk ps-topk-inline ps-dgc"
+settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-inline ps-dgc auto"
+root=0
 
 nets=shm
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns add "pcprobe$$" 2>/dev/null; then
     ip netns del "pcprobe$$"
     nets="shm 1gbit"
+    root=1
 else
     echo "note: not root (or no network namespaces here): shared memory only"
 fi
@@ -47,13 +54,15 @@ fi
 # printed as written; a log per run.
 missing=""
 for net in $nets; do
-    grep -q "^$net: " "$tmp/b/summary.txt" || missing+=" $net-header"
+    grep -q "^$net, 2 workers: .*; best peer: ddp" "$tmp/b/summary.txt" || missing+=" $net-header"
     for s in $settings; do
-        grep -qE "^$s +.* [23] +[0-9]+ +[0-9]+\.[0-9]{2}x$" "$tmp/b/summary.txt" || missing+=" $net-$s"
-        [ -s "$tmp/b/runs/$net-$s.log" ] || missing+=" $net-$s.log"
+        grep -qE "^$s +.* [123] +[0-9]+ +[0-9.]+ +[0-9]+\.[0-9]{2}x +[0-9]+\.[0-9]{2}x +[0-9]+\.[0-9]{2}x( |$)" "$tmp/b/summary.txt" || missing+=" $net-$s"
+        [ -s "$tmp/b/runs/$net-w2-$s.log" ] || missing+=" $net-w2-$s.log"
     done
 done
-[ "$(grep -cE '^ddp +.* 1\.00x$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" ddp-1.00x"
+[ "$(grep -cE '^ddp +DDP fp32 +2 .* 1\.00x +[0-9.]+x +[0-9.]+x$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" ddp-1.00x"
+[ "$(grep -cE '^compute +.* 1 .* 1\.00x$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" compute-1.00x"
+[ "$(grep -cE '^auto +.*  chose (allreduce|ps-[a-z-]+)$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" auto-choice"
 tail -n "$(wc -l <"$tmp/b/summary.txt")" "$tmp/b.out" | cmp -s - "$tmp/b/summary.txt" || missing+=" printed"
 if [ -z "$missing" ]; then
     ok "summary.txt: every setting of every network with samples/s and x DDP, a log per run"
@@ -66,17 +75,27 @@ if /usr/bin/python3 - "$tmp/b/summary.json" "$nets" "$settings" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 nets, settings = sys.argv[2].split(), sys.argv[3].split()
-assert d["iters"] == 6 and d["warmup"] == 2 and d["workers"] == 2 and d["batch"] == 32, d
+assert d["iters"] == 6 and d["warmup"] == 2 and d["workers"] == [2] and d["batch"] == 32, d
 assert d["failed_runs"] == 0, d["failed_runs"]
 assert [n["net"] for n in d["nets"]] == nets, d["nets"]
 for n in d["nets"]:
     got = n["settings"]
     assert [s["setting"] for s in got] == settings, (n["net"], got)
-    ddp = got[0]["samples_per_s"]
+    rate = {s["setting"]: s["samples_per_s"] for s in got}
+    peers = [k for k in rate if k.startswith("ddp")]
+    best = max(peers, key=rate.get)
+    assert n["best_peer"] == best and n["workers"] == 2, n
+    assert abs(n["compute_iter_s"] - 32 / rate["compute"]) < 1e-9, n
     for s in got:
         assert s["samples_per_s"] > 0 and s["failed"] == 0, s
-        assert abs(s["ratio_to_ddp"] - s["samples_per_s"] / ddp) < 1e-9, s
-        assert s["np"] == (2 if s["setting"] in ("ddp", "allreduce") else 3), s
+        assert abs(s["ratio_to_ddp"] - s["samples_per_s"] / rate["ddp"]) < 1e-9, s
+        assert abs(s["ratio_to_best_peer"] - s["samples_per_s"] / rate[best]) < 1e-9, s
+        w = 1 if s["setting"] == "compute" else 2
+        assert abs(s["iter_s"] - w * 32 / s["samples_per_s"]) < 1e-9, s
+        assert abs(s["iter_over_compute"] - s["iter_s"] / n["compute_iter_s"]) < 1e-9, s
+        ranks = {"compute": 1, "allreduce": 2, "auto": 3}.get(s["setting"], 2 if s["setting"].startswith("ddp") else 3)
+        assert s["np"] == ranks, s
+        assert (s["auto_choice"] is not None) == (s["setting"] == "auto"), s
         assert len(s["runs"]) == 1 and s["runs"][0]["failed"] is None, s
 PY
 then
@@ -90,7 +109,7 @@ fi
 "$bench" --nets shm --settings allreduce --iters 100000 --warmup 2 --data synthetic \
     --timeout 2 --out "$tmp/f" >"$tmp/f.out" 2>&1
 rc=$?
-if [ "$rc" = 1 ] && [ "$(grep -cE '^(ddp|allreduce) .* - +- +failed \(exit status 124' "$tmp/f/summary.txt")" = 2 ] &&
+if [ "$rc" = 1 ] && [ "$(grep -cE '^(ddp|allreduce) .* - +- +- +- +- +failed \(exit status 124' "$tmp/f/summary.txt")" = 2 ] &&
     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["failed_runs"] == 2' "$tmp/f/summary.json"; then
     ok "--timeout 2: both runs reported failed (exit status 124), exit 1"
 else
@@ -119,6 +138,75 @@ usage "torch-ddp.sh: --nets: unknown network 'wan'" --nets "shm wan"
 usage "torch-ddp.sh: --settings: unknown setting 'ps-fp16'" --settings "ps-none ps-fp16"
 usage "torch-ddp.sh: --iters: 'many' is not a number" --iters many
 usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --iters 5
-usage "torch-ddp.sh: --arch: 'resnet' is not cnn or lstm" --arch resnet
+usage "torch-ddp.sh: --arch: 'resnet' is not one of cnn, lstm, resnet18, resnet50, vgg16, vit" --arch resnet
+usage "torch-ddp.sh: --nets: unknown network '1gbit' (node-1gbit, node-10gbit with --nodes)" --nodes 3 --nets 1gbit
+usage "torch-ddp.sh: --nodes 3: 4 workers and a server need 5 nodes" --nodes 3 --workers "2 4"
+usage "torch-ddp.sh: --workers: 'two' is not a number" --workers two
 usage "torch-ddp.sh: --out needs a value" --out
+# Per-node links (root): one rank per emulated node, DDP's gloo and MPI over the nodes'
+# shaped links; the cluster is taken down afterwards.
+if [ "$root" = 1 ]; then
+    before=$(ip netns list | sort)
+    "$bench" --nodes 3 --nets node-1gbit --settings "ddp-psgd2 ps-topk" --iters 5 --warmup 2 \
+        --data synthetic --timeout 300 --out "$tmp/n" >"$tmp/n.out" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ] && grep -q '^node-1gbit, 2 workers: one rank per emulated node' "$tmp/n/summary.txt" &&
+        [ "$(grep -cE '^(ddp|ddp-psgd2|ps-topk) +.* [23] +[0-9]+ ' "$tmp/n/summary.txt")" = 3 ] &&
+        grep -q 'pc-cluster.sh mpirun CLUSTER -np 3 --map-by node' "$tmp/n/runs/node-1gbit-w2-ps-topk.log" &&
+        grep -q 'GLOO_SOCKET_IFNAME=eth0' "$tmp/n/runs/node-1gbit-w2-ddp.log"; then
+        ok "--nodes 3 --nets node-1gbit: DDP, PowerSGD and top-k across emulated nodes, each with a rate"
+    else
+        bad "--nodes 3: status $rc"; tail -n 20 "$tmp/n.out"
+    fi
+    if [ "$(ip netns list | sort)" = "$before" ]; then
+        ok "--nodes: the emulated nodes are gone afterwards"
+    else
+        bad "--nodes left namespaces behind: $(ip netns list | tr '\n' ' ')"
+    fi
+else
+    echo "note: not root: --nodes not tried"
+fi
+
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP and top-k; the chart against the speed
+# summary above (its networks, 2 workers).
+acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
+"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk" \
+    --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] &&
+    grep -qE '^ddp +DDP fp32 +[0-9.]+ +[0-9.]+ +\+0\.00 ' "$tmp/a/accuracy.txt" &&
+    grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
+    grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
+    /usr/bin/python3 - "$tmp/a/accuracy.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["arch"] == "cnn" and d["epochs"] == 1 and d["train_samples"] == 256, d
+runs = {r["setting"]: r for r in d["runs"]}
+assert set(runs) == {"ddp", "ps-topk"}, runs
+for r in runs.values():
+    assert r["iters_per_epoch"] == 4 and len(r["epochs"]) == 1 and r["failed"] is None, r
+    assert r["final"] == r["epochs"][-1], r
+assert abs(runs["ps-topk"]["vs_ddp_points"] - (runs["ps-topk"]["final"] - runs["ddp"]["final"])) < 1e-9
+curve = d["timelines"]["shm"]["ps-topk"]
+assert curve[0] == [0.0, 10.0] and curve[1][1] == runs["ps-topk"]["epochs"][0], curve
+PY
+then
+    ok "torch-accuracy.sh: per-epoch and final accuracies, the difference to DDP, the wall-clock timeline from the speed summary"
+else
+    bad "torch-accuracy.sh: status $rc"; tail -n 20 "$tmp/a.out"
+fi
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    [ -s "$tmp/a/accuracy-time-shm.png" ] && ok "torch-accuracy.sh: the chart accuracy-time-shm.png" ||
+        bad "torch-accuracy.sh: no chart"
+fi
+for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus|--settings: unknown setting 'ddp-bogus'" \
+    "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent"; do
+    msg=$("$acc" ${args%%|*} 2>&1)
+    rc=$?
+    if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qF -- "${args#*|}" <<<"$msg"; then
+        ok "torch-accuracy.sh ${args%%|*}: status 2, $msg"
+    else
+        bad "torch-accuracy.sh ${args%%|*}: status $rc, got: $msg"
+    fi
+done
 pc_done

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""torch_accuracy_report.py: summarise the runs of scripts/bench/torch-accuracy.sh.
+
+  torch_accuracy_report.py RUNS_DIR OUT_DIR [--speed SUMMARY.json]
+
+RUNS_DIR holds SETTING.meta.json and SETTING.log per run. From each log: the iterations
+per epoch (the example's start line), the test accuracy after every epoch ("epoch K: test
+accuracy X%"), the final one (the "done:" line) and, for --mode auto, the choice. Writes
+OUT_DIR/accuracy.txt (also printed: per setting the accuracy after each epoch, the final
+one, and its difference to DDP fp32's in points) and OUT_DIR/accuracy.json. With --speed,
+a scripts/bench/torch-ddp.sh summary.json of the same model: for each of its networks (2
+workers) each setting's accuracy is put against the wall time it would take there, epoch
+K at K x iterations per epoch x that setting's measured iteration (the accuracy does not
+depend on the network: the runs are deterministic in their seed), as a table and as the
+chart OUT_DIR/accuracy-time-NET.png (matplotlib). Exit status: 0; 1 when a run failed or
+its log has no final accuracy; 2 with one line on bad input.
+"""
+import json
+import os
+import re
+import sys
+
+START = re.compile(r"^torch \S+ .*?(\d+) iterations per epoch, (\d+) in all", re.M)
+EPOCH = re.compile(r"^epoch (\d+): test accuracy ([0-9.]+)%", re.M)
+DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s.*final test accuracy ([0-9.]+)%",
+                  re.M)
+CHOSE = re.compile(r"^auto: chose (\S+): (.*?) \(these flags", re.M)
+ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ps-none", "ps-topk", "ps-dgc", "auto"]
+
+
+def fail(msg):
+    print("torch_accuracy_report.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def read_run(runs_dir, name):
+    try:
+        meta = json.load(open(os.path.join(runs_dir, name + ".meta.json")))
+    except (OSError, ValueError) as e:
+        fail("%s.meta.json: %s" % (name, e))
+    try:
+        text = open(os.path.join(runs_dir, name + ".log"), errors="replace").read()
+    except OSError:
+        text = ""
+    run = {"setting": meta["setting"], "label": meta["label"], "log": name + ".log",
+           "command": meta["command"], "wall_s": meta["wall_s"], "failed": meta["failed"],
+           "epochs": [float(m.group(2)) for m in EPOCH.finditer(text)], "final": None,
+           "iters_per_epoch": None, "iters": None, "train_s": None}
+    m = START.search(text)
+    if m:
+        run["iters_per_epoch"], run["iters"] = int(m.group(1)), int(m.group(2))
+    m = DONE.search(text)
+    if m:
+        run["final"], run["train_s"] = float(m.group(3)), float(m.group(2))
+    elif not run["failed"]:
+        run["failed"] = "no final accuracy in its done: line"
+    m = CHOSE.search(text)
+    if m:
+        run["auto_choice"], run["auto_flags"] = m.group(1), m.group(2)
+    return meta, run
+
+
+def timeline(runs, speed):
+    """Per network of the speed summary (2 workers): {setting: [(seconds, accuracy)]}."""
+    out = {}
+    for cell in speed.get("nets", []):
+        if cell.get("workers", 2) != 2:
+            continue
+        iters = {s["setting"]: s.get("iter_s") for s in cell["settings"]}
+        curves = {}
+        for r in runs:
+            it = iters.get(r["setting"])
+            if not it or not r["iters_per_epoch"] or not r["epochs"]:
+                continue
+            curves[r["setting"]] = [(0.0, 10.0)] + [
+                ((k + 1) * r["iters_per_epoch"] * it, a) for k, a in enumerate(r["epochs"])]
+        if curves:
+            out[cell["net"]] = curves
+    return out
+
+
+def chart(net, curves, labels, title, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for setting, pts in curves.items():
+        ax.plot([t / 60 for t, _ in pts], [a for _, a in pts], marker="o", label=labels[setting])
+    ax.set_xlabel("wall time at %s, minutes (epochs x measured iteration)" % net)
+    ax.set_ylabel("test accuracy, %")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main():
+    args = sys.argv[1:]
+    speed_path = None
+    if "--speed" in args:
+        i = args.index("--speed")
+        if i + 1 >= len(args):
+            fail("--speed needs a file")
+        speed_path = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        fail("usage: torch_accuracy_report.py RUNS_DIR OUT_DIR [--speed SUMMARY.json]")
+    runs_dir, out_dir = args
+    try:
+        names = [f[: -len(".meta.json")] for f in os.listdir(runs_dir) if f.endswith(".meta.json")]
+    except OSError as e:
+        fail("%s: %s" % (runs_dir, e.strerror))
+    if not names:
+        fail("%s: no runs (no *.meta.json)" % runs_dir)
+    pairs = [read_run(runs_dir, n) for n in names]
+    pairs.sort(key=lambda p: (ORDER.index(p[1]["setting"]) if p[1]["setting"] in ORDER
+                              else len(ORDER), p[1]["setting"]))
+    meta0 = pairs[0][0]
+    runs = [r for _, r in pairs]
+    ddp = next((r["final"] for r in runs if r["setting"] == "ddp"), None)
+    epochs = max(len(r["epochs"]) for r in runs)
+    subset = meta0.get("train_samples")
+    head = ("torch %s, %d epoch(s)%s, 2 workers x batch 32, seed 1; test accuracy (%%) on the "
+            "10 000 test images after each epoch; vs DDP: the final accuracy's difference to "
+            "DDP fp32's, in points" % (meta0["arch"], meta0["epochs"],
+                                      " of the first %d training samples" % subset if subset else ""))
+    lines = [head, "", "%-15s %-24s %s %7s %8s %8s  %s" % (
+        "setting", "what", " ".join("%7s" % ("ep %d" % (k + 1)) for k in range(epochs)),
+        "final", "vs DDP", "train s", "notes")]
+    failed = 0
+    for r in runs:
+        notes = []
+        if r.get("auto_choice"):
+            notes.append("chose " + r["auto_choice"])
+        if r["failed"]:
+            failed += 1
+            notes.append("failed (%s)" % r["failed"])
+        r["vs_ddp_points"] = (r["final"] - ddp) if r["final"] is not None and ddp is not None else None
+        lines.append("%-15s %-24s %s %7s %8s %8s  %s" % (
+            r["setting"], r["label"],
+            " ".join("%7.2f" % a for a in r["epochs"]) + " " * (8 * (epochs - len(r["epochs"]))),
+            "%.2f" % r["final"] if r["final"] is not None else "-",
+            "%+.2f" % r["vs_ddp_points"] if r["vs_ddp_points"] is not None else "-",
+            "%.0f" % r["train_s"] if r["train_s"] else "-", "; ".join(notes)))
+    summary = {"arch": meta0["arch"], "epochs": meta0["epochs"], "train_samples": subset,
+               "runs": runs, "speed": speed_path, "timelines": {}}
+    if speed_path:
+        try:
+            speed = json.load(open(speed_path))
+        except (OSError, ValueError) as e:
+            fail("--speed %s: %s" % (speed_path, e))
+        if speed.get("arch") != meta0["arch"]:
+            fail("--speed %s: its model is %s, the runs' %s" % (speed_path, speed.get("arch"),
+                                                                meta0["arch"]))
+        labels = {r["setting"]: r["label"] for r in runs}
+        for net, curves in timeline(runs, speed).items():
+            summary["timelines"][net] = {k: [list(p) for p in v] for k, v in curves.items()}
+            lines += ["", "%s, 2 workers: minutes to each epoch's accuracy (epochs x the "
+                      "iteration measured there, %s)" % (net, speed_path)]
+            for setting, pts in curves.items():
+                lines.append("%-15s %s" % (setting, "  ".join(
+                    "%.1f min %.2f%%" % (t / 60, a) for t, a in pts[1:])))
+            png = os.path.join(out_dir, "accuracy-time-%s.png" % net)
+            if chart(net, curves, labels, "%s on Fashion-MNIST, 2 workers, %s"
+                     % (meta0["arch"], net), png):
+                summary["timelines"][net]["chart"] = os.path.basename(png)
+    text = "".join(l.rstrip() + "\n" for l in lines)
+    try:
+        with open(os.path.join(out_dir, "accuracy.txt"), "w") as f:
+            f.write(text)
+        with open(os.path.join(out_dir, "accuracy.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        fail("%s: %s" % (out_dir, e.strerror))
+    sys.stdout.write(text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
