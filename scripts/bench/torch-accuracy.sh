@@ -5,7 +5,7 @@
 # for PipeCompress), on shared memory, the test set evaluated after every epoch:
 #   ddp             DDP, gloo, fp32 allreduce
 #   ddp-fp16        DDP + fp16_compress_hook
-#   ddp-powersgd2   DDP + powerSGD_hook, rank 2 (error feedback and warm start on, plain
+#   ddp-psgd2       DDP + powerSGD_hook, rank 2 (error feedback and warm start on, plain
 #                   allreduce for the first 10 iterations: the hook's documented example)
 #   ps-none         PipeCompress --mode ps --compress none, pipelined
 #   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
@@ -48,7 +48,7 @@ count() {
 # NAME|RANKS|LABEL|the example's flags
 SETTINGS_TABLE="ddp|2|DDP fp32|--backend ddp
 ddp-fp16|2|DDP + fp16 hook|--backend ddp --ddp-hook fp16
-ddp-powersgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-rank 2
+ddp-psgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-rank 2
 ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
