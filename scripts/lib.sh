@@ -60,8 +60,12 @@ pc_gpu_deps() {
         fi
     done
     L=$deps/usr/lib/x86_64-linux-gnu
+    # The cache is read once into a variable: a reader that stops at the first match
+    # (grep -q, awk's exit) would end ldconfig by SIGPIPE, a failure under pipefail.
+    local cache
+    cache=$(ldconfig -p 2>/dev/null) || cache=
     for lib in libz.so.1 libudev.so.1 libgfortran.so.5 libquadmath.so.0; do
-        if ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$lib "; then
+        if grep -q "^[[:space:]]*$lib " <<<"$cache"; then
             rm -f "$L/$lib"* "$deps/lib/x86_64-linux-gnu/$lib"*
         fi
     done
@@ -72,7 +76,7 @@ pc_gpu_deps() {
             if [ -e "$deps$t" ]; then
                 ln -sfn "$deps$t" "$l"
             else # the system's copy of the same library (libz.so -> libz.so.1)
-                t=$(ldconfig -p 2>/dev/null | awk -v b="$(basename "${t%%.so*}").so." 'index($1, b) == 1 {print $NF; exit}')
+                t=$(awk -v b="$(basename "${t%%.so*}").so." 'index($1, b) == 1 {print $NF; exit}' <<<"$cache")
                 [ -n "$t" ] && ln -sfn "$t" "$l"
             fi
             ;;

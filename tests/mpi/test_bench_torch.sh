@@ -43,7 +43,7 @@ if [ "$rc" = 0 ]; then
 else
     bad "torch-ddp.sh --nets '$nets' --iters 6: status $rc"; tail -n 20 "$tmp/b.out"
 fi
-if ip netns list 2>/dev/null | grep -q "^pc-torch-ddp-$pid\b"; then
+if grep -q "^pc-torch-ddp-$pid\b" <<<"$(ip netns list 2>/dev/null)"; then
     bad "its network namespace pc-torch-ddp-$pid is left behind"
     ip netns del "pc-torch-ddp-$pid"
 else
@@ -117,7 +117,10 @@ else
 fi
 
 # Usage: --help, and bad flags (one line, status 2, before anything runs).
-if "$bench" --help | head -n 1 | grep -q '^# torch-ddp.sh: '; then
+# The output is captured first: a reader that stops early (head, grep -q) would end the
+# writer by SIGPIPE, which pipefail reports as a failure.
+help_text=$("$bench" --help)
+if [[ $help_text == "# torch-ddp.sh: "*$'\n'"#"* ]]; then
     ok "--help: the usage block"
 else
     bad "--help"

@@ -59,7 +59,7 @@ job=$!
 for _ in $(seq 1200); do grep -q '^epoch 1/' "$tmp/kill.log" && break; sleep 0.1; done
 victim=
 for p in $(pc_ranks "$job" "$train" 3); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+    grep -qx 'OMPI_COMM_WORLD_RANK=1' <<<"$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)" && victim=$p
 done
 if [ -n "$victim" ]; then
     kill -KILL "$victim"

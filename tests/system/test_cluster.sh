@@ -221,7 +221,7 @@ fi
 id=$(sed -n 's/^id=//p' "$cl/cluster")
 "$pcc" down "$cl" >/dev/null
 if "$pcc" down "$cl" >"$tmp/down2.log" 2>&1; then ok "down twice: $(cat "$tmp/down2.log")"; else bad "second down failed"; fi
-if ip netns list | grep -q "^pc$id-" || ip link show "pcb$id" >/dev/null 2>&1 || compgen -G "/run/uts-pc$id-*" >/dev/null; then
+if grep -q "^pc$id-" <<<"$(ip netns list)" || ip link show "pcb$id" >/dev/null 2>&1 || compgen -G "/run/uts-pc$id-*" >/dev/null; then
     bad "down left namespaces, the bridge or UTS files of cluster $id"
 else
     ok "down removed every namespace, link and UTS file of cluster $id"

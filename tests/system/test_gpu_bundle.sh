@@ -51,8 +51,8 @@ if (
     . "$PC_SRCDIR/scripts/lib.sh"
     pc_gpu_deps "$tmp/b/debs" "$tmp/prefix" || exit 1
     case $(command -v mpicc) in "$tmp/prefix"/*) ;; *) echo "mpicc is $(command -v mpicc)"; exit 1 ;; esac
-    mpicc --showme | grep -q -- "-I$tmp/prefix/usr/lib/x86_64-linux-gnu/openmpi/include" || exit 1
-    pkg-config --cflags --libs hwloc openblas cmocka zlib | grep -q -- "-L$tmp/prefix/" || exit 1
+    grep -q -- "-I$tmp/prefix/usr/lib/x86_64-linux-gnu/openmpi/include" <<<"$(mpicc --showme)" || exit 1
+    grep -q -- "-L$tmp/prefix/" <<<"$(pkg-config --cflags --libs hwloc openblas cmocka zlib)" || exit 1
     # shellcheck disable=SC2046
     mpicc -Wl,--no-as-needed "$tmp/t.c" $(pkg-config --cflags --libs hwloc openblas cmocka zlib) -o "$tmp/t" || exit 1
     "$tmp/t" >"$tmp/t.out" || exit 1

@@ -53,7 +53,7 @@ if mpicc -std=c11 -Wall -Wextra -Werror "$PC_SRCDIR/apps/examples/pc_example.c" 
 else
     bad "pc_example.c does not build against the installed library"; head -5 "$tmp/cc.log"
 fi
-if [ -x "$tmp/pc_example" ] && readelf -d "$tmp/pc_example" | grep -q 'NEEDED.*libpipecompress\.so' &&
+if [ -x "$tmp/pc_example" ] && grep -q 'NEEDED.*libpipecompress\.so' <<<"$(readelf -d "$tmp/pc_example")" &&
     LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/pc_example" --iters 20 >"$tmp/ex.log" 2>&1; then
     ok "the example linked with the installed libpipecompress.so runs: $(tail -n 1 "$tmp/ex.log")"
 else
@@ -66,7 +66,7 @@ sflags=$(pc --cflags --static --libs pipecompress openblas)
 # shellcheck disable=SC2086
 if mpicc -std=c11 -Wall -Wextra -Werror "$PC_SRCDIR/apps/examples/pc_example.c" \
         ${sflags/-lpipecompress/-l:libpipecompress.a} -o "$tmp/pc_example_static" >"$tmp/cc-static.log" 2>&1 &&
-    ! readelf -d "$tmp/pc_example_static" | grep -q 'NEEDED.*libpipecompress' &&
+    ! grep -q 'NEEDED.*libpipecompress' <<<"$(readelf -d "$tmp/pc_example_static")" &&
     "$run" -t 60 -np 3 "$tmp/pc_example_static" --iters 20 >"$tmp/ex-static.log" 2>&1; then
     ok "the example linked with the installed libpipecompress.a (pkg-config --static) runs"
 else

@@ -318,7 +318,7 @@ else
         fi
     done
     # Training through the script as written, on the CPU through the GPU code path.
-    if "$train" --help 2>&1 | grep -q -- '--device cpu|cuda|emulate'; then
+    if grep -q -- '--device cpu|cuda|emulate' <<<"$("$train" --help 2>&1)"; then
         if PC_SBATCH="$src/scripts/slurm/pc-train.sbatch" PC_CHECKPOINT_DIR="$tmp/ck8e" timeout 300 \
                 sbatch --wait --output="$tmp/job8e.out" "$gpu1" "${short[@]}" --device emulate >/dev/null &&
             grep -q '^done: 60 iterations' "$tmp/job8e.out"; then
