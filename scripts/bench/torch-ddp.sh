@@ -26,9 +26,10 @@
 # (--map-by node: the workers on nodes 0..W-1, the server on node W, DDP's rank 0 and
 # its rendezvous on node 0), every node's own veth link shaped to each rate of the
 # networks node-1gbit, node-10gbit (default both); MPI's TCP and DDP's gloo over the same
-# links. On each network and worker count the settings run in the order above, one after
-# the other (with --repeat R, R such rounds), so that every ratio compares runs made
-# minutes apart on the same machine.
+# links (on nodes that share the machine's cores PipeCompress runs with --bind none: each
+# node would pin its threads on the cores the others pin on). On each network and worker
+# count the settings run in the order above, one after the other (with --repeat R, R such
+# rounds), so that every ratio compares runs made minutes apart on the same machine.
 #
 #   scripts/bench/torch-ddp.sh [--nets "shm 1gbit"] [--nodes N] [--workers "2 4"]
 #                              [--iters N] [--warmup N] [--threads N]
@@ -207,6 +208,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 master=127.0.0.1 # DDP's rendezvous: node 0's address on emulated nodes
+bind=()           # PipeCompress's thread placement flag, where it must not pin
 if [ -n "$nodes" ]; then
     cluster="$out/cluster"
     "$pcc" down "$cluster" >/dev/null 2>&1 || true
@@ -215,6 +217,14 @@ if [ -n "$nodes" ]; then
     "$pcc" up "$cluster" --nodes "$nodes" --link "${first#node-}" >"$out/cluster.txt"
     cat "$out/cluster.txt"
     master=$(awk 'NR == 1 { print $2 }' "$cluster/nodes")
+    # Nodes that share the machine's cores (fewer cores than nodes: pc-cluster.sh's "all")
+    # would each plan "their" cores with hwloc and pin their threads on the same ones
+    # (measured: every worker's backprop thread on core 0, the ViT's iteration doubled),
+    # while DDP's threads float: PipeCompress runs unbound there, as DDP does.
+    if [ "$(awk 'NR == 1 { print $6 }' "$cluster/nodes")" = all ]; then
+        bind=(--bind none)
+        pc_say "the emulated nodes share the machine's cores: PipeCompress runs with --bind none"
+    fi
 fi
 
 # setup_net NET: a namespace with its loopback shaped to NET's rate (none for shm), the
@@ -276,6 +286,7 @@ run_one() {
     cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
          --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
     case $s in ddp-psgd*) cmd+=(--powersgd-start "$psgd_start") ;; esac
+    case $(flags_of "$s") in --backend*) ;; *) cmd+=("${bind[@]}") ;; esac
     if [[ $(flags_of "$s") == "--backend ddp"* ]]; then
         next_ddp_port
         cmd+=(--ddp-port "$port")

@@ -161,6 +161,16 @@ if [ "$root" = 1 ]; then
     else
         bad "--nodes 3: status $rc"; tail -n 20 "$tmp/n.out"
     fi
+    # Nodes sharing the machine's cores: PipeCompress unbound, as DDP is; otherwise pinned.
+    shared=$(awk 'NR == 3 { print $4 }' "$tmp/n/cluster.txt")
+    if [ "$shared" = all ]; then want='placement: 2 threads unbound (--bind none)'; else want='placement: '; fi
+    if grep -q -- "$want" "$tmp/n/runs/node-1gbit-w2-ps-topk.log" &&
+        { [ "$shared" != all ] || grep -q -- '--bind none' "$tmp/n/runs/node-1gbit-w2-ps-topk.log"; } &&
+        ! grep -q -- '--bind' "$tmp/n/runs/node-1gbit-w2-ddp-psgd2.log"; then
+        ok "--nodes: cores ${shared:-?} per node: PipeCompress's placement '$want', DDP's untouched"
+    else
+        bad "--nodes: placement with cores '$shared'"; grep -i placement "$tmp/n/runs/node-1gbit-w2-ps-topk.log"
+    fi
     if [ "$(ip netns list | sort)" = "$before" ]; then
         ok "--nodes: the emulated nodes are gone afterwards"
     else
