@@ -21,6 +21,7 @@
 #include "pipecompress/pc_event.h"
 #include "pipecompress/pc_layers.h"
 #include "pipecompress/pc_log.h"
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_model.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_philox.h"

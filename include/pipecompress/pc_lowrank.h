@@ -1,0 +1,81 @@
+/* pc_lowrank: the numerics of PowerSGD (Vogels, Karimireddy and Jaggi, NeurIPS 2019,
+ * Algorithm 1) on one gradient matrix: the products, the orthonormalisation and the
+ * error-feedback residual that the low-rank codec's two rounds are made of.
+ *
+ * A chunk that is a matrix M (rows x cols, row-major float32: a weight tensor reshaped to
+ * its first dimension x the product of the others) at rank R (1 .. PC_LOWRANK_MAX_RANK):
+ *   worker, round 1: P_w = M_w Q                 rows x R    pc_lowrank_project
+ *   server:          P^ = orth(sum_w P_w)         columns orthonormal
+ *                                                             pc_lowrank_orthonormalise
+ *   worker, round 2: Q_w = M_w^T P^              cols x R    pc_lowrank_backproject
+ *   server:          Q = sum_w Q_w / W; the update is P^ Q^T  pc_lowrank_expand
+ *   worker:          residual = M_w - P^ Q^T      (error feedback against the aggregate,
+ *                                                 as torch's powerSGD_hook)  pc_lowrank_expand
+ * Q is warm-started: the next iteration starts from this one's Q; the first comes from
+ * pc_lowrank_init, the same on every rank for the same seed and stream. If the rank of
+ * M is at most R, one round reproduces M: P spans M's columns, so P^ P^^T M = M.
+ *
+ * Matrices are row-major with their natural leading dimension (P and Q: R floats per row).
+ * The products are OpenBLAS's sgemm (the caller decides its threads: one, beside
+ * backprop); for the same inputs and thread count it gives the same bits on every call,
+ * which is what makes pipelined and inline runs bitwise alike. The orthonormalisation is
+ * modified Gram-Schmidt in a fixed order (column 0, then 1, ...) with every dot product,
+ * norm and update in double, rounded to float once at the end.
+ *
+ * Non-finite values (a diverged gradient, or a product that overflowed) are reported as
+ * PC_ERANGE, as by the element-wise codecs (pc_codec.h). Every function is pure on its
+ * arguments (no hidden state, no allocation): thread-safe on distinct outputs. */
+#ifndef PC_LOWRANK_H
+#define PC_LOWRANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ranks a codec may ask for: 1 .. PC_LOWRANK_MAX_RANK. */
+#define PC_LOWRANK_MAX_RANK 8
+
+/* The first Q: cols x rank standard-normal floats, from Philox4x32-10 (pc_philox.h) with
+ * (seed, subsequence = stream): Box-Muller on pairs of draws in double. Every rank that
+ * passes the same seed and stream (the chunk's index) gets the same bits. q: cols * rank
+ * floats, written. PC_OK, or PC_EINVAL (NULL q, cols 0, rank outside 1 .. MAX). */
+int pc_lowrank_init(float *q, size_t cols, int rank, uint64_t seed, uint64_t stream);
+
+/* P = M Q: m rows x cols, q cols x rank, p rows x rank (written). PC_OK; PC_EINVAL (NULL,
+ * a zero size, rank outside 1 .. MAX, p overlapping m or q); PC_ERANGE when P holds NaN or
+ * infinity (M did, or the product overflowed: every non-finite element of M reaches P). */
+int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q, int rank,
+                       float *p);
+
+/* Q = M^T P: m rows x cols, p rows x rank, q cols x rank (written). Errors as
+ * pc_lowrank_project's. */
+int pc_lowrank_backproject(const float *m, size_t rows, size_t cols, const float *p, int rank,
+                           float *q);
+
+/* The doubles pc_lowrank_orthonormalise needs as work space: rows * rank. */
+size_t pc_lowrank_work_doubles(size_t rows, int rank);
+
+/* P^ = orth(P) in place: p rows x rank; work: pc_lowrank_work_doubles(rows, rank) doubles,
+ * the caller's (contents on return unspecified). Modified Gram-Schmidt over the columns in
+ * order, in double. A column whose norm after removing the earlier columns is at most
+ * 1e-6 of its norm before (it lies in their span, up to float rounding), or zero, becomes
+ * all zero: it carries nothing, and a zero column of P^ adds nothing to P^ Q^T. So the
+ * result's non-zero columns are orthonormal, and a zero P gives a zero P^. PC_OK;
+ * PC_EINVAL (NULL, rows 0, rank outside 1 .. MAX); PC_ERANGE when P holds NaN or infinity
+ * (P is left as it was). */
+int pc_lowrank_orthonormalise(float *p, size_t rows, int rank, double *work);
+
+/* C = beta C + alpha P Q^T: c rows x cols, p rows x rank, q cols x rank. With beta 1 and
+ * alpha -1 on a copy of M: the residual M - P^ Q^T; with beta 0 and alpha 1: the
+ * approximation. PC_OK; PC_EINVAL (NULL, a zero size, rank outside 1 .. MAX, c overlapping
+ * p or q). */
+int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
+                      float alpha, float beta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PC_LOWRANK_H */

@@ -1,0 +1,146 @@
+/* pc_lowrank: PowerSGD's products, orthonormalisation and residual (pc_lowrank.h). */
+#include "pipecompress/pc_lowrank.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cblas.h>
+
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_philox.h"
+
+/* A column that keeps at most this share of its norm once the earlier columns are taken
+ * out lies in their span up to float rounding (float's epsilon is 1.2e-7; sums of many
+ * products lose a few digits more): it is dropped rather than blown up into noise. */
+#define LOWRANK_DEPENDENT 1e-6
+
+static bool rank_ok(int rank)
+{
+    return rank >= 1 && rank <= PC_LOWRANK_MAX_RANK;
+}
+
+/* [a, a + na) and [b, b + nb), in floats, share an element. */
+static bool overlap(const float *a, size_t na, const float *b, size_t nb)
+{
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + nb * sizeof(float) && b0 < a0 + na * sizeof(float);
+}
+
+/* The product's sizes fit BLAS's int and the element counts size_t. */
+static bool dims_ok(size_t rows, size_t cols)
+{
+    return rows > 0 && cols > 0 && rows <= INT32_MAX && cols <= INT32_MAX &&
+           rows <= SIZE_MAX / cols;
+}
+
+static bool all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f; /* x - x is NaN exactly for NaN and infinity */
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] - x[i];
+    return acc == 0.0f;
+}
+
+int pc_lowrank_init(float *q, size_t cols, int rank, uint64_t seed, uint64_t stream)
+{
+    if (q == NULL || cols == 0 || !rank_ok(rank) || cols > SIZE_MAX / (size_t)rank)
+        return PC_EINVAL;
+    const double two_pi = 6.283185307179586;
+    size_t n = cols * (size_t)rank;
+    pc_philox_t g;
+    pc_philox_init(&g, seed, stream, 0);
+    for (size_t i = 0; i < n; i += 2) {
+        /* uniforms in (0, 1): never log(0) */
+        double u = ((double)pc_philox_next(&g) + 0.5) * 2.3283064365386963e-10;
+        double v = ((double)pc_philox_next(&g) + 0.5) * 2.3283064365386963e-10;
+        double r = sqrt(-2.0 * log(u));
+        q[i] = (float)(r * cos(two_pi * v));
+        if (i + 1 < n)
+            q[i + 1] = (float)(r * sin(two_pi * v));
+    }
+    return PC_OK;
+}
+
+int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q, int rank, float *p)
+{
+    if (m == NULL || q == NULL || p == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
+        return PC_EINVAL;
+    size_t np = rows * (size_t)rank;
+    if (overlap(p, np, m, rows * cols) || overlap(p, np, q, cols * (size_t)rank))
+        return PC_EINVAL;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, rank, (int)cols, 1.0f, m,
+                (int)cols, q, rank, 0.0f, p, rank);
+    return all_finite(p, np) ? PC_OK : PC_ERANGE;
+}
+
+int pc_lowrank_backproject(const float *m, size_t rows, size_t cols, const float *p, int rank,
+                           float *q)
+{
+    if (m == NULL || q == NULL || p == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
+        return PC_EINVAL;
+    size_t nq = cols * (size_t)rank;
+    if (overlap(q, nq, m, rows * cols) || overlap(q, nq, p, rows * (size_t)rank))
+        return PC_EINVAL;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, rank, (int)rows, 1.0f, m,
+                (int)cols, p, rank, 0.0f, q, rank);
+    return all_finite(q, nq) ? PC_OK : PC_ERANGE;
+}
+
+size_t pc_lowrank_work_doubles(size_t rows, int rank)
+{
+    return rank_ok(rank) && rows <= SIZE_MAX / sizeof(double) / (size_t)rank ? rows * (size_t)rank
+                                                                             : 0;
+}
+
+int pc_lowrank_orthonormalise(float *p, size_t rows, int rank, double *work)
+{
+    if (p == NULL || work == NULL || rows == 0 || !rank_ok(rank) ||
+        pc_lowrank_work_doubles(rows, rank) == 0)
+        return PC_EINVAL;
+    if (!all_finite(p, rows * (size_t)rank))
+        return PC_ERANGE;
+    /* work: column-major, so that each column is contiguous */
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < rank; c++)
+            work[(size_t)c * rows + i] = p[i * (size_t)rank + (size_t)c];
+    for (int c = 0; c < rank; c++) {
+        double *v = work + (size_t)c * rows;
+        double before = 0.0;
+        for (size_t i = 0; i < rows; i++)
+            before += v[i] * v[i];
+        for (int e = 0; e < c; e++) { /* modified Gram-Schmidt: against the updated v */
+            const double *u = work + (size_t)e * rows;
+            double dot = 0.0;
+            for (size_t i = 0; i < rows; i++)
+                dot += u[i] * v[i];
+            for (size_t i = 0; i < rows; i++)
+                v[i] -= dot * u[i];
+        }
+        double after = 0.0;
+        for (size_t i = 0; i < rows; i++)
+            after += v[i] * v[i];
+        before = sqrt(before);
+        after = sqrt(after);
+        double scale = (after > 0.0 && after > LOWRANK_DEPENDENT * before) ? 1.0 / after : 0.0;
+        for (size_t i = 0; i < rows; i++)
+            v[i] *= scale;
+    }
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < rank; c++)
+            p[i * (size_t)rank + (size_t)c] = (float)work[(size_t)c * rows + i];
+    return PC_OK;
+}
+
+int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
+                      float alpha, float beta)
+{
+    if (c == NULL || p == NULL || q == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
+        return PC_EINVAL;
+    size_t nc = rows * cols;
+    if (overlap(c, nc, p, rows * (size_t)rank) || overlap(c, nc, q, cols * (size_t)rank))
+        return PC_EINVAL;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, rank, alpha, p, rank,
+                q, rank, beta, c, (int)cols);
+    return PC_OK;
+}
