@@ -10,6 +10,9 @@
 #   ps-none         PipeCompress --mode ps --compress none, pipelined
 #   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
 #   ps-dgc          PipeCompress --compress dgc:ratio=0.001, pipelined
+#   ps-dgc-warm     the same with DGC's density warm-up over the first epoch (the paper's
+#                   schedule: warmup=E, E the iterations of one epoch, the density falling
+#                   exponentially from 0.1 % ^ (1/E) to 0.1 %)
 #   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
@@ -52,6 +55,7 @@ ddp-psgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-r
 ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
+ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,warmup=@EPOCH@ --pipeline on
 auto|3|--mode auto|--mode auto --servers 1"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 ALL=$(awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
@@ -113,11 +117,16 @@ port=$((29800 + $$ % 3000 * 4))
 failures=0
 commit=$(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
 pc_say "$arch, $epochs epoch(s)${samples:+ of the first $samples training samples}, 2 workers x batch 32, seed 1; runs in $runs"
+# One epoch's iterations (2 workers x batch 32) for @EPOCH@: the training set's 60 000
+# images, or the example's 20 000 synthetic ones, or --train-samples.
+epoch_iters=$(( ${samples:-$([ "$data" = synthetic ] && echo 20000 || echo 60000)} / 64 ))
 for s in $settings; do
     np=$(field "$s" 2)
-    # shellcheck disable=SC2207 # the table's words
+    flags=$(field "$s" 4)
+    flags=${flags//@EPOCH@/$epoch_iters}
+    # shellcheck disable=SC2206 # the table's words
     cmd=("$py" "$example" --arch "$arch" --data "$data" --epochs "$epochs" --threads "$threads"
-         --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $(field "$s" 4))
+         --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $flags)
     if [[ $(field "$s" 4) == *"--backend ddp"* ]]; then # a new rendezvous port per run
         cmd+=(--ddp-port "$port")
         port=$((port + 1))

@@ -13,7 +13,8 @@ workers) each setting's accuracy is put against the wall time it would take ther
 K at K x iterations per epoch x that setting's measured iteration (the accuracy does not
 depend on the network: the runs are deterministic in their seed), as a table and as the
 chart OUT_DIR/accuracy-time-NET.png (matplotlib). Exit status: 0; 1 when a run failed or
-its log has no final accuracy; 2 with one line on bad input.
+its log has no final accuracy; 2 with one line on bad input. OUT_DIR is made if missing;
+each file is written whole or not at all.
 """
 import json
 import os
@@ -25,7 +26,7 @@ EPOCH = re.compile(r"^epoch (\d+): test accuracy ([0-9.]+)%", re.M)
 DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s.*final test accuracy ([0-9.]+)%",
                   re.M)
 CHOSE = re.compile(r"^auto: chose (\S+): (.*?) \(these flags", re.M)
-ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ps-none", "ps-topk", "ps-dgc", "auto"]
+ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ps-none", "ps-topk", "ps-dgc", "ps-dgc-warm", "auto"]
 
 
 def fail(msg):
@@ -95,8 +96,14 @@ def chart(net, curves, labels, title, path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    tmp = path + ".tmp.png"
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    except OSError as e:
+        fail("%s: %s" % (path, e.strerror))
+    finally:
+        plt.close(fig)
     return True
 
 
@@ -112,6 +119,10 @@ def main():
     if len(args) != 2:
         fail("usage: torch_accuracy_report.py RUNS_DIR OUT_DIR [--speed SUMMARY.json]")
     runs_dir, out_dir = args
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        fail("%s: %s" % (out_dir, e.strerror))
     try:
         names = [f[: -len(".meta.json")] for f in os.listdir(runs_dir) if f.endswith(".meta.json")]
     except OSError as e:
@@ -130,7 +141,7 @@ def main():
             "10 000 test images after each epoch; vs DDP: the final accuracy's difference to "
             "DDP fp32's, in points" % (meta0["arch"], meta0["epochs"],
                                       " of the first %d training samples" % subset if subset else ""))
-    lines = [head, "", "%-15s %-24s %s %7s %8s %8s  %s" % (
+    lines = [head, "", "%-15s %-26s %s %7s %8s %8s  %s" % (
         "setting", "what", " ".join("%7s" % ("ep %d" % (k + 1)) for k in range(epochs)),
         "final", "vs DDP", "train s", "notes")]
     failed = 0
@@ -142,7 +153,7 @@ def main():
             failed += 1
             notes.append("failed (%s)" % r["failed"])
         r["vs_ddp_points"] = (r["final"] - ddp) if r["final"] is not None and ddp is not None else None
-        lines.append("%-15s %-24s %s %7s %8s %8s  %s" % (
+        lines.append("%-15s %-26s %s %7s %8s %8s  %s" % (
             r["setting"], r["label"],
             " ".join("%7.2f" % a for a in r["epochs"]) + " " * (8 * (epochs - len(r["epochs"]))),
             "%.2f" % r["final"] if r["final"] is not None else "-",
@@ -171,12 +182,13 @@ def main():
                      % (meta0["arch"], net), png):
                 summary["timelines"][net]["chart"] = os.path.basename(png)
     text = "".join(l.rstrip() + "\n" for l in lines)
-    try:
-        with open(os.path.join(out_dir, "accuracy.txt"), "w") as f:
-            f.write(text)
-        with open(os.path.join(out_dir, "accuracy.json"), "w") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    try:  # each file whole or not at all: written beside, then renamed
+        for name, body in (("accuracy.txt", text),
+                           ("accuracy.json", json.dumps(summary, indent=1) + "\n")):
+            path = os.path.join(out_dir, name)
+            with open(path + ".tmp", "w") as f:
+                f.write(body)
+            os.replace(path + ".tmp", path)
     except OSError as e:
         fail("%s: %s" % (out_dir, e.strerror))
     sys.stdout.write(text)

@@ -6,8 +6,9 @@
 RUNS_DIR holds NAME.meta.json (what the run was, its exit status) and NAME.log (its whole
 output) per run. A run's rate is the samples per second of the example's last "done: N
 iterations in T s (R samples/s after W warm-up iterations)" line (rank 0's count of every
-worker's samples after the warm-up); its iteration is workers x batch / rate (batch /
-rate for the one-process compute run). Per network, worker count and setting: the median
+worker's samples after the warm-up); its iteration is workers x batch / rate, with the
+workers the run trained with (its start line: --mode auto's allreduce makes the server
+rank a worker too; batch / rate for the one-process compute run). Per network, worker count and setting: the median
 rate over the rounds (--repeat), its ratio to DDP's (fp32) median in the same cell, to
 the best DDP variant's there (fp32, fp16, PowerSGD: the best peer), and its iteration's
 ratio to the compute-only run's (the limit); --mode auto's choice from its log. Writes
@@ -21,6 +22,9 @@ import re
 import statistics as st
 import sys
 
+# The example's start line: how many workers the run trained with (--mode auto's allreduce
+# makes the server rank a worker too).
+START = re.compile(r"^torch \S+(?: \([^)]*\))?: \d+ parameters; (\d+) workers? x batch", re.M)
 DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s \((\d+) samples/s after (\d+) "
                   r"warm-up iterations\)", re.M)
 # A failed run's reason: the example's one-line error, the launcher's time limit, Python's.
@@ -56,6 +60,9 @@ def read_run(runs_dir, name):
     why = WHY.search(text)
     if meta["failed"] and why:  # the first line that says why, for the table
         run["failed"] += ": " + why.group(0).strip()
+    start = START.search(text)
+    if start:
+        run["workers"] = int(start.group(1))
     chose = CHOSE.search(text)
     if chose:
         run["auto_choice"] = chose.group(1)
@@ -133,7 +140,8 @@ def main():
             rate = rates[setting]
             ratio = rate / ddp_rate if rate is not None and ddp_rate else None
             vs_best = rate / peers[best_peer] if rate is not None and best_peer else None
-            par = 1 if setting == "compute" else w
+            ran = sorted({r["workers"] for r in runs if r.get("workers")})
+            par = 1 if setting == "compute" else (ran[0] if len(ran) == 1 else w)
             it = par * meta["batch"] / rate if rate else None
             vs_compute = it / compute_iter if it is not None and compute_iter else None
             choices = sorted({r["auto_choice"] for r in runs if r.get("auto_choice")})
@@ -144,6 +152,8 @@ def main():
                 "auto_choice": choices[0] if len(choices) == 1 else (choices or None),
                 "failed": len(bad), "runs": runs})
             notes = ["chose " + "/".join(choices)] if choices else []
+            if setting != "compute" and par != w:
+                notes.append("trained by %d workers" % par)
             if len(ok) > 1:
                 notes.append("%s..%s" % (fmt_rate(min(ok)), fmt_rate(max(ok))))
             notes += ["round %d failed (%s)" % (r["round"], r["failed"]) if summary["rounds"] > 1

@@ -62,7 +62,7 @@ for net in $nets; do
 done
 [ "$(grep -cE '^ddp +DDP fp32 +2 .* 1\.00x +[0-9.]+x +[0-9.]+x$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" ddp-1.00x"
 [ "$(grep -cE '^compute +.* 1 .* 1\.00x$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" compute-1.00x"
-[ "$(grep -cE '^auto +.*  chose (allreduce|ps-[a-z-]+)$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" auto-choice"
+[ "$(grep -cE '^auto +.*  chose (allreduce; trained by 3 workers|ps-[a-z-]+)$' "$tmp/b/summary.txt")" = "$(wc -w <<<"$nets")" ] || missing+=" auto-choice"
 tail -n "$(wc -l <"$tmp/b/summary.txt")" "$tmp/b.out" | cmp -s - "$tmp/b/summary.txt" || missing+=" printed"
 if [ -z "$missing" ]; then
     ok "summary.txt: every setting of every network with samples/s and x DDP, a log per run"
@@ -90,7 +90,9 @@ for n in d["nets"]:
         assert s["samples_per_s"] > 0 and s["failed"] == 0, s
         assert abs(s["ratio_to_ddp"] - s["samples_per_s"] / rate["ddp"]) < 1e-9, s
         assert abs(s["ratio_to_best_peer"] - s["samples_per_s"] / rate[best]) < 1e-9, s
-        w = 1 if s["setting"] == "compute" else 2
+        # the workers it trained with: auto's allreduce makes the server rank a worker too
+        w = 1 if s["setting"] == "compute" else 3 if s["auto_choice"] == "allreduce" else 2
+        assert s["setting"] == "compute" or s["runs"][0]["workers"] == w, s
         assert abs(s["iter_s"] - w * 32 / s["samples_per_s"]) < 1e-9, s
         assert abs(s["iter_over_compute"] - s["iter_s"] / n["compute_iter_s"]) < 1e-9, s
         ranks = {"compute": 1, "allreduce": 2, "auto": 3}.get(s["setting"], 2 if s["setting"].startswith("ddp") else 3)
@@ -180,22 +182,24 @@ else
     echo "note: not root: --nodes not tried"
 fi
 
-# torch-accuracy.sh: 1 epoch of 256 samples, DDP and top-k; the chart against the speed
-# summary above (its networks, 2 workers).
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k and DGC warmed up over that epoch
+# (256 / 64 = 4 iterations); the chart against the speed summary above (its networks, 2
+# workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
-"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk" \
+"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm" \
     --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
     grep -qE '^ddp +DDP fp32 +[0-9.]+ +[0-9.]+ +\+0\.00 ' "$tmp/a/accuracy.txt" &&
     grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
     grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
+    grep -q -- '--compress dgc:ratio=0.001,warmup=4 ' <<<"$(head -n 1 "$tmp/a/runs/ps-dgc-warm.log")" &&
     /usr/bin/python3 - "$tmp/a/accuracy.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["arch"] == "cnn" and d["epochs"] == 1 and d["train_samples"] == 256, d
 runs = {r["setting"]: r for r in d["runs"]}
-assert set(runs) == {"ddp", "ps-topk"}, runs
+assert set(runs) == {"ddp", "ps-topk", "ps-dgc-warm"}, runs
 for r in runs.values():
     assert r["iters_per_epoch"] == 4 and len(r["epochs"]) == 1 and r["failed"] is None, r
     assert r["final"] == r["epochs"][-1], r
@@ -211,6 +215,23 @@ fi
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     [ -s "$tmp/a/accuracy-time-shm.png" ] && ok "torch-accuracy.sh: the chart accuracy-time-shm.png" ||
         bad "torch-accuracy.sh: no chart"
+fi
+# The report alone: into a folder not yet made (made, every file whole, nothing left
+# half-written beside), and into one that cannot be made (one line, status 2).
+report="$PC_SRCDIR/scripts/bench/torch_accuracy_report.py"
+if [ -d "$tmp/a/runs" ] && /usr/bin/python3 "$report" "$tmp/a/runs" "$tmp/r/new" >/dev/null &&
+    cmp -s <(head -n 6 "$tmp/a/accuracy.txt") "$tmp/r/new/accuracy.txt" &&
+    [ -z "$(find "$tmp/r/new" -name '*.tmp*')" ]; then
+    ok "torch_accuracy_report.py: a new output folder is made, the table the same"
+else
+    bad "torch_accuracy_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
+fi
+msg=$(/usr/bin/python3 "$report" "$tmp/a/runs" /proc/no-such/dir 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q '^torch_accuracy_report.py: /proc/no-such/dir: ' <<<"$msg"; then
+    ok "torch_accuracy_report.py: an output folder that cannot be made: status 2, $msg"
+else
+    bad "torch_accuracy_report.py /proc/no-such/dir: status $rc, got: $msg"
 fi
 for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus|--settings: unknown setting 'ddp-bogus'" \
     "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent"; do
