@@ -99,15 +99,7 @@ out=${out:-$PC_TOP/results/torch-accuracy-$arch-$(date +%Y-%m-%d)}
 
 pc_setup
 py=/usr/bin/python3
-"$py" -c 'import torch' 2>/dev/null || pc_die "$py cannot import torch (Debian package python3-torch)"
-[ "$data" = synthetic ] || [ -d "$data" ] ||
-    pc_die "--data: no directory $data (Debian package dataset-fashion-mnist)"
-if [ -n "${PIPECOMPRESS_LIB:-}" ]; then
-    [ -f "$PIPECOMPRESS_LIB" ] || pc_die "PIPECOMPRESS_LIB: no file $PIPECOMPRESS_LIB"
-    pc_say "library: $PIPECOMPRESS_LIB (nothing built)"
-else
-    pc_build build
-fi
+pc_torch_prereqs "$py" "$data"
 example="$PC_TOP/apps/examples/torch_train.py"
 runs="$out/runs"
 mkdir -p "$runs"

@@ -21,6 +21,8 @@ import os
 import re
 import sys
 
+import torch_runs  # beside this file
+
 START = re.compile(r"^torch \S+ .*?(\d+) iterations per epoch, (\d+) in all", re.M)
 EPOCH = re.compile(r"^epoch (\d+): test accuracy ([0-9.]+)%", re.M)
 DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s.*final test accuracy ([0-9.]+)%",
@@ -29,20 +31,15 @@ CHOSE = re.compile(r"^auto: chose (\S+): (.*?) \(these flags", re.M)
 ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ps-none", "ps-topk", "ps-dgc", "ps-dgc-warm", "auto"]
 
 
+PROG = "torch_accuracy_report.py"
+
+
 def fail(msg):
-    print("torch_accuracy_report.py: " + msg, file=sys.stderr)
-    sys.exit(2)
+    torch_runs.fail(PROG, msg)
 
 
 def read_run(runs_dir, name):
-    try:
-        meta = json.load(open(os.path.join(runs_dir, name + ".meta.json")))
-    except (OSError, ValueError) as e:
-        fail("%s.meta.json: %s" % (name, e))
-    try:
-        text = open(os.path.join(runs_dir, name + ".log"), errors="replace").read()
-    except OSError:
-        text = ""
+    meta, text = torch_runs.read_meta_log(PROG, runs_dir, name)
     run = {"setting": meta["setting"], "label": meta["label"], "log": name + ".log",
            "command": meta["command"], "wall_s": meta["wall_s"], "failed": meta["failed"],
            "epochs": [float(m.group(2)) for m in EPOCH.finditer(text)], "final": None,

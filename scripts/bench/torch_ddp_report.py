@@ -12,15 +12,17 @@ rank a worker too; batch / rate for the one-process compute run). Per network, w
 rate over the rounds (--repeat), its ratio to DDP's (fp32) median in the same cell, to
 the best DDP variant's there (fp32, fp16, PowerSGD: the best peer), and its iteration's
 ratio to the compute-only run's (the limit); --mode auto's choice from its log. Writes
-OUT_DIR/summary.txt (also printed) and OUT_DIR/summary.json. Exit status: 0; 1 when a run
-failed or gave no rate (reported as such, the others summarised); 2 with one line on bad
-input.
+OUT_DIR/summary.txt (also printed) and OUT_DIR/summary.json (OUT_DIR made if missing, each
+file whole or not at all). Exit status: 0; 1 when a run failed or gave no rate (reported as
+such, the others summarised); 2 with one line on bad input.
 """
 import json
 import os
 import re
 import statistics as st
 import sys
+
+import torch_runs  # beside this file
 
 # The example's start line: how many workers the run trained with (--mode auto's allreduce
 # makes the server rank a worker too).
@@ -37,20 +39,15 @@ NETS = {"shm": "Open MPI's shared memory; DDP's gloo over TCP on the loopback",
 CHOSE = re.compile(r"^auto: chose (\S+): ", re.M)
 
 
+PROG = "torch_ddp_report.py"
+
+
 def fail(msg):
-    print("torch_ddp_report.py: " + msg, file=sys.stderr)
-    sys.exit(2)
+    torch_runs.fail(PROG, msg)
 
 
 def read_run(runs_dir, name):
-    try:
-        meta = json.load(open(os.path.join(runs_dir, name + ".meta.json")))
-    except (OSError, ValueError) as e:
-        fail("%s.meta.json: %s" % (name, e))
-    try:
-        text = open(os.path.join(runs_dir, name + ".log"), errors="replace").read()
-    except OSError:
-        text = ""
+    meta, text = torch_runs.read_meta_log(PROG, runs_dir, name)
     m = None
     for m in DONE.finditer(text):
         pass
@@ -82,6 +79,10 @@ def main():
     if len(sys.argv) != 3:
         fail("usage: torch_ddp_report.py RUNS_DIR OUT_DIR")
     runs_dir, out_dir = sys.argv[1], sys.argv[2]
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        fail("%s: %s" % (out_dir, e.strerror))
     try:
         names = sorted(f[: -len(".meta.json")] for f in os.listdir(runs_dir)
                        if f.endswith(".meta.json"))
@@ -171,12 +172,13 @@ def main():
         lines += ["", "%d run(s) failed or gave no rate: their logs are in %s" % (failed_runs,
                                                                                   runs_dir)]
     text = "".join(l.rstrip() + "\n" for l in lines)
-    try:
-        with open(os.path.join(out_dir, "summary.txt"), "w") as f:
-            f.write(text)
-        with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    try:  # each file whole or not at all: written beside, then renamed
+        for name, body in (("summary.txt", text),
+                           ("summary.json", json.dumps(summary, indent=1) + "\n")):
+            path = os.path.join(out_dir, name)
+            with open(path + ".tmp", "w") as f:
+                f.write(body)
+            os.replace(path + ".tmp", path)
     except OSError as e:
         fail("%s: %s" % (out_dir, e.strerror))
     sys.stdout.write(text)

@@ -226,6 +226,13 @@ if [ -d "$tmp/a/runs" ] && /usr/bin/python3 "$report" "$tmp/a/runs" "$tmp/r/new"
 else
     bad "torch_accuracy_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
 fi
+ddp_report="$PC_SRCDIR/scripts/bench/torch_ddp_report.py"
+if /usr/bin/python3 "$ddp_report" "$tmp/b/runs" "$tmp/r/ddp" >/dev/null &&
+    cmp -s "$tmp/b/summary.txt" "$tmp/r/ddp/summary.txt" && [ -z "$(find "$tmp/r/ddp" -name '*.tmp')" ]; then
+    ok "torch_ddp_report.py: a new output folder is made, the summary the same"
+else
+    bad "torch_ddp_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
+fi
 msg=$(/usr/bin/python3 "$report" "$tmp/a/runs" /proc/no-such/dir 2>&1)
 rc=$?
 if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q '^torch_accuracy_report.py: /proc/no-such/dir: ' <<<"$msg"; then
