@@ -178,17 +178,7 @@ def main():
             if chart(net, curves, labels, "%s on Fashion-MNIST, 2 workers, %s"
                      % (meta0["arch"], net), png):
                 summary["timelines"][net]["chart"] = os.path.basename(png)
-    text = "".join(l.rstrip() + "\n" for l in lines)
-    try:  # each file whole or not at all: written beside, then renamed
-        for name, body in (("accuracy.txt", text),
-                           ("accuracy.json", json.dumps(summary, indent=1) + "\n")):
-            path = os.path.join(out_dir, name)
-            with open(path + ".tmp", "w") as f:
-                f.write(body)
-            os.replace(path + ".tmp", path)
-    except OSError as e:
-        fail("%s: %s" % (out_dir, e.strerror))
-    sys.stdout.write(text)
+    torch_runs.write_report(PROG, out_dir, "accuracy", lines, summary)
     return 1 if failed else 0
 
 

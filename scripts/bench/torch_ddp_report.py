@@ -16,7 +16,6 @@ OUT_DIR/summary.txt (also printed) and OUT_DIR/summary.json (OUT_DIR made if mis
 file whole or not at all). Exit status: 0; 1 when a run failed or gave no rate (reported as
 such, the others summarised); 2 with one line on bad input.
 """
-import json
 import os
 import re
 import statistics as st
@@ -171,17 +170,7 @@ def main():
     if failed_runs:
         lines += ["", "%d run(s) failed or gave no rate: their logs are in %s" % (failed_runs,
                                                                                   runs_dir)]
-    text = "".join(l.rstrip() + "\n" for l in lines)
-    try:  # each file whole or not at all: written beside, then renamed
-        for name, body in (("summary.txt", text),
-                           ("summary.json", json.dumps(summary, indent=1) + "\n")):
-            path = os.path.join(out_dir, name)
-            with open(path + ".tmp", "w") as f:
-                f.write(body)
-            os.replace(path + ".tmp", path)
-    except OSError as e:
-        fail("%s: %s" % (out_dir, e.strerror))
-    sys.stdout.write(text)
+    torch_runs.write_report(PROG, out_dir, "summary", lines, summary)
     return 1 if failed_runs else 0
 
 

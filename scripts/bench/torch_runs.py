@@ -26,3 +26,20 @@ def read_meta_log(prog, runs_dir, name):
     except OSError:
         text = ""
     return meta, text
+
+
+def write_report(prog, out_dir, stem, lines, summary):
+    """OUT_DIR/STEM.txt (the lines, also printed) and OUT_DIR/STEM.json (the summary), each
+    whole or not at all: written beside, then renamed. A write that fails fails (prog's
+    name in the line)."""
+    text = "".join(l.rstrip() + "\n" for l in lines)
+    try:
+        for name, body in ((stem + ".txt", text),
+                           (stem + ".json", json.dumps(summary, indent=1) + "\n")):
+            path = os.path.join(out_dir, name)
+            with open(path + ".tmp", "w") as f:
+                f.write(body)
+            os.replace(path + ".tmp", path)
+    except OSError as e:
+        fail(prog, "%s: %s" % (out_dir, e.strerror))
+    sys.stdout.write(text)
