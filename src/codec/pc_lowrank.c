@@ -34,6 +34,15 @@ static bool dims_ok(size_t rows, size_t cols)
            rows <= SIZE_MAX / cols;
 }
 
+/* The products' common checks: no NULL, rank in 1 .. MAX, sizes BLAS can take, and the
+ * output (nout floats) overlapping neither input. */
+static bool product_ok(const float *out, size_t nout, const float *a, size_t na, const float *b,
+                       size_t nb, size_t rows, size_t cols, int rank)
+{
+    return out != NULL && a != NULL && b != NULL && rank_ok(rank) && dims_ok(rows, cols) &&
+           !overlap(out, nout, a, na) && !overlap(out, nout, b, nb);
+}
+
 static bool all_finite(const float *x, size_t n)
 {
     float acc = 0.0f; /* x - x is NaN exactly for NaN and infinity */
@@ -64,10 +73,8 @@ int pc_lowrank_init(float *q, size_t cols, int rank, uint64_t seed, uint64_t str
 
 int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q, int rank, float *p)
 {
-    if (m == NULL || q == NULL || p == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
-        return PC_EINVAL;
     size_t np = rows * (size_t)rank;
-    if (overlap(p, np, m, rows * cols) || overlap(p, np, q, cols * (size_t)rank))
+    if (!product_ok(p, np, m, rows * cols, q, cols * (size_t)rank, rows, cols, rank))
         return PC_EINVAL;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, rank, (int)cols, 1.0f, m,
                 (int)cols, q, rank, 0.0f, p, rank);
@@ -77,10 +84,8 @@ int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q,
 int pc_lowrank_backproject(const float *m, size_t rows, size_t cols, const float *p, int rank,
                            float *q)
 {
-    if (m == NULL || q == NULL || p == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
-        return PC_EINVAL;
     size_t nq = cols * (size_t)rank;
-    if (overlap(q, nq, m, rows * cols) || overlap(q, nq, p, rows * (size_t)rank))
+    if (!product_ok(q, nq, m, rows * cols, p, rows * (size_t)rank, rows, cols, rank))
         return PC_EINVAL;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, rank, (int)rows, 1.0f, m,
                 (int)cols, p, rank, 0.0f, q, rank);
@@ -135,10 +140,8 @@ int pc_lowrank_orthonormalise(float *p, size_t rows, int rank, double *work)
 int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
                       float alpha, float beta)
 {
-    if (c == NULL || p == NULL || q == NULL || !rank_ok(rank) || !dims_ok(rows, cols))
-        return PC_EINVAL;
     size_t nc = rows * cols;
-    if (overlap(c, nc, p, rows * (size_t)rank) || overlap(c, nc, q, cols * (size_t)rank))
+    if (!product_ok(c, nc, p, rows * (size_t)rank, q, cols * (size_t)rank, rows, cols, rank))
         return PC_EINVAL;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, rank, alpha, p, rank,
                 q, rank, beta, c, (int)cols);
