@@ -353,7 +353,7 @@ static int measure_compute(const opts_t *o, measured_t *m)
             p = m->host_params + (p - params);
             g = m->host_grads + (g - grads);
         }
-        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t), p, g};
+        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t), p, g, 0};
         m->layer_params[l] += m->tensors[t].n;
         if (!m->layer_name[l][0]) { /* "fc1.weight" -> "fc1" */
             const char *name = pc_model_tensor_name(m->model, t), *dot = strchr(name, '.');

@@ -388,7 +388,7 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
         die("--mode auto", "cannot profile the model's layers");
     for (int t = 0; t < nt; t++)
         tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m, t), pc_model_tensor_param(m, t),
-                                        pc_model_tensor_grad(m, t)};
+                                        pc_model_tensor_grad(m, t), 0};
     pc_auto_probe_t probe = {.layers = layers,
                              .nlayers = nl,
                              .tensors = tensors,
@@ -508,7 +508,8 @@ static void setup_worker(run_t *r, pc_runtime_t *rt)
         cfg->device == PC_DEVICE_CPU ? pc_worker_register : pc_worker_register_device;
     for (int t = 0; t < pc_model_ntensors(r->m); t++)
         if (reg(r->w, pc_model_tensor_name(r->m, t), pc_model_tensor_param(r->m, t),
-                pc_model_tensor_grad(r->m, t), pc_model_tensor_size(r->m, t)) < 0)
+                pc_model_tensor_grad(r->m, t), pc_model_tensor_size(r->m, t)) < 0 ||
+            pc_worker_set_rows(r->w, t, pc_model_tensor_rows(r->m, t)) != PC_OK)
             die("register", pc_worker_error(r->w));
     if (pc_worker_start(r->w) != PC_OK) {
         /* A failure every worker agreed on is said once, by worker 0, whose abort ends the

@@ -17,6 +17,8 @@
  *   qsgd        s levels, stochastic rounding (Philox), L2-norm scaling; unbiased
  *   terngrad    {-1, 0, +1} * max|v|, stochastic; unbiased
  *   efsign      1-bit signs times the mean magnitude
+ *   powersgd    PowerSGD (Vogels et al. 2019): a matrix chunk as two thin factors of rank R,
+ *               in two rounds through the server (below, "PowerSGD"); error feedback on
  *
  * Error feedback (on by default for the biased codecs topk, dgc, randomk, threshold and
  * efsign): the codec compresses v = residual + gradient and keeps residual = v - sent, so
@@ -59,6 +61,7 @@ typedef enum pc_codec_id {
     PC_CODEC_QSGD = 6,
     PC_CODEC_TERNGRAD = 7,
     PC_CODEC_EFSIGN = 8,
+    PC_CODEC_POWERSGD = 9,
     PC_CODEC_COUNT
 } pc_codec_id_t;
 
@@ -84,12 +87,15 @@ typedef struct pc_codec_spec {
     bool ef;                  /* error feedback */
     pc_codec_values_t values; /* sparsifiers: value encoding */
     pc_codec_index_t index;   /* topk, dgc, threshold: index encoding */
-    uint64_t seed;            /* randomk, qsgd, terngrad: Philox key (set by the caller, --seed) */
+    uint64_t seed;   /* randomk, qsgd, terngrad, powersgd: Philox key (the caller's --seed) */
+    int rank;        /* powersgd: the factors' rank, 1..PC_LOWRANK_MAX_RANK (8) */
+    double min_gain; /* powersgd: a matrix goes dense unless its factors are at least
+                        this many times smaller than it (min-rank-gain), >= 1 */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,
- * warmup, tau, levels (per codec, see above; momentum=M > 0 with ef=off is refused, and
- * ef=off makes the default momentum 0) and, where they apply, ef=on|off,
+ * warmup, tau, levels, rank, min-rank-gain (per codec, see above; momentum=M > 0 with ef=off is
+ * refused, and ef=off makes the default momentum 0) and, where they apply, ef=on|off,
  * values=fp32|fp16, index=u32|delta. Unknown names or keys, keys the codec does not take,
  * malformed or out-of-range values are PC_EUSAGE with a one-line message naming the
  * problem ("topk: ratio=1.5 is out of range [0, 1]"). On error *out is untouched. The seed
@@ -177,6 +183,10 @@ typedef struct pc_codec_expect {
     uint32_t n;
     uint64_t iteration;
     bool any_iteration; /* accept any iteration (iteration is then ignored) */
+    /* powersgd only: the round (1: P_w, 2: Q_w) and its factor's entries (rows x rank or
+     * cols x rank); a powersgd message is refused without them. */
+    int round;
+    uint32_t entries;
 } pc_codec_expect_t;
 
 /* The checks of pc_codec_decode_add without the decoding: PC_OK, or PC_EFORMAT with a
@@ -193,6 +203,61 @@ int pc_codec_validate(const pc_codec_t *c, const void *msg, size_t len,
 int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
                         const pc_codec_expect_t *want, float scale, float *dense,
                         pc_wire_header_t *hdr, char *err, size_t errlen);
+
+/* ---- PowerSGD: the two-round codec ------------------------------------------------------
+ * A chunk that is a matrix (rows x cols = n, row-major: a weight tensor as its first
+ * dimension x the product of the others; pc_codec_lowrank_fits) travels in two rounds
+ * (pc_lowrank.h has the numerics):
+ *   round 1: fold (M = residual + gradient, pc_codec_fold), then pc_codec_lowrank_p sends
+ *            P_w = M Q (Q: the previous iteration's aggregate, first drawn from Philox with
+ *            (seed, chunk), the same on every worker);
+ *   the server sums the P_w in worker order and orthonormalises the sum: P^;
+ *   round 2: pc_codec_lowrank_q takes P^ (written into pc_codec_state_lowrank_phat) and
+ *            sends Q_w = M^T P^;
+ *   the server's Q = sum Q_w / W; the update is P^ Q^T;
+ *   pc_codec_lowrank_finish(Q): residual = M - P^ Q^T (error feedback against the
+ *            aggregate, as torch's powerSGD_hook), and Q is kept for the next iteration.
+ * The first `warmup` compress steps send M dense instead (pc_codec_lowrank_dense: a message
+ * of codec none, residual zeroed), as torch's start_powerSGD_iter. Factor messages carry
+ * codec powersgd, flags 0 in round 1 and PC_WIRE_F_ROUND2 in round 2, entries = the
+ * factor's floats, binary32. A powersgd state is made by pc_codec_state_create_matrix;
+ * pc_codec_compress refuses the codec (PC_EINVAL). One thread at a time per state. */
+
+/* Whether a chunk of n elements whose tensor has `rows` rows travels as factors under spec
+ * (powersgd): rows >= 2 divides n, cols = n / rows >= 2, rank <= min(rows, cols), and
+ * n >= min_gain x (rows + cols) x rank. Anything else goes dense. Pure. */
+bool pc_codec_lowrank_fits(const pc_codec_spec_t *spec, size_t rows, size_t n);
+
+/* A powersgd state for chunk `chunk`, a rows x (n / rows) matrix that
+ * pc_codec_lowrank_fits: the residual (ef=on), Q (drawn as above), P^. Errors as
+ * pc_codec_state_create's; PC_EINVAL for another codec or a matrix that does not fit. */
+int pc_codec_state_create_matrix(const pc_codec_t *c, uint32_t chunk, size_t rows, size_t n,
+                                 pc_codec_state_t **out);
+/* The matrix's rows (0 for a state of another codec). */
+size_t pc_codec_state_rows(const pc_codec_state_t *st);
+/* Q (cols x rank: the warm start; checkpointed) and P^ (rows x rank: where the caller writes
+ * the server's P^ before pc_codec_lowrank_q); NULL for a state of another codec. */
+float *pc_codec_state_lowrank_q(pc_codec_state_t *st);
+float *pc_codec_state_lowrank_phat(pc_codec_state_t *st);
+
+/* Round 1 on a folded state: P_w = M Q into out[0..cap) (cap >= pc_codec_max_bytes(c, n)).
+ * PC_EINVAL (nothing folded, not a matrix state, cap), PC_ERANGE (the fold or P found NaN
+ * or infinity). */
+int pc_codec_lowrank_p(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                       size_t cap, size_t *len);
+/* Round 2, after round 1 and with P^ written: Q_w = M^T P^ into out. Errors as round 1's. */
+int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                       size_t cap, size_t *len);
+/* The end of the step, after round 2: q_agg (cols x rank, the server's Q) becomes Q, and
+ * with error feedback the residual becomes M - P^ Q^T. PC_EINVAL out of order. */
+int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg);
+/* A warm-up step on a folded state: M dense as a message of codec none, then the residual
+ * zeroed (the step is exact). Errors as round 1's. */
+int pc_codec_lowrank_dense(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                           size_t cap, size_t *len);
+/* Whether the compress step numbered `steps` (pc_codec_state_steps before it) is a warm-up
+ * step. Pure. */
+bool pc_codec_lowrank_warm(const pc_codec_spec_t *spec, uint64_t steps);
 
 #ifdef __cplusplus
 }

@@ -56,9 +56,10 @@ typedef void *pc_devcodec_stream_t; /* a cudaStream_t, or NULL */
 #define PC_DEVCODEC_ANY (-2) /* device 0 when there is one, else the CPU */
 
 /* Create a codec for spec (copied) on `device`. PC_OK; PC_EINVAL (bad spec or device
- * number); PC_ENODEV when a device >= 0 was asked for and is not usable (err says why:
- * CUDA not built in, the runtime's own reason such as an old driver, or fewer devices);
- * PC_ECUDA (a CUDA call failed), PC_ENOMEM. err gets one line on failure. */
+ * number, or powersgd: a two-round codec, CPU only through pc_codec.h's rounds); PC_ENODEV when a
+ * device >= 0 was asked for and is not usable (err says why: CUDA not built in, the runtime's own
+ * reason such as an old driver, or fewer devices); PC_ECUDA (a CUDA call failed), PC_ENOMEM. err
+ * gets one line on failure. */
 int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **out, char *err,
                        size_t errlen);
 /* Free c and its scratch (NULL is accepted). Its states may outlive it. */

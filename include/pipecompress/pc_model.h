@@ -125,6 +125,9 @@ float *pc_model_params(pc_model_t *m);
 int pc_model_ntensors(const pc_model_t *m);
 const char *pc_model_tensor_name(const pc_model_t *m, int t);
 size_t pc_model_tensor_size(const pc_model_t *m, int t);
+/* Tensor t's rows as a matrix: a weight's output features or channels (its first
+ * dimension; the columns are the rest), 0 for a bias (pc_worker_set_rows). */
+size_t pc_model_tensor_rows(const pc_model_t *m, int t);
 /* Tensor t's parameters and gradient inside the slabs (device pointers on a device). */
 float *pc_model_tensor_param(pc_model_t *m, int t);
 float *pc_model_tensor_grad(pc_model_t *m, int t);

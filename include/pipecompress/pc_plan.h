@@ -10,6 +10,8 @@
  * later one back until the earlier is ready). Chunks are then
  * assigned to servers so that bytes are balanced: largest chunk first to the least loaded
  * server (ties: lowest server), a deterministic greedy plan every rank computes alike.
+ * A whole matrix (powersgd) is one chunk on one server: the greedy plan places it first
+ * when it is the largest, and the other chunks fill the other servers around it.
  * Pure functions: no MPI. */
 #ifndef PC_PLAN_H
 #define PC_PLAN_H
@@ -30,6 +32,10 @@ typedef struct pc_plan_tensor {
     size_t n;           /* elements */
     const float *param; /* for adjacency only; may be NULL (then never grouped) */
     const float *grad;
+    /* A matrix that travels whole (powersgd's factors need all of its rows): one chunk of
+     * its own whatever its size, never cut, never grouped with another tensor; rows is its
+     * first dimension (the chunk's rows). 0: an ordinary tensor. */
+    size_t whole_rows;
 } pc_plan_tensor_t;
 
 typedef struct pc_plan_chunk {
@@ -39,6 +45,7 @@ typedef struct pc_plan_chunk {
     size_t offset; /* element offset of the chunk in first_tensor */
     size_t n;      /* elements */
     int server;    /* owning server, 0..nservers-1 */
+    size_t rows;   /* a whole matrix's rows (pc_plan_tensor_t.whole_rows), else 0 */
 } pc_plan_chunk_t;
 
 typedef struct pc_plan {

@@ -149,6 +149,16 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
 int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad,
                               size_t n);
 
+/* Say that tensor `tensor` is a matrix of `rows` rows (its first dimension; the columns are
+ * the product of the others): a torch weight of shape (out, in, kh, kw) has rows = out. Only
+ * --compress powersgd uses it: such a tensor, when its factors pay (pc_codec.h,
+ * pc_codec_lowrank_fits), travels as one chunk of its own (never cut at --chunk-bytes) in
+ * two rounds. rows 0 or 1: not a matrix (the default). PC_EINVAL when rows does not divide
+ * the tensor's elements or there is no such tensor; PC_ESTATE after pc_worker_start.
+ * Every worker must say the same (the model check at start compares them). Backprop
+ * thread, before start. */
+int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows);
+
 /* The stream (a cudaStream_t; NULL: the legacy default stream) the caller's kernels that
  * produce gradients and read parameters run on: required with --device cuda (start fails
  * with PC_ESTATE without it). Give it a priority above the default (pc_model's stream has

@@ -22,9 +22,10 @@ extern "C" {
 #define PC_WIRE_HEADER_BYTES 40
 
 /* Header flags. */
-#define PC_WIRE_F_FP16  0x0001u /* values are IEEE binary16, else binary32 */
-#define PC_WIRE_F_DELTA 0x0002u /* indices are delta + LEB128 varints, else u32 */
-#define PC_WIRE_F_KNOWN (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA)
+#define PC_WIRE_F_FP16   0x0001u /* values are IEEE binary16, else binary32 */
+#define PC_WIRE_F_DELTA  0x0002u /* indices are delta + LEB128 varints, else u32 */
+#define PC_WIRE_F_ROUND2 0x0004u /* powersgd: the second round's factor (Q_w), else P_w */
+#define PC_WIRE_F_KNOWN  (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA | PC_WIRE_F_ROUND2)
 
 typedef struct pc_wire_header {
     uint32_t magic;     /* PC_WIRE_MAGIC */

@@ -85,6 +85,7 @@ def _load():
         "pc_runtime_set_stop_flag": (None, [c_void_p, _c.POINTER(c_int)]),
         "pc_runtime_stop_signal": (c_int, [c_void_p]),
         "pc_worker_register": (c_int, [c_void_p, c_char_p, c_void_p, c_void_p, c_size_t]),
+        "pc_worker_set_rows": (c_int, [c_void_p, c_int, c_size_t]),
         "pc_worker_start": (c_int, [c_void_p]),
         "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),

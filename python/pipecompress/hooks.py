@@ -76,6 +76,12 @@ class _Attached:
                                            p.numel())
                 if t < 0:
                     s.fail(f"attach: registering {name}", t)
+                # A weight is a matrix of its first dimension's rows (torch's powerSGD_hook
+                # views it so too); only --compress powersgd reads it.
+                if p.dim() >= 2:
+                    rc = lib.pc_worker_set_rows(w, t, p.shape[0])
+                    if rc != 0:
+                        s.fail(f"attach: {name}'s rows", rc)
         self.gptr = [g.data_ptr() for g in self.grads]
         rc = lib.pc_worker_start(w)
         if rc != 0:

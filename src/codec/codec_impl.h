@@ -67,6 +67,11 @@ struct pc_codec_state {
     float *stage;    /* n, the folded copy of the gradient when error feedback is off */
     uint64_t steps;
     int folded; /* pc_codec_fold's outcome waiting for compress_folded: FOLD_* below */
+    /* powersgd (pc_codec_state_create_matrix; else rows 0 and NULL): */
+    size_t rows, cols;
+    float *q;    /* cols x rank: Q, the warm start */
+    float *phat; /* rows x rank: the server's P^ of the current step */
+    int round;   /* the rounds sent of the current step: 0, 1 (P_w) or 2 (Q_w) */
 };
 
 /* pc_codec_state_t.folded: nothing folded since the last compress, a fold that succeeded,
@@ -75,7 +80,12 @@ enum { PC_CODEC_FOLD_NONE = 0, PC_CODEC_FOLD_OK = 1, PC_CODEC_FOLD_NONFINITE = 2
 
 extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk, pc_codec_ops_dgc,
     pc_codec_ops_randomk, pc_codec_ops_threshold, pc_codec_ops_qsgd, pc_codec_ops_terngrad,
-    pc_codec_ops_efsign;
+    pc_codec_ops_efsign, pc_codec_ops_powersgd;
+
+/* powersgd (codec_lowrank.c): a new state st of a matrix of `rows` rows (st->n elements,
+ * pc_codec_lowrank_fits) gets its Q, drawn and orthonormalised, and its P^. PC_OK, or
+ * PC_ENOMEM with what it allocated left in st for pc_codec_state_destroy. */
+int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size_t rows);
 
 /* Scratch growers: PC_OK or PC_ENOMEM. */
 int pc_codec__reserve_idx(pc_codec_t *c, size_t n);

@@ -14,6 +14,7 @@
 
 #include "codec_impl.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
 
 /* ---- the codec table ---------------------------------------------------------------- */
 
@@ -28,6 +29,8 @@ enum {
     K_EF = 1 << 7,
     K_VALUES = 1 << 8,
     K_INDEX = 1 << 9,
+    K_RANK = 1 << 10,
+    K_GAIN = 1 << 11,
 };
 
 typedef struct codec_info {
@@ -53,6 +56,8 @@ static const codec_info_t codecs[PC_CODEC_COUNT] = {
     [PC_CODEC_QSGD] = {"qsgd", &pc_codec_ops_qsgd, K_LEVELS | K_EF, false},
     [PC_CODEC_TERNGRAD] = {"terngrad", &pc_codec_ops_terngrad, K_EF, false},
     [PC_CODEC_EFSIGN] = {"efsign", &pc_codec_ops_efsign, K_EF, true},
+    [PC_CODEC_POWERSGD] = {"powersgd", &pc_codec_ops_powersgd, K_RANK | K_WARMUP | K_EF | K_GAIN,
+                           true},
 };
 
 static const struct {
@@ -61,7 +66,7 @@ static const struct {
 } key_names[] = {
     {"ratio", K_RATIO},   {"sample", K_SAMPLE}, {"momentum", K_MOMENTUM}, {"clip", K_CLIP},
     {"warmup", K_WARMUP}, {"tau", K_TAU},       {"levels", K_LEVELS},     {"ef", K_EF},
-    {"values", K_VALUES}, {"index", K_INDEX},
+    {"values", K_VALUES}, {"index", K_INDEX},   {"rank", K_RANK},         {"min-rank-gain", K_GAIN},
 };
 #define NKEYS (sizeof(key_names) / sizeof(key_names[0]))
 
@@ -99,6 +104,8 @@ static void defaults(pc_codec_spec_t *s, pc_codec_id_t id)
     s->ef = codecs[id].ef_default;
     s->values = PC_VALUES_FP32;
     s->index = PC_INDEX_U32;
+    s->rank = 1;       /* torch's matrix_approximation_rank default */
+    s->min_gain = 2.0; /* torch's min_compression_rate default */
 }
 
 static void keys_list(unsigned keys, char *buf, size_t len)
@@ -152,6 +159,7 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
     case K_MOMENTUM:
     case K_CLIP:
     case K_TAU:
+    case K_GAIN:
         if (!parse_double(val, &d))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not a finite number", codec,
                                 key, val);
@@ -170,6 +178,9 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
                                 val);
         if (bit == K_TAU && !(d > 0))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: tau=%s must be > 0", codec, val);
+        if (bit == K_GAIN && !(d >= 1 && d <= 1e9))
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s: min-rank-gain=%s is out of range [1, 1e9]", codec, val);
         if (bit == K_RATIO)
             s->ratio = d;
         else if (bit == K_SAMPLE)
@@ -178,11 +189,14 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
             s->momentum = d;
         else if (bit == K_CLIP)
             s->clip = d;
+        else if (bit == K_GAIN)
+            s->min_gain = d;
         else
             s->tau = d;
         return PC_OK;
     case K_WARMUP:
     case K_LEVELS:
+    case K_RANK:
         if (!parse_int(val, &l))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key,
                                 val);
@@ -192,8 +206,13 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
         if (bit == K_LEVELS && (l < 1 || l > PC_CODEC_MAX_LEVELS))
             return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: levels=%s is out of range [1, %d]",
                                 codec, val, PC_CODEC_MAX_LEVELS);
+        if (bit == K_RANK && (l < 1 || l > PC_LOWRANK_MAX_RANK))
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: rank=%s is out of range [1, %d]",
+                                codec, val, PC_LOWRANK_MAX_RANK);
         if (bit == K_WARMUP)
             s->warmup = (int)l;
+        else if (bit == K_RANK)
+            s->rank = (int)l;
         else
             s->levels = (int)l;
         return PC_OK;
@@ -251,7 +270,7 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
         return pc_error_fmt(
             PC_EUSAGE, err, errlen,
             "unknown compressor '%s' (none, fp16, topk, dgc, randomk, threshold, qsgd, "
-            "terngrad, efsign)",
+            "terngrad, efsign, powersgd)",
             buf);
     const char *name = codecs[id].name;
     pc_codec_spec_t s;
@@ -335,6 +354,8 @@ void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
         ADD("%cmomentum=%g", sep, s->momentum);
     if (keys & K_CLIP)
         ADD("%cclip=%g", sep, s->clip);
+    if (keys & K_RANK)
+        ADD("%crank=%d", sep, s->rank);
     if (keys & K_WARMUP)
         ADD("%cwarmup=%d", sep, s->warmup);
     if (keys & K_TAU)
@@ -347,6 +368,8 @@ void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
         ADD("%cvalues=%s", sep, s->values == PC_VALUES_FP16 ? "fp16" : "fp32");
     if (keys & K_INDEX)
         ADD("%cindex=%s", sep, s->index == PC_INDEX_DELTA ? "delta" : "u32");
+    if (keys & K_GAIN)
+        ADD("%cmin-rank-gain=%g", sep, s->min_gain);
 #undef ADD
 }
 
@@ -359,6 +382,9 @@ int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out)
     if (!(spec->ratio >= 0 && spec->ratio <= 1) || !(spec->sample > 0 && spec->sample <= 1) ||
         spec->levels < 1 || spec->levels > PC_CODEC_MAX_LEVELS || !(spec->tau > 0) ||
         !(spec->momentum >= 0 && spec->momentum < 1) || !(spec->clip >= 0) || spec->warmup < 0)
+        return PC_EINVAL;
+    if (spec->id == PC_CODEC_POWERSGD &&
+        (spec->rank < 1 || spec->rank > PC_LOWRANK_MAX_RANK || !(spec->min_gain >= 1)))
         return PC_EINVAL;
     if (spec->id != PC_CODEC_DGC && !spec->ef && pc_codec_worker_momentum(spec) > 0)
         return PC_EINVAL; /* momentum correction without a residual to accumulate into */
@@ -435,6 +461,22 @@ err:
     return PC_ENOMEM;
 }
 
+int pc_codec_state_create_matrix(const pc_codec_t *c, uint32_t chunk, size_t rows, size_t n,
+                                 pc_codec_state_t **out)
+{
+    if (!c || !out || !pc_codec_lowrank_fits(&c->spec, rows, n))
+        return PC_EINVAL;
+    pc_codec_state_t *st;
+    int rc = pc_codec_state_create(c, chunk, n, &st);
+    if (rc == PC_OK && (rc = pc_codec__lowrank_state_init(c, st, rows)) != PC_OK) {
+        pc_codec_state_destroy(st);
+        return rc;
+    }
+    if (rc == PC_OK)
+        *out = st;
+    return rc;
+}
+
 void pc_codec_state_destroy(pc_codec_state_t *st)
 {
     if (!st)
@@ -442,6 +484,8 @@ void pc_codec_state_destroy(pc_codec_state_t *st)
     free(st->residual);
     free(st->momentum);
     free(st->stage);
+    free(st->q);
+    free(st->phat);
     free(st);
 }
 
@@ -556,10 +600,23 @@ int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: message of iteration %llu, expected %llu", h->chunk,
                             (unsigned long long)h->iteration, (unsigned long long)want->iteration);
-    if (h->flags != pc_codec__flags(c))
+    uint16_t flags = pc_codec__flags(c);
+    if (c->spec.id == PC_CODEC_POWERSGD) {
+        /* The round is the receiver's state: only it says which factor is due. */
+        if (want->round != 1 && want->round != 2)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: a powersgd factor where none is due", h->chunk);
+        if (want->round == 2)
+            flags |= PC_WIRE_F_ROUND2;
+        if (h->flags == flags && h->entries != want->entries)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: round-%d factor of %u entries, expected %u", h->chunk,
+                                want->round, h->entries, want->entries);
+    }
+    if (h->flags != flags)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: flags 0x%04x, this %s codec sends 0x%04x", h->chunk,
-                            h->flags, pc_codec_name(c->spec.id), pc_codec__flags(c));
+                            h->flags, pc_codec_name(c->spec.id), flags);
     return c->ops->validate(c, h, payload, err, errlen);
 }
 

@@ -63,6 +63,7 @@ struct pc_model {
     layer_t layers[MAX_LAYERS];
     char tname[MAX_TENSORS][24];
     size_t toff[MAX_TENSORS], tsize[MAX_TENSORS];
+    size_t trows[MAX_TENSORS]; /* a weight's first dimension, 0 for a bias */
     size_t nparams, nacts;
     float *params, *grads;
     float *acts, *dacts; /* per sample sizes * max_batch */

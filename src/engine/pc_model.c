@@ -60,9 +60,10 @@ static int mem_fail(const pc_model_t *m, int code, const char *msg)
                         pc_model_kind_name(m->kind), m->device, msg);
 }
 
-static int add_tensor(pc_model_t *m, const char *layer, const char *what, size_t n)
+static int add_tensor(pc_model_t *m, const char *layer, const char *what, size_t n, size_t rows)
 {
     int t = m->ntensors++;
+    m->trows[t] = rows;
     snprintf(m->tname[t], sizeof(m->tname[t]), "%s.%s", layer, what);
     m->toff[t] = m->nparams;
     m->tsize[t] = n;
@@ -91,14 +92,14 @@ static void add(pc_model_t *m, enum ltype type, const char *name, int *c, int *h
         l->h = l->w = 1;
         l->oc = arg;
         l->oh = l->ow = 1;
-        l->wt = add_tensor(m, name, "weight", (size_t)arg * l->c);
-        l->bt = add_tensor(m, name, "bias", (size_t)arg);
+        l->wt = add_tensor(m, name, "weight", (size_t)arg * l->c, (size_t)arg);
+        l->bt = add_tensor(m, name, "bias", (size_t)arg, 0);
         break;
     case L_CONV:
         l->k = 5;
         l->oc = arg;
-        l->wt = add_tensor(m, name, "weight", (size_t)arg * l->c * 25);
-        l->bt = add_tensor(m, name, "bias", (size_t)arg);
+        l->wt = add_tensor(m, name, "weight", (size_t)arg * l->c * 25, (size_t)arg);
+        l->bt = add_tensor(m, name, "bias", (size_t)arg, 0);
         {
             size_t col = (size_t)l->c * 25 * l->h * l->w;
             m->col_size = col > m->col_size ? col : m->col_size;
@@ -396,6 +397,11 @@ const char *pc_model_tensor_name(const pc_model_t *m, int t)
 size_t pc_model_tensor_size(const pc_model_t *m, int t)
 {
     return m->tsize[t];
+}
+
+size_t pc_model_tensor_rows(const pc_model_t *m, int t)
+{
+    return m->trows[t];
 }
 
 float *pc_model_tensor_param(pc_model_t *m, int t)

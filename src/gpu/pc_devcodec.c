@@ -56,6 +56,11 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
                             "device codec: device %d is not a device "
                             "number, PC_DEVCODEC_CPU or PC_DEVCODEC_ANY",
                             device);
+    if (spec->id == PC_CODEC_POWERSGD)
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "device codec: powersgd runs in two rounds through the server "
+                            "(pc_codec_lowrank_p/_q on the CPU): there is no one-message "
+                            "device codec for it");
     char why[160];
     int count = pc_cuda_status(why, sizeof(why));
     if (device == PC_DEVCODEC_ANY)

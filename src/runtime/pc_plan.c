@@ -33,9 +33,9 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
         return PC_EINVAL;
     size_t max_chunks = 0;
     for (int t = 0; t < ntensors; t++) {
-        if (tensors[t].n == 0)
+        if (tensors[t].n == 0 || (tensors[t].whole_rows && tensors[t].n % tensors[t].whole_rows))
             return PC_EINVAL;
-        max_chunks += (tensors[t].n + chunk_elems - 1) / chunk_elems;
+        max_chunks += tensors[t].whole_rows ? 1 : (tensors[t].n + chunk_elems - 1) / chunk_elems;
     }
     pc_plan_t *p = calloc(1, sizeof(*p));
     if (!p)
@@ -53,13 +53,23 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
     int nc = 0;
     for (int t = 0; t < ntensors; t++) {
         size_t n = tensors[t].n;
+        if (tensors[t].whole_rows) {
+            p->chunks[nc] = (pc_plan_chunk_t){.id = (uint32_t)nc,
+                                              .first_tensor = t,
+                                              .last_tensor = t,
+                                              .offset = 0,
+                                              .n = n,
+                                              .rows = tensors[t].whole_rows};
+            p->tensor_first_chunk[t] = p->tensor_last_chunk[t] = nc++;
+            continue;
+        }
         if (n <= chunk_elems) {
             pc_plan_chunk_t *last = nc ? &p->chunks[nc - 1] : NULL;
             /* A small tensor joins the previous chunk when that one is made of whole
              * tensors, has room, and the buffers continue each other. */
-            if (last && n <= PC_PLAN_GROUP_MAX && last->offset == 0 && last->last_tensor == t - 1 &&
-                tensors[last->first_tensor].n <= chunk_elems && last->n + n <= chunk_elems &&
-                adjacent(&tensors[t - 1], &tensors[t])) {
+            if (last && n <= PC_PLAN_GROUP_MAX && !last->rows && last->offset == 0 &&
+                last->last_tensor == t - 1 && tensors[last->first_tensor].n <= chunk_elems &&
+                last->n + n <= chunk_elems && adjacent(&tensors[t - 1], &tensors[t])) {
                 last->last_tensor = t;
                 last->n += n;
             } else {

@@ -43,6 +43,7 @@
 #include "pipecompress/pc_backoff.h"
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_time.h"
 #include "runtime_impl.h"
 
@@ -62,6 +63,18 @@ typedef struct schunk {
     uint64_t it; /* iteration being collected */
     uint8_t *pull;
     MPI_Request *sends; /* per worker */
+    /* A powersgd matrix (pc_rt__chunk_lowrank; else lowrank false and these NULL): its
+     * iterations after the warm-up run two rounds (round: the one being collected). */
+    bool lowrank;
+    int round; /* 1: the P_w, 2: the Q_w */
+    size_t rows, cols;
+    float *fac;          /* rows x rank: the P_w's sum, then P^ (through round 2) */
+    float *qagg;         /* cols x rank: Q = sum Q_w / W */
+    double *work;        /* the orthonormalisation's */
+    uint8_t *phat;       /* P^'s message to the workers */
+    MPI_Request *psends; /* per worker: P^'s sends */
+    int64_t round1_ns;   /* the server's time on round 1 (part of the pull's server time) */
+    uint64_t round1_in;  /* round 1's bytes received (the iteration's metrics) */
 } schunk_t;
 
 typedef struct server {
@@ -106,6 +119,11 @@ static void server_free(server_t *s)
         free(c->grads);
         free(c->pull);
         free(c->sends);
+        free(c->fac);
+        free(c->qagg);
+        free(c->work);
+        free(c->phat);
+        free(c->psends);
     }
     free(s->mine);
     free(s->local);
@@ -165,6 +183,31 @@ static pc_optim_cfg_t chunk_optim(const pc_runtime_t *rt, size_t n)
     return o;
 }
 
+/* Chunk k (rows: the layout's) as a powersgd matrix when it is one: its factors' buffers,
+ * the P^ message and its sends. */
+static int lowrank_setup(server_t *s, schunk_t *k, uint32_t rows, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    if (!pc_rt__chunk_lowrank(rt, rows, k->n))
+        return PC_OK;
+    size_t r = (size_t)rt->spec.rank;
+    k->lowrank = true;
+    k->round = 1;
+    k->rows = rows;
+    k->cols = k->n / rows;
+    k->fac = malloc(sizeof(float) * k->rows * r);
+    k->qagg = malloc(sizeof(float) * k->cols * r);
+    k->work = malloc(sizeof(double) * pc_lowrank_work_doubles(k->rows, rt->spec.rank));
+    k->phat = malloc(pc_rt__phat_bytes(k->rows * r));
+    k->psends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
+    if (!k->fac || !k->qagg || !k->work || !k->phat || !k->psends)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %u",
+                            rt->rank, k->id);
+    for (int w = 0; w < rt->nworkers; w++)
+        k->psends[w] = MPI_REQUEST_NULL;
+    return PC_OK;
+}
+
 /* Receive the plan and this server's chunks' initial parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
@@ -193,9 +236,9 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc; c++) {
-        uint32_t n;
+        uint32_t n, rows;
         int owner;
-        pc_rt__layout_chunk(&layout, (uint32_t)c, &n, &owner);
+        pc_rt__layout_chunk(&layout, (uint32_t)c, &n, &owner, &rows);
         s->local[c] = -1;
         if (owner != me)
             continue;
@@ -203,8 +246,12 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         s->local[c] = s->nmine++;
         k->id = (uint32_t)c;
         k->n = n;
-        k->codec = pc_rt__chunk_dense(rt, n) ? s->codec_dense : s->codec;
+        k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
         k->optim = chunk_optim(rt, n);
+        if ((rc = lowrank_setup(s, k, rows, err, errlen)) != PC_OK) {
+            free(lay);
+            return rc;
+        }
         k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
         k->p = malloc(sizeof(float) * n);
         k->mom = k->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
@@ -212,7 +259,8 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
         k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
         k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
-        k->pull = malloc(pc_rt__pull_max_bytes(n));
+        k->pull = malloc(k->lowrank ? pc_rt__pull_lowrank_bytes(n, k->cols * (size_t)rt->spec.rank)
+                                    : pc_rt__pull_max_bytes(n));
         k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
         if (!k->p || (k->optim.momentum != 0 && !k->mom) || !k->agg ||
             (!k->sparse && !k->changed) || !k->msgs || !k->grads || !k->pull || !k->sends) {
@@ -327,22 +375,43 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
     return pc_rt__ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
 
-/* The dense path: clear the aggregate, decode every message into it, step all n. */
-static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1, char *err,
-                      size_t errlen)
+/* Whether chunk k's current iteration runs powersgd's two rounds (a matrix, past the
+ * warm-up). */
+static bool chunk_rounds(const server_t *s, const schunk_t *k)
+{
+    return k->lowrank && !pc_codec_lowrank_warm(&s->rt->spec, k->it);
+}
+
+/* The codec of chunk k's messages this iteration: a powersgd matrix's warm-up sends dense. */
+static const pc_codec_t *chunk_codec(const server_t *s, const schunk_t *k)
+{
+    return k->lowrank && !chunk_rounds(s, k) ? s->codec_dense : k->codec;
+}
+
+/* Add scale x every worker's message of chunk k into sum (the chunk, or a factor), in
+ * worker order: independent of arrival order. Validated on arrival (on_grad): applied
+ * without a second parse. */
+static int sum_messages(server_t *s, schunk_t *k, float scale, float *sum, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
-    int W = rt->nworkers;
-    memset(k->agg, 0, sizeof(float) * k->n);
     char why[256];
-    for (int w = 0; w < W; w++) { /* worker order: independent of arrival order */
-        /* Validated on arrival (on_grad): applied without a second parse. */
-        int rc =
-            pc_rt__grad_apply(k->codec, &k->grads[w], 1.0f / (float)W, k->agg, why, sizeof(why));
+    for (int w = 0; w < rt->nworkers; w++) {
+        int rc = pc_rt__grad_apply(chunk_codec(s, k), &k->grads[w], scale, sum, why, sizeof(why));
         if (rc != PC_OK)
             return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s",
                                 rt->rank, w, why);
     }
+    return PC_OK;
+}
+
+/* The dense path: clear the aggregate, decode every message into it, step all n. */
+static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1, char *err,
+                      size_t errlen)
+{
+    memset(k->agg, 0, sizeof(float) * k->n);
+    int rc = sum_messages(s, k, 1.0f / (float)s->rt->nworkers, k->agg, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     *t1 = pc_time_ns();
     *nchanged = pc_optim_sgd(&k->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
     return PC_OK;
@@ -380,21 +449,95 @@ static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
     return PC_OK;
 }
 
-/* All workers' messages for chunk k are in: aggregate, step, push. */
+/* Free the messages of chunk k's completed round or iteration. */
+static void drop_messages(server_t *s, schunk_t *k)
+{
+    for (int w = 0; w < s->rt->nworkers; w++) {
+        free(k->msgs[w]);
+        k->msgs[w] = NULL;
+    }
+    k->have = 0;
+}
+
+/* powersgd, round 1 of matrix k complete: P = sum of the P_w (worker order),
+ * orthonormalised in double (P^), sent to every worker; the chunk then collects the Q_w. */
+static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers, r = rt->spec.rank;
+    int64_t t0 = pc_time_ns();
+    memset(k->fac, 0, sizeof(float) * k->rows * (size_t)r);
+    int rc = sum_messages(s, k, 1.0f, k->fac, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    k->round1_in = 0;
+    for (int w = 0; w < W; w++)
+        k->round1_in += k->grads[w].len;
+    drop_messages(s, k);
+    if (pc_lowrank_orthonormalise(k->fac, k->rows, r, k->work) != PC_OK)
+        return pc_error_fmt(PC_ERANGE, err, errlen,
+                            "server r%d: chunk %u of iteration %llu: the sum of the workers' P "
+                            "is not finite (training diverged)",
+                            rt->rank, k->id, (unsigned long long)k->it);
+    /* The previous iteration's P^ sends were received long ago (the workers answered them). */
+    if ((rc = PC_MPI_CHECK(MPI_Waitall(W, k->psends, MPI_STATUSES_IGNORE), err, errlen)) != PC_OK)
+        return rc;
+    size_t len =
+        pc_rt__phat_encode(k->phat, k->id, (uint32_t)k->n, k->it, k->fac, k->rows * (size_t)r);
+    for (int w = 0; w < W; w++)
+        if ((rc = PC_MPI_CHECK_PEER(MPI_Isend(k->phat, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
+                                              rt->comm, &k->psends[w]),
+                                    w, err, errlen)) != PC_OK)
+            return rc;
+    int64_t t1 = pc_time_ns();
+    k->round1_ns = t1 - t0;
+    k->round = 2;
+    char ev[40];
+    snprintf(ev, sizeof(ev), "P^ chunk %u", k->id);
+    pc_rt__trace(rt, TRACK_MAIN, ev, t0, t1);
+    return PC_OK;
+}
+
+/* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order), the gradient
+ * P^ Q^T into the aggregate, the optimizer's step on all n. */
+static int step_lowrank(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1,
+                        char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int r = rt->spec.rank;
+    memset(k->qagg, 0, sizeof(float) * k->cols * (size_t)r);
+    int rc = sum_messages(s, k, 1.0f / (float)rt->nworkers, k->qagg, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    pc_lowrank_expand(k->agg, k->rows, k->cols, k->fac, k->qagg, r, 1.0f, 0.0f);
+    *t1 = pc_time_ns();
+    *nchanged = pc_optim_sgd(&k->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    k->round = 1;
+    return PC_OK;
+}
+
+/* All workers' messages for chunk k are in: aggregate, step, push (a powersgd matrix's
+ * round 1: P^ back instead). */
 static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     int W = rt->nworkers;
     assert(k->have == W); /* every worker's gradient of iteration k->it is in */
+    bool rounds = chunk_rounds(s, k);
+    if (rounds && k->round == 1)
+        return lowrank_round1(s, k, err, errlen);
     int64_t t0 = pc_time_ns(), t1 = t0;
     uint64_t in = 0;
     for (int w = 0; w < W; w++)
         in += k->grads[w].len;
+    if (rounds)
+        in += k->round1_in;
     float lr = (float)pc_optim_lr(&rt->optim, (int64_t)k->it);
     size_t nchanged = 0;
     const uint32_t *changed = k->changed;
-    int rc = k->sparse ? step_sparse(s, k, lr, &nchanged, &changed, &t1, err, errlen)
-                       : step_dense(s, k, lr, &nchanged, &t1, err, errlen);
+    int rc = rounds      ? step_lowrank(s, k, lr, &nchanged, &t1, err, errlen)
+             : k->sparse ? step_sparse(s, k, lr, &nchanged, &changed, &t1, err, errlen)
+                         : step_dense(s, k, lr, &nchanged, &t1, err, errlen);
     if (rc != PC_OK)
         return rc;
     for (int w = 0; w < W; w++) { /* applied: the messages are done with */
@@ -411,8 +554,11 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     /* The server's time on the chunk, which the workers' breakdown counts as t_wait_server:
      * from the start of aggregation (the last worker's message has just arrived) to the
      * push being posted. A duration on this host's clock: hosts need no common clock. */
-    size_t len = pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
-                                    rt->cfg.pull, (uint64_t)(pc_time_ns() - t0));
+    uint64_t server_ns = (uint64_t)(pc_time_ns() - t0 + (rounds ? k->round1_ns : 0));
+    size_t len = rounds ? pc_rt__pull_lowrank_encode(k->pull, k->id, k->it, k->p, k->n, k->qagg,
+                                                     k->cols * (size_t)rt->spec.rank, server_ns)
+                        : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
+                                             rt->cfg.pull, server_ns);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
                                          rt->comm, &k->sends[w]),
@@ -473,7 +619,11 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     if (rc == PC_OK) {
         k = &s->mine[s->local[g.h.chunk]];
         pc_codec_expect_t want = {.chunk = k->id, .n = (uint32_t)k->n, .iteration = k->it};
-        rc = pc_rt__grad_check(k->codec, &g, &want, why, sizeof(why));
+        if (chunk_rounds(s, k)) {
+            want.round = k->round;
+            want.entries = (uint32_t)((k->round == 1 ? k->rows : k->cols) * (size_t)rt->spec.rank);
+        }
+        rc = pc_rt__grad_check(chunk_codec(s, k), &g, &want, why, sizeof(why));
     }
     if (rc == PC_OK && k->msgs[src])
         rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
@@ -710,10 +860,13 @@ static int server_finish(server_t *s, char *err, size_t errlen)
     pc_runtime_t *rt = s->rt;
     int rc = PC_OK;
     for (int i = 0; i < s->nmine && rc == PC_OK; i++)
-        rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s->mine[i].sends, MPI_STATUSES_IGNORE), err,
-                          errlen);
+        if ((rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s->mine[i].sends, MPI_STATUSES_IGNORE),
+                               err, errlen)) == PC_OK &&
+            s->mine[i].psends)
+            rc = PC_MPI_CHECK(MPI_Waitall(rt->nworkers, s->mine[i].psends, MPI_STATUSES_IGNORE),
+                              err, errlen);
     for (int i = 0; i < s->nmine && rc == PC_OK; i++)
-        if (s->mine[i].have)
+        if (s->mine[i].have || (s->mine[i].lowrank && s->mine[i].round != 1))
             rc = pc_error_fmt(PC_EFORMAT, err, errlen,
                               "server r%d: workers finished with chunk %u of iteration %llu "
                               "incomplete",

@@ -260,6 +260,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     if (pc_rt__w_dev_codec(c))
         rc = pc_devcodec_compress_folded(w->dcodec, c->dst, it, w->s_codec, c->sendbuf, c->send_cap,
                                          &len);
+    else if (c->lowrank)
+        rc = pc_rt__w_lr_first(w, c, it, &len);
     else
         rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
     int64_t t1 = pc_time_ns();
@@ -312,12 +314,21 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         if (rc != PC_OK)
             return WFAIL_W(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
+        if (c->lowrank && c->lr_round == 1) {
+            /* powersgd's P^: round 2 goes out; the update comes later. */
+            atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
+            if ((rc = pc_rt__w_lr_phat(w, c, len, me)) != PC_OK)
+                return rc;
+            continue;
+        }
         int64_t t0 = pc_time_ns();
         uint64_t server_ns = 0;
         if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
             return rc;
-        rc = pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, &server_ns, why,
-                               sizeof(why));
+        rc = c->lowrank && c->lr_round == 2
+                 ? pc_rt__w_lr_update(w, c, len, &server_ns, why, sizeof(why))
+                 : pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, &server_ns,
+                                     why, sizeof(why));
         if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
             return rc;
         int64_t t1 = pc_time_ns();
@@ -355,11 +366,17 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
     return PC_OK;
 }
 
-/* ps: a chunk's checkpointed state is its codec's (residual, momentum correction). */
-static void ps_ckpt_arrays(wchunk_t *c, float **a, float **b)
+/* ps: a chunk's checkpointed state is its codec's (residual, momentum correction; a
+ * powersgd matrix: residual and Q, the warm start). */
+static void ps_ckpt_arrays(wchunk_t *c, float **a, float **b, size_t *nb)
 {
     *a = pc_codec_state_residual(c->st);
     *b = pc_codec_state_momentum(c->st);
+    *nb = c->n;
+    if (c->lowrank) {
+        *b = pc_codec_state_lowrank_q(c->st);
+        *nb = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
+    }
 }
 
 const worker_ops_t pc_rt__worker_ps = {

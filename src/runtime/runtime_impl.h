@@ -88,6 +88,25 @@ static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)
     return (int64_t)(n * sizeof(float)) < rt->cfg.compress_min_bytes;
 }
 
+/* Whether a chunk of n elements with `rows` rows (a whole matrix's, pc_plan; 0 for any
+ * other chunk) is a powersgd matrix: the run's codec is powersgd, the chunk is not under
+ * --compress-min-bytes, and its factors pay (pc_codec_lowrank_fits). Workers and servers
+ * decide alike from the layout. Thread-safe. */
+static inline bool pc_rt__chunk_lowrank(const pc_runtime_t *rt, size_t rows, size_t n)
+{
+    return rt->spec.id == PC_CODEC_POWERSGD && !pc_rt__chunk_dense(rt, n) &&
+           pc_codec_lowrank_fits(&rt->spec, rows, n);
+}
+
+/* Whether the chunk travels with the dense codec (none): under --compress-min-bytes, or in
+ * a powersgd run anything that is not one of its matrices (vectors, small or odd tensors,
+ * as torch's hook sends them uncompressed). Thread-safe. */
+static inline bool pc_rt__chunk_plain(const pc_runtime_t *rt, size_t rows, size_t n)
+{
+    return pc_rt__chunk_dense(rt, n) ||
+           (rt->spec.id == PC_CODEC_POWERSGD && !pc_rt__chunk_lowrank(rt, rows, n));
+}
+
 /* The run's two codecs, which every chunk uses one of: the --compress codec (rt->spec) and
  * the dense one (none) for the chunks under --compress-min-bytes (pc_rt__chunk_dense). On
  * PC_OK both are the caller's (pc_codec_destroy); on error (pc_codec_create's) neither is

@@ -33,6 +33,7 @@ void pc_rt__layout_encode(uint8_t *buf, const pc_plan_t *plan, uint64_t resume)
     for (int c = 0; c < plan->nchunks; c++, e += PC_RT_LAYOUT_CHUNK_BYTES) {
         pc_wire_put_u32(e, (uint32_t)plan->chunks[c].n);
         pc_wire_put_u32(e + 4, (uint32_t)plan->chunks[c].server);
+        pc_wire_put_u32(e + 8, (uint32_t)plan->chunks[c].rows);
     }
 }
 
@@ -58,11 +59,14 @@ int pc_rt__layout_parse(const uint8_t *msg, size_t len, int nservers, rt_layout_
                      .chunks = msg + PC_RT_LAYOUT_HEAD_BYTES};
     for (uint32_t c = 0; c < nchunks; c++) {
         const uint8_t *e = l.chunks + PC_RT_LAYOUT_CHUNK_BYTES * (size_t)c;
-        uint32_t n = pc_wire_get_u32(e), server = pc_wire_get_u32(e + 4);
-        if (n == 0 || n > PC_CODEC_MAX_N || nservers < 1 || server >= (uint32_t)nservers)
+        uint32_t n = pc_wire_get_u32(e), server = pc_wire_get_u32(e + 4),
+                 rows = pc_wire_get_u32(e + 8);
+        if (n == 0 || n > PC_CODEC_MAX_N || nservers < 1 || server >= (uint32_t)nservers ||
+            (rows && n % rows))
             return pc_error_fmt(PC_EFORMAT, err, errlen,
-                                "layout names a bad chunk %u (%u elements, server %u of %d)", c, n,
-                                server, nservers);
+                                "layout names a bad chunk %u (%u elements, %u rows, server %u of "
+                                "%d)",
+                                c, n, rows, server, nservers);
     }
     *out = l;
     return PC_OK;
@@ -279,6 +283,110 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
         uint32_t u = pc_wire_get_u32(vals + 4 * j);
         memcpy(&p[pc_wire_get_u32(q + 4 * j)], &u, sizeof(u));
     }
+    if (server_ns)
+        *server_ns = sns;
+    return PC_OK;
+}
+
+/* ---- powersgd -------------------------------------------------------------------------- */
+
+/* The header checks both powersgd server messages share: codec, chunk, n, iteration, flags,
+ * scale +0, entries and payload as given. */
+static int factor_header(const uint8_t *msg, size_t len, uint8_t codec, uint32_t chunk, uint32_t n,
+                         uint64_t it, size_t entries, size_t payload, pc_wire_header_t *h,
+                         char *err, size_t errlen)
+{
+    int rc = pc_wire_header_read(msg, len, h, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    const char *what = codec == PC_RT_PULL_PHAT ? "P^" : "matrix update";
+    if (h->codec != codec || h->chunk != chunk || h->n != n || h->iteration != it || h->flags != 0)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "%s message (codec %u, chunk %u, n %u, iteration %llu, flags 0x%x) "
+                            "where chunk %u, n %u, iteration %llu was expected",
+                            what, h->codec, h->chunk, h->n, (unsigned long long)h->iteration,
+                            h->flags, chunk, n, (unsigned long long)it);
+    uint32_t scale_bits;
+    memcpy(&scale_bits, &h->scale, sizeof(scale_bits));
+    if (h->entries != entries || h->payload != payload || scale_bits != 0)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: %s of %u entries in %u bytes, expected %zu in %zu", chunk,
+                            what, h->entries, h->payload, entries, payload);
+    return PC_OK;
+}
+
+size_t pc_rt__phat_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, const float *phat,
+                          size_t entries)
+{
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = PC_RT_PULL_PHAT,
+                          .chunk = chunk,
+                          .n = n,
+                          .iteration = it,
+                          .entries = (uint32_t)entries,
+                          .payload = (uint32_t)(4 * entries)};
+    pc_wire_header_write(&h, buf);
+    pc_wire_put_f32s(buf + PC_WIRE_HEADER_BYTES, phat, entries);
+    return pc_rt__phat_bytes(entries);
+}
+
+int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it,
+                      float *phat, size_t entries, char *err, size_t errlen)
+{
+    pc_wire_header_t h;
+    int rc = factor_header(msg, len, PC_RT_PULL_PHAT, chunk, n, it, entries, 4 * entries, &h, err,
+                           errlen);
+    if (rc != PC_OK)
+        return rc;
+    if (any_nonfinite(msg + PC_WIRE_HEADER_BYTES, entries))
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: a value of P^ is not finite",
+                            chunk);
+    pc_wire_get_f32s(phat, msg + PC_WIRE_HEADER_BYTES, entries);
+    return PC_OK;
+}
+
+size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p,
+                                  size_t n, const float *q, size_t qn, uint64_t server_ns)
+{
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = PC_RT_PULL_LOWRANK,
+                          .chunk = chunk,
+                          .n = (uint32_t)n,
+                          .iteration = it,
+                          .entries = (uint32_t)n,
+                          .payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 4 * (qn + n))};
+    pc_wire_header_write(&h, buf);
+    uint8_t *q8 = buf + PC_WIRE_HEADER_BYTES;
+    pc_wire_put_u64(q8,
+                    server_ns < PC_RT_PULL_MAX_SERVER_NS ? server_ns : PC_RT_PULL_MAX_SERVER_NS);
+    pc_wire_put_f32s(q8 + PC_RT_PULL_TIME_BYTES, q, qn);
+    pc_wire_put_f32s(q8 + PC_RT_PULL_TIME_BYTES + 4 * qn, p, n);
+    return pc_rt__pull_lowrank_bytes(n, qn);
+}
+
+int pc_rt__pull_lowrank_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                              size_t n, float *q, size_t qn, uint64_t *server_ns, char *err,
+                              size_t errlen)
+{
+    pc_wire_header_t h;
+    int rc = factor_header(msg, len, PC_RT_PULL_LOWRANK, chunk, (uint32_t)n, it, n,
+                           PC_RT_PULL_TIME_BYTES + 4 * (qn + n), &h, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    const uint8_t *body = msg + PC_WIRE_HEADER_BYTES;
+    uint64_t sns = pc_wire_get_u64(body);
+    if (sns > PC_RT_PULL_MAX_SERVER_NS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: update names a server time of %llu ns, at most %llu", chunk,
+                            (unsigned long long)sns, PC_RT_PULL_MAX_SERVER_NS);
+    body += PC_RT_PULL_TIME_BYTES;
+    if (any_nonfinite(body, qn + n))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: a value of the matrix update is not finite", chunk);
+    pc_wire_get_f32s(q, body, qn);
+    pc_wire_get_f32s(p, body + 4 * qn, n);
     if (server_ns)
         *server_ns = sns;
     return PC_OK;

@@ -4,20 +4,28 @@
  * pc_wire primitives; doc/wire-format.md gives each one byte by byte.
  *
  *   tag            direction, when                         bytes
- *   TAG_LAYOUT     worker 0 -> each server, once at start   16 + 8 C: u32 magic "PPCL",
+ *   TAG_LAYOUT     worker 0 -> each server, once at start   16 + 12 C: u32 magic "PPL2",
  *                                                           u32 C chunks, u64 resume
  *                                                           iteration (0: fresh start), per
- *                                                           chunk u32 elements, u32 server
+ *                                                           chunk u32 elements, u32 server,
+ *                                                           u32 rows (a whole matrix; 0)
  *   TAG_INIT       fresh start: worker 0 -> the chunk's     4 n: the chunk's parameters,
  *                  server; resuming: server -> worker 0;    binary32
  *                  one per chunk, in chunk order
  *   TAG_GRAD       worker -> the chunk's server, once per   a pc_wire message of the run's
- *                  chunk and iteration                      codec (pc_codec_compress)
+ *                  chunk and iteration (powersgd's          codec (pc_codec_compress); a
+ *                  matrices: twice, P_w then Q_w)           powersgd factor (pc_codec.h)
+ *   TAG_PULL + c   powersgd matrix c, round 1: server ->    a pc_wire header with codec
+ *                  every worker once all P_w are in         PULL_PHAT, then rows x rank
+ *                                                           binary32 (P^)
  *   TAG_PULL + c   server -> every worker, once per         a pc_wire header with codec
  *                  iteration of chunk c                     PULL_DENSE or PULL_SPARSE, u64
  *                                                           server time (ns), then n
  *                                                           binary32 (dense) or k u32
- *                                                           indices and k binary32
+ *                                                           indices and k binary32;
+ *                                                           powersgd's matrices: PULL_LOWRANK,
+ *                                                           u64 server time, cols x rank
+ *                                                           binary32 (Q), n binary32
  *   TAG_DONE       worker -> every server, once at the end  4: u32 stop signal (0: none)
  *   TAG_CKPT       worker -> every server, at a checkpoint  8: u64 iteration N
  *                  boundary N
@@ -59,9 +67,11 @@ enum {
 
 /* ---- layout: the chunk plan ----------------------------------------------------------- */
 
-#define PC_RT_LAYOUT_MAGIC       0x4c435050u /* "PPCL" as little-endian bytes */
+#define PC_RT_LAYOUT_MAGIC                                                                         \
+    0x324c5050u /* "PPL2" as little-endian bytes (the layout with                                  \
+                   rows; "PPCL" had none) */
 #define PC_RT_LAYOUT_HEAD_BYTES  16
-#define PC_RT_LAYOUT_CHUNK_BYTES 8
+#define PC_RT_LAYOUT_CHUNK_BYTES 12
 /* Most chunks a layout may name: chunk c's updates carry tag TAG_PULL + c, an int. (MPI's
  * own tag bound, at least 32767, is checked by worker 0 before it plans.) */
 #define PC_RT_MAX_CHUNKS ((uint32_t)(INT_MAX - TAG_PULL))
@@ -85,16 +95,20 @@ void pc_rt__layout_encode(uint8_t *buf, const pc_plan_t *plan, uint64_t resume);
 
 /* Validate a layout message for a job of nservers servers: length, magic, at most
  * PC_RT_MAX_CHUNKS chunks, every chunk of 1..PC_CODEC_MAX_N elements on a server in
- * 0..nservers-1. On PC_OK *out views msg; on PC_EFORMAT *out is untouched. */
+ * 0..nservers-1, its rows 0 or a divisor of its elements. On PC_OK *out views msg; on
+ * PC_EFORMAT *out is untouched. */
 int pc_rt__layout_parse(const uint8_t *msg, size_t len, int nservers, rt_layout_t *out, char *err,
                         size_t errlen);
 
-/* Chunk c (< l->nchunks) of a validated layout: its elements and its server. */
-static inline void pc_rt__layout_chunk(const rt_layout_t *l, uint32_t c, uint32_t *n, int *server)
+/* Chunk c (< l->nchunks) of a validated layout: its elements, its server, its rows (a whole
+ * matrix; else 0). */
+static inline void pc_rt__layout_chunk(const rt_layout_t *l, uint32_t c, uint32_t *n, int *server,
+                                       uint32_t *rows)
 {
     const uint8_t *e = l->chunks + PC_RT_LAYOUT_CHUNK_BYTES * (size_t)c;
     *n = pc_wire_get_u32(e);
     *server = (int)pc_wire_get_u32(e + 4);
+    *rows = pc_wire_get_u32(e + 8);
 }
 
 /* ---- init: a chunk's parameters at start -------------------------------------------- */
@@ -203,6 +217,53 @@ size_t pc_rt__pull_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float
  * PC_EFORMAT p and *server_ns are untouched. */
 int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
                       size_t n, uint64_t *server_ns, char *err, size_t errlen);
+
+/* ---- powersgd: P^ and the matrix's update --------------------------------------------- */
+
+/* Codec ids of powersgd's two server messages (pc_wire header), beside the pulls':
+ * PULL_PHAT, round 1's answer: rows x rank binary32, the orthonormalised sum of the P_w
+ * (entries rows x rank, no server time, flags 0, scale 0); PULL_LOWRANK, the update of a
+ * matrix: u64 server time, cols x rank binary32 (Q, the workers' next warm start and
+ * their residual's factor), then n binary32 parameters (entries n). */
+#define PC_RT_PULL_PHAT    0xF4
+#define PC_RT_PULL_LOWRANK 0xF5
+
+/* Bytes of the P^ message of a rows x rank factor (entries floats). */
+static inline size_t pc_rt__phat_bytes(size_t entries)
+{
+    return PC_WIRE_HEADER_BYTES + 4 * entries;
+}
+
+/* Bytes of the update of a matrix of n elements with a Q of qn floats. */
+static inline size_t pc_rt__pull_lowrank_bytes(size_t n, size_t qn)
+{
+    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * qn + 4 * n;
+}
+
+/* Encode P^ (entries floats) for chunk (chunk, n) at iteration it into
+ * buf[0..pc_rt__phat_bytes(entries)); returns the length. */
+size_t pc_rt__phat_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, const float *phat,
+                          size_t entries);
+
+/* Validate a P^ message completely (header, codec PULL_PHAT, chunk, n, iteration, flags 0,
+ * scale 0, exactly `entries` entries and their bytes, every value finite), then write it
+ * into phat[0..entries). On PC_EFORMAT phat is untouched. */
+int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it,
+                      float *phat, size_t entries, char *err, size_t errlen);
+
+/* Encode the update of matrix chunk (chunk, n) at iteration it: Q (qn floats), then the
+ * parameters p (n floats); server_ns as pc_rt__pull_encode's. Returns the length
+ * (pc_rt__pull_lowrank_bytes). */
+size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p,
+                                  size_t n, const float *q, size_t qn, uint64_t server_ns);
+
+/* Validate a matrix's update completely (as pc_rt__pull_apply's checks, for codec
+ * PULL_LOWRANK with entries n and payload 8 + 4 qn + 4 n), then write Q into q[0..qn), the
+ * parameters into p[0..n) and the server's time into *server_ns (may be NULL). On
+ * PC_EFORMAT nothing is written. */
+int pc_rt__pull_lowrank_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
+                              size_t n, float *q, size_t qn, uint64_t *server_ns, char *err,
+                              size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

@@ -78,10 +78,11 @@ static int ar_done(pc_worker_t *w, wthread_t *me)
 }
 
 /* The model lives on the workers: checkpoints hold the parameters and the momentum. */
-static void ar_ckpt_arrays(wchunk_t *c, float **a, float **b)
+static void ar_ckpt_arrays(wchunk_t *c, float **a, float **b, size_t *nb)
 {
     *a = c->p;
     *b = c->mom;
+    *nb = c->n;
 }
 
 const worker_ops_t pc_rt__worker_allreduce = {

@@ -1,7 +1,8 @@
 /* worker_ckpt: a worker's part of checkpoints (doc/design.md, "Checkpoints and stopping"):
  * choosing the checkpoint to resume from, restoring the chunk states from this worker's
  * file, and writing it at an iteration boundary. What a chunk saves is the mode's
- * (worker_ops_t ckpt_arrays): ps, the codec state (residual, codec momentum, steps);
+ * (worker_ops_t ckpt_arrays): ps, the codec state (residual, codec momentum or a powersgd
+ * matrix's Q, steps);
  * allreduce, the parameters and momentum. Backprop thread only. */
 #include "config.h"
 
@@ -97,7 +98,8 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
         float *a, *b;
-        w->ops->ckpt_arrays(c, &a, &b);
+        size_t nb;
+        w->ops->ckpt_arrays(c, &a, &b, &nb);
         wrec_t rec;
         if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
             break;
@@ -112,7 +114,7 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         if (a)
             rc = pc_ckpt_reader_read(r, a, sizeof(float) * c->n);
         if (rc == PC_OK && b)
-            rc = pc_ckpt_reader_read(r, b, sizeof(float) * c->n);
+            rc = pc_ckpt_reader_read(r, b, sizeof(float) * nb);
         if (c->st)
             pc_codec_state_set_steps(c->st, rec.steps);
     }
@@ -148,7 +150,8 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
         float *a, *b;
-        w->ops->ckpt_arrays(c, &a, &b);
+        size_t nb;
+        w->ops->ckpt_arrays(c, &a, &b, &nb);
         wrec_t rec = {.id = c->id,
                       .n = (uint32_t)c->n,
                       .has_a = a != NULL,
@@ -158,7 +161,7 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
         if (a)
             pc_ckpt_writer_write(cw, a, sizeof(float) * c->n);
         if (b)
-            pc_ckpt_writer_write(cw, b, sizeof(float) * c->n);
+            pc_ckpt_writer_write(cw, b, sizeof(float) * nb);
     }
     rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->main.err, sizeof(w->main.err));
     if (rc != PC_OK)

@@ -102,6 +102,7 @@ typedef struct wtensor {
                               the gradient; the next record follows the release of this
                               iteration's gradient (iteration_end waits for it) */
     size_t n;
+    size_t rows; /* pc_worker_set_rows: a matrix's first dimension; 0: not a matrix */
     int first_chunk, last_chunk;
 } wtensor_t;
 
@@ -158,6 +159,12 @@ typedef struct wchunk {
                                  caller's stream by param_wait after its version load */
     _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
                                  writing the parameters, loaded (acquire) by param_wait */
+    /* ps, a powersgd matrix (worker_lowrank.c; MPI thread): */
+    size_t rows;  /* the plan's: a whole matrix's rows, else 0 */
+    bool lowrank; /* pc_rt__chunk_lowrank: st is a matrix state */
+    int lr_round; /* the round whose answer the posted receive awaits: 1 (P^), 2 (the
+                     update with Q); 0 between iterations and in the warm-up */
+    float *lr_q;  /* cols x rank: the update's Q, before pc_codec_lowrank_finish takes it */
 } wchunk_t;
 
 /* One thread's context: where its errors go and which timeline track it records on. */
@@ -191,8 +198,9 @@ typedef struct worker_ops {
     int (*progress)(pc_worker_t *w, int *got, wthread_t *me);
     /* After the last iteration: tell the servers this worker is done. */
     int (*done)(pc_worker_t *w, wthread_t *me);
-    /* The chunk's two arrays saved in checkpoints (NULL when absent). */
-    void (*ckpt_arrays)(wchunk_t *c, float **a, float **b);
+    /* The chunk's two arrays saved in checkpoints (NULL when absent): a of c->n floats, b
+     * of *nb (c->n, or a powersgd matrix's Q). */
+    void (*ckpt_arrays)(wchunk_t *c, float **a, float **b, size_t *nb);
 } worker_ops_t;
 
 extern const worker_ops_t pc_rt__worker_ps; /* pc_worker.c; allreduce's is declared below */
@@ -326,6 +334,24 @@ int pc_rt__w_stop_thread(pc_worker_t *w, bool abort);
  * buffer of a receive whose cancel or wait fails (MPI may still write it). Backprop
  * thread, from pc_worker_destroy. */
 void pc_rt__w_abort_requests(pc_worker_t *w);
+
+/* ---- worker_lowrank.c: powersgd's rounds on the worker ------------------------------- */
+
+/* Chunk c (c->lowrank) of iteration it is folded and due: its first message into
+ * c->sendbuf (*len): the warm-up's dense M, or round 1's P_w (then c->lr_round = 1). The
+ * codec's codes. MPI thread, from ps_send_one. */
+int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len);
+
+/* Chunk c's P^ has arrived (len bytes in c->recvbuf, c->lr_round 1): validate it, send
+ * Q_w = M^T P^ to the server and post the receive of the update (c->lr_round 2). MPI
+ * thread, from ps_progress. */
+int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me);
+
+/* Chunk c's update has arrived (c->lr_round 2): validate it whole, write the parameters,
+ * take Q and set the residual (pc_codec_lowrank_finish); c->lr_round 0. PC_EFORMAT with the
+ * reason in why. MPI thread, from ps_progress. */
+int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server_ns, char *why,
+                       size_t whylen);
 
 /* ---- worker_ckpt.c -------------------------------------------------------------------- */
 

@@ -97,6 +97,20 @@ int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, fl
     return t;
 }
 
+int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows)
+{
+    if (w->started)
+        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_rows called after pc_worker_start");
+    if (tensor < 0 || tensor >= w->ntensors)
+        return WFAIL(&w->main, PC_EINVAL, "pc_worker_set_rows(%d): no such tensor", tensor);
+    wtensor_t *t = &w->tensors[tensor];
+    if (rows > 1 && t->n % rows != 0)
+        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': %zu rows do not divide its %zu elements",
+                     t->name, rows, t->n);
+    t->rows = rows > 1 ? rows : 0;
+    return PC_OK;
+}
+
 int pc_worker_set_stream(pc_worker_t *w, void *stream)
 {
     if (w->started)
@@ -135,7 +149,9 @@ static int plan_chunks(pc_worker_t *w)
     for (int t = 0; t < w->ntensors; t++) {
         /* Device tensors: their device buffers (which ones are adjacent there). */
         const wtensor_t *k = &w->tensors[t];
-        pt[t] = (pc_plan_tensor_t){k->n, k->dp ? k->dp : k->p, k->dg ? k->dg : k->g};
+        /* A powersgd matrix stays whole: its factors need all of its rows. */
+        pt[t] = (pc_plan_tensor_t){k->n, k->dp ? k->dp : k->p, k->dg ? k->dg : k->g,
+                                   pc_rt__chunk_lowrank(rt, k->rows, k->n) ? k->rows : 0};
     }
     size_t chunk_elems = (size_t)rt->cfg.chunk_bytes / sizeof(float);
     int rc =
@@ -158,8 +174,11 @@ static int check_same_model(pc_worker_t *w)
     for (int t = 0; t < w->ntensors; t++)
         h = fnv(h, w->tensors[t].n);
     h = fnv(h, (uint64_t)w->plan->nchunks);
-    for (int c = 0; c < w->plan->nchunks; c++)
+    for (int c = 0; c < w->plan->nchunks; c++) {
         h = fnv(fnv(h, w->plan->chunks[c].n), (uint64_t)w->plan->chunks[c].server);
+        if (w->plan->chunks[c].rows) /* powersgd's matrices (0 elsewhere: hashes kept) */
+            h = fnv(h, w->plan->chunks[c].rows);
+    }
     uint64_t lo = h, hi = h;
     if ((rc = PC_MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, rt->workers), why,
                            sizeof(why))) != PC_OK ||
@@ -230,12 +249,17 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     /* The first chunk creates the run's two codecs. */
     if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
         return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
-    c->codec = pc_rt__chunk_dense(rt, c->n) ? w->codec_dense : w->codec;
+    c->codec = pc_rt__chunk_plain(rt, c->rows, c->n) ? w->codec_dense : w->codec;
+    c->lowrank = pc_rt__chunk_lowrank(rt, c->rows, c->n);
+    size_t qn = c->lowrank ? c->n / c->rows * (size_t)rt->spec.rank : 0;
     c->send_cap = pc_codec_max_bytes(c->codec, c->n);
-    c->recv_cap = pc_rt__pull_max_bytes(c->n);
+    c->recv_cap = c->lowrank ? pc_rt__pull_lowrank_bytes(c->n, qn) : pc_rt__pull_max_bytes(c->n);
     c->sendbuf = malloc(c->send_cap);
     c->recvbuf = malloc(c->recv_cap);
-    if (!c->sendbuf || !c->recvbuf || pc_codec_state_create(c->codec, c->id, c->n, &c->st) != PC_OK)
+    c->lr_q = c->lowrank ? malloc(sizeof(float) * qn) : NULL;
+    rc = c->lowrank ? pc_codec_state_create_matrix(c->codec, c->id, c->rows, c->n, &c->st)
+                    : pc_codec_state_create(c->codec, c->id, c->n, &c->st);
+    if (!c->sendbuf || !c->recvbuf || (c->lowrank && !c->lr_q) || rc != PC_OK)
         return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
@@ -344,6 +368,7 @@ static int setup_chunks(pc_worker_t *w)
         c->last_tensor = pc->last_tensor;
         c->offset = pc->offset;
         c->n = pc->n;
+        c->rows = pc->rows;
         c->remaining = pc->n;
         c->p = w->tensors[pc->first_tensor].p + pc->offset;
         c->g = w->tensors[pc->first_tensor].g + pc->offset;
@@ -416,6 +441,7 @@ static void release_started(pc_worker_t *w)
     for (int c = 0; c < w->nchunks; c++) {
         wchunk_t *k = &w->chunks[c];
         pc_codec_state_destroy(k->st);
+        free(k->lr_q);
         free(k->sendbuf);
         free(k->recvbuf);
         free(k->sum);

@@ -40,6 +40,8 @@ static const char *const specs[] = {
     "qsgd:levels=127",
     "terngrad",
     "efsign",
+    "powersgd:rank=2",
+    "powersgd:rank=1,ef=off",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 /* Largest n the harness decodes into (keeps each run fast); bigger ones must be rejected
@@ -59,6 +61,15 @@ static void decode_one(const pc_codec_t *c, const uint8_t *msg, size_t len)
     for (uint32_t i = 0; i < n; i++)
         dense[i] = before[i] = (float)i * 0.5f - 3.0f;
     pc_codec_expect_t want = {.chunk = chunk, .n = n, .any_iteration = true};
+    if (pc_codec_spec(c)->id == PC_CODEC_POWERSGD && len >= PC_WIRE_HEADER_BYTES) {
+        /* powersgd: the round the flag names (the other one for odd chunks: out of turn)
+         * and the header's entries, bounded (a factor is summed into dense[0..entries)). */
+        int r2 = (pc_wire_get_u16(msg + 6) & PC_WIRE_F_ROUND2) != 0;
+        want.round = (r2 ^ (int)(chunk & 1)) ? 2 : 1;
+        want.entries = pc_wire_get_u32(msg + 24);
+        if (want.entries == 0 || want.entries > n)
+            want.entries = 1 + want.entries % n;
+    }
     int rc = pc_codec_decode_add(c, msg, len, &want, 0.5f, dense, &h, err, sizeof(err));
     if (rc != PC_OK) {
         if (memcmp(dense, before, sizeof(float) * n) != 0)
@@ -90,7 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pc_codec_spec_t again;
             /* The canonical form parses back to the same configuration. */
             if (pc_codec_spec_parse(buf, &again, err, sizeof(err)) != PC_OK ||
-                again.id != spec.id || again.ef != spec.ef || again.levels != spec.levels)
+                again.id != spec.id || again.ef != spec.ef || again.levels != spec.levels ||
+                again.rank != spec.rank)
                 abort();
         }
         return 0;

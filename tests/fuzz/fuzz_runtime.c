@@ -1,10 +1,13 @@
 /* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
- * layout, init, gradient, pull dense and sparse, done, checkpoint request).
+ * layout, init, gradient, pull dense and sparse, powersgd's P^ and matrix update, done,
+ * checkpoint request).
  *
  * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
  * number of servers, the receiver's codec, ...); the rest is the message:
- *   0 layout   1 init   2 gradient   3 pull   4 done   5 checkpoint request
- *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte), flags (2), chunk (1),
+ *   0 layout   1 init   2 gradient   3 pull (dense, sparse, P^ or a matrix's update, by the
+ *   header's codec byte)   4 done   5 checkpoint request
+ *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte; a pull: one of the four
+ *     server codecs), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
  *     writes a well-formed magic, version and payload length around them, so the fuzzer
  *     spends its time past the header checks; a sparse pull's indices are rewritten to
@@ -21,6 +24,8 @@
  *   - every receiver's buffer is allocated with exactly the chunk's n elements, so that
  *     ASan sees a write one past its end (a static buffer of MAX_N hid one: an index check
  *     of `ix > n` for `ix >= n` passed every run);
+ *   - a P^ or a matrix's update that is accepted re-encodes to the same bytes; a rejected
+ *     one leaves P^, Q, the parameters and the server time untouched;
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
  *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
  * ASan and UBSan catch the rest. Built by `make fuzz`; seeds (one valid message of each
@@ -54,6 +59,7 @@ static const char *const specs[] = {
     "qsgd:levels=16",
     "terngrad",
     "efsign",
+    "powersgd:rank=2",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -107,12 +113,12 @@ static void fuzz_layout(const uint8_t *msg, size_t len, int nservers)
     if (!chunks || !again)
         abort();
     for (uint32_t c = 0; c < l.nchunks; c++) {
-        uint32_t n;
+        uint32_t n, rows;
         int server;
-        pc_rt__layout_chunk(&l, c, &n, &server);
-        if (n == 0 || n > PC_CODEC_MAX_N || server < 0 || server >= nservers)
+        pc_rt__layout_chunk(&l, c, &n, &server, &rows);
+        if (n == 0 || n > PC_CODEC_MAX_N || server < 0 || server >= nservers || (rows && n % rows))
             abort();
-        chunks[c] = (pc_plan_chunk_t){.id = c, .n = n, .server = server};
+        chunks[c] = (pc_plan_chunk_t){.id = c, .n = n, .server = server, .rows = rows};
     }
     pc_plan_t plan = {.nchunks = (int)l.nchunks, .nservers = nservers, .chunks = chunks};
     pc_rt__layout_encode(again, &plan, l.resume);
@@ -172,6 +178,15 @@ static void fuzz_grad(const uint8_t *msg, size_t len, unsigned param)
     if (n == 0 || n > MAX_N)
         n = 1 + n % MAX_N;
     pc_codec_expect_t want = {.chunk = chunk, .n = n, .any_iteration = true};
+    if (spec.id == PC_CODEC_POWERSGD && len >= PC_WIRE_HEADER_BYTES) {
+        /* The round the header's flag names, except for odd chunks (the other round: a
+         * factor out of turn); entries as the header says (the sum's length). */
+        bool r2 = (pc_wire_get_u16(msg + 6) & PC_WIRE_F_ROUND2) != 0;
+        want.round = (r2 ^ (chunk & 1)) ? 2 : 1;
+        want.entries = pc_wire_get_u32(msg + 24);
+        if (want.entries == 0 || want.entries > n)
+            want.entries = 1 + want.entries % n;
+    }
     if (!alloc_bufs(n)) {
         free_bufs();
         pc_codec_destroy(c);
@@ -254,6 +269,70 @@ static void check_pull(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t 
         abort();
 }
 
+/* powersgd's P^: entries as the header says (bounded); accepted means re-encoded alike. */
+static void check_phat(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it)
+{
+    size_t e = pc_wire_get_u32(msg + 24);
+    if (e == 0 || e > MAX_N)
+        e = 1 + e % MAX_N;
+    if (!alloc_bufs(e))
+        return;
+    fill(buf_a, e);
+    memcpy(before, buf_a, sizeof(float) * e);
+    char err[256] = "";
+    int rc = pc_rt__phat_apply(msg, len, chunk, n, it, buf_a, e, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(buf_a, before, sizeof(float) * e) != 0)
+            abort();
+        return;
+    }
+    uint8_t *again = malloc(pc_rt__phat_bytes(e));
+    if (!again)
+        abort();
+    if (pc_rt__phat_encode(again, chunk, n, it, buf_a, e) != len || memcmp(again, msg, len) != 0)
+        abort();
+    free(again);
+}
+
+/* A matrix's update: Q's length from the header's payload where it is consistent, else 1;
+ * P and Q in buffers of exactly their lengths. */
+static void check_lowrank(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it)
+{
+    size_t pay = pc_wire_get_u32(msg + 28), qn = 1;
+    if (pay >= PC_RT_PULL_TIME_BYTES + 4 * ((size_t)n + 1) && pay % 4 == 0)
+        qn = (pay - PC_RT_PULL_TIME_BYTES) / 4 - n;
+    if (qn > MAX_N || !alloc_bufs(n))
+        return;
+    float *q = malloc(sizeof(float) * qn), *q0 = malloc(sizeof(float) * qn);
+    if (!q || !q0)
+        abort();
+    fill(buf_a, n);
+    memcpy(before, buf_a, sizeof(float) * n);
+    fill(q, qn);
+    memcpy(q0, q, sizeof(float) * qn);
+    char err[256] = "";
+    uint64_t sns = UINT64_MAX;
+    int rc =
+        pc_rt__pull_lowrank_apply(msg, len, chunk, it, buf_a, n, q, qn, &sns, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(buf_a, before, sizeof(float) * n) != 0 || memcmp(q, q0, sizeof(float) * qn) ||
+            sns != UINT64_MAX)
+            abort();
+    } else {
+        uint8_t *again = malloc(pc_rt__pull_lowrank_bytes(n, qn));
+        if (!again || sns > PC_RT_PULL_MAX_SERVER_NS)
+            abort();
+        if (pc_rt__pull_lowrank_encode(again, chunk, it, buf_a, n, q, qn, sns) != len ||
+            memcmp(again, msg, len) != 0)
+            abort();
+        free(again);
+    }
+    free(q);
+    free(q0);
+}
+
 static void fuzz_pull(const uint8_t *msg, size_t len)
 {
     /* Expect what the header claims, as a worker that posted the right receive would. */
@@ -262,7 +341,12 @@ static void fuzz_pull(const uint8_t *msg, size_t len)
     uint64_t it = len >= PC_WIRE_HEADER_BYTES ? pc_wire_get_u64(msg + 16) : 0;
     if (n == 0 || n > MAX_N)
         n = 1 + n % MAX_N;
-    if (alloc_bufs(n))
+    uint8_t codec = len >= PC_WIRE_HEADER_BYTES ? msg[5] : 0;
+    if (codec == PC_RT_PULL_PHAT)
+        check_phat(msg, len, chunk, n, it);
+    else if (codec == PC_RT_PULL_LOWRANK)
+        check_lowrank(msg, len, chunk, n, it);
+    else if (alloc_bufs(n))
         check_pull(msg, len, chunk, it, n);
     free_bufs();
 }
@@ -311,7 +395,7 @@ static uint8_t *frame(const uint8_t *rest, size_t len, bool pull, size_t *out_le
     if (!msg)
         return NULL;
     pc_wire_header_t h = {.magic = PC_WIRE_MAGIC, .version = PC_WIRE_VERSION};
-    h.codec = pull ? (uint8_t)(PC_RT_PULL_DENSE + (rest[0] & 1)) : rest[0] % PC_CODEC_COUNT;
+    h.codec = pull ? (uint8_t)(PC_RT_PULL_DENSE + (rest[0] & 3)) : rest[0] % PC_CODEC_COUNT;
     h.flags = pc_wire_get_u16(rest + 1) & PC_WIRE_F_KNOWN;
     h.chunk = rest[3];
     h.n = 1 + pc_wire_get_u16(rest + 4) % MAX_N;

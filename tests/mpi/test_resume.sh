@@ -2,7 +2,8 @@
 # Checkpoint and resume, end to end under mpirun (pc-train on synthetic data):
 #  - kill -9 every rank mid-run after a checkpoint; --resume finishes the run and saves
 #    bitwise the model of an uninterrupted run (parameter servers, top-k, pipelined; and
-#    the dense allreduce baseline, whose workers hold the parameters);
+#    the dense allreduce baseline, whose workers hold the parameters; powersgd, whose
+#    workers hold the residual and Q);
 #  - SIGTERM to every rank: all stop at one iteration with exit status 143 after a final
 #    checkpoint, and --resume again gives the uninterrupted model (what a Slurm time limit
 #    or pre-emption does);
@@ -67,6 +68,8 @@ interrupted() {
 interrupted ps-topk KILL --compress topk:ratio=0.01 --compress-min-bytes 0
 interrupted allreduce KILL --mode allreduce --compress none
 interrupted ps-term TERM --compress dgc:ratio=0.01 --compress-min-bytes 0
+# powersgd: the residual and Q (the warm start) of every matrix come back from the file.
+interrupted ps-powersgd KILL --compress powersgd:rank=2,warmup=20
 
 # A corrupted newest checkpoint: reported, the previous one used, same final model.
 ck="$tmp/corrupt-ck"

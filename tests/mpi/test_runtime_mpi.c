@@ -3,6 +3,12 @@
  *       Workers hand over known gradients (tensor "b" in two ranges, through
  *       pc_worker_grad_ready_range); after every iteration each checks its parameters bit
  *       for bit against the mean computed here in the servers' order.
+ *   test_runtime_mpi lowrank [runtime flags]        (--compress powersgd:...)
+ *       As exact, with tensor "b" declared a 20 x 15 matrix (pc_worker_set_rows): every worker
+ *       also runs all W workers' powersgd steps here, in one process, through the codec's
+ *       rounds (fold, P_w, the sum in worker order, orthonormalisation, Q_w, Q = sum / W,
+ *       P^ Q^T, the residual) and checks its parameters bit for bit against them after
+ *       every iteration; the other tensors as exact.
  *   test_runtime_mpi destroy [runtime flags]
  *       As exact, but in the third iteration the workers hand over every gradient and then
  *       destroy the worker without iteration_end or finish (the compressor thread running,
@@ -19,6 +25,7 @@
 
 #include <mpi.h>
 
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pipecompress.h"
 #include "runtime/runtime_impl.h"
 
@@ -40,6 +47,120 @@ static float grad_value(int w, int t, size_t i, int it)
     return big + (float)(w + 1) * 0.125f - (float)t * 0.5f + (float)i * 0.001f * (float)(it + 1);
 }
 
+/* lowrank: the reference of matrix "b" (ROWS x n / ROWS, chunk LR_CHUNK: "a" is chunk 0) in
+ * one process: W codec states, the server's factor sums. */
+enum { ROWS = 20, LR_CHUNK = 1 };
+typedef struct lr_ref {
+    pc_codec_t *codec;
+    pc_codec_state_t **st; /* per worker */
+    float *g, *fac, *qagg, *agg;
+    double *work;
+    uint8_t *msg;
+    size_t n, cols, cap;
+    int W, rank;
+} lr_ref_t;
+
+static void lr_ref_init(lr_ref_t *r, const char *spec_text, uint64_t seed, int W, size_t n)
+{
+    pc_codec_spec_t spec;
+    char err[256];
+    if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK)
+        die("lowrank", err);
+    spec.seed = seed;
+    if (spec.id != PC_CODEC_POWERSGD || pc_codec_create(&spec, &r->codec) != PC_OK)
+        die("lowrank", "needs --compress powersgd:...");
+    r->W = W;
+    r->n = n;
+    r->rank = spec.rank;
+    r->cols = n / ROWS;
+    r->st = calloc((size_t)W, sizeof(*r->st));
+    for (int k = 0; k < W; k++)
+        if (pc_codec_state_create_matrix(r->codec, LR_CHUNK, ROWS, n, &r->st[k]) != PC_OK)
+            die("lowrank", "b is not a powersgd matrix at this rank");
+    r->cap = pc_codec_max_bytes(r->codec, n);
+    r->msg = malloc(r->cap);
+    r->g = malloc(sizeof(float) * n);
+    r->agg = malloc(sizeof(float) * n);
+    r->fac = malloc(sizeof(float) * ROWS * (size_t)r->rank);
+    r->qagg = malloc(sizeof(float) * r->cols * (size_t)r->rank);
+    r->work = malloc(sizeof(double) * pc_lowrank_work_doubles(ROWS, r->rank));
+}
+
+/* Add scale x worker k's message (just made in r->msg, len bytes) into sum. */
+static void lr_ref_add(lr_ref_t *r, size_t len, int it, int round, size_t entries, float scale,
+                       float *sum)
+{
+    char err[256];
+    pc_codec_expect_t want = {.chunk = LR_CHUNK,
+                              .n = (uint32_t)r->n,
+                              .iteration = (uint64_t)it,
+                              .round = round,
+                              .entries = (uint32_t)entries};
+    const pc_codec_t *dense_codec = r->codec; /* round 0: the warm-up's none message */
+    pc_codec_t *none = NULL;
+    if (round == 0) {
+        pc_codec_spec_t ns;
+        pc_codec_spec_parse("none", &ns, err, sizeof(err));
+        pc_codec_create(&ns, &none);
+        dense_codec = none;
+    }
+    if (pc_codec_decode_add(dense_codec, r->msg, len, &want, scale, sum, NULL, err, sizeof(err)) !=
+        PC_OK)
+        die("lowrank reference", err);
+    pc_codec_destroy(none);
+}
+
+/* One iteration of matrix b (tensor 1, elements off..off+n) for all W workers: the
+ * gradient each server step applies, into r->agg. */
+static void lr_ref_step(lr_ref_t *r, int it)
+{
+    size_t len, R = (size_t)r->rank;
+    bool warm = pc_codec_lowrank_warm(pc_codec_spec(r->codec), (uint64_t)it);
+    memset(warm ? r->agg : r->fac, 0, sizeof(float) * (warm ? r->n : ROWS * R));
+    for (int k = 0; k < r->W; k++) {
+        for (size_t i = 0; i < r->n; i++)
+            r->g[i] = grad_value(k, 1, i, it);
+        if (pc_codec_fold(r->codec, r->st[k], r->g) != PC_OK)
+            die("lowrank reference", "fold");
+        int rc =
+            warm ? pc_codec_lowrank_dense(r->codec, r->st[k], (uint64_t)it, r->msg, r->cap, &len)
+                 : pc_codec_lowrank_p(r->codec, r->st[k], (uint64_t)it, r->msg, r->cap, &len);
+        if (rc != PC_OK)
+            die("lowrank reference", "round 1");
+        lr_ref_add(r, len, it, warm ? 0 : 1, ROWS * R, warm ? 1.0f / (float)r->W : 1.0f,
+                   warm ? r->agg : r->fac);
+    }
+    if (warm)
+        return;
+    if (pc_lowrank_orthonormalise(r->fac, ROWS, r->rank, r->work) != PC_OK)
+        die("lowrank reference", "orthonormalise");
+    memset(r->qagg, 0, sizeof(float) * r->cols * R);
+    for (int k = 0; k < r->W; k++) {
+        memcpy(pc_codec_state_lowrank_phat(r->st[k]), r->fac, sizeof(float) * ROWS * R);
+        if (pc_codec_lowrank_q(r->codec, r->st[k], (uint64_t)it, r->msg, r->cap, &len) != PC_OK)
+            die("lowrank reference", "round 2");
+        lr_ref_add(r, len, it, 2, r->cols * R, 1.0f / (float)r->W, r->qagg);
+    }
+    pc_lowrank_expand(r->agg, ROWS, r->cols, r->fac, r->qagg, r->rank, 1.0f, 0.0f);
+    for (int k = 0; k < r->W; k++)
+        if (pc_codec_lowrank_finish(r->codec, r->st[k], r->qagg) != PC_OK)
+            die("lowrank reference", "finish");
+}
+
+static void lr_ref_free(lr_ref_t *r)
+{
+    for (int k = 0; k < r->W; k++)
+        pc_codec_state_destroy(r->st[k]);
+    free(r->st);
+    pc_codec_destroy(r->codec);
+    free(r->msg);
+    free(r->g);
+    free(r->agg);
+    free(r->fac);
+    free(r->qagg);
+    free(r->work);
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -47,7 +168,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2)
-        die("usage", "test_runtime_mpi exact|destroy|hostile [KIND] [flags]");
+        die("usage", "test_runtime_mpi exact|lowrank|destroy|hostile [KIND] [flags]");
     const char *mode = argv[1];
     int skip = strcmp(mode, "hostile") == 0 ? 3 : 2;
     if (argc < skip)
@@ -101,6 +222,9 @@ int main(int argc, char **argv)
     for (int t = 0; t < T; t++)
         if (reg(w, t == 0 ? "a" : t == 1 ? "b" : "c", p + off[t], gr + off[t], sizes[t]) < 0)
             die("register", pc_worker_error(w));
+    bool lowrank = strcmp(mode, "lowrank") == 0;
+    if (lowrank && pc_worker_set_rows(w, 1, ROWS) != PC_OK)
+        die("set_rows", pc_worker_error(w));
     if (cfg.device != PC_DEVICE_CPU && pc_worker_register(w, "host", p, gr, 1) != PC_ESTATE)
         die("register", "a host tensor was accepted with --device emulate");
     if (pc_worker_start(w) != PC_OK)
@@ -136,10 +260,14 @@ int main(int argc, char **argv)
         die("hostile", "the server accepted a malformed message");
     }
 
-    /* exact: known gradients, three iterations. */
+    /* exact: known gradients, three iterations (lowrank: four). */
     float lr = (float)cfg.lr;
+    lr_ref_t ref = {0};
+    if (lowrank)
+        lr_ref_init(&ref, cfg.compress, cfg.seed, W, sizes[1]);
+    int iters = lowrank ? 4 : 3;
     size_t order_sensitive = 0; /* means (element, iteration) that reverse order would change */
-    for (int it = 0; it < 3; it++) {
+    for (int it = 0; it < iters; it++) {
         for (int t = 0; t < T; t++) {
             if (pc_worker_param_wait(w, t) != PC_OK)
                 die("param_wait", pc_worker_error(w));
@@ -173,9 +301,16 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 0;
         }
-        /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD. */
+        /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD
+         * (lowrank: b's gradient is the reference's P^ Q^T, or its warm-up's mean). */
+        if (lowrank)
+            lr_ref_step(&ref, it);
         for (int t = 0; t < T; t++)
             for (size_t i = 0; i < sizes[t]; i++) {
+                if (lowrank && t == 1) {
+                    expect[off[t] + i] = expect[off[t] + i] - lr * (ref.agg[i] + 0.0f);
+                    continue;
+                }
                 float agg = 0, rev = 0;
                 for (int k = 0; k < W; k++)
                     agg += (1.0f / (float)W) * grad_value(k, t, i, it);
@@ -220,9 +355,15 @@ int main(int argc, char **argv)
     /* With 3 or more workers the inputs must make the summation order matter (for most of
      * the 3 * total means): otherwise a server that sums in another order than rank order
      * would pass unseen. */
-    if (W >= 3 && 2 * order_sensitive < 3 * total)
+    if (lowrank) {
+        lr_ref_free(&ref);
+        if (rank == 0)
+            printf("lowrank: %d workers, %d servers, %d iterations: parameters match the "
+                   "one-process powersgd reference bit for bit\n",
+                   W, pc_runtime_servers(rt), iters);
+    } else if (W >= 3 && 2 * order_sensitive < 3 * total)
         die("exact", "the test's gradients hardly make the summation order matter");
-    if (rank == 0)
+    if (rank == 0 && !lowrank)
         printf("exact: %d workers, %d servers: parameters match bit for bit (%zu of %zu means "
                "depend on the summation order)\n",
                W, pc_runtime_servers(rt), order_sensitive, 3 * total);

@@ -137,7 +137,7 @@ static void test_spec_parsing(void **state)
             fail_msg("'%s' rejected: %s", ok[i], err);
 
     expect_spec_error("topkk", "unknown compressor 'topkk' (none, fp16, topk, dgc, randomk, "
-                               "threshold, qsgd, terngrad, efsign)");
+                               "threshold, qsgd, terngrad, efsign, powersgd)");
     expect_spec_error("", "empty compressor spec");
     expect_spec_error(NULL, "empty compressor spec");
     expect_spec_error("topk:", "topk: ':' must be followed by options (key=value,...)");

@@ -230,7 +230,7 @@ static void test_plan_and_min_bytes(void **state)
     int tl[4] = {0, 0, 1, 1};
     size_t off = 0;
     for (int i = 0; i < 4; i++) {
-        t[i] = (pc_plan_tensor_t){sizes[i], p + off, g + off};
+        t[i] = (pc_plan_tensor_t){sizes[i], p + off, g + off, 0};
         off += sizes[i];
     }
     pc_cost_cfg_t cfg = base_cfg();
@@ -564,7 +564,7 @@ static void test_measure_codecs(void **state)
         ab[i] = (float)((i * 7919) % 1000 - 500) * 1e-4f;
     for (int i = 0; i < C; i++)
         cg[i] = (float)((i * 104729) % 777 - 388) * 1e-3f;
-    pc_plan_tensor_t t[3] = {{A, abp, ab}, {B, abp + A, ab + A}, {C, cp, cg}};
+    pc_plan_tensor_t t[3] = {{A, abp, ab, 0}, {B, abp + A, ab + A, 0}, {C, cp, cg, 0}};
     const size_t chunk_bytes = 4 * 16384, min_bytes = 4 * 12000;
     pc_plan_t *plan;
     assert_int_equal(pc_plan_create(t, 3, chunk_bytes / 4, 1, &plan), PC_OK);

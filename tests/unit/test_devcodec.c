@@ -475,6 +475,12 @@ static void test_create_errors(void **state)
     bad.id = PC_CODEC_COUNT;
     assert_int_equal(pc_devcodec_create(&bad, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
     assert_non_null(strstr(err, "field out of its range"));
+    /* powersgd: two rounds through the server, never a device codec, on either target. */
+    pc_codec_spec_t lr = parse("powersgd:rank=2", 1);
+    assert_int_equal(pc_devcodec_create(&lr, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "powersgd runs in two rounds"));
+    assert_int_equal(pc_devcodec_create(&lr, TARGET, &d, err, sizeof(err)), PC_EINVAL);
+    assert_null(d);
     /* ANY: device 0 where there is one, else the CPU. */
     assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_ANY, &d, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_devcodec_device(d), count > 0 ? 0 : PC_DEVCODEC_CPU);

@@ -22,7 +22,7 @@ static void test_split_and_group(void **state)
     pc_plan_tensor_t t[5];
     size_t off = 0;
     for (int i = 0; i < 5; i++) {
-        t[i] = (pc_plan_tensor_t){sizes[i], p + off, g + off};
+        t[i] = (pc_plan_tensor_t){sizes[i], p + off, g + off, 0};
         off += sizes[i];
     }
     pc_plan_t *plan;
@@ -63,14 +63,14 @@ static void test_not_adjacent_not_grouped(void **state)
 {
     (void)state;
     static float p1[8], g1[8], p2[8], g2[8];
-    pc_plan_tensor_t t[2] = {{8, p1, g1}, {8, p2, g2}};
+    pc_plan_tensor_t t[2] = {{8, p1, g1, 0}, {8, p2, g2, 0}};
     pc_plan_t *plan;
     assert_int_equal(pc_plan_create(t, 2, 1000, 1, &plan), PC_OK);
     assert_int_equal(plan->nchunks, 2);
     pc_plan_destroy(plan);
     /* Adjacent parameters but separate gradient buffers: not grouped either. */
     static float slab[16];
-    pc_plan_tensor_t u[2] = {{8, slab, g1}, {8, slab + 8, g2}};
+    pc_plan_tensor_t u[2] = {{8, slab, g1, 0}, {8, slab + 8, g2, 0}};
     assert_int_equal(pc_plan_create(u, 2, 1000, 1, &plan), PC_OK);
     assert_int_equal(plan->nchunks, 2);
     pc_plan_destroy(plan);
@@ -79,7 +79,7 @@ static void test_not_adjacent_not_grouped(void **state)
 static void test_near_equal_pieces_and_determinism(void **state)
 {
     (void)state;
-    pc_plan_tensor_t t[3] = {{1001, NULL, NULL}, {7, NULL, NULL}, {333, NULL, NULL}};
+    pc_plan_tensor_t t[3] = {{1001, NULL, NULL, 0}, {7, NULL, NULL, 0}, {333, NULL, NULL, 0}};
     pc_plan_t *a, *b;
     assert_int_equal(pc_plan_create(t, 3, 100, 3, &a), PC_OK);
     assert_int_equal(pc_plan_create(t, 3, 100, 3, &b), PC_OK);
@@ -107,14 +107,14 @@ static void test_near_equal_pieces_and_determinism(void **state)
 static void test_more_servers_than_chunks_and_errors(void **state)
 {
     (void)state;
-    pc_plan_tensor_t t[1] = {{10, NULL, NULL}};
+    pc_plan_tensor_t t[1] = {{10, NULL, NULL, 0}};
     pc_plan_t *plan = NULL;
     assert_int_equal(pc_plan_create(t, 1, 100, 4, &plan), PC_OK);
     assert_int_equal(plan->nchunks, 1);
     assert_int_equal(plan->chunks[0].server, 0);
     assert_int_equal(plan->server_elems[3], 0);
     pc_plan_destroy(plan);
-    pc_plan_tensor_t z[1] = {{0, NULL, NULL}};
+    pc_plan_tensor_t z[1] = {{0, NULL, NULL, 0}};
     plan = NULL;
     assert_int_equal(pc_plan_create(z, 1, 100, 1, &plan), PC_EINVAL);
     assert_int_equal(pc_plan_create(t, 0, 100, 1, &plan), PC_EINVAL);

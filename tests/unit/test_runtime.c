@@ -387,13 +387,13 @@ static void test_validator_bounds(void **state)
     pc_plan_chunk_t ch[2] = {{.id = 0, .n = 1, .server = 0},
                              {.id = 1, .n = PC_CODEC_MAX_N, .server = 2}};
     pc_plan_t plan = {.nchunks = 2, .nservers = 3, .chunks = ch};
-    uint8_t lb[16 + 2 * 8];
+    uint8_t lb[16 + 2 * 12];
     rt_layout_t l;
     pc_rt__layout_encode(lb, &plan, 0);
     assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 2, &l, err, sizeof(err)), PC_EFORMAT);
     assert_non_null(strstr(err, "bad chunk 1"));
-    pc_wire_put_u32(lb + 24, PC_CODEC_MAX_N + 1);
+    pc_wire_put_u32(lb + 28, PC_CODEC_MAX_N + 1);
     assert_int_equal(pc_rt__layout_parse(lb, sizeof(lb), 3, &l, err, sizeof(err)), PC_EFORMAT);
     assert_non_null(strstr(err, "bad chunk 1"));
     pc_wire_put_u32(lb + 4, PC_RT_MAX_CHUNKS);
@@ -408,29 +408,31 @@ static void test_validator_bounds(void **state)
 static void test_layout(void **state)
 {
     (void)state;
-    pc_plan_chunk_t chunks[3] = {{.id = 0, .n = 300, .server = 1},
+    pc_plan_chunk_t chunks[3] = {{.id = 0, .n = 300, .server = 1, .rows = 10},
                                  {.id = 1, .n = 42, .server = 0},
                                  {.id = 2, .n = 7, .server = 1}};
     pc_plan_t plan = {.nchunks = 3, .nservers = 2, .chunks = chunks};
     size_t len = pc_rt__layout_bytes(3);
-    assert_int_equal(len, 16 + 3 * 8);
-    uint8_t buf[16 + 3 * 8], bad[sizeof(buf)];
+    assert_int_equal(len, 16 + 3 * 12);
+    uint8_t buf[16 + 3 * 12], bad[sizeof(buf)];
     pc_rt__layout_encode(buf, &plan, 0x100000007ull);
-    const uint8_t head[16] = {'P', 'P', 'C', 'L', 3, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0};
+    const uint8_t head[16] = {'P', 'P', 'L', '2', 3, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0};
     assert_memory_equal(buf, head, 16);
     assert_int_equal(pc_wire_get_u32(buf + 16), 300);
     assert_int_equal(pc_wire_get_u32(buf + 20), 1);
+    assert_int_equal(pc_wire_get_u32(buf + 24), 10);
     rt_layout_t l;
     char err[256];
     assert_int_equal(pc_rt__layout_parse(buf, len, 2, &l, err, sizeof(err)), PC_OK);
     assert_int_equal(l.nchunks, 3);
     assert_true(l.resume == 0x100000007ull);
     for (uint32_t c = 0; c < 3; c++) {
-        uint32_t n;
+        uint32_t n, rows;
         int server;
-        pc_rt__layout_chunk(&l, c, &n, &server);
+        pc_rt__layout_chunk(&l, c, &n, &server, &rows);
         assert_int_equal(n, chunks[c].n);
         assert_int_equal(server, chunks[c].server);
+        assert_int_equal(rows, chunks[c].rows);
     }
     /* Rejections (one u32 rewritten) leave *out untouched. */
     struct {
@@ -441,13 +443,14 @@ static void test_layout(void **state)
     } cases[] = {
         {0, 0, 1, "server 1 of 1"},          /* a server the job does not have */
         {0, 0, 0, "server 1 of 0"},          /* no servers at all */
-        {0, 0x4c435051u, 2, "magic"},        /* magic */
-        {4, 4, 2, "expected 48"},            /* count and length disagree */
+        {0, 0x4c435050u, 2, "magic"},        /* the layout without rows ("PPCL") */
+        {4, 4, 2, "expected 64"},            /* count and length disagree */
         {4, 0xffffffffu, 2, "at most"},      /* more chunks than tags */
         {16, 0, 2, "bad chunk 0"},           /* an empty chunk */
-        {24, 0xfffffff1u, 2, "bad chunk 1"}, /* more than PC_CODEC_MAX_N elements */
-        {36, 2, 2, "bad chunk 2"},           /* server out of range */
-        {36, 0x80000001u, 2, "bad chunk 2"}, /* negative as an int: out of range too */
+        {24, 7, 2, "7 rows"},                /* rows that do not divide 300 */
+        {28, 0xfffffff1u, 2, "bad chunk 1"}, /* more than PC_CODEC_MAX_N elements */
+        {44, 2, 2, "bad chunk 2"},           /* server out of range */
+        {44, 0x80000001u, 2, "bad chunk 2"}, /* negative as an int: out of range too */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         memcpy(bad, buf, len);
@@ -461,7 +464,7 @@ static void test_layout(void **state)
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, cases[i].needle);
     }
     assert_int_equal(pc_rt__layout_parse(buf, len - 1, 2, &l, err, sizeof(err)), PC_EFORMAT);
-    assert_int_equal(pc_rt__layout_parse(buf, len + 8, 2, &l, err, sizeof(err)), PC_EFORMAT);
+    assert_int_equal(pc_rt__layout_parse(buf, len + 12, 2, &l, err, sizeof(err)), PC_EFORMAT);
     assert_int_equal(pc_rt__layout_parse(buf, 15, 2, &l, err, sizeof(err)), PC_EFORMAT);
     assert_string_equal(err, "layout of 15 bytes is shorter than its 16-byte head");
     /* An empty plan is a valid (if idle) layout. */
@@ -757,6 +760,143 @@ static void test_pull_bytes(void **state)
     assert_int_equal(pc_wire_get_u32(sb + PC_WIRE_HEADER_BYTES + 12), 0xbf800000u);
 }
 
+/* powersgd's two server messages: P^ (codec 0xF4, rows x rank floats) and a matrix's update
+ * (codec 0xF5: server time, Q, then the parameters), their bytes, round trips and every
+ * rejection, each leaving the receiver's buffers untouched. */
+static void test_lowrank_messages(void **state)
+{
+    (void)state;
+    enum { N = 12, QN = 6, E = 8 }; /* a 4 x 3 matrix at rank 2: P^ 4 x 2, Q 3 x 2 */
+    float phat[E], q[QN], p[N], outp[N], outq[QN], outf[E];
+    for (int i = 0; i < N; i++)
+        p[i] = (float)i - 5.5f;
+    for (int i = 0; i < E; i++)
+        phat[i] = 0.25f * (float)i;
+    for (int i = 0; i < QN; i++)
+        q[i] = -(float)i;
+    char err[256];
+    uint8_t buf[PC_WIRE_HEADER_BYTES + 8 + 4 * (N + QN)], bad[sizeof(buf)];
+
+    /* P^ */
+    size_t len = pc_rt__phat_encode(buf, 3, N, 0x100000009ull, phat, E);
+    assert_int_equal(len, pc_rt__phat_bytes(E));
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 4 * E);
+    assert_int_equal(buf[5], 0xF4);
+    assert_int_equal(pc_wire_get_u32(buf + 8), 3);                                  /* chunk */
+    assert_int_equal(pc_wire_get_u32(buf + 12), N);                                 /* n */
+    assert_true(pc_wire_get_u64(buf + 16) == 0x100000009ull);                       /* iteration */
+    assert_int_equal(pc_wire_get_u32(buf + 24), E);                                 /* entries */
+    assert_int_equal(pc_wire_get_u32(buf + 28), 4 * E);                             /* payload */
+    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 4), 0x3e800000u); /* 0.25f */
+    assert_int_equal(pc_rt__phat_apply(buf, len, 3, N, 0x100000009ull, outf, E, err, sizeof(err)),
+                     PC_OK);
+    assert_memory_equal(outf, phat, sizeof(phat));
+    struct {
+        size_t off;
+        uint32_t val;
+        const char *needle;
+    } pcases[] = {
+        {5, 0xF5, "P^ message (codec 245"},                    /* the update's codec */
+        {8, 4, "chunk 4"},                                     /* another chunk */
+        {12, N + 1, "n 13"},                                   /* another n */
+        {16, 8, "iteration 8"},                                /* another iteration */
+        {24, E - 1, "7 entries"},                              /* entries */
+        {32, 0x3f800000u, "expected 8"},                       /* scale 1.0 */
+        {PC_WIRE_HEADER_BYTES + 8, 0x7fc00000u, "not finite"}, /* a NaN */
+    };
+    for (size_t i = 0; i < sizeof(pcases) / sizeof(pcases[0]); i++) {
+        memcpy(bad, buf, len);
+        if (pcases[i].off == 5)
+            bad[5] = (uint8_t)pcases[i].val;
+        else if (pcases[i].off == 16)
+            pc_wire_put_u64(bad + 16, pcases[i].val);
+        else
+            pc_wire_put_u32(bad + pcases[i].off, pcases[i].val);
+        for (int j = 0; j < E; j++)
+            outf[j] = 7.0f;
+        err[0] = 0;
+        assert_int_equal(
+            pc_rt__phat_apply(bad, len, 3, N, 0x100000009ull, outf, E, err, sizeof(err)),
+            PC_EFORMAT);
+        for (int j = 0; j < E; j++)
+            assert_true(outf[j] == 7.0f);
+        if (!strstr(err, pcases[i].needle))
+            fail_msg("P^ case %zu: \"%s\" lacks \"%s\"", i, err, pcases[i].needle);
+    }
+    assert_int_equal(
+        pc_rt__phat_apply(buf, len - 1, 3, N, 0x100000009ull, outf, E, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_int_equal(
+        pc_rt__phat_apply(buf, len, 3, N, 0x100000009ull, outf, E - 2, err, sizeof(err)),
+        PC_EFORMAT); /* the receiver's rank differs */
+
+    /* The update */
+    len = pc_rt__pull_lowrank_encode(buf, 3, 9, p, N, q, QN, 123456);
+    assert_int_equal(len, pc_rt__pull_lowrank_bytes(N, QN));
+    assert_int_equal(len, sizeof(buf));
+    assert_int_equal(buf[5], 0xF5);
+    assert_int_equal(pc_wire_get_u32(buf + 24), N);                /* entries */
+    assert_int_equal(pc_wire_get_u32(buf + 28), 8 + 4 * (N + QN)); /* payload */
+    assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == 123456);
+    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8 + 4), 0xbf800000u); /* q[1] */
+    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8 + 4 * QN),
+                     0xc0b00000u); /* p[0] */
+    uint64_t sns = 0;
+    assert_int_equal(
+        pc_rt__pull_lowrank_apply(buf, len, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
+        PC_OK);
+    assert_memory_equal(outp, p, sizeof(p));
+    assert_memory_equal(outq, q, sizeof(q));
+    assert_true(sns == 123456);
+    struct {
+        size_t off;
+        uint64_t val;
+        const char *needle;
+    } ucases[] = {
+        {5, PC_RT_PULL_DENSE, "codec 242"}, /* a plain pull */
+        {8, 2, "chunk 2"},
+        {16, 10, "iteration 10"},
+        {6, 1, "flags 0x1"},
+        {28, 8 + 4 * N, "56 payload bytes"}, /* payload without Q */
+        {PC_WIRE_HEADER_BYTES, PC_RT_PULL_MAX_SERVER_NS + 1, "server time"},
+        {PC_WIRE_HEADER_BYTES + 8, 0x7f800000u, "not finite"}, /* Q's first: +inf */
+        {sizeof(buf) - 4, 0xff800000u, "not finite"},          /* the last parameter */
+    };
+    for (size_t i = 0; i < sizeof(ucases) / sizeof(ucases[0]); i++) {
+        memcpy(bad, buf, len);
+        if (ucases[i].off == 5)
+            bad[5] = (uint8_t)ucases[i].val;
+        else if (ucases[i].off == 6)
+            pc_wire_put_u16(bad + 6, (uint16_t)ucases[i].val);
+        else if (ucases[i].off == 16 || ucases[i].off == PC_WIRE_HEADER_BYTES)
+            pc_wire_put_u64(bad + ucases[i].off, ucases[i].val);
+        else
+            pc_wire_put_u32(bad + ucases[i].off, (uint32_t)ucases[i].val);
+        for (int j = 0; j < N; j++)
+            outp[j] = 7.0f;
+        for (int j = 0; j < QN; j++)
+            outq[j] = 7.0f;
+        sns = 77;
+        err[0] = 0;
+        assert_int_equal(
+            pc_rt__pull_lowrank_apply(bad, len, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
+            PC_EFORMAT);
+        for (int j = 0; j < N; j++)
+            assert_true(outp[j] == 7.0f);
+        for (int j = 0; j < QN; j++)
+            assert_true(outq[j] == 7.0f);
+        assert_true(sns == 77);
+        if (!strstr(err, ucases[i].needle))
+            fail_msg("update case %zu: \"%s\" lacks \"%s\"", i, err, ucases[i].needle);
+    }
+    assert_int_equal(
+        pc_rt__pull_lowrank_apply(buf, len, 3, 9, outp, N, outq, QN - 1, &sns, err, sizeof(err)),
+        PC_EFORMAT); /* another rank's Q */
+    assert_int_equal(
+        pc_rt__pull_lowrank_apply(buf, len + 4, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
+        PC_EFORMAT);
+}
+
 /* The chunk queue: forward order pops the lowest id queued (a front layer overtakes back
  * layers queued before it), fifo the oldest; random interleavings of pushes and pops
  * against a reference (a sorted set, a list). */
@@ -965,6 +1105,7 @@ int main(void)
         cmocka_unit_test(test_pull_rejections),
         cmocka_unit_test(test_validator_bounds),
         cmocka_unit_test(test_pull_bytes),
+        cmocka_unit_test(test_lowrank_messages),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_grad),

@@ -1,0 +1,239 @@
+/* codec_lowrank: powersgd, the two-round codec (pc_codec.h, "PowerSGD"): its factor
+ * messages (the ops table) and the worker's steps of a matrix chunk. The numerics are
+ * pc_lowrank's. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
+
+/* ---- the factor messages -------------------------------------------------------------- */
+
+/* A factor has rows x rank or cols x rank floats, under n when the matrix fits
+ * (pc_codec_lowrank_fits: n >= (rows + cols) x rank). */
+static size_t lr_max_payload(const pc_codec_t *c, size_t n)
+{
+    (void)c;
+    return 4 * n;
+}
+
+/* pc_codec_compress has no single message to make: the rounds are the functions below. */
+static int lr_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, pc_wire_header_t *h,
+                       uint8_t *payload, size_t cap)
+{
+    (void)c, (void)st, (void)grad, (void)h, (void)payload, (void)cap;
+    return PC_EINVAL;
+}
+
+/* pc_codec__check has checked the round's flag and entries against the receiver's
+ * expectation; here: the bytes. */
+static int lr_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                       char *err, size_t errlen)
+{
+    (void)c;
+    uint32_t bits;
+    memcpy(&bits, &h->scale, sizeof(bits));
+    if (h->entries > h->n || h->payload != 4 * (size_t)h->entries || bits != 0)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: powersgd factor of %u entries in %u bytes (scale %g)",
+                            h->chunk, h->entries, h->payload, (double)h->scale);
+    for (uint32_t i = 0; i < h->entries; i++)
+        if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: factor value %u is not finite", h->chunk, i);
+    return PC_OK;
+}
+
+/* dense is the factor's sum (h->entries floats), not the chunk. */
+static int lr_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
+                    float scale, float *dense)
+{
+    (void)c;
+    for (uint32_t i = 0; i < h->entries; i++) {
+        uint32_t u = pc_wire_get_u32(payload + 4 * (size_t)i);
+        float f;
+        memcpy(&f, &u, sizeof(f));
+        dense[i] += scale * f;
+    }
+    return PC_OK;
+}
+
+const codec_ops_t pc_codec_ops_powersgd = {.max_payload = lr_max_payload,
+                                           .compress = lr_compress,
+                                           .validate = lr_validate,
+                                           .apply = lr_apply};
+
+/* ---- matrix states ------------------------------------------------------------------- */
+
+bool pc_codec_lowrank_fits(const pc_codec_spec_t *s, size_t rows, size_t n)
+{
+    if (!s || s->id != PC_CODEC_POWERSGD || rows < 2 || n % rows != 0 || n / rows < 2)
+        return false;
+    size_t cols = n / rows, r = (size_t)s->rank;
+    if (r > rows || r > cols)
+        return false;
+    return (double)n >= s->min_gain * (double)(rows + cols) * (double)r;
+}
+
+bool pc_codec_lowrank_warm(const pc_codec_spec_t *s, uint64_t steps)
+{
+    return s->warmup > 0 && steps < (uint64_t)s->warmup;
+}
+
+int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size_t rows)
+{
+    size_t r = (size_t)c->spec.rank;
+    st->rows = rows;
+    st->cols = st->n / rows;
+    st->q = malloc(sizeof(float) * st->cols * r);
+    st->phat = calloc(rows * r, sizeof(float));
+    double *work = malloc(sizeof(double) * pc_lowrank_work_doubles(st->cols, c->spec.rank));
+    if (!st->q || !st->phat || !work) {
+        free(work);
+        return PC_ENOMEM; /* the caller destroys st, q and phat with it */
+    }
+    /* Stream: the chunk, so that every worker starts every matrix from the same Q; its
+     * columns orthonormal, as torch's hook starts. Normal draws are finite. */
+    pc_lowrank_init(st->q, st->cols, c->spec.rank, c->spec.seed, st->chunk);
+    pc_lowrank_orthonormalise(st->q, st->cols, c->spec.rank, work);
+    free(work);
+    return PC_OK;
+}
+
+size_t pc_codec_state_rows(const pc_codec_state_t *st)
+{
+    return st->rows;
+}
+
+float *pc_codec_state_lowrank_q(pc_codec_state_t *st)
+{
+    return st->q;
+}
+
+float *pc_codec_state_lowrank_phat(pc_codec_state_t *st)
+{
+    return st->phat;
+}
+
+/* ---- the rounds ---------------------------------------------------------------------- */
+
+/* A factor message of `entries` floats f, for round `round`, into out. */
+static void factor_message(pc_codec_t *c, const pc_codec_state_t *st, int round,
+                           uint64_t iteration, const float *f, size_t entries, uint8_t *out,
+                           size_t *len)
+{
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = PC_CODEC_POWERSGD,
+                          .flags = round == 2 ? PC_WIRE_F_ROUND2 : 0,
+                          .chunk = st->chunk,
+                          .n = (uint32_t)st->n,
+                          .iteration = iteration,
+                          .entries = (uint32_t)entries,
+                          .payload = (uint32_t)(4 * entries)};
+    pc_wire_header_write(&h, out);
+    pc_wire_put_f32s(out + PC_WIRE_HEADER_BYTES, f, entries);
+    *len = PC_WIRE_HEADER_BYTES + 4 * entries;
+    c->stats.messages++;
+    c->stats.entries += entries;
+    c->stats.bytes += *len;
+}
+
+/* The checks every round shares: a matrix state of this codec, room for the message, the
+ * fold's outcome, the round before this one done. */
+static int round_ok(const pc_codec_t *c, const pc_codec_state_t *st, int round, size_t cap)
+{
+    if (!c || !st || c->spec.id != PC_CODEC_POWERSGD || !st->q ||
+        cap < PC_WIRE_HEADER_BYTES + lr_max_payload(c, st->n))
+        return PC_EINVAL;
+    if (st->folded == PC_CODEC_FOLD_NONFINITE)
+        return PC_ERANGE;
+    if (st->folded != PC_CODEC_FOLD_OK || st->round != round - 1)
+        return PC_EINVAL;
+    return PC_OK;
+}
+
+int pc_codec_lowrank_p(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                       size_t cap, size_t *len)
+{
+    int rc = round_ok(c, st, 1, cap);
+    if (rc != PC_OK || !out || !len)
+        return rc != PC_OK ? rc : PC_EINVAL;
+    size_t r = (size_t)c->spec.rank;
+    /* P_w goes straight into the message's payload area through phat (rows x rank), which
+     * round 2 overwrites with the server's P^ anyway. */
+    rc = pc_lowrank_project(pc_codec__source(c, st, NULL), st->rows, st->cols, st->q, c->spec.rank,
+                            st->phat);
+    if (rc != PC_OK)
+        return rc;
+    factor_message(c, st, 1, iteration, st->phat, st->rows * r, out, len);
+    st->round = 1;
+    return PC_OK;
+}
+
+int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                       size_t cap, size_t *len)
+{
+    int rc = round_ok(c, st, 2, cap);
+    if (rc != PC_OK || !out || !len)
+        return rc != PC_OK ? rc : PC_EINVAL;
+    size_t r = (size_t)c->spec.rank;
+    /* Q_w into the codec's scratch: Q itself is the warm start until finish. */
+    if ((rc = pc_codec__reserve_tmp(c, st->cols * r)) != PC_OK)
+        return rc;
+    rc = pc_lowrank_backproject(pc_codec__source(c, st, NULL), st->rows, st->cols, st->phat,
+                                c->spec.rank, c->tmp);
+    if (rc != PC_OK)
+        return rc;
+    factor_message(c, st, 2, iteration, c->tmp, st->cols * r, out, len);
+    st->round = 2;
+    return PC_OK;
+}
+
+int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg)
+{
+    if (!c || !st || !q_agg || c->spec.id != PC_CODEC_POWERSGD || !st->q || st->round != 2)
+        return PC_EINVAL;
+    size_t r = (size_t)c->spec.rank;
+    memcpy(st->q, q_agg, sizeof(float) * st->cols * r);
+    if (st->residual)
+        pc_lowrank_expand(st->residual, st->rows, st->cols, st->phat, st->q, c->spec.rank, -1.0f,
+                          1.0f);
+    st->round = 0;
+    st->steps++;
+    st->folded = PC_CODEC_FOLD_NONE;
+    return PC_OK;
+}
+
+int pc_codec_lowrank_dense(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
+                           size_t cap, size_t *len)
+{
+    int rc = round_ok(c, st, 1, cap);
+    if (rc != PC_OK || !out || !len)
+        return rc != PC_OK ? rc : PC_EINVAL;
+    const float *m = pc_codec__source(c, st, NULL);
+    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
+                          .version = PC_WIRE_VERSION,
+                          .codec = PC_CODEC_NONE,
+                          .chunk = st->chunk,
+                          .n = (uint32_t)st->n,
+                          .iteration = iteration,
+                          .entries = (uint32_t)st->n,
+                          .payload = (uint32_t)(4 * st->n)};
+    uint8_t *msg = out;
+    pc_wire_header_write(&h, msg);
+    pc_wire_put_f32s(msg + PC_WIRE_HEADER_BYTES, m, st->n);
+    *len = PC_WIRE_HEADER_BYTES + 4 * st->n;
+    if (st->residual) /* sent whole: nothing is left over */
+        memset(st->residual, 0, sizeof(float) * st->n);
+    st->steps++;
+    st->folded = PC_CODEC_FOLD_NONE;
+    c->stats.messages++;
+    c->stats.entries += st->n;
+    c->stats.bytes += *len;
+    return PC_OK;
+}

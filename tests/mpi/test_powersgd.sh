@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# --compress powersgd under mpirun (every mpirun under a timeout):
+#  - exact aggregation: 1 to 4 workers, 1 and 2 servers, pipelined and inline, against a
+#    one-process reference of the two rounds (tests/mpi/test_runtime_mpi lowrank: the
+#    workers' parameters bit for bit after each of 4 iterations, the first a warm-up);
+#  - the same seed and flags give bitwise the same model whatever the schedule: pc-train
+#    mlp and cnn (synthetic) with --pipeline on == off, --priority forward == fifo, 1 server
+#    == 2 servers, --device emulate --compress-on cpu == cpu;
+#  - the matrices travel as factors: bytes per iteration far below the dense run's;
+#  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2) within 0.5 points of dense
+#    (--compress none), where Debian's dataset-fashion-mnist is installed;
+#  - refusals in one line: rank out of range, min-rank-gain below 1, the GPU codec path.
+set -uo pipefail
+. "$(dirname "$0")/../harness.sh"
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
+train="$PC_BUILDDIR/apps/pc-train"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Exact aggregation against the one-process reference.
+for args in "-np 2 --servers 1" "-np 3 --servers 1" "-np 3 --servers 2" "-np 4 --servers 1" \
+            "-np 6 --servers 2"; do
+    np=$(awk '{print $2}' <<<"$args"); flags=${args#-np $np }
+    for pipe in on off; do
+        # shellcheck disable=SC2086
+        if out=$("$run" -t 60 -np "$np" "$mpi" lowrank $flags --pipeline "$pipe" \
+                 --compress powersgd:rank=2,warmup=1 --compress-min-bytes 0 --momentum 0 \
+                 --lr 0.5 2>&1) && grep -q 'match the one-process powersgd reference' <<<"$out"; then
+            ok "powersgd exact, np $np $flags --pipeline $pipe"
+        else
+            bad "powersgd exact, np $np $flags --pipeline $pipe"; echo "$out" | tail -5
+        fi
+    done
+done
+
+# Bitwise the same model whatever the schedule.
+# same NAME NP "FLAGS A" "FLAGS B" FLAGS...: the two runs save the same model. NP: both
+# runs' ranks, or A/B (one server more takes one rank more: the workers stay the same).
+same() {
+    local name=$1 npa=${2%/*} npb=${2#*/} a=$3 b=$4; shift 4
+    # shellcheck disable=SC2086
+    "$run" -t 180 -np "$npa" "$train" "$@" $a --save-model "$tmp/a.pcm" >"$tmp/a.log" 2>&1 \
+        && "$run" -t 180 -np "$npb" "$train" "$@" $b --save-model "$tmp/b.pcm" >"$tmp/b.log" 2>&1 \
+        && cmp -s "$tmp/a.pcm" "$tmp/b.pcm" && ok "$name: $a == $b" \
+        || { bad "$name: $a != $b"; tail -n 3 "$tmp/a.log" "$tmp/b.log"; }
+}
+mlp=(--data synthetic --synthetic-samples 2000 --model mlp --batch 16 --iters 40
+     --compress powersgd:rank=2,warmup=5)
+same "mlp" 3 "--pipeline on" "--pipeline off" "${mlp[@]}"
+same "mlp" 3 "--priority forward" "--priority fifo" "${mlp[@]}"
+same "mlp, 3 workers" 4/5 "--servers 1" "--servers 2" "${mlp[@]}"
+same "mlp, 3 workers, 2 servers" 5 "--pipeline on --servers 2" "--pipeline off --servers 2" "${mlp[@]}"
+same "mlp" 3 "--device cpu" "--device emulate --compress-on cpu" "${mlp[@]}"
+cnn=(--data synthetic --synthetic-samples 400 --model cnn --batch 8 --iters 6
+     --compress powersgd:rank=1,warmup=2)
+same "cnn" 3 "--pipeline on" "--pipeline off" "${cnn[@]}"
+same "cnn" 3/4 "--pipeline on --servers 1" "--pipeline off --servers 2" "${cnn[@]}"
+
+# The factors are what travels: the mlp's matrices (784 x 256, 256 x 128, 128 x 10 under
+# the 64 KiB --compress-min-bytes) at rank 2 against dense. The progress line's KB/iter.
+kb() { grep 'KB/iter sent' "$1" | tail -n 1 | grep -o '[0-9.]* KB/iter' | awk '{print $1}'; }
+for c in none powersgd:rank=2; do
+    "$run" -t 120 -np 3 "$train" --data synthetic --synthetic-samples 4000 --model mlp --batch 16 \
+        --iters 100 --compress "$c" >"$tmp/bytes-${c%%:*}.log" 2>&1 \
+        || { bad "mlp --compress $c"; tail -n 3 "$tmp/bytes-${c%%:*}.log"; }
+done
+dense=$(kb "$tmp/bytes-none.log"); low=$(kb "$tmp/bytes-powersgd.log")
+if awk -v d="$dense" -v l="$low" 'BEGIN { exit !(d > 0 && l > 0 && l * 20 < d) }'; then
+    ok "bytes per iteration: powersgd rank 2 $low KB, dense $dense KB"
+else
+    bad "bytes per iteration: powersgd rank 2 '$low' KB against dense '$dense' KB (want < 1/20)"
+fi
+
+# Accuracy on Fashion-MNIST, where it is installed.
+fm=/usr/share/datasets/fashion-mnist
+if [ -d "$fm" ]; then
+    for c in none powersgd:rank=2; do
+        "$run" -t 300 -np 3 "$train" --data "$fm" --model mlp --epochs 2 --compress "$c" \
+            >"$tmp/acc-${c%%:*}.log" 2>&1 || { bad "mlp on Fashion-MNIST, --compress $c"; tail -n 3 "$tmp/acc-${c%%:*}.log"; }
+    done
+    acc() { grep -o 'final test accuracy [0-9.]*' "$1" | awk '{print $4}'; }
+    a0=$(acc "$tmp/acc-none.log"); a1=$(acc "$tmp/acc-powersgd.log")
+    if awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(a > 0 && b > 0 && b >= a - 0.5) }'; then
+        ok "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 $a1%, dense $a0%"
+    else
+        bad "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 '$a1'% more than 0.5 points under dense '$a0'%"
+    fi
+else
+    echo "note: $fm missing (Debian package dataset-fashion-mnist): accuracy not checked"
+fi
+
+# Refusals: one line, non-zero, before any training.
+refuse() { # WANT FLAGS...
+    local want=$1 out; shift
+    if out=$("$run" -t 60 -np 3 "$train" --data synthetic --synthetic-samples 200 --iters 2 "$@" 2>&1); then
+        bad "accepted: $*"
+    elif grep -qF "$want" <<<"$out"; then
+        ok "refused: $* ($want)"
+    else
+        bad "refused without '$want': $*"; echo "$out" | head -n 3
+    fi
+}
+refuse "powersgd: rank=9 is out of range [1, 8]" --compress powersgd:rank=9
+refuse "powersgd: rank=0 is out of range [1, 8]" --compress powersgd:rank=0
+refuse "powersgd: min-rank-gain=0.5 is out of range [1, 1e9]" --compress powersgd:min-rank-gain=0.5
+refuse "has no device codec" --compress powersgd --device emulate
+pc_done

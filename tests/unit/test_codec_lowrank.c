@@ -1,0 +1,293 @@
+/* test_codec_lowrank: the powersgd codec (src/codec/codec_lowrank.c): its spec, which chunks
+ * are matrices, one worker's two rounds against the products done by hand (P_w = M Q,
+ * Q_w = M^T P^, residual = M - P^ Q^T), a rank-r matrix passed whole, the warm-up's dense
+ * step, the order of the rounds, non-finite gradients, and the receiver's checks of the
+ * factor messages. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
+#include "pipecompress/pc_philox.h"
+
+static float *rand_floats(size_t n, uint64_t seed)
+{
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    pc_philox_t g;
+    pc_philox_init(&g, seed, 7, 0);
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2.0f * pc_philox_uniform(pc_philox_next(&g)) - 1.0f;
+    return x;
+}
+
+static pc_codec_t *make(const char *text, pc_codec_spec_t *spec)
+{
+    char err[256];
+    assert_int_equal(pc_codec_spec_parse(text, spec, err, sizeof(err)), PC_OK);
+    spec->seed = 42;
+    pc_codec_t *c;
+    assert_int_equal(pc_codec_create(spec, &c), PC_OK);
+    return c;
+}
+
+/* The factor of a message: its header checked by the receiver's rules. */
+static void read_factor(const pc_codec_t *c, const uint8_t *msg, size_t len, int round,
+                        uint32_t chunk, uint32_t n, uint32_t entries, float *out)
+{
+    pc_codec_expect_t want = {.chunk = chunk, .n = n, .iteration = 3, .round = round,
+                              .entries = entries};
+    memset(out, 0, sizeof(float) * entries);
+    char err[256] = "";
+    assert_int_equal(pc_codec_decode_add(c, msg, len, &want, 1.0f, out, NULL, err, sizeof(err)),
+                     PC_OK);
+}
+
+static void test_spec(void **state)
+{
+    (void)state;
+    pc_codec_spec_t s;
+    char err[256], buf[256];
+    assert_int_equal(pc_codec_spec_parse("powersgd", &s, err, sizeof(err)), PC_OK);
+    assert_int_equal(s.id, PC_CODEC_POWERSGD);
+    assert_int_equal(s.rank, 1);
+    assert_true(s.ef);
+    assert_int_equal(s.warmup, 0);
+    assert_true(s.min_gain == 2.0);
+    assert_int_equal(
+        pc_codec_spec_parse("powersgd:rank=4,warmup=10,ef=off,min-rank-gain=3", &s, err, 256),
+        PC_OK);
+    assert_int_equal(s.rank, 4);
+    assert_int_equal(s.warmup, 10);
+    assert_false(s.ef);
+    assert_true(s.min_gain == 3.0);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "powersgd:rank=4,warmup=10,ef=off,min-rank-gain=3");
+    pc_codec_spec_t t;
+    assert_int_equal(pc_codec_spec_parse(buf, &t, err, sizeof(err)), PC_OK);
+    assert_int_equal(t.rank, 4);
+    const char *bad[] = {"powersgd:rank=0", "powersgd:rank=9", "powersgd:rank=x",
+                         "powersgd:min-rank-gain=0.5", "powersgd:ratio=0.1", "powersgd:ef=maybe"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        assert_int_equal(pc_codec_spec_parse(bad[i], &s, err, sizeof(err)), PC_EUSAGE);
+        assert_non_null(strstr(err, "powersgd"));
+    }
+    assert_int_equal(pc_codec_spec_parse("topk:rank=2", &s, err, sizeof(err)), PC_EUSAGE);
+}
+
+static void test_fits(void **state)
+{
+    (void)state;
+    pc_codec_spec_t s;
+    pc_codec_t *c = make("powersgd:rank=2", &s);
+    assert_true(pc_codec_lowrank_fits(&s, 64, 64 * 64));
+    assert_false(pc_codec_lowrank_fits(&s, 1, 4096));      /* a vector */
+    assert_false(pc_codec_lowrank_fits(&s, 64, 64 * 64 + 1)); /* rows do not divide n */
+    assert_false(pc_codec_lowrank_fits(&s, 4, 8));          /* (4 + 2) x 2 x 2 > 8 */
+    s.min_gain = 1.0;
+    assert_false(pc_codec_lowrank_fits(&s, 4, 4)); /* 2 x 2 at rank 2 gains nothing */
+    s.rank = 8;
+    assert_false(pc_codec_lowrank_fits(&s, 4, 400)); /* rank above the rows */
+    pc_codec_spec_t topk;
+    assert_int_equal(pc_codec_spec_parse("topk", &topk, NULL, 0), PC_OK);
+    assert_false(pc_codec_lowrank_fits(&topk, 64, 4096));
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create_matrix(c, 0, 4, 8, &st), PC_EINVAL);
+    assert_int_equal(pc_codec_state_create_matrix(c, 0, 64, 4096, &st), PC_OK);
+    assert_int_equal(pc_codec_state_rows(st), 64);
+    uint8_t out[64];
+    size_t len;
+    assert_int_equal(pc_codec_compress(c, st, rand_floats(1, 1), 0, out, sizeof(out), &len),
+                     PC_EINVAL);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+}
+
+/* One worker's step by hand in double: P = M Q, P^ from the module's Gram-Schmidt,
+ * Q_w = M^T P^, residual = M - P^ Q_w^T. */
+static void test_rounds(void **state)
+{
+    (void)state;
+    const size_t rows = 24, cols = 20, n = rows * cols;
+    const int r = 2;
+    pc_codec_spec_t s;
+    pc_codec_t *c = make("powersgd:rank=2", &s);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create_matrix(c, 5, rows, n, &st), PC_OK);
+    float q0[20 * 2];
+    memcpy(q0, pc_codec_state_lowrank_q(st), sizeof(q0));
+    /* Q starts orthonormal. */
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b < r; b++) {
+            double d = 0;
+            for (size_t j = 0; j < cols; j++)
+                d += (double)q0[j * r + a] * q0[j * r + b];
+            assert_true(fabs(d - (a == b)) < 1e-5);
+        }
+    float *g = rand_floats(n, 3);
+    size_t cap = pc_codec_max_bytes(c, n), len;
+    uint8_t *msg = malloc(cap);
+    assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_EINVAL); /* not folded */
+    assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
+    assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_EINVAL); /* round 1 first */
+    assert_int_equal(pc_codec_lowrank_p(c, st, 3, msg, cap, &len), PC_OK);
+    assert_int_equal(len, 40 + 4 * rows * r);
+    float p[24 * 2];
+    read_factor(c, msg, len, 1, 5, (uint32_t)n, (uint32_t)(rows * r), p);
+    for (size_t i = 0; i < rows; i++)
+        for (int k = 0; k < r; k++) {
+            double want = 0;
+            for (size_t j = 0; j < cols; j++)
+                want += (double)g[i * cols + j] * q0[j * r + k];
+            assert_true(fabs(p[i * r + k] - want) < 1e-4);
+        }
+    /* The receiver's checks: wrong round, wrong entries, no round. */
+    pc_codec_expect_t want = {.chunk = 5, .n = (uint32_t)n, .iteration = 3, .round = 2,
+                              .entries = (uint32_t)(cols * r)};
+    char err[256];
+    assert_int_equal(pc_codec_validate(c, msg, len, &want, NULL, err, sizeof(err)), PC_EFORMAT);
+    want.round = 1;
+    want.entries = 7;
+    assert_int_equal(pc_codec_validate(c, msg, len, &want, NULL, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "round-1 factor"));
+    want.round = 0;
+    want.entries = (uint32_t)(rows * r);
+    assert_int_equal(pc_codec_validate(c, msg, len, &want, NULL, err, sizeof(err)), PC_EFORMAT);
+    want.round = 1;
+    msg[len - 1] = 0x7f, msg[len - 2] = 0x80; /* the last value becomes +inf */
+    msg[len - 3] = 0, msg[len - 4] = 0;
+    assert_int_equal(pc_codec_validate(c, msg, len, &want, NULL, err, sizeof(err)), PC_EFORMAT);
+    assert_non_null(strstr(err, "not finite"));
+    /* The server: P^ = orth(P) (one worker). */
+    double work[24 * 2];
+    assert_int_equal(pc_lowrank_orthonormalise(p, rows, r, work), PC_OK);
+    memcpy(pc_codec_state_lowrank_phat(st), p, sizeof(p));
+    assert_int_equal(pc_codec_lowrank_finish(c, st, q0), PC_EINVAL); /* round 2 first */
+    assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_OK);
+    float qw[20 * 2];
+    read_factor(c, msg, len, 2, 5, (uint32_t)n, (uint32_t)(cols * r), qw);
+    for (size_t j = 0; j < cols; j++)
+        for (int k = 0; k < r; k++) {
+            double w2 = 0;
+            for (size_t i = 0; i < rows; i++)
+                w2 += (double)g[i * cols + j] * p[i * r + k];
+            assert_true(fabs(qw[j * r + k] - w2) < 1e-4);
+        }
+    assert_int_equal(pc_codec_lowrank_finish(c, st, qw), PC_OK);
+    /* Error feedback: M = P^ Q^T + residual, and Q is the aggregate now. */
+    const float *res = pc_codec_state_residual(st);
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) {
+            double a = 0;
+            for (int k = 0; k < r; k++)
+                a += (double)p[i * r + k] * qw[j * r + k];
+            assert_true(fabs(a + res[i * cols + j] - g[i * cols + j]) < 1e-5);
+        }
+    assert_memory_equal(pc_codec_state_lowrank_q(st), qw, sizeof(qw));
+    assert_int_equal(pc_codec_state_steps(st), 1);
+    free(g);
+    free(msg);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+}
+
+/* A matrix of rank 1 at rank 1 passes whole in one step: the residual is (float) zero. */
+static void test_rank_one_whole(void **state)
+{
+    (void)state;
+    const size_t rows = 16, cols = 12, n = rows * cols;
+    pc_codec_spec_t s;
+    pc_codec_t *c = make("powersgd:rank=1", &s);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create_matrix(c, 0, rows, n, &st), PC_OK);
+    float *u = rand_floats(rows, 8), *v = rand_floats(cols, 9), *m = malloc(n * sizeof(float));
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++)
+            m[i * cols + j] = u[i] * v[j];
+    size_t cap = pc_codec_max_bytes(c, n), len;
+    uint8_t *msg = malloc(cap);
+    float p[16], q[12];
+    double work[16];
+    assert_int_equal(pc_codec_fold(c, st, m), PC_OK);
+    assert_int_equal(pc_codec_lowrank_p(c, st, 3, msg, cap, &len), PC_OK);
+    read_factor(c, msg, len, 1, 0, (uint32_t)n, rows, p);
+    assert_int_equal(pc_lowrank_orthonormalise(p, rows, 1, work), PC_OK);
+    memcpy(pc_codec_state_lowrank_phat(st), p, sizeof(p));
+    assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_OK);
+    read_factor(c, msg, len, 2, 0, (uint32_t)n, cols, q);
+    assert_int_equal(pc_codec_lowrank_finish(c, st, q), PC_OK);
+    const float *res = pc_codec_state_residual(st);
+    for (size_t i = 0; i < n; i++)
+        assert_true(fabsf(res[i]) < 1e-5f);
+    free(u), free(v), free(m), free(msg);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+}
+
+/* Warm-up: the first steps send M dense (a message of codec none) and leave no residual;
+ * Q is the same on every state of one chunk and seed, another for another chunk. */
+static void test_warmup_and_seeds(void **state)
+{
+    (void)state;
+    const size_t rows = 8, cols = 8, n = 64;
+    pc_codec_spec_t s;
+    pc_codec_t *c = make("powersgd:rank=1,warmup=2", &s);
+    assert_true(pc_codec_lowrank_warm(&s, 0));
+    assert_true(pc_codec_lowrank_warm(&s, 1));
+    assert_false(pc_codec_lowrank_warm(&s, 2));
+    pc_codec_state_t *st, *twin, *other;
+    assert_int_equal(pc_codec_state_create_matrix(c, 1, rows, n, &st), PC_OK);
+    assert_int_equal(pc_codec_state_create_matrix(c, 1, rows, n, &twin), PC_OK);
+    assert_int_equal(pc_codec_state_create_matrix(c, 2, rows, n, &other), PC_OK);
+    assert_memory_equal(pc_codec_state_lowrank_q(st), pc_codec_state_lowrank_q(twin),
+                        cols * sizeof(float));
+    assert_memory_not_equal(pc_codec_state_lowrank_q(st), pc_codec_state_lowrank_q(other),
+                            cols * sizeof(float));
+    float *g = rand_floats(n, 4), dense[64] = {0};
+    size_t cap = pc_codec_max_bytes(c, n), len;
+    uint8_t *msg = malloc(cap);
+    assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
+    assert_int_equal(pc_codec_lowrank_dense(c, st, 0, msg, cap, &len), PC_OK);
+    pc_codec_spec_t none_spec;
+    pc_codec_t *none;
+    assert_int_equal(pc_codec_spec_parse("none", &none_spec, NULL, 0), PC_OK);
+    assert_int_equal(pc_codec_create(&none_spec, &none), PC_OK);
+    pc_codec_expect_t want = {.chunk = 1, .n = (uint32_t)n, .iteration = 0};
+    char err[256];
+    assert_int_equal(pc_codec_decode_add(none, msg, len, &want, 1.0f, dense, NULL, err, 256), PC_OK);
+    assert_memory_equal(dense, g, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        assert_true(pc_codec_state_residual(st)[i] == 0.0f);
+    assert_int_equal(pc_codec_state_steps(st), 1);
+    /* Non-finite: the fold says so, and so does round 1 after it. */
+    g[5] = NAN;
+    assert_int_equal(pc_codec_fold(c, st, g), PC_ERANGE);
+    assert_int_equal(pc_codec_lowrank_p(c, st, 1, msg, cap, &len), PC_ERANGE);
+    free(g), free(msg);
+    pc_codec_destroy(none);
+    pc_codec_state_destroy(st);
+    pc_codec_state_destroy(twin);
+    pc_codec_state_destroy(other);
+    pc_codec_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec),
+        cmocka_unit_test(test_fits),
+        cmocka_unit_test(test_rounds),
+        cmocka_unit_test(test_rank_one_whole),
+        cmocka_unit_test(test_warmup_and_seeds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
