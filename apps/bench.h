@@ -17,6 +17,10 @@
 
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit status. */
 int bench_compress_main(int argc, char **argv);
+/* pc-bench compress's powersgd section (bench_lowrank.c): matrices "RxC,..." at ranks 1, 2
+ * and 4, reps repetitions each; a table on stdout. 0, BENCH_EXIT_USAGE (a bad list or a
+ * matrix the rank does not fit), BENCH_EXIT_FAIL. */
+int bench_lowrank_cpu(const char *matrices, int reps);
 int bench_handoff_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);

@@ -6,7 +6,9 @@
  * For each codec, size and ratio: median compress and decompress-add times over --reps,
  * elements per second, message bytes and compression ratio. The headline ratios compare
  * exact top-k (topk, ef=off: selection and encoding, no error-feedback fold) with both
- * baselines; topk with ef=on adds the fold (read gradient, read and write residual). */
+ * baselines; topk with ef=on adds the fold (read gradient, read and write residual).
+ * Then powersgd on whole matrices (--matrices; bench_lowrank.c): its step beside its two
+ * GEMMs alone. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -35,6 +37,8 @@ typedef struct opts {
     char ratios[128];
     char json[512];
     char device[16];
+    char matrices[128];
+    int powersgd_only;
 } opts_t;
 
 static const pc_flags_t compress_opts[] = {
@@ -71,6 +75,17 @@ static const pc_flags_t compress_opts[] = {
      .size = 16,
      .metavar = "cpu|cuda",
      .help = "where the codecs run: cpu (one core) or cuda (device 0; sizes 1e6,1e7,1e8)"},
+    {.name = "matrices",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(opts_t, matrices),
+     .size = 128,
+     .metavar = "RxC,...|none",
+     .help = "--device cpu: powersgd's matrices (default 1000x1000,4096x4096,10000x10000; "
+             "--quick: the first two)"},
+    {.name = "powersgd-only",
+     .type = PC_FLAGS_FLAG,
+     .offset = offsetof(opts_t, powersgd_only),
+     .help = "--device cpu: only the powersgd section"},
 };
 
 /* Parse "a,b,c" of positive numbers into out (at most max); 0 on a bad list. */
@@ -779,6 +794,24 @@ int bench_compress_main(int argc, char **argv)
                 o.ratios);
         return BENCH_EXIT_USAGE;
     }
-    return cuda ? bench_compress_cuda(&o, sizes, nsizes, ratios, nratios)
-                : bench_compress_cpu(&o, sizes, nsizes, ratios, nratios);
+    if (!o.matrices[0])
+        snprintf(o.matrices, sizeof(o.matrices), "%s",
+                 o.quick ? "1000x1000,4096x4096" : "1000x1000,4096x4096,10000x10000");
+    bool lowrank = strcmp(o.matrices, "none") != 0;
+    if (cuda && o.powersgd_only) {
+        fprintf(stderr, "pc-bench: --powersgd-only: powersgd runs on the CPU (--device cpu)\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (!lowrank && o.powersgd_only) {
+        fprintf(stderr, "pc-bench: --powersgd-only with --matrices none measures nothing\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (cuda)
+        return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);
+    if (!o.powersgd_only && (rc = bench_compress_cpu(&o, sizes, nsizes, ratios, nratios)) != 0)
+        return rc;
+    if (!lowrank)
+        return 0;
+    printf("\n");
+    return bench_lowrank_cpu(o.matrices, o.reps);
 }

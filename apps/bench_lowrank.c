@@ -1,0 +1,167 @@
+/* pc-bench compress, the powersgd section: one worker's step on a rows x cols matrix, beside
+ * the two products it cannot avoid, measured in the same run on the same data:
+ *   gemms    P = M Q and Q' = M^T P^ alone (pc_lowrank_project, pc_lowrank_backproject:
+ *            OpenBLAS's sgemm on one thread), nothing else;
+ *   step     what the compressor thread does for the matrix in an iteration: the fold
+ *            (M = residual + gradient), round 1 (P_w = M Q into its message), round 2
+ *            (Q_w = M^T P^ into its message), and the end (residual = M - P^ Q^T);
+ *   server   the orthonormalisation of P (modified Gram-Schmidt in double).
+ * Per matrix and rank: the medians over the repetitions, the step's time per element, the
+ * bytes of its two messages against the dense 4 n, and the GEMMs' share of the step. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
+#include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_time.h"
+
+/* One matrix's buffers: the gradient, the codec and its state, the messages, scratch. */
+typedef struct lr_bench {
+    size_t rows, cols, n;
+    int rank, reps;
+    float *g, *pq, *q2;
+    double *work, *samples; /* samples: 5 x reps */
+    uint8_t *msg;
+    size_t cap;
+    pc_codec_t *codec;
+    pc_codec_state_t *st;
+} lr_bench_t;
+
+static void lr_free(lr_bench_t *b)
+{
+    pc_codec_state_destroy(b->st);
+    pc_codec_destroy(b->codec);
+    free(b->g);
+    free(b->pq);
+    free(b->q2);
+    free(b->work);
+    free(b->samples);
+    free(b->msg);
+}
+
+static int lr_setup(lr_bench_t *b)
+{
+    char spec_text[64], err[256];
+    pc_codec_spec_t spec;
+    snprintf(spec_text, sizeof(spec_text), "powersgd:rank=%d,min-rank-gain=1", b->rank);
+    if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK ||
+        pc_codec_create(&spec, &b->codec) != PC_OK ||
+        pc_codec_state_create_matrix(b->codec, 0, b->rows, b->n, &b->st) != PC_OK) {
+        fprintf(stderr, "pc-bench: powersgd rank %d does not fit a %zu x %zu matrix\n", b->rank,
+                b->rows, b->cols);
+        return BENCH_EXIT_USAGE;
+    }
+    size_t big = b->rows > b->cols ? b->rows : b->cols, r = (size_t)b->rank;
+    b->cap = pc_codec_max_bytes(b->codec, b->n);
+    b->g = malloc(sizeof(float) * b->n);
+    b->pq = malloc(sizeof(float) * big * r);
+    b->q2 = malloc(sizeof(float) * big * r);
+    b->work = malloc(sizeof(double) * pc_lowrank_work_doubles(b->rows, b->rank));
+    b->samples = malloc(sizeof(double) * 5 * (size_t)b->reps);
+    b->msg = malloc(b->cap);
+    if (!b->g || !b->pq || !b->q2 || !b->work || !b->samples || !b->msg) {
+        fprintf(stderr, "pc-bench: out of memory for a %zu x %zu matrix\n", b->rows, b->cols);
+        return BENCH_EXIT_FAIL;
+    }
+    pc_philox_t ph;
+    pc_philox_init(&ph, 2019, 0, 0);
+    for (size_t i = 0; i < b->n; i++)
+        b->g[i] = 2.0f * pc_philox_uniform(pc_philox_next(&ph)) - 1.0f;
+    pc_lowrank_init(b->q2, b->cols, b->rank, 1, 0);
+    return 0;
+}
+
+/* One repetition r: the GEMMs alone, then the step, then the server's orthonormalisation. */
+static int lr_rep(lr_bench_t *b, int r, size_t *bytes)
+{
+    double *s = b->samples;
+    int reps = b->reps;
+    int64_t t0 = pc_time_ns();
+    int rc = pc_lowrank_project(b->g, b->rows, b->cols, b->q2, b->rank, b->pq);
+    if (rc == PC_OK)
+        rc = pc_lowrank_backproject(b->g, b->rows, b->cols, b->pq, b->rank, b->q2);
+    int64_t t1 = pc_time_ns();
+    size_t l1 = 0, l2 = 0;
+    if (rc == PC_OK)
+        rc = pc_codec_fold(b->codec, b->st, b->g);
+    if (rc == PC_OK)
+        rc = pc_codec_lowrank_p(b->codec, b->st, (uint64_t)r, b->msg, b->cap, &l1);
+    int64_t t2 = pc_time_ns();
+    /* The server's P^: here the worker's own P (orthonormalised outside the step's time). */
+    float *phat = pc_codec_state_lowrank_phat(b->st);
+    if (rc == PC_OK)
+        rc = pc_lowrank_orthonormalise(phat, b->rows, b->rank, b->work);
+    int64_t t3 = pc_time_ns();
+    if (rc == PC_OK)
+        rc = pc_codec_lowrank_q(b->codec, b->st, (uint64_t)r, b->msg, b->cap, &l2);
+    /* The server's Q: the worker's Q_w as it is (one worker), taken from the message. */
+    if (rc == PC_OK) {
+        pc_wire_get_f32s(b->pq, b->msg + PC_WIRE_HEADER_BYTES, b->cols * (size_t)b->rank);
+        rc = pc_codec_lowrank_finish(b->codec, b->st, b->pq);
+    }
+    int64_t t4 = pc_time_ns();
+    if (rc != PC_OK) {
+        fprintf(stderr, "pc-bench: powersgd on %zu x %zu failed: %s\n", b->rows, b->cols,
+                pc_strerror(rc));
+        return BENCH_EXIT_FAIL;
+    }
+    s[r] = (double)(t1 - t0) * 1e-6;                      /* the GEMMs */
+    s[reps + r] = (double)((t2 - t1) + (t4 - t3)) * 1e-6; /* the step */
+    s[2 * reps + r] = (double)(t3 - t2) * 1e-6;           /* the server's orthonormalisation */
+    *bytes = l1 + l2;
+    return 0;
+}
+
+/* Every matrix of `matrices` ("RxC,...") at ranks 1, 2 and 4: a table on stdout. */
+int bench_lowrank_cpu(const char *matrices, int reps)
+{
+    printf("powersgd: one worker's step on a rows x cols matrix (fold, P = M Q, Q = M^T P^, "
+           "residual), %d reps (median), one core\n",
+           reps);
+    printf("%-12s %4s %10s %10s %9s %9s %10s %10s %8s\n", "matrix", "rank", "gemms ms", "step ms",
+           "step/gem", "ns/elem", "orth ms", "bytes", "x less");
+    const char *p = matrices;
+    while (*p) {
+        char *end;
+        unsigned long long rows = strtoull(p, &end, 10), cols = 0;
+        if (end != p && *end == 'x')
+            cols = strtoull(end + 1, &end, 10);
+        if (rows < 2 || cols < 2 || rows * cols > PC_CODEC_MAX_N || (*end && *end != ',')) {
+            fprintf(stderr, "pc-bench: --matrices: '%s' is not a list of ROWSxCOLS\n", matrices);
+            return BENCH_EXIT_USAGE;
+        }
+        p = *end ? end + 1 : end;
+        static const int ranks[] = {1, 2, 4};
+        for (int k = 0; k < 3; k++) {
+            lr_bench_t b = {.rows = rows, .cols = cols, .n = rows * cols, .rank = ranks[k],
+                            .reps = reps};
+            int rc = lr_setup(&b);
+            size_t bytes = 0;
+            for (int r = 0; r < reps && rc == 0; r++)
+                rc = lr_rep(&b, r, &bytes);
+            if (rc != 0) {
+                lr_free(&b);
+                return rc;
+            }
+            double gem = pc_time_median(b.samples, (size_t)reps),
+                   step = pc_time_median(b.samples + reps, (size_t)reps),
+                   orth = pc_time_median(b.samples + 2 * reps, (size_t)reps);
+            char name[48];
+            snprintf(name, sizeof(name), "%llux%llu", rows, cols);
+            printf("%-12s %4d %10.2f %10.2f %9.2f %9.3f %10.3f %10zu %8.0f\n", name, b.rank, gem,
+                   step, step / gem, step * 1e6 / (double)b.n, orth, bytes,
+                   4.0 * (double)b.n / (double)bytes);
+            if (rows == 4096 && cols == 4096 && b.rank == 2)
+                printf("  target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: %.2f x, %s\n",
+                       step / gem, step / gem <= 1.5 ? "met" : "NOT met");
+            lr_free(&b);
+        }
+    }
+    return 0;
+}
