@@ -21,6 +21,8 @@ int bench_compress_main(int argc, char **argv);
  * and 4, reps repetitions each; a table on stdout. 0, BENCH_EXIT_USAGE (a bad list or a
  * matrix the rank does not fit), BENCH_EXIT_FAIL. */
 int bench_lowrank_cpu(const char *matrices, int reps);
+/* The list's check alone, before anything is measured: 0 or BENCH_EXIT_USAGE (said). */
+int bench_lowrank_check(const char *matrices);
 int bench_handoff_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);

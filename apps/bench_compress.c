@@ -808,6 +808,8 @@ int bench_compress_main(int argc, char **argv)
     }
     if (cuda)
         return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);
+    if (lowrank && (rc = bench_lowrank_check(o.matrices)) != 0)
+        return rc;
     if (!o.powersgd_only && (rc = bench_compress_cpu(&o, sizes, nsizes, ratios, nratios)) != 0)
         return rc;
     if (!lowrank)

@@ -118,50 +118,91 @@ static int lr_rep(lr_bench_t *b, int r, size_t *bytes)
     return 0;
 }
 
+/* Parse "RxC,..." into rows[], cols[] (at most max): 0 and a message on a bad list or a
+ * matrix whose rank-4 factors would not be smaller than it. */
+static int parse_matrices(const char *text, size_t *rows, size_t *cols, int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        unsigned long long r = strtoull(p, &end, 10), c = 0;
+        if (end != p && *end == 'x')
+            c = strtoull(end + 1, &end, 10);
+        if (r < 1 || c < 1 || r * c > PC_CODEC_MAX_N || (*end && *end != ',') || n == max) {
+            fprintf(stderr, "pc-bench: --matrices: '%s' is not a list of at most %d ROWSxCOLS\n",
+                    text, max);
+            return 0;
+        }
+        if (r < 4 || c < 4 || r * c < (r + c) * 4) {
+            fprintf(stderr,
+                    "pc-bench: --matrices: %llux%llu is too small for rank 4's factors "
+                    "to be smaller than it\n",
+                    r, c);
+            return 0;
+        }
+        rows[n] = (size_t)r;
+        cols[n++] = (size_t)c;
+        p = *end ? end + 1 : end;
+    }
+    if (!n)
+        fprintf(stderr, "pc-bench: --matrices: the list is empty\n");
+    return n;
+}
+
+/* One matrix at one rank: a repetition to warm the buffers (not counted), then reps; a
+ * row of the table. */
+static int lr_matrix(size_t rows, size_t cols, int rank, int reps)
+{
+    lr_bench_t b = {.rows = rows, .cols = cols, .n = rows * cols, .rank = rank, .reps = reps};
+    int rc = lr_setup(&b);
+    size_t bytes = 0;
+    if (rc == 0)
+        rc = lr_rep(&b, 0, &bytes); /* page faults, caches: not counted (overwritten) */
+    for (int r = 0; r < reps && rc == 0; r++)
+        rc = lr_rep(&b, r, &bytes);
+    if (rc != 0) {
+        lr_free(&b);
+        return rc;
+    }
+    double gem = pc_time_median(b.samples, (size_t)reps),
+           step = pc_time_median(b.samples + reps, (size_t)reps),
+           orth = pc_time_median(b.samples + 2 * reps, (size_t)reps);
+    char name[48];
+    snprintf(name, sizeof(name), "%zux%zu", rows, cols);
+    printf("%-12s %4d %10.2f %10.2f %9.2f %9.3f %10.3f %10zu %8.0f\n", name, rank, gem, step,
+           step / gem, step * 1e6 / (double)b.n, orth, bytes, 4.0 * (double)b.n / (double)bytes);
+    if (rows == 4096 && cols == 4096 && rank == 2)
+        printf("  target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: %.2f x, %s\n", step / gem,
+               step / gem <= 1.5 ? "met" : "NOT met");
+    lr_free(&b);
+    return 0;
+}
+
+int bench_lowrank_check(const char *matrices)
+{
+    size_t rows[16], cols[16];
+    return parse_matrices(matrices, rows, cols, 16) ? 0 : BENCH_EXIT_USAGE;
+}
+
 /* Every matrix of `matrices` ("RxC,...") at ranks 1, 2 and 4: a table on stdout. */
 int bench_lowrank_cpu(const char *matrices, int reps)
 {
+    size_t rows[16], cols[16];
+    int nm = parse_matrices(matrices, rows, cols, 16);
+    if (!nm)
+        return BENCH_EXIT_USAGE;
     printf("powersgd: one worker's step on a rows x cols matrix (fold, P = M Q, Q = M^T P^, "
-           "residual), %d reps (median), one core\n",
+           "residual), %d reps (median, after one not counted), one core\n",
            reps);
     printf("%-12s %4s %10s %10s %9s %9s %10s %10s %8s\n", "matrix", "rank", "gemms ms", "step ms",
            "step/gem", "ns/elem", "orth ms", "bytes", "x less");
-    const char *p = matrices;
-    while (*p) {
-        char *end;
-        unsigned long long rows = strtoull(p, &end, 10), cols = 0;
-        if (end != p && *end == 'x')
-            cols = strtoull(end + 1, &end, 10);
-        if (rows < 2 || cols < 2 || rows * cols > PC_CODEC_MAX_N || (*end && *end != ',')) {
-            fprintf(stderr, "pc-bench: --matrices: '%s' is not a list of ROWSxCOLS\n", matrices);
-            return BENCH_EXIT_USAGE;
-        }
-        p = *end ? end + 1 : end;
-        static const int ranks[] = {1, 2, 4};
+    static const int ranks[] = {1, 2, 4};
+    for (int m = 0; m < nm; m++)
         for (int k = 0; k < 3; k++) {
-            lr_bench_t b = {.rows = rows, .cols = cols, .n = rows * cols, .rank = ranks[k],
-                            .reps = reps};
-            int rc = lr_setup(&b);
-            size_t bytes = 0;
-            for (int r = 0; r < reps && rc == 0; r++)
-                rc = lr_rep(&b, r, &bytes);
-            if (rc != 0) {
-                lr_free(&b);
+            int rc = lr_matrix(rows[m], cols[m], ranks[k], reps);
+            if (rc != 0)
                 return rc;
-            }
-            double gem = pc_time_median(b.samples, (size_t)reps),
-                   step = pc_time_median(b.samples + reps, (size_t)reps),
-                   orth = pc_time_median(b.samples + 2 * reps, (size_t)reps);
-            char name[48];
-            snprintf(name, sizeof(name), "%llux%llu", rows, cols);
-            printf("%-12s %4d %10.2f %10.2f %9.2f %9.3f %10.3f %10zu %8.0f\n", name, b.rank, gem,
-                   step, step / gem, step * 1e6 / (double)b.n, orth, bytes,
-                   4.0 * (double)b.n / (double)bytes);
-            if (rows == 4096 && cols == 4096 && b.rank == 2)
-                printf("  target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: %.2f x, %s\n",
-                       step / gem, step / gem <= 1.5 ? "met" : "NOT met");
-            lr_free(&b);
         }
-    }
     return 0;
 }

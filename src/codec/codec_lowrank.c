@@ -43,8 +43,8 @@ static int lr_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uin
                             h->chunk, h->entries, h->payload, (double)h->scale);
     for (uint32_t i = 0; i < h->entries; i++)
         if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen,
-                                "chunk %u: factor value %u is not finite", h->chunk, i);
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: factor value %u is not finite",
+                                h->chunk, i);
     return PC_OK;
 }
 
@@ -122,9 +122,8 @@ float *pc_codec_state_lowrank_phat(pc_codec_state_t *st)
 /* ---- the rounds ---------------------------------------------------------------------- */
 
 /* A factor message of `entries` floats f, for round `round`, into out. */
-static void factor_message(pc_codec_t *c, const pc_codec_state_t *st, int round,
-                           uint64_t iteration, const float *f, size_t entries, uint8_t *out,
-                           size_t *len)
+static void factor_message(pc_codec_t *c, const pc_codec_state_t *st, int round, uint64_t iteration,
+                           const float *f, size_t entries, uint8_t *out, size_t *len)
 {
     pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
                           .version = PC_WIRE_VERSION,

@@ -17,12 +17,43 @@ else
     bad "pc-bench spsc"; tail -5 "$tmp/spsc.out"
 fi
 
-if "$bench" compress --sizes 100000 --ratios 0.01 --reps 1 --json "$tmp/c.json" >"$tmp/c.out" 2>&1 &&
+if "$bench" compress --sizes 100000 --ratios 0.01 --reps 1 --matrices none --json "$tmp/c.json" >"$tmp/c.out" 2>&1 &&
     grep -qE 'faster than sort \(target >= 10: (met|NOT met)\)' "$tmp/c.out" &&
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/c.json"; then
     ok "pc-bench compress: $(grep -m1 -o 'n=100000 .*' "$tmp/c.out")"
 else
     bad "pc-bench compress"; tail -5 "$tmp/c.out"
+fi
+
+# powersgd's section: a row per matrix and rank (1, 2, 4) with its bytes and the GEMMs'
+# share; the 4096x4096 target line only for that matrix; bad lists refused (2).
+if "$bench" compress --powersgd-only --matrices 64x48,4096x4096 --reps 1 >"$tmp/lr.out" 2>&1 &&
+    [ "$(grep -cE '^(64x48|4096x4096) +[124] ' "$tmp/lr.out")" = 6 ] &&
+    grep -qE '^  target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: [0-9.]+ x, (met|NOT met)$' "$tmp/lr.out" &&
+    ! grep -q 'target' <(grep -v 4096 "$tmp/lr.out"); then
+    ok "pc-bench compress --powersgd-only: $(grep -m1 '^64x48 *2 ' "$tmp/lr.out" | tr -s ' ')"
+else
+    bad "pc-bench compress --powersgd-only"; tail -8 "$tmp/lr.out"
+fi
+for args in "--matrices 64x" "--matrices 64x48,1x9" "--powersgd-only --matrices none" \
+            "--powersgd-only --device cuda" "--powersgd-only --matrices 3x3"; do
+    # shellcheck disable=SC2086
+    "$bench" compress --powersgd-only $args --reps 1 >"$tmp/lrbad.out" 2>&1
+    rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$tmp/lrbad.out")" -le 2 ] && grep -q '^pc-bench: ' "$tmp/lrbad.out"; then
+        ok "pc-bench compress $args: refused (2): $(grep '^pc-bench: ' "$tmp/lrbad.out")"
+    else
+        bad "pc-bench compress $args: rc $rc"; cat "$tmp/lrbad.out"
+    fi
+done
+
+# A bad list is refused before the element-wise codecs are measured: no table at all.
+"$bench" compress --matrices 64x --sizes 100000 --ratios 0.01 --reps 1 >"$tmp/lrfirst.out" 2>/dev/null
+rc=$?
+if [ $rc = 2 ] && [ ! -s "$tmp/lrfirst.out" ]; then
+    ok "pc-bench compress --matrices 64x: refused before any measurement"
+else
+    bad "pc-bench compress --matrices 64x: rc $rc"; head -3 "$tmp/lrfirst.out"
 fi
 
 # --device cuda: on a device, the table with both baselines and the verdicts; without one,

@@ -43,8 +43,8 @@ static pc_codec_t *make(const char *text, pc_codec_spec_t *spec)
 static void read_factor(const pc_codec_t *c, const uint8_t *msg, size_t len, int round,
                         uint32_t chunk, uint32_t n, uint32_t entries, float *out)
 {
-    pc_codec_expect_t want = {.chunk = chunk, .n = n, .iteration = 3, .round = round,
-                              .entries = entries};
+    pc_codec_expect_t want = {
+        .chunk = chunk, .n = n, .iteration = 3, .round = round, .entries = entries};
     memset(out, 0, sizeof(float) * entries);
     char err[256] = "";
     assert_int_equal(pc_codec_decode_add(c, msg, len, &want, 1.0f, out, NULL, err, sizeof(err)),
@@ -74,8 +74,9 @@ static void test_spec(void **state)
     pc_codec_spec_t t;
     assert_int_equal(pc_codec_spec_parse(buf, &t, err, sizeof(err)), PC_OK);
     assert_int_equal(t.rank, 4);
-    const char *bad[] = {"powersgd:rank=0", "powersgd:rank=9", "powersgd:rank=x",
-                         "powersgd:min-rank-gain=0.5", "powersgd:ratio=0.1", "powersgd:ef=maybe"};
+    const char *bad[] = {"powersgd:rank=0",    "powersgd:rank=9",
+                         "powersgd:rank=x",    "powersgd:min-rank-gain=0.5",
+                         "powersgd:ratio=0.1", "powersgd:ef=maybe"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
         assert_int_equal(pc_codec_spec_parse(bad[i], &s, err, sizeof(err)), PC_EUSAGE);
@@ -90,9 +91,9 @@ static void test_fits(void **state)
     pc_codec_spec_t s;
     pc_codec_t *c = make("powersgd:rank=2", &s);
     assert_true(pc_codec_lowrank_fits(&s, 64, 64 * 64));
-    assert_false(pc_codec_lowrank_fits(&s, 1, 4096));      /* a vector */
+    assert_false(pc_codec_lowrank_fits(&s, 1, 4096));         /* a vector */
     assert_false(pc_codec_lowrank_fits(&s, 64, 64 * 64 + 1)); /* rows do not divide n */
-    assert_false(pc_codec_lowrank_fits(&s, 4, 8));          /* (4 + 2) x 2 x 2 > 8 */
+    assert_false(pc_codec_lowrank_fits(&s, 4, 8));            /* (4 + 2) x 2 x 2 > 8 */
     s.min_gain = 1.0;
     assert_false(pc_codec_lowrank_fits(&s, 4, 4)); /* 2 x 2 at rank 2 gains nothing */
     s.rank = 8;
@@ -151,8 +152,8 @@ static void test_rounds(void **state)
             assert_true(fabs(p[i * r + k] - want) < 1e-4);
         }
     /* The receiver's checks: wrong round, wrong entries, no round. */
-    pc_codec_expect_t want = {.chunk = 5, .n = (uint32_t)n, .iteration = 3, .round = 2,
-                              .entries = (uint32_t)(cols * r)};
+    pc_codec_expect_t want = {
+        .chunk = 5, .n = (uint32_t)n, .iteration = 3, .round = 2, .entries = (uint32_t)(cols * r)};
     char err[256];
     assert_int_equal(pc_codec_validate(c, msg, len, &want, NULL, err, sizeof(err)), PC_EFORMAT);
     want.round = 1;
@@ -263,7 +264,8 @@ static void test_warmup_and_seeds(void **state)
     assert_int_equal(pc_codec_create(&none_spec, &none), PC_OK);
     pc_codec_expect_t want = {.chunk = 1, .n = (uint32_t)n, .iteration = 0};
     char err[256];
-    assert_int_equal(pc_codec_decode_add(none, msg, len, &want, 1.0f, dense, NULL, err, 256), PC_OK);
+    assert_int_equal(pc_codec_decode_add(none, msg, len, &want, 1.0f, dense, NULL, err, 256),
+                     PC_OK);
     assert_memory_equal(dense, g, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         assert_true(pc_codec_state_residual(st)[i] == 0.0f);
