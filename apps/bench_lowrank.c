@@ -4,7 +4,8 @@
  *            OpenBLAS's sgemm on one thread), nothing else;
  *   step     what the compressor thread does for the matrix in an iteration: the fold
  *            (M = residual + gradient), round 1 (P_w = M Q into its message), round 2
- *            (Q_w = M^T P^ into its message), and the end (residual = M - P^ Q^T);
+ *            (Q_w = M^T P^ into its message), and the end (residual = M - P^ Q^T; the
+ *            optimizer's step on the same rows is not counted here);
  *   server   the orthonormalisation of P (modified Gram-Schmidt in double).
  * Per matrix and rank: the medians over the repetitions, the step's time per element, the
  * bytes of its two messages against the dense 4 n, and the GEMMs' share of the step. */
@@ -103,7 +104,7 @@ static int lr_rep(lr_bench_t *b, int r, size_t *bytes)
     /* The server's Q: the worker's Q_w as it is (one worker), taken from the message. */
     if (rc == PC_OK) {
         pc_wire_get_f32s(b->pq, b->msg + PC_WIRE_HEADER_BYTES, b->cols * (size_t)b->rank);
-        rc = pc_codec_lowrank_finish(b->codec, b->st, b->pq);
+        rc = pc_codec_lowrank_finish(b->codec, b->st, b->pq, NULL, NULL);
     }
     int64_t t4 = pc_time_ns();
     if (rc != PC_OK) {

@@ -89,8 +89,9 @@ typedef struct pc_codec_spec {
     pc_codec_index_t index;   /* topk, dgc, threshold: index encoding */
     uint64_t seed;   /* randomk, qsgd, terngrad, powersgd: Philox key (the caller's --seed) */
     int rank;        /* powersgd: the factors' rank, 1..PC_LOWRANK_MAX_RANK (8) */
-    double min_gain; /* powersgd: a matrix goes dense unless its factors are at least
-                        this many times smaller than it (min-rank-gain), >= 1 */
+    double min_gain; /* powersgd: a matrix goes dense unless its factors are more than
+                        this many times smaller than it (min-rank-gain, torch's
+                        min_compression_rate), >= 1 */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,
@@ -225,7 +226,8 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
 
 /* Whether a chunk of n elements whose tensor has `rows` rows travels as factors under spec
  * (powersgd): rows >= 2 divides n, cols = n / rows >= 2, rank <= min(rows, cols), and
- * n >= min_gain x (rows + cols) x rank. Anything else goes dense. Pure. */
+ * n > min_gain x (rows + cols) x rank (torch's _should_compress). Anything else goes
+ * dense. Pure. */
 bool pc_codec_lowrank_fits(const pc_codec_spec_t *spec, size_t rows, size_t n);
 
 /* A powersgd state for chunk `chunk`, a rows x (n / rows) matrix that
@@ -248,9 +250,16 @@ int pc_codec_lowrank_p(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, 
 /* Round 2, after round 1 and with P^ written: Q_w = M^T P^ into out. Errors as round 1's. */
 int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                        size_t cap, size_t *len);
-/* The end of the step, after round 2: q_agg (cols x rank, the server's Q) becomes Q, and
- * with error feedback the residual becomes M - P^ Q^T. PC_EINVAL out of order. */
-int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg);
+/* A row of a matrix's update, handed to the caller by pc_codec_lowrank_finish: row i of
+ * P^ Q^T (cols floats, valid during the call only). */
+typedef void (*pc_codec_row_fn)(void *ud, size_t row, const float *update);
+
+/* The end of the step, after round 2: q_agg (cols x rank, the server's Q) becomes Q; row by
+ * row, P^ Q^T is made once (pc_lowrank_row: the bits the server makes), taken from the
+ * residual (error feedback: M - P^ Q^T) and handed to fn (may be NULL) with ud: the
+ * caller's optimizer step on that row. PC_EINVAL out of order; PC_ENOMEM (scratch). */
+int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg,
+                            pc_codec_row_fn fn, void *ud);
 /* A warm-up step on a folded state: M dense as a message of codec none, then the residual
  * zeroed (the step is exact). Errors as round 1's. */
 int pc_codec_lowrank_dense(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,

@@ -68,12 +68,28 @@ size_t pc_lowrank_work_doubles(size_t rows, int rank);
  * (P is left as it was). */
 int pc_lowrank_orthonormalise(float *p, size_t rows, int rank, double *work);
 
-/* C = beta C + alpha P Q^T: c rows x cols, p rows x rank, q cols x rank. With beta 1 and
- * alpha -1 on a copy of M: the residual M - P^ Q^T; with beta 0 and alpha 1: the
- * approximation. PC_OK; PC_EINVAL (NULL, a zero size, rank outside 1 .. MAX, c overlapping
- * p or q). */
+/* Q^T: qt (rank x cols) from q (cols x rank), for pc_lowrank_row. Pure. */
+void pc_lowrank_transpose(float *qt, const float *q, size_t cols, int rank);
+
+/* Row i of P Q^T: out[j] = sum over k = 0 .. rank-1, in that order, of p_row[k] qt[k cols
+ * + j], summed in float from +0 (p_row: row i of P, rank floats; qt: Q^T, rank x cols,
+ * pc_lowrank_transpose; out: cols floats, not overlapping either). Not BLAS: written out so
+ * that every rank (server and workers, on any host) gets the same bits, which lets the
+ * workers apply a matrix's update from its factors exactly as its server does. O(cols
+ * rank), vectorised over j. Pure. */
+void pc_lowrank_row(float *out, const float *p_row, const float *qt, size_t cols, int rank);
+
+/* The floats pc_lowrank_expand needs as work space: cols * (rank + 1). */
+size_t pc_lowrank_expand_work(size_t cols, int rank);
+
+/* C = beta C + alpha P Q^T: c rows x cols, p rows x rank, q cols x rank; each element of
+ * P Q^T as pc_lowrank_row gives it, then c = alpha x that (beta 0: c is not read) or
+ * beta c + alpha x that. work: pc_lowrank_expand_work(cols, rank) floats, the caller's.
+ * With beta 1 and alpha -1 on a copy of M: the residual M - P^ Q^T; with beta 0 and alpha
+ * 1: the approximation. PC_OK; PC_EINVAL (NULL, a zero size, rank outside 1 .. MAX, c
+ * overlapping p or q). */
 int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
-                      float alpha, float beta);
+                      float alpha, float beta, float *work);
 
 #ifdef __cplusplus
 }

@@ -159,6 +159,20 @@ int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, fl
  * thread, before start. */
 int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows);
 
+/* Copy tensor `tensor`'s current Q into q (len floats: cols x rank, row-major, cols = its
+ * elements / its rows): the warm start its next powersgd round 1 multiplies by, first the
+ * draw every worker makes alike (Philox, the run's seed and the matrix's chunk, then
+ * orthonormalised). For comparing with another implementation from the same start (torch's
+ * powerSGD_hook: tests/mpi/test_torch_powersgd.sh). PC_OK; PC_EINVAL when the tensor does not
+ * travel as powersgd factors in this run or len differs; PC_ESTATE before pc_worker_start.
+ * Backprop thread, when no update of the tensor is awaited (after pc_worker_start, or
+ * after its param_wait returned: the compressor thread writes Q before the update's
+ * version, which param_wait acquires). */
+int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len);
+/* The floats of tensor `tensor`'s Q (cols x rank), 0 when it does not travel as powersgd
+ * factors in this run or before pc_worker_start. Backprop thread. */
+size_t pc_worker_lowrank_q_len(const pc_worker_t *w, int tensor);
+
 /* The stream (a cudaStream_t; NULL: the legacy default stream) the caller's kernels that
  * produce gradients and read parameters run on: required with --device cuda (start fails
  * with PC_ESTATE without it). Give it a priority above the default (pc_model's stream has

@@ -76,7 +76,7 @@ bool pc_codec_lowrank_fits(const pc_codec_spec_t *s, size_t rows, size_t n)
     size_t cols = n / rows, r = (size_t)s->rank;
     if (r > rows || r > cols)
         return false;
-    return (double)n >= s->min_gain * (double)(rows + cols) * (double)r;
+    return (double)n > s->min_gain * (double)(rows + cols) * (double)r;
 }
 
 bool pc_codec_lowrank_warm(const pc_codec_spec_t *s, uint64_t steps)
@@ -193,15 +193,30 @@ int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, 
     return PC_OK;
 }
 
-int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg)
+int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg,
+                            pc_codec_row_fn fn, void *ud)
 {
     if (!c || !st || !q_agg || c->spec.id != PC_CODEC_POWERSGD || !st->q || st->round != 2)
         return PC_EINVAL;
-    size_t r = (size_t)c->spec.rank;
-    memcpy(st->q, q_agg, sizeof(float) * st->cols * r);
-    if (st->residual)
-        pc_lowrank_expand(st->residual, st->rows, st->cols, st->phat, st->q, c->spec.rank, -1.0f,
-                          1.0f);
+    size_t r = (size_t)c->spec.rank, cols = st->cols;
+    int rc = pc_codec__reserve_tmp(c, pc_lowrank_expand_work(cols, c->spec.rank));
+    if (rc != PC_OK)
+        return rc;
+    memcpy(st->q, q_agg, sizeof(float) * cols * r);
+    /* One row of P^ Q^T at a time: the residual's row and the caller's step both read it,
+     * so the product is made once and n floats of scratch are never needed. */
+    float *qt = c->tmp, *row = c->tmp + cols * r;
+    pc_lowrank_transpose(qt, st->q, cols, c->spec.rank);
+    for (size_t i = 0; i < st->rows; i++) {
+        pc_lowrank_row(row, st->phat + i * r, qt, cols, c->spec.rank);
+        if (st->residual) {
+            float *restrict ri = st->residual + i * cols;
+            for (size_t j = 0; j < cols; j++)
+                ri[j] -= row[j];
+        }
+        if (fn)
+            fn(ud, i, row);
+    }
     st->round = 0;
     st->steps++;
     st->folded = PC_CODEC_FOLD_NONE;

@@ -137,13 +137,50 @@ int pc_lowrank_orthonormalise(float *p, size_t rows, int rank, double *work)
     return PC_OK;
 }
 
-int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
-                      float alpha, float beta)
+void pc_lowrank_transpose(float *restrict qt, const float *restrict q, size_t cols, int rank)
 {
-    size_t nc = rows * cols;
-    if (!product_ok(c, nc, p, rows * (size_t)rank, q, cols * (size_t)rank, rows, cols, rank))
+    for (size_t j = 0; j < cols; j++)
+        for (int k = 0; k < rank; k++)
+            qt[(size_t)k * cols + j] = q[j * (size_t)rank + k];
+}
+
+void pc_lowrank_row(float *restrict out, const float *restrict p_row, const float *restrict qt,
+                    size_t cols, int rank)
+{
+    /* Element j's sum is 0 + p_0 qt_0j + p_1 qt_1j + ..., in that order, whatever the
+     * vector width: the loops run over j inside k. */
+    for (size_t j = 0; j < cols; j++)
+        out[j] = 0.0f;
+    for (int k = 0; k < rank; k++) {
+        const float pk = p_row[k], *restrict qk = qt + (size_t)k * cols;
+        for (size_t j = 0; j < cols; j++)
+            out[j] += pk * qk[j];
+    }
+}
+
+size_t pc_lowrank_expand_work(size_t cols, int rank)
+{
+    return cols * ((size_t)rank + 1);
+}
+
+int pc_lowrank_expand(float *c, size_t rows, size_t cols, const float *p, const float *q, int rank,
+                      float alpha, float beta, float *work)
+{
+    size_t nc = rows * cols, r = (size_t)rank;
+    if (!work || !product_ok(c, nc, p, rows * r, q, cols * r, rows, cols, rank))
         return PC_EINVAL;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, rank, alpha, p, rank,
-                q, rank, beta, c, (int)cols);
+    float *qt = work, *row = work + cols * r;
+    pc_lowrank_transpose(qt, q, cols, rank);
+    /* Memory-bound at these ranks: one pass over C, Q^T kept in cache. */
+    for (size_t i = 0; i < rows; i++) {
+        float *restrict ci = c + i * cols;
+        pc_lowrank_row(row, p + i * r, qt, cols, rank);
+        if (beta == 0.0f)
+            for (size_t j = 0; j < cols; j++)
+                ci[j] = alpha * row[j];
+        else
+            for (size_t j = 0; j < cols; j++)
+                ci[j] = beta * ci[j] + alpha * row[j];
+    }
     return PC_OK;
 }

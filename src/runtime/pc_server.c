@@ -71,10 +71,12 @@ typedef struct schunk {
     float *fac;          /* rows x rank: the P_w's sum, then P^ (through round 2) */
     float *qagg;         /* cols x rank: Q = sum Q_w / W */
     double *work;        /* the orthonormalisation's */
+    float *rows_work;    /* Q^T and one row of P^ Q^T (pc_lowrank_expand_work floats) */
     uint8_t *phat;       /* P^'s message to the workers */
     MPI_Request *psends; /* per worker: P^'s sends */
     int64_t round1_ns;   /* the server's time on round 1 (part of the pull's server time) */
     uint64_t round1_in;  /* round 1's bytes received (the iteration's metrics) */
+    uint64_t round1_out; /* round 1's bytes sent: P^ to every worker */
 } schunk_t;
 
 typedef struct server {
@@ -122,6 +124,7 @@ static void server_free(server_t *s)
         free(c->fac);
         free(c->qagg);
         free(c->work);
+        free(c->rows_work);
         free(c->phat);
         free(c->psends);
     }
@@ -169,20 +172,6 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
 
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen);
 
-/* The step of a chunk of n elements. A chunk under --compress-min-bytes travels with codec
- * "none", which has no momentum: when the run's momentum is the workers' (a sparsifier's
- * momentum correction, the servers' --momentum then 0), such a chunk would train without
- * any, so its server applies the codec's momentum itself (plain SGD momentum: on a dense
- * gradient that is what momentum correction amounts to). Workers and servers agree on which
- * chunks these are (pc_rt__chunk_dense). Thread-safe. */
-static pc_optim_cfg_t chunk_optim(const pc_runtime_t *rt, size_t n)
-{
-    pc_optim_cfg_t o = rt->optim;
-    if (o.momentum == 0 && pc_rt__chunk_dense(rt, n))
-        o.momentum = pc_codec_worker_momentum(&rt->spec);
-    return o;
-}
-
 /* Chunk k (rows: the layout's) as a powersgd matrix when it is one: its factors' buffers,
  * the P^ message and its sends. */
 static int lowrank_setup(server_t *s, schunk_t *k, uint32_t rows, char *err, size_t errlen)
@@ -198,14 +187,91 @@ static int lowrank_setup(server_t *s, schunk_t *k, uint32_t rows, char *err, siz
     k->fac = malloc(sizeof(float) * k->rows * r);
     k->qagg = malloc(sizeof(float) * k->cols * r);
     k->work = malloc(sizeof(double) * pc_lowrank_work_doubles(k->rows, rt->spec.rank));
+    k->rows_work = malloc(sizeof(float) * pc_lowrank_expand_work(k->cols, rt->spec.rank));
     k->phat = malloc(pc_rt__phat_bytes(k->rows * r));
     k->psends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-    if (!k->fac || !k->qagg || !k->work || !k->phat || !k->psends)
+    if (!k->fac || !k->qagg || !k->work || !k->rows_work || !k->phat || !k->psends)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %u",
                             rt->rank, k->id);
     for (int w = 0; w < rt->nworkers; w++)
         k->psends[w] = MPI_REQUEST_NULL;
     return PC_OK;
+}
+
+/* Chunk c of the layout (n elements, rows: a powersgd matrix's, else 0), this server's:
+ * its codec, step and buffers. */
+static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_t rows, char *err,
+                       size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    k->id = c;
+    k->n = n;
+    k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
+    k->optim = pc_rt__chunk_optim(rt, n);
+    int rc = lowrank_setup(s, k, rows, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
+    k->p = malloc(sizeof(float) * n);
+    k->mom = k->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
+    k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
+    k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
+    k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
+    k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
+    /* A matrix's update: Q, or in the warm-up its n-float mean gradient. */
+    k->pull = malloc(k->lowrank ? pc_rt__pull_lowrank_bytes(
+                                      rt->spec.warmup > 0 ? n : k->cols * (size_t)rt->spec.rank)
+                                : pc_rt__pull_max_bytes(n));
+    k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
+    if (!k->p || (k->optim.momentum != 0 && !k->mom) || !k->agg || (!k->sparse && !k->changed) ||
+        !k->msgs || !k->grads || !k->pull || !k->sends)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %u",
+                            rt->rank, c);
+    for (int w = 0; w < rt->nworkers; w++)
+        k->sends[w] = MPI_REQUEST_NULL;
+    return PC_OK;
+}
+
+/* The initial parameters of this server's chunks, in chunk order (messages between a pair
+ * keep their order): from worker 0 on a fresh start; resuming, from the checkpointed shard
+ * to worker 0. Each passes through the chunk's aggregate (n floats, pc_rt__init_bytes(n)),
+ * unused until the first aggregation and zeroed after (the sparse path keeps it all zero
+ * between iterations): a powersgd matrix's pull buffer holds Q only. */
+static int initial_params(server_t *s, uint64_t resume, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int rc = PC_OK;
+    char why[256];
+    if (resume && (rc = server_load(s, resume, err, errlen)) != PC_OK)
+        return rc;
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+        schunk_t *k = &s->mine[i];
+        uint8_t *buf = (uint8_t *)k->agg;
+        if (resume) {
+            pc_rt__init_encode(buf, k->p, k->n);
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(buf, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm), 0,
+                err, errlen);
+            memset(k->agg, 0, sizeof(float) * k->n);
+            continue;
+        }
+        MPI_Status st;
+        int count = 0;
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Recv(buf, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm, &st), 0,
+            err, errlen);
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), 0, err, errlen);
+        if (rc != PC_OK)
+            return rc;
+        rc = pc_rt__init_apply(buf, (size_t)count, k->id, k->p, k->n, why, sizeof(why));
+        memset(k->agg, 0, sizeof(float) * k->n);
+        if (rc != PC_OK)
+            return pc_error_fmt(rc, err, errlen,
+                                "server r%d: rejected initial parameters from worker r0: %s",
+                                rt->rank, why);
+    }
+    return rc;
 }
 
 /* Receive the plan and this server's chunks' initial parameters from worker 0. */
@@ -235,77 +301,18 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         free(lay);
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
-    for (int c = 0; c < nc; c++) {
+    for (int c = 0; c < nc && rc == PC_OK; c++) {
         uint32_t n, rows;
         int owner;
         pc_rt__layout_chunk(&layout, (uint32_t)c, &n, &owner, &rows);
         s->local[c] = -1;
         if (owner != me)
             continue;
-        schunk_t *k = &s->mine[s->nmine];
-        s->local[c] = s->nmine++;
-        k->id = (uint32_t)c;
-        k->n = n;
-        k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
-        k->optim = chunk_optim(rt, n);
-        if ((rc = lowrank_setup(s, k, rows, err, errlen)) != PC_OK) {
-            free(lay);
-            return rc;
-        }
-        k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
-        k->p = malloc(sizeof(float) * n);
-        k->mom = k->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
-        k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
-        k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
-        k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
-        k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
-        k->pull = malloc(k->lowrank ? pc_rt__pull_lowrank_bytes(n, k->cols * (size_t)rt->spec.rank)
-                                    : pc_rt__pull_max_bytes(n));
-        k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-        if (!k->p || (k->optim.momentum != 0 && !k->mom) || !k->agg ||
-            (!k->sparse && !k->changed) || !k->msgs || !k->grads || !k->pull || !k->sends) {
-            free(lay);
-            return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %d",
-                                rt->rank, c);
-        }
-        for (int w = 0; w < rt->nworkers; w++)
-            k->sends[w] = MPI_REQUEST_NULL;
+        s->local[c] = s->nmine;
+        rc = chunk_setup(s, &s->mine[s->nmine++], (uint32_t)c, n, rows, err, errlen);
     }
     free(lay); /* layout's view of it ends here */
-    /* Init messages pass through the chunk's pull buffer (pc_rt__pull_max_bytes(n) >=
-     * pc_rt__init_bytes(n)), unused until the first push. */
-    if (resume) {
-        /* The checkpointed shard; worker 0 takes its parameters, in chunk order. */
-        if ((rc = server_load(s, resume, err, errlen)) != PC_OK)
-            return rc;
-        for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
-            schunk_t *k = &s->mine[i];
-            pc_rt__init_encode(k->pull, k->p, k->n);
-            rc = PC_MPI_CHECK_PEER(
-                MPI_Send(k->pull, (int)pc_rt__init_bytes(k->n), MPI_BYTE, 0, TAG_INIT, rt->comm), 0,
-                err, errlen);
-        }
-        return rc;
-    }
-    /* Initial parameters, in chunk order (messages between a pair keep their order). */
-    for (int i = 0; i < s->nmine; i++) {
-        schunk_t *k = &s->mine[i];
-        MPI_Status st;
-        int count = 0;
-        rc = PC_MPI_CHECK_PEER(MPI_Recv(k->pull, (int)pc_rt__pull_max_bytes(k->n), MPI_BYTE, 0,
-                                        TAG_INIT, rt->comm, &st),
-                               0, err, errlen);
-        if (rc == PC_OK)
-            rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), 0, err, errlen);
-        if (rc != PC_OK)
-            return rc;
-        if ((rc = pc_rt__init_apply(k->pull, (size_t)count, k->id, k->p, k->n, why, sizeof(why))) !=
-            PC_OK)
-            return pc_error_fmt(rc, err, errlen,
-                                "server r%d: rejected initial parameters from worker r0: %s",
-                                rt->rank, why);
-    }
-    return PC_OK;
+    return rc == PC_OK ? initial_params(s, resume, err, errlen) : rc;
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -491,6 +498,7 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
             return rc;
     int64_t t1 = pc_time_ns();
     k->round1_ns = t1 - t0;
+    k->round1_out = len * (uint64_t)W;
     k->round = 2;
     char ev[40];
     snprintf(ev, sizeof(ev), "P^ chunk %u", k->id);
@@ -498,20 +506,29 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
     return PC_OK;
 }
 
-/* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order), the gradient
- * P^ Q^T into the aggregate, the optimizer's step on all n. */
+/* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order); then row by row
+ * the gradient P^ Q^T (pc_lowrank_row: the bits every worker makes from P^ and Q) and the
+ * optimizer's step on that row, which every worker repeats on its copy of the matrix. */
 static int step_lowrank(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1,
                         char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     int r = rt->spec.rank;
-    memset(k->qagg, 0, sizeof(float) * k->cols * (size_t)r);
+    size_t R = (size_t)r, cols = k->cols;
+    memset(k->qagg, 0, sizeof(float) * cols * R);
     int rc = sum_messages(s, k, 1.0f / (float)rt->nworkers, k->qagg, err, errlen);
     if (rc != PC_OK)
         return rc;
-    pc_lowrank_expand(k->agg, k->rows, k->cols, k->fac, k->qagg, r, 1.0f, 0.0f);
     *t1 = pc_time_ns();
-    *nchanged = pc_optim_sgd(&k->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    float *qt = k->rows_work, *row = k->rows_work + cols * R;
+    pc_lowrank_transpose(qt, k->qagg, cols, r);
+    size_t changed = 0;
+    for (size_t i = 0; i < k->rows; i++) {
+        pc_lowrank_row(row, k->fac + i * R, qt, cols, r);
+        changed += pc_optim_sgd(&k->optim, lr, k->p + i * cols, k->mom ? k->mom + i * cols : NULL,
+                                row, cols, NULL);
+    }
+    *nchanged = changed;
     k->round = 1;
     return PC_OK;
 }
@@ -555,10 +572,15 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
      * from the start of aggregation (the last worker's message has just arrived) to the
      * push being posted. A duration on this host's clock: hosts need no common clock. */
     uint64_t server_ns = (uint64_t)(pc_time_ns() - t0 + (rounds ? k->round1_ns : 0));
-    size_t len = rounds ? pc_rt__pull_lowrank_encode(k->pull, k->id, k->it, k->p, k->n, k->qagg,
-                                                     k->cols * (size_t)rt->spec.rank, server_ns)
-                        : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
-                                             rt->cfg.pull, server_ns);
+    /* A powersgd matrix's update is what the workers step their copies with: Q (P^ they
+     * have), or in the warm-up the mean gradient; any other chunk's, its parameters. */
+    size_t len =
+        rounds ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, false, k->qagg,
+                                            k->cols * (size_t)rt->spec.rank, server_ns)
+        : k->lowrank ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, true,
+                                                  k->agg, k->n, server_ns)
+                     : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
+                                          rt->cfg.pull, server_ns);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
                                          rt->comm, &k->sends[w]),
@@ -583,7 +605,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     s->slot[sl].t_update += (double)(t2 - t1) * 1e-9;
     s->slot[sl].t_push += (double)(t3 - t2) * 1e-9;
     s->slot[sl].bytes_in += in;
-    s->slot[sl].bytes_out += len * (size_t)W;
+    s->slot[sl].bytes_out += len * (size_t)W + (rounds ? k->round1_out : 0);
     s->slot[sl].touched += touched;
     s->slot[sl].changed += nchanged;
     if (++s->slot[sl].done == s->nmine) {

@@ -302,6 +302,13 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
     int outcount = 0;
     int rc = PC_MPI_CHECK(MPI_Testsome(w->nchunks, w->recvs, &outcount, w->done_idx, w->statuses),
                           why, sizeof(why));
+    /* MPI_ERR_IN_STATUS: say which receive failed, and how (a truncation, ...). */
+    for (int j = 0; rc != PC_OK && outcount != MPI_UNDEFINED && j < outcount; j++) {
+        wchunk_t *c = &w->chunks[w->done_idx[j]];
+        int server = pc_rt__server_rank(rt, c->server);
+        if (PC_MPI_CHECK_PEER(w->statuses[j].MPI_ERROR, server, why, sizeof(why)) != PC_OK)
+            return WFAIL_W(rt, me, rc, "awaiting updates: chunk %u: %s", c->id, why);
+    }
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "awaiting updates: %s", why);
     if (outcount == MPI_UNDEFINED)
@@ -325,10 +332,9 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         uint64_t server_ns = 0;
         if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
             return rc;
-        rc = c->lowrank && c->lr_round == 2
-                 ? pc_rt__w_lr_update(w, c, len, &server_ns, why, sizeof(why))
-                 : pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, &server_ns,
-                                     why, sizeof(why));
+        rc = c->lowrank ? pc_rt__w_lr_update(w, c, len, &server_ns, why, sizeof(why))
+                        : pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n,
+                                            &server_ns, why, sizeof(why));
         if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
             return rc;
         int64_t t1 = pc_time_ns();
@@ -367,15 +373,18 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
 }
 
 /* ps: a chunk's checkpointed state is its codec's (residual, momentum correction; a
- * powersgd matrix: residual and Q, the warm start). */
-static void ps_ckpt_arrays(wchunk_t *c, float **a, float **b, size_t *nb)
+ * powersgd matrix: residual, Q, the warm start, and the optimizer's momentum, which the
+ * worker keeps alike with its server's). */
+static void ps_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS])
 {
-    *a = pc_codec_state_residual(c->st);
-    *b = pc_codec_state_momentum(c->st);
-    *nb = c->n;
+    arr[0] = pc_codec_state_residual(c->st);
+    arr[1] = pc_codec_state_momentum(c->st);
+    arr[2] = NULL;
+    len[0] = len[1] = len[2] = c->n;
     if (c->lowrank) {
-        *b = pc_codec_state_lowrank_q(c->st);
-        *nb = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
+        arr[1] = pc_codec_state_lowrank_q(c->st);
+        len[1] = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
+        arr[2] = c->lr_mom;
     }
 }
 

@@ -51,9 +51,17 @@ int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_re
     if (rc != PC_OK)
         return rc;
     ckpt_header_t h;
-    if (pc_ckpt_reader_read(*r, &h, sizeof(h)) != PC_OK || memcmp(h.magic, CKPT_MAGIC, 8) != 0 ||
-        h.version != CKPT_VERSION || h.rank != (uint32_t)rt->rank || h.role != (uint32_t)rt->role ||
-        h.records != records || h.iteration != it) {
+    bool read = pc_ckpt_reader_read(*r, &h, sizeof(h)) == PC_OK;
+    if (read && memcmp(h.magic, CKPT_MAGIC, 8) == 0 && h.version != CKPT_VERSION) {
+        pc_ckpt_reader_close(*r, NULL, 0);
+        *r = NULL;
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "checkpoint of iteration %" PRIu64 ", rank %d: format version %u, this "
+                            "build reads version %u (written by another PipeCompress)",
+                            it, rt->rank, h.version, CKPT_VERSION);
+    }
+    if (!read || memcmp(h.magic, CKPT_MAGIC, 8) != 0 || h.rank != (uint32_t)rt->rank ||
+        h.role != (uint32_t)rt->role || h.records != records || h.iteration != it) {
         pc_ckpt_reader_close(*r, NULL, 0);
         *r = NULL;
         return pc_error_fmt(PC_EFORMAT, err, errlen,

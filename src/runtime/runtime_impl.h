@@ -107,6 +107,21 @@ static inline bool pc_rt__chunk_plain(const pc_runtime_t *rt, size_t rows, size_
            (rt->spec.id == PC_CODEC_POWERSGD && !pc_rt__chunk_lowrank(rt, rows, n));
 }
 
+/* The step of a chunk of n elements. A chunk under --compress-min-bytes travels with codec
+ * "none", which has no momentum: when the run's momentum is the workers' (a sparsifier's
+ * momentum correction, the servers' --momentum then 0), such a chunk would train without
+ * any, so its server applies the codec's momentum itself (plain SGD momentum: on a dense
+ * gradient that is what momentum correction amounts to). Workers and servers agree on which
+ * chunks these are (pc_rt__chunk_dense). The workers step powersgd's matrices with it as
+ * their servers do. Thread-safe. */
+static inline pc_optim_cfg_t pc_rt__chunk_optim(const pc_runtime_t *rt, size_t n)
+{
+    pc_optim_cfg_t o = rt->optim;
+    if (o.momentum == 0 && pc_rt__chunk_dense(rt, n))
+        o.momentum = pc_codec_worker_momentum(&rt->spec);
+    return o;
+}
+
 /* The run's two codecs, which every chunk uses one of: the --compress codec (rt->spec) and
  * the dense one (none) for the chunks under --compress-min-bytes (pc_rt__chunk_dense). On
  * PC_OK both are the caller's (pc_codec_destroy); on error (pc_codec_create's) neither is
@@ -148,8 +163,10 @@ int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 
 /* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
 
-#define CKPT_MAGIC   "PCCKRANK"
-#define CKPT_VERSION 1u
+#define CKPT_MAGIC "PCCKRANK"
+/* 2: a worker's chunk record names up to CKPT_ARRAYS arrays by a mask (1: two flags). */
+#define CKPT_VERSION 2u
+#define CKPT_ARRAYS  3
 /* The size of one rank's outcome record in pc_rt__ckpt_finish (rt->ckpt_outcomes). */
 #define CKPT_OUTCOME_BYTES 256
 

@@ -290,22 +290,23 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
 
 /* ---- powersgd -------------------------------------------------------------------------- */
 
-/* The header checks both powersgd server messages share: codec, chunk, n, iteration, flags,
- * scale +0, entries and payload as given. */
-static int factor_header(const uint8_t *msg, size_t len, uint8_t codec, uint32_t chunk, uint32_t n,
-                         uint64_t it, size_t entries, size_t payload, pc_wire_header_t *h,
-                         char *err, size_t errlen)
+/* The header checks both powersgd server messages share: codec, chunk, n, iteration,
+ * flags, scale +0, entries and payload as given. */
+static int factor_header(const uint8_t *msg, size_t len, uint8_t codec, uint16_t flags,
+                         uint32_t chunk, uint32_t n, uint64_t it, size_t entries, size_t payload,
+                         pc_wire_header_t *h, char *err, size_t errlen)
 {
     int rc = pc_wire_header_read(msg, len, h, err, errlen);
     if (rc != PC_OK)
         return rc;
     const char *what = codec == PC_RT_PULL_PHAT ? "P^" : "matrix update";
-    if (h->codec != codec || h->chunk != chunk || h->n != n || h->iteration != it || h->flags != 0)
+    if (h->codec != codec || h->chunk != chunk || h->n != n || h->iteration != it ||
+        h->flags != flags)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "%s message (codec %u, chunk %u, n %u, iteration %llu, flags 0x%x) "
-                            "where chunk %u, n %u, iteration %llu was expected",
+                            "where chunk %u, n %u, iteration %llu, flags 0x%x was expected",
                             what, h->codec, h->chunk, h->n, (unsigned long long)h->iteration,
-                            h->flags, chunk, n, (unsigned long long)it);
+                            h->flags, chunk, n, (unsigned long long)it, flags);
     uint32_t scale_bits;
     memcpy(&scale_bits, &h->scale, sizeof(scale_bits));
     if (h->entries != entries || h->payload != payload || scale_bits != 0)
@@ -335,8 +336,8 @@ int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n
                       float *phat, size_t entries, char *err, size_t errlen)
 {
     pc_wire_header_t h;
-    int rc = factor_header(msg, len, PC_RT_PULL_PHAT, chunk, n, it, entries, 4 * entries, &h, err,
-                           errlen);
+    int rc = factor_header(msg, len, PC_RT_PULL_PHAT, 0, chunk, n, it, entries, 4 * entries, &h,
+                           err, errlen);
     if (rc != PC_OK)
         return rc;
     if (any_nonfinite(msg + PC_WIRE_HEADER_BYTES, entries))
@@ -346,33 +347,33 @@ int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n
     return PC_OK;
 }
 
-size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p,
-                                  size_t n, const float *q, size_t qn, uint64_t server_ns)
+size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, bool dense,
+                                  const float *v, size_t nv, uint64_t server_ns)
 {
     pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
                           .version = PC_WIRE_VERSION,
                           .codec = PC_RT_PULL_LOWRANK,
+                          .flags = dense ? PC_RT_LOWRANK_F_DENSE : 0,
                           .chunk = chunk,
-                          .n = (uint32_t)n,
+                          .n = n,
                           .iteration = it,
-                          .entries = (uint32_t)n,
-                          .payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 4 * (qn + n))};
+                          .entries = (uint32_t)nv,
+                          .payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 4 * nv)};
     pc_wire_header_write(&h, buf);
-    uint8_t *q8 = buf + PC_WIRE_HEADER_BYTES;
-    pc_wire_put_u64(q8,
+    uint8_t *body = buf + PC_WIRE_HEADER_BYTES;
+    pc_wire_put_u64(body,
                     server_ns < PC_RT_PULL_MAX_SERVER_NS ? server_ns : PC_RT_PULL_MAX_SERVER_NS);
-    pc_wire_put_f32s(q8 + PC_RT_PULL_TIME_BYTES, q, qn);
-    pc_wire_put_f32s(q8 + PC_RT_PULL_TIME_BYTES + 4 * qn, p, n);
-    return pc_rt__pull_lowrank_bytes(n, qn);
+    pc_wire_put_f32s(body + PC_RT_PULL_TIME_BYTES, v, nv);
+    return pc_rt__pull_lowrank_bytes(nv);
 }
 
-int pc_rt__pull_lowrank_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
-                              size_t n, float *q, size_t qn, uint64_t *server_ns, char *err,
-                              size_t errlen)
+int pc_rt__pull_lowrank_read(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n,
+                             uint64_t it, bool dense, size_t nv, const uint8_t **values,
+                             uint64_t *server_ns, char *err, size_t errlen)
 {
     pc_wire_header_t h;
-    int rc = factor_header(msg, len, PC_RT_PULL_LOWRANK, chunk, (uint32_t)n, it, n,
-                           PC_RT_PULL_TIME_BYTES + 4 * (qn + n), &h, err, errlen);
+    int rc = factor_header(msg, len, PC_RT_PULL_LOWRANK, dense ? PC_RT_LOWRANK_F_DENSE : 0, chunk,
+                           n, it, nv, PC_RT_PULL_TIME_BYTES + 4 * nv, &h, err, errlen);
     if (rc != PC_OK)
         return rc;
     const uint8_t *body = msg + PC_WIRE_HEADER_BYTES;
@@ -382,11 +383,10 @@ int pc_rt__pull_lowrank_apply(const uint8_t *msg, size_t len, uint32_t chunk, ui
                             "chunk %u: update names a server time of %llu ns, at most %llu", chunk,
                             (unsigned long long)sns, PC_RT_PULL_MAX_SERVER_NS);
     body += PC_RT_PULL_TIME_BYTES;
-    if (any_nonfinite(body, qn + n))
+    if (any_nonfinite(body, nv))
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: a value of the matrix update is not finite", chunk);
-    pc_wire_get_f32s(q, body, qn);
-    pc_wire_get_f32s(p, body + 4 * qn, n);
+    *values = body;
     if (server_ns)
         *server_ns = sns;
     return PC_OK;

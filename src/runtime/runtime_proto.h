@@ -25,7 +25,8 @@
  *                                                           indices and k binary32;
  *                                                           powersgd's matrices: PULL_LOWRANK,
  *                                                           u64 server time, cols x rank
- *                                                           binary32 (Q), n binary32
+ *                                                           binary32 (Q; the warm-up: the
+ *                                                           n-float mean gradient)
  *   TAG_DONE       worker -> every server, once at the end  4: u32 stop signal (0: none)
  *   TAG_CKPT       worker -> every server, at a checkpoint  8: u64 iteration N
  *                  boundary N
@@ -223,10 +224,12 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
 /* Codec ids of powersgd's two server messages (pc_wire header), beside the pulls':
  * PULL_PHAT, round 1's answer: rows x rank binary32, the orthonormalised sum of the P_w
  * (entries rows x rank, no server time, flags 0, scale 0); PULL_LOWRANK, the update of a
- * matrix: u64 server time, cols x rank binary32 (Q, the workers' next warm start and
- * their residual's factor), then n binary32 parameters (entries n). */
-#define PC_RT_PULL_PHAT    0xF4
-#define PC_RT_PULL_LOWRANK 0xF5
+ * matrix: u64 server time, then the values every worker steps its copy with: Q (cols x
+ * rank binary32; the workers have P^), or with flag LOWRANK_F_DENSE, in the warm-up, the
+ * mean gradient (n binary32); entries: the values' count. */
+#define PC_RT_PULL_PHAT       0xF4
+#define PC_RT_PULL_LOWRANK    0xF5
+#define PC_RT_LOWRANK_F_DENSE 0x0001u
 
 /* Bytes of the P^ message of a rows x rank factor (entries floats). */
 static inline size_t pc_rt__phat_bytes(size_t entries)
@@ -234,10 +237,10 @@ static inline size_t pc_rt__phat_bytes(size_t entries)
     return PC_WIRE_HEADER_BYTES + 4 * entries;
 }
 
-/* Bytes of the update of a matrix of n elements with a Q of qn floats. */
-static inline size_t pc_rt__pull_lowrank_bytes(size_t n, size_t qn)
+/* Bytes of a matrix's update of nv values (Q's cols x rank, or the warm-up's n). */
+static inline size_t pc_rt__pull_lowrank_bytes(size_t nv)
 {
-    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * qn + 4 * n;
+    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * nv;
 }
 
 /* Encode P^ (entries floats) for chunk (chunk, n) at iteration it into
@@ -251,19 +254,20 @@ size_t pc_rt__phat_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it,
 int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it,
                       float *phat, size_t entries, char *err, size_t errlen);
 
-/* Encode the update of matrix chunk (chunk, n) at iteration it: Q (qn floats), then the
- * parameters p (n floats); server_ns as pc_rt__pull_encode's. Returns the length
- * (pc_rt__pull_lowrank_bytes). */
-size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint64_t it, const float *p,
-                                  size_t n, const float *q, size_t qn, uint64_t server_ns);
+/* Encode the update of matrix chunk (chunk, n) at iteration it: the nv values v (Q, or
+ * with dense the warm-up's mean gradient); server_ns as pc_rt__pull_encode's. Returns the
+ * length (pc_rt__pull_lowrank_bytes(nv)). */
+size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, bool dense,
+                                  const float *v, size_t nv, uint64_t server_ns);
 
-/* Validate a matrix's update completely (as pc_rt__pull_apply's checks, for codec
- * PULL_LOWRANK with entries n and payload 8 + 4 qn + 4 n), then write Q into q[0..qn), the
- * parameters into p[0..n) and the server's time into *server_ns (may be NULL). On
- * PC_EFORMAT nothing is written. */
-int pc_rt__pull_lowrank_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t it, float *p,
-                              size_t n, float *q, size_t qn, uint64_t *server_ns, char *err,
-                              size_t errlen);
+/* Validate a matrix's update completely (codec PULL_LOWRANK, chunk, n, iteration, the flag
+ * `dense` asks for, entries nv and payload 8 + 4 nv, scale 0, a server time within
+ * PC_RT_PULL_MAX_SERVER_NS, every value finite); then *values views its nv little-endian
+ * binary32 inside msg (pc_wire_get_f32s reads them) and *server_ns (may be NULL) gets the
+ * time. On PC_EFORMAT nothing is written. */
+int pc_rt__pull_lowrank_read(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n,
+                             uint64_t it, bool dense, size_t nv, const uint8_t **values,
+                             uint64_t *server_ns, char *err, size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

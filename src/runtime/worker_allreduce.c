@@ -78,11 +78,12 @@ static int ar_done(pc_worker_t *w, wthread_t *me)
 }
 
 /* The model lives on the workers: checkpoints hold the parameters and the momentum. */
-static void ar_ckpt_arrays(wchunk_t *c, float **a, float **b, size_t *nb)
+static void ar_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS])
 {
-    *a = c->p;
-    *b = c->mom;
-    *nb = c->n;
+    arr[0] = c->p;
+    arr[1] = c->mom;
+    arr[2] = NULL;
+    len[0] = len[1] = len[2] = c->n;
 }
 
 const worker_ops_t pc_rt__worker_allreduce = {

@@ -2,7 +2,7 @@
  * choosing the checkpoint to resume from, restoring the chunk states from this worker's
  * file, and writing it at an iteration boundary. What a chunk saves is the mode's
  * (worker_ops_t ckpt_arrays): ps, the codec state (residual, codec momentum or a powersgd
- * matrix's Q, steps);
+ * matrix's Q and optimizer momentum, steps);
  * allreduce, the parameters and momentum. Backprop thread only. */
 #include "config.h"
 
@@ -16,12 +16,24 @@
 /* A chunk's record in a worker's checkpoint file (then its arrays). */
 typedef struct wrec {
     uint32_t id, n;
-    uint32_t has_a, has_b; /* ps: residual, codec momentum; allreduce: parameters, momentum */
-    uint64_t steps;        /* ps: codec steps (dgc warm-up) */
+    uint32_t arrays;   /* bit i: the mode's array i follows (worker_ops_t ckpt_arrays; ps:
+                          residual, codec momentum or powersgd's Q, powersgd's optimizer
+                          momentum; allreduce: parameters, momentum) */
+    uint32_t reserved; /* 0 */
+    uint64_t steps;    /* ps: codec steps (dgc warm-up) */
 } wrec_t;
 /* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
 _Static_assert(sizeof(wrec_t) == 24 && offsetof(wrec_t, steps) == 16,
                "wrec_t is part of the checkpoint file format");
+
+/* wrec_t.arrays for a chunk's arrays. */
+static uint32_t arrays_mask(float *const arr[CKPT_ARRAYS])
+{
+    uint32_t m = 0;
+    for (int i = 0; i < CKPT_ARRAYS; i++)
+        m |= arr[i] ? 1u << i : 0u;
+    return m;
+}
 
 int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
 {
@@ -97,24 +109,22 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         return rc;
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
-        float *a, *b;
-        size_t nb;
-        w->ops->ckpt_arrays(c, &a, &b, &nb);
+        float *arr[CKPT_ARRAYS];
+        size_t len[CKPT_ARRAYS];
+        w->ops->ckpt_arrays(c, arr, len);
         wrec_t rec;
         if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
             break;
-        if (rec.id != c->id || rec.n != c->n || rec.has_a != (a != NULL) ||
-            rec.has_b != (b != NULL)) {
+        if (rec.id != c->id || rec.n != c->n || rec.arrays != arrays_mask(arr) || rec.reserved) {
             pc_ckpt_reader_close(r, NULL, 0);
             return WFAIL_W(rt, me, PC_EFORMAT,
                            "checkpoint of iteration %llu: chunk %d's record does not "
                            "match this job",
                            (unsigned long long)it, ci);
         }
-        if (a)
-            rc = pc_ckpt_reader_read(r, a, sizeof(float) * c->n);
-        if (rc == PC_OK && b)
-            rc = pc_ckpt_reader_read(r, b, sizeof(float) * nb);
+        for (int i = 0; i < CKPT_ARRAYS && rc == PC_OK; i++)
+            if (arr[i])
+                rc = pc_ckpt_reader_read(r, arr[i], sizeof(float) * len[i]);
         if (c->st)
             pc_codec_state_set_steps(c->st, rec.steps);
     }
@@ -149,19 +159,17 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
     rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
-        float *a, *b;
-        size_t nb;
-        w->ops->ckpt_arrays(c, &a, &b, &nb);
+        float *arr[CKPT_ARRAYS];
+        size_t len[CKPT_ARRAYS];
+        w->ops->ckpt_arrays(c, arr, len);
         wrec_t rec = {.id = c->id,
                       .n = (uint32_t)c->n,
-                      .has_a = a != NULL,
-                      .has_b = b != NULL,
+                      .arrays = arrays_mask(arr),
                       .steps = c->st ? pc_codec_state_steps(c->st) : 0};
         pc_ckpt_writer_write(cw, &rec, sizeof(rec));
-        if (a)
-            pc_ckpt_writer_write(cw, a, sizeof(float) * c->n);
-        if (b)
-            pc_ckpt_writer_write(cw, b, sizeof(float) * nb);
+        for (int i = 0; i < CKPT_ARRAYS; i++)
+            if (arr[i])
+                pc_ckpt_writer_write(cw, arr[i], sizeof(float) * len[i]);
     }
     rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->main.err, sizeof(w->main.err));
     if (rc != PC_OK)

@@ -160,11 +160,13 @@ typedef struct wchunk {
     _Atomic uint64_t version; /* updates applied: stored (release) by the MPI thread after
                                  writing the parameters, loaded (acquire) by param_wait */
     /* ps, a powersgd matrix (worker_lowrank.c; MPI thread): */
-    size_t rows;  /* the plan's: a whole matrix's rows, else 0 */
-    bool lowrank; /* pc_rt__chunk_lowrank: st is a matrix state */
-    int lr_round; /* the round whose answer the posted receive awaits: 1 (P^), 2 (the
-                     update with Q); 0 between iterations and in the warm-up */
-    float *lr_q;  /* cols x rank: the update's Q, before pc_codec_lowrank_finish takes it */
+    size_t rows;   /* the plan's: a whole matrix's rows, else 0 */
+    bool lowrank;  /* pc_rt__chunk_lowrank: st is a matrix state */
+    int lr_round;  /* the round whose answer the posted receive awaits: 1 (P^), 2 (the
+                      update with Q); 0 between iterations and in the warm-up */
+    float *lr_q;   /* cols x rank: the update's Q, before pc_codec_lowrank_finish takes it */
+    float *lr_mom; /* n: the optimizer's momentum (the server's, kept alike; NULL without) */
+    float *lr_row; /* cols: one row of the warm-up's mean gradient */
 } wchunk_t;
 
 /* One thread's context: where its errors go and which timeline track it records on. */
@@ -198,9 +200,9 @@ typedef struct worker_ops {
     int (*progress)(pc_worker_t *w, int *got, wthread_t *me);
     /* After the last iteration: tell the servers this worker is done. */
     int (*done)(pc_worker_t *w, wthread_t *me);
-    /* The chunk's two arrays saved in checkpoints (NULL when absent): a of c->n floats, b
-     * of *nb (c->n, or a powersgd matrix's Q). */
-    void (*ckpt_arrays)(wchunk_t *c, float **a, float **b, size_t *nb);
+    /* The chunk's arrays saved in checkpoints, up to CKPT_ARRAYS: arr[i] of len[i] floats,
+     * NULL when absent. */
+    void (*ckpt_arrays)(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS]);
 } worker_ops_t;
 
 extern const worker_ops_t pc_rt__worker_ps; /* pc_worker.c; allreduce's is declared below */
@@ -347,9 +349,11 @@ int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len);
  * thread, from ps_progress. */
 int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me);
 
-/* Chunk c's update has arrived (c->lr_round 2): validate it whole, write the parameters,
- * take Q and set the residual (pc_codec_lowrank_finish); c->lr_round 0. PC_EFORMAT with the
- * reason in why. MPI thread, from ps_progress. */
+/* Chunk c's update has arrived (c->lr_round 2: Q; 0: the warm-up's mean gradient):
+ * validate it whole, then row by row the optimizer's step on the parameters and momentum
+ * with P^ Q^T (pc_codec_lowrank_finish, which also sets the residual and keeps Q) or with the
+ * mean gradient: the server's arithmetic on its copy, bit for bit. c->lr_round 0.
+ * PC_EFORMAT with the reason in why. MPI thread, from ps_progress. */
 int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server_ns, char *why,
                        size_t whylen);
 

@@ -6,14 +6,15 @@
  *                  (pc_rt__w_lr_first); the receive of P^ is posted before the send
  *   ps_progress    P^ arrived: Q_w = M^T P^ to the server at once, the receive of the
  *                  update posted (pc_rt__w_lr_phat); other chunks fold and send meanwhile
- *   ps_progress    the update arrived: parameters written, residual = M - P^ Q^T, Q kept
- *                  (pc_rt__w_lr_update); then the version store, as for any chunk
+ *   ps_progress    the update (Q) arrived: row by row, P^ Q^T taken from the residual and
+ *                  the optimizer's step on the parameters, as the server stepped its copy
+ *                  (pc_rt__w_lr_update); Q kept; then the version store, as for any chunk
  *
  * Round 2 leaves at once rather than queueing behind folded chunks: its chunk is the one
  * nearest to its update, and the server holds P^ for it. Both rounds' products are
  * OpenBLAS's sgemm on this thread (pc-train and the binding keep OpenBLAS to one thread).
  * In the warm-up (the codec's warmup= iterations) the chunk sends M dense and its update
- * is a plain pull.
+ * is the mean gradient, which the worker steps with in the same way.
  * A leaf of the worker's files (doc/design.md): it calls only worker_device.c's.
  *
  * Ownership: the chunk's buffers, state and requests are the MPI thread's (worker_impl.h). */
@@ -23,7 +24,9 @@
 
 #include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_time.h"
+#include "pipecompress/pc_wire.h"
 #include "worker_impl.h"
 
 int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len)
@@ -86,20 +89,50 @@ int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me)
     return PC_OK;
 }
 
+/* The optimizer's step on row i of a matrix, as its server stepped its copy. */
+typedef struct lr_step {
+    pc_optim_cfg_t optim;
+    float lr;
+    float *p, *mom; /* the matrix's parameters and momentum (NULL without momentum) */
+    size_t cols;
+} lr_step_t;
+
+static void step_row(void *ud, size_t i, const float *g)
+{
+    lr_step_t *s = ud;
+    pc_optim_sgd(&s->optim, s->lr, s->p + i * s->cols, s->mom ? s->mom + i * s->cols : NULL, g,
+                 s->cols, NULL);
+}
+
 int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server_ns, char *why,
                        size_t whylen)
 {
-    (void)w;
-    size_t qn = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
-    int rc = pc_rt__pull_lowrank_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n, c->lr_q, qn,
-                                       server_ns, why, whylen);
+    pc_runtime_t *rt = w->rt;
+    bool dense = c->lr_round == 0; /* the warm-up: the mean gradient */
+    size_t cols = c->n / c->rows, qn = cols * (size_t)pc_codec_spec(c->codec)->rank;
+    const uint8_t *v;
+    int rc = pc_rt__pull_lowrank_read(c->recvbuf, len, c->id, (uint32_t)c->n, c->recv_it, dense,
+                                      dense ? c->n : qn, &v, server_ns, why, whylen);
     if (rc != PC_OK)
         return rc;
-    /* Round 2 came before, in order: finish cannot refuse. */
-    rc = pc_codec_lowrank_finish(c->codec, c->st, c->lr_q);
+    lr_step_t s = {.optim = pc_rt__chunk_optim(rt, c->n),
+                   .lr = (float)pc_optim_lr(&rt->optim, (int64_t)c->recv_it),
+                   .p = c->p,
+                   .mom = c->lr_mom,
+                   .cols = cols};
+    if (dense) {
+        for (size_t i = 0; i < c->rows; i++) {
+            pc_wire_get_f32s(c->lr_row, v + 4 * i * cols, cols);
+            step_row(&s, i, c->lr_row);
+        }
+        return PC_OK;
+    }
+    pc_wire_get_f32s(c->lr_q, v, qn);
+    /* Round 2 came before, in order: finish refuses nothing but memory for its scratch. */
+    rc = pc_codec_lowrank_finish(c->codec, c->st, c->lr_q, step_row, &s);
     c->lr_round = 0;
     if (rc != PC_OK)
-        return pc_error_fmt(rc, why, whylen, "chunk %u: internal error: an update before round 2",
-                            c->id);
+        return pc_error_fmt(rc, why, whylen, "chunk %u: the update's rows: %s", c->id,
+                            pc_strerror(rc));
     return PC_OK;
 }

@@ -8,6 +8,8 @@
  * started". `started` is set only when every step succeeded. Backprop thread only. */
 #include "config.h"
 
+#include <assert.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,35 @@ int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows)
         return WFAIL(&w->main, PC_EINVAL, "tensor '%s': %zu rows do not divide its %zu elements",
                      t->name, rows, t->n);
     t->rows = rows > 1 ? rows : 0;
+    return PC_OK;
+}
+
+size_t pc_worker_lowrank_q_len(const pc_worker_t *w, int tensor)
+{
+    if (!w->started || tensor < 0 || tensor >= w->ntensors)
+        return 0;
+    const wtensor_t *t = &w->tensors[tensor];
+    const wchunk_t *c = &w->chunks[t->first_chunk];
+    if (!c->lowrank || t->first_chunk != t->last_chunk)
+        return 0;
+    return c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
+}
+
+int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len)
+{
+    if (!w->started)
+        return WFAIL(&w->main, PC_ESTATE, "pc_worker_lowrank_q called before pc_worker_start");
+    if (tensor < 0 || tensor >= w->ntensors || !q)
+        return WFAIL(&w->main, PC_EINVAL, "pc_worker_lowrank_q(%d): no such tensor", tensor);
+    size_t qn = pc_worker_lowrank_q_len(w, tensor);
+    const wtensor_t *t = &w->tensors[tensor];
+    if (!qn)
+        return WFAIL(&w->main, PC_EINVAL,
+                     "tensor '%s' does not travel as powersgd factors in this run", t->name);
+    if (len != qn)
+        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': its Q has %zu floats, not %zu", t->name, qn,
+                     len);
+    memcpy(q, pc_codec_state_lowrank_q(w->chunks[t->first_chunk].st), sizeof(float) * qn);
     return PC_OK;
 }
 
@@ -251,15 +282,25 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
         return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
     c->codec = pc_rt__chunk_plain(rt, c->rows, c->n) ? w->codec_dense : w->codec;
     c->lowrank = pc_rt__chunk_lowrank(rt, c->rows, c->n);
-    size_t qn = c->lowrank ? c->n / c->rows * (size_t)rt->spec.rank : 0;
+    size_t cols = c->lowrank ? c->n / c->rows : 0, qn = cols * (size_t)rt->spec.rank;
     c->send_cap = pc_codec_max_bytes(c->codec, c->n);
-    c->recv_cap = c->lowrank ? pc_rt__pull_lowrank_bytes(c->n, qn) : pc_rt__pull_max_bytes(c->n);
+    /* A matrix receives P^ (rows x rank) and its update: Q, or in the warm-up the n-float
+     * mean gradient. */
+    size_t lr_cap = pc_rt__pull_lowrank_bytes(rt->spec.warmup > 0 ? c->n : qn),
+           phat_cap = pc_rt__phat_bytes(c->lowrank ? c->rows * (size_t)rt->spec.rank : 0);
+    c->recv_cap = !c->lowrank ? pc_rt__pull_max_bytes(c->n) : lr_cap > phat_cap ? lr_cap : phat_cap;
     c->sendbuf = malloc(c->send_cap);
     c->recvbuf = malloc(c->recv_cap);
-    c->lr_q = c->lowrank ? malloc(sizeof(float) * qn) : NULL;
+    bool mom = c->lowrank && pc_rt__chunk_optim(rt, c->n).momentum != 0;
+    if (c->lowrank) {
+        c->lr_q = malloc(sizeof(float) * qn);
+        c->lr_row = malloc(sizeof(float) * cols);
+        c->lr_mom = mom ? calloc(c->n, sizeof(float)) : NULL;
+    }
     rc = c->lowrank ? pc_codec_state_create_matrix(c->codec, c->id, c->rows, c->n, &c->st)
                     : pc_codec_state_create(c->codec, c->id, c->n, &c->st);
-    if (!c->sendbuf || !c->recvbuf || (c->lowrank && !c->lr_q) || rc != PC_OK)
+    if (!c->sendbuf || !c->recvbuf || (c->lowrank && (!c->lr_q || !c->lr_row)) ||
+        (mom && !c->lr_mom) || rc != PC_OK)
         return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
@@ -286,25 +327,29 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     }
     free(lay);
     /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
-     * pc_rt__init_bytes(n)), unused until the first update is posted. */
+     * pc_rt__init_bytes(n)), unused until the first update is posted; a powersgd matrix's
+     * holds Q only, and its send buffer (pc_codec_max_bytes: 40 + 4 n) serves instead. */
     for (int ci = 0; ci < w->nchunks && rc == PC_OK; ci++) {
         wchunk_t *c = &w->chunks[ci];
         int server = pc_rt__server_rank(rt, c->server), count = 0;
         MPI_Status st;
+        size_t ilen = pc_rt__init_bytes(c->n);
+        bool in_recv = c->recv_cap >= ilen;
+        uint8_t *buf = in_recv ? c->recvbuf : c->sendbuf;
+        size_t cap = in_recv ? c->recv_cap : c->send_cap;
+        assert(cap >= ilen);
         if (!resume) {
-            pc_rt__init_encode(c->recvbuf, c->p, c->n);
-            rc = PC_MPI_CHECK_PEER(MPI_Send(c->recvbuf, (int)pc_rt__init_bytes(c->n), MPI_BYTE,
-                                            server, TAG_INIT, rt->comm),
+            pc_rt__init_encode(buf, c->p, c->n);
+            rc = PC_MPI_CHECK_PEER(MPI_Send(buf, (int)ilen, MPI_BYTE, server, TAG_INIT, rt->comm),
                                    server, why, sizeof(why));
             continue;
         }
-        rc = PC_MPI_CHECK_PEER(
-            MPI_Recv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
-            server, why, sizeof(why));
+        rc = PC_MPI_CHECK_PEER(MPI_Recv(buf, (int)cap, MPI_BYTE, server, TAG_INIT, rt->comm, &st),
+                               server, why, sizeof(why));
         if (rc == PC_OK)
             rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why, sizeof(why));
         if (rc == PC_OK)
-            rc = pc_rt__init_apply(c->recvbuf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
+            rc = pc_rt__init_apply(buf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
     }
     if (rc != PC_OK)
         return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
@@ -442,6 +487,8 @@ static void release_started(pc_worker_t *w)
         wchunk_t *k = &w->chunks[c];
         pc_codec_state_destroy(k->st);
         free(k->lr_q);
+        free(k->lr_mom);
+        free(k->lr_row);
         free(k->sendbuf);
         free(k->recvbuf);
         free(k->sum);

@@ -24,8 +24,8 @@
  *   - every receiver's buffer is allocated with exactly the chunk's n elements, so that
  *     ASan sees a write one past its end (a static buffer of MAX_N hid one: an index check
  *     of `ix > n` for `ix >= n` passed every run);
- *   - a P^ or a matrix's update that is accepted re-encodes to the same bytes; a rejected
- *     one leaves P^, Q, the parameters and the server time untouched;
+ *   - a P^ or a matrix's update that is accepted re-encodes to the same bytes with finite
+ *     values; a rejected one leaves P^, the values' view and the server time untouched;
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
  *     pc_codec_decode_add accepts it, and pc_rt__grad_apply then adds the same bits.
  * ASan and UBSan catch the rest. Built by `make fuzz`; seeds (one valid message of each
@@ -295,42 +295,42 @@ static void check_phat(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t 
     free(again);
 }
 
-/* A matrix's update: Q's length from the header's payload where it is consistent, else 1;
- * P and Q in buffers of exactly their lengths. */
+/* A matrix's update: the values' count and the flag as the header says (the worker knows
+ * both: its rank and whether it is in the warm-up), except for odd chunks (the other flag:
+ * an update out of turn). Accepted means re-encoded alike, every value finite. */
 static void check_lowrank(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it)
 {
-    size_t pay = pc_wire_get_u32(msg + 28), qn = 1;
-    if (pay >= PC_RT_PULL_TIME_BYTES + 4 * ((size_t)n + 1) && pay % 4 == 0)
-        qn = (pay - PC_RT_PULL_TIME_BYTES) / 4 - n;
-    if (qn > MAX_N || !alloc_bufs(n))
-        return;
-    float *q = malloc(sizeof(float) * qn), *q0 = malloc(sizeof(float) * qn);
-    if (!q || !q0)
-        abort();
-    fill(buf_a, n);
-    memcpy(before, buf_a, sizeof(float) * n);
-    fill(q, qn);
-    memcpy(q0, q, sizeof(float) * qn);
+    size_t nv = pc_wire_get_u32(msg + 24);
+    if (nv > MAX_N)
+        nv = nv % MAX_N;
+    bool dense = ((pc_wire_get_u16(msg + 6) & PC_RT_LOWRANK_F_DENSE) != 0) ^ (chunk & 1);
     char err[256] = "";
     uint64_t sns = UINT64_MAX;
+    const uint8_t *v = NULL;
     int rc =
-        pc_rt__pull_lowrank_apply(msg, len, chunk, it, buf_a, n, q, qn, &sns, err, sizeof(err));
+        pc_rt__pull_lowrank_read(msg, len, chunk, n, it, dense, nv, &v, &sns, err, sizeof(err));
     if (rc != PC_OK) {
         check_reason(rc, err);
-        if (memcmp(buf_a, before, sizeof(float) * n) != 0 || memcmp(q, q0, sizeof(float) * qn) ||
-            sns != UINT64_MAX)
+        if (v != NULL || sns != UINT64_MAX)
             abort();
-    } else {
-        uint8_t *again = malloc(pc_rt__pull_lowrank_bytes(n, qn));
-        if (!again || sns > PC_RT_PULL_MAX_SERVER_NS)
-            abort();
-        if (pc_rt__pull_lowrank_encode(again, chunk, it, buf_a, n, q, qn, sns) != len ||
-            memcmp(again, msg, len) != 0)
-            abort();
-        free(again);
+        return;
     }
-    free(q);
-    free(q0);
+    if (sns > PC_RT_PULL_MAX_SERVER_NS || v != msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES ||
+        len != pc_rt__pull_lowrank_bytes(nv))
+        abort();
+    float *vals = malloc(sizeof(float) * (nv ? nv : 1));
+    uint8_t *again = malloc(len);
+    if (!vals || !again)
+        abort();
+    pc_wire_get_f32s(vals, v, nv);
+    for (size_t i = 0; i < nv; i++)
+        if (!isfinite(vals[i]))
+            abort();
+    if (pc_rt__pull_lowrank_encode(again, chunk, n, it, dense, vals, nv, sns) != len ||
+        memcmp(again, msg, len) != 0)
+        abort();
+    free(vals);
+    free(again);
 }
 
 static void fuzz_pull(const uint8_t *msg, size_t len)

@@ -8,7 +8,9 @@
  *       also runs all W workers' powersgd steps here, in one process, through the codec's
  *       rounds (fold, P_w, the sum in worker order, orthonormalisation, Q_w, Q = sum / W,
  *       P^ Q^T, the residual) and checks its parameters bit for bit against them after
- *       every iteration; the other tensors as exact.
+ *       every iteration; the other tensors as exact. The optimizer is the run's (momentum,
+ *       weight decay, schedule): the step pc_optim_sgd makes on the mean gradient, which
+ *       the workers repeat on b's rows from the factors as its server does.
  *   test_runtime_mpi destroy [runtime flags]
  *       As exact, but in the third iteration the workers hand over every gradient and then
  *       destroy the worker without iteration_end or finish (the compressor thread running,
@@ -53,7 +55,7 @@ enum { ROWS = 20, LR_CHUNK = 1 };
 typedef struct lr_ref {
     pc_codec_t *codec;
     pc_codec_state_t **st; /* per worker */
-    float *g, *fac, *qagg, *agg;
+    float *g, *fac, *qagg, *agg, *ework;
     double *work;
     uint8_t *msg;
     size_t n, cols, cap;
@@ -84,6 +86,7 @@ static void lr_ref_init(lr_ref_t *r, const char *spec_text, uint64_t seed, int W
     r->fac = malloc(sizeof(float) * ROWS * (size_t)r->rank);
     r->qagg = malloc(sizeof(float) * r->cols * (size_t)r->rank);
     r->work = malloc(sizeof(double) * pc_lowrank_work_doubles(ROWS, r->rank));
+    r->ework = malloc(sizeof(float) * pc_lowrank_expand_work(r->cols, r->rank));
 }
 
 /* Add scale x worker k's message (just made in r->msg, len bytes) into sum. */
@@ -141,9 +144,9 @@ static void lr_ref_step(lr_ref_t *r, int it)
             die("lowrank reference", "round 2");
         lr_ref_add(r, len, it, 2, r->cols * R, 1.0f / (float)r->W, r->qagg);
     }
-    pc_lowrank_expand(r->agg, ROWS, r->cols, r->fac, r->qagg, r->rank, 1.0f, 0.0f);
+    pc_lowrank_expand(r->agg, ROWS, r->cols, r->fac, r->qagg, r->rank, 1.0f, 0.0f, r->ework);
     for (int k = 0; k < r->W; k++)
-        if (pc_codec_lowrank_finish(r->codec, r->st[k], r->qagg) != PC_OK)
+        if (pc_codec_lowrank_finish(r->codec, r->st[k], r->qagg, NULL, NULL) != PC_OK)
             die("lowrank reference", "finish");
 }
 
@@ -158,6 +161,7 @@ static void lr_ref_free(lr_ref_t *r)
     free(r->agg);
     free(r->fac);
     free(r->qagg);
+    free(r->ework);
     free(r->work);
 }
 
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
     /* exact: known gradients, three iterations (lowrank: four). */
     float lr = (float)cfg.lr;
     lr_ref_t ref = {0};
+    float *mom = calloc(total, sizeof(float)), *agg_t = malloc(sizeof(float) * total);
     if (lowrank)
         lr_ref_init(&ref, cfg.compress, cfg.seed, W, sizes[1]);
     int iters = lowrank ? 4 : 3;
@@ -303,14 +308,24 @@ int main(int argc, char **argv)
         }
         /* The servers' arithmetic: sum of (1/W) * g_w in worker order, then plain SGD
          * (lowrank: b's gradient is the reference's P^ Q^T, or its warm-up's mean). */
-        if (lowrank)
+        if (lowrank) {
             lr_ref_step(&ref, it);
-        for (int t = 0; t < T; t++)
-            for (size_t i = 0; i < sizes[t]; i++) {
-                if (lowrank && t == 1) {
-                    expect[off[t] + i] = expect[off[t] + i] - lr * (ref.agg[i] + 0.0f);
-                    continue;
+            for (int t = 0; t < T; t++) {
+                const float *gt = ref.agg;
+                if (t != 1) {
+                    for (size_t i = 0; i < sizes[t]; i++) {
+                        agg_t[i] = 0;
+                        for (int k = 0; k < W; k++)
+                            agg_t[i] += (1.0f / (float)W) * grad_value(k, t, i, it);
+                    }
+                    gt = agg_t;
                 }
+                pc_optim_sgd(&rt->optim, (float)pc_optim_lr(&rt->optim, it), expect + off[t],
+                             mom + off[t], gt, sizes[t], NULL);
+            }
+        }
+        for (int t = 0; t < T && !lowrank; t++)
+            for (size_t i = 0; i < sizes[t]; i++) {
                 float agg = 0, rev = 0;
                 for (int k = 0; k < W; k++)
                     agg += (1.0f / (float)W) * grad_value(k, t, i, it);
@@ -355,6 +370,8 @@ int main(int argc, char **argv)
     /* With 3 or more workers the inputs must make the summation order matter (for most of
      * the 3 * total means): otherwise a server that sums in another order than rank order
      * would pass unseen. */
+    free(mom);
+    free(agg_t);
     if (lowrank) {
         lr_ref_free(&ref);
         if (rank == 0)

@@ -51,6 +51,19 @@ static void read_factor(const pc_codec_t *c, const uint8_t *msg, size_t len, int
                      PC_OK);
 }
 
+/* pc_codec_lowrank_finish's rows, gathered: each row once, in order. */
+typedef struct rows_seen {
+    float *u; /* rows x cols */
+    size_t cols, next;
+} rows_seen_t;
+
+static void take_row(void *ud, size_t i, const float *update)
+{
+    rows_seen_t *s = ud;
+    assert_int_equal(i, s->next++);
+    memcpy(s->u + i * s->cols, update, sizeof(float) * s->cols);
+}
+
 static void test_spec(void **state)
 {
     (void)state;
@@ -94,6 +107,11 @@ static void test_fits(void **state)
     assert_false(pc_codec_lowrank_fits(&s, 1, 4096));         /* a vector */
     assert_false(pc_codec_lowrank_fits(&s, 64, 64 * 64 + 1)); /* rows do not divide n */
     assert_false(pc_codec_lowrank_fits(&s, 4, 8));            /* (4 + 2) x 2 x 2 > 8 */
+    /* torch's _should_compress: (rows + cols) r gain < n, strictly. */
+    s.rank = 1;
+    assert_false(pc_codec_lowrank_fits(&s, 4, 16)); /* (4 + 4) x 1 x 2 = 16: no */
+    assert_true(pc_codec_lowrank_fits(&s, 4, 20));  /* (4 + 5) x 1 x 2 = 18 < 20 */
+    s.rank = 2;
     s.min_gain = 1.0;
     assert_false(pc_codec_lowrank_fits(&s, 4, 4)); /* 2 x 2 at rank 2 gains nothing */
     s.rank = 8;
@@ -172,7 +190,7 @@ static void test_rounds(void **state)
     double work[24 * 2];
     assert_int_equal(pc_lowrank_orthonormalise(p, rows, r, work), PC_OK);
     memcpy(pc_codec_state_lowrank_phat(st), p, sizeof(p));
-    assert_int_equal(pc_codec_lowrank_finish(c, st, q0), PC_EINVAL); /* round 2 first */
+    assert_int_equal(pc_codec_lowrank_finish(c, st, q0, NULL, NULL), PC_EINVAL); /* round 2 first */
     assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_OK);
     float qw[20 * 2];
     read_factor(c, msg, len, 2, 5, (uint32_t)n, (uint32_t)(cols * r), qw);
@@ -183,16 +201,25 @@ static void test_rounds(void **state)
                 w2 += (double)g[i * cols + j] * p[i * r + k];
             assert_true(fabs(qw[j * r + k] - w2) < 1e-4);
         }
-    assert_int_equal(pc_codec_lowrank_finish(c, st, qw), PC_OK);
-    /* Error feedback: M = P^ Q^T + residual, and Q is the aggregate now. */
+    rows_seen_t seen = {.u = malloc(sizeof(float) * n), .cols = cols};
+    assert_non_null(seen.u);
+    assert_int_equal(pc_codec_lowrank_finish(c, st, qw, take_row, &seen), PC_OK);
+    assert_int_equal(seen.next, rows);
+    /* Error feedback: M = P^ Q^T + residual, exactly as the rows handed out (the bits
+     * pc_lowrank_expand makes, which the server's step uses), and Q is the aggregate now. */
     const float *res = pc_codec_state_residual(st);
+    float *u = malloc(sizeof(float) * n), *ework = malloc(sizeof(float) * cols * (r + 1));
+    assert_int_equal(pc_lowrank_expand(u, rows, cols, p, qw, r, 1.0f, 0.0f, ework), PC_OK);
+    assert_memory_equal(u, seen.u, sizeof(float) * n);
     for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < cols; j++) {
             double a = 0;
             for (int k = 0; k < r; k++)
                 a += (double)p[i * r + k] * qw[j * r + k];
-            assert_true(fabs(a + res[i * cols + j] - g[i * cols + j]) < 1e-5);
+            assert_true(fabs(a - u[i * cols + j]) < 1e-5);
+            assert_true(res[i * cols + j] == g[i * cols + j] - u[i * cols + j]);
         }
+    free(u), free(ework), free(seen.u);
     assert_memory_equal(pc_codec_state_lowrank_q(st), qw, sizeof(qw));
     assert_int_equal(pc_codec_state_steps(st), 1);
     free(g);
@@ -225,7 +252,7 @@ static void test_rank_one_whole(void **state)
     memcpy(pc_codec_state_lowrank_phat(st), p, sizeof(p));
     assert_int_equal(pc_codec_lowrank_q(c, st, 3, msg, cap, &len), PC_OK);
     read_factor(c, msg, len, 2, 0, (uint32_t)n, cols, q);
-    assert_int_equal(pc_codec_lowrank_finish(c, st, q), PC_OK);
+    assert_int_equal(pc_codec_lowrank_finish(c, st, q, NULL, NULL), PC_OK);
     const float *res = pc_codec_state_residual(st);
     for (size_t i = 0; i < n; i++)
         assert_true(fabsf(res[i]) < 1e-5f);

@@ -115,14 +115,18 @@ static struct round one_round(const float *m, size_t rows, size_t cols, const fl
                       malloc(cols * (size_t)rank * sizeof(float)),
                       malloc(rows * cols * sizeof(float)), malloc(rows * cols * sizeof(float))};
     double *work = malloc(pc_lowrank_work_doubles(rows, rank) * sizeof(double));
-    assert_true(r.p && r.q && r.approx && r.resid && work);
+    float *ework = malloc(pc_lowrank_expand_work(cols, rank) * sizeof(float));
+    assert_true(r.p && r.q && r.approx && r.resid && work && ework);
     assert_int_equal(pc_lowrank_project(m, rows, cols, q0, rank, r.p), PC_OK);
     assert_int_equal(pc_lowrank_orthonormalise(r.p, rows, rank, work), PC_OK);
     assert_int_equal(pc_lowrank_backproject(m, rows, cols, r.p, rank, r.q), PC_OK);
-    assert_int_equal(pc_lowrank_expand(r.approx, rows, cols, r.p, r.q, rank, 1.0f, 0.0f), PC_OK);
+    assert_int_equal(pc_lowrank_expand(r.approx, rows, cols, r.p, r.q, rank, 1.0f, 0.0f, ework),
+                     PC_OK);
     memcpy(r.resid, m, rows * cols * sizeof(float));
-    assert_int_equal(pc_lowrank_expand(r.resid, rows, cols, r.p, r.q, rank, -1.0f, 1.0f), PC_OK);
+    assert_int_equal(pc_lowrank_expand(r.resid, rows, cols, r.p, r.q, rank, -1.0f, 1.0f, ework),
+                     PC_OK);
     free(work);
+    free(ework);
     return r;
 }
 
@@ -350,11 +354,52 @@ static void test_init(void **state)
     free(b);
 }
 
+/* pc_lowrank_row and pc_lowrank_expand give each element as written in their contract,
+ * bit for bit: 0 + p_0 q_j0 + p_1 q_j1 + ... in float, then alpha and beta (beta 0 never
+ * reads C, even a NaN there): the bits a worker reproduces from the factors. */
+static void test_row_exact(void **state)
+{
+    (void)state;
+    for (int rank = 1; rank <= PC_LOWRANK_MAX_RANK; rank += 3) {
+        const size_t rows = 7, cols = 37;
+        float *p = rand_floats(rows * (size_t)rank, 11, 1),
+              *q = rand_floats(cols * (size_t)rank, 12, 1);
+        float *c = malloc(sizeof(float) * rows * cols), *c0 = rand_floats(rows * cols, 13, 1);
+        float *ew = malloc(sizeof(float) * pc_lowrank_expand_work(cols, rank));
+        float *qt = malloc(sizeof(float) * cols * (size_t)rank), row[37];
+        assert_true(c && ew && qt);
+        pc_lowrank_transpose(qt, q, cols, rank);
+        for (size_t j = 0; j < cols; j++)
+            for (int k = 0; k < rank; k++)
+                assert_true(qt[(size_t)k * cols + j] == q[j * (size_t)rank + k]);
+        const float ab[3][2] = {{1.0f, 0.0f}, {-1.0f, 1.0f}, {0.5f, -2.0f}}; /* alpha, beta */
+        for (int t = 0; t < 3; t++) {
+            for (size_t e = 0; e < rows * cols; e++)
+                c[e] = ab[t][1] == 0.0f ? NAN : c0[e];
+            assert_int_equal(pc_lowrank_expand(c, rows, cols, p, q, rank, ab[t][0], ab[t][1], ew),
+                             PC_OK);
+            for (size_t i = 0; i < rows; i++) {
+                pc_lowrank_row(row, p + i * (size_t)rank, qt, cols, rank);
+                for (size_t j = 0; j < cols; j++) {
+                    float sum = 0.0f;
+                    for (int k = 0; k < rank; k++)
+                        sum += p[i * (size_t)rank + (size_t)k] * q[j * (size_t)rank + (size_t)k];
+                    assert_true(memcmp(&row[j], &sum, sizeof(float)) == 0);
+                    float want = ab[t][1] == 0.0f ? ab[t][0] * sum
+                                                  : ab[t][1] * c0[i * cols + j] + ab[t][0] * sum;
+                    assert_true(memcmp(&c[i * cols + j], &want, sizeof(float)) == 0);
+                }
+            }
+        }
+        free(p), free(q), free(c), free(c0), free(ew), free(qt);
+    }
+}
+
 /* NULL, zero sizes, ranks outside 1 .. 8 and overlapping outputs are refused. */
 static void test_bad_arguments(void **state)
 {
     (void)state;
-    float m[12] = {1}, q[8] = {1}, p[8];
+    float m[12] = {1}, q[8] = {1}, p[8], ew[16];
     double w[8];
     assert_int_equal(pc_lowrank_init(NULL, 3, 1, 0, 0), PC_EINVAL);
     assert_int_equal(pc_lowrank_init(q, 0, 1, 0, 0), PC_EINVAL);
@@ -370,8 +415,9 @@ static void test_bad_arguments(void **state)
     assert_int_equal(pc_lowrank_orthonormalise(p, 4, 2, NULL), PC_EINVAL);
     assert_int_equal(pc_lowrank_orthonormalise(p, 0, 2, w), PC_EINVAL);
     assert_int_equal(pc_lowrank_orthonormalise(p, 4, 0, w), PC_EINVAL);
-    assert_int_equal(pc_lowrank_expand(m, 4, 3, m, q, 1, 1.0f, 0.0f), PC_EINVAL); /* c over p */
-    assert_int_equal(pc_lowrank_expand(m, 4, 3, p, q, 0, 1.0f, 0.0f), PC_EINVAL);
+    assert_int_equal(pc_lowrank_expand(m, 4, 3, m, q, 1, 1.0f, 0.0f, ew), PC_EINVAL); /* c over p */
+    assert_int_equal(pc_lowrank_expand(m, 4, 3, p, q, 0, 1.0f, 0.0f, ew), PC_EINVAL);
+    assert_int_equal(pc_lowrank_expand(m, 4, 3, p, q, 1, 1.0f, 0.0f, NULL), PC_EINVAL);
     assert_int_equal(pc_lowrank_work_doubles(10, 0), 0);
     assert_int_equal(pc_lowrank_work_doubles(10, 3), 30);
 }
@@ -385,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_non_finite),
         cmocka_unit_test(test_init),
+        cmocka_unit_test(test_row_exact),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -761,8 +761,8 @@ static void test_pull_bytes(void **state)
 }
 
 /* powersgd's two server messages: P^ (codec 0xF4, rows x rank floats) and a matrix's update
- * (codec 0xF5: server time, Q, then the parameters), their bytes, round trips and every
- * rejection, each leaving the receiver's buffers untouched. */
+ * (codec 0xF5: server time, then Q, or in the warm-up the mean gradient), their bytes,
+ * round trips and every rejection, each leaving the receiver's outputs untouched. */
 static void test_lowrank_messages(void **state)
 {
     (void)state;
@@ -830,24 +830,42 @@ static void test_lowrank_messages(void **state)
         pc_rt__phat_apply(buf, len, 3, N, 0x100000009ull, outf, E - 2, err, sizeof(err)),
         PC_EFORMAT); /* the receiver's rank differs */
 
-    /* The update */
-    len = pc_rt__pull_lowrank_encode(buf, 3, 9, p, N, q, QN, 123456);
-    assert_int_equal(len, pc_rt__pull_lowrank_bytes(N, QN));
-    assert_int_equal(len, sizeof(buf));
+    /* The update: Q, or in the warm-up (flag 1) the mean gradient; a view of the values. */
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456);
+    assert_int_equal(len, pc_rt__pull_lowrank_bytes(QN));
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 8 + 4 * QN);
     assert_int_equal(buf[5], 0xF5);
-    assert_int_equal(pc_wire_get_u32(buf + 24), N);                /* entries */
-    assert_int_equal(pc_wire_get_u32(buf + 28), 8 + 4 * (N + QN)); /* payload */
+    assert_int_equal(pc_wire_get_u16(buf + 6), 0);           /* flags */
+    assert_int_equal(pc_wire_get_u32(buf + 12), N);          /* n: the matrix's */
+    assert_int_equal(pc_wire_get_u32(buf + 24), QN);         /* entries */
+    assert_int_equal(pc_wire_get_u32(buf + 28), 8 + 4 * QN); /* payload */
     assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == 123456);
     assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8 + 4), 0xbf800000u); /* q[1] */
-    assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8 + 4 * QN),
-                     0xc0b00000u); /* p[0] */
     uint64_t sns = 0;
+    const uint8_t *v = NULL;
     assert_int_equal(
-        pc_rt__pull_lowrank_apply(buf, len, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
-        PC_OK);
-    assert_memory_equal(outp, p, sizeof(p));
+        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)), PC_OK);
+    assert_true(v == buf + PC_WIRE_HEADER_BYTES + 8);
+    pc_wire_get_f32s(outq, v, QN);
     assert_memory_equal(outq, q, sizeof(q));
     assert_true(sns == 123456);
+    /* The warm-up's: the n-element mean gradient, flag 1. */
+    size_t dlen = pc_rt__pull_lowrank_encode(buf, 3, N, 9, true, p, N, 7);
+    assert_int_equal(dlen, PC_WIRE_HEADER_BYTES + 8 + 4 * N);
+    assert_int_equal(pc_wire_get_u16(buf + 6), PC_RT_LOWRANK_F_DENSE);
+    assert_int_equal(
+        pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, true, N, &v, &sns, err, sizeof(err)), PC_OK);
+    pc_wire_get_f32s(outp, v, N);
+    assert_memory_equal(outp, p, sizeof(p));
+    /* The round the worker expects decides: a warm-up update where Q is due, and back. */
+    assert_int_equal(
+        pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, false, N, &v, &sns, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_non_null(strstr(err, "flags 0x1"));
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456);
+    assert_int_equal(
+        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, true, QN, &v, &sns, err, sizeof(err)),
+        PC_EFORMAT);
     struct {
         size_t off;
         uint64_t val;
@@ -855,12 +873,15 @@ static void test_lowrank_messages(void **state)
     } ucases[] = {
         {5, PC_RT_PULL_DENSE, "codec 242"}, /* a plain pull */
         {8, 2, "chunk 2"},
+        {12, N + 1, "n 13"},
         {16, 10, "iteration 10"},
-        {6, 1, "flags 0x1"},
-        {28, 8 + 4 * N, "56 payload bytes"}, /* payload without Q */
+        {6, 2, "flags 0x2"},
+        {24, QN - 1, "5 entries"},
+        {28, 8 + 4 * N, "56 payload bytes"}, /* the length disagrees */
+        {32, 0x3f800000u, "expected 6"},     /* scale 1 */
         {PC_WIRE_HEADER_BYTES, PC_RT_PULL_MAX_SERVER_NS + 1, "server time"},
-        {PC_WIRE_HEADER_BYTES + 8, 0x7f800000u, "not finite"}, /* Q's first: +inf */
-        {sizeof(buf) - 4, 0xff800000u, "not finite"},          /* the last parameter */
+        {PC_WIRE_HEADER_BYTES + 8, 0x7f800000u, "not finite"},                /* Q's first: +inf */
+        {PC_WIRE_HEADER_BYTES + 8 + 4 * (QN - 1), 0xff800000u, "not finite"}, /* the last */
     };
     for (size_t i = 0; i < sizeof(ucases) / sizeof(ucases[0]); i++) {
         memcpy(bad, buf, len);
@@ -872,28 +893,21 @@ static void test_lowrank_messages(void **state)
             pc_wire_put_u64(bad + ucases[i].off, ucases[i].val);
         else
             pc_wire_put_u32(bad + ucases[i].off, (uint32_t)ucases[i].val);
-        for (int j = 0; j < N; j++)
-            outp[j] = 7.0f;
-        for (int j = 0; j < QN; j++)
-            outq[j] = 7.0f;
         sns = 77;
+        v = NULL;
         err[0] = 0;
         assert_int_equal(
-            pc_rt__pull_lowrank_apply(bad, len, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
+            pc_rt__pull_lowrank_read(bad, len, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)),
             PC_EFORMAT);
-        for (int j = 0; j < N; j++)
-            assert_true(outp[j] == 7.0f);
-        for (int j = 0; j < QN; j++)
-            assert_true(outq[j] == 7.0f);
-        assert_true(sns == 77);
+        assert_true(sns == 77 && v == NULL);
         if (!strstr(err, ucases[i].needle))
             fail_msg("update case %zu: \"%s\" lacks \"%s\"", i, err, ucases[i].needle);
     }
     assert_int_equal(
-        pc_rt__pull_lowrank_apply(buf, len, 3, 9, outp, N, outq, QN - 1, &sns, err, sizeof(err)),
+        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, QN - 1, &v, &sns, err, sizeof(err)),
         PC_EFORMAT); /* another rank's Q */
     assert_int_equal(
-        pc_rt__pull_lowrank_apply(buf, len + 4, 3, 9, outp, N, outq, QN, &sns, err, sizeof(err)),
+        pc_rt__pull_lowrank_read(buf, len + 4, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)),
         PC_EFORMAT);
 }
 
