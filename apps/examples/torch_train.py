@@ -272,6 +272,13 @@ def check_arch_flags(args):
                         ("--powersgd-start", args.powersgd_start)):
             if v is not None:
                 usage_error(f"{flag}: only with --backend ddp --ddp-hook powersgd")
+    if args.powersgd_q is not None:
+        if args.backend == "local" or (args.backend == "ddp" and args.ddp_hook != "powersgd"):
+            usage_error("--powersgd-q: only with --compress powersgd:... or --backend ddp "
+                        "--ddp-hook powersgd")
+        if args.backend == "ddp" and not os.path.isfile(args.powersgd_q):
+            usage_error(f"--powersgd-q: no file {args.powersgd_q} (write it with a "
+                        "--compress powersgd run of the same model first)")
     if args.powersgd_rank is not None and args.powersgd_rank < 1:
         usage_error(f"--powersgd-rank: {args.powersgd_rank} is not a positive integer")
     if args.powersgd_start is not None and args.powersgd_start < 2:
@@ -297,7 +304,8 @@ def ddp_flags(rest):
     return ap.parse_args(rest)
 
 
-def main():
+def parser():
+    """The script's own flags (PipeCompress's are the rest)."""
     ap = Parser(
         add_help=False,
         description="Train a torch model on Fashion-MNIST through PipeCompress "
@@ -331,11 +339,24 @@ def main():
                     help="--ddp-hook powersgd: plain allreduce for the first N iterations, "
                     "at least 2 (error feedback and warm start need two) [10, as in "
                     "powerSGD_hook's documented example]")
+    ap.add_argument("--powersgd-q", metavar="FILE",
+                    help="with --compress powersgd: rank 0 writes every matrix's first Q "
+                    "(pc.lowrank_q) to FILE after attach; with --ddp-hook powersgd: torch's "
+                    "hook starts from the Qs in FILE instead of its own draw (both "
+                    "implementations from one start)")
+    ap.add_argument("--loss-log", metavar="FILE",
+                    help="rank 0: each iteration's batch loss, a line 'ITERATION LOSS' "
+                    "(exact decimal of the float), to compare runs")
     ap.add_argument("--save", metavar="FILE", help="rank 0: the trained state_dict")
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--warmup", type=int, default=10, metavar="N",
                     help="iterations left out of the reported rate (start-up, first touches)")
+    return ap
+
+
+def main():
+    ap = parser()
     args, rest = ap.parse_known_args()
     if args.help:  # the script's flags, then the runtime's (pc.init prints them and exits)
         if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) == "0":
@@ -367,6 +388,13 @@ def main():
         raise pc.Error("--batch: the training set is smaller than one iteration of all workers")
     model = model or build(args.arch, seed, args.dropout)
     pc.attach(model)
+    if args.powersgd_q:
+        qs = pc.lowrank_q()
+        if not qs:
+            raise pc.Error("--powersgd-q: no matrix travels as powersgd factors in this run "
+                           "(--compress powersgd:...)")
+        if rank == 0:
+            torch.save(qs, args.powersgd_q)
     test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     first = pc.iteration()
     if rank == 0:
@@ -385,7 +413,8 @@ def main():
 
     t0 = time.time()
     stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
-                          step=lambda: pc.iteration_end(), report=pc.report,
+                          step=lambda: pc.iteration_end(),
+                          report=loss_logger(args, rank, first, pc.report),
                           on_epoch_end=on_epoch_end, settle=pc.synchronize)
     it_done = pc.iteration()
     status = pc.finish()  # the model now holds the last update
@@ -423,6 +452,22 @@ def report_done(args, model, test, iters, wall, rate):
     print(line, flush=True)
     if args.save:
         torch.save(model.state_dict(), args.save)
+
+
+def loss_logger(args, rank, first, report):
+    """report, and on rank 0 with --loss-log each iteration's loss appended to the file as
+    'ITERATION LOSS' (repr: the float exactly), iterations counted from first."""
+    if not args.loss_log or rank != 0:
+        return report
+    f = open(args.loss_log, "a" if first else "w")
+    state = {"it": first}
+
+    def log(loss, acc):
+        report(loss, acc)
+        f.write(f"{state['it']} {loss!r}\n")
+        f.flush()
+        state["it"] += 1
+    return log
 
 
 def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step, report,
@@ -515,8 +560,47 @@ def ddp_wrap(args, model):
             process_group=None, matrix_approximation_rank=args.powersgd_rank or 2,
             start_powerSGD_iter=args.powersgd_start or 10, use_error_feedback=True,
             warm_start=True)
-        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        hook = powerSGD_hook.powerSGD_hook
+        if args.powersgd_q:
+            hook = seeded_powersgd_hook(model, torch.load(args.powersgd_q), hook)
+        ddp.register_comm_hook(state, hook)
     return ddp
+
+
+def seeded_powersgd_hook(model, qs, hook):
+    """powerSGD_hook, whose first compressed iteration starts from the given Qs ({parameter
+    name: (cols, rank) tensor}, pc.lowrank_q's) instead of its own random draw: the hook
+    then finds its Q memory allocated (its warm start) and only orthonormalises them. The
+    memory is laid out as torch 1.13's hook lays it: the bucket's tensors that pass
+    _should_compress, grouped by shape in first-seen order. A matrix the file lacks, or a
+    Q of another shape, is refused in one line."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+
+    names = {p: n for n, p in model.named_parameters()}
+
+    def seeded(state, bucket):
+        i = bucket.index()
+        if state.iter >= state.start_powerSGD_iter and i not in state.p_memory_dict:
+            groups, ps_size = {}, 0
+            for p, g in zip(bucket.parameters(), bucket.gradients()):
+                n, m = g.shape[0], g.numel() // g.shape[0]
+                r = min(n, m, state.matrix_approximation_rank)
+                if ps._should_compress(n, m, r, state.min_compression_rate)[0]:
+                    groups.setdefault((n, m), []).append(names[p])
+                    ps_size += n * r
+            q_mem = []
+            for (n, m), members in groups.items():
+                for name in members:
+                    q = qs.get(name)
+                    r = min(n, m, state.matrix_approximation_rank)
+                    if q is None or tuple(q.shape) != (m, r):
+                        raise SystemExit(f"torch_train.py: --powersgd-q: no Q of shape ({m}, "
+                                         f"{r}) for {name} in the file")
+                    q_mem.append(q.reshape(-1))
+            state.p_memory_dict[i] = torch.empty(ps_size)
+            state.q_memory_dict[i] = torch.cat(q_mem) if q_mem else torch.empty(0)
+        return hook(state, bucket)
+    return seeded
 
 
 def train_ddp(args, rest, images, labels, run_length):
@@ -576,7 +660,8 @@ def train_ddp(args, rest, images, labels, run_length):
 
     t0 = time.time()
     _, rate = run_loop(args, ddp, images, labels, f.seed, 0, total, ipe, W, rank, step,
-                       report=lambda loss, acc: None, on_epoch_end=on_epoch_end)
+                       report=loss_logger(args, rank, 0, lambda loss, acc: None),
+                       on_epoch_end=on_epoch_end)
     wall = time.time() - t0
     if rank == 0:
         report_done(args, model, test, total, wall, rate)

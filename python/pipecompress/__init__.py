@@ -37,11 +37,12 @@ Every call comes from the thread that called pc.init (the runtime's backprop thr
 """
 from . import data  # noqa: F401  (the package's data helpers: pc.data)
 from .errors import Error
-from .hooks import attach, iteration, iteration_end, metrics_note, report, synchronize
+from .hooks import (attach, iteration, iteration_end, lowrank_q, metrics_note, report,
+                    synchronize)
 from .probe import probe
 from .session import (choosing, config, finish, init, is_server, is_worker, rank, run_server,
                       servers, set_blas_threads, size, stop_signal, workers)
 
 __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers", "servers",
            "config", "choosing", "probe", "run_server", "attach", "iteration", "iteration_end", "report",
-           "synchronize", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]
+           "synchronize", "lowrank_q", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]

@@ -86,6 +86,8 @@ def _load():
         "pc_runtime_stop_signal": (c_int, [c_void_p]),
         "pc_worker_register": (c_int, [c_void_p, c_char_p, c_void_p, c_void_p, c_size_t]),
         "pc_worker_set_rows": (c_int, [c_void_p, c_int, c_size_t]),
+        "pc_worker_lowrank_q": (c_int, [c_void_p, c_int, c_void_p, c_size_t]),
+        "pc_worker_lowrank_q_len": (c_size_t, [c_void_p, c_int]),
         "pc_worker_start": (c_int, [c_void_p]),
         "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),
@@ -121,7 +123,8 @@ class CostLayer(_c.Structure):
 
 class PlanTensor(_c.Structure):
     """pc_plan_tensor_t (include/pipecompress/pc_plan.h)."""
-    _fields_ = [("n", c_size_t), ("param", c_void_p), ("grad", c_void_p)]
+    _fields_ = [("n", c_size_t), ("param", c_void_p), ("grad", c_void_p),
+                ("whole_rows", c_size_t)]
 
 
 class AutoProbe(_c.Structure):

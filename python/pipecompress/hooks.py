@@ -397,3 +397,28 @@ def metrics_note(obj):
 def synchronize():
     """Wait until every parameter holds the latest update (before evaluating or saving)."""
     _attached().sync()
+
+
+def lowrank_q():
+    """--compress powersgd: {parameter name: Q} for every weight that travels as factors,
+    Q a (cols, rank) float32 tensor (cols: the weight's elements / its first dimension): the
+    warm start its next round multiplies by, right after pc.attach the draw every worker
+    makes alike. Waits for every update first (pc.synchronize). To start another
+    implementation from the same Q (torch's powerSGD_hook, in the comparison of
+    tests/mpi/test_torch_powersgd.sh). Other parameters are left out; {} in other modes."""
+    import torch
+
+    a = _attached()
+    a.sync()
+    s, out = a.s, {}
+    for t, (name, p) in enumerate(zip(a.names, a.params)):
+        qn = s.lib.pc_worker_lowrank_q_len(s.w, t)
+        if qn == 0:
+            continue
+        cols = p.numel() // p.shape[0]
+        q = torch.empty(cols, qn // cols, dtype=torch.float32)
+        rc = s.lib.pc_worker_lowrank_q(s.w, t, q.data_ptr(), qn)
+        if rc != 0:
+            s.fail(f"lowrank_q: {name}", rc)
+        out[name] = q
+    return out
