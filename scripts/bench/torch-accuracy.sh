@@ -13,6 +13,8 @@
 #   ps-dgc-warm     the same with DGC's density warm-up over the first epoch (the paper's
 #                   schedule: warmup=E, E the iterations of one epoch, the density falling
 #                   exponentially from 0.1 % ^ (1/E) to 0.1 %)
+#   ps-psgd2        PipeCompress --compress powersgd:rank=2,warmup=10, pipelined (dense for
+#                   the same first 10 iterations as ddp-psgd2)
 #   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
@@ -56,6 +58,7 @@ ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
 ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,warmup=@EPOCH@ --pipeline on
+ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on
 auto|3|--mode auto|--mode auto --servers 1"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 ALL=$(awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")

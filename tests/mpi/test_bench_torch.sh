@@ -21,7 +21,7 @@ lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 export PIPECOMPRESS_LIB=$lib # the build under test; the script builds nothing then
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-inline ps-dgc auto"
+settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-inline ps-dgc ps-psgd1 ps-psgd2 ps-psgd4 auto"
 root=0
 
 nets=shm
