@@ -156,41 +156,39 @@ static int round_ok(const pc_codec_t *c, const pc_codec_state_t *st, int round, 
     return PC_OK;
 }
 
+/* Round `round` on a folded state: P_w = M Q (into phat, which round 2 overwrites with the
+ * server's P^ anyway) or Q_w = M^T P^ (into the codec's scratch: Q stays the warm start
+ * until finish), then its message. */
+static int round_send(pc_codec_t *c, pc_codec_state_t *st, int round, uint64_t iteration, void *out,
+                      size_t cap, size_t *len)
+{
+    int rc = round_ok(c, st, round, cap);
+    if (rc != PC_OK || !out || !len)
+        return rc != PC_OK ? rc : PC_EINVAL;
+    size_t r = (size_t)c->spec.rank, entries = (round == 1 ? st->rows : st->cols) * r;
+    const float *m = pc_codec__source(c, st, NULL);
+    if (round == 2 && (rc = pc_codec__reserve_tmp(c, entries)) != PC_OK)
+        return rc;
+    float *f = round == 1 ? st->phat : c->tmp;
+    rc = round == 1 ? pc_lowrank_project(m, st->rows, st->cols, st->q, c->spec.rank, f)
+                    : pc_lowrank_backproject(m, st->rows, st->cols, st->phat, c->spec.rank, f);
+    if (rc != PC_OK)
+        return rc;
+    factor_message(c, st, round, iteration, f, entries, out, len);
+    st->round = round;
+    return PC_OK;
+}
+
 int pc_codec_lowrank_p(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                        size_t cap, size_t *len)
 {
-    int rc = round_ok(c, st, 1, cap);
-    if (rc != PC_OK || !out || !len)
-        return rc != PC_OK ? rc : PC_EINVAL;
-    size_t r = (size_t)c->spec.rank;
-    /* P_w goes straight into the message's payload area through phat (rows x rank), which
-     * round 2 overwrites with the server's P^ anyway. */
-    rc = pc_lowrank_project(pc_codec__source(c, st, NULL), st->rows, st->cols, st->q, c->spec.rank,
-                            st->phat);
-    if (rc != PC_OK)
-        return rc;
-    factor_message(c, st, 1, iteration, st->phat, st->rows * r, out, len);
-    st->round = 1;
-    return PC_OK;
+    return round_send(c, st, 1, iteration, out, cap, len);
 }
 
 int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, void *out,
                        size_t cap, size_t *len)
 {
-    int rc = round_ok(c, st, 2, cap);
-    if (rc != PC_OK || !out || !len)
-        return rc != PC_OK ? rc : PC_EINVAL;
-    size_t r = (size_t)c->spec.rank;
-    /* Q_w into the codec's scratch: Q itself is the warm start until finish. */
-    if ((rc = pc_codec__reserve_tmp(c, st->cols * r)) != PC_OK)
-        return rc;
-    rc = pc_lowrank_backproject(pc_codec__source(c, st, NULL), st->rows, st->cols, st->phat,
-                                c->spec.rank, c->tmp);
-    if (rc != PC_OK)
-        return rc;
-    factor_message(c, st, 2, iteration, c->tmp, st->cols * r, out, len);
-    st->round = 2;
-    return PC_OK;
+    return round_send(c, st, 2, iteration, out, cap, len);
 }
 
 int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg,

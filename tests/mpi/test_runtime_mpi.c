@@ -267,9 +267,12 @@ int main(int argc, char **argv)
     /* exact: known gradients, three iterations (lowrank: four). */
     float lr = (float)cfg.lr;
     lr_ref_t ref = {0};
-    float *mom = calloc(total, sizeof(float)), *agg_t = malloc(sizeof(float) * total);
-    if (lowrank)
+    float *mom = NULL, *agg_t = NULL; /* lowrank: the optimizer's momentum, a mean */
+    if (lowrank) {
         lr_ref_init(&ref, cfg.compress, cfg.seed, W, sizes[1]);
+        mom = calloc(total, sizeof(float));
+        agg_t = malloc(sizeof(float) * total);
+    }
     int iters = lowrank ? 4 : 3;
     size_t order_sensitive = 0; /* means (element, iteration) that reverse order would change */
     for (int it = 0; it < iters; it++) {

@@ -125,8 +125,9 @@ static void test_fits(void **state)
     assert_int_equal(pc_codec_state_rows(st), 64);
     uint8_t out[64];
     size_t len;
-    assert_int_equal(pc_codec_compress(c, st, rand_floats(1, 1), 0, out, sizeof(out), &len),
-                     PC_EINVAL);
+    float *one = rand_floats(1, 1);
+    assert_int_equal(pc_codec_compress(c, st, one, 0, out, sizeof(out), &len), PC_EINVAL);
+    free(one);
     pc_codec_state_destroy(st);
     pc_codec_destroy(c);
 }
