@@ -16,8 +16,11 @@
 #   ps-topk-inline  --compress topk:ratio=0.01 --pipeline off (W + 1 ranks)
 #   ps-dgc          --compress dgc:ratio=0.001, pipelined (W + 1 ranks)
 #   ps-psgd1/2/4    --compress powersgd:rank=1, 2 or 4, pipelined (W + 1 ranks; dense for
-#                   the same first iterations as DDP's PowerSGD, warmup=max(2, --warmup);
-#                   the runtime's default --compress-min-bytes: matrices under 64 KiB dense)
+#                   the first max(2, --warmup) - 1 iterations: one fewer than DDP's PowerSGD,
+#                   since the update of our last dense iteration crosses the link during
+#                   the next one, which is then the first timed one no longer (DDP's
+#                   allreduce ends inside its own iteration); the runtime's default
+#                   --compress-min-bytes: matrices under 64 KiB dense)
 #   auto            --mode auto --servers 1: the probe profiles the torch model and chooses
 #                   (W + 1 ranks; the choice is in the log and the summary)
 # Every run: --batch 32 --seed 1 --eval none, the same --iters, --warmup and --threads.
@@ -73,8 +76,8 @@ count() {
 }
 
 # The settings, one row each: NAME|RANKS (1, w: the workers, w+1: and a server)|LABEL|the
-# example's flags (DDP's port, and PowerSGD's start, are added per run; @START@ is that
-# start). setting_field NAME K: field K of NAME's row.
+# example's flags (DDP's port, and PowerSGD's start, are added per run; @PSSTART@ is that
+# start less one: see ps-psgd above). setting_field NAME K: field K of NAME's row.
 SETTINGS_TABLE="compute|1|compute only, 1 process|--backend local
 ddp|w|DDP fp32|--backend ddp
 ddp-fp16|w|DDP + fp16 hook|--backend ddp --ddp-hook fp16
@@ -86,13 +89,13 @@ ps-none|w+1|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|w+1|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
 ps-topk-inline|w+1|ps, topk 1%, inline|--mode ps --compress topk:ratio=0.01 --pipeline off
 ps-dgc|w+1|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
-ps-psgd1|w+1|ps, PowerSGD rank 1|--mode ps --compress powersgd:rank=1,warmup=@START@ --pipeline on
-ps-psgd2|w+1|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=@START@ --pipeline on
-ps-psgd4|w+1|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=@START@ --pipeline on
+ps-psgd1|w+1|ps, PowerSGD rank 1|--mode ps --compress powersgd:rank=1,warmup=@PSSTART@ --pipeline on
+ps-psgd2|w+1|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=@PSSTART@ --pipeline on
+ps-psgd4|w+1|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=@PSSTART@ --pipeline on
 auto|w+1|--mode auto|--mode auto --servers 1"
 setting_field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 label_of() { setting_field "$1" 3; }
-flags_of() { setting_field "$1" 4 | sed "s/@START@/$psgd_start/g"; }
+flags_of() { setting_field "$1" 4 | sed "s/@PSSTART@/$((psgd_start - 1))/g"; }
 # np_of SETTING W: the ranks of SETTING with W workers.
 np_of() {
     case $(setting_field "$1" 2) in 1) echo 1 ;; w) echo "$2" ;; w+1) echo $(($2 + 1)) ;; esac
