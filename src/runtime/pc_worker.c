@@ -208,6 +208,49 @@ static int ps_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     return PC_OK;
 }
 
+/* The previous send from chunk c's buffer has completed (its answer came back, or nearly;
+ * if no Testsome saw it, the Wait does) and leaves the window. MPI thread. */
+static int settle_send(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    int server = pc_rt__server_rank(rt, c->server);
+    bool pending = w->sends[c->id] != MPI_REQUEST_NULL;
+    int rc =
+        PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
+    if (pending) {
+        assert(w->inflight[c->server] >= c->send_len); /* counted when posted */
+        w->inflight[c->server] -= c->send_len;
+    }
+    return PC_OK;
+}
+
+/* Send chunk c's message of iteration it (len bytes in c->sendbuf) to its server, the
+ * receive of the answer posted first (no unexpected messages); counted in the window and
+ * the iteration's bytes. MPI thread. */
+static int post(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t len, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    char why[256];
+    int server = pc_rt__server_rank(rt, c->server);
+    c->recv_it = it;
+    int rc = PC_MPI_CHECK_PEER(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server,
+                                         TAG_PULL + (int)c->id, rt->comm, &w->recvs[c->id]),
+                               server, why, sizeof(why));
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK_PEER(
+            MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
+            server, why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
+    c->send_len = len;
+    w->inflight[c->server] += len;
+    atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
+    return PC_OK;
+}
+
 /* ps: compress and send the next folded chunk (pc_rt__queue_pop); *did tells whether there was one.
  * Between two of these the compressor thread folds whatever was handed over meanwhile, so a
  * gradient buffer waits for at most one chunk's compression before it is released. */
@@ -244,17 +287,9 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     *did = true;
     pc_rt__queue_pop(&w->queue);
     uint64_t it = c->fold_it;
-    int server = pc_rt__server_rank(rt, c->server);
-    /* The previous send from this buffer completed long ago (its update came back); if
-     * no Testsome above saw it, the Wait does and it leaves the window here. */
-    bool pending = w->sends[c->id] != MPI_REQUEST_NULL;
-    rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
-    if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
-    if (pending) {
-        assert(w->inflight[c->server] >= c->send_len); /* counted when posted */
-        w->inflight[c->server] -= c->send_len;
-    }
+    /* The previous send from this buffer completed long ago (its update came back). */
+    if ((rc = settle_send(w, c, me)) != PC_OK)
+        return rc;
     size_t len = 0;
     int64_t t0 = pc_time_ns();
     if (pc_rt__w_dev_codec(c))
@@ -270,20 +305,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "compressing chunk %u: %s", c->id,
                        pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
-    /* Post the update's receive before the gradient leaves: no unexpected messages. */
-    c->recv_it = it;
-    rc = PC_MPI_CHECK_PEER(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server,
-                                     TAG_PULL + (int)c->id, rt->comm, &w->recvs[c->id]),
-                           server, why, sizeof(why));
-    if (rc == PC_OK)
-        rc = PC_MPI_CHECK_PEER(
-            MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
-            server, why, sizeof(why));
-    if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
-    c->send_len = len;
-    w->inflight[c->server] += len;
-    atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
+    if ((rc = post(w, c, it, len, me)) != PC_OK)
+        return rc;
     int64_t t2 = pc_time_ns();
     c->tm[it & 1].sent = t2;
     char ev[40];
@@ -322,10 +345,19 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
             return WFAIL_W(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
         if (c->lowrank && c->lr_round == 1) {
-            /* powersgd's P^: round 2 goes out; the update comes later. */
+            /* powersgd's P^: round 2 goes out at once, from the same buffer (round 1's send
+             * is answered); the update comes later. */
             atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
-            if ((rc = pc_rt__w_lr_phat(w, c, len, me)) != PC_OK)
+            size_t out = 0;
+            int64_t t0 = pc_time_ns();
+            if ((rc = settle_send(w, c, me)) != PC_OK ||
+                (rc = pc_rt__w_lr_phat(w, c, len, &out, me)) != PC_OK ||
+                (rc = post(w, c, c->recv_it, out, me)) != PC_OK)
                 return rc;
+            c->lr_round = 2;
+            char ev[40];
+            snprintf(ev, sizeof(ev), "round 2 chunk %u", c->id);
+            pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
             continue;
         }
         int64_t t0 = pc_time_ns();

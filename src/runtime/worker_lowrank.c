@@ -2,10 +2,12 @@
  * doc/design.md, "PowerSGD in the parameter server"). A matrix chunk's iteration, all of
  * it on the MPI thread (the compressor thread when pipelined):
  *
- *   ps_send_one    the folded chunk's turn (--priority order): P_w = M Q to the server
- *                  (pc_rt__w_lr_first); the receive of P^ is posted before the send
- *   ps_progress    P^ arrived: Q_w = M^T P^ to the server at once, the receive of the
- *                  update posted (pc_rt__w_lr_phat); other chunks fold and send meanwhile
+ *   ps_send_one    the folded chunk's turn (--priority order): P_w = M Q
+ *                  (pc_rt__w_lr_first), sent by pc_worker.c, the receive of P^ posted
+ *                  before the send
+ *   ps_progress    P^ arrived: Q_w = M^T P^ (pc_rt__w_lr_phat), which pc_worker.c sends
+ *                  to the server at once, the update's receive posted first; other
+ *                  chunks fold and send meanwhile
  *   ps_progress    the update (Q) arrived: row by row, P^ Q^T taken from the residual and
  *                  the optimizer's step on the parameters, as the server stepped its copy
  *                  (pc_rt__w_lr_update); Q kept; then the version store, as for any chunk
@@ -22,7 +24,6 @@
 
 #include <stdio.h>
 
-#include "pipecompress/pc_comm.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_time.h"
@@ -42,50 +43,25 @@ int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len)
     return rc;
 }
 
-int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me)
+int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
-    int server = pc_rt__server_rank(rt, c->server);
     uint64_t it = c->recv_it;
     size_t r = (size_t)pc_codec_spec(c->codec)->rank;
     int64_t t0 = pc_time_ns();
     int rc = pc_rt__phat_apply(c->recvbuf, len, c->id, (uint32_t)c->n, it,
                                pc_codec_state_lowrank_phat(c->st), c->rows * r, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "rejected P^ from server r%d: %s", server, why);
-    /* Round 1's send from this buffer: its answer came back, so it is done or nearly. */
-    bool pending = w->sends[c->id] != MPI_REQUEST_NULL;
-    rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
-    if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
-    if (pending)
-        w->inflight[c->server] -= c->send_len; /* counted when posted */
-    size_t out = 0;
-    if ((rc = pc_codec_lowrank_q(c->codec, c->st, it, c->sendbuf, c->send_cap, &out)) != PC_OK)
+        return WFAIL_W(rt, me, rc, "rejected P^ from server r%d: %s",
+                       pc_rt__server_rank(rt, c->server), why);
+    if ((rc = pc_codec_lowrank_q(c->codec, c->st, it, c->sendbuf, c->send_cap, out)) != PC_OK)
         return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu, round 2: %s", c->id,
                        w->tensors[c->first_tensor].name, (unsigned long long)it,
                        rc == PC_ERANGE ? "a product is NaN or infinite (training diverged)"
                                        : pc_strerror(rc));
-    int64_t t1 = pc_time_ns();
-    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
-    /* The update's receive before round 2 leaves, as for round 1: no unexpected message. */
-    rc = PC_MPI_CHECK_PEER(MPI_Irecv(c->recvbuf, (int)c->recv_cap, MPI_BYTE, server,
-                                     TAG_PULL + (int)c->id, rt->comm, &w->recvs[c->id]),
-                           server, why, sizeof(why));
-    if (rc == PC_OK)
-        rc = PC_MPI_CHECK_PEER(
-            MPI_Isend(c->sendbuf, (int)out, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
-            server, why, sizeof(why));
-    if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
-    c->send_len = out;
-    w->inflight[c->server] += out;
-    atomic_fetch_add_explicit(&w->sent_bytes[it % RING], out, memory_order_relaxed);
-    c->lr_round = 2;
-    char ev[40];
-    snprintf(ev, sizeof(ev), "round 2 chunk %u", c->id);
-    pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
+    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
+                              memory_order_relaxed);
     return PC_OK;
 }
 
