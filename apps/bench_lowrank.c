@@ -130,7 +130,13 @@ static int parse_matrices(const char *text, size_t *rows, size_t *cols, int max)
         unsigned long long r = strtoull(p, &end, 10), c = 0;
         if (end != p && *end == 'x')
             c = strtoull(end + 1, &end, 10);
-        if (r < 1 || c < 1 || r * c > PC_CODEC_MAX_N || (*end && *end != ',') || n == max) {
+        if (r >= 1 && c >= 1 && (*end == ',' || !*end) && n < max &&
+            (r > PC_CODEC_MAX_N || c > PC_CODEC_MAX_N || r * c > PC_CODEC_MAX_N)) {
+            fprintf(stderr, "pc-bench: --matrices: %llux%llu has more than %u elements\n", r, c,
+                    (unsigned)PC_CODEC_MAX_N);
+            return 0;
+        }
+        if (r < 1 || c < 1 || (*end && *end != ',') || n == max) {
             fprintf(stderr, "pc-bench: --matrices: '%s' is not a list of at most %d ROWSxCOLS\n",
                     text, max);
             return 0;

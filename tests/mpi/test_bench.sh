@@ -36,7 +36,8 @@ else
     bad "pc-bench compress --powersgd-only"; tail -8 "$tmp/lr.out"
 fi
 for args in "--matrices 64x" "--matrices 64x48,1x9" "--powersgd-only --matrices none" \
-            "--powersgd-only --device cuda" "--powersgd-only --matrices 3x3"; do
+            "--powersgd-only --device cuda" "--powersgd-only --matrices 3x3" \
+            "--powersgd-only --matrices 100000x100000"; do
     # shellcheck disable=SC2086
     "$bench" compress --powersgd-only $args --reps 1 >"$tmp/lrbad.out" 2>&1
     rc=$?

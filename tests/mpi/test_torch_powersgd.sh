@@ -4,7 +4,8 @@
 # 2, two plain iterations first, error feedback and warm start, on 2 workers:
 #  - started from the same Q (the binding's first draw, pc.lowrank_q, which torch's hook
 #    is given through --powersgd-q), worker 0's batch loss agrees with DDP's at every one
-#    of 12 iterations within float tolerance (relative 1e-4): the same algorithm;
+#    of 12 iterations within float tolerance (relative 1e-5; measured 1.3e-7): the same
+#    algorithm;
 #  - torch's hook from its own random Q departs from it once compression starts (more
 #    than 1e-3 at some iteration after the plain ones): the comparison can tell;
 #  - pc.lowrank_q names the cnn's four weights with Q of shape (cols, 2);
@@ -61,7 +62,7 @@ print("%.3g at iteration %d" % max(d))
 PY
 }
 if same=$(worst 0 "$tmp/pc.txt" "$tmp/ddp-q.txt") &&
-    awk -v d="${same%% *}" 'BEGIN { exit !(d < 1e-4) }'; then
+    awk -v d="${same%% *}" 'BEGIN { exit !(d < 1e-5) }'; then
     ok "from the same Q, the binding's powersgd and DDP + powerSGD_hook: losses within $same"
 else
     bad "from the same Q, the losses of the binding's powersgd and DDP + powerSGD_hook differ: $same"
