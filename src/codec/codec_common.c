@@ -121,3 +121,23 @@ bool pc_codec__sparse(const pc_codec_t *c)
 {
     return c->ops->apply_indices != NULL;
 }
+
+int pc_codec__f32s_check(uint32_t chunk, const uint8_t *payload, uint32_t count, const char *what,
+                         char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s %u is not finite", chunk,
+                                what, i);
+    return PC_OK;
+}
+
+void pc_codec__f32s_add(const uint8_t *payload, uint32_t count, float scale, float *dense)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t u = pc_wire_get_u32(payload + 4 * (size_t)i);
+        float f;
+        memcpy(&f, &u, sizeof(f));
+        dense[i] += scale * f;
+    }
+}

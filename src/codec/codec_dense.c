@@ -140,23 +140,14 @@ static int none_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
                             "chunk %u: dense message of %u entries in %u bytes, "
                             "expected %u entries",
                             h->chunk, h->entries, h->payload, h->n);
-    for (uint32_t i = 0; i < h->n; i++)
-        if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite",
-                                h->chunk, i);
-    return PC_OK;
+    return pc_codec__f32s_check(h->chunk, payload, h->n, "value", err, errlen);
 }
 
 static int none_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                       float scale, float *dense)
 {
     (void)c;
-    for (uint32_t i = 0; i < h->n; i++) {
-        uint32_t u = pc_wire_get_u32(payload + 4 * (size_t)i);
-        float f;
-        memcpy(&f, &u, sizeof(f));
-        dense[i] += scale * f;
-    }
+    pc_codec__f32s_add(payload, h->n, scale, dense);
     return PC_OK;
 }
 

@@ -133,6 +133,14 @@ int pc_codec__apply_indices(const pc_codec_t *c, const pc_wire_header_t *h, cons
 /* v += g over n elements (when g is not NULL), and whether all of v is finite. */
 bool pc_codec__fold_finite(float *v, const float *g, size_t n);
 
+/* A payload of `count` binary32 values (codec none, a powersgd factor): PC_OK when every
+ * value is finite, else PC_EFORMAT naming the first bad one as "chunk C: WHAT I is not
+ * finite". Thread-safe. */
+int pc_codec__f32s_check(uint32_t chunk, const uint8_t *payload, uint32_t count, const char *what,
+                         char *err, size_t errlen);
+/* dense[i] += scale * value i, for the `count` binary32 values of a checked payload. */
+void pc_codec__f32s_add(const uint8_t *payload, uint32_t count, float scale, float *dense);
+
 /* The values a codec encodes: the residual (error feedback), the gradient, or the stage
  * holding the folded gradient when grad is NULL. */
 float *pc_codec__source(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);

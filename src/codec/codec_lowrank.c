@@ -41,11 +41,7 @@ static int lr_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uin
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: powersgd factor of %u entries in %u bytes (scale %g)",
                             h->chunk, h->entries, h->payload, (double)h->scale);
-    for (uint32_t i = 0; i < h->entries; i++)
-        if ((pc_wire_get_u32(payload + 4 * (size_t)i) & 0x7f800000u) == 0x7f800000u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: factor value %u is not finite",
-                                h->chunk, i);
-    return PC_OK;
+    return pc_codec__f32s_check(h->chunk, payload, h->entries, "factor value", err, errlen);
 }
 
 /* dense is the factor's sum (h->entries floats), not the chunk. */
@@ -53,12 +49,7 @@ static int lr_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
                     float scale, float *dense)
 {
     (void)c;
-    for (uint32_t i = 0; i < h->entries; i++) {
-        uint32_t u = pc_wire_get_u32(payload + 4 * (size_t)i);
-        float f;
-        memcpy(&f, &u, sizeof(f));
-        dense[i] += scale * f;
-    }
+    pc_codec__f32s_add(payload, h->entries, scale, dense);
     return PC_OK;
 }
 
