@@ -171,7 +171,7 @@ static int check_predict(const void *value, char *err, size_t errlen)
     snprintf(err, errlen,
              "'%s' is not W,S,MODE (W >= 1; S >= 1, or 0 for the allreduce; MODE a name or "
              "e2e.sh's number: 1 allreduce, 2 ps-none, 3 ps-topk-inline, 4 ps-topk-pipelined, "
-             "5 ps-dgc-pipelined, 6 ps-topk-servermom; or all)",
+             "5 ps-dgc-pipelined, 6 ps-topk-servermom, 8 ps-powersgd-pipelined; or all)",
              (const char *)value);
     return 1;
 }
@@ -353,7 +353,10 @@ static int measure_compute(const opts_t *o, measured_t *m)
             p = m->host_params + (p - params);
             g = m->host_grads + (g - grads);
         }
-        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t), p, g, 0};
+        /* whole_rows: the rows the workers give the runtime (pc_worker_set_rows), which
+         * the powersgd mode's matrices are made of. */
+        m->tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m->model, t), p, g,
+                                           pc_model_tensor_rows(m->model, t)};
         m->layer_params[l] += m->tensors[t].n;
         if (!m->layer_name[l][0]) { /* "fc1.weight" -> "fc1" */
             const char *name = pc_model_tensor_name(m->model, t), *dot = strchr(name, '.');
@@ -423,7 +426,7 @@ static void table_header(const char *first)
 {
     printf("%-12s %6s", first, "S");
     for (int m = 0; m < PC_COST_MODES; m++)
-        printf(" %*s", m == 0 ? 10 : 19, pc_cost_mode_name(m));
+        printf(" %*s", m == 0 ? 10 : 21, pc_cost_mode_name(m));
     printf("\n");
 }
 
@@ -437,7 +440,7 @@ static int table_row(const pc_cost_t *c, const char *first, int W, int S, const 
     for (int m = 1; m < PC_COST_MODES; m++) {
         char cell[32];
         snprintf(cell, sizeof(cell), "%.2f (%.2fx)", r[m].iter * 1e3, r[0].iter / r[m].iter);
-        printf(" %19s", cell);
+        printf(" %21s", cell);
     }
     printf("\n");
     return 0;
@@ -518,9 +521,14 @@ static int write_json(const opts_t *o, const measured_t *m, const pc_cost_link_t
                 pc_cost_codec_name(q), f->codec_spec[q], f->codec[q].compress * 1e9,
                 f->codec[q].bytes, f->codec[q].density, f->codec[q].sparse ? "true" : "false",
                 q + 1 < PC_COST_CODECS ? "," : "");
+    fprintf(j,
+            "  },\n  \"powersgd\": {\"matrices\": %d, \"round2_ns\": %.6f, \"finish_ns\": "
+            "%.6f, \"server_step_ns\": %.6f, \"ortho_ns\": %.6f",
+            f->chunks.nmatrices, f->lowrank.round2 * 1e9, f->lowrank.finish * 1e9,
+            f->lowrank.step * 1e9, f->lowrank.ortho * 1e9);
     const pc_cost_server_rate_t *s = &f->server;
     fprintf(j,
-            "  },\n  \"server\": {\"elements\": %zu, \"agg_dense_ns\": %.6f, "
+            "},\n  \"server\": {\"elements\": %zu, \"agg_dense_ns\": %.6f, "
             "\"agg_sparse_ns\": %.6f, \"merge_ns\": %.6f, \"step_dense_ns\": %.6f, "
             "\"step_sparse_ns\": %.6f, \"pull_dense_ns\": %.6f, \"pull_sparse_ns\": %.6f},\n",
             f->server_n, s->agg_dense * 1e9, s->agg_sparse * 1e9, s->merge * 1e9,
@@ -598,6 +606,16 @@ static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link
         printf("%-34s %12.3f %11.4f %9.5f %8.1f\n", f->codec_spec[q], f->codec[q].compress * 1e9,
                f->codec[q].bytes, f->codec[q].density,
                f->codec[q].bytes > 0 ? 4.0 / f->codec[q].bytes : 0);
+    if (f->chunks.nmatrices)
+        printf("%-34s beyond round 1 (above), ns/elem: round 2 %.3f, worker's step %.3f, "
+               "server's rows and step %.3f; orthonormalisation %.3f ns per row x rank^2 "
+               "(%d matrices)\n",
+               f->codec_spec[PC_COST_CODEC_POWERSGD], f->lowrank.round2 * 1e9,
+               f->lowrank.finish * 1e9, f->lowrank.step * 1e9, f->lowrank.ortho * 1e9,
+               f->chunks.nmatrices);
+    else
+        printf("%-34s no matrix fits (its mode sends every chunk dense)\n",
+               f->codec_spec[PC_COST_CODEC_POWERSGD]);
     const pc_cost_server_rate_t *s = &f->server;
     printf("server and pull (%zu-element chunks, passes over the model's %zu elements), ns: "
            "aggregate dense %.3f/elem/msg, sparse %.3f/entry/msg, merge %.3f/index; step dense "

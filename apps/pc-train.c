@@ -388,7 +388,7 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
         die("--mode auto", "cannot profile the model's layers");
     for (int t = 0; t < nt; t++)
         tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m, t), pc_model_tensor_param(m, t),
-                                        pc_model_tensor_grad(m, t), 0};
+                                        pc_model_tensor_grad(m, t), pc_model_tensor_rows(m, t)};
     pc_auto_probe_t probe = {.layers = layers,
                              .nlayers = nl,
                              .tensors = tensors,

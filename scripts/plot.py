@@ -131,7 +131,7 @@ def e2e(argv):
 
 
 MODES = ["allreduce", "ps-none", "ps-topk-inline", "ps-topk-pipelined", "ps-dgc-pipelined",
-         "ps-topk-servermom"]
+         "ps-topk-servermom", "ps-powersgd-pipelined"]
 
 
 def model(argv):

@@ -14,7 +14,9 @@
  *     while the other ranks wait without spinning.
  * The candidates are the allreduce (every rank a worker), and with --servers S (S below
  * the ranks) parameter servers without compression, with top-k 1 % or DGC 0.1 %
- * pipelined, and top-k 1 % with momentum on the servers. Rank 0 predicts and chooses; the
+ * pipelined, top-k 1 % with momentum on the servers, and PowerSGD rank 2 pipelined (its
+ * matrices: the probe's tensors with whole_rows set, as pc_worker_set_rows gives the
+ * runtime). Rank 0 predicts and chooses; the
  * choice and the figures are broadcast, so every rank resolves cfg alike. The choice
  * depends on timings: the run is reproducible with the flags result.flags names (a
  * checkpoint's too: --mode auto refuses --resume). */
@@ -40,6 +42,9 @@ extern "C" {
 /* The kept fractions of the candidates' codecs: the e2e grid's (doc/benchmarks.md). */
 #define PC_AUTO_TOPK_RATIO 0.01
 #define PC_AUTO_DGC_RATIO  0.001
+/* The rank of the powersgd candidate: the rank torch's powerSGD_hook is most run at beyond
+ * its default 1, and the one doc/benchmarks.md measures. */
+#define PC_AUTO_POWERSGD_RANK 2
 
 /* Bytes of the bandwidth probe's message (each direction) of --mode auto. */
 #define PC_AUTO_LINK_BYTES (4 << 20)
@@ -58,7 +63,8 @@ typedef struct pc_auto_probe {
     const pc_cost_layer_t *layers; /* nlayers (1..PC_AUTO_MAX_LAYERS), forward order
                                     * (pc_model_profile) */
     int nlayers;
-    const pc_plan_tensor_t *tensors; /* ntensors; .grad read on rank 0 */
+    const pc_plan_tensor_t *tensors; /* ntensors; .grad read on rank 0; .whole_rows: the
+                                      * tensor's rows (pc_worker_set_rows'), 0 for none */
     const int *tensor_layer;         /* per tensor: its layer */
     int ntensors;
 } pc_auto_probe_t;
@@ -93,9 +99,10 @@ typedef struct pc_auto_measured {
     char codec_spec[PC_COST_CODECS][PC_AUTO_SPEC_LEN]; /* the specs timed, per slot of
                                                         * PC_COST_CODEC_TABLE */
     pc_cost_codec_rate_t codec[PC_COST_CODECS];
-    pc_cost_chunks_t chunks; /* the plan the codecs were timed on */
-    size_t server_n;         /* the server's measurement: chunks of this many elements */
-    size_t server_total;     /* in passes over this many (its share) */
+    pc_cost_lowrank_t lowrank; /* powersgd's matrices and rates beyond round 1 */
+    pc_cost_chunks_t chunks;   /* the plan the codecs were timed on */
+    size_t server_n;           /* the server's measurement: chunks of this many elements */
+    size_t server_total;       /* in passes over this many (its share) */
     pc_cost_server_rate_t server;
     double seconds;                      /* the measurement's time (rank 0) */
     char crowded_host[PC_COMM_HOST_LEN]; /* the host with the most ranks per core they may use, */

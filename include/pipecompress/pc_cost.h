@@ -30,6 +30,16 @@
  *   - Every resource after the first serves chunks in the order the worker handed them on
  *     (a fixed order per prediction): finish = max(ready, previous finish) + duration, a
  *     max-plus system, so a prediction never gets faster when a rate gets worse.
+ *   - powersgd (mode ps-powersgd-pipelined): a matrix is one chunk (pc_plan's whole_rows)
+ *     that crosses the links twice: round 1 (fold, P_w = M Q) when the compressor takes it;
+ *     the server adds W P_w and orthonormalises (rows x rank^2), P^ comes back; round 2
+ *     (Q_w = M^T P^) runs on the compressor thread as soon as P^ is in, before any other
+ *     chunk's round 1; the server adds W Q_w and steps the matrix row by row; Q comes back
+ *     and the compressor thread steps the worker's copy (finish) before the forward may use
+ *     it. Its compressor thus picks by arrival time, and a faster link can, in contrived
+ *     cases, delay another chunk's round 1 (a list-scheduling anomaly): the max-plus
+ *     argument above covers the one-round modes only. Other chunks go dense, momentum on
+ *     the servers, as in ps-none.
  *
  * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
  * measuring helpers (pc_cost_measure_*, src/cost/cost_measure.c) run the real codecs, the
@@ -56,14 +66,18 @@ extern "C" {
  *   4 ps-topk-pipelined   top-k on the compressor thread (the defaults)
  *   5 ps-dgc-pipelined    DGC on the compressor thread
  *   6 ps-topk-servermom   top-k, momentum on the servers (topk:momentum=0 --momentum 0.9):
- *                         the server steps and pushes back every parameter */
+ *                         the server steps and pushes back every parameter
+ *   8 ps-powersgd-pipelined  powersgd on the compressor thread, the run's momentum on the
+ *                         servers: each matrix in two rounds (P_w, then Q_w once P^ is
+ *                         back), the other chunks dense (e2e.sh's 7 is --mode auto) */
 #define PC_COST_MODE_TABLE(X)                                                                      \
     X(ALLREDUCE, "allreduce", 1)                                                                   \
     X(PS_NONE, "ps-none", 2)                                                                       \
     X(PS_TOPK_INLINE, "ps-topk-inline", 3)                                                         \
     X(PS_TOPK_PIPELINED, "ps-topk-pipelined", 4)                                                   \
     X(PS_DGC_PIPELINED, "ps-dgc-pipelined", 5)                                                     \
-    X(PS_TOPK_SERVERMOM, "ps-topk-servermom", 6)
+    X(PS_TOPK_SERVERMOM, "ps-topk-servermom", 6)                                                   \
+    X(PS_POWERSGD_PIPELINED, "ps-powersgd-pipelined", 8)
 
 typedef enum pc_cost_mode {
 #define PC_COST_MODE_ENUM(name, text, e2e) PC_COST_##name,
@@ -74,8 +88,9 @@ typedef enum pc_cost_mode {
 
 /* The codecs whose rates the modes use: X(NAME, "spelling"). NONE also serves the chunks
  * under --compress-min-bytes in every mode; TOPK_EF is top-k with momentum=0 (plain error
- * feedback, mode 6). */
-#define PC_COST_CODEC_TABLE(X) X(NONE, "none") X(TOPK, "topk") X(TOPK_EF, "topk-ef") X(DGC, "dgc")
+ * feedback, mode 6); POWERSGD's rate is its round 1 (the rest: pc_cost_lowrank_t). */
+#define PC_COST_CODEC_TABLE(X)                                                                     \
+    X(NONE, "none") X(TOPK, "topk") X(TOPK_EF, "topk-ef") X(DGC, "dgc") X(POWERSGD, "powersgd")
 
 typedef enum pc_cost_codec {
 #define PC_COST_CODEC_ENUM(name, text) PC_COST_CODEC_##name,
@@ -93,10 +108,14 @@ typedef struct pc_cost_link {
     double latency;   /* seconds per message (alpha), >= 0 */
 } pc_cost_link_t;
 
-/* One codec, measured on a worker (pc_cost_measure_codec). */
+/* One codec, measured on a worker (pc_cost_measure_codec; powersgd:
+ * pc_cost_measure_lowrank). */
 typedef struct pc_cost_codec_rate {
-    double compress; /* seconds per element: fold + compress (pc_codec_compress) */
-    double bytes;    /* message payload bytes per element (the pc_wire header is added) */
+    double compress; /* seconds per element: fold + compress (pc_codec_compress; powersgd:
+                      * the fold and round 1, P_w = M Q) */
+    double bytes;    /* message payload bytes per element (the pc_wire header is added;
+                      * powersgd: both factors' over the matrices measured, for the record:
+                      * a prediction counts each matrix's own rows x rank + cols x rank) */
     double density;  /* entries a message carries per element, (0, 1]: 1 for dense codecs */
     bool sparse;     /* messages carry indices: the server may take its O(nnz) path */
 } pc_cost_codec_rate_t;
@@ -113,6 +132,21 @@ typedef struct pc_cost_server_rate {
     double pull_sparse; /* per entry: the same for a sparse pull */
 } pc_cost_server_rate_t;
 
+/* powersgd's matrices (mode ps-powersgd-pipelined): which chunks are matrices, and the
+ * rates of the work beyond round 1 (codec[PC_COST_CODEC_POWERSGD].compress); seconds. */
+typedef struct pc_cost_lowrank {
+    pc_codec_spec_t spec; /* the powersgd spec predicted: a tensor with rows (its
+                           * pc_plan_tensor_t.whole_rows) that pc_codec_lowrank_fits and is
+                           * not under --compress-min-bytes is one chunk, sent as factors of
+                           * spec.rank; an id other than PC_CODEC_POWERSGD: no matrix (the
+                           * mode then sends every chunk dense) */
+    double round2;        /* worker, per element: Q_w = M^T P^ */
+    double finish;        /* worker, per element: P^ Q^T made row by row, taken from the
+                           * residual, and the optimizer's step on its copy */
+    double ortho;         /* server, per rows x rank^2: P's orthonormalisation */
+    double step;          /* server, per element: P^ Q^T row by row and the step */
+} pc_cost_lowrank_t;
+
 /* One parameterised layer, in forward order, with the unparameterised layers that follow
  * it (ReLU, pooling, dropout; the last layer also the loss): seconds. */
 typedef struct pc_cost_layer {
@@ -125,14 +159,17 @@ typedef struct pc_cost_cfg {
     int nlayers;
     const pc_plan_tensor_t *tensors; /* ntensors, registration (forward) order, as the
                                       * runtime's pc_plan sees them: the buffers decide
-                                      * which small tensors share a chunk (NULL: none) */
+                                      * which small tensors share a chunk (NULL: none);
+                                      * whole_rows: the tensor's rows as a matrix (0: a
+                                      * vector), read for the powersgd mode only */
     const int *tensor_layer;         /* per tensor: its layer, 0..nlayers-1 */
     int ntensors;
     size_t chunk_bytes;        /* --chunk-bytes (>= 4) */
     size_t compress_min_bytes; /* --compress-min-bytes: smaller chunks travel as NONE */
     pc_cost_codec_rate_t codec[PC_COST_CODECS];
     pc_cost_server_rate_t server;
-    pc_cost_link_t link; /* the default link of a prediction */
+    pc_cost_lowrank_t lowrank; /* the powersgd mode's matrices and rates */
+    pc_cost_link_t link;       /* the default link of a prediction */
 } pc_cost_cfg_t;
 
 /* A prediction for one mode, W workers and S servers. Times in seconds, per iteration. */
@@ -227,10 +264,26 @@ int pc_cost_measure_codec(const pc_codec_spec_t *spec, const float *grad, const 
                           int nchunks, int reps, pc_cost_codec_rate_t *out, char *err,
                           size_t errlen);
 
+/* Time powersgd (spec, seed set by the caller; its warmup= is ignored: every pass
+ * compresses) on nmat matrices (matrix i: grads[i], n[i] elements of rows[i] rows, each one
+ * pc_codec_lowrank_fits takes), each with a state of its own, in passes as the compressor
+ * thread makes one per iteration (one untimed, then reps timed; medians), per matrix: the
+ * fold and round 1; the server's orthonormalisation of that P (one worker's); round 2; the
+ * server's rows of P^ Q^T and SGD with momentum on a scratch copy of the parameters; the
+ * worker's finish with that Q (pc_codec_lowrank_finish and the same step). *rate gets round
+ * 1 (compress), the factors' bytes per element and density 1; lr's round2, finish, ortho
+ * and step are written (lr->spec is not). grads are read only. Returns PC_OK, PC_EINVAL (no
+ * matrices, one that does not fit, reps < 1, a spec other than powersgd), PC_ENOMEM, or the
+ * codec's error (PC_ERANGE: a non-finite gradient), with a message in err. Thread-safe. */
+int pc_cost_measure_lowrank(const pc_codec_spec_t *spec, const float *const *grads, const size_t *n,
+                            const size_t *rows, int nmat, int reps, pc_cost_codec_rate_t *rate,
+                            pc_cost_lowrank_t *lr, char *err, size_t errlen);
+
 /* How pc_cost_measure_codecs found the plan. */
 typedef struct pc_cost_chunks {
     int nchunks;     /* chunks of the plan */
     int ncompressed; /* those of at least compress_min_bytes: the compressed codecs' */
+    int nmatrices;   /* tensors that are powersgd's matrices (pc_cost_lowrank_t.spec) */
     size_t elements; /* all chunks' elements */
     size_t largest;  /* the largest chunk's elements (pc_cost_measure_server's n) */
 } pc_cost_chunks_t;
@@ -238,17 +291,20 @@ typedef struct pc_cost_chunks {
 /* Every codec of specs (PC_COST_CODECS of them, in PC_COST_CODEC_TABLE's order, seeds
  * set by the caller) on the gradients of the tensors (registration order; each .grad
  * read, never written) as the runtime chunks them (pc_plan, chunk_bytes, one server):
- * the compressed codecs on the chunks of at least compress_min_bytes (on all chunks when
- * none is), NONE on all chunks, each with pc_cost_measure_codec and reps. The chunks'
- * data are first copied end to end into a buffer of this call's (a chunk may span small
- * tensors; tensors need not be adjacent). out gets PC_COST_CODECS rates, *chunks the
- * plan's counts. Returns PC_OK, PC_EINVAL (no tensors, a tensor without gradient or of 0
- * elements, chunk_bytes < 4, reps < 1), PC_ENOMEM or a codec's error, with a message in
- * err. Thread-safe. */
+ * the element-wise codecs on the chunks of at least compress_min_bytes (on all chunks when
+ * none is), NONE on all chunks, each with pc_cost_measure_codec and reps; POWERSGD on the
+ * tensors that are its matrices (whole_rows: the tensor's rows; pc_codec_lowrank_fits and
+ * not under compress_min_bytes) with pc_cost_measure_lowrank, into its slot and *lowrank
+ * (lowrank->spec = that spec; no matrix: every rate 0, density 1). The chunks' data are
+ * first copied end to end into a buffer of this call's (a chunk may span small tensors;
+ * tensors need not be adjacent). out gets PC_COST_CODECS rates, *chunks the plan's counts.
+ * Returns PC_OK, PC_EINVAL (no tensors, a tensor without gradient or of 0 elements, rows
+ * that do not divide a tensor, chunk_bytes < 4, reps < 1), PC_ENOMEM or a codec's error,
+ * with a message in err. Thread-safe. */
 int pc_cost_measure_codecs(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_bytes,
                            size_t compress_min_bytes, const pc_codec_spec_t *specs, int reps,
-                           pc_cost_codec_rate_t *out, pc_cost_chunks_t *chunks, char *err,
-                           size_t errlen);
+                           pc_cost_codec_rate_t *out, pc_cost_lowrank_t *lowrank,
+                           pc_cost_chunks_t *chunks, char *err, size_t errlen);
 
 /* Time the server's and the pull's per-element work on chunks of n elements (n >= 1024)
  * of synthetic heavy-tailed gradients, in passes over `total` elements (>= n: the

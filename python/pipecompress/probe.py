@@ -215,7 +215,11 @@ def probe(model, inputs, targets, loss_fn=None, reps=3):
     off = 0
     for t, p in enumerate(params):
         k = p.numel()
-        tensors[t] = _lib.PlanTensor(k, pslab.data_ptr() + 4 * off, gslab.data_ptr() + 4 * off)
+        # whole_rows: a weight's rows, as attach gives them to the runtime (powersgd's
+        # matrices in the cost model)
+        rows = p.shape[0] if p.dim() >= 2 else 0
+        tensors[t] = _lib.PlanTensor(k, pslab.data_ptr() + 4 * off, gslab.data_ptr() + 4 * off,
+                                     rows)
         off += k
     tl = (ctypes.c_int * n)(*layer_of)
     pr = _lib.AutoProbe(layers, nl, tensors, tl, n)

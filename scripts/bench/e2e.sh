@@ -6,8 +6,9 @@
 #   pulls), 5 DGC 0.1% pipelined (same defaults), 6 top-k 1% pipelined with the earlier
 #   design: momentum on the servers, which touch and push back every parameter; 7 --mode
 #   auto, on the ranks of modes 2-6 (it measures at start-up and picks one of 1, 2, 4, 5,
-#   6: the allreduce then on every rank; the report compares it by samples per second);
-# for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-7), under
+#   6, 8: the allreduce then on every rank; the report compares it by samples per second);
+#   8 PowerSGD rank 2 pipelined (momentum on the servers, each weight matrix in two rounds);
+# for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-8), under
 # three networks: shared memory; TCP over a loopback shaped to 10 Gbit/s and to 1 Gbit/s
 # inside a private network namespace (root only; every rank shares that one link).
 # With --nodes N: on N emulated nodes instead (scripts/cluster/pc-cluster.sh, root), one
@@ -24,13 +25,13 @@
 # whose cost model profiles on the CPU, is left out); --compress-on (default gpu) says
 # where the workers compress, for every mode but 1, which compresses nothing; emulate: the
 # same through the host emulation, for tests without a GPU. --batch: per worker
-# (default 32). --modes: a subset of 1-7. --build DIR: the programs of an existing build
+# (default 32). --modes: a subset of 1-8. --build DIR: the programs of an existing build
 # (as scripts/gpu-check.sh makes), without installing packages or building.
 #
 # --predict: before each (model, network, workers) group, `pc-bench model --predict W,1,all`
-# on the ranks and nodes of modes 2-7 (W + 1 ranks, the same network: every rank profiles
+# on the ranks and nodes of modes 2-8 (W + 1 ranks, the same network: every rank profiles
 # the model at once, rank 0 measures the link to another node, the codecs and the server)
-# predicts the six modes (pc_cost, doc/scaling.md); the tables then show each prediction
+# predicts the seven modes (pc_cost, doc/scaling.md); the tables then show each prediction
 # beside its measurement, and mode 7's own prediction of its choice.
 # --quick: wide only, 6 iterations (2 of warm-up), shared memory with 1 and 2 workers and
 # 1 Gbit/s with 2 workers (about 3 minutes here). Writes DIR/runs/* (metrics and logs of every run),
@@ -77,10 +78,12 @@ while [ $# -gt 0 ]; do
     shift
 done
 # Mode 7 (--mode auto) profiles on the CPU and refuses device tensors: not by default there.
-[ -n "$modes" ] || { [ "$device" = cpu ] && modes="1 2 3 4 5 6 7" || modes="1 2 3 4 5 6"; }
+[ -n "$modes" ] || { [ "$device" = cpu ] && modes="1 2 3 4 5 6 7 8" || modes="1 2 3 4 5 6"; }
 case " $modes " in *" 7 "*) [ "$device" = cpu ] || { echo "e2e.sh: --modes: mode 7 (--mode auto) takes no --device $device" >&2; exit 2; } ;; esac
 case $batch in '' | *[!0-9]* | 0) echo "e2e.sh: --batch: '$batch' is not a positive number" >&2; exit 2 ;; esac
-for m in $modes; do case $m in [1-7]) ;; *) echo "e2e.sh: --modes: '$m' is not a mode 1..7" >&2; exit 2 ;; esac; done
+for m in $modes; do case $m in [1-8]) ;; *) echo "e2e.sh: --modes: '$m' is not a mode 1..8" >&2; exit 2 ;; esac; done
+# Mode 8 (powersgd) has no device codec.
+case " $modes " in *" 8 "*) [ "$device" = cpu ] || [ "$compress_on" = cpu ] || { echo "e2e.sh: --modes: mode 8 (powersgd) compresses on the CPU only: add --compress-on cpu" >&2; exit 2; } ;; esac
 case $device in cpu | cuda | emulate) ;; *) echo "e2e.sh: --device: '$device' is not cpu, cuda or emulate" >&2; exit 2 ;; esac
 case $compress_on in "" | gpu | cpu) ;; *) echo "e2e.sh: --compress-on: '$compress_on' is not gpu or cpu" >&2; exit 2 ;; esac
 [ -n "$compress_on" ] && [ "$device" = cpu ] && { echo "e2e.sh: --compress-on needs --device cuda or emulate" >&2; exit 2; }
@@ -172,6 +175,7 @@ label_of() {
     5) echo "ps, dgc 0.1%, pipelined" ;;
     6) echo "ps, topk 1%, pipelined, server mom" ;;
     7) echo "auto (--mode auto)" ;;
+    8) echo "ps, powersgd rank 2, pipelined" ;;
     esac
 }
 
@@ -184,6 +188,7 @@ flags_of() {
     5) echo "--compress dgc:ratio=0.001 --pipeline on" ;;
     6) echo "--compress topk:ratio=0.01,momentum=0 --momentum 0.9 --pipeline on" ;;
     7) echo "--mode auto" ;;
+    8) echo "--compress powersgd:rank=2 --pipeline on" ;;
     esac
 }
 
@@ -194,7 +199,7 @@ for model in $models; do
         for w in $workers; do
             [ $quick = 1 ] && [ "$w" = 1 ] && [ "$net" != shm ] && continue
             if [ $predict = 1 ]; then
-                # The model's prediction of the six modes below, from rates measured now.
+                # The model's prediction of the seven modes below, from rates measured now.
                 env=(OMPI_MCA_btl=self,vader)
                 pre=()
                 if [ -n "$ns" ]; then

@@ -16,6 +16,7 @@
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_time.h"
@@ -117,20 +118,231 @@ out:
     return rc;
 }
 
+/* Everything pc_cost_measure_lowrank holds, freed in one place: the codec, a state per
+ * matrix, and scratch for the largest matrix (a factor message, Q and its transpose, a row,
+ * parameters and momentum, the orthonormalisation's doubles); t: reps of each of the five
+ * figures. */
+typedef struct lbufs {
+    pc_codec_t *c;
+    pc_codec_state_t **st;
+    int nmat;
+    uint8_t *msg;
+    float *q, *qt, *row, *p, *mom;
+    double *work, *t;
+} lbufs_t;
+
+static void lbufs_free(lbufs_t *b)
+{
+    for (int i = 0; b->st && i < b->nmat; i++)
+        pc_codec_state_destroy(b->st[i]);
+    free(b->st);
+    pc_codec_destroy(b->c);
+    free(b->msg);
+    free(b->q);
+    free(b->qt);
+    free(b->row);
+    free(b->p);
+    free(b->mom);
+    free(b->work);
+    free(b->t);
+}
+
+/* The optimizer's step on row i of a matrix (pc_codec_lowrank_finish's callback). */
+typedef struct lrow {
+    pc_optim_cfg_t optim;
+    float *p, *mom;
+    size_t cols;
+} lrow_t;
+
+static void step_row(void *ud, size_t i, const float *g)
+{
+    lrow_t *s = ud;
+    pc_optim_sgd(&s->optim, (float)s->optim.lr, s->p + i * s->cols, s->mom + i * s->cols, g,
+                 s->cols, NULL);
+}
+
+/* One pass's work on matrix i (n elements, rows), each part's time added to at[0..4]:
+ * round 1, the server's orthonormalisation, round 2, the server's rows and step, the
+ * worker's finish. */
+static int time_matrix(lbufs_t *b, int i, const float *grad, size_t n, size_t rows, uint64_t it,
+                       double *const at[5])
+{
+    int R = pc_codec_spec(b->c)->rank;
+    size_t cols = n / rows, cap = pc_codec_max_bytes(b->c, n), len = 0;
+    pc_codec_state_t *st = b->st[i];
+    lrow_t ls = {.optim = {.lr = 1e-6, .momentum = 0.9}, .p = b->p, .mom = b->mom, .cols = cols};
+    int64_t t0 = pc_time_ns();
+    int rc = pc_codec_fold(b->c, st, grad);
+    if (rc == PC_OK)
+        rc = pc_codec_lowrank_p(b->c, st, it, b->msg, cap, &len);
+    *at[0] += secs_since(t0);
+    float *phat = pc_codec_state_lowrank_phat(st);
+    if (rc != PC_OK)
+        return rc;
+    memcpy(phat, b->msg + PC_WIRE_HEADER_BYTES, sizeof(float) * rows * (size_t)R);
+    t0 = pc_time_ns();
+    rc = pc_lowrank_orthonormalise(phat, rows, R, b->work);
+    *at[1] += secs_since(t0);
+    if (rc != PC_OK)
+        return rc;
+    t0 = pc_time_ns();
+    rc = pc_codec_lowrank_q(b->c, st, it, b->msg, cap, &len);
+    *at[2] += secs_since(t0);
+    if (rc != PC_OK)
+        return rc;
+    memcpy(b->q, b->msg + PC_WIRE_HEADER_BYTES, sizeof(float) * cols * (size_t)R);
+    t0 = pc_time_ns(); /* the server's step_lowrank */
+    pc_lowrank_transpose(b->qt, b->q, cols, R);
+    for (size_t r = 0; r < rows; r++) {
+        pc_lowrank_row(b->row, phat + r * (size_t)R, b->qt, cols, R);
+        pc_optim_sgd(&ls.optim, (float)ls.optim.lr, b->p + r * cols, b->mom + r * cols, b->row,
+                     cols, NULL);
+    }
+    *at[3] += secs_since(t0);
+    t0 = pc_time_ns();
+    rc = pc_codec_lowrank_finish(b->c, st, b->q, step_row, &ls);
+    *at[4] += secs_since(t0);
+    return rc;
+}
+
+/* The codec (warm-up dropped), the states and the scratch for matrices of at most `most`
+ * elements and `cmax` columns, `rmax` rows. */
+static int lowrank_bufs(lbufs_t *b, const pc_codec_spec_t *spec, const size_t *n,
+                        const size_t *rows, int reps)
+{
+    pc_codec_spec_t s = *spec;
+    s.warmup = 0;
+    size_t most = 0, cmax = 0, rmax = 0, R = (size_t)s.rank;
+    for (int i = 0; i < b->nmat; i++) {
+        most = n[i] > most ? n[i] : most;
+        cmax = n[i] / rows[i] > cmax ? n[i] / rows[i] : cmax;
+        rmax = rows[i] > rmax ? rows[i] : rmax;
+    }
+    int rc = pc_codec_create(&s, &b->c);
+    if (rc != PC_OK)
+        return rc;
+    b->st = calloc((size_t)b->nmat, sizeof(*b->st));
+    b->msg = malloc(pc_codec_max_bytes(b->c, most));
+    b->q = malloc(sizeof(float) * cmax * R);
+    b->qt = malloc(sizeof(float) * cmax * R);
+    b->row = malloc(sizeof(float) * cmax);
+    b->p = calloc(most, sizeof(float));
+    b->mom = calloc(most, sizeof(float));
+    b->work = malloc(sizeof(double) * pc_lowrank_work_doubles(rmax, s.rank));
+    b->t = calloc((size_t)reps * 5, sizeof(double));
+    if (!b->st || !b->msg || !b->q || !b->qt || !b->row || !b->p || !b->mom || !b->work || !b->t)
+        return PC_ENOMEM;
+    for (int i = 0; i < b->nmat && rc == PC_OK; i++)
+        rc = pc_codec_state_create_matrix(b->c, (uint32_t)i, rows[i], n[i], &b->st[i]);
+    return rc;
+}
+
+int pc_cost_measure_lowrank(const pc_codec_spec_t *spec, const float *const *grads, const size_t *n,
+                            const size_t *rows, int nmat, int reps, pc_cost_codec_rate_t *rate,
+                            pc_cost_lowrank_t *lr, char *err, size_t errlen)
+{
+    if (!spec || spec->id != PC_CODEC_POWERSGD || !grads || !n || !rows || nmat < 1 || reps < 1 ||
+        !rate || !lr)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "measure powersgd: bad arguments");
+    double elems = 0, bytes = 0, ortho = 0, R = (double)spec->rank;
+    for (int i = 0; i < nmat; i++) {
+        if (!grads[i] || n[i] > PC_CODEC_MAX_N || !pc_codec_lowrank_fits(spec, rows[i], n[i]))
+            return pc_error_fmt(PC_EINVAL, err, errlen,
+                                "measure powersgd: matrix %d (%zu elements, %zu rows) does not "
+                                "fit rank %d",
+                                i, n[i], rows[i], spec->rank);
+        elems += (double)n[i];
+        bytes += 4.0 * R * ((double)rows[i] + (double)(n[i] / rows[i]));
+        ortho += (double)rows[i] * R * R;
+    }
+    lbufs_t b = {.nmat = nmat};
+    int rc = lowrank_bufs(&b, spec, n, rows, reps);
+    /* Passes over all the matrices, as pc_cost_measure_codec makes them; pass -1 untimed. */
+    double scratch[5] = {0};
+    for (int r = -1; r < reps && rc == PC_OK; r++) {
+        double *at[5];
+        for (int f = 0; f < 5; f++)
+            at[f] = r >= 0 ? &b.t[(size_t)f * (size_t)reps + (size_t)r] : &scratch[f];
+        for (int i = 0; i < nmat && rc == PC_OK; i++)
+            rc = time_matrix(&b, i, grads[i], n[i], rows[i], (uint64_t)(r + 1), at);
+    }
+    if (rc == PC_OK) {
+        *rate = (pc_cost_codec_rate_t){
+            .compress = median(b.t, reps) / elems, .bytes = bytes / elems, .density = 1.0};
+        lr->ortho = median(b.t + reps, reps) / ortho;
+        lr->round2 = median(b.t + 2 * reps, reps) / elems;
+        lr->step = median(b.t + 3 * reps, reps) / elems;
+        lr->finish = median(b.t + 4 * reps, reps) / elems;
+    } else {
+        pc_error_fmt(rc, err, errlen, "measure powersgd: %s",
+                     rc == PC_ERANGE ? "the gradient or a product is NaN or infinite"
+                                     : pc_strerror(rc));
+    }
+    lbufs_free(&b);
+    return rc;
+}
+
+/* powersgd's slot of pc_cost_measure_codecs: its matrices among the tensors (whole, their
+ * gradients read in place), else zero rates. */
+static int measure_matrices(const pc_plan_tensor_t *tensors, int ntensors,
+                            size_t compress_min_bytes, const pc_codec_spec_t *spec, int reps,
+                            pc_cost_codec_rate_t *rate, pc_cost_lowrank_t *lr, int *nmat, char *err,
+                            size_t errlen)
+{
+    *rate = (pc_cost_codec_rate_t){.density = 1.0};
+    *lr = (pc_cost_lowrank_t){.spec = *spec};
+    *nmat = 0;
+    if (spec->id != PC_CODEC_POWERSGD)
+        return PC_OK;
+    const float **g = malloc(sizeof(*g) * (size_t)ntensors);
+    size_t *n = malloc(sizeof(size_t) * (size_t)ntensors * 2), *rows = n ? n + ntensors : NULL;
+    if (!g || !n) {
+        free(g);
+        free(n);
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure codecs: out of memory");
+    }
+    for (int t = 0; t < ntensors; t++)
+        if (tensors[t].n * sizeof(float) >= compress_min_bytes &&
+            pc_codec_lowrank_fits(spec, tensors[t].whole_rows, tensors[t].n)) {
+            g[*nmat] = tensors[t].grad;
+            n[*nmat] = tensors[t].n;
+            rows[(*nmat)++] = tensors[t].whole_rows;
+        }
+    int rc = *nmat ? pc_cost_measure_lowrank(spec, g, n, rows, *nmat, reps, rate, lr, err, errlen)
+                   : PC_OK;
+    free(g);
+    free(n);
+    return rc;
+}
+
 int pc_cost_measure_codecs(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_bytes,
                            size_t compress_min_bytes, const pc_codec_spec_t *specs, int reps,
-                           pc_cost_codec_rate_t *out, pc_cost_chunks_t *chunks, char *err,
-                           size_t errlen)
+                           pc_cost_codec_rate_t *out, pc_cost_lowrank_t *lowrank,
+                           pc_cost_chunks_t *chunks, char *err, size_t errlen)
 {
     if (!tensors || ntensors < 1 || chunk_bytes < sizeof(float) || !specs || reps < 1 || !out ||
-        !chunks)
+        !lowrank || !chunks)
         return pc_error_fmt(PC_EINVAL, err, errlen, "measure codecs: bad arguments");
     for (int t = 0; t < ntensors; t++)
         if (!tensors[t].grad)
             return pc_error_fmt(PC_EINVAL, err, errlen, "measure codecs: tensor %d has no gradient",
                                 t);
+        else if (tensors[t].whole_rows && tensors[t].n % tensors[t].whole_rows)
+            return pc_error_fmt(PC_EINVAL, err, errlen,
+                                "measure codecs: tensor %d: %zu rows do not divide its %zu "
+                                "elements",
+                                t, tensors[t].whole_rows, tensors[t].n);
+    /* Every codec but powersgd on the chunks as they are cut without whole matrices. */
+    pc_plan_tensor_t *plain = malloc(sizeof(*plain) * (size_t)ntensors);
+    if (!plain)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "measure codecs: out of memory");
+    for (int t = 0; t < ntensors; t++) {
+        plain[t] = tensors[t];
+        plain[t].whole_rows = 0;
+    }
     pc_plan_t *plan = NULL;
-    int rc = pc_plan_create(tensors, ntensors, chunk_bytes / sizeof(float), 1, &plan);
+    int rc = pc_plan_create(plain, ntensors, chunk_bytes / sizeof(float), 1, &plan);
+    free(plain);
     if (rc != PC_OK)
         return pc_error_fmt(rc, err, errlen, "measure codecs: cannot plan the chunks: %s",
                             pc_strerror(rc));
@@ -178,8 +390,12 @@ int pc_cost_measure_codecs(const pc_plan_tensor_t *tensors, int ntensors, size_t
         .nchunks = plan->nchunks, .ncompressed = nbig, .elements = total, .largest = most};
     for (int q = 0; q < PC_COST_CODECS && rc == PC_OK; q++) {
         bool dense = q == PC_COST_CODEC_NONE || nbig == 0;
-        rc = pc_cost_measure_codec(&specs[q], dense ? all : big, dense ? all_n : big_n,
-                                   dense ? plan->nchunks : nbig, reps, &out[q], err, errlen);
+        if (q == PC_COST_CODEC_POWERSGD)
+            rc = measure_matrices(tensors, ntensors, compress_min_bytes, &specs[q], reps, &out[q],
+                                  lowrank, &chunks->nmatrices, err, errlen);
+        else
+            rc = pc_cost_measure_codec(&specs[q], dense ? all : big, dense ? all_n : big_n,
+                                       dense ? plan->nchunks : nbig, reps, &out[q], err, errlen);
     }
 out:
     free(all_n);

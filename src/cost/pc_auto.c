@@ -24,7 +24,8 @@
  * pipelined one. */
 #define CANDIDATES                                                                                 \
     ((1u << PC_COST_ALLREDUCE) | (1u << PC_COST_PS_NONE) | (1u << PC_COST_PS_TOPK_PIPELINED) |     \
-     (1u << PC_COST_PS_DGC_PIPELINED) | (1u << PC_COST_PS_TOPK_SERVERMOM))
+     (1u << PC_COST_PS_DGC_PIPELINED) | (1u << PC_COST_PS_TOPK_SERVERMOM) |                        \
+     (1u << PC_COST_PS_POWERSGD_PIPELINED))
 
 int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
@@ -33,9 +34,10 @@ int pc_auto_check(const pc_config_t *cfg, int world_size, char *err, size_t errl
     if (pc_config_given(cfg, "compress"))
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--compress %s with --mode auto: auto chooses the codec (none, "
-                            "topk:ratio=%g or dgc:ratio=%g); drop --compress, or choose the "
-                            "mode yourself with --mode ps",
-                            cfg->compress, PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO);
+                            "topk:ratio=%g, dgc:ratio=%g or powersgd:rank=%d); drop --compress, "
+                            "or choose the mode yourself with --mode ps",
+                            cfg->compress, PC_AUTO_TOPK_RATIO, PC_AUTO_DGC_RATIO,
+                            PC_AUTO_POWERSGD_RANK);
     if (cfg->device != PC_DEVICE_CPU)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--device %s with --mode auto: the cost model profiles the model "
@@ -135,6 +137,8 @@ static void codec_specs(double topk, double dgc, double mom,
     snprintf(spec[PC_COST_CODEC_TOPK], PC_AUTO_SPEC_LEN, "topk:ratio=%s,momentum=%s", t, m);
     snprintf(spec[PC_COST_CODEC_TOPK_EF], PC_AUTO_SPEC_LEN, "topk:ratio=%s,momentum=0", t);
     snprintf(spec[PC_COST_CODEC_DGC], PC_AUTO_SPEC_LEN, "dgc:ratio=%s,momentum=%s", d, m);
+    snprintf(spec[PC_COST_CODEC_POWERSGD], PC_AUTO_SPEC_LEN, "powersgd:rank=%d",
+             PC_AUTO_POWERSGD_RANK);
 }
 
 /* Rank 0: the codecs and the server, into *m. */
@@ -150,8 +154,8 @@ static int measure_rates(const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t 
         spec[q].seed = mc->seed;
     }
     int rc = pc_cost_measure_codecs(probe->tensors, probe->ntensors, mc->chunk_bytes,
-                                    mc->compress_min_bytes, spec, mc->reps, m->codec, &m->chunks,
-                                    err, errlen);
+                                    mc->compress_min_bytes, spec, mc->reps, m->codec, &m->lowrank,
+                                    &m->chunks, err, errlen);
     if (rc != PC_OK)
         return rc;
     size_t n = m->chunks.largest < 1024 ? 1024 : m->chunks.largest;
@@ -379,6 +383,7 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
                         .chunk_bytes = chunk_bytes,
                         .compress_min_bytes = compress_min_bytes,
                         .server = m->server,
+                        .lowrank = m->lowrank,
                         .link = link ? *link : m->link};
     memcpy(cc.codec, m->codec, sizeof(cc.codec));
     return pc_cost_create(&cc, out);
@@ -444,6 +449,9 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
         break;
     case PC_COST_PS_TOPK_SERVERMOM:
         spec = specs[PC_COST_CODEC_TOPK_EF];
+        break;
+    case PC_COST_PS_POWERSGD_PIPELINED: /* the run's momentum stays, on the servers */
+        spec = specs[PC_COST_CODEC_POWERSGD];
         break;
     default:
         break;
@@ -533,7 +541,7 @@ void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
         fprintf(out, "%s\n", warning);
     for (int k = 0; k < PC_COST_MODES; k++)
         if (c->candidate[k])
-            fprintf(out, "auto: predict %-18s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
+            fprintf(out, "auto: predict %-21s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
                     pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3, c->rate[k] * batch,
                     c->rate[k] / c->rate[c->best], k == (int)c->best ? "  <- chosen" : "");
     fprintf(out,

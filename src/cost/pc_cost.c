@@ -20,24 +20,33 @@
 
 #include "pipecompress/pc_cost.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_wire.h"
 #include "runtime/runtime_proto.h"
 
 typedef struct cchunk {
     size_t n;
-    int layer; /* the lowest layer among its tensors: its gradient is complete after it */
+    int layer;   /* the lowest layer among its tensors: its gradient is complete after it */
+    size_t rows; /* a powersgd matrix's rows (the powersgd plan only), else 0 */
 } cchunk_t;
+
+/* A plan's chunks, id order (forward order). */
+typedef struct cplan {
+    int n;
+    cchunk_t *chunks;
+} cplan_t;
 
 struct pc_cost {
     int nlayers;
     pc_cost_layer_t *layers;
-    int nchunks;
-    cchunk_t *chunks; /* pc_plan's chunks, id order (forward order) */
+    cplan_t plain; /* pc_plan's chunks, as every mode but powersgd's cuts them */
+    cplan_t lr;    /* powersgd's: its matrices whole */
     size_t nelems;
     size_t compress_min_bytes;
     pc_cost_codec_rate_t codec[PC_COST_CODECS];
     pc_cost_server_rate_t server;
+    pc_cost_lowrank_t lowrank;
     pc_cost_link_t link;
 };
 
@@ -46,6 +55,7 @@ typedef struct mode_def {
     bool allreduce;
     bool pipelined;       /* compression on the compressor thread (else on backprop's) */
     bool server_momentum; /* servers keep momentum: dense step, every parameter changes */
+    bool lowrank;         /* powersgd: its plan; matrices in two rounds, the rest dense */
     int codec;            /* pc_cost_codec_t of chunks at or above --compress-min-bytes */
 } mode_def_t;
 
@@ -58,6 +68,10 @@ static const mode_def_t modes[PC_COST_MODES] = {
     [PC_COST_PS_TOPK_SERVERMOM] = {.pipelined = true,
                                    .server_momentum = true,
                                    .codec = PC_COST_CODEC_TOPK_EF},
+    [PC_COST_PS_POWERSGD_PIPELINED] = {.pipelined = true,
+                                       .server_momentum = true,
+                                       .lowrank = true,
+                                       .codec = PC_COST_CODEC_NONE},
 };
 
 static bool time_ok(double x)
@@ -82,13 +96,75 @@ static bool server_ok(const pc_cost_server_rate_t *s)
            time_ok(s->pull_sparse);
 }
 
+static bool lowrank_ok(const pc_cost_lowrank_t *l)
+{
+    return time_ok(l->round2) && time_ok(l->finish) && time_ok(l->ortho) && time_ok(l->step) &&
+           (l->spec.id != PC_CODEC_POWERSGD ||
+            (l->spec.rank >= 1 && l->spec.rank <= PC_LOWRANK_MAX_RANK));
+}
+
 void pc_cost_destroy(pc_cost_t *c)
 {
     if (!c)
         return;
     free(c->layers);
-    free(c->chunks);
+    free(c->plain.chunks);
+    free(c->lr.chunks);
     free(c);
+}
+
+/* Cut tensors (cfg's, or a copy with their whole_rows changed) into out's chunks with
+ * pc_plan, each with the lowest layer among its tensors. PC_OK, PC_EINVAL or PC_ENOMEM. */
+static int cut(const pc_cost_cfg_t *cfg, const pc_plan_tensor_t *tensors, cplan_t *out)
+{
+    pc_plan_t *plan = NULL;
+    int rc = pc_plan_create(tensors, cfg->ntensors, cfg->chunk_bytes / sizeof(float), 1, &plan);
+    if (rc != PC_OK)
+        return rc; /* PC_EINVAL (a tensor of 0 elements) or PC_ENOMEM */
+    out->chunks = malloc(sizeof(cchunk_t) * (size_t)plan->nchunks);
+    if (!out->chunks) {
+        pc_plan_destroy(plan);
+        return PC_ENOMEM;
+    }
+    out->n = plan->nchunks;
+    for (int i = 0; i < plan->nchunks; i++) {
+        const pc_plan_chunk_t *k = &plan->chunks[i];
+        int layer = cfg->tensor_layer[k->first_tensor];
+        for (int t = k->first_tensor + 1; t <= k->last_tensor; t++)
+            if (cfg->tensor_layer[t] < layer)
+                layer = cfg->tensor_layer[t];
+        out->chunks[i] = (cchunk_t){.n = k->n, .layer = layer, .rows = k->rows};
+    }
+    pc_plan_destroy(plan);
+    return PC_OK;
+}
+
+/* Both plans: every mode's (no tensor whole) and powersgd's (its matrices whole: the
+ * tensors with rows that pc_codec_lowrank_fits and that are not under compress_min_bytes,
+ * as the runtime's workers decide). */
+static int cut_both(const pc_cost_cfg_t *cfg, pc_cost_t *c)
+{
+    pc_plan_tensor_t *t = malloc(sizeof(*t) * (size_t)cfg->ntensors);
+    if (!t)
+        return PC_ENOMEM;
+    for (int i = 0; i < cfg->ntensors; i++) {
+        t[i] = cfg->tensors[i];
+        t[i].whole_rows = 0;
+    }
+    int rc = cut(cfg, t, &c->plain);
+    for (int i = 0; i < cfg->ntensors && rc == PC_OK; i++) {
+        size_t rows = cfg->tensors[i].whole_rows, n = t[i].n;
+        if (rows && n % rows)
+            rc = PC_EINVAL;
+        else if (cfg->lowrank.spec.id == PC_CODEC_POWERSGD &&
+                 (double)n * sizeof(float) >= (double)cfg->compress_min_bytes &&
+                 pc_codec_lowrank_fits(&cfg->lowrank.spec, rows, n))
+            t[i].whole_rows = rows;
+    }
+    if (rc == PC_OK)
+        rc = cut(cfg, t, &c->lr);
+    free(t);
+    return rc;
 }
 
 int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
@@ -106,39 +182,25 @@ int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
     for (int q = 0; q < PC_COST_CODECS; q++)
         if (!codec_ok(&cfg->codec[q]))
             return PC_EINVAL;
-    pc_plan_t *plan = NULL;
-    int rc =
-        pc_plan_create(cfg->tensors, cfg->ntensors, cfg->chunk_bytes / sizeof(float), 1, &plan);
-    if (rc != PC_OK)
-        return rc; /* PC_EINVAL (a tensor of 0 elements) or PC_ENOMEM */
+    if (!lowrank_ok(&cfg->lowrank))
+        return PC_EINVAL;
     pc_cost_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        pc_plan_destroy(plan);
+    if (!c)
         return PC_ENOMEM;
-    }
     c->layers = malloc(sizeof(pc_cost_layer_t) * (size_t)cfg->nlayers);
-    c->chunks = malloc(sizeof(cchunk_t) * (size_t)plan->nchunks);
-    if (!c->layers || !c->chunks) {
-        pc_plan_destroy(plan);
+    int rc = c->layers ? cut_both(cfg, c) : PC_ENOMEM;
+    if (rc != PC_OK) {
         pc_cost_destroy(c);
-        return PC_ENOMEM;
+        return rc;
     }
     c->nlayers = cfg->nlayers;
     memcpy(c->layers, cfg->layers, sizeof(pc_cost_layer_t) * (size_t)cfg->nlayers);
-    c->nchunks = plan->nchunks;
-    for (int i = 0; i < plan->nchunks; i++) {
-        const pc_plan_chunk_t *k = &plan->chunks[i];
-        int layer = cfg->tensor_layer[k->first_tensor];
-        for (int t = k->first_tensor + 1; t <= k->last_tensor; t++)
-            if (cfg->tensor_layer[t] < layer)
-                layer = cfg->tensor_layer[t];
-        c->chunks[i] = (cchunk_t){.n = k->n, .layer = layer};
-        c->nelems += k->n;
-    }
-    pc_plan_destroy(plan);
+    for (int i = 0; i < c->plain.n; i++)
+        c->nelems += c->plain.chunks[i].n;
     c->compress_min_bytes = cfg->compress_min_bytes;
     memcpy(c->codec, cfg->codec, sizeof(c->codec));
     c->server = cfg->server;
+    c->lowrank = cfg->lowrank;
     c->link = cfg->link;
     *out = c;
     return PC_OK;
@@ -146,7 +208,7 @@ int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
 
 int pc_cost_nchunks(const pc_cost_t *c)
 {
-    return c->nchunks;
+    return c->plain.n;
 }
 
 size_t pc_cost_nelems(const pc_cost_t *c)
@@ -177,14 +239,39 @@ static double union_prefix_sum(double n, double d, int workers)
 
 /* A chunk's costs in mode def for W workers; seconds and bytes. */
 typedef struct ccost {
-    double compress; /* on the worker */
+    double compress; /* on the worker (powersgd's matrices: the fold and round 1) */
     double push;     /* message bytes */
     double server;   /* the server thread: check and aggregate W messages, step, pull */
     double pull;     /* message bytes */
+    /* powersgd's matrices only (0 otherwise): round 2 (Q_w), the server's second part
+     * (add W Q_w, the rows and the step), Q's bytes, and the worker's step (finish). */
+    double round2, push2, server2, pull2, finish;
 } ccost_t;
+
+/* A powersgd matrix's costs: P_w (rows x rank) up, P^ down, Q_w (cols x rank) up, Q down. */
+static ccost_t matrix_cost(const pc_cost_t *c, const cchunk_t *k, int W)
+{
+    const pc_cost_lowrank_t *l = &c->lowrank;
+    const pc_cost_server_rate_t *s = &c->server;
+    double n = (double)k->n, w = (double)W, R = (double)l->spec.rank;
+    double pr = R * (double)k->rows, qc = R * (n / (double)k->rows); /* the factors' floats */
+    return (ccost_t){
+        .compress = n * c->codec[PC_COST_CODEC_POWERSGD].compress,
+        .push = PC_WIRE_HEADER_BYTES + 4.0 * pr,
+        .server = w * pr * s->agg_dense + pr * R * l->ortho,
+        .pull = (double)pc_rt__phat_bytes((size_t)pr),
+        .round2 = n * l->round2,
+        .push2 = PC_WIRE_HEADER_BYTES + 4.0 * qc,
+        .server2 = w * qc * s->agg_dense + n * l->step,
+        .pull2 = (double)pc_rt__pull_lowrank_bytes((size_t)qc),
+        .finish = n * l->finish,
+    };
+}
 
 static ccost_t chunk_cost(const pc_cost_t *c, const mode_def_t *def, const cchunk_t *k, int W)
 {
+    if (k->rows)
+        return matrix_cost(c, k, W);
     bool small = (double)k->n * sizeof(float) < (double)c->compress_min_bytes;
     const pc_cost_codec_rate_t *q = &c->codec[small ? PC_COST_CODEC_NONE : def->codec];
     const pc_cost_server_rate_t *s = &c->server;
@@ -255,16 +342,22 @@ typedef struct server_sim {
 typedef struct sim {
     const pc_cost_t *c;
     const mode_def_t *def;
+    const cchunk_t *ch; /* the mode's plan: nc chunks */
+    const pc_cost_link_t *lk;
     int L, nc, W, S;
     double *end, *need; /* per layer: its backward's end, its forward's need */
     ccost_t *cc;        /* per chunk: its costs */
     double *sent, *upd; /* per chunk: when it leaves the worker, when its update is back */
+    double *due;        /* powersgd, per chunk: when its pending answer (P^ or Q) is in */
     int *seq, *order;   /* hand-over order; the order chunks leave the worker */
     int *heap;          /* the pipelined compressor's ready chunks */
+    int *stage;         /* powersgd, per chunk: 0 not sent, 1 awaits P^, 2 awaits Q, 3 done */
     server_sim_t *srv;  /* per server */
     pc_plan_t *plan;    /* ps: the runtime's server assignment */
     pc_plan_tensor_t *pt;
-    double back_end; /* when backward (and, inline, its compressions) ends */
+    double back_end;           /* when backward (and, inline, its compressions) ends */
+    double up, down;           /* when the worker's uplink and downlink are next free */
+    double up_busy, down_busy; /* their transfer times in all */
 } sim_t;
 
 static void sim_free(sim_t *m)
@@ -288,11 +381,13 @@ static int sim_alloc(sim_t *m, int servers)
     m->end = calloc((size_t)L * 2, sizeof(double));
     m->need = m->end ? m->end + L : NULL;
     m->cc = malloc(sizeof(ccost_t) * (size_t)nc);
-    m->sent = malloc(sizeof(double) * (size_t)nc * 2);
+    m->sent = malloc(sizeof(double) * (size_t)nc * 3);
     m->upd = m->sent ? m->sent + nc : NULL;
-    m->seq = malloc(sizeof(int) * (size_t)nc * 3);
+    m->due = m->sent ? m->sent + 2 * nc : NULL;
+    m->seq = calloc((size_t)nc * 4, sizeof(int));
     m->order = m->seq ? m->seq + nc : NULL;
     m->heap = m->seq ? m->seq + 2 * nc : NULL;
+    m->stage = m->seq ? m->seq + 3 * nc : NULL;
     m->S = m->def->allreduce ? 1 : (servers < nc ? servers : nc);
     m->srv = calloc((size_t)m->S, sizeof(server_sim_t));
     m->pt = m->def->allreduce ? NULL : malloc(sizeof(pc_plan_tensor_t) * (size_t)nc);
@@ -302,8 +397,8 @@ static int sim_alloc(sim_t *m, int servers)
         return PC_OK;
     size_t most = 1;
     for (int i = 0; i < nc; i++) {
-        m->pt[i] = (pc_plan_tensor_t){.n = m->c->chunks[i].n};
-        most = m->c->chunks[i].n > most ? m->c->chunks[i].n : most;
+        m->pt[i] = (pc_plan_tensor_t){.n = m->ch[i].n};
+        most = m->ch[i].n > most ? m->ch[i].n : most;
     }
     return pc_plan_create(m->pt, nc, most, m->S, &m->plan);
 }
@@ -321,32 +416,39 @@ static double sim_backward(sim_t *m)
     int ns = 0;
     for (int l = m->L - 1; l >= 0; l--)
         for (int i = 0; i < m->nc; i++)
-            if (c->chunks[i].layer == l)
+            if (m->ch[i].layer == l)
                 m->seq[ns++] = i;
     for (int i = 0; i < m->nc; i++)
-        m->cc[i] = chunk_cost(c, m->def, &c->chunks[i], m->W);
+        m->cc[i] = chunk_cost(c, m->def, &m->ch[i], m->W);
     m->back_end = m->end[0];
     return compute;
 }
 
 /* allreduce: the communication thread runs one allreduce per chunk as it becomes ready,
  * then the local step, in hand-over order. */
-static void sim_allreduce(sim_t *m, const pc_cost_link_t *lk, pc_cost_result_t *r)
+static void sim_allreduce(sim_t *m, pc_cost_result_t *r)
 {
     const pc_cost_t *c = m->c;
     const double w = (double)m->W;
     double t = 0;
     for (int j = 0; j < m->nc; j++) {
         int i = m->seq[j];
-        double n = (double)c->chunks[i].n, ring = pc_cost_ring(4.0 * n, m->W, lk);
+        double n = (double)m->ch[i].n, ring = pc_cost_ring(4.0 * n, m->W, m->lk);
         double step = n * c->server.step_dense;
-        t = maxd(t, m->end[c->chunks[i].layer]) + ring + step;
+        t = maxd(t, m->end[m->ch[i].layer]) + ring + step;
         m->upd[i] = t;
         r->comm_busy += ring;
         r->server_busy += step;
         r->bytes_up += m->W > 1 ? 2.0 * (w - 1.0) / w * 4.0 * n : 0;
     }
     r->bytes_down = r->bytes_up;
+}
+
+/* Hand the chunks whose backward has ended by t to the pipelined compressor's heap. */
+static void sim_ready(sim_t *m, double t, int *next, int *len)
+{
+    while (*next < m->nc && m->end[m->ch[m->seq[*next]].layer] <= t)
+        heap_push(m->heap, len, m->seq[(*next)++]);
 }
 
 /* ps, step 1: the worker's compression, the order it picks (order[]) and when each chunk
@@ -356,18 +458,15 @@ static void sim_allreduce(sim_t *m, const pc_cost_link_t *lk, pc_cost_result_t *
  * layer's backward, which waits for it. */
 static void sim_compress(sim_t *m)
 {
-    const pc_cost_t *c = m->c;
     const int nc = m->nc;
     double t = 0;
     if (m->def->pipelined) {
         int next = 0, len = 0;
         for (int j = 0; j < nc; j++) {
-            while (next < nc && m->end[c->chunks[m->seq[next]].layer] <= t)
-                heap_push(m->heap, &len, m->seq[next++]);
+            sim_ready(m, t, &next, &len);
             if (len == 0) { /* idle: jump to the next hand-over */
-                t = m->end[c->chunks[m->seq[next]].layer];
-                while (next < nc && m->end[c->chunks[m->seq[next]].layer] <= t)
-                    heap_push(m->heap, &len, m->seq[next++]);
+                t = m->end[m->ch[m->seq[next]].layer];
+                sim_ready(m, t, &next, &len);
             }
             int i = heap_pop(m->heap, &len);
             t += m->cc[i].compress;
@@ -378,8 +477,8 @@ static void sim_compress(sim_t *m)
     }
     int j = 0;
     for (int l = m->L - 1; l >= 0; l--) {
-        t += c->layers[l].bwd;
-        for (; j < nc && c->chunks[m->seq[j]].layer == l; j++) {
+        t += m->c->layers[l].bwd;
+        for (; j < nc && m->ch[m->seq[j]].layer == l; j++) {
             t += m->cc[m->seq[j]].compress;
             m->sent[m->seq[j]] = t;
             m->order[j] = m->seq[j];
@@ -388,36 +487,104 @@ static void sim_compress(sim_t *m)
     m->back_end = t;
 }
 
-/* ps, steps 2-4: push, server, pull, every resource taken in the order the chunks left. */
-static void sim_exchange(sim_t *m, const pc_cost_link_t *lk, pc_cost_result_t *r)
+/* One message of chunk i leaving the worker at `sent` (push bytes) to its server, which
+ * works `work` seconds on it once all W workers' are in and answers each (pull bytes):
+ * the worker's uplink, the server's downlink (W messages), thread and uplink (W answers),
+ * the worker's downlink, each taken in the order of the calls. Returns when the answer is
+ * in at the worker. */
+static double sim_pass(sim_t *m, int i, double sent, double push_bytes, double work,
+                       double pull_bytes)
 {
-    const double B = lk->bandwidth, alpha = lk->latency, w = (double)m->W;
-    double up = 0, down = 0, up_busy = 0, down_busy = 0;
-    for (int j = 0; j < m->nc; j++) {
-        int i = m->order[j];
-        server_sim_t *v = &m->srv[m->plan->chunks[i].server];
-        double push = m->cc[i].push / B, pull = m->cc[i].pull / B;
-        up = maxd(up, m->sent[i]) + push;           /* the worker's uplink: its own message */
-        v->in = maxd(v->in, m->sent[i]) + w * push; /* the server's downlink: W messages */
-        double arrived = maxd(up, v->in) + alpha;   /* the last worker's message is in */
-        v->thr = maxd(v->thr, arrived) + m->cc[i].server;
-        v->out = maxd(v->out, v->thr) + w * pull; /* the server's uplink: W pulls */
-        down = maxd(down, v->thr) + pull;         /* the worker's downlink */
-        m->upd[i] = maxd(v->out, down) + alpha;
-        up_busy += push;
-        down_busy += pull;
-        v->in_busy += w * push;
-        v->thr_busy += m->cc[i].server;
-        v->out_busy += w * pull;
-        r->compress += m->cc[i].compress;
-        r->bytes_up += m->cc[i].push;
-        r->bytes_down += m->cc[i].pull;
+    const double B = m->lk->bandwidth, alpha = m->lk->latency, w = (double)m->W;
+    server_sim_t *v = &m->srv[m->plan->chunks[i].server];
+    double push = push_bytes / B, pull = pull_bytes / B;
+    m->up = maxd(m->up, sent) + push;            /* the worker's uplink: its own message */
+    v->in = maxd(v->in, sent) + w * push;        /* the server's downlink: W messages */
+    double arrived = maxd(m->up, v->in) + alpha; /* the last worker's message is in */
+    v->thr = maxd(v->thr, arrived) + work;
+    v->out = maxd(v->out, v->thr) + w * pull; /* the server's uplink: W answers */
+    m->down = maxd(m->down, v->thr) + pull;   /* the worker's downlink */
+    m->up_busy += push;
+    m->down_busy += pull;
+    v->in_busy += w * push;
+    v->thr_busy += work;
+    v->out_busy += w * pull;
+    return maxd(v->out, m->down) + alpha;
+}
+
+/* ps, the totals every mode reports: the busiest link direction and server thread, the
+ * servers used, and per chunk the worker's codec time and the bytes each way. */
+static void sim_totals(sim_t *m, pc_cost_result_t *r)
+{
+    for (int i = 0; i < m->nc; i++) {
+        const ccost_t *k = &m->cc[i];
+        r->compress += k->compress + k->round2 + k->finish;
+        r->bytes_up += k->push + k->push2;
+        r->bytes_down += k->pull + k->pull2;
     }
-    r->comm_busy = maxd(up_busy, down_busy);
+    r->comm_busy = maxd(m->up_busy, m->down_busy);
     for (int s = 0; s < m->S; s++) {
         r->comm_busy = maxd(r->comm_busy, maxd(m->srv[s].in_busy, m->srv[s].out_busy));
         r->server_busy = maxd(r->server_busy, m->srv[s].thr_busy);
         r->servers_used += m->plan->server_elems[s] > 0;
+    }
+}
+
+/* ps, steps 2-4: push, server, pull, every resource taken in the order the chunks left. */
+static void sim_exchange(sim_t *m)
+{
+    for (int j = 0; j < m->nc; j++) {
+        int i = m->order[j];
+        m->upd[i] = sim_pass(m, i, m->sent[i], m->cc[i].push, m->cc[i].server, m->cc[i].pull);
+    }
+}
+
+/* The powersgd chunk whose answer is in earliest by t (stage 1 or 2), or -1. */
+static int sim_answer(const sim_t *m, double t)
+{
+    int a = -1;
+    for (int i = 0; i < m->nc; i++)
+        if ((m->stage[i] == 1 || m->stage[i] == 2) && m->due[i] <= t &&
+            (a < 0 || m->due[i] < m->due[a]))
+            a = i;
+    return a;
+}
+
+/* powersgd, steps 1-4 as one event loop on the compressor thread: an answer that is in
+ * goes first (P^: round 2 and its send; Q: the worker's step, then the chunk is done),
+ * then the lowest ready id's round 1 (or a dense chunk's compression); idle until the next
+ * hand-over or answer otherwise. Each message takes the resources as it leaves. */
+static void sim_lowrank(sim_t *m)
+{
+    int next = 0, len = 0, done = 0;
+    double t = 0;
+    while (done < m->nc) {
+        sim_ready(m, t, &next, &len);
+        int a = sim_answer(m, t);
+        if (a >= 0 && m->stage[a] == 1) {
+            t += m->cc[a].round2;
+            m->due[a] = sim_pass(m, a, t, m->cc[a].push2, m->cc[a].server2, m->cc[a].pull2);
+            m->stage[a] = 2;
+        } else if (a >= 0) {
+            t += m->cc[a].finish;
+            m->upd[a] = t;
+            m->stage[a] = 3;
+            done++;
+        } else if (len > 0) {
+            int i = heap_pop(m->heap, &len);
+            t += m->cc[i].compress;
+            double back = sim_pass(m, i, t, m->cc[i].push, m->cc[i].server, m->cc[i].pull);
+            m->stage[i] = m->ch[i].rows ? 1 : 3;
+            done += m->ch[i].rows ? 0 : 1;
+            m->due[i] = back;
+            m->upd[i] = back;
+        } else { /* idle: the next hand-over or answer (one is pending: done < nc) */
+            double wake = next < m->nc ? m->end[m->ch[m->seq[next]].layer] : INFINITY;
+            for (int i = 0; i < m->nc; i++)
+                if (m->stage[i] == 1 || m->stage[i] == 2)
+                    wake = m->due[i] < wake ? m->due[i] : wake;
+            t = wake;
+        }
     }
 }
 
@@ -427,7 +594,7 @@ static double sim_forward(sim_t *m)
 {
     const pc_cost_t *c = m->c;
     for (int i = 0; i < m->nc; i++)
-        m->need[c->chunks[i].layer] = maxd(m->need[c->chunks[i].layer], m->upd[i]);
+        m->need[m->ch[i].layer] = maxd(m->need[m->ch[i].layer], m->upd[i]);
     double t = m->back_end;
     for (int l = 0; l < m->L; l++)
         t = maxd(t, m->need[l]) + c->layers[l].fwd;
@@ -446,15 +613,27 @@ int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int se
     const pc_cost_link_t *lk = link ? link : &c->link;
     if (!link_ok(lk))
         return PC_EINVAL;
-    sim_t m = {.c = c, .def = def, .L = c->nlayers, .nc = c->nchunks, .W = workers};
+    const cplan_t *plan = def->lowrank ? &c->lr : &c->plain;
+    sim_t m = {.c = c,
+               .def = def,
+               .ch = plan->chunks,
+               .lk = lk,
+               .L = c->nlayers,
+               .nc = plan->n,
+               .W = workers};
     int rc = sim_alloc(&m, servers);
     if (rc == PC_OK) {
         pc_cost_result_t r = {.compute = sim_backward(&m), .nchunks = m.nc};
         if (def->allreduce) {
-            sim_allreduce(&m, lk, &r);
+            sim_allreduce(&m, &r);
         } else {
-            sim_compress(&m);
-            sim_exchange(&m, lk, &r);
+            if (def->lowrank) {
+                sim_lowrank(&m);
+            } else {
+                sim_compress(&m);
+                sim_exchange(&m);
+            }
+            sim_totals(&m, &r);
         }
         r.iter = sim_forward(&m);
         r.exposed = r.iter - r.compute;

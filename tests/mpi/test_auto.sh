@@ -46,7 +46,7 @@ rows = re.findall(r"^auto: predict (\S+) +W=(\d+) +iter +([0-9.]+) ms +(\d+) sam
                   r"([0-9.]+)x(  <- chosen)?$", text, re.M)
 names = [r[0] for r in rows]
 assert names == ["allreduce", "ps-none", "ps-topk-pipelined", "ps-dgc-pipelined",
-                 "ps-topk-servermom"], names
+                 "ps-topk-servermom", "ps-powersgd-pipelined"], names
 chosen = [r for r in rows if r[5]]
 assert len(chosen) == 1, rows
 best = float(chosen[0][3])
@@ -63,7 +63,7 @@ assert m and m.group(1) == chosen[0][0], "chose line"
 open(sys.argv[1] + ".flags", "w").write(m.group(2) + "\n")
 PY
 then
-    ok "3 ranks: the five candidates' predictions are consistent and the fastest is chosen ($(grep '^auto: chose' "$tmp/three.out" | cut -d: -f2))"
+    ok "3 ranks: the six candidates' predictions are consistent and the fastest is chosen ($(grep '^auto: chose' "$tmp/three.out" | cut -d: -f2))"
 else
     bad "3 ranks: the predictions or the choice are inconsistent"; grep '^auto' "$tmp/three.out"
 fi

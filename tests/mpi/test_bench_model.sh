@@ -14,7 +14,7 @@ run="$PC_SRCDIR/scripts/pc-mpirun.sh"
 bench="$PC_BUILDDIR/apps/pc-bench"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-modes="allreduce ps-none ps-topk-inline ps-topk-pipelined ps-dgc-pipelined ps-topk-servermom"
+modes="allreduce ps-none ps-topk-inline ps-topk-pipelined ps-dgc-pipelined ps-topk-servermom ps-powersgd-pipelined"
 
 if "$run" -t 300 -np 2 "$bench" model --model mlp --reps 1 --max-workers 16 \
     --bandwidth 1gbit,10gbit --json "$tmp/m.json" >"$tmp/m.out" 2>&1; then
@@ -24,7 +24,7 @@ else
 fi
 num='[0-9]+\.[0-9]+'
 cell="$num \\(${num}x\\)"
-row="^[0-9]+ +[0-9]+ +$num( +$cell){5}$"
+row="^[0-9]+ +[0-9]+ +$num( +$cell){6}$"
 missing=""
 grep -qE "^link: ranks 0 and 1 of 2 \(.*, this host\), .*: latency $num us .* bandwidth 0->1 $num [GM]B/s .*, 1->0 $num [GM]B/s" "$tmp/m.out" || missing+=" link"
 grep -qE "^model's link: $num [GM]B/s" "$tmp/m.out" || missing+=" model-link"
@@ -33,11 +33,15 @@ grep -qE "^total +235146 +$num +$num +compute $num ms$" "$tmp/m.out" || missing+
 for c in none 'topk:ratio=0.01,momentum=0.9' 'topk:ratio=0.01,momentum=0' 'dgc:ratio=0.001,momentum=0.9'; do
     grep -qE "^$c +$num +$num +$num +$num$" "$tmp/m.out" || missing+=" codec-$c"
 done
+# powersgd's round 1 and, on mlp's two weight matrices above --compress-min-bytes (fc3's
+# 1280 elements are under it), the rest of its work.
+grep -qE "^powersgd:rank=2 +$num +$num +1\.00000 +$num$" "$tmp/m.out" || missing+=" codec-powersgd"
+grep -qE "^powersgd:rank=2 +beyond round 1 \(above\), ns/elem: round 2 $num, worker's step $num, server's rows and step $num; orthonormalisation $num ns per row x rank\^2 \(2 matrices\)$" "$tmp/m.out" || missing+=" powersgd-rates"
 grep -qE "^server and pull \([0-9]+-element chunks, passes over the model's 235146 elements\), ns: aggregate dense $num/elem/msg" "$tmp/m.out" || missing+=" server"
 grep -qE "^W +S +$(sed 's/ / +/g' <<<"$modes")$" "$tmp/m.out" || missing+=" header"
 [ "$(grep -cE "$row" "$tmp/m.out")" = 4 ] || missing+=" rows(W=2..16)"
 for b in 1gbit 10gbit; do
-    grep -qE "^$b +[0-9]+ +$num( +$cell){5}$" "$tmp/m.out" || missing+=" bandwidth-$b"
+    grep -qE "^$b +[0-9]+ +$num( +$cell){6}$" "$tmp/m.out" || missing+=" bandwidth-$b"
 done
 if [ -z "$missing" ]; then
     ok "pc-bench model: rates, layers, codecs, server, table W=2..16 and bandwidth table printed"
@@ -51,7 +55,8 @@ import json, math, re, sys
 d = json.load(open(sys.argv[1]))
 out = open(sys.argv[2]).read().splitlines()
 modes = ["allreduce", "ps-none", "ps-topk-inline", "ps-topk-pipelined", "ps-dgc-pipelined",
-         "ps-topk-servermom"]
+         "ps-topk-servermom", "ps-powersgd-pipelined"]
+assert d["powersgd"]["matrices"] == 2 and d["powersgd"]["round2_ns"] > 0, d["powersgd"]
 compute = sum(l["fwd_ms"] + l["bwd_ms"] for l in d["layers"])
 assert d["link"]["measured"] and d["link"]["bandwidth"] > 0 and d["link"]["latency"] >= 0
 assert [p["workers"] for p in d["table"]] == [2, 4, 8, 16], d["table"]
@@ -126,9 +131,9 @@ fi
 
 # MODE all: a line per mode, in e2e.sh's order, from the same measurements.
 if "$run" -t 300 -np 2 "$bench" model --reps 1 --max-workers 2 --predict 2,1,all >"$tmp/a.out" 2>&1 &&
-    [ "$(grep -cE '^predict mode=[a-z-]+ e2e=[1-6] W=2 S=[01] iter_ms=[0-9]+\.[0-9]+ ' "$tmp/a.out")" = 6 ] &&
-    [ "$(grep -oE '^predict mode=[a-z-]+ e2e=[1-6]' "$tmp/a.out" | tr '\n' ' ')" = "predict mode=allreduce e2e=1 predict mode=ps-none e2e=2 predict mode=ps-topk-inline e2e=3 predict mode=ps-topk-pipelined e2e=4 predict mode=ps-dgc-pipelined e2e=5 predict mode=ps-topk-servermom e2e=6 " ]; then
-    ok "--predict 2,1,all: six lines, modes 1..6"
+    [ "$(grep -cE '^predict mode=[a-z-]+ e2e=[1-68] W=2 S=[01] iter_ms=[0-9]+\.[0-9]+ ' "$tmp/a.out")" = 7 ] &&
+    [ "$(grep -oE '^predict mode=[a-z-]+ e2e=[1-68]' "$tmp/a.out" | tr '\n' ' ')" = "predict mode=allreduce e2e=1 predict mode=ps-none e2e=2 predict mode=ps-topk-inline e2e=3 predict mode=ps-topk-pipelined e2e=4 predict mode=ps-dgc-pipelined e2e=5 predict mode=ps-topk-servermom e2e=6 predict mode=ps-powersgd-pipelined e2e=8 " ]; then
+    ok "--predict 2,1,all: seven lines, modes 1..6 and 8"
 else
     bad "--predict 2,1,all"; tail -n 8 "$tmp/a.out"
 fi

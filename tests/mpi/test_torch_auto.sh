@@ -3,7 +3,7 @@
 # a few iterations):
 # - torch_train.py --mode auto --servers 1 on 3 ranks, for the cnn and the vit: the probe
 #   profiles the torch model (every rank), prints pc-train's lines (the compute and the
-#   link measured, the five candidates' predictions, the choice and its fixed flags), the
+#   link measured, the six candidates' predictions, the choice and its fixed flags), the
 #   job trains with the mode chosen; the printed flags in place of --mode auto --servers 1
 #   give bitwise the same trained model (the probe leaves the model as it was built);
 # - on one rank the probe can only choose the allreduce;
@@ -37,11 +37,11 @@ for arch in cnn vit; do
     if "$run" -t 300 -np 3 "$py" "$example" --arch "$arch" --batch "$b" --iters 4 "${common[@]}" \
         --mode auto --servers 1 --save "$tmp/auto-$arch.pt" >"$tmp/auto-$arch.out" 2>&1 &&
         grep -qE '^auto: probe [0-9.]+ s: compute [0-9.]+ ms .*; link r0 - r1 \(\S+, this host\): [0-9.]+ MB/s' "$tmp/auto-$arch.out" &&
-        [ "$(grep -c '^auto: predict ' "$tmp/auto-$arch.out")" = 5 ] &&
+        [ "$(grep -c '^auto: predict ' "$tmp/auto-$arch.out")" = 6 ] &&
         [ "$(grep -c '^auto: predict .*<- chosen$' "$tmp/auto-$arch.out")" = 1 ] &&
         grep -q '^auto: chose ' "$tmp/auto-$arch.out" &&
         grep -qE '^done: 4 iterations' "$tmp/auto-$arch.out"; then
-        ok "$arch, 3 ranks: --mode auto profiles the torch model, predicts five modes, chooses and trains ($(grep '^auto: chose' "$tmp/auto-$arch.out" | cut -d: -f2))"
+        ok "$arch, 3 ranks: --mode auto profiles the torch model, predicts six modes, chooses and trains ($(grep '^auto: chose' "$tmp/auto-$arch.out" | cut -d: -f2))"
     else
         bad "$arch, 3 ranks: --mode auto:"; tail -n 20 "$tmp/auto-$arch.out"
         continue

@@ -4,7 +4,9 @@
  * bandwidth or less latency is never slower; the allreduce grows with W toward 2n/B), edge
  * cases (one worker, more servers than workers or chunks, zero latency, chunks under
  * --compress-min-bytes), rejected input, the choice of --mode auto among candidates,
- * and the measuring helpers on small chunks (structure only: no timing is asserted). */
+ * powersgd's two rounds (a matrix by hand; its plan keeps matrices whole; with no matrix it
+ * predicts ps-none; round 2 ahead of another chunk's round 1), and the measuring helpers on
+ * small chunks (structure only: no timing is asserted). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +37,16 @@ static pc_cost_cfg_t base_cfg(void)
     cfg.codec[PC_COST_CODEC_TOPK] = (pc_cost_codec_rate_t){2e-9, 0.08, 0.01, true};
     cfg.codec[PC_COST_CODEC_TOPK_EF] = (pc_cost_codec_rate_t){2e-9, 0.08, 0.01, true};
     cfg.codec[PC_COST_CODEC_DGC] = (pc_cost_codec_rate_t){1e-9, 0.008, 0.001, true};
+    /* powersgd rank 2: round 1 2 ns, round 2 1 ns, the worker's step 3 ns per element; the
+     * server's rows and step 2 ns per element, orthonormalisation 1 ns per row x rank^2. */
+    cfg.codec[PC_COST_CODEC_POWERSGD] = (pc_cost_codec_rate_t){2e-9, 0.02, 1.0, false};
+    char err[128];
+    assert_int_equal(pc_codec_spec_parse("powersgd:rank=2", &cfg.lowrank.spec, err, sizeof(err)),
+                     PC_OK);
+    cfg.lowrank.round2 = 1e-9;
+    cfg.lowrank.finish = 3e-9;
+    cfg.lowrank.step = 2e-9;
+    cfg.lowrank.ortho = 1e-9;
     cfg.server = (pc_cost_server_rate_t){.agg_dense = 1e-9,
                                          .agg_sparse = 1e-8,
                                          .merge = 1e-9,
@@ -46,17 +58,17 @@ static pc_cost_cfg_t base_cfg(void)
     return cfg;
 }
 
-/* A model of nl layers (fwd, bwd each) with one tensor of n[l] elements per layer, no
- * grouping (no buffers). */
-static pc_cost_t *make(pc_cost_cfg_t cfg, int nl, const double *fwd, const double *bwd,
-                       const size_t *n)
+/* A model of nl layers (fwd, bwd each) with one tensor of n[l] elements and rows[l] rows
+ * (rows NULL: none) per layer, no grouping (no buffers). */
+static pc_cost_t *make_rows(pc_cost_cfg_t cfg, int nl, const double *fwd, const double *bwd,
+                            const size_t *n, const size_t *rows)
 {
     pc_cost_layer_t layers[8];
     pc_plan_tensor_t t[8];
     int tl[8];
     for (int l = 0; l < nl; l++) {
         layers[l] = (pc_cost_layer_t){fwd[l], bwd[l]};
-        t[l] = (pc_plan_tensor_t){.n = n[l]};
+        t[l] = (pc_plan_tensor_t){.n = n[l], .whole_rows = rows ? rows[l] : 0};
         tl[l] = l;
     }
     cfg.layers = layers;
@@ -67,6 +79,12 @@ static pc_cost_t *make(pc_cost_cfg_t cfg, int nl, const double *fwd, const doubl
     pc_cost_t *c = NULL;
     assert_int_equal(pc_cost_create(&cfg, &c), PC_OK);
     return c;
+}
+
+static pc_cost_t *make(pc_cost_cfg_t cfg, int nl, const double *fwd, const double *bwd,
+                       const size_t *n)
+{
+    return make_rows(cfg, nl, fwd, bwd, n, NULL);
 }
 
 static void test_formulas(void **state)
@@ -363,6 +381,150 @@ static void test_edges(void **state)
     pc_cost_destroy(c);
 }
 
+/* powersgd, one 1000 x 1000 matrix at rank 2, 2 workers: every step of both rounds. */
+static void test_powersgd_by_hand(void **state)
+{
+    (void)state;
+    double fwd = 0.010, bwd = 0.020, B = 1e9, a = 1e-5, W = 2;
+    size_t n = 1000000, rows = 1000;
+    pc_cost_t *c = make_rows(base_cfg(), 1, &fwd, &bwd, &n, &rows);
+    pc_cost_result_t r;
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &r), PC_OK);
+    assert_int_equal(r.nchunks, 1);
+    /* Round 1 (2 ms) after backward; P_w (1000 x 2 floats) up, W of them into the server,
+     * which adds them (W x 2000 x 1 ns) and orthonormalises (1000 x 2^2 x 1 ns); P^ (2000
+     * floats) to each worker. */
+    double push1 = PC_WIRE_HEADER_BYTES + 4.0 * 2000, pull1 = PC_WIRE_HEADER_BYTES + 4.0 * 2000;
+    double srv1 = W * 2000 * 1e-9 + 4000 * 1e-9;
+    double phat = 0.020 + 2e-3 + W * push1 / B + a + srv1 + W * pull1 / B + a;
+    /* Round 2 (1 ms); Q_w (1000 x 2) up; the server adds W of them and steps the rows (2 ms);
+     * Q down with the server's time; the worker's step (3 ms); then the forward. */
+    double push2 = PC_WIRE_HEADER_BYTES + 4.0 * 2000, pull2 = PULL_HEAD + 4.0 * 2000;
+    double srv2 = W * 2000 * 1e-9 + 2e-3;
+    double q = phat + 1e-3 + W * push2 / B + a + srv2 + W * pull2 / B + a;
+    assert_close(r.iter, q + 3e-3 + 0.010);
+    assert_close(r.compute, 0.030);
+    assert_close(r.compress, 2e-3 + 1e-3 + 3e-3);
+    assert_close(r.bytes_up, push1 + push2);
+    assert_close(r.bytes_down, pull1 + pull2);
+    assert_close(r.server_busy, srv1 + srv2);
+    assert_close(r.comm_busy, W * (pull1 + pull2) / B); /* the server's uplink: Q has 8 more */
+    pc_cost_destroy(c);
+}
+
+/* powersgd's plan: a matrix stays one chunk whatever --chunk-bytes; a vector, a tensor
+ * under --compress-min-bytes or one whose factors would not pay goes dense, as in ps-none;
+ * with no matrix at all the mode predicts exactly ps-none. */
+static void test_powersgd_plan(void **state)
+{
+    (void)state;
+    double fwd[3] = {0.001, 0.001, 0.001}, bwd[3] = {0.002, 0.002, 0.002};
+    size_t n[3] = {4000000, 4000, 3000000}, rows[3] = {2000, 40, 0};
+    pc_cost_cfg_t cfg = base_cfg();
+    cfg.chunk_bytes = 1 << 20;
+    cfg.compress_min_bytes = 65536; /* the 4000-element matrix is under it */
+    pc_cost_t *c = make_rows(cfg, 3, fwd, bwd, n, rows);
+    pc_cost_result_t p, d;
+    assert_int_equal(pc_cost_nchunks(c), 16 + 1 + 12); /* the plain plan */
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &p), PC_OK);
+    assert_int_equal(p.nchunks, 1 + 1 + 12);
+    /* One matrix's factors up (rank 2: 2000 + 2000 rows and columns), the rest dense. */
+    double up = 2 * PC_WIRE_HEADER_BYTES + 4.0 * 2 * (2000 + 2000) +
+                (1 + 12) * PC_WIRE_HEADER_BYTES + 4.0 * (4000 + 3000000);
+    assert_close(p.bytes_up, up);
+    pc_cost_destroy(c);
+    /* A min-rank-gain the matrix cannot meet: it goes dense (in chunks, as any tensor). */
+    assert_int_equal(
+        pc_codec_spec_parse("powersgd:rank=2,min-rank-gain=1000", &cfg.lowrank.spec, NULL, 0),
+        PC_OK);
+    c = make_rows(cfg, 3, fwd, bwd, n, rows);
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &p), PC_OK);
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_NONE, 2, 1, NULL, &d), PC_OK);
+    assert_int_equal(p.nchunks, 16 + 1 + 12);
+    assert_memory_equal(&p, &d, sizeof(p));
+    pc_cost_destroy(c);
+    /* No powersgd spec: no matrix either. */
+    cfg.lowrank.spec.id = PC_CODEC_NONE;
+    c = make_rows(cfg, 3, fwd, bwd, n, rows);
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &p), PC_OK);
+    assert_memory_equal(&p, &d, sizeof(p));
+    pc_cost_destroy(c);
+}
+
+/* Two matrices, an ideal network and server: the last layer's two rounds and step hide
+ * behind the first layer's backward; and an answer that is in goes ahead of another
+ * chunk's round 1 that is ready too. */
+static void test_powersgd_overlap(void **state)
+{
+    (void)state;
+    double fwd[2] = {0.001, 0.001}, bwd[2] = {0.010, 0.010};
+    size_t n[2] = {1000000, 1000000}, rows[2] = {1000, 1000};
+    pc_cost_cfg_t cfg = base_cfg();
+    memset(&cfg.server, 0, sizeof(cfg.server));
+    cfg.lowrank.step = cfg.lowrank.ortho = 0;
+    cfg.link = (pc_cost_link_t){.bandwidth = INFINITY, .latency = 0};
+    pc_cost_t *c = make_rows(cfg, 2, fwd, bwd, n, rows);
+    pc_cost_result_t r;
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &r), PC_OK);
+    /* Matrix 1 (layer 1, ready at 0.010): round 1 to 0.012, round 2 (P^ back at once) to
+     * 0.013, its step to 0.016: all during layer 0's backward. Matrix 0 (ready at 0.020):
+     * 2 + 1 + 3 ms: forward from 0.026. */
+    assert_close(r.iter, 0.026 + 0.002);
+    assert_close(r.exposed, 0.006);
+    /* Six times slower: matrix 1's round 1 runs 0.010-0.022, when matrix 0 (ready at
+     * 0.020) and matrix 1's P^ both wait; P^ first: round 2 0.022-0.028, then Q: the step
+     * 0.028-0.046; matrix 0's round 1 0.046-0.058, round 2 to 0.064, step to 0.082. */
+    pc_cost_destroy(c);
+    cfg.codec[PC_COST_CODEC_POWERSGD].compress = 12e-9;
+    cfg.lowrank.round2 = 6e-9;
+    cfg.lowrank.finish = 18e-9;
+    c = make_rows(cfg, 2, fwd, bwd, n, rows);
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, 2, 1, NULL, &r), PC_OK);
+    assert_close(r.iter, 0.082 + 0.002);
+    pc_cost_destroy(c);
+}
+
+/* powersgd's prediction on a model of matrices and vectors: never below the compute, the
+ * busiest link direction's or the busiest server's time; a 1 MB/s link is slower than an
+ * ideal one. It is not monotone in between: its compressor takes answers first, as the
+ * runtime's thread does, so a faster link can bring a P^ or a Q in ahead of another
+ * chunk's round 1 and delay it (a list-scheduling anomaly: up to 7 % on this model, e.g. W
+ * = 4 at 10 us against 100 us of latency; even an ideal link is not the fastest), which
+ * doc/scaling.md states. */
+static void test_powersgd_bounds(void **state)
+{
+    (void)state;
+    double fwd[4] = {0.004, 0.003, 0.002, 0.0005}, bwd[4] = {0.008, 0.006, 0.004, 0.001};
+    size_t n[4] = {3000000, 2500000, 700000, 5000}, rows[4] = {1000, 2500, 0, 50};
+    pc_cost_cfg_t cfg = base_cfg();
+    cfg.chunk_bytes = 1 << 20;
+    cfg.compress_min_bytes = 65536;
+    pc_cost_t *c = make_rows(cfg, 4, fwd, bwd, n, rows);
+    const double bws[] = {1e6, 1.25e8, 1.25e9, 1.25e10, 1e11, 1e13, INFINITY};
+    const pc_cost_link_t ideal = {.bandwidth = INFINITY, .latency = 0},
+                         slow = {.bandwidth = 1e6, .latency = 1e-3};
+    for (int W = 1; W <= 1024; W *= 4)
+        for (int S = 1; S <= 3; S++) {
+            pc_cost_result_t r, lo, hi;
+            assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, W, S, &ideal, &lo),
+                             PC_OK);
+            assert_int_equal(pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, W, S, &slow, &hi),
+                             PC_OK);
+            assert_true(lo.iter <= hi.iter);
+            for (size_t b = 0; b < sizeof(bws) / sizeof(bws[0]); b++)
+                for (double lat = 1e-3; lat >= 1e-9; lat /= 10) {
+                    pc_cost_link_t l = {.bandwidth = bws[b], .latency = lat};
+                    assert_int_equal(
+                        pc_cost_predict(c, PC_COST_PS_POWERSGD_PIPELINED, W, S, &l, &r), PC_OK);
+                    assert_true(r.iter >= r.compute);
+                    assert_true(r.iter >= r.comm_busy);
+                    assert_true(r.iter >= r.server_busy);
+                    assert_close(r.exposed, r.iter - r.compute);
+                }
+        }
+    pc_cost_destroy(c);
+}
+
 static void test_invalid(void **state)
 {
     (void)state;
@@ -410,6 +572,11 @@ static void test_invalid(void **state)
     REJECT(bad.link.bandwidth = 0);
     REJECT(bad.link.bandwidth = NAN);
     REJECT(bad.link.latency = -1e-6);
+    REJECT(bad.lowrank.round2 = -1e-9);
+    REJECT(bad.lowrank.step = NAN);
+    REJECT(bad.lowrank.spec.rank = 0);
+    pc_plan_tensor_t odd = {.n = n, .whole_rows = 7}; /* 7 rows do not divide 1000 */
+    REJECT(bad.tensors = &odd);
     assert_int_equal(pc_cost_create(NULL, &c), PC_EINVAL);
     assert_int_equal(pc_cost_create(&good, NULL), PC_EINVAL);
 
@@ -435,16 +602,20 @@ static void test_invalid(void **state)
 static void test_names(void **state)
 {
     (void)state;
-    const char *want[] = {"allreduce",         "ps-none",          "ps-topk-inline",
-                          "ps-topk-pipelined", "ps-dgc-pipelined", "ps-topk-servermom"};
+    const char *want[] = {
+        "allreduce",        "ps-none",           "ps-topk-inline",       "ps-topk-pipelined",
+        "ps-dgc-pipelined", "ps-topk-servermom", "ps-powersgd-pipelined"};
+    /* e2e.sh's modes 1..6 and 8, in order (its 7 is --mode auto) */
+    const int e2e[] = {1, 2, 3, 4, 5, 6, 8};
+    assert_int_equal(PC_COST_MODES, 7);
     for (int m = 0; m < PC_COST_MODES; m++) {
         assert_string_equal(pc_cost_mode_name(m), want[m]);
-        assert_int_equal(pc_cost_mode_e2e(m), m + 1); /* e2e.sh's modes 1..6, in order */
+        assert_int_equal(pc_cost_mode_e2e(m), e2e[m]);
         pc_cost_mode_t got = PC_COST_MODES;
         assert_int_equal(pc_cost_mode_parse(want[m], &got), PC_OK);
         assert_int_equal(got, m);
         char num[4];
-        snprintf(num, sizeof(num), "%d", m + 1);
+        snprintf(num, sizeof(num), "%d", e2e[m]);
         got = PC_COST_MODES;
         assert_int_equal(pc_cost_mode_parse(num, &got), PC_OK);
         assert_int_equal(got, m);
@@ -458,6 +629,7 @@ static void test_names(void **state)
     assert_string_equal(pc_cost_mode_name(PC_COST_MODES), "?");
     assert_int_equal(pc_cost_mode_e2e(-1), 0);
     assert_string_equal(pc_cost_codec_name(PC_COST_CODEC_TOPK_EF), "topk-ef");
+    assert_string_equal(pc_cost_codec_name(PC_COST_CODEC_POWERSGD), "powersgd");
     assert_string_equal(pc_cost_codec_name(PC_COST_CODECS), "?");
 }
 
@@ -564,10 +736,14 @@ static void test_measure_codecs(void **state)
         ab[i] = (float)((i * 7919) % 1000 - 500) * 1e-4f;
     for (int i = 0; i < C; i++)
         cg[i] = (float)((i * 104729) % 777 - 388) * 1e-3f;
-    pc_plan_tensor_t t[3] = {{A, abp, ab, 0}, {B, abp + A, ab + A, 0}, {C, cp, cg, 0}};
+    /* C is a 100 x 200 matrix (powersgd's, at rank 2: 20000 > 2 x 300 x 2); A's 12000 rows
+     * are a vector's. */
+    pc_plan_tensor_t t[3] = {{A, abp, ab, 0}, {B, abp + A, ab + A, 0}, {C, cp, cg, 100}};
     const size_t chunk_bytes = 4 * 16384, min_bytes = 4 * 12000;
     pc_plan_t *plan;
-    assert_int_equal(pc_plan_create(t, 3, chunk_bytes / 4, 1, &plan), PC_OK);
+    pc_plan_tensor_t plain[3] = {t[0], t[1], t[2]};
+    plain[2].whole_rows = 0; /* the element-wise codecs' plan */
+    assert_int_equal(pc_plan_create(plain, 3, chunk_bytes / 4, 1, &plan), PC_OK);
     int nbig = 0;
     size_t most = 0;
     for (int i = 0; i < plan->nchunks; i++) {
@@ -577,16 +753,17 @@ static void test_measure_codecs(void **state)
     assert_true(plan->chunks[0].last_tensor == 1); /* B rides with A (a whole-tensor chunk) */
     assert_true(nbig > 0 && nbig < plan->nchunks);
     const char *texts[PC_COST_CODECS] = {"none", "topk:ratio=0.01", "topk:ratio=0.01,momentum=0",
-                                         "dgc:ratio=0.001"};
+                                         "dgc:ratio=0.001", "powersgd:rank=2"};
     pc_codec_spec_t specs[PC_COST_CODECS];
     char err[256];
     for (int q = 0; q < PC_COST_CODECS; q++)
         assert_int_equal(pc_codec_spec_parse(texts[q], &specs[q], err, sizeof(err)), PC_OK);
     pc_cost_codec_rate_t r[PC_COST_CODECS];
+    pc_cost_lowrank_t lr;
     pc_cost_chunks_t ch;
-    assert_int_equal(
-        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
-        PC_OK);
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_OK);
     assert_int_equal(ch.nchunks, plan->nchunks);
     assert_int_equal(ch.ncompressed, nbig);
     assert_int_equal(ch.elements, A + B + C);
@@ -598,19 +775,65 @@ static void test_measure_codecs(void **state)
     assert_true(r[PC_COST_CODEC_DGC].density < 0.01);
     for (int q = 0; q < PC_COST_CODECS; q++)
         assert_true(r[q].compress > 0 && isfinite(r[q].compress));
+    /* powersgd: the one matrix, its factors' bytes (2 x (100 + 200) floats per 20000). */
+    assert_int_equal(ch.nmatrices, 1);
+    assert_int_equal(lr.spec.id, PC_CODEC_POWERSGD);
+    assert_close(r[PC_COST_CODEC_POWERSGD].bytes, 4.0 * 2 * 300 / C);
+    assert_true(lr.round2 > 0 && lr.finish > 0 && lr.step > 0 && lr.ortho > 0);
+    /* No matrix (its rows cleared; or under --compress-min-bytes): zero rates. */
+    t[2].whole_rows = 0;
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(ch.nmatrices, 0);
+    assert_true(r[PC_COST_CODEC_POWERSGD].compress == 0 && lr.round2 == 0 && lr.step == 0);
+    assert_close(r[PC_COST_CODEC_POWERSGD].density, 1.0);
+    t[2].whole_rows = 100;
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, 4 * C + 4, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(ch.nmatrices, 0);
+    /* Rows that do not divide the tensor; pc_cost_measure_lowrank's own refusals. */
+    t[2].whole_rows = 7;
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_EINVAL);
+    assert_non_null(strstr(err, "tensor 2: 7 rows do not divide its 20000 elements"));
+    t[2].whole_rows = 100;
+    const float *gm[1] = {cg};
+    size_t mn[1] = {C}, mr[1] = {100}, bad_rows[1] = {1};
+    assert_int_equal(pc_cost_measure_lowrank(&specs[PC_COST_CODEC_POWERSGD], gm, mn, mr, 1, 2,
+                                             &r[0], &lr, err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(pc_cost_measure_lowrank(&specs[PC_COST_CODEC_POWERSGD], gm, mn, bad_rows, 1, 1,
+                                             &r[0], &lr, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_non_null(strstr(err, "matrix 0 (20000 elements, 1 rows) does not fit rank 2"));
+    assert_int_equal(pc_cost_measure_lowrank(&specs[PC_COST_CODEC_TOPK], gm, mn, mr, 1, 1, &r[0],
+                                             &lr, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_int_equal(pc_cost_measure_lowrank(&specs[PC_COST_CODEC_POWERSGD], gm, mn, mr, 0, 1,
+                                             &r[0], &lr, err, sizeof(err)),
+                     PC_EINVAL);
+    cg[5] = NAN; /* a non-finite gradient: the codec's PC_ERANGE, named */
+    assert_int_equal(pc_cost_measure_lowrank(&specs[PC_COST_CODEC_POWERSGD], gm, mn, mr, 1, 1,
+                                             &r[0], &lr, err, sizeof(err)),
+                     PC_ERANGE);
+    assert_non_null(strstr(err, "NaN or infinite"));
     /* Rejected: no tensors, a tensor without gradient, chunks under a float, no reps. */
-    assert_int_equal(
-        pc_cost_measure_codecs(t, 0, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
-        PC_EINVAL);
-    assert_int_equal(pc_cost_measure_codecs(t, 3, 2, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
+    assert_int_equal(pc_cost_measure_codecs(t, 0, chunk_bytes, min_bytes, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
                      PC_EINVAL);
     assert_int_equal(
-        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 0, r, &ch, err, sizeof(err)),
+        pc_cost_measure_codecs(t, 3, 2, min_bytes, specs, 1, r, &lr, &ch, err, sizeof(err)),
         PC_EINVAL);
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 0, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_EINVAL);
     t[2].grad = NULL;
-    assert_int_equal(
-        pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &ch, err, sizeof(err)),
-        PC_EINVAL);
+    assert_int_equal(pc_cost_measure_codecs(t, 3, chunk_bytes, min_bytes, specs, 1, r, &lr, &ch,
+                                            err, sizeof(err)),
+                     PC_EINVAL);
     assert_non_null(strstr(err, "tensor 2"));
     pc_plan_destroy(plan);
     free(ab);
@@ -631,6 +854,10 @@ int main(void)
         cmocka_unit_test(test_monotone_bandwidth),
         cmocka_unit_test(test_allreduce_grows_with_workers),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_powersgd_by_hand),
+        cmocka_unit_test(test_powersgd_plan),
+        cmocka_unit_test(test_powersgd_overlap),
+        cmocka_unit_test(test_powersgd_bounds),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_measure),

@@ -1092,6 +1092,10 @@ static void test_auto_apply(void **state)
         assert_int_equal(a.pipeline, b.pipeline);
         assert_true(a.momentum == b.momentum);
         assert_int_equal(a.mode, m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS);
+        if (m == PC_COST_PS_POWERSGD_PIPELINED) { /* the run's momentum stays (the servers') */
+            assert_string_equal(flags, "--mode ps --servers 2 --compress powersgd:rank=2 "
+                                       "--pipeline on --momentum 0.123456789012");
+        }
     }
     /* No room for the flags: refused, cfg untouched. */
     pc_config_t c, before;
