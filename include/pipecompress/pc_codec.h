@@ -148,10 +148,7 @@ void pc_codec_state_destroy(pc_codec_state_t *st);
 size_t pc_codec_state_n(const pc_codec_state_t *st);
 /* The residual (n floats) or NULL when error feedback is off; the momentum (dgc; topk and
  * randomk with momentum > 0) or NULL.
- * The state owns them; callers may read them or restore them (checkpoints). A powersgd
- * state owes its residual the last update's share after pc_codec_lowrank_finish (the next
- * fold pays it in its own pass); the getters of the residual, Q and P^ pay it first (a
- * pass over the matrix), so what they show is as documented. */
+ * The state owns them; callers may read them or restore them (checkpoints). */
 float *pc_codec_state_residual(pc_codec_state_t *st);
 float *pc_codec_state_momentum(pc_codec_state_t *st);
 /* Compress calls made with this state (drives dgc warm-up); settable for resume. */
@@ -258,11 +255,9 @@ int pc_codec_lowrank_q(pc_codec_t *c, pc_codec_state_t *st, uint64_t iteration, 
 typedef void (*pc_codec_row_fn)(void *ud, size_t row, const float *update);
 
 /* The end of the step, after round 2: q_agg (cols x rank, the server's Q) becomes Q; row by
- * row, P^ Q^T is made (pc_lowrank_row: the bits the server makes) and handed to fn (may be
- * NULL) with ud: the caller's optimizer step on that row. The residual becomes M - P^ Q^T
- * (error feedback) by the next fold, which makes the rows again and takes them in the same
- * pass as the gradient (the same bits as two passes), or by a getter (above). PC_EINVAL
- * out of order. */
+ * row, P^ Q^T is made once (pc_lowrank_row: the bits the server makes), taken from the
+ * residual (error feedback: M - P^ Q^T) and handed to fn (may be NULL) with ud: the
+ * caller's optimizer step on that row. PC_EINVAL out of order; PC_ENOMEM (scratch). */
 int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_agg,
                             pc_codec_row_fn fn, void *ud);
 /* A warm-up step on a folded state: M dense as a message of codec none, then the residual

@@ -168,8 +168,6 @@ int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows);
  * Backprop thread, when no update of the tensor is awaited (after pc_worker_start, or
  * after its param_wait returned: the compressor thread writes Q before the update's
  * version, which param_wait acquires). */
-/* The codec's state pays its residual's debt first (pc_codec_state_residual): one pass over
- * the matrix, on this thread. */
 int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len);
 /* The floats of tensor `tensor`'s Q (cols x rank), 0 when it does not travel as powersgd
  * factors in this run or before pc_worker_start. Backprop thread. */

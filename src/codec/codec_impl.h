@@ -69,15 +69,9 @@ struct pc_codec_state {
     int folded; /* pc_codec_fold's outcome waiting for compress_folded: FOLD_* below */
     /* powersgd (pc_codec_state_create_matrix; else rows 0 and NULL): */
     size_t rows, cols;
-    int rank;
     float *q;    /* cols x rank: Q, the warm start */
     float *phat; /* rows x rank: the server's P^ of the current step */
     int round;   /* the rounds sent of the current step: 0, 1 (P_w) or 2 (Q_w) */
-    /* Error feedback's residual = M - P^ Q^T is owed after finish (pending): the next fold
-     * takes it in the same pass as the gradient, row by row with Q^T (qt, cols x rank) and
-     * a row's scratch (cols), and any getter of the state's arrays settles it first. */
-    bool pending;
-    float *qt, *row;
 };
 
 /* pc_codec_state_t.folded: nothing folded since the last compress, a fold that succeeded,
@@ -92,12 +86,6 @@ extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk
  * pc_codec_lowrank_fits) gets its Q, drawn and orthonormalised, and its P^. PC_OK, or
  * PC_ENOMEM with what it allocated left in st for pc_codec_state_destroy. */
 int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size_t rows);
-/* powersgd's fold of a state whose residual is owed (st->pending): per row, residual =
- * (residual - (P^ Q^T)_i) + grad_i, the bits of the two passes it replaces; pending
- * cleared. PC_OK, or PC_ERANGE when a sum is NaN or infinite (the fold is done). */
-int pc_codec__lowrank_fold(pc_codec_state_t *st, const float *grad);
-/* Pay what st owes (residual -= P^ Q^T, row by row) if anything; pending cleared. */
-void pc_codec__lowrank_settle(pc_codec_state_t *st);
 
 /* Scratch growers: PC_OK or PC_ENOMEM. */
 int pc_codec__reserve_idx(pc_codec_t *c, size_t n);

@@ -80,13 +80,10 @@ int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size
     size_t r = (size_t)c->spec.rank;
     st->rows = rows;
     st->cols = st->n / rows;
-    st->rank = c->spec.rank;
     st->q = malloc(sizeof(float) * st->cols * r);
     st->phat = calloc(rows * r, sizeof(float));
-    st->qt = malloc(sizeof(float) * pc_lowrank_expand_work(st->cols, c->spec.rank));
-    st->row = st->qt ? st->qt + st->cols * r : NULL; /* one block: qt, then a row */
     double *work = malloc(sizeof(double) * pc_lowrank_work_doubles(st->cols, c->spec.rank));
-    if (!st->q || !st->phat || !st->qt || !work) {
+    if (!st->q || !st->phat || !work) {
         free(work);
         return PC_ENOMEM; /* the caller destroys st, q and phat with it */
     }
@@ -105,63 +102,12 @@ size_t pc_codec_state_rows(const pc_codec_state_t *st)
 
 float *pc_codec_state_lowrank_q(pc_codec_state_t *st)
 {
-    pc_codec__lowrank_settle(st); /* the caller may write Q, which the debt is made of */
     return st->q;
 }
 
 float *pc_codec_state_lowrank_phat(pc_codec_state_t *st)
 {
-    pc_codec__lowrank_settle(st);
     return st->phat;
-}
-
-/* ---- the residual's debt ------------------------------------------------------------- */
-
-/* r -= row (g NULL), or r = (r - row) + g, each difference rounded as a pass of its own
- * would round it; returns whether a result is NaN or infinite (only with g). */
-static bool pay_row(float *restrict r, const float *restrict row, const float *restrict g,
-                    size_t cols)
-{
-    uint32_t bad = 0; /* as pc_codec__fold_finite: branch-free, so the loop vectorizes */
-    if (!g) {
-        for (size_t j = 0; j < cols; j++)
-            r[j] -= row[j];
-        return false;
-    }
-    for (size_t j = 0; j < cols; j++) {
-        float d = r[j] - row[j];
-        float x = d + g[j];
-        r[j] = x;
-        uint32_t u;
-        memcpy(&u, &x, sizeof(u));
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad != 0;
-}
-
-/* The debt row by row (P^ Q^T's row i made again from P^ and Q^T, the bits finish made),
- * with grad's rows folded in the same pass when grad is given. */
-static bool pay(pc_codec_state_t *st, const float *grad)
-{
-    bool bad = false;
-    for (size_t i = 0; i < st->rows; i++) {
-        pc_lowrank_row(st->row, st->phat + i * (size_t)st->rank, st->qt, st->cols, st->rank);
-        bad |= pay_row(st->residual + i * st->cols, st->row, grad ? grad + i * st->cols : NULL,
-                       st->cols);
-    }
-    st->pending = false;
-    return bad;
-}
-
-void pc_codec__lowrank_settle(pc_codec_state_t *st)
-{
-    if (st->pending)
-        pay(st, NULL);
-}
-
-int pc_codec__lowrank_fold(pc_codec_state_t *st, const float *grad)
-{
-    return pay(st, grad) ? PC_ERANGE : PC_OK;
 }
 
 /* ---- the rounds ---------------------------------------------------------------------- */
@@ -242,17 +188,24 @@ int pc_codec_lowrank_finish(pc_codec_t *c, pc_codec_state_t *st, const float *q_
     if (!c || !st || !q_agg || c->spec.id != PC_CODEC_POWERSGD || !st->q || st->round != 2)
         return PC_EINVAL;
     size_t r = (size_t)c->spec.rank, cols = st->cols;
+    int rc = pc_codec__reserve_tmp(c, pc_lowrank_expand_work(cols, c->spec.rank));
+    if (rc != PC_OK)
+        return rc;
     memcpy(st->q, q_agg, sizeof(float) * cols * r);
-    /* One row of P^ Q^T at a time for the caller's step (n floats of scratch are never
-     * needed). The residual's share, M - P^ Q^T, is owed to the next fold, which makes the
-     * same rows again and takes them in its own pass over the residual: two of the
-     * matrix's passes over memory fewer, the same bits (pending; any getter settles). */
-    pc_lowrank_transpose(st->qt, st->q, cols, c->spec.rank);
-    for (size_t i = 0; fn && i < st->rows; i++) {
-        pc_lowrank_row(st->row, st->phat + i * r, st->qt, cols, c->spec.rank);
-        fn(ud, i, st->row);
+    /* One row of P^ Q^T at a time: the residual's row and the caller's step both read it,
+     * so the product is made once and n floats of scratch are never needed. */
+    float *qt = c->tmp, *row = c->tmp + cols * r;
+    pc_lowrank_transpose(qt, st->q, cols, c->spec.rank);
+    for (size_t i = 0; i < st->rows; i++) {
+        pc_lowrank_row(row, st->phat + i * r, qt, cols, c->spec.rank);
+        if (st->residual) {
+            float *restrict ri = st->residual + i * cols;
+            for (size_t j = 0; j < cols; j++)
+                ri[j] -= row[j];
+        }
+        if (fn)
+            fn(ud, i, row);
     }
-    st->pending = st->residual != NULL;
     st->round = 0;
     st->steps++;
     st->folded = PC_CODEC_FOLD_NONE;

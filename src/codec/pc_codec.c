@@ -486,7 +486,6 @@ void pc_codec_state_destroy(pc_codec_state_t *st)
     free(st->stage);
     free(st->q);
     free(st->phat);
-    free(st->qt);
     free(st);
 }
 
@@ -497,7 +496,6 @@ size_t pc_codec_state_n(const pc_codec_state_t *st)
 
 float *pc_codec_state_residual(pc_codec_state_t *st)
 {
-    pc_codec__lowrank_settle(st); /* powersgd's debt paid: the residual as documented */
     return st->residual;
 }
 
@@ -520,8 +518,6 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
 
 static int fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
-    if (st->pending) /* powersgd: the residual's share of the last update is still owed */
-        return pc_codec__lowrank_fold(st, grad);
     if (c->ops->fold && st->momentum)
         return c->ops->fold(c, st, grad);
     if (c->spec.ef)
