@@ -597,7 +597,8 @@ static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link
                f->layers[l].fwd * 1e3, f->layers[l].bwd * 1e3);
     printf("%-12s %10zu %9.3f %9.3f   compute %.3f ms\n", "total", pc_model_nparams(m->model),
            f->compute.fwd * 1e3, f->compute.bwd * 1e3, (f->compute.fwd + f->compute.bwd) * 1e3);
-    printf("\nchunks: %d (--chunk-bytes %lld, --compress-min-bytes %lld: %d compressed)\n",
+    printf("\nchunks: %d (--chunk-bytes %lld, --compress-min-bytes %lld: %d compressed; "
+           "powersgd's mode keeps its matrices whole)\n",
            f->chunks.nchunks, (long long)o->chunk_bytes, (long long)o->compress_min_bytes,
            f->chunks.ncompressed);
     printf("%-34s %12s %11s %9s %8s\n", "codec (on the model's gradient)", "comp ns/elem",
@@ -607,15 +608,13 @@ static void print_rates(const opts_t *o, const measured_t *m, const pc_cost_link
                f->codec[q].bytes, f->codec[q].density,
                f->codec[q].bytes > 0 ? 4.0 / f->codec[q].bytes : 0);
     if (f->chunks.nmatrices)
-        printf("%-34s beyond round 1 (above), ns/elem: round 2 %.3f, worker's step %.3f, "
-               "server's rows and step %.3f; orthonormalisation %.3f ns per row x rank^2 "
-               "(%d matrices)\n",
-               f->codec_spec[PC_COST_CODEC_POWERSGD], f->lowrank.round2 * 1e9,
-               f->lowrank.finish * 1e9, f->lowrank.step * 1e9, f->lowrank.ortho * 1e9,
-               f->chunks.nmatrices);
+        printf("powersgd's other work, ns/elem: round 2 %.3f, worker's step %.3f, server's "
+               "rows and step %.3f; orthonormalisation %.3f ns per row x rank^2; %d matrices, "
+               "each one chunk in its mode\n",
+               f->lowrank.round2 * 1e9, f->lowrank.finish * 1e9, f->lowrank.step * 1e9,
+               f->lowrank.ortho * 1e9, f->chunks.nmatrices);
     else
-        printf("%-34s no matrix fits (its mode sends every chunk dense)\n",
-               f->codec_spec[PC_COST_CODEC_POWERSGD]);
+        printf("powersgd: no matrix fits (its mode sends every chunk dense)\n");
     const pc_cost_server_rate_t *s = &f->server;
     printf("server and pull (%zu-element chunks, passes over the model's %zu elements), ns: "
            "aggregate dense %.3f/elem/msg, sparse %.3f/entry/msg, merge %.3f/index; step dense "

@@ -5,7 +5,7 @@
 #   defaults: momentum on the workers, plain SGD on O(nnz) entries on the servers, sparse
 #   pulls), 5 DGC 0.1% pipelined (same defaults), 6 top-k 1% pipelined with the earlier
 #   design: momentum on the servers, which touch and push back every parameter; 7 --mode
-#   auto, on the ranks of modes 2-6 (it measures at start-up and picks one of 1, 2, 4, 5,
+#   auto, on the ranks of modes 2-6 and 8 (it measures at start-up and picks one of 1, 2, 4, 5,
 #   6, 8: the allreduce then on every rank; the report compares it by samples per second);
 #   8 PowerSGD rank 2 pipelined (momentum on the servers, each weight matrix in two rounds);
 # for the wide and cnn models, with 1 and 2 workers (+ 1 server for modes 2-8), under

@@ -36,7 +36,7 @@ done
 # powersgd's round 1 and, on mlp's two weight matrices above --compress-min-bytes (fc3's
 # 1280 elements are under it), the rest of its work.
 grep -qE "^powersgd:rank=2 +$num +$num +1\.00000 +$num$" "$tmp/m.out" || missing+=" codec-powersgd"
-grep -qE "^powersgd:rank=2 +beyond round 1 \(above\), ns/elem: round 2 $num, worker's step $num, server's rows and step $num; orthonormalisation $num ns per row x rank\^2 \(2 matrices\)$" "$tmp/m.out" || missing+=" powersgd-rates"
+grep -qE "^powersgd's other work, ns/elem: round 2 $num, worker's step $num, server's rows and step $num; orthonormalisation $num ns per row x rank\^2; 2 matrices, each one chunk in its mode$" "$tmp/m.out" || missing+=" powersgd-rates"
 grep -qE "^server and pull \([0-9]+-element chunks, passes over the model's 235146 elements\), ns: aggregate dense $num/elem/msg" "$tmp/m.out" || missing+=" server"
 grep -qE "^W +S +$(sed 's/ / +/g' <<<"$modes")$" "$tmp/m.out" || missing+=" header"
 [ "$(grep -cE "$row" "$tmp/m.out")" = 4 ] || missing+=" rows(W=2..16)"
