@@ -238,7 +238,8 @@ def main():
         if d.get("hidden_fraction") is not None:
             parts.append("hidden fraction (T3 - T4) / C3 = %.2f (C3 %s ms)" % (
                 d["hidden_fraction"], ms(d["t_compress_inline"])))
-        print("  " + "; ".join(parts))
+        if parts:  # none when the modes compared were not run
+            print("  " + "; ".join(parts))
     print("\nresults: %s" % out)
 
 
