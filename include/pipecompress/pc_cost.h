@@ -36,9 +36,9 @@
  *     (Q_w = M^T P^) runs on the compressor thread as soon as P^ is in, before any other
  *     chunk's round 1; the server adds W Q_w and steps the matrix row by row; Q comes back
  *     and the compressor thread steps the worker's copy (finish) before the forward may use
- *     it. Its compressor thus picks by arrival time, and a faster link can, in contrived
- *     cases, delay another chunk's round 1 (a list-scheduling anomaly): the max-plus
- *     argument above covers the one-round modes only. Other chunks go dense, momentum on
+ *     it. Its compressor thus picks by arrival time, and a faster link can delay another
+ *     chunk's round 1 (a list-scheduling anomaly, up to 7 % slower on test_cost's model):
+ *     the max-plus argument above covers the one-round modes only. Other chunks go dense, momentum on
  *     the servers, as in ps-none.
  *
  * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
@@ -195,7 +195,8 @@ typedef struct pc_cost pc_cost_t;
  * are compared, never dereferenced) and stay the caller's. On success *out is the
  * caller's, to free with pc_cost_destroy. Returns PC_OK, PC_EINVAL (no layers or tensors,
  * a layer index out of range, a negative, NaN or infinite time or rate, a density outside
- * (0, 1], chunk_bytes < 4, a bad link) or PC_ENOMEM. On error *out is untouched.
+ * (0, 1], chunk_bytes < 4, a bad link, a tensor whose whole_rows does not divide it, a
+ * powersgd spec's rank outside 1..8) or PC_ENOMEM. On error *out is untouched.
  * Thread-safe (no shared state). */
 int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out);
 /* Free c (NULL is accepted); no pc_cost_predict on c may be running. */
