@@ -38,8 +38,8 @@
  *     and the compressor thread steps the worker's copy (finish) before the forward may use
  *     it. Its compressor thus picks by arrival time, and a faster link can delay another
  *     chunk's round 1 (a list-scheduling anomaly, up to 7 % slower on test_cost's model):
- *     the max-plus argument above covers the one-round modes only. Other chunks go dense, momentum on
- *     the servers, as in ps-none.
+ *     the max-plus argument above covers the one-round modes only. Other chunks go dense, momentum
+ * on the servers, as in ps-none.
  *
  * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
  * measuring helpers (pc_cost_measure_*, src/cost/cost_measure.c) run the real codecs, the
