@@ -119,15 +119,15 @@ out:
 }
 
 /* Everything pc_cost_measure_lowrank holds, freed in one place: the codec, a state per
- * matrix, and scratch for the largest matrix (a factor message, Q and its transpose, a row,
- * parameters and momentum, the orthonormalisation's doubles); t: reps of each of the five
- * figures. */
+ * matrix, and scratch for the largest matrix (a factor message, Q, the server's work space of Q^T
+ * and a row, parameters and momentum, the orthonormalisation's doubles); t: reps of each of the
+ * five figures. */
 typedef struct lbufs {
     pc_codec_t *c;
     pc_codec_state_t **st;
     int nmat;
     uint8_t *msg;
-    float *q, *qt, *row, *p, *mom;
+    float *q, *qt, *p, *mom;
     double *work, *t;
 } lbufs_t;
 
@@ -140,7 +140,6 @@ static void lbufs_free(lbufs_t *b)
     free(b->msg);
     free(b->q);
     free(b->qt);
-    free(b->row);
     free(b->p);
     free(b->mom);
     free(b->work);
@@ -191,13 +190,9 @@ static int time_matrix(lbufs_t *b, int i, const float *grad, size_t n, size_t ro
     if (rc != PC_OK)
         return rc;
     memcpy(b->q, b->msg + PC_WIRE_HEADER_BYTES, sizeof(float) * cols * (size_t)R);
-    t0 = pc_time_ns(); /* the server's step_lowrank */
-    pc_lowrank_transpose(b->qt, b->q, cols, R);
-    for (size_t r = 0; r < rows; r++) {
-        pc_lowrank_row(b->row, phat + r * (size_t)R, b->qt, cols, R);
-        pc_optim_sgd(&ls.optim, (float)ls.optim.lr, b->p + r * cols, b->mom + r * cols, b->row,
-                     cols, NULL);
-    }
+    t0 = pc_time_ns(); /* the server's step */
+    pc_rt__server_lowrank_update(&ls.optim, (float)ls.optim.lr, b->p, b->mom, phat, b->q, rows,
+                                 cols, R, b->qt);
     *at[3] += secs_since(t0);
     t0 = pc_time_ns();
     rc = pc_codec_lowrank_finish(b->c, st, b->q, step_row, &ls);
@@ -224,13 +219,12 @@ static int lowrank_bufs(lbufs_t *b, const pc_codec_spec_t *spec, const size_t *n
     b->st = calloc((size_t)b->nmat, sizeof(*b->st));
     b->msg = malloc(pc_codec_max_bytes(b->c, most));
     b->q = malloc(sizeof(float) * cmax * R);
-    b->qt = malloc(sizeof(float) * cmax * R);
-    b->row = malloc(sizeof(float) * cmax);
+    b->qt = malloc(sizeof(float) * pc_lowrank_expand_work(cmax, s.rank));
     b->p = calloc(most, sizeof(float));
     b->mom = calloc(most, sizeof(float));
     b->work = malloc(sizeof(double) * pc_lowrank_work_doubles(rmax, s.rank));
     b->t = calloc((size_t)reps * 5, sizeof(double));
-    if (!b->st || !b->msg || !b->q || !b->qt || !b->row || !b->p || !b->mom || !b->work || !b->t)
+    if (!b->st || !b->msg || !b->q || !b->qt || !b->p || !b->mom || !b->work || !b->t)
         return PC_ENOMEM;
     for (int i = 0; i < b->nmat && rc == PC_OK; i++)
         rc = pc_codec_state_create_matrix(b->c, (uint32_t)i, rows[i], n[i], &b->st[i]);

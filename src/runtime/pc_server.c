@@ -424,6 +424,21 @@ static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int6
     return PC_OK;
 }
 
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, float lr, float *p, float *mom,
+                                    const float *phat, const float *qagg, size_t rows, size_t cols,
+                                    int rank, float *work)
+{
+    size_t R = (size_t)rank, changed = 0;
+    float *qt = work, *row = work + cols * R;
+    pc_lowrank_transpose(qt, qagg, cols, rank);
+    for (size_t i = 0; i < rows; i++) {
+        pc_lowrank_row(row, phat + i * R, qt, cols, rank);
+        changed +=
+            pc_optim_sgd(optim, lr, p + i * cols, mom ? mom + i * cols : NULL, row, cols, NULL);
+    }
+    return changed;
+}
+
 size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
                                    float *agg)
 {
@@ -520,15 +535,8 @@ static int step_lowrank(server_t *s, schunk_t *k, float lr, size_t *nchanged, in
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    float *qt = k->rows_work, *row = k->rows_work + cols * R;
-    pc_lowrank_transpose(qt, k->qagg, cols, r);
-    size_t changed = 0;
-    for (size_t i = 0; i < k->rows; i++) {
-        pc_lowrank_row(row, k->fac + i * R, qt, cols, r);
-        changed += pc_optim_sgd(&k->optim, lr, k->p + i * cols, k->mom ? k->mom + i * cols : NULL,
-                                row, cols, NULL);
-    }
-    *nchanged = changed;
+    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->p, k->mom, k->fac, k->qagg, k->rows,
+                                             cols, r, k->rows_work);
     k->round = 1;
     return PC_OK;
 }

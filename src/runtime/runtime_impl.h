@@ -221,6 +221,15 @@ int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int r
 size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
                                    float *agg);
 
+/* The update of a powersgd matrix on its server (rows x cols, row-major p; mom NULL
+ * without momentum): P^ Q^T made row by row (pc_lowrank_row, from phat rows x rank and
+ * qagg cols x rank) and optim's step at lr on each row. work: pc_lowrank_expand_work(cols,
+ * rank) floats, the caller's. Returns how many parameters changed. pc_server.c's powersgd
+ * path; pc_cost_measure_lowrank times it. Thread-safe on distinct buffers. */
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, float lr, float *p, float *mom,
+                                    const float *phat, const float *qagg, size_t rows, size_t cols,
+                                    int rank, float *work);
+
 #pragma GCC visibility pop
 
 #endif /* PC_RUNTIME_IMPL_H */
