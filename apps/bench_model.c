@@ -735,7 +735,7 @@ static int report(const opts_t *o, measured_t *m, const pc_auto_probe_t *probe, 
     pc_cost_link_t link = {.bandwidth = f->link_peer >= 0 ? f->link.bandwidth : q->bw[0],
                            .latency = q->latency >= 0 ? q->latency : f->link.latency};
     if ((rc = pc_auto_cost(f, probe, (size_t)o->chunk_bytes, (size_t)o->compress_min_bytes, &link,
-                           &cost)) != PC_OK) {
+                           false, &cost)) != PC_OK) {
         fprintf(stderr, "pc-bench: model: the measured rates make no model: %s\n", pc_strerror(rc));
         status = BENCH_EXIT_FAIL;
     }

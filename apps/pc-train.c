@@ -365,12 +365,39 @@ static void print_progress(int epoch, int epochs, int64_t it, int64_t total, dou
     fflush(stdout);
 }
 
+enum { AUTO_MAX_LAYERS = 16, AUTO_MAX_TENSORS = 32, AUTO_REPS = 3 };
+
+/* The probe's model and batch, for the parameter-server layout's profile. */
+typedef struct auto_ctx {
+    pc_model_t *m;
+    const pc_dataset_t *ds;
+    int batch;
+} auto_ctx_t;
+
+/* pc_auto_profile_fn: the model profiled again (pc_auto_measure calls it on the parameter-
+ * server layout's workers, at once). */
+static int auto_profile(void *ctx, pc_cost_layer_t *layers, int nlayers)
+{
+    auto_ctx_t *a = ctx;
+    pc_cost_layer_t got[AUTO_MAX_LAYERS];
+    int nl = 0, tl[AUTO_MAX_TENSORS];
+    int rc = pc_model_profile(a->m, a->ds->images, a->ds->labels, a->batch, AUTO_REPS, got,
+                              AUTO_MAX_LAYERS, &nl, tl);
+    if (rc != PC_OK)
+        return rc;
+    if (nl != nlayers)
+        return PC_EINVAL;
+    memcpy(layers, got, sizeof(*layers) * (size_t)nl);
+    return PC_OK;
+}
+
 /* --mode auto: profile the model on a synthetic batch of o->batch samples (every rank at
- * once), then pc_auto_choose measures the link, the codecs and the server, and resolves
- * cfg; rank 0 prints the figures and the choice. Collective; dies on failure. */
+ * once; pc_auto_choose has the parameter-server layout's workers profile it again, through
+ * auto_profile), then pc_auto_choose measures the link, the codecs and the server, and
+ * resolves cfg; rank 0 prints the figures and the choice. Collective; dies on failure. */
 static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
 {
-    enum { MAX_LAYERS = 16, MAX_TENSORS = 32, REPS = 3 };
+    enum { MAX_LAYERS = AUTO_MAX_LAYERS, MAX_TENSORS = AUTO_MAX_TENSORS, REPS = AUTO_REPS };
     char err[1024];
     pc_dataset_t ds = {0};
     pc_model_t *m = NULL;
@@ -389,11 +416,14 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
     for (int t = 0; t < nt; t++)
         tensors[t] = (pc_plan_tensor_t){pc_model_tensor_size(m, t), pc_model_tensor_param(m, t),
                                         pc_model_tensor_grad(m, t), pc_model_tensor_rows(m, t)};
+    auto_ctx_t actx = {m, &ds, o->batch};
     pc_auto_probe_t probe = {.layers = layers,
                              .nlayers = nl,
                              .tensors = tensors,
                              .tensor_layer = tensor_layer,
-                             .ntensors = nt};
+                             .ntensors = nt,
+                             .profile = auto_profile,
+                             .ctx = &actx};
     pc_auto_result_t *res = malloc(sizeof(*res)); /* a few KiB: the layers' figures */
     if (!res)
         die("--mode auto", "out of memory");

@@ -3,9 +3,16 @@
  * mode that trains the most samples per second.
  *
  * What is measured (doc/scaling.md, "--mode auto"):
- *   - compute: every rank profiles one forward and backward pass of the model at the
- *     same time (pc_model_profile, or a binding's own hooks), so the times hold what the
- *     ranks' sharing of cores costs; per layer, the slowest rank's time is used;
+ *   - compute, per layout: every rank profiles one forward and backward pass of the model
+ *     at the same time (pc_model_profile, or a binding's own hooks): the allreduce's, where
+ *     every rank computes; then, with the probe's profile callback, the parameter-server
+ *     layout's workers profile it again while its servers wait without spinning. The
+ *     times hold what the ranks' sharing of cores costs; per layer, the slowest rank's
+ *     time is used;
+ *   - the machines: ranks on one kernel (the same boot id, whatever their host names:
+ *     emulated nodes are one machine) and the most cores one of them may use (affinity).
+ *     Where a machine's threads outnumber its cores, a prediction is at least every
+ *     thread's CPU time of an iteration over those cores (pc_auto_cores_bound);
  *   - the link: a ping-pong between rank 0 and the first rank on another host (by host
  *     name; rank 1 when all share one host) of a small message (latency) and of 4 MiB
  *     each way (bandwidth: the slower direction);
@@ -56,18 +63,43 @@ extern "C" {
 /* Most layers a measurement holds. */
 #define PC_AUTO_MAX_LAYERS 256
 
+/* Most kinds of machine a measurement tells apart (machines with the same ranks, servers
+ * and cores are one kind); beyond it, the most crowded kinds are kept. */
+#define PC_AUTO_MAX_MACHINES 32
+
+/* Profile one forward and backward pass of the probe's model again into
+ * layers[0..nlayers) (seconds per layer, forward order: the probe's layers). ctx is the
+ * probe's. pc_auto_measure calls it on the parameter-server layout's workers (the ranks
+ * below size - servers), at once, while that layout's servers wait without spinning.
+ * Returns PC_OK or an error code; the measurement then fails on every rank. */
+typedef int (*pc_auto_profile_fn)(void *ctx, pc_cost_layer_t *layers, int nlayers);
+
 /* What a rank brings to the measurement: its compute profile, and the model's tensors
  * (registration order, as pc_worker_register sees them; rank 0's gradients, as the
  * profile's backward left them, are what the codecs are timed on). Borrowed for the call. */
 typedef struct pc_auto_probe {
     const pc_cost_layer_t *layers; /* nlayers (1..PC_AUTO_MAX_LAYERS), forward order
-                                    * (pc_model_profile) */
+                                    * (pc_model_profile), every rank profiling at once: the
+                                    * allreduce layout's compute */
     int nlayers;
     const pc_plan_tensor_t *tensors; /* ntensors; .grad read on rank 0; .whole_rows: the
                                       * tensor's rows (pc_worker_set_rows'), 0 for none */
     const int *tensor_layer;         /* per tensor: its layer */
     int ntensors;
+    pc_auto_profile_fn profile; /* the parameter-server layout's profile (NULL on every
+                                 * rank: layers serve that layout too) */
+    void *ctx;                  /* profile's */
 } pc_auto_probe_t;
+
+/* A kind of machine of the job: ranks on one kernel (pc_auto.h's header comment). */
+typedef struct pc_auto_machine {
+    int count;                   /* machines of this kind */
+    int ranks;                   /* ranks on each, */
+    int servers;                 /* of which the parameter-server layout's servers (the
+                                  * job's last S ranks) */
+    int cores;                   /* the most cores one of its ranks may use (affinity) */
+    char host[PC_COMM_HOST_LEN]; /* the first such machine's first rank's host name */
+} pc_auto_machine_t;
 
 /* How to measure: the same on every rank. */
 typedef struct pc_auto_measure_cfg {
@@ -87,6 +119,14 @@ typedef struct pc_auto_measured {
     int nlayers;
     pc_cost_layer_t layers[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest rank's times */
     pc_cost_layer_t compute;                    /* their sums */
+    int ps_workers; /* the ranks that profiled layers_ps (the parameter-server layout's
+                     * workers); 0: not profiled (no callback, or no such layout), and
+                     * layers_ps is layers */
+    pc_cost_layer_t layers_ps[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest of them */
+    pc_cost_layer_t compute_ps;                    /* their sums */
+    int servers;                                   /* the layout's S (the measure cfg's) */
+    int nmachines;                                 /* kinds of machine */
+    pc_auto_machine_t machine[PC_AUTO_MAX_MACHINES];
     int link_peer;                    /* the rank rank 0 measured the link with; -1: one rank */
     bool link_remote;                 /* the peer is on another host */
     char link_host[PC_COMM_HOST_LEN]; /* the peer's host name ("" with one rank) */
@@ -105,7 +145,8 @@ typedef struct pc_auto_measured {
     size_t server_total;       /* in passes over this many (its share) */
     pc_cost_server_rate_t server;
     double seconds;                      /* the measurement's time (rank 0) */
-    char crowded_host[PC_COMM_HOST_LEN]; /* the host with the most ranks per core they may use, */
+    char crowded_host[PC_COMM_HOST_LEN]; /* the machine with the most ranks per core they may
+                                          * use (its first rank's host name), */
     int crowded_ranks;                   /* its ranks, */
     int crowded_cores;                   /* and the most cores one of them may run on (affinity) */
 } pc_auto_measured_t;
@@ -120,15 +161,33 @@ typedef struct pc_auto_measured {
 int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_auto_probe_t *probe,
                     pc_auto_measured_t *out, char *err, size_t errlen);
 
-/* A cost model (pc_cost_create) of m's rates for probe's layers and tensors, over link
- * (NULL: m's). *out is the caller's (pc_cost_destroy). PC_OK or pc_cost_create's error.
- * Thread-safe. */
+/* A cost model (pc_cost_create) of m's rates for probe's tensors, over link (NULL: m's),
+ * with the compute of the parameter-server layout (m->layers_ps) when ps_layout, else of
+ * the allreduce's (m->layers). *out is the caller's (pc_cost_destroy). PC_OK or
+ * pc_cost_create's error. Thread-safe. */
 int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size_t chunk_bytes,
-                 size_t compress_min_bytes, const pc_cost_link_t *link, pc_cost_t **out);
+                 size_t compress_min_bytes, const pc_cost_link_t *link, bool ps_layout,
+                 pc_cost_t **out);
+
+/* The shared cores' bound on an iteration of `mode` predicted as *pred on m's machines
+ * (the allreduce: every rank a worker; the other modes: m->servers servers, the job's last
+ * ranks): the largest, over the kinds of machine whose threads outnumber their cores
+ * (two per worker, one per server), of every thread's CPU time in one iteration over the
+ * cores C: (min(W, C) compute + W x + S y) / C for W workers and S servers there, where
+ * compute is pred's (profiled with those W busy: W passes take min(W, C) cores' time), x
+ * the worker's other work (pred->compress; the allreduce's also its communication thread,
+ * which spins in MPI_Allreduce for the ring's time, and its local steps) and y a server's
+ * (pred->server_busy). 0 where every machine has a core per thread. Pure; thread-safe. */
+double pc_auto_cores_bound(const pc_auto_measured_t *m, pc_cost_mode_t mode,
+                           const pc_cost_result_t *pred);
 
 typedef struct pc_auto_result {
     pc_auto_measured_t measured;
-    pc_cost_choice_t choice;            /* every candidate's prediction; choice.best chosen */
+    pc_cost_choice_t choice;            /* every candidate's prediction (its iter raised to
+                                         * the cores' bound where that is longer); choice.best
+                                         * chosen */
+    double model_iter[PC_COST_MODES];   /* the cost model's iteration, before the bound */
+    double cores_bound[PC_COST_MODES];  /* pc_auto_cores_bound's (0: none) */
     char flags[2 * PC_CONFIG_SPEC_LEN]; /* the choice as fixed flags ("--mode ps --servers 1
                                          * --compress dgc:ratio=0.001,momentum=0.9 ...") */
 } pc_auto_result_t;
@@ -157,19 +216,19 @@ int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe
 
 /* What pc_auto_crowding found. */
 typedef enum pc_auto_crowding {
-    PC_AUTO_ROOMY = 0,   /* every thread of the most crowded host may have a core */
-    PC_AUTO_CROWDED = 1, /* fewer cores than threads there: the model's core per thread fails */
+    PC_AUTO_ROOMY = 0,   /* every thread of the most crowded machine may have a core */
+    PC_AUTO_CROWDED = 1, /* fewer cores than threads there: the predictions rest on
+                          * pc_auto_cores_bound's coarse sharing */
     PC_AUTO_ALIKE = 2    /* crowded, and every candidate's prediction within 0.5 % of the
                           * others': only the worker counts told the modes apart */
 } pc_auto_crowding_t;
 
-/* Whether res's measurement found a host crowded (two threads per worker rank against the
- * cores its ranks may use: the cost model assumes a core per thread) and, if so, the
- * warning to print, one line without a newline, into line (len bytes; "" when roomy): the
- * general warning, or, when every candidate predicted the same iteration (the
- * compressor's and the servers' work cost nothing in a model that gives them free cores,
- * and a fast local link hides the rest), that the predictions cannot tell the modes
- * apart and the worker count alone decided. Pure; thread-safe. */
+/* Whether res's measurement found a machine crowded (two threads per worker rank, one per
+ * server, against the cores its ranks may use) and, if so, the warning to print, one line
+ * without a newline, into line (len bytes; "" when roomy): the general warning (the
+ * predictions share the cores by CPU time, a coarse model), or, when every candidate
+ * predicted the same iteration, that the predictions cannot tell the modes apart and the
+ * worker count alone decided. Pure; thread-safe. */
 pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, size_t len);
 
 /* Resolve an auto cfg to mode m as pc_auto_choose does, and write the fixed flags that

@@ -127,11 +127,18 @@ class PlanTensor(_c.Structure):
                 ("whole_rows", c_size_t)]
 
 
+# pc_auto_profile_fn: int (*)(void *ctx, pc_cost_layer_t *layers, int nlayers)
+PROFILE_FN = _c.CFUNCTYPE(c_int, c_void_p, _c.POINTER(CostLayer), c_int)
+
+# PC_EINVAL (include/pipecompress/pc_error.h): what a profile callback returns on failure.
+EINVAL = -1
+
+
 class AutoProbe(_c.Structure):
     """pc_auto_probe_t (include/pipecompress/pc_auto.h)."""
     _fields_ = [("layers", _c.POINTER(CostLayer)), ("nlayers", c_int),
                 ("tensors", _c.POINTER(PlanTensor)), ("tensor_layer", _c.POINTER(c_int)),
-                ("ntensors", c_int)]
+                ("ntensors", c_int), ("profile", PROFILE_FN), ("ctx", c_void_p)]
 
 
 # PC_AUTO_MAX_LAYERS: the most layers a probe holds.

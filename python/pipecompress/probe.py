@@ -6,8 +6,10 @@ module whose forward pre-hook is the first to wait for some parameters (pc.attac
 a module waits for its own parameters, a fused module for all of its), with the modules
 that run after it up to the next such one; its forward time runs from its pre-hook to the
 next layer's, its backward time from the previous gradient handed over (or the start of
-backward) to the last of its own. Every rank profiles at once (the cores' sharing counts),
-the library takes the slowest rank per layer, measures the link, the codecs (on rank 0's
+backward) to the last of its own. Every rank profiles at once (the cores' sharing counts;
+the allreduce's layout), then the library has the parameter-server layout's workers profile
+again through a callback while its servers wait (that layout's sharing), takes the slowest
+rank per layer, measures the link, the codecs (on rank 0's
 gradients, packed as pc.attach packs them) and the server, and chooses as pc-train does
 (pc_embed_choose, include/pipecompress/pc_embed.h).
 """
@@ -118,12 +120,13 @@ def _times(events, claims, layer_of, nl, t0, t1, t2):
     return fwd, bwd
 
 
-def _measure(model, params, args, targets, loss_fn, reps, torch):
+def _measure(model, params, args, targets, loss_fn, reps, torch, slabs=True):
     """One warm-up and reps timed passes of model(*args) and loss_fn's backward, in train
     mode, with what they change put back afterwards (buffers, gradients, mode, random
     state). Returns per layer the median forward and backward seconds (neighbours merged
-    past the probe's most layers), each tensor's layer, and the parameters and gradients
-    packed in one block each, in registration order (pc.attach's layout)."""
+    past the probe's most layers), each tensor's layer, and, with slabs, the parameters
+    and gradients packed in one block each, in registration order (pc.attach's layout;
+    else None, None)."""
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     grads = [p.grad for p in params]
     training = model.training
@@ -161,9 +164,11 @@ def _measure(model, params, args, targets, loss_fn, reps, torch):
             layer_of = [l // group for l in layer_of]
         # The chunk plan groups small tensors by adjacency, and rank 0's gradients are
         # timed: both as pc.attach lays them out.
-        pslab = torch.cat([p.detach().reshape(-1) for p in params])
-        gslab = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
-                           .detach().reshape(-1) for p in params])
+        pslab = gslab = None
+        if slabs:
+            pslab = torch.cat([p.detach().reshape(-1) for p in params])
+            gslab = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
+                               .detach().reshape(-1) for p in params])
     finally:
         prof.remove()
         with torch.no_grad():
@@ -222,12 +227,34 @@ def probe(model, inputs, targets, loss_fn=None, reps=3):
                                      rows)
         off += k
     tl = (ctypes.c_int * n)(*layer_of)
-    pr = _lib.AutoProbe(layers, nl, tensors, tl, n)
+
+    failed = []
+
+    def again(_ctx, out, count):
+        # The parameter-server layout's workers profile again, the library's servers idle
+        # (pc_auto_profile_fn): the same passes, without the slabs.
+        try:
+            f2, b2, _, _, _ = _measure(model, params, args, targets, loss_fn, reps, torch,
+                                       slabs=False)
+            if len(f2) != count:
+                failed.append(f"the second profile found {len(f2)} layers, not {count}")
+                return _lib.EINVAL
+            for l in range(count):
+                out[l] = _lib.CostLayer(f2[l], b2[l])
+            return 0
+        except Exception as e:  # noqa: BLE001 - a C callback cannot raise: said below
+            failed.append(str(e))
+            return _lib.EINVAL
+
+    cb = _lib.PROFILE_FN(again)
+    pr = _lib.AutoProbe(layers, nl, tensors, tl, n, cb, None)
     err = ctypes.create_string_buffer(1024)
     rc = s.lib.pc_embed_choose(s.e, ctypes.byref(pr), int(batch), err, len(err))
-    del pslab, gslab
+    del pslab, gslab, cb
     if rc != 0:
         msg = err.value.decode(errors="replace") or s.lib.pc_strerror(rc).decode()
+        if failed:
+            msg = f"{msg} ({failed[0]})"
         raise Error(msg if msg.startswith("--mode auto") else f"--mode auto: {msg}",
                     agreed=True)
     s.bind()

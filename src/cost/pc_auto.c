@@ -184,10 +184,13 @@ typedef struct probe_run {
     MPI_Comm c;
     int rank, size, L;
     shared_t *sh;
-    char *hosts;
+    char *hosts, *boots;
     int *cores;
     double *times, *slowest;
 } probe_run_t;
+
+/* Bytes of a machine's key: its kernel's boot id (36 characters), or its host name. */
+#define BOOT_LEN PC_COMM_HOST_LEN
 
 /* Step 1: every rank's arguments and buffers are usable, and the models agree (local:
  * this rank's verdict). Collective. */
@@ -212,51 +215,184 @@ static int check_ranks(probe_run_t *p, int local, char *err, size_t errlen)
     return PC_OK;
 }
 
-/* Step 2: per layer, the slowest rank's times (all ranks profiled at once). Collective. */
-static int layer_times(probe_run_t *p, const pc_auto_probe_t *probe, char *err, size_t errlen)
+/* Per layer, the slowest rank's times of `mine` (this rank's; NULL: it did not profile,
+ * zeros) into out[0..L) and their sums into *sum. Collective. */
+static int slowest_times(probe_run_t *p, const pc_cost_layer_t *mine, pc_cost_layer_t *out,
+                         pc_cost_layer_t *sum, char *err, size_t errlen)
 {
-    pc_auto_measured_t *m = &p->sh->m;
     const int L = p->L;
-    m->nlayers = L;
     for (int l = 0; l < L; l++) {
-        p->times[2 * l] = probe->layers[l].fwd;
-        p->times[2 * l + 1] = probe->layers[l].bwd;
+        p->times[2 * l] = mine ? mine[l].fwd : 0;
+        p->times[2 * l + 1] = mine ? mine[l].bwd : 0;
     }
     int rc = PC_MPI_CHECK(MPI_Allreduce(p->times, p->slowest, 2 * L, MPI_DOUBLE, MPI_MAX, p->c),
                           err, errlen);
     if (rc != PC_OK)
         return rc;
+    *sum = (pc_cost_layer_t){0};
     for (int l = 0; l < L; l++) {
-        m->layers[l] = (pc_cost_layer_t){.fwd = p->slowest[2 * l], .bwd = p->slowest[2 * l + 1]};
-        m->compute.fwd += m->layers[l].fwd;
-        m->compute.bwd += m->layers[l].bwd;
+        out[l] = (pc_cost_layer_t){.fwd = p->slowest[2 * l], .bwd = p->slowest[2 * l + 1]};
+        sum->fwd += out[l].fwd;
+        sum->bwd += out[l].bwd;
     }
     return PC_OK;
 }
 
-/* Step 3a: every rank's host, and the most crowded host: ranks per core they may use (a
- * cost model of a core per thread does not hold where ranks share cores). Collective. */
-static int find_crowding(probe_run_t *p, char *err, size_t errlen)
+/* Step 2: per layer, the slowest rank's times (all ranks profiled at once). Collective. */
+static int layer_times(probe_run_t *p, const pc_auto_probe_t *probe, char *err, size_t errlen)
 {
     pc_auto_measured_t *m = &p->sh->m;
+    m->nlayers = p->L;
+    int rc = slowest_times(p, probe->layers, m->layers, &m->compute, err, errlen);
+    memcpy(m->layers_ps, m->layers, sizeof(m->layers));
+    m->compute_ps = m->compute;
+    return rc;
+}
+
+/* Wait for every rank of p->c without spinning (a rank that spins takes a core from one
+ * still profiling or measuring). Collective. */
+static int quiet_barrier(probe_run_t *p, char *err, size_t errlen)
+{
+    MPI_Request req;
+    int rc = PC_MPI_CHECK(MPI_Ibarrier(p->c, &req), err, errlen);
+    for (int flag = 0; rc == PC_OK && !flag;) {
+        rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen);
+        if (rc == PC_OK && !flag)
+            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
+    return rc;
+}
+
+static bool layers_ok(const pc_cost_layer_t *l, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(l[i].fwd >= 0 && l[i].bwd >= 0 && isfinite(l[i].fwd) && isfinite(l[i].bwd)))
+            return false;
+    return true;
+}
+
+/* Step 2b: the parameter-server layout's workers (ranks below size - servers) profile
+ * again with the probe's callback, at once, while its servers wait without spinning;
+ * per layer, the slowest worker's times. Skipped (layers_ps stays layers) where no rank
+ * has a callback or the layout has no worker. Collective. */
+static int ps_layer_times(probe_run_t *p, const pc_auto_measure_cfg_t *mc,
+                          const pc_auto_probe_t *probe, char *err, size_t errlen)
+{
+    pc_auto_measured_t *m = &p->sh->m;
+    int W = p->size - mc->servers;
+    int has = probe->profile != NULL, all = 0;
+    int rc = PC_MPI_CHECK(MPI_Allreduce(&has, &all, 1, MPI_INT, MPI_MIN, p->c), err, errlen);
+    if (rc != PC_OK || !all || W < 1)
+        return rc;
+    pc_cost_layer_t *mine = calloc((size_t)p->L, sizeof(*mine));
+    int local = mine ? PC_OK : PC_ENOMEM;
+    if ((rc = quiet_barrier(p, err, errlen)) != PC_OK) { /* the workers start together */
+        free(mine);
+        return rc;
+    }
+    if (local == PC_OK && p->rank < W) {
+        local = probe->profile(probe->ctx, mine, p->L);
+        if (local == PC_OK && !layers_ok(mine, p->L))
+            local = PC_EINVAL;
+    }
+    if ((rc = quiet_barrier(p, err, errlen)) == PC_OK &&
+        (rc = agree(p->c, local, err, errlen)) != PC_OK && rc != PC_EMPI)
+        pc_error_fmt(rc, err, errlen,
+                     "--mode auto: the parameter-server layout's profile failed on %s rank: %s",
+                     local == PC_OK ? "another" : "this", pc_strerror(rc));
+    if (rc == PC_OK)
+        rc = slowest_times(p, p->rank < W ? mine : NULL, m->layers_ps, &m->compute_ps, err, errlen);
+    if (rc == PC_OK)
+        m->ps_workers = W;
+    free(mine);
+    return rc;
+}
+
+/* This rank's machine: its kernel's boot id (ranks in other namespaces of one kernel,
+ * as emulated nodes are, share its cores), or "host:" and its host name where that cannot
+ * be read. */
+static void machine_key(char *key, const char *host)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    char id[BOOT_LEN] = "";
+    if (f) {
+        if (!fgets(id, sizeof(id), f))
+            id[0] = '\0';
+        fclose(f);
+        id[strcspn(id, "\n")] = '\0';
+    }
+    if (id[0])
+        snprintf(key, BOOT_LEN, "boot:%s", id);
+    else
+        snprintf(key, BOOT_LEN, "host:%.*s", BOOT_LEN - 6, host);
+}
+
+/* Add a machine of (ranks, servers, cores) to m's kinds: counted with its like, or a new
+ * kind, or, with no room left, in place of the least crowded kind if it is more crowded. */
+static void add_machine(pc_auto_measured_t *m, int ranks, int servers, int cores, const char *host)
+{
+    for (int k = 0; k < m->nmachines; k++) {
+        pc_auto_machine_t *x = &m->machine[k];
+        if (x->ranks == ranks && x->servers == servers && x->cores == cores) {
+            x->count++;
+            return;
+        }
+    }
+    int k = m->nmachines;
+    if (k == PC_AUTO_MAX_MACHINES) {
+        k = 0;
+        for (int j = 1; j < m->nmachines; j++)
+            if ((double)m->machine[j].ranks / m->machine[j].cores <
+                (double)m->machine[k].ranks / m->machine[k].cores)
+                k = j;
+        if ((double)ranks / cores <= (double)m->machine[k].ranks / m->machine[k].cores)
+            return;
+    } else {
+        m->nmachines++;
+    }
+    m->machine[k] =
+        (pc_auto_machine_t){.count = 1, .ranks = ranks, .servers = servers, .cores = cores};
+    snprintf(m->machine[k].host, sizeof(m->machine[k].host), "%s", host);
+}
+
+/* Step 3a: every rank's host and machine, the kinds of machine (ranks, the parameter-
+ * server layout's servers among them, the most cores one of them may use) and the most
+ * crowded one (ranks per core). Collective. */
+static int find_machines(probe_run_t *p, const pc_auto_measure_cfg_t *mc, char *err, size_t errlen)
+{
+    pc_auto_measured_t *m = &p->sh->m;
+    m->servers = mc->servers;
     int rc = pc_comm_hosts(p->c, p->hosts, err, errlen);
     if (rc != PC_OK)
         return rc;
+    char key[BOOT_LEN];
+    machine_key(key, p->hosts + (size_t)p->rank * PC_COMM_HOST_LEN);
     cpu_set_t set;
     int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     if (mine < 1)
         mine = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if ((rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, p->cores, 1, MPI_INT, p->c), err,
+    if ((rc = PC_MPI_CHECK(
+             MPI_Allgather(key, BOOT_LEN, MPI_CHAR, p->boots, BOOT_LEN, MPI_CHAR, p->c), err,
+             errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, p->cores, 1, MPI_INT, p->c), err,
                            errlen)) != PC_OK)
         return rc;
     for (int r = 0; r < p->size; r++) {
-        const char *h = p->hosts + (size_t)r * PC_COMM_HOST_LEN;
-        int ranks = 0, most = 1;
-        for (int q = 0; q < p->size; q++)
-            if (strcmp(p->hosts + (size_t)q * PC_COMM_HOST_LEN, h) == 0) {
+        const char *b = p->boots + (size_t)r * BOOT_LEN;
+        bool first = true;
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(p->boots + (size_t)q * BOOT_LEN, b) != 0;
+        if (!first)
+            continue; /* counted with rank r's first rank */
+        int ranks = 0, servers = 0, most = 1;
+        for (int q = r; q < p->size; q++)
+            if (strcmp(p->boots + (size_t)q * BOOT_LEN, b) == 0) {
                 ranks++;
+                servers += q >= p->size - mc->servers;
                 most = p->cores[q] > most ? p->cores[q] : most;
             }
+        const char *h = p->hosts + (size_t)r * PC_COMM_HOST_LEN;
+        add_machine(m, ranks, servers, most, h);
         if (!m->crowded_host[0] ||
             (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
             snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
@@ -347,21 +483,24 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
     }
     p.sh = calloc(1, sizeof(*p.sh));
     p.hosts = calloc((size_t)p.size, PC_COMM_HOST_LEN);
+    p.boots = calloc((size_t)p.size, BOOT_LEN);
     p.cores = calloc((size_t)p.size, sizeof(int));
     p.L = probe_ok(probe) && mcfg_ok(mc) ? probe->nlayers : 0;
     p.times = calloc((size_t)(p.L > 0 ? p.L : 1) * 2, sizeof(double));
     p.slowest = calloc((size_t)(p.L > 0 ? p.L : 1) * 2, sizeof(double));
-    int local = !p.sh || !p.hosts || !p.cores || !p.times || !p.slowest ? PC_ENOMEM
-                : p.L == 0                                              ? PC_EINVAL
-                                                                        : PC_OK;
+    int local = !p.sh || !p.hosts || !p.boots || !p.cores || !p.times || !p.slowest ? PC_ENOMEM
+                : p.L == 0                                                          ? PC_EINVAL
+                                                                                    : PC_OK;
     if ((rc = check_ranks(&p, local, err, errlen)) == PC_OK &&
         (rc = layer_times(&p, probe, err, errlen)) == PC_OK &&
-        (rc = find_crowding(&p, err, errlen)) == PC_OK &&
+        (rc = ps_layer_times(&p, mc, probe, err, errlen)) == PC_OK &&
+        (rc = find_machines(&p, mc, err, errlen)) == PC_OK &&
         (rc = find_link(&p, mc, err, errlen)) == PC_OK &&
         (rc = share_rates(&p, mc, probe, t0, err, errlen)) == PC_OK)
         *out = p.sh->m;
     free(p.sh);
     free(p.hosts);
+    free(p.boots);
     free(p.cores);
     free(p.times);
     free(p.slowest);
@@ -371,11 +510,12 @@ int pc_auto_measure(MPI_Comm comm, const pc_auto_measure_cfg_t *mc, const pc_aut
 }
 
 int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size_t chunk_bytes,
-                 size_t compress_min_bytes, const pc_cost_link_t *link, pc_cost_t **out)
+                 size_t compress_min_bytes, const pc_cost_link_t *link, bool ps_layout,
+                 pc_cost_t **out)
 {
     if (!m || !probe_ok(probe) || probe->nlayers != m->nlayers || !out)
         return PC_EINVAL;
-    pc_cost_cfg_t cc = {.layers = m->layers,
+    pc_cost_cfg_t cc = {.layers = ps_layout ? m->layers_ps : m->layers,
                         .nlayers = m->nlayers,
                         .tensors = probe->tensors,
                         .tensor_layer = probe->tensor_layer,
@@ -387,6 +527,27 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
                         .link = link ? *link : m->link};
     memcpy(cc.codec, m->codec, sizeof(cc.codec));
     return pc_cost_create(&cc, out);
+}
+
+double pc_auto_cores_bound(const pc_auto_measured_t *m, pc_cost_mode_t mode,
+                           const pc_cost_result_t *pred)
+{
+    if (!m || !pred)
+        return 0;
+    bool ar = mode == PC_COST_ALLREDUCE;
+    /* A worker's work beside its backward passes, and a server's. */
+    double x = pred->compress + (ar ? pred->comm_busy + pred->server_busy : 0);
+    double y = ar ? 0 : pred->server_busy;
+    double bound = 0;
+    for (int k = 0; k < m->nmachines; k++) {
+        const pc_auto_machine_t *h = &m->machine[k];
+        int S = ar ? 0 : h->servers, W = h->ranks - S, C = h->cores;
+        if (C < 1 || 2 * W + S <= C)
+            continue; /* a core per thread: the cost model's assumption holds */
+        double busy = (W < C ? W : C) * pred->compute + W * x + S * y;
+        bound = fmax(bound, busy / C);
+    }
+    return bound;
 }
 
 /* Predictions within this fraction of each other count as alike: a tenth of the spread
@@ -410,18 +571,17 @@ pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, siz
     const char *s = me->crowded_cores == 1 ? "" : "s";
     if (lo <= hi && hi <= lo * (1 + ALIKE_FRACTION)) {
         snprintf(line, len,
-                 "auto: warning: the predictions cannot tell the modes apart on %s: %d ranks "
-                 "may use %d core%s, and the cost model gives every thread a core of its own, "
-                 "so the compressor's and the servers' work cost nothing in it and every mode "
-                 "predicts the compute (%.2f ms); the choice rests on the number of workers "
-                 "alone, and another mode may be faster here (measure with "
-                 "scripts/bench/e2e.sh; doc/scaling.md)",
+                 "auto: warning: the predictions cannot tell the modes apart on %s's machine: "
+                 "%d ranks may use %d core%s, and every mode predicts %.2f ms; the choice rests "
+                 "on the number of workers alone, and another mode may be faster here "
+                 "(measure with scripts/bench/e2e.sh; doc/scaling.md)",
                  me->crowded_host, me->crowded_ranks, me->crowded_cores, s, lo * 1e3);
         return PC_AUTO_ALIKE;
     }
     snprintf(line, len,
-             "auto: warning: %d ranks on %s may use %d core%s: the cost model assumes a core per "
-             "thread, so the fastest mode may not be the one it predicts (doc/scaling.md)",
+             "auto: warning: %d ranks on %s's machine may use %d core%s: the predictions share "
+             "them among the threads by CPU time, a coarse model, so the fastest mode may not "
+             "be the one predicted (doc/scaling.md)",
              me->crowded_ranks, me->crowded_host, me->crowded_cores, s);
     return PC_AUTO_CROWDED;
 }
@@ -480,6 +640,59 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
     return PC_OK;
 }
 
+/* Every candidate's prediction into r->choice: the allreduce on the compute every rank
+ * profiled, the parameter-server modes on their layout's (pc_auto_cost), each raised to
+ * the cores' bound where that is longer; the best by samples per second. Pure. */
+static int predict_all(pc_auto_result_t *r, const pc_auto_probe_t *probe,
+                       const pc_auto_measure_cfg_t *mc, int size, int servers, char *err,
+                       size_t errlen)
+{
+    pc_cost_choice_t part[2];
+    bool got[2] = {false, false};
+    int rc = PC_OK;
+    for (int ps = 0; ps < 2 && rc == PC_OK; ps++) {
+        unsigned want =
+            ps ? CANDIDATES & ~(1u << PC_COST_ALLREDUCE) : CANDIDATES & (1u << PC_COST_ALLREDUCE);
+        pc_cost_t *cost = NULL;
+        if ((rc = pc_auto_cost(&r->measured, probe, mc->chunk_bytes, mc->compress_min_bytes, NULL,
+                               ps, &cost)) != PC_OK) {
+            pc_error_fmt(rc, err, errlen, "--mode auto: the measured rates make no model: %s",
+                         pc_strerror(rc));
+            break;
+        }
+        /* PC_EINVAL: no layout of these modes on these ranks (one rank has no servers). */
+        int crc = pc_cost_choose(cost, want, size, servers, &r->measured.link, &part[ps]);
+        pc_cost_destroy(cost);
+        got[ps] = crc == PC_OK;
+        if (crc != PC_OK && crc != PC_EINVAL)
+            rc = pc_error_fmt(crc, err, errlen, "--mode auto: the prediction failed: %s",
+                              pc_strerror(crc));
+    }
+    if (rc != PC_OK)
+        return rc;
+    if (!got[0] && !got[1])
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "--mode auto: no mode to choose for %d ranks and --servers %d", size,
+                            servers);
+    pc_cost_choice_t *c = &r->choice;
+    *c = (pc_cost_choice_t){.best = PC_COST_MODES};
+    for (int k = 0; k < PC_COST_MODES; k++) {
+        const pc_cost_choice_t *from = &part[k == PC_COST_ALLREDUCE ? 0 : 1];
+        if (!got[k == PC_COST_ALLREDUCE ? 0 : 1] || !from->candidate[k])
+            continue;
+        c->candidate[k] = true;
+        c->workers[k] = from->workers[k];
+        c->pred[k] = from->pred[k];
+        r->model_iter[k] = c->pred[k].iter;
+        r->cores_bound[k] = pc_auto_cores_bound(&r->measured, (pc_cost_mode_t)k, &c->pred[k]);
+        c->pred[k].iter = fmax(c->pred[k].iter, r->cores_bound[k]);
+        c->rate[k] = c->pred[k].iter > 0 ? c->workers[k] / c->pred[k].iter : HUGE_VAL;
+        if (c->best == PC_COST_MODES || c->rate[k] > c->rate[c->best])
+            c->best = (pc_cost_mode_t)k;
+    }
+    return PC_OK;
+}
+
 int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe, int reps,
                    pc_auto_result_t *out, char *err, size_t errlen)
 {
@@ -501,17 +714,8 @@ int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe
     if (rc == PC_OK)
         rc = pc_auto_measure(comm, &mc, probe, &r->measured, err, errlen);
     /* Every rank holds the same figures: the pure functions below decide alike. */
-    pc_cost_t *cost = NULL;
-    if (rc == PC_OK && (rc = pc_auto_cost(&r->measured, probe, mc.chunk_bytes,
-                                          mc.compress_min_bytes, NULL, &cost)) != PC_OK)
-        pc_error_fmt(rc, err, errlen, "--mode auto: the measured rates make no model: %s",
-                     pc_strerror(rc));
-    if (rc == PC_OK && (rc = pc_cost_choose(cost, CANDIDATES, size, cfg->servers, &r->measured.link,
-                                            &r->choice)) != PC_OK)
-        pc_error_fmt(rc, err, errlen,
-                     "--mode auto: no mode to choose for %d ranks and --servers %d", size,
-                     cfg->servers);
-    pc_cost_destroy(cost);
+    if (rc == PC_OK)
+        rc = predict_all(r, probe, &mc, size, cfg->servers, err, errlen);
     if (rc == PC_OK &&
         (rc = pc_auto_apply(cfg, r->choice.best, r->flags, sizeof(r->flags))) != PC_OK)
         pc_error_fmt(rc, err, errlen, "--mode auto: the chosen flags do not fit");
@@ -529,6 +733,9 @@ void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
             "rank's per layer)",
             me->seconds, (me->compute.fwd + me->compute.bwd) * 1e3, me->compute.fwd * 1e3,
             me->compute.bwd * 1e3);
+    if (me->ps_workers > 0)
+        fprintf(out, "; with only the parameter servers' %d workers computing %.2f ms",
+                me->ps_workers, (me->compute_ps.fwd + me->compute_ps.bwd) * 1e3);
     if (me->link_peer >= 0)
         fprintf(out, "; link r0 - r%d (%s, %s): %.1f MB/s, latency %.1f us\n", me->link_peer,
                 me->link_host, me->link_remote ? "another host" : "this host",
@@ -539,11 +746,17 @@ void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
     char warning[1024];
     if (pc_auto_crowding(res, warning, sizeof(warning)) != PC_AUTO_ROOMY)
         fprintf(out, "%s\n", warning);
-    for (int k = 0; k < PC_COST_MODES; k++)
-        if (c->candidate[k])
-            fprintf(out, "auto: predict %-21s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s\n",
-                    pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3, c->rate[k] * batch,
-                    c->rate[k] / c->rate[c->best], k == (int)c->best ? "  <- chosen" : "");
+    for (int k = 0; k < PC_COST_MODES; k++) {
+        if (!c->candidate[k])
+            continue;
+        char why[64] = "";
+        if (res->cores_bound[k] > res->model_iter[k])
+            snprintf(why, sizeof(why), "  (cores shared; the model alone %.2f ms)",
+                     res->model_iter[k] * 1e3);
+        fprintf(out, "auto: predict %-21s W=%-3d iter %8.2f ms  %9.0f samples/s  %5.2fx%s%s\n",
+                pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3, c->rate[k] * batch,
+                c->rate[k] / c->rate[c->best], k == (int)c->best ? "  <- chosen" : "", why);
+    }
     fprintf(out,
             "auto: chose %s: %s (these flags, in place of --mode auto and any --servers or "
             "--momentum given, run the same without the probe)\n",

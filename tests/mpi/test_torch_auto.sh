@@ -36,12 +36,12 @@ for arch in cnn vit; do
     b=8
     if "$run" -t 300 -np 3 "$py" "$example" --arch "$arch" --batch "$b" --iters 4 "${common[@]}" \
         --mode auto --servers 1 --save "$tmp/auto-$arch.pt" >"$tmp/auto-$arch.out" 2>&1 &&
-        grep -qE '^auto: probe [0-9.]+ s: compute [0-9.]+ ms .*; link r0 - r1 \(\S+, this host\): [0-9.]+ MB/s' "$tmp/auto-$arch.out" &&
+        grep -qE "^auto: probe [0-9.]+ s: compute [0-9.]+ ms .*; with only the parameter servers' 2 workers computing [0-9.]+ ms; link r0 - r1 \(\S+, this host\): [0-9.]+ MB/s" "$tmp/auto-$arch.out" &&
         [ "$(grep -c '^auto: predict ' "$tmp/auto-$arch.out")" = 6 ] &&
-        [ "$(grep -c '^auto: predict .*<- chosen$' "$tmp/auto-$arch.out")" = 1 ] &&
+        [ "$(grep -c '^auto: predict .*  <- chosen' "$tmp/auto-$arch.out")" = 1 ] &&
         grep -q '^auto: chose ' "$tmp/auto-$arch.out" &&
         grep -qE '^done: 4 iterations' "$tmp/auto-$arch.out"; then
-        ok "$arch, 3 ranks: --mode auto profiles the torch model, predicts six modes, chooses and trains ($(grep '^auto: chose' "$tmp/auto-$arch.out" | cut -d: -f2))"
+        ok "$arch, 3 ranks: --mode auto profiles the torch model (for each layout), predicts six modes, chooses and trains ($(grep '^auto: chose' "$tmp/auto-$arch.out" | cut -d: -f2))"
     else
         bad "$arch, 3 ranks: --mode auto:"; tail -n 20 "$tmp/auto-$arch.out"
         continue

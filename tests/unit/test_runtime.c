@@ -992,9 +992,9 @@ static void test_auto_crowding(void **state)
     res->measured.crowded_cores = 2;
     assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ALIKE);
     assert_non_null(strstr(line, "auto: warning: the predictions cannot tell the modes apart on "
-                                 "vm: 3 ranks may use 2 cores, "));
-    assert_non_null(strstr(line, "every mode predicts the compute (158.40 ms); the choice rests "
-                                 "on the number of workers alone"));
+                                 "vm's machine: 3 ranks may use 2 cores, "));
+    assert_non_null(strstr(line, "every mode predicts 158.40 ms; the choice rests on the number "
+                                 "of workers alone"));
     /* Within 0.5 % still alike; one mode 1 % off is a real difference. A non-candidate's
      * figure does not count. */
     res->choice.pred[PC_COST_PS_NONE].iter = 0.15840 * 1.004;
@@ -1002,13 +1002,53 @@ static void test_auto_crowding(void **state)
     assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ALIKE);
     res->choice.pred[PC_COST_PS_DGC_PIPELINED].iter = 0.15840 * 1.01;
     assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
-    assert_string_equal(line, "auto: warning: 3 ranks on vm may use 2 cores: the cost model "
-                              "assumes a core per thread, so the fastest mode may not be the "
-                              "one it predicts (doc/scaling.md)");
+    assert_string_equal(line, "auto: warning: 3 ranks on vm's machine may use 2 cores: the "
+                              "predictions share them among the threads by CPU time, a coarse "
+                              "model, so the fastest mode may not be the one predicted "
+                              "(doc/scaling.md)");
     res->measured.crowded_cores = 1;
     assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
     assert_non_null(strstr(line, "may use 1 core: "));
     free(res);
+}
+
+/* pc_auto_cores_bound by hand: a machine of 5 ranks on 2 cores (4 workers and the server
+ * in the parameter-server layout), ResNet-18's figures of the per-node grid (compute
+ * 3.7 s, the ring 0.6 s, DGC's compression 0.06 s, the server 0.1 s). */
+static void test_auto_cores_bound(void **state)
+{
+    (void)state;
+    pc_auto_measured_t *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    m->nmachines = 1;
+    m->machine[0] = (pc_auto_machine_t){.count = 1, .ranks = 5, .servers = 1, .cores = 2};
+    pc_cost_result_t ar = {.compute = 3.7, .comm_busy = 0.6, .server_busy = 0.02, .iter = 3.7};
+    /* The allreduce: 5 workers, each backward pass taking 2 of 5 cores' time, and each
+     * communication thread the ring and its steps: (2 x 3.7 + 5 x 0.62) / 2. */
+    assert_float_equal(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar), (2 * 3.7 + 5 * 0.62) / 2,
+                       1e-12);
+    /* The parameter servers: 4 workers compressing, one server: (2 x 3.0 + 4 x 0.06 + 0.1) /
+     * 2; the ring's figure is not theirs. */
+    pc_cost_result_t ps = {
+        .compute = 3.0, .compress = 0.06, .server_busy = 0.1, .comm_busy = 9.0, .iter = 3.0};
+    assert_float_equal(pc_auto_cores_bound(m, PC_COST_PS_DGC_PIPELINED, &ps),
+                       (2 * 3.0 + 4 * 0.06 + 0.1) / 2, 1e-12);
+    /* The same ranks on 16 cores: a core per thread (2 x 5), no bound. */
+    m->machine[0].cores = 16;
+    assert_true(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar) == 0);
+    /* 9 threads of the ps layout on 9 cores: none; the allreduce's 10 on 9 cores: W < C, so
+     * every pass takes one core: (5 x 3.7 + 5 x 0.62) / 9. */
+    m->machine[0].cores = 9;
+    assert_true(pc_auto_cores_bound(m, PC_COST_PS_DGC_PIPELINED, &ps) == 0);
+    assert_float_equal(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar), (5 * 3.7 + 5 * 0.62) / 9,
+                       1e-12);
+    /* The most crowded kind of machine decides: a second kind of 3 ranks on 1 core. */
+    m->machine[0].cores = 16;
+    m->nmachines = 2;
+    m->machine[1] = (pc_auto_machine_t){.count = 4, .ranks = 3, .servers = 0, .cores = 1};
+    assert_float_equal(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar), 1 * 3.7 + 3 * 0.62, 1e-12);
+    assert_true(pc_auto_cores_bound(NULL, PC_COST_ALLREDUCE, &ar) == 0);
+    free(m);
 }
 
 /* --mode auto: the runtime refuses it unresolved; pc_auto_check refuses the flags auto
@@ -1117,6 +1157,7 @@ int main(void)
         cmocka_unit_test(test_check_config_combinations),
         cmocka_unit_test(test_check_config_no_effect),
         cmocka_unit_test(test_auto_crowding),
+        cmocka_unit_test(test_auto_cores_bound),
         cmocka_unit_test(test_auto_flags),
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
