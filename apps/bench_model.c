@@ -3,13 +3,14 @@
  * workers and S = W x --servers-ratio servers (pc_cost; doc/scaling.md).
  *
  * Every rank profiles the model's forward and backward at once (pc_model_profile: the
- * slowest rank's per-layer times are the model's, so run it on the ranks and nodes of the
- * job it stands for); then pc_auto_measure measures the link from rank 0 to the first rank
- * on another host (rank 1 when all share one host: a ping-pong of a small message and of
- * --link-bytes each way), and rank 0 alone each codec on the model's real gradient cut into
- * the runtime's chunks and the server's and the pull's per-element work, while the others
- * wait without spinning. With one rank, --bandwidth and --latency stand for the link.
- * Prints the rates, the prediction table, the speedups over the allreduce, and with
+ * slowest rank's pass, per layer the ranks' mean, is the model's, so run it on the ranks
+ * and nodes of the job it stands for); then pc_auto_measure measures the link from rank 0
+ * to the first rank on another host (rank 1 when all share one host: a ping-pong of a
+ * small message and of --link-bytes each way), and rank 0 alone each codec on the
+ * model's real gradient cut into the runtime's chunks and the server's and the pull's
+ * per-element work, while the others wait without spinning. With one rank, --bandwidth and
+ * --latency stand for the link. Prints the rates, the prediction table, the speedups over the
+ * allreduce, and with
  * --bandwidth a speedup-vs-bandwidth table; --json FILE writes all of it; --predict W,S,MODE
  * prints one machine-readable line for one prediction instead of the tables (MODE "all":
  * a line for each mode, from the same measurements).
@@ -676,11 +677,11 @@ static int print_tables(const opts_t *o, const pc_cost_t *cost, const pc_cost_li
     return 0;
 }
 
-/* Every rank builds and profiles the model at once (the slowest rank's times are the
- * model's: what sharing this machine costs is in them), then pc_auto_measure measures the
- * link from rank 0 to a rank on another host and rank 0 the codecs and server; *probe is
- * what was measured it on. Collective: a rank that cannot profile ends the job (the others
- * are in a collective). 0, or BENCH_EXIT_FAIL (said by rank 0). */
+/* Every rank builds and profiles the model at once (the slowest rank's pass, per layer
+ * the ranks' mean scaled to it, is the model's: what sharing this machine costs is in it), then
+ * pc_auto_measure measures the link from rank 0 to a rank on another host and rank 0 the codecs and
+ * server; *probe is what was measured it on. Collective: a rank that cannot profile ends the job
+ * (the others are in a collective). 0, or BENCH_EXIT_FAIL (said by rank 0). */
 static int measure_all(const opts_t *o, int rank, measured_t *m, pc_auto_probe_t *probe)
 {
     char err[512] = "";

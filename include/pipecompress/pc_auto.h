@@ -7,8 +7,9 @@
  *     at the same time (pc_model_profile, or a binding's own hooks): the allreduce's, where
  *     every rank computes; then, with the probe's profile callback, the parameter-server
  *     layout's workers profile it again while its servers wait without spinning. The
- *     times hold what the ranks' sharing of cores costs; per layer, the slowest rank's
- *     time is used;
+ *     times hold what the ranks' sharing of cores costs; per layer, the ranks' mean is
+ *     used, scaled to the slowest rank's whole pass (the slowest rank's time per layer,
+ *     summed, would count every rank's pauses where ranks take turns on cores);
  *   - the machines: ranks on one kernel (the same boot id, whatever their host names:
  *     emulated nodes are one machine) and the most cores one of them may use (affinity).
  *     Where a machine's threads outnumber its cores, a prediction is at least every
@@ -117,12 +118,13 @@ typedef struct pc_auto_measure_cfg {
 /* What was measured; the same on every rank. */
 typedef struct pc_auto_measured {
     int nlayers;
-    pc_cost_layer_t layers[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest rank's times */
+    pc_cost_layer_t layers[PC_AUTO_MAX_LAYERS]; /* per layer, the ranks' mean, scaled to the
+                                                 * slowest rank's pass */
     pc_cost_layer_t compute;                    /* their sums */
     int ps_workers; /* the ranks that profiled layers_ps (the parameter-server layout's
                      * workers); 0: not profiled (no callback, or no such layout), and
                      * layers_ps is layers */
-    pc_cost_layer_t layers_ps[PC_AUTO_MAX_LAYERS]; /* per layer, the slowest of them */
+    pc_cost_layer_t layers_ps[PC_AUTO_MAX_LAYERS]; /* the same of theirs */
     pc_cost_layer_t compute_ps;                    /* their sums */
     int servers;                                   /* the layout's S (the measure cfg's) */
     int nmachines;                                 /* kinds of machine */
