@@ -220,8 +220,8 @@ static int check_ranks(probe_run_t *p, int local, char *err, size_t errlen)
  * the layers add up to the slowest rank's whole pass. (The slowest rank's time per layer,
  * summed, counts every rank's pauses where ranks take turns on shared cores: ResNet-18 on
  * 4 ranks of 2 cores, 3258 ms against a 2783 ms iteration.) Collective. */
-static int slowest_times(probe_run_t *p, const pc_cost_layer_t *mine, int n, pc_cost_layer_t *out,
-                         pc_cost_layer_t *sum, char *err, size_t errlen)
+static int merge_profiles(probe_run_t *p, const pc_cost_layer_t *mine, int n, pc_cost_layer_t *out,
+                          pc_cost_layer_t *sum, char *err, size_t errlen)
 {
     const int L = p->L;
     double total = 0, slowest = 0, mean = 0;
@@ -255,24 +255,31 @@ static int layer_times(probe_run_t *p, const pc_auto_probe_t *probe, char *err, 
 {
     pc_auto_measured_t *m = &p->sh->m;
     m->nlayers = p->L;
-    int rc = slowest_times(p, probe->layers, p->size, m->layers, &m->compute, err, errlen);
+    int rc = merge_profiles(p, probe->layers, p->size, m->layers, &m->compute, err, errlen);
     memcpy(m->layers_ps, m->layers, sizeof(m->layers));
     m->compute_ps = m->compute;
     return rc;
 }
 
-/* Wait for every rank of p->c without spinning (a rank that spins takes a core from one
- * still profiling or measuring). Collective. */
-static int quiet_barrier(probe_run_t *p, char *err, size_t errlen)
+/* Complete *req without spinning: test it, and sleep 2 ms between tests (a rank that
+ * spins takes a core from one still profiling or measuring). */
+static int wait_quietly(MPI_Request *req, char *err, size_t errlen)
 {
-    MPI_Request req;
-    int rc = PC_MPI_CHECK(MPI_Ibarrier(p->c, &req), err, errlen);
+    int rc = PC_OK;
     for (int flag = 0; rc == PC_OK && !flag;) {
-        rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen);
+        rc = PC_MPI_CHECK(MPI_Test(req, &flag, MPI_STATUS_IGNORE), err, errlen);
         if (rc == PC_OK && !flag)
             nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
     }
     return rc;
+}
+
+/* Wait for every rank of p->c without spinning. Collective. */
+static int quiet_barrier(probe_run_t *p, char *err, size_t errlen)
+{
+    MPI_Request req;
+    int rc = PC_MPI_CHECK(MPI_Ibarrier(p->c, &req), err, errlen);
+    return rc == PC_OK ? wait_quietly(&req, err, errlen) : rc;
 }
 
 static bool layers_ok(const pc_cost_layer_t *l, int n)
@@ -285,7 +292,7 @@ static bool layers_ok(const pc_cost_layer_t *l, int n)
 
 /* Step 2b: the parameter-server layout's workers (ranks below size - servers) profile
  * again with the probe's callback, at once, while its servers wait without spinning
- * (slowest_times of theirs). Skipped (layers_ps stays layers) where no rank
+ * (merge_profiles of theirs). Skipped (layers_ps stays layers) where no rank
  * has a callback or the layout has no worker. Collective. */
 static int ps_layer_times(probe_run_t *p, const pc_auto_measure_cfg_t *mc,
                           const pc_auto_probe_t *probe, char *err, size_t errlen)
@@ -313,8 +320,8 @@ static int ps_layer_times(probe_run_t *p, const pc_auto_measure_cfg_t *mc,
                      "--mode auto: the parameter-server layout's profile failed on %s rank: %s",
                      local == PC_OK ? "another" : "this", pc_strerror(rc));
     if (rc == PC_OK)
-        rc = slowest_times(p, p->rank < W ? mine : NULL, W, m->layers_ps, &m->compute_ps, err,
-                           errlen);
+        rc = merge_profiles(p, p->rank < W ? mine : NULL, W, m->layers_ps, &m->compute_ps, err,
+                            errlen);
     if (rc == PC_OK)
         m->ps_workers = W;
     free(mine);
@@ -461,13 +468,9 @@ static int share_rates(probe_run_t *p, const pc_auto_measure_cfg_t *mc,
     int rc = PC_MPI_CHECK(MPI_Ibcast(sh, (int)sizeof(*sh), MPI_BYTE, 0, p->c, &req), err, errlen);
     if (rc != PC_OK)
         return rc;
-    for (int flag = 0; !flag;) {
-        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), err, errlen)) != PC_OK) {
-            p->sh = NULL;
-            return rc;
-        }
-        if (!flag)
-            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    if ((rc = wait_quietly(&req, err, errlen)) != PC_OK) {
+        p->sh = NULL;
+        return rc;
     }
     if (sh->rc != PC_OK)
         return pc_error_fmt(sh->rc, err, errlen, "--mode auto: %s", sh->msg);
