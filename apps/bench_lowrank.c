@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "bench.h"
 #include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_error.h"
@@ -199,6 +201,9 @@ int bench_lowrank_cpu(const char *matrices, int reps)
     int nm = parse_matrices(matrices, rows, cols, 16);
     if (!nm)
         return BENCH_EXIT_USAGE;
+    /* One core for all of it, as on a worker's compressor thread (pc-train's setting):
+     * OpenBLAS would otherwise give the GEMMs alone every core. */
+    openblas_set_num_threads(1);
     printf("powersgd: one worker's step on a rows x cols matrix (fold, P = M Q, Q = M^T P^, "
            "residual), %d reps (median, after one not counted), one core\n",
            reps);
