@@ -3,7 +3,8 @@
  *   gemms    P = M Q and Q' = M^T P^ alone (pc_lowrank_project, pc_lowrank_backproject:
  *            OpenBLAS's sgemm on one thread), nothing else;
  *   step     what the compressor thread does for the matrix in an iteration: the fold
- *            (M = residual + gradient), round 1 (P_w = M Q into its message), round 2
+ *            (M = residual + gradient, and P_w = M Q in the same pass:
+ *            pc_lowrank_fold_project, not BLAS), round 1 (P_w into its message), round 2
  *            (Q_w = M^T P^ into its message), and the end (residual = M - P^ Q^T; the
  *            optimizer's step on the same rows is not counted here);
  *   server   the orthonormalisation of P (modified Gram-Schmidt in double).

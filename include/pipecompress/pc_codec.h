@@ -209,9 +209,11 @@ int pc_codec_decode_add(const pc_codec_t *c, const void *msg, size_t len,
  * A chunk that is a matrix (rows x cols = n, row-major: a weight tensor as its first
  * dimension x the product of the others; pc_codec_lowrank_fits) travels in two rounds
  * (pc_lowrank.h has the numerics):
- *   round 1: fold (M = residual + gradient, pc_codec_fold), then pc_codec_lowrank_p sends
- *            P_w = M Q (Q: the previous iteration's aggregate, first drawn from Philox with
- *            (seed, chunk), the same on every worker);
+ *   round 1: fold (M = residual + gradient, pc_codec_fold, which makes P_w = M Q in the
+ *            same pass: pc_lowrank_fold_project), then pc_codec_lowrank_p sends P_w (Q:
+ *            the previous iteration's aggregate, first drawn from Philox with (seed,
+ *            chunk), the same on every worker; a Q the caller writes counts from the next
+ *            fold on);
  *   the server sums the P_w in worker order and orthonormalises the sum: P^;
  *   round 2: pc_codec_lowrank_q takes P^ (written into pc_codec_state_lowrank_phat) and
  *            sends Q_w = M^T P^;

@@ -4,7 +4,7 @@
  *
  * A chunk that is a matrix M (rows x cols, row-major float32: a weight tensor reshaped to
  * its first dimension x the product of the others) at rank R (1 .. PC_LOWRANK_MAX_RANK):
- *   worker, round 1: P_w = M_w Q                 rows x R    pc_lowrank_project
+ *   worker, round 1: P_w = M_w Q                 rows x R    pc_lowrank_fold_project
  *   server:          P^ = orth(sum_w P_w)         columns orthonormal
  *                                                             pc_lowrank_orthonormalise
  *   worker, round 2: Q_w = M_w^T P^              cols x R    pc_lowrank_backproject
@@ -16,9 +16,11 @@
  * M is at most R, one round reproduces M: P spans M's columns, so P^ P^^T M = M.
  *
  * Matrices are row-major with their natural leading dimension (P and Q: R floats per row).
- * The products are OpenBLAS's sgemm (the caller decides its threads: one, beside
- * backprop); for the same inputs and thread count it gives the same bits on every call,
- * which is what makes pipelined and inline runs bitwise alike. The orthonormalisation is
+ * Round 1's product is pc_lowrank_fold_project, written out (the fold of the gradient into
+ * the residual in the same pass; the same bits on every CPU); pc_lowrank_project and
+ * pc_lowrank_backproject are OpenBLAS's sgemm (the caller decides its threads: one, beside
+ * backprop), which for the same inputs and thread count gives the same bits on every call:
+ * what makes pipelined and inline runs bitwise alike. The orthonormalisation is
  * modified Gram-Schmidt in a fixed order (column 0, then 1, ...) with every dot product,
  * norm and update in double, rounded to float once at the end.
  *
@@ -44,11 +46,27 @@ extern "C" {
  * floats, written. PC_OK, or PC_EINVAL (NULL q, cols 0, rank outside 1 .. MAX). */
 int pc_lowrank_init(float *q, size_t cols, int rank, uint64_t seed, uint64_t stream);
 
-/* P = M Q: m rows x cols, q cols x rank, p rows x rank (written). PC_OK; PC_EINVAL (NULL,
- * a zero size, rank outside 1 .. MAX, p overlapping m or q); PC_ERANGE when P holds NaN or
- * infinity (M did, or the product overflowed: every non-finite element of M reaches P). */
+/* P = M Q by OpenBLAS (pc-bench's baseline and the tests' reference; the codec's round 1
+ * is pc_lowrank_fold_project): m rows x cols, q cols x rank, p rows x rank (written). PC_OK;
+ * PC_EINVAL (NULL, a zero size, rank outside 1 .. MAX, p overlapping m or q); PC_ERANGE when P
+ * holds NaN or infinity (M did, or the product overflowed: every non-finite element of M reaches
+ * P). */
 int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q, int rank,
                        float *p);
+
+/* M += G, then P = M Q, in one pass over M: what the codec's fold and round 1 are
+ * (pc_codec.h, "PowerSGD"), one read of the gradient and the residual instead of three
+ * (m: rows x cols, updated; g: rows x cols, or NULL: M is only read; qt: Q^T, rank x cols,
+ * pc_lowrank_transpose; p: rows x rank, written). Not BLAS: each element of P is summed
+ * over 16 lanes (element j in lane j % 16, in order of j), the lanes then folded as a tree,
+ * in float, so that every build and CPU gives the same bits (an AVX-512 or AVX2 build of the
+ * loop is chosen at run time where the CPU has it). PC_OK; PC_EINVAL (NULL m, qt or p, a
+ * zero size, rank outside 1 .. MAX, p or g overlapping another argument); PC_ERANGE when M
+ * holds NaN or infinity once folded (P is then unspecified; M is folded all the same). A
+ * finite M whose products overflow leaves infinity in P: the caller checks P (the codec's
+ * round 1 does, as pc_lowrank_project's PC_ERANGE). Pure. */
+int pc_lowrank_fold_project(float *m, const float *g, size_t rows, size_t cols, const float *qt,
+                            int rank, float *p);
 
 /* Q = M^T P: m rows x cols, p rows x rank, q cols x rank (written). Errors as
  * pc_lowrank_project's. */

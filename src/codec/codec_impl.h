@@ -69,9 +69,11 @@ struct pc_codec_state {
     int folded; /* pc_codec_fold's outcome waiting for compress_folded: FOLD_* below */
     /* powersgd (pc_codec_state_create_matrix; else rows 0 and NULL): */
     size_t rows, cols;
-    float *q;    /* cols x rank: Q, the warm start */
-    float *phat; /* rows x rank: the server's P^ of the current step */
-    int round;   /* the rounds sent of the current step: 0, 1 (P_w) or 2 (Q_w) */
+    float *q;       /* cols x rank: Q, the warm start */
+    float *phat;    /* rows x rank: the server's P^ of the current step, or P_w after the fold */
+    float *qt;      /* rank x cols: Q^T, made from q by each fold (q may be restored by a caller) */
+    int round;      /* the rounds sent of the current step: 0, 1 (P_w) or 2 (Q_w) */
+    bool projected; /* the last fold made P_w = M Q into phat (pc_codec__lowrank_fold) */
 };
 
 /* pc_codec_state_t.folded: nothing folded since the last compress, a fold that succeeded,
@@ -86,6 +88,13 @@ extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk
  * pc_codec_lowrank_fits) gets its Q, drawn and orthonormalised, and its P^. PC_OK, or
  * PC_ENOMEM with what it allocated left in st for pc_codec_state_destroy. */
 int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size_t rows);
+
+/* powersgd's fold of grad into a matrix state st (codec_lowrank.c), when no round of the
+ * previous step is in flight and the step is not a warm-up one: the fold and round 1's
+ * product P_w = M Q in one pass (pc_lowrank_fold_project), P_w kept in st->phat for round
+ * 1. Otherwise the plain fold, and round 1 makes P_w itself (the same bits). PC_OK,
+ * PC_ERANGE (M holds NaN or infinity), PC_ENOMEM. */
+int pc_codec__lowrank_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 
 /* Scratch growers: PC_OK or PC_ENOMEM. */
 int pc_codec__reserve_idx(pc_codec_t *c, size_t n);

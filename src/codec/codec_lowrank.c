@@ -82,10 +82,11 @@ int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size
     st->cols = st->n / rows;
     st->q = malloc(sizeof(float) * st->cols * r);
     st->phat = calloc(rows * r, sizeof(float));
+    st->qt = malloc(sizeof(float) * st->cols * r);
     double *work = malloc(sizeof(double) * pc_lowrank_work_doubles(st->cols, c->spec.rank));
-    if (!st->q || !st->phat || !work) {
+    if (!st->q || !st->phat || !st->qt || !work) {
         free(work);
-        return PC_ENOMEM; /* the caller destroys st, q and phat with it */
+        return PC_ENOMEM; /* the caller destroys st, q, phat and qt with it */
     }
     /* Stream: the chunk, so that every worker starts every matrix from the same Q; its
      * columns orthonormal, as torch's hook starts. Normal draws are finite. */
@@ -93,6 +94,26 @@ int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size
     pc_lowrank_orthonormalise(st->q, st->cols, c->spec.rank, work);
     free(work);
     return PC_OK;
+}
+
+int pc_codec__lowrank_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    st->projected = false;
+    float *m = st->residual;
+    const float *g = grad;
+    if (!c->spec.ef) { /* M is the gradient: its copy, which the rounds read */
+        if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))
+            return PC_ENOMEM;
+        memcpy(st->stage, grad, sizeof(float) * st->n);
+        m = st->stage;
+        g = NULL;
+    }
+    if (st->round != 0 || pc_codec_lowrank_warm(&c->spec, st->steps))
+        return pc_codec__fold_finite(m, g, st->n) ? PC_OK : PC_ERANGE;
+    pc_lowrank_transpose(st->qt, st->q, st->cols, c->spec.rank);
+    int rc = pc_lowrank_fold_project(m, g, st->rows, st->cols, st->qt, c->spec.rank, st->phat);
+    st->projected = rc == PC_OK;
+    return rc;
 }
 
 size_t pc_codec_state_rows(const pc_codec_state_t *st)
@@ -157,12 +178,19 @@ static int round_send(pc_codec_t *c, pc_codec_state_t *st, int round, uint64_t i
     if (rc != PC_OK || !out || !len)
         return rc != PC_OK ? rc : PC_EINVAL;
     size_t r = (size_t)c->spec.rank, entries = (round == 1 ? st->rows : st->cols) * r;
-    const float *m = pc_codec__source(c, st, NULL);
+    float *m = pc_codec__source(c, st, NULL);
     if (round == 2 && (rc = pc_codec__reserve_tmp(c, entries)) != PC_OK)
         return rc;
     float *f = round == 1 ? st->phat : c->tmp;
-    rc = round == 1 ? pc_lowrank_project(m, st->rows, st->cols, st->q, c->spec.rank, f)
-                    : pc_lowrank_backproject(m, st->rows, st->cols, st->phat, c->spec.rank, f);
+    if (round == 2)
+        rc = pc_lowrank_backproject(m, st->rows, st->cols, st->phat, c->spec.rank, f);
+    else if (!st->projected) { /* the fold could not make P_w: the same kernel, M only read */
+        pc_lowrank_transpose(st->qt, st->q, st->cols, c->spec.rank);
+        rc = pc_lowrank_fold_project(m, NULL, st->rows, st->cols, st->qt, c->spec.rank, f);
+    }
+    st->projected = false;
+    if (rc == PC_OK && round == 1 && !pc_codec__fold_finite(f, NULL, entries))
+        rc = PC_ERANGE; /* the product overflowed */
     if (rc != PC_OK)
         return rc;
     factor_message(c, st, round, iteration, f, entries, out, len);
@@ -233,6 +261,7 @@ int pc_codec_lowrank_dense(pc_codec_t *c, pc_codec_state_t *st, uint64_t iterati
     *len = PC_WIRE_HEADER_BYTES + 4 * st->n;
     if (st->residual) /* sent whole: nothing is left over */
         memset(st->residual, 0, sizeof(float) * st->n);
+    st->projected = false;
     st->steps++;
     st->folded = PC_CODEC_FOLD_NONE;
     c->stats.messages++;

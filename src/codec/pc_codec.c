@@ -486,6 +486,7 @@ void pc_codec_state_destroy(pc_codec_state_t *st)
     free(st->stage);
     free(st->q);
     free(st->phat);
+    free(st->qt);
     free(st);
 }
 
@@ -520,6 +521,8 @@ static int fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
     if (c->ops->fold && st->momentum)
         return c->ops->fold(c, st, grad);
+    if (st->q)
+        return pc_codec__lowrank_fold(c, st, grad);
     if (c->spec.ef)
         return pc_codec__fold_finite(st->residual, grad, st->n) ? PC_OK : PC_ERANGE;
     if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))

@@ -2,7 +2,9 @@
  * doc/design.md, "PowerSGD in the parameter server"). A matrix chunk's iteration, all of
  * it on the MPI thread (the compressor thread when pipelined):
  *
- *   ps_send_one    the folded chunk's turn (--priority order): P_w = M Q
+ *   ps_fold        the gradient folded into the residual, M = residual + gradient, and
+ *                  P_w = M Q in the same pass (pc_codec_fold)
+ *   ps_send_one    the folded chunk's turn (--priority order): P_w's message
  *                  (pc_rt__w_lr_first), sent by pc_worker.c, the receive of P^ posted
  *                  before the send
  *   ps_progress    P^ arrived: Q_w = M^T P^ (pc_rt__w_lr_phat), which pc_worker.c sends
@@ -13,8 +15,10 @@
  *                  (pc_rt__w_lr_update); Q kept; then the version store, as for any chunk
  *
  * Round 2 leaves at once rather than queueing behind folded chunks: its chunk is the one
- * nearest to its update, and the server holds P^ for it. Both rounds' products are
- * OpenBLAS's sgemm on this thread (pc-train and the binding keep OpenBLAS to one thread).
+ * nearest to its update, and the server holds P^ for it. Round 1's product is made by the
+ * chunk's fold, in the same pass (pc_codec__lowrank_fold; round 1 then only writes its
+ * message); round 2's is OpenBLAS's sgemm on this thread (pc-train and the binding keep
+ * OpenBLAS to one thread).
  * In the warm-up (the codec's warmup= iterations) the chunk sends M dense and its update
  * is the mean gradient, which the worker steps with in the same way.
  * A leaf of the worker's files (doc/design.md): it calls only worker_device.c's.

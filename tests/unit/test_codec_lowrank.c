@@ -1,8 +1,8 @@
 /* test_codec_lowrank: the powersgd codec (src/codec/codec_lowrank.c): its spec, which chunks
  * are matrices, one worker's two rounds against the products done by hand (P_w = M Q,
  * Q_w = M^T P^, residual = M - P^ Q^T), a rank-r matrix passed whole, the warm-up's dense
- * step, the order of the rounds, non-finite gradients, and the receiver's checks of the
- * factor messages. */
+ * step, the order of the rounds, non-finite gradients, the receiver's checks of the
+ * factor messages, and round 1's product made by the fold or by round 1 itself alike. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -310,6 +310,61 @@ static void test_warmup_and_seeds(void **state)
     pc_codec_destroy(c);
 }
 
+/* The fold makes round 1's P_w in the same pass (pc_lowrank_fold_project) unless the step
+ * is a warm-up one by the state's count, when round 1 makes it from the folded M: both
+ * give the same message and residual, bit for bit, with error feedback and without; and a
+ * product that overflows from a finite M is round 1's PC_ERANGE. */
+static void test_fold_projects(void **state)
+{
+    (void)state;
+    const size_t rows = 12, cols = 37, n = rows * cols;
+    static const char *const specs[][2] = {
+        {"powersgd:rank=3", "powersgd:rank=3,warmup=1"},
+        {"powersgd:rank=3,ef=off", "powersgd:rank=3,ef=off,warmup=1"}};
+    float *g = rand_floats(n, 9);
+    for (int e = 0; e < 2; e++) {
+        pc_codec_spec_t s;
+        pc_codec_t *a = make(specs[e][0], &s), *b = make(specs[e][1], &s);
+        pc_codec_state_t *sa, *sb;
+        assert_int_equal(pc_codec_state_create_matrix(a, 2, rows, n, &sa), PC_OK);
+        assert_int_equal(pc_codec_state_create_matrix(b, 2, rows, n, &sb), PC_OK);
+        size_t cap = pc_codec_max_bytes(a, n), la, lb;
+        uint8_t *ma = malloc(cap), *mb = malloc(cap);
+        assert_non_null(ma), assert_non_null(mb);
+        assert_int_equal(pc_codec_fold(a, sa, g), PC_OK);
+        assert_int_equal(pc_codec_fold(b, sb, g), PC_OK); /* step 0 of 1 warm: no product */
+        assert_int_equal(pc_codec_lowrank_p(a, sa, 0, ma, cap, &la), PC_OK);
+        assert_int_equal(pc_codec_lowrank_p(b, sb, 0, mb, cap, &lb), PC_OK);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ma, mb, la);
+        if (e == 0)
+            assert_memory_equal(pc_codec_state_residual(sa), pc_codec_state_residual(sb),
+                                sizeof(float) * n);
+        pc_codec_state_destroy(sa), pc_codec_state_destroy(sb);
+        pc_codec_destroy(a), pc_codec_destroy(b);
+        free(ma), free(mb);
+    }
+    /* Finite M, infinite product: the fold succeeds, round 1 says PC_ERANGE. */
+    pc_codec_spec_t s;
+    pc_codec_t *c = make("powersgd:rank=1", &s);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create_matrix(c, 0, rows, n, &st), PC_OK);
+    for (size_t i = 0; i < n; i++)
+        g[i] = 3e38f;
+    float *q = pc_codec_state_lowrank_q(st);
+    for (size_t j = 0; j < cols; j++)
+        q[j] = 1.0f;
+    size_t cap = pc_codec_max_bytes(c, n), len;
+    uint8_t *msg = malloc(cap);
+    assert_non_null(msg);
+    assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
+    assert_int_equal(pc_codec_lowrank_p(c, st, 0, msg, cap, &len), PC_ERANGE);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    free(msg);
+    free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_rank_one_whole),
         cmocka_unit_test(test_warmup_and_seeds),
+        cmocka_unit_test(test_fold_projects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,9 @@
  * Algorithm 1 in double: the products, one round reproducing a matrix of rank r at rank
  * R >= r, the error-feedback identity M = P^ Q^T + residual, the orthonormalisation's
  * degenerate inputs (zero, rank-deficient, NaN and infinity), Q's first draw, and the
- * arguments refused. */
+ * arguments refused; the fold with round 1's product (pc_lowrank_fold_project) and the
+ * rows of P Q^T bit for bit against scalar loops, in every build of their kernels this CPU
+ * runs (the test compiles pc_lowrank.c itself to reach them). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "codec/lowrank_impl.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_philox.h"
@@ -395,6 +398,115 @@ static void test_row_exact(void **state)
     }
 }
 
+/* pc_lowrank_fold_project's contract, written out as scalar loops: m += g, element j of
+ * row i into lane j % 16 in order of j, the lanes folded as a tree (8, 4, 2, 1). */
+static void fold_project_scalar(float *m, const float *g, size_t rows, size_t cols, const float *qt,
+                                int rank, float *p)
+{
+    for (size_t i = 0; i < rows; i++) {
+        float acc[PC_LOWRANK_MAX_RANK][16] = {{0}};
+        for (size_t j = 0; j < cols; j++) {
+            float x = g ? m[i * cols + j] + g[i * cols + j] : m[i * cols + j];
+            if (g)
+                m[i * cols + j] = x;
+            for (int k = 0; k < rank; k++)
+                acc[k][j % 16] += x * qt[(size_t)k * cols + j];
+        }
+        for (int k = 0; k < rank; k++) {
+            for (int s = 8; s > 0; s /= 2)
+                for (int l = 0; l < s; l++)
+                    acc[k][l] += acc[k][l + s];
+            p[i * (size_t)rank + (size_t)k] = acc[k][0];
+        }
+    }
+}
+
+/* Every build of the kernel this CPU runs (SSE2, AVX2, AVX-512) gives the scalar loops'
+ * bits, for P and for the folded M, at every rank, with and without a gradient, on rows
+ * that are whole blocks of 16, shorter than one, and with a tail; and P is M Q (within
+ * float rounding of OpenBLAS's product). */
+static void test_fold_project_exact(void **state)
+{
+    (void)state;
+    static const size_t shapes[][2] = {{5, 7}, {9, 16}, {6, 53}, {3, 160}};
+    for (size_t sh = 0; sh < 4; sh++)
+        for (int rank = 1; rank <= PC_LOWRANK_MAX_RANK; rank++)
+            for (int with_g = 0; with_g < 2; with_g++) {
+                size_t rows = shapes[sh][0], cols = shapes[sh][1], n = rows * cols;
+                float *m0 = rand_floats(n, 21, sh), *g = rand_floats(n, 22, sh);
+                float *q = rand_floats(cols * (size_t)rank, 23, (uint64_t)rank);
+                float *qt = malloc(sizeof(float) * cols * (size_t)rank);
+                float *mw = malloc(sizeof(float) * n), *m = malloc(sizeof(float) * n);
+                float pw[160 * 8], p[160 * 8], pb[160 * 8];
+                assert_true(qt && mw && m);
+                pc_lowrank_transpose(qt, q, cols, rank);
+                memcpy(mw, m0, sizeof(float) * n);
+                fold_project_scalar(mw, with_g ? g : NULL, rows, cols, qt, rank, pw);
+                assert_int_equal(pc_lowrank_project(mw, rows, cols, q, rank, pb), PC_OK);
+                for (size_t e = 0; e < rows * (size_t)rank; e++)
+                    assert_true(fabsf(pw[e] - pb[e]) <= 1e-5f * (float)cols);
+                for (int simd = 0; simd <= pc_lowrank__simd(); simd++) {
+                    memcpy(m, m0, sizeof(float) * n);
+                    assert_int_equal(pc_lowrank__fold_project_at(simd, m, with_g ? g : NULL, rows,
+                                                                 cols, qt, rank, p),
+                                     PC_OK);
+                    assert_memory_equal(m, mw, sizeof(float) * n);
+                    assert_memory_equal(p, pw, sizeof(float) * rows * (size_t)rank);
+                }
+                memcpy(m, m0, sizeof(float) * n); /* and the public function */
+                assert_int_equal(
+                    pc_lowrank_fold_project(m, with_g ? g : NULL, rows, cols, qt, rank, p), PC_OK);
+                assert_memory_equal(p, pw, sizeof(float) * rows * (size_t)rank);
+                free(m0), free(g), free(q), free(qt), free(mw), free(m);
+            }
+}
+
+/* NaN or infinity in M once folded is PC_ERANGE, with M folded all the same; refusals. */
+static void test_fold_project_errors(void **state)
+{
+    (void)state;
+    float m[40], g[40], qt[20], p[16];
+    for (int e = 0; e < 40; e++)
+        m[e] = 1.0f, g[e] = 0.5f;
+    for (int e = 0; e < 20; e++)
+        qt[e] = 0.25f;
+    for (int simd = 0; simd <= pc_lowrank__simd(); simd++)
+        for (int at = 0; at < 40; at += 13) {
+            for (int e = 0; e < 40; e++)
+                m[e] = 1.0f;
+            g[at] = simd % 2 ? INFINITY : NAN;
+            assert_int_equal(pc_lowrank__fold_project_at(simd, m, g, 2, 20, qt, 1, p), PC_ERANGE);
+            assert_true(m[(at + 1) % 40] == 1.5f); /* the rest folded */
+            g[at] = 0.5f;
+        }
+    assert_int_equal(pc_lowrank_fold_project(NULL, g, 2, 20, qt, 1, p), PC_EINVAL);
+    assert_int_equal(pc_lowrank_fold_project(m, g, 2, 20, NULL, 1, p), PC_EINVAL);
+    assert_int_equal(pc_lowrank_fold_project(m, g, 2, 20, qt, 1, NULL), PC_EINVAL);
+    assert_int_equal(pc_lowrank_fold_project(m, g, 0, 20, qt, 1, p), PC_EINVAL);
+    assert_int_equal(pc_lowrank_fold_project(m, g, 2, 20, qt, 9, p), PC_EINVAL);
+    assert_int_equal(pc_lowrank_fold_project(m, g, 2, 20, qt, 1, m + 4), PC_EINVAL); /* p on m */
+    assert_int_equal(pc_lowrank_fold_project(m, m + 1, 2, 20, qt, 1, p), PC_EINVAL); /* g on m */
+}
+
+/* Every build of the rows of P Q^T gives the same bits (test_row_exact holds the public
+ * function to the contract's loop). */
+static void test_row_builds(void **state)
+{
+    (void)state;
+    for (int rank = 1; rank <= PC_LOWRANK_MAX_RANK; rank++) {
+        const size_t cols = 67;
+        float *pr = rand_floats((size_t)rank, 31, 1), *qt = rand_floats(cols * (size_t)rank, 32, 1);
+        float want[67], got[67];
+        pc_lowrank__row_at(PC_LOWRANK__SIMD_NONE, want, pr, qt, cols, rank);
+        for (int simd = 0; simd <= pc_lowrank__simd(); simd++) {
+            memset(got, 0xff, sizeof(got));
+            pc_lowrank__row_at(simd, got, pr, qt, cols, rank);
+            assert_memory_equal(got, want, sizeof(want));
+        }
+        free(pr), free(qt);
+    }
+}
+
 /* NULL, zero sizes, ranks outside 1 .. 8 and overlapping outputs are refused. */
 static void test_bad_arguments(void **state)
 {
@@ -432,6 +544,9 @@ int main(void)
         cmocka_unit_test(test_non_finite),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_row_exact),
+        cmocka_unit_test(test_fold_project_exact),
+        cmocka_unit_test(test_fold_project_errors),
+        cmocka_unit_test(test_row_builds),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
