@@ -94,7 +94,8 @@ void pc_lowrank_transpose(float *qt, const float *q, size_t cols, int rank);
  * pc_lowrank_transpose; out: cols floats, not overlapping either). Not BLAS: written out so
  * that every rank (server and workers, on any host) gets the same bits, which lets the
  * workers apply a matrix's update from its factors exactly as its server does. O(cols
- * rank), vectorised over j. Pure. */
+ * rank), vectorised over j in the widest build the CPU runs (AVX-512, AVX2 or the
+ * baseline: each element is its own lane, so every build gives the same bits). Pure. */
 void pc_lowrank_row(float *out, const float *p_row, const float *qt, size_t cols, int rank);
 
 /* The floats pc_lowrank_expand needs as work space: cols * (rank + 1). */
