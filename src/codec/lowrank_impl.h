@@ -10,17 +10,12 @@
 
 #include <stddef.h>
 
+#include "simd_impl.h"
+
 #pragma GCC visibility push(hidden)
 
-#define PC_LOWRANK__SIMD_NONE   0 /* the build's baseline (SSE2 on x86-64) */
-#define PC_LOWRANK__SIMD_AVX2   1
-#define PC_LOWRANK__SIMD_AVX512 2
-
-/* The widest build this CPU runs: PC_LOWRANK__SIMD_*. */
-int pc_lowrank__simd(void);
-
-/* pc_lowrank_fold_project and pc_lowrank_row in the build `simd` (at most
- * pc_lowrank__simd()'s: a wider one would fault on this CPU). */
+/* pc_lowrank_fold_project and pc_lowrank_row in the build `simd` (PC_CODEC__SIMD_*, at most
+ * pc_codec__simd()'s: a wider one would fault on this CPU). */
 int pc_lowrank__fold_project_at(int simd, float *m, const float *g, size_t rows, size_t cols,
                                 const float *qt, int rank, float *p);
 void pc_lowrank__row_at(int simd, float *out, const float *p_row, const float *qt, size_t cols,

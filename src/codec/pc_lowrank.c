@@ -12,10 +12,6 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LOWRANK_X86 1 /* kernels built for AVX2 and AVX-512 too, chosen at run time */
-#endif
-
 /* A column that keeps at most this share of its norm once the earlier columns are taken
  * out lies in their span up to float rounding (float's epsilon is 1.2e-7; sums of many
  * products lose a few digits more): it is dropped rather than blown up into noise. */
@@ -150,17 +146,6 @@ void pc_lowrank_transpose(float *restrict qt, const float *restrict q, size_t co
             qt[(size_t)k * cols + j] = q[j * (size_t)rank + k];
 }
 
-int pc_lowrank__simd(void)
-{
-#ifdef LOWRANK_X86
-    if (__builtin_cpu_supports("avx512f"))
-        return PC_LOWRANK__SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2"))
-        return PC_LOWRANK__SIMD_AVX2;
-#endif
-    return PC_LOWRANK__SIMD_NONE;
-}
-
 /* ---- P = (M + G) Q in one pass ---------------------------------------------------------- */
 
 /* Lanes of a row's dot products: element j of the row goes to lane j % LANES, each lane
@@ -247,7 +232,7 @@ fold_project_r(float *restrict m, const float *restrict g, size_t rows, size_t c
     }
 
 FOLD_PROJECT_FN(fold_project_any, )
-#ifdef LOWRANK_X86
+#ifdef PC_CODEC__X86
 FOLD_PROJECT_FN(fold_project_avx2, __attribute__((target("avx2"))))
 FOLD_PROJECT_FN(fold_project_avx512, __attribute__((target("avx512f"))))
 #endif
@@ -260,10 +245,10 @@ int pc_lowrank__fold_project_at(int simd, float *m, const float *g, size_t rows,
         (g && (overlap(g, nm, m, nm) || overlap(g, nm, p, np))))
         return PC_EINVAL;
     bool ok;
-#ifdef LOWRANK_X86
-    if (simd >= PC_LOWRANK__SIMD_AVX512)
+#ifdef PC_CODEC__X86
+    if (simd >= PC_CODEC__SIMD_AVX512)
         ok = fold_project_avx512(m, g, rows, cols, qt, p, rank);
-    else if (simd == PC_LOWRANK__SIMD_AVX2)
+    else if (simd == PC_CODEC__SIMD_AVX2)
         ok = fold_project_avx2(m, g, rows, cols, qt, p, rank);
     else
 #endif
@@ -275,7 +260,7 @@ int pc_lowrank__fold_project_at(int simd, float *m, const float *g, size_t rows,
 int pc_lowrank_fold_project(float *m, const float *g, size_t rows, size_t cols, const float *qt,
                             int rank, float *p)
 {
-    return pc_lowrank__fold_project_at(pc_lowrank__simd(), m, g, rows, cols, qt, rank, p);
+    return pc_lowrank__fold_project_at(pc_codec__simd(), m, g, rows, cols, qt, rank, p);
 }
 
 /* ---- rows of P Q^T ----------------------------------------------------------------------- */
@@ -337,7 +322,7 @@ static inline __attribute__((always_inline)) void row_r(float *restrict out,
     }
 
 ROW_FN(row_any, )
-#ifdef LOWRANK_X86
+#ifdef PC_CODEC__X86
 ROW_FN(row_avx2, __attribute__((target("avx2"))))
 ROW_FN(row_avx512, __attribute__((target("avx512f"))))
 #endif
@@ -345,10 +330,10 @@ ROW_FN(row_avx512, __attribute__((target("avx512f"))))
 void pc_lowrank__row_at(int simd, float *out, const float *p_row, const float *qt, size_t cols,
                         int rank)
 {
-#ifdef LOWRANK_X86
-    if (simd >= PC_LOWRANK__SIMD_AVX512)
+#ifdef PC_CODEC__X86
+    if (simd >= PC_CODEC__SIMD_AVX512)
         row_avx512(out, p_row, qt, cols, rank);
-    else if (simd == PC_LOWRANK__SIMD_AVX2)
+    else if (simd == PC_CODEC__SIMD_AVX2)
         row_avx2(out, p_row, qt, cols, rank);
     else
 #endif
@@ -359,7 +344,7 @@ void pc_lowrank__row_at(int simd, float *out, const float *p_row, const float *q
 void pc_lowrank_row(float *restrict out, const float *restrict p_row, const float *restrict qt,
                     size_t cols, int rank)
 {
-    pc_lowrank__row_at(pc_lowrank__simd(), out, p_row, qt, cols, rank);
+    pc_lowrank__row_at(pc_codec__simd(), out, p_row, qt, cols, rank);
 }
 
 size_t pc_lowrank_expand_work(size_t cols, int rank)

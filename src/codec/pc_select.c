@@ -9,6 +9,7 @@
 
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_select.h"
+#include "simd_impl.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -37,15 +38,17 @@ enum simd {
     SIMD_AVX512 = PC_SELECT_SIMD_AVX512
 };
 
+_Static_assert(PC_SELECT_SIMD_AVX2 == PC_CODEC__SIMD_AVX2 &&
+                   PC_SELECT_SIMD_AVX512 == PC_CODEC__SIMD_AVX512,
+               "pc_select's kernel levels are simd_impl.h's");
+
 static enum simd detect_simd(void)
 {
 #ifdef HAVE_AVX2_PATH
-    if (__builtin_cpu_supports("avx512f"))
-        return SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2"))
-        return SIMD_AVX2;
-#endif
+    return (enum simd)pc_codec__simd();
+#else
     return SIMD_NONE;
+#endif
 }
 
 /* The sampled fast path (see pc_select_topk) runs when n is at least this (below, the data

@@ -445,7 +445,7 @@ static void test_fold_project_exact(void **state)
                 assert_int_equal(pc_lowrank_project(mw, rows, cols, q, rank, pb), PC_OK);
                 for (size_t e = 0; e < rows * (size_t)rank; e++)
                     assert_true(fabsf(pw[e] - pb[e]) <= 1e-5f * (float)cols);
-                for (int simd = 0; simd <= pc_lowrank__simd(); simd++) {
+                for (int simd = 0; simd <= pc_codec__simd(); simd++) {
                     memcpy(m, m0, sizeof(float) * n);
                     assert_int_equal(pc_lowrank__fold_project_at(simd, m, with_g ? g : NULL, rows,
                                                                  cols, qt, rank, p),
@@ -470,7 +470,7 @@ static void test_fold_project_errors(void **state)
         m[e] = 1.0f, g[e] = 0.5f;
     for (int e = 0; e < 20; e++)
         qt[e] = 0.25f;
-    for (int simd = 0; simd <= pc_lowrank__simd(); simd++)
+    for (int simd = 0; simd <= pc_codec__simd(); simd++)
         for (int at = 0; at < 40; at += 13) {
             for (int e = 0; e < 40; e++)
                 m[e] = 1.0f;
@@ -497,8 +497,8 @@ static void test_row_builds(void **state)
         const size_t cols = 67;
         float *pr = rand_floats((size_t)rank, 31, 1), *qt = rand_floats(cols * (size_t)rank, 32, 1);
         float want[67], got[67];
-        pc_lowrank__row_at(PC_LOWRANK__SIMD_NONE, want, pr, qt, cols, rank);
-        for (int simd = 0; simd <= pc_lowrank__simd(); simd++) {
+        pc_lowrank__row_at(PC_CODEC__SIMD_NONE, want, pr, qt, cols, rank);
+        for (int simd = 0; simd <= pc_codec__simd(); simd++) {
             memset(got, 0xff, sizeof(got));
             pc_lowrank__row_at(simd, got, pr, qt, cols, rank);
             assert_memory_equal(got, want, sizeof(want));
