@@ -268,7 +268,7 @@ int pc_lowrank_fold_project(float *m, const float *g, size_t rows, size_t cols, 
 /* A row of P Q^T, element j = 0 + p_0 qt_0j + p_1 qt_1j + ..., each product and sum
  * rounded to float in that order: the same bits whatever R's value is known as, and in
  * every build of the loop (SSE2, AVX2, AVX-512: each element is its own lane). With R a
- * constant (row_fn's switch) the k loop unrolls and the j loop vectorises with the sum in
+ * constant (ROW_FN's switch) the k loop unrolls and the j loop vectorises with the sum in
  * a register: 1.6-1.9x the earlier k-outer loops, which stored the row R + 1 times
  * (4096 x 4096 at rank 2, one core: 2.1-2.9 ms against 4.0-4.7). */
 static inline __attribute__((always_inline)) void row_r(float *restrict out,
