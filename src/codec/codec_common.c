@@ -79,6 +79,16 @@ bool pc_codec__fold_finite(float *restrict v, const float *restrict g, size_t n)
     return !bad;
 }
 
+int pc_codec__fold_plain(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    if (c->spec.ef)
+        return pc_codec__fold_finite(st->residual, grad, st->n) ? PC_OK : PC_ERANGE;
+    if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))
+        return PC_ENOMEM;
+    memcpy(st->stage, grad, sizeof(float) * st->n);
+    return pc_codec__fold_finite(st->stage, NULL, st->n) ? PC_OK : PC_ERANGE;
+}
+
 /* The tree of the canonical sum over 256 lanes (codec_impl.h). */
 static double sum_tree(double *lane)
 {

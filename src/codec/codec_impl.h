@@ -39,9 +39,10 @@ typedef struct codec_ops {
      * indices the values went to in idx[0..h->entries), strictly ascending. */
     int (*apply_indices)(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                          float scale, float *dense, uint32_t *idx);
-    /* Optional codec-specific fold: the momentum correction (dgc; topk and randomk with
-     * momentum > 0), called only for a state that holds momentum; NULL or a state without
-     * momentum: the generic one. */
+    /* Optional codec-specific fold, called for every fold of the codec's states: the
+     * momentum correction (dgc; topk and randomk with momentum > 0), powersgd's fold with
+     * round 1's product. A state it has nothing of its own for (no momentum; a chunk that
+     * is not a matrix) it hands to pc_codec__fold_plain. NULL: always the plain fold. */
     int (*fold)(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 } codec_ops_t;
 
@@ -73,7 +74,7 @@ struct pc_codec_state {
     float *phat;    /* rows x rank: the server's P^ of the current step, or P_w after the fold */
     float *qt;      /* rank x cols: Q^T, made from q by each fold (q may be restored by a caller) */
     int round;      /* the rounds sent of the current step: 0, 1 (P_w) or 2 (Q_w) */
-    bool projected; /* the last fold made P_w = M Q into phat (pc_codec__lowrank_fold) */
+    bool projected; /* the last fold made P_w = M Q into phat (codec_lowrank.c's fold) */
 };
 
 /* pc_codec_state_t.folded: nothing folded since the last compress, a fold that succeeded,
@@ -89,12 +90,9 @@ extern const codec_ops_t pc_codec_ops_none, pc_codec_ops_fp16, pc_codec_ops_topk
  * PC_ENOMEM with what it allocated left in st for pc_codec_state_destroy. */
 int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size_t rows);
 
-/* powersgd's fold of grad into a matrix state st (codec_lowrank.c), when no round of the
- * previous step is in flight and the step is not a warm-up one: the fold and round 1's
- * product P_w = M Q in one pass (pc_lowrank_fold_project), P_w kept in st->phat for round
- * 1. Otherwise the plain fold, and round 1 makes P_w itself (the same bits). PC_OK,
- * PC_ERANGE (M holds NaN or infinity), PC_ENOMEM. */
-int pc_codec__lowrank_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
+/* The plain fold (codec_common.c): grad added to the residual (error feedback), or copied to
+ * the stage (without), and checked finite. PC_OK, PC_ERANGE (NaN or infinity), PC_ENOMEM. */
+int pc_codec__fold_plain(const pc_codec_t *c, pc_codec_state_t *st, const float *grad);
 
 /* Scratch growers: PC_OK or PC_ENOMEM. */
 int pc_codec__reserve_idx(pc_codec_t *c, size_t n);

@@ -53,10 +53,35 @@ static int lr_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
     return PC_OK;
 }
 
+/* The fold (codec_ops_t.fold): for a matrix state with no round of the previous step in
+ * flight and past the warm-up, the fold and round 1's product P_w = M Q in one pass
+ * (pc_lowrank_fold_project), P_w kept in st->phat for round 1; otherwise the plain fold,
+ * and round 1 makes P_w itself with the same kernel (the same bits). */
+static int lr_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
+{
+    st->projected = false;
+    if (!st->q || st->round != 0 || pc_codec_lowrank_warm(&c->spec, st->steps))
+        return pc_codec__fold_plain(c, st, grad);
+    float *m = st->residual;
+    const float *g = grad;
+    if (!c->spec.ef) { /* M is the gradient: the plain fold's copy, which the rounds read */
+        int rc = pc_codec__fold_plain(c, st, grad);
+        if (rc != PC_OK)
+            return rc;
+        m = st->stage;
+        g = NULL;
+    }
+    pc_lowrank_transpose(st->qt, st->q, st->cols, c->spec.rank);
+    int rc = pc_lowrank_fold_project(m, g, st->rows, st->cols, st->qt, c->spec.rank, st->phat);
+    st->projected = rc == PC_OK;
+    return rc;
+}
+
 const codec_ops_t pc_codec_ops_powersgd = {.max_payload = lr_max_payload,
                                            .compress = lr_compress,
                                            .validate = lr_validate,
-                                           .apply = lr_apply};
+                                           .apply = lr_apply,
+                                           .fold = lr_fold};
 
 /* ---- matrix states ------------------------------------------------------------------- */
 
@@ -94,26 +119,6 @@ int pc_codec__lowrank_state_init(const pc_codec_t *c, pc_codec_state_t *st, size
     pc_lowrank_orthonormalise(st->q, st->cols, c->spec.rank, work);
     free(work);
     return PC_OK;
-}
-
-int pc_codec__lowrank_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
-{
-    st->projected = false;
-    float *m = st->residual;
-    const float *g = grad;
-    if (!c->spec.ef) { /* M is the gradient: its copy, which the rounds read */
-        if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))
-            return PC_ENOMEM;
-        memcpy(st->stage, grad, sizeof(float) * st->n);
-        m = st->stage;
-        g = NULL;
-    }
-    if (st->round != 0 || pc_codec_lowrank_warm(&c->spec, st->steps))
-        return pc_codec__fold_finite(m, g, st->n) ? PC_OK : PC_ERANGE;
-    pc_lowrank_transpose(st->qt, st->q, st->cols, c->spec.rank);
-    int rc = pc_lowrank_fold_project(m, g, st->rows, st->cols, st->qt, c->spec.rank, st->phat);
-    st->projected = rc == PC_OK;
-    return rc;
 }
 
 size_t pc_codec_state_rows(const pc_codec_state_t *st)

@@ -204,6 +204,8 @@ static int apply_indexed(const pc_codec_t *c, const pc_wire_header_t *h, const u
 
 static int momentum_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
+    if (!st->momentum) /* momentum 0: plain error feedback */
+        return pc_codec__fold_plain(c, st, grad);
     const pc_codec_spec_t *s = &c->spec;
     size_t n = st->n;
     float *u = st->momentum, *v = st->residual;

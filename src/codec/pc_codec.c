@@ -517,25 +517,11 @@ void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)
 
 /* ---- compress and decode ------------------------------------------------------------- */
 
-static int fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
-{
-    if (c->ops->fold && st->momentum)
-        return c->ops->fold(c, st, grad);
-    if (st->q)
-        return pc_codec__lowrank_fold(c, st, grad);
-    if (c->spec.ef)
-        return pc_codec__fold_finite(st->residual, grad, st->n) ? PC_OK : PC_ERANGE;
-    if (!st->stage && !(st->stage = malloc(sizeof(float) * st->n)))
-        return PC_ENOMEM;
-    memcpy(st->stage, grad, sizeof(float) * st->n);
-    return pc_codec__fold_finite(st->stage, NULL, st->n) ? PC_OK : PC_ERANGE;
-}
-
 int pc_codec_fold(const pc_codec_t *c, pc_codec_state_t *st, const float *grad)
 {
     if (!c || !st || !grad)
         return PC_EINVAL;
-    int rc = fold(c, st, grad);
+    int rc = c->ops->fold ? c->ops->fold(c, st, grad) : pc_codec__fold_plain(c, st, grad);
     if (rc == PC_OK || rc == PC_ERANGE)
         st->folded = rc == PC_OK ? PC_CODEC_FOLD_OK : PC_CODEC_FOLD_NONFINITE;
     return rc;

@@ -16,7 +16,7 @@
  *
  * Round 2 leaves at once rather than queueing behind folded chunks: its chunk is the one
  * nearest to its update, and the server holds P^ for it. Round 1's product is made by the
- * chunk's fold, in the same pass (pc_codec__lowrank_fold; round 1 then only writes its
+ * chunk's fold, in the same pass (codec_lowrank.c's fold; round 1 then only writes its
  * message); round 2's is OpenBLAS's sgemm on this thread (pc-train and the binding keep
  * OpenBLAS to one thread).
  * In the warm-up (the codec's warmup= iterations) the chunk sends M dense and its update
