@@ -53,10 +53,10 @@ typedef void *pc_devcodec_stream_t; /* a cudaStream_t, or NULL */
 
 /* Where a codec runs: a CUDA device ordinal >= 0, or one of these. */
 #define PC_DEVCODEC_CPU (-1) /* the CPU codec, whatever devices exist */
-#define PC_DEVCODEC_ANY (-2) /* device 0 when there is one, else the CPU */
+#define PC_DEVCODEC_ANY (-2) /* device 0 when there is one, else the CPU (powersgd: the CPU) */
 
 /* Create a codec for spec (copied) on `device`. PC_OK; PC_EINVAL (bad spec or device
- * number, or powersgd: a two-round codec, CPU only through pc_codec.h's rounds); PC_ENODEV when a
+ * number, or powersgd on a CUDA device: it has no kernels yet, below); PC_ENODEV when a
  * device >= 0 was asked for and is not usable (err says why: CUDA not built in, the runtime's own
  * reason such as an old driver, or fewer devices); PC_ECUDA (a CUDA call failed), PC_ENOMEM. err
  * gets one line on failure. */
@@ -143,6 +143,49 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
                            const pc_codec_expect_t *want, float scale, float *dense,
                            pc_devcodec_stream_t stream, pc_wire_header_t *hdr, char *err,
                            size_t errlen);
+
+/* ---- PowerSGD: the two-round codec (pc_codec.h, "PowerSGD") ------------------------------
+ * The same rounds as pc_codec.h's, for a matrix chunk whose M lives in the codec's memory,
+ * with the same bytes and state. On the CPU only for now: a powersgd codec is created on
+ * PC_DEVCODEC_CPU (PC_DEVCODEC_ANY chooses it); a CUDA device is refused (PC_EINVAL) until
+ * the products and the orthonormalisation have kernels, whose bits would have to be these.
+ * A matrix chunk's state comes from pc_devcodec_state_create_matrix (pc_devcodec_state_create
+ * makes the plain state of a chunk that goes dense, as pc_codec_state_create does);
+ * pc_devcodec_fold folds the gradient into M and makes P_w in the same pass, as
+ * pc_codec_fold; pc_devcodec_compress and _compress_folded refuse the codec (PC_EINVAL).
+ * The calls below take and give the factors in host memory (rows x rank and cols x rank
+ * floats, a few kilobytes, where M is megabytes). Failures: PC_EINVAL (a state that is not
+ * a matrix's, a call out of order, a buffer below pc_devcodec_max_bytes), PC_ERANGE (NaN or
+ * infinity), PC_ENOMEM; pc_devcodec_error says which. One thread at a time per codec. */
+
+/* A matrix chunk's state: rows x (n / rows), which pc_codec_lowrank_fits under c's spec.
+ * Errors as pc_devcodec_state_create's; PC_EINVAL for a matrix that does not fit or a codec
+ * that is not powersgd. */
+int pc_devcodec_state_create_matrix(pc_devcodec_t *c, uint32_t chunk, size_t rows, size_t n,
+                                    pc_devcodec_state_t **out, char *err, size_t errlen);
+/* The matrix's rows (0 for a state of another codec). */
+size_t pc_devcodec_state_rows(const pc_devcodec_state_t *st);
+/* Round 1 on a folded state (pc_codec_lowrank_p): P_w's message into the host buffer out. */
+int pc_devcodec_lowrank_p(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                          pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len);
+/* A warm-up step on a folded state (pc_codec_lowrank_dense): M dense, the residual zeroed. */
+int pc_devcodec_lowrank_dense(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                              pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len);
+/* Round 2 after round 1 (pc_codec_lowrank_q): phat is the server's P^ (rows x rank floats,
+ * host, copied in), Q_w's message goes into out. */
+int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *phat,
+                          uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
+                          size_t *len);
+/* The end of the step after round 2 (pc_codec_lowrank_finish): q_agg (cols x rank, host)
+ * becomes Q; the residual becomes M - P^ Q^T; each row of P^ Q^T is handed to fn (may be
+ * NULL) in host memory, valid during the call. */
+int pc_devcodec_lowrank_finish(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *q_agg,
+                               pc_codec_row_fn fn, void *ud, pc_devcodec_stream_t stream);
+/* Copy a matrix state's Q (cols x rank floats, the warm start: checkpoints, the binding) to
+ * a host array, or from one. PC_OK; PC_EINVAL for a state that is not a matrix's; err says
+ * why. */
+int pc_devcodec_state_get_q(pc_devcodec_state_t *st, float *q, char *err, size_t errlen);
+int pc_devcodec_state_set_q(pc_devcodec_state_t *st, const float *q, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

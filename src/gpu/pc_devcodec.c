@@ -36,6 +36,7 @@ struct pc_devcodec_state {
     size_t n;
     uint64_t steps;
     pc_codec_state_t *host; /* the CPU path: the state itself */
+    size_t qn, np;          /* a powersgd matrix's Q and P^ (cols, rows x rank floats); else 0 */
     float *residual;        /* a device: n floats, or NULL */
     float *momentum;
     int folded; /* a device: PC_CODEC_FOLD_* (codec_impl.h), as a CPU state's */
@@ -56,15 +57,16 @@ int pc_devcodec_create(const pc_codec_spec_t *spec, int device, pc_devcodec_t **
                             "device codec: device %d is not a device "
                             "number, PC_DEVCODEC_CPU or PC_DEVCODEC_ANY",
                             device);
-    if (spec->id == PC_CODEC_POWERSGD)
+    bool lowrank = spec->id == PC_CODEC_POWERSGD;
+    if (lowrank && device >= 0)
         return pc_error_fmt(PC_EINVAL, err, errlen,
-                            "device codec: powersgd runs in two rounds through the server "
-                            "(pc_codec_lowrank_p/_q on the CPU): there is no one-message "
-                            "device codec for it");
+                            "device codec: powersgd has no CUDA kernels (its products run on "
+                            "the CPU): create it on PC_DEVCODEC_CPU, not device %d",
+                            device);
     char why[160];
     int count = pc_cuda_status(why, sizeof(why));
     if (device == PC_DEVCODEC_ANY)
-        device = count > 0 ? 0 : PC_DEVCODEC_CPU;
+        device = count > 0 && !lowrank ? 0 : PC_DEVCODEC_CPU;
     if (device >= 0 && device >= count)
         return pc_error_fmt(PC_ENODEV, err, errlen, "device codec: no CUDA device %d (%s)", device,
                             why);
@@ -384,6 +386,11 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
 {
     if (!out || !len)
         return fail(c, PC_EINVAL, "%s: no message buffer or length", what);
+    if (pc_codec_spec(c->codec)->id == PC_CODEC_POWERSGD)
+        return fail(c, PC_EINVAL,
+                    "%s: chunk %u: powersgd travels in two rounds (pc_devcodec_lowrank_p, "
+                    "_q), not one message",
+                    what, st->chunk);
     size_t need = pc_codec_max_bytes(c->codec, st->n);
     if (cap < need)
         return fail(c, PC_EINVAL, "%s: a buffer of %zu bytes; chunk %u's largest message needs %zu",
@@ -481,6 +488,161 @@ int pc_devcodec_compress_folded(pc_devcodec_t *c, pc_devcodec_state_t *st, uint6
         return fail(c, PC_ERANGE, "compress_folded: chunk %u: the fold found NaN or infinity",
                     st->chunk);
     return compress(c, st, NULL, iteration, stream, out, cap, len, "compress_folded");
+}
+
+/* ---- PowerSGD's rounds: the CPU codec's, on a CPU state (pc_devcodec.h) ------------------- */
+
+int pc_devcodec_state_create_matrix(pc_devcodec_t *c, uint32_t chunk, size_t rows, size_t n,
+                                    pc_devcodec_state_t **out, char *err, size_t errlen)
+{
+    if (!c || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "state: no codec or result pointer");
+    const pc_codec_spec_t *spec = pc_codec_spec(c->codec);
+    if (!pc_codec_lowrank_fits(spec, rows, n))
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "state for chunk %u: %s: %zu elements in %zu rows is not a matrix "
+                            "that travels as factors",
+                            chunk, pc_codec_name(spec->id), n, rows);
+    pc_devcodec_state_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "state for chunk %u: out of memory", chunk);
+    st->owner = c;
+    st->device = c->device; /* the CPU: pc_devcodec_create places powersgd nowhere else */
+    st->chunk = chunk;
+    st->n = n;
+    st->qn = n / rows * (size_t)spec->rank;
+    st->np = rows * (size_t)spec->rank;
+    int rc = pc_codec_state_create_matrix(c->codec, chunk, rows, n, &st->host);
+    if (rc != PC_OK) {
+        free(st);
+        return pc_error_fmt(rc, err, errlen, "state for chunk %u: %s", chunk, pc_strerror(rc));
+    }
+    *out = st;
+    return PC_OK;
+}
+
+size_t pc_devcodec_state_rows(const pc_devcodec_state_t *st)
+{
+    return st && st->host ? pc_codec_state_rows(st->host) : 0;
+}
+
+/* The checks every round shares: a matrix state of c's and, for a round that writes a
+ * message (msg), a buffer of the chunk's largest message. PC_OK, or PC_EINVAL with the
+ * reason on c. */
+static int lowrank_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, bool msg, const void *out,
+                        size_t cap, const size_t *len, const char *what)
+{
+    int rc = check_call(c, st, what);
+    if (rc != PC_OK)
+        return rc;
+    if (st->qn == 0)
+        return fail(c, PC_EINVAL, "%s: chunk %u's state is not a powersgd matrix's", what,
+                    st->chunk);
+    if (msg && (!out || !len))
+        return fail(c, PC_EINVAL, "%s: no message buffer or length", what);
+    if (msg && cap < pc_codec_max_bytes(c->codec, st->n))
+        return fail(c, PC_EINVAL, "%s: a buffer of %zu bytes; chunk %u's largest message needs %zu",
+                    what, cap, st->chunk, pc_codec_max_bytes(c->codec, st->n));
+    return PC_OK;
+}
+
+/* A round's result on c: rc, with its reason recorded when it failed. */
+static int lowrank_done(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, const char *what,
+                        const char *order)
+{
+    if (rc == PC_OK)
+        return rc;
+    return fail(c, rc, "%s: chunk %u: %s", what, st->chunk,
+                rc == PC_ERANGE   ? "the matrix or a product holds NaN or infinity"
+                : rc == PC_EINVAL ? order
+                                  : pc_strerror(rc));
+}
+
+int pc_devcodec_lowrank_p(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                          pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
+{
+    (void)stream; /* CPU states only */
+    if (!c)
+        return PC_EINVAL;
+    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_p");
+    if (rc != PC_OK)
+        return rc;
+    rc = pc_codec_lowrank_p(c->codec, st->host, iteration, out, cap, len);
+    return lowrank_done(c, st, rc, "lowrank_p", "nothing folded since the last step");
+}
+
+int pc_devcodec_lowrank_dense(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
+                              pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
+{
+    (void)stream;
+    if (!c)
+        return PC_EINVAL;
+    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_dense");
+    if (rc != PC_OK)
+        return rc;
+    rc = pc_codec_lowrank_dense(c->codec, st->host, iteration, out, cap, len);
+    return lowrank_done(c, st, rc, "lowrank_dense", "nothing folded since the last step");
+}
+
+int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *phat,
+                          uint64_t iteration, pc_devcodec_stream_t stream, void *out, size_t cap,
+                          size_t *len)
+{
+    (void)stream;
+    if (!c)
+        return PC_EINVAL;
+    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_q");
+    if (rc != PC_OK)
+        return rc;
+    if (!phat)
+        return fail(c, PC_EINVAL, "lowrank_q: chunk %u: no P^", st->chunk);
+    float *dst = pc_codec_state_lowrank_phat(st->host);
+    if (dst != phat)
+        memcpy(dst, phat, sizeof(float) * st->np);
+    rc = pc_codec_lowrank_q(c->codec, st->host, iteration, out, cap, len);
+    return lowrank_done(c, st, rc, "lowrank_q", "round 2 before round 1");
+}
+
+int pc_devcodec_lowrank_finish(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *q_agg,
+                               pc_codec_row_fn fn, void *ud, pc_devcodec_stream_t stream)
+{
+    (void)stream;
+    if (!c)
+        return PC_EINVAL;
+    int rc = lowrank_call(c, st, false, NULL, 0, NULL, "lowrank_finish");
+    if (rc != PC_OK)
+        return rc;
+    if (!q_agg)
+        return fail(c, PC_EINVAL, "lowrank_finish: chunk %u: no Q", st->chunk);
+    rc = pc_codec_lowrank_finish(c->codec, st->host, q_agg, fn, ud);
+    return lowrank_done(c, st, rc, "lowrank_finish", "the step's end before its round 2");
+}
+
+/* Copy a matrix state's Q to (get) or from (set) the host array q. */
+static int q_xfer(pc_devcodec_state_t *st, float *q, bool set, char *err, size_t errlen)
+{
+    if (!st || !q)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "Q: no state or array");
+    if (st->qn == 0)
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "chunk %u's state holds no Q (not a powersgd matrix's)", st->chunk);
+    float *mine = pc_codec_state_lowrank_q(st->host);
+    if (set)
+        memcpy(mine, q, sizeof(float) * st->qn);
+    else
+        memcpy(q, mine, sizeof(float) * st->qn);
+    return PC_OK;
+}
+
+int pc_devcodec_state_get_q(pc_devcodec_state_t *st, float *q, char *err, size_t errlen)
+{
+    return q_xfer(st, q, false, err, errlen);
+}
+
+int pc_devcodec_state_set_q(pc_devcodec_state_t *st, const float *q, char *err, size_t errlen)
+{
+    /* Only read when set. */
+    return q_xfer(st, (float *)(uintptr_t)q, true, err, errlen);
 }
 
 const char *pc_devcodec_error(const pc_devcodec_t *c)

@@ -141,10 +141,11 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--compress-on has no effect with --mode allreduce (nothing is "
                             "compressed); drop one of the two");
-    if (spec.id == PC_CODEC_POWERSGD && cfg->device != PC_DEVICE_CPU &&
+    /* --device emulate runs it in pc_devcodec's CPU path, the one it has */
+    if (spec.id == PC_CODEC_POWERSGD && cfg->device == PC_DEVICE_CUDA &&
         cfg->compress_on == PC_COMPRESS_ON_GPU)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
-                            "--compress %s has no device codec: its products run on the "
+                            "--compress %s has no CUDA kernels: its products run on the "
                             "compressor thread's core; add --compress-on cpu",
                             cfg->compress);
     return PC_OK;

@@ -292,11 +292,11 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
         return rc;
     size_t len = 0;
     int64_t t0 = pc_time_ns();
-    if (pc_rt__w_dev_codec(c))
+    if (c->lowrank)
+        rc = pc_rt__w_lr_first(w, c, it, &len);
+    else if (pc_rt__w_dev_codec(c))
         rc = pc_devcodec_compress_folded(w->dcodec, c->dst, it, w->s_codec, c->sendbuf, c->send_cap,
                                          &len);
-    else if (c->lowrank)
-        rc = pc_rt__w_lr_first(w, c, it, &len);
     else
         rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
     int64_t t1 = pc_time_ns();

@@ -142,7 +142,10 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
     }
     /* Folded and compressed on the device; the message's one copy goes into page-locked
      * memory. */
-    if ((rc = pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why))) != PC_OK)
+    rc = c->lowrank ? pc_devcodec_state_create_matrix(w->dcodec, c->id, c->rows, c->n, &c->dst, why,
+                                                      sizeof(why))
+                    : pc_devcodec_state_create(w->dcodec, c->id, c->n, &c->dst, why, sizeof(why));
+    if (rc != PC_OK)
         return gpu_fail(w, &w->main, rc, c, why);
     void *pinned;
     if ((rc = pc_gpu_host_alloc(g, c->send_cap, &pinned, why, sizeof(why))) != PC_OK)
@@ -282,6 +285,11 @@ int pc_rt__w_dev_states(pc_worker_t *w, bool to_device, wthread_t *me)
         float *mom = pc_devcodec_state_has_momentum(c->dst) ? pc_codec_state_momentum(c->st) : NULL;
         int rc = to_device ? pc_devcodec_state_set(c->dst, res, mom, why, sizeof(why))
                            : pc_devcodec_state_get(c->dst, res, mom, why, sizeof(why));
+        /* a powersgd matrix: and its Q, the warm start */
+        float *q = c->lowrank ? pc_codec_state_lowrank_q(c->st) : NULL;
+        if (rc == PC_OK && q)
+            rc = to_device ? pc_devcodec_state_set_q(c->dst, q, why, sizeof(why))
+                           : pc_devcodec_state_get_q(c->dst, q, why, sizeof(why));
         if (rc != PC_OK)
             return gpu_fail(w, me, rc, c, why);
         if (to_device)

@@ -21,6 +21,10 @@
  * OpenBLAS to one thread).
  * In the warm-up (the codec's warmup= iterations) the chunk sends M dense and its update
  * is the mean gradient, which the worker steps with in the same way.
+ * With device tensors and --compress-on gpu (--device emulate: pc_devcodec's CPU path, the
+ * one powersgd has) M lives in the chunk's device state (c->dst) and each round is
+ * pc_devcodec's; P^ is decoded into the host state's (c->st), which otherwise carries the
+ * checkpoints, and copied in by round 2.
  * A leaf of the worker's files (doc/design.md): it calls only worker_device.c's.
  *
  * Ownership: the chunk's buffers, state and requests are the MPI thread's (worker_impl.h). */
@@ -36,12 +40,16 @@
 
 int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len)
 {
-    (void)w;
+    bool dev = pc_rt__w_dev_codec(c); /* M in the device codec's state (--compress-on gpu) */
     if (pc_codec_lowrank_warm(pc_codec_spec(c->codec), it)) {
         c->lr_round = 0; /* the update is a plain pull */
-        return pc_codec_lowrank_dense(c->codec, c->st, it, c->sendbuf, c->send_cap, len);
+        return dev ? pc_devcodec_lowrank_dense(w->dcodec, c->dst, it, w->s_codec, c->sendbuf,
+                                               c->send_cap, len)
+                   : pc_codec_lowrank_dense(c->codec, c->st, it, c->sendbuf, c->send_cap, len);
     }
-    int rc = pc_codec_lowrank_p(c->codec, c->st, it, c->sendbuf, c->send_cap, len);
+    int rc =
+        dev ? pc_devcodec_lowrank_p(w->dcodec, c->dst, it, w->s_codec, c->sendbuf, c->send_cap, len)
+            : pc_codec_lowrank_p(c->codec, c->st, it, c->sendbuf, c->send_cap, len);
     if (rc == PC_OK)
         c->lr_round = 1;
     return rc;
@@ -59,11 +67,17 @@ int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthre
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "rejected P^ from server r%d: %s",
                        pc_rt__server_rank(rt, c->server), why);
-    if ((rc = pc_codec_lowrank_q(c->codec, c->st, it, c->sendbuf, c->send_cap, out)) != PC_OK)
+    /* P^ went into the host state's; a device state copies it in. */
+    rc = pc_rt__w_dev_codec(c)
+             ? pc_devcodec_lowrank_q(w->dcodec, c->dst, pc_codec_state_lowrank_phat(c->st), it,
+                                     w->s_codec, c->sendbuf, c->send_cap, out)
+             : pc_codec_lowrank_q(c->codec, c->st, it, c->sendbuf, c->send_cap, out);
+    if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu, round 2: %s", c->id,
                        w->tensors[c->first_tensor].name, (unsigned long long)it,
-                       rc == PC_ERANGE ? "a product is NaN or infinite (training diverged)"
-                                       : pc_strerror(rc));
+                       rc == PC_ERANGE         ? "a product is NaN or infinite (training diverged)"
+                       : pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec)
+                                               : pc_strerror(rc));
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
                               memory_order_relaxed);
     return PC_OK;
@@ -109,10 +123,12 @@ int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server
     }
     pc_wire_get_f32s(c->lr_q, v, qn);
     /* Round 2 came before, in order: finish refuses nothing but memory for its scratch. */
-    rc = pc_codec_lowrank_finish(c->codec, c->st, c->lr_q, step_row, &s);
+    rc = pc_rt__w_dev_codec(c)
+             ? pc_devcodec_lowrank_finish(w->dcodec, c->dst, c->lr_q, step_row, &s, w->s_codec)
+             : pc_codec_lowrank_finish(c->codec, c->st, c->lr_q, step_row, &s);
     c->lr_round = 0;
     if (rc != PC_OK)
         return pc_error_fmt(rc, why, whylen, "chunk %u: the update's rows: %s", c->id,
-                            pc_strerror(rc));
+                            pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
     return PC_OK;
 }

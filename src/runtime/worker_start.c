@@ -138,7 +138,13 @@ int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len)
     if (len != qn)
         return WFAIL(&w->main, PC_EINVAL, "tensor '%s': its Q has %zu floats, not %zu", t->name, qn,
                      len);
-    memcpy(q, pc_codec_state_lowrank_q(w->chunks[t->first_chunk].st), sizeof(float) * qn);
+    const wchunk_t *c = &w->chunks[t->first_chunk];
+    if (pc_rt__w_dev_codec(c)) { /* the device state's is the current one */
+        char why[256];
+        int rc = pc_devcodec_state_get_q(c->dst, q, why, sizeof(why));
+        return rc == PC_OK ? rc : WFAIL(&w->main, rc, "tensor '%s': %s", t->name, why);
+    }
+    memcpy(q, pc_codec_state_lowrank_q(c->st), sizeof(float) * qn);
     return PC_OK;
 }
 

@@ -6,12 +6,13 @@
 #    momentum and weight decay, which the workers apply from the factors as the server);
 #  - the same seed and flags give bitwise the same model whatever the schedule: pc-train
 #    mlp and cnn (synthetic) with --pipeline on == off, --priority forward == fifo, 1 server
-#    == 2 servers, --device emulate --compress-on cpu == cpu;
+#    == 2 servers, --device emulate --compress-on cpu and gpu (pc_devcodec's CPU path) == cpu
+#    (resume: test_resume.sh);
 #  - the matrices travel as factors both ways: the workers' and the servers' bytes per
 #    iteration far below the dense run's (the update is Q, not the parameters);
 #  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2) within 0.5 points of dense
 #    (--compress none), where Debian's dataset-fashion-mnist is installed;
-#  - refusals in one line: rank out of range, min-rank-gain below 1, the GPU codec path.
+#  - refusals in one line: rank out of range, min-rank-gain below 1, the CUDA codec path.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -54,6 +55,9 @@ same "mlp" 3 "--priority forward" "--priority fifo" "${mlp[@]}"
 same "mlp, 3 workers" 4/5 "--servers 1" "--servers 2" "${mlp[@]}"
 same "mlp, 3 workers, 2 servers" 5 "--pipeline on --servers 2" "--pipeline off --servers 2" "${mlp[@]}"
 same "mlp" 3 "--device cpu" "--device emulate --compress-on cpu" "${mlp[@]}"
+# --compress-on gpu: the device codec's CPU path (pc_devcodec) runs the rounds on M
+same "mlp" 3 "--device cpu" "--device emulate --compress-on gpu" "${mlp[@]}"
+same "mlp" 3 "--device cpu --pipeline off" "--device emulate --compress-on gpu --pipeline on" "${mlp[@]}"
 cnn=(--data synthetic --synthetic-samples 400 --model cnn --batch 8 --iters 6
      --compress powersgd:rank=1,warmup=2)
 same "cnn" 3 "--pipeline on" "--pipeline off" "${cnn[@]}"
@@ -117,5 +121,5 @@ refuse() { # WANT FLAGS...
 refuse "powersgd: rank=9 is out of range [1, 8]" --compress powersgd:rank=9
 refuse "powersgd: rank=0 is out of range [1, 8]" --compress powersgd:rank=0
 refuse "powersgd: min-rank-gain=0.5 is out of range [1, 1e9]" --compress powersgd:min-rank-gain=0.5
-refuse "has no device codec" --compress powersgd --device emulate
+refuse "has no CUDA kernels" --compress powersgd --device cuda
 pc_done

@@ -3,7 +3,8 @@
 #  - kill -9 every rank mid-run after a checkpoint; --resume finishes the run and saves
 #    bitwise the model of an uninterrupted run (parameter servers, top-k, pipelined; and
 #    the dense allreduce baseline, whose workers hold the parameters; powersgd, whose
-#    workers hold the residual and Q);
+#    workers hold the residual and Q, also in the device codec's states of --device
+#    emulate --compress-on gpu);
 #  - SIGTERM to every rank: all stop at one iteration with exit status 143 after a final
 #    checkpoint, and --resume again gives the uninterrupted model (what a Slurm time limit
 #    or pre-emption does);
@@ -70,6 +71,10 @@ interrupted allreduce KILL --mode allreduce --compress none
 interrupted ps-term TERM --compress dgc:ratio=0.01 --compress-min-bytes 0
 # powersgd: the residual and Q (the warm start) of every matrix come back from the file.
 interrupted ps-powersgd KILL --compress powersgd:rank=2,warmup=20
+# the same with M in the device codec's states (pc_devcodec's CPU path): their Q and residual
+# go to the checkpoint and back through pc_devcodec_state_get/_set(_q)
+interrupted ps-powersgd-dev KILL --compress powersgd:rank=2,warmup=20 --device emulate \
+    --compress-on gpu
 
 # A corrupted newest checkpoint: reported, the previous one used, same final model.
 ck="$tmp/corrupt-ck"

@@ -475,12 +475,16 @@ static void test_create_errors(void **state)
     bad.id = PC_CODEC_COUNT;
     assert_int_equal(pc_devcodec_create(&bad, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
     assert_non_null(strstr(err, "field out of its range"));
-    /* powersgd: two rounds through the server, never a device codec, on either target. */
+    /* powersgd: on the CPU (ANY chooses it), never on a CUDA device (no kernels), whether
+     * or not one exists. */
     pc_codec_spec_t lr = parse("powersgd:rank=2", 1);
-    assert_int_equal(pc_devcodec_create(&lr, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_EINVAL);
-    assert_non_null(strstr(err, "powersgd runs in two rounds"));
-    assert_int_equal(pc_devcodec_create(&lr, TARGET, &d, err, sizeof(err)), PC_EINVAL);
+    assert_int_equal(pc_devcodec_create(&lr, 0, &d, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "powersgd has no CUDA kernels"));
     assert_null(d);
+    assert_int_equal(pc_devcodec_create(&lr, PC_DEVCODEC_ANY, &d, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_devcodec_device(d), PC_DEVCODEC_CPU);
+    pc_devcodec_destroy(d);
+    d = NULL;
     /* ANY: device 0 where there is one, else the CPU. */
     assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_ANY, &d, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_devcodec_device(d), count > 0 ? 0 : PC_DEVCODEC_CPU);
@@ -562,6 +566,158 @@ static void test_state_and_call_errors(void **state)
 }
 
 /* A bad message: PC_EFORMAT with a reason, the device buffer untouched. */
+/* ---- powersgd: the rounds on the CPU path, against pc_codec's ---------------------------- */
+
+#define LR_ROWS 64
+#define LR_COLS 48
+#define LR_N    (LR_ROWS * LR_COLS)
+#define LR_RANK 2
+
+/* The rows pc_*_lowrank_finish hands over, kept. */
+static void keep_row(void *ud, size_t row, const float *update)
+{
+    memcpy((float *)ud + row * LR_COLS, update, sizeof(float) * LR_COLS);
+}
+
+/* A matrix state on each side; 4 iterations (the first a warm-up), with P^ and the
+ * aggregate Q made up (the codec does not check what the server would send): the messages,
+ * the rows handed over, the residual and Q equal bit for bit, call after call. */
+static void test_lowrank_rounds(void **state)
+{
+    (void)state;
+    pc_codec_spec_t spec = parse("powersgd:rank=2,warmup=1", 5);
+    pc_codec_t *c;
+    pc_devcodec_t *d;
+    pc_codec_state_t *cs;
+    pc_devcodec_state_t *ds;
+    char err[256] = "";
+    assert_int_equal(pc_codec_create(&spec, &c), PC_OK);
+    assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_codec_state_create_matrix(c, 3, LR_ROWS, LR_N, &cs), PC_OK);
+    assert_int_equal(pc_devcodec_state_create_matrix(d, 3, LR_ROWS, LR_N, &ds, err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(pc_devcodec_state_rows(ds), LR_ROWS);
+    size_t cap = pc_codec_max_bytes(c, LR_N), la, lb;
+    uint8_t *ma = malloc(cap), *mb = malloc(cap);
+    float *g = malloc(sizeof(float) * LR_N), *ra = malloc(sizeof(float) * LR_N),
+          *rb = malloc(sizeof(float) * LR_N), phat[LR_ROWS * LR_RANK], q[LR_COLS * LR_RANK],
+          qb[LR_COLS * LR_RANK];
+    assert_true(ma && mb && g && ra && rb);
+    for (uint64_t it = 0; it < 4; it++) {
+        fill(g, LR_N, GRADIENT, 11, it);
+        assert_int_equal(pc_codec_fold(c, cs, g), PC_OK);
+        assert_int_equal(pc_devcodec_fold(d, ds, g, NULL), PC_OK);
+        if (pc_codec_lowrank_warm(&spec, it)) {
+            assert_int_equal(pc_codec_lowrank_dense(c, cs, it, ma, cap, &la), PC_OK);
+            assert_int_equal(pc_devcodec_lowrank_dense(d, ds, it, NULL, mb, cap, &lb), PC_OK);
+        } else {
+            assert_int_equal(pc_codec_lowrank_p(c, cs, it, ma, cap, &la), PC_OK);
+            assert_int_equal(pc_devcodec_lowrank_p(d, ds, it, NULL, mb, cap, &lb), PC_OK);
+            assert_int_equal(la, lb);
+            assert_memory_equal(ma, mb, la);
+            fill(phat, LR_ROWS * LR_RANK, GRADIENT, 12, it);
+            memcpy(pc_codec_state_lowrank_phat(cs), phat, sizeof(phat));
+            assert_int_equal(pc_codec_lowrank_q(c, cs, it, ma, cap, &la), PC_OK);
+            assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, it, NULL, mb, cap, &lb), PC_OK);
+            fill(q, LR_COLS * LR_RANK, GRADIENT, 13, it);
+            assert_int_equal(pc_codec_lowrank_finish(c, cs, q, keep_row, ra), PC_OK);
+            assert_int_equal(pc_devcodec_lowrank_finish(d, ds, q, keep_row, rb, NULL), PC_OK);
+            expect_same_floats(rb, ra, LR_N, "update row", "powersgd", LR_N, it);
+        }
+        assert_int_equal(la, lb);
+        assert_memory_equal(ma, mb, la);
+        assert_int_equal(pc_devcodec_state_get(ds, rb, NULL, err, sizeof(err)), PC_OK);
+        expect_same_floats(rb, pc_codec_state_residual(cs), LR_N, "residual", "powersgd", LR_N, it);
+        assert_int_equal(pc_devcodec_state_get_q(ds, qb, err, sizeof(err)), PC_OK);
+        expect_same_floats(qb, pc_codec_state_lowrank_q(cs), LR_COLS * LR_RANK, "Q", "powersgd",
+                           LR_N, it);
+    }
+    assert_int_equal(pc_devcodec_stats(d).messages, pc_codec_stats(c).messages);
+    /* Q set (a checkpoint restored) is the next round's warm start, on both sides. */
+    fill(q, LR_COLS * LR_RANK, GRADIENT, 14, 0);
+    assert_int_equal(pc_devcodec_state_set_q(ds, q, err, sizeof(err)), PC_OK);
+    memcpy(pc_codec_state_lowrank_q(cs), q, sizeof(q));
+    fill(g, LR_N, GRADIENT, 11, 4);
+    assert_int_equal(pc_codec_fold(c, cs, g), PC_OK);
+    assert_int_equal(pc_devcodec_fold(d, ds, g, NULL), PC_OK);
+    assert_int_equal(pc_codec_lowrank_p(c, cs, 4, ma, cap, &la), PC_OK);
+    assert_int_equal(pc_devcodec_lowrank_p(d, ds, 4, NULL, mb, cap, &lb), PC_OK);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ma, mb, la);
+    free(ma), free(mb), free(g), free(ra), free(rb);
+    pc_devcodec_state_destroy(ds);
+    pc_codec_state_destroy(cs);
+    pc_devcodec_destroy(d);
+    pc_codec_destroy(c);
+}
+
+/* The rounds' refusals: each PC_EINVAL (or PC_ERANGE) with its reason in one line. */
+static void test_lowrank_errors(void **state)
+{
+    (void)state;
+    pc_codec_spec_t spec = parse("powersgd:rank=2", 5);
+    pc_devcodec_t *d, *topk;
+    pc_devcodec_state_t *ds = NULL, *plain = NULL;
+    char err[256] = "";
+    assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_OK);
+    pc_codec_spec_t tk = parse("topk", 1);
+    assert_int_equal(pc_devcodec_create(&tk, PC_DEVCODEC_CPU, &topk, err, sizeof(err)), PC_OK);
+    /* not a matrix that travels as factors; not a powersgd codec */
+    assert_int_equal(pc_devcodec_state_create_matrix(d, 1, 7, LR_N, &ds, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_non_null(strstr(err, "is not a matrix that travels as factors"));
+    assert_int_equal(pc_devcodec_state_create_matrix(topk, 1, LR_ROWS, LR_N, &ds, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_null(ds);
+    assert_int_equal(pc_devcodec_state_create_matrix(d, 1, LR_ROWS, LR_N, &ds, err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(pc_devcodec_state_create(d, 2, LR_N, &plain, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_devcodec_state_rows(plain), 0);
+    size_t cap = pc_devcodec_max_bytes(d, LR_N), len;
+    uint8_t *m = malloc(cap);
+    float *g = calloc(LR_N, sizeof(float)), q[LR_COLS * LR_RANK] = {0},
+          phat[LR_ROWS * LR_RANK] = {0};
+    assert_true(m && g);
+    /* a plain state; another codec's state */
+    assert_int_equal(pc_devcodec_lowrank_p(d, plain, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "chunk 2's state is not a powersgd matrix's"));
+    assert_int_equal(pc_devcodec_state_get_q(plain, q, err, sizeof(err)), PC_EINVAL);
+    assert_non_null(strstr(err, "holds no Q"));
+    assert_int_equal(pc_devcodec_lowrank_p(topk, ds, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(topk), "belongs to another codec"));
+    /* out of order: nothing folded, round 2 first, the end first */
+    assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "nothing folded"));
+    assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "round 2 before round 1"));
+    assert_int_equal(pc_devcodec_lowrank_finish(d, ds, q, NULL, NULL, NULL), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "before its round 2"));
+    /* a buffer too small; no P^; the one-message calls */
+    assert_int_equal(pc_devcodec_fold(d, ds, g, NULL), PC_OK);
+    assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap - 1, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "largest message needs"));
+    assert_int_equal(pc_devcodec_compress_folded(d, ds, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "powersgd travels in two rounds"));
+    assert_int_equal(pc_devcodec_compress(d, plain, g, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap, &len), PC_OK);
+    assert_int_equal(pc_devcodec_lowrank_q(d, ds, NULL, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "no P^"));
+    /* NaN in M: the fold says so, round 1 refuses */
+    pc_devcodec_state_t *bad = NULL;
+    g[5] = NAN;
+    assert_int_equal(pc_devcodec_state_create_matrix(d, 4, LR_ROWS, LR_N, &bad, err, sizeof(err)),
+                     PC_OK);
+    assert_int_equal(pc_devcodec_fold(d, bad, g, NULL), PC_ERANGE);
+    assert_int_equal(pc_devcodec_lowrank_p(d, bad, 0, NULL, m, cap, &len), PC_ERANGE);
+    assert_non_null(strstr(pc_devcodec_error(d), "NaN or infinity"));
+    free(m), free(g);
+    pc_devcodec_state_destroy(bad);
+    pc_devcodec_state_destroy(ds);
+    pc_devcodec_state_destroy(plain);
+    pc_devcodec_destroy(d);
+    pc_devcodec_destroy(topk);
+}
+
 static void test_decode_rejects(void **state)
 {
     (void)state;
@@ -662,6 +818,8 @@ int main(void)
         cmocka_unit_test(test_device_philox),
 #endif
         cmocka_unit_test(test_fold_protocol),
+        cmocka_unit_test(test_lowrank_rounds),
+        cmocka_unit_test(test_lowrank_errors),
         cmocka_unit_test(test_scratch_reuse),
 #if defined(PC_TEST_ON_DEVICE) && defined(PC_HAVE_CUDA)
         cmocka_unit_test(test_own_stream),
