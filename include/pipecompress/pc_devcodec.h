@@ -72,8 +72,9 @@ const pc_codec_t *pc_devcodec_codec(const pc_devcodec_t *c);
 pc_codec_stats_t pc_devcodec_stats(const pc_devcodec_t *c);
 /* Largest message for a chunk of n elements: pc_codec_max_bytes. */
 size_t pc_devcodec_max_bytes(const pc_devcodec_t *c, size_t n);
-/* The one-line message of the last failed compress, compress_folded or fold on c (c's own
- * buffer, overwritten by c's next failure; "" before any). */
+/* The one-line message of the last failed compress, compress_folded, fold or powersgd round
+ * (lowrank_p, _dense, _q, _finish) on c (c's own buffer, overwritten by c's next failure;
+ * "" before any). */
 const char *pc_devcodec_error(const pc_devcodec_t *c);
 
 /* Memory in the codec's space (cudaMalloc, or malloc on the CPU) and pinned host memory
@@ -147,20 +148,27 @@ int pc_devcodec_decode_add(const pc_devcodec_t *c, const void *msg, size_t len,
 /* ---- PowerSGD: the two-round codec (pc_codec.h, "PowerSGD") ------------------------------
  * The same rounds as pc_codec.h's, for a matrix chunk whose M lives in the codec's memory,
  * with the same bytes and state. On the CPU only for now: a powersgd codec is created on
- * PC_DEVCODEC_CPU (PC_DEVCODEC_ANY chooses it); a CUDA device is refused (PC_EINVAL) until
- * the products and the orthonormalisation have kernels, whose bits would have to be these.
- * A matrix chunk's state comes from pc_devcodec_state_create_matrix (pc_devcodec_state_create
- * makes the plain state of a chunk that goes dense, as pc_codec_state_create does);
+ * PC_DEVCODEC_CPU (PC_DEVCODEC_ANY chooses it); a CUDA device is refused (PC_EINVAL): it has
+ * no kernels. Kernels could not promise these bits as they stand: round 2's product is
+ * OpenBLAS's sgemm (pc_lowrank.h), so it would be written out with a fixed order first, as
+ * round 1's and the rows are. A matrix chunk's state comes from
+ * pc_devcodec_state_create_matrix, and needs error feedback (ef=on, the default: with
+ * ef=off the codec keeps no M to fold into, and the caller uses pc_codec on the host);
  * pc_devcodec_fold folds the gradient into M and makes P_w in the same pass, as
  * pc_codec_fold; pc_devcodec_compress and _compress_folded refuse the codec (PC_EINVAL).
- * The calls below take and give the factors in host memory (rows x rank and cols x rank
- * floats, a few kilobytes, where M is megabytes). Failures: PC_EINVAL (a state that is not
- * a matrix's, a call out of order, a buffer below pc_devcodec_max_bytes), PC_ERANGE (NaN or
- * infinity), PC_ENOMEM; pc_devcodec_error says which. One thread at a time per codec. */
+ * The factors cross in host memory (P^ in, rows x rank floats; Q in, cols x rank; the
+ * messages out), and lowrank_finish hands the update's rows to the caller in host memory
+ * (the caller's optimizer steps the host mirror with them; a device would make them on the
+ * host from P^ and Q, pc_lowrank_row, and the same bits for the residual on the device).
+ * The order of a step is fold, then lowrank_p (or lowrank_dense in a warm-up step, which
+ * ends it), lowrank_q, lowrank_finish; a call out of order is refused before it touches
+ * anything. Failures: PC_EINVAL (a state that is not a matrix's, a call out of order, a
+ * buffer below pc_devcodec_max_bytes), PC_ERANGE (NaN or infinity), PC_ENOMEM (and on a
+ * device PC_ECUDA); pc_devcodec_error says which. One thread at a time per codec. */
 
 /* A matrix chunk's state: rows x (n / rows), which pc_codec_lowrank_fits under c's spec.
- * Errors as pc_devcodec_state_create's; PC_EINVAL for a matrix that does not fit or a codec
- * that is not powersgd. */
+ * Errors as pc_devcodec_state_create's; PC_EINVAL (with err) for a matrix that does not fit,
+ * a codec that is not powersgd, or one with ef=off. */
 int pc_devcodec_state_create_matrix(pc_devcodec_t *c, uint32_t chunk, size_t rows, size_t n,
                                     pc_devcodec_state_t **out, char *err, size_t errlen);
 /* The matrix's rows (0 for a state of another codec). */
@@ -182,8 +190,8 @@ int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float
 int pc_devcodec_lowrank_finish(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *q_agg,
                                pc_codec_row_fn fn, void *ud, pc_devcodec_stream_t stream);
 /* Copy a matrix state's Q (cols x rank floats, the warm start: checkpoints, the binding) to
- * a host array, or from one. PC_OK; PC_EINVAL for a state that is not a matrix's; err says
- * why. */
+ * a host array, or from one. PC_OK; PC_EINVAL for a state that is not a matrix's (on a
+ * device also PC_ECUDA); err says why. */
 int pc_devcodec_state_get_q(pc_devcodec_state_t *st, float *q, char *err, size_t errlen);
 int pc_devcodec_state_set_q(pc_devcodec_state_t *st, const float *q, char *err, size_t errlen);
 

@@ -498,11 +498,25 @@ int pc_devcodec_state_create_matrix(pc_devcodec_t *c, uint32_t chunk, size_t row
     if (!c || !out)
         return pc_error_fmt(PC_EINVAL, err, errlen, "state: no codec or result pointer");
     const pc_codec_spec_t *spec = pc_codec_spec(c->codec);
+    if (spec->id != PC_CODEC_POWERSGD)
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "state for chunk %u: a matrix state is powersgd's, not %s's", chunk,
+                            pc_codec_name(spec->id));
+    if (!spec->ef)
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "state for chunk %u: powersgd with ef=off keeps no M to fold into: "
+                            "run it on the host codec (pc_codec)",
+                            chunk);
+    if (!pc_codec__n_ok(c->codec, n))
+        return pc_error_fmt(PC_EINVAL, err, errlen,
+                            "state for chunk %u: %zu elements is not in 1..%u or its largest "
+                            "message exceeds 2^32 - 1 bytes",
+                            chunk, n, PC_CODEC_MAX_N);
     if (!pc_codec_lowrank_fits(spec, rows, n))
         return pc_error_fmt(PC_EINVAL, err, errlen,
-                            "state for chunk %u: %s: %zu elements in %zu rows is not a matrix "
-                            "that travels as factors",
-                            chunk, pc_codec_name(spec->id), n, rows);
+                            "state for chunk %u: %zu elements in %zu rows is not a matrix that "
+                            "travels as factors (pc_codec_lowrank_fits)",
+                            chunk, n, rows);
     pc_devcodec_state_t *st = calloc(1, sizeof(*st));
     if (!st)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "state for chunk %u: out of memory", chunk);
@@ -526,17 +540,28 @@ size_t pc_devcodec_state_rows(const pc_devcodec_state_t *st)
     return st && st->host ? pc_codec_state_rows(st->host) : 0;
 }
 
-/* The checks every round shares: a matrix state of c's and, for a round that writes a
- * message (msg), a buffer of the chunk's largest message. PC_OK, or PC_EINVAL with the
+/* The checks every round shares, made before anything is touched (a refused call changes
+ * nothing): a matrix state of c's whose step is at `round` (0: round 1 or a warm-up
+ * message is due, after a fold; 1: round 2; 2: the step's end) and, for a call that writes
+ * a message (msg), a buffer of the chunk's largest message. PC_OK, or PC_EINVAL with the
  * reason on c. */
-static int lowrank_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, bool msg, const void *out,
-                        size_t cap, const size_t *len, const char *what)
+static int lowrank_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, int round, bool msg,
+                        const void *out, size_t cap, const size_t *len, const char *what)
 {
+    static const char *const due[] = {"round 1 (or a warm-up step's message)", "round 2",
+                                      "the step's end (lowrank_finish)"};
     int rc = check_call(c, st, what);
     if (rc != PC_OK)
         return rc;
     if (st->qn == 0)
         return fail(c, PC_EINVAL, "%s: chunk %u's state is not a powersgd matrix's", what,
+                    st->chunk);
+    int at = st->host->round; /* 0, 1 or 2 (codec_impl.h) */
+    if (at != round)
+        return fail(c, PC_EINVAL, "%s: chunk %u: out of order: %s is due", what, st->chunk,
+                    due[at]);
+    if (round == 0 && st->host->folded == PC_CODEC_FOLD_NONE)
+        return fail(c, PC_EINVAL, "%s: chunk %u: nothing folded since the last step", what,
                     st->chunk);
     if (msg && (!out || !len))
         return fail(c, PC_EINVAL, "%s: no message buffer or length", what);
@@ -547,15 +572,13 @@ static int lowrank_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, bool ms
 }
 
 /* A round's result on c: rc, with its reason recorded when it failed. */
-static int lowrank_done(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, const char *what,
-                        const char *order)
+static int lowrank_done(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc, const char *what)
 {
     if (rc == PC_OK)
         return rc;
     return fail(c, rc, "%s: chunk %u: %s", what, st->chunk,
-                rc == PC_ERANGE   ? "the matrix or a product holds NaN or infinity"
-                : rc == PC_EINVAL ? order
-                                  : pc_strerror(rc));
+                rc == PC_ERANGE ? "the matrix or a product holds NaN or infinity"
+                                : pc_strerror(rc));
 }
 
 int pc_devcodec_lowrank_p(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
@@ -564,11 +587,11 @@ int pc_devcodec_lowrank_p(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t it
     (void)stream; /* CPU states only */
     if (!c)
         return PC_EINVAL;
-    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_p");
+    int rc = lowrank_call(c, st, 0, true, out, cap, len, "lowrank_p");
     if (rc != PC_OK)
         return rc;
     rc = pc_codec_lowrank_p(c->codec, st->host, iteration, out, cap, len);
-    return lowrank_done(c, st, rc, "lowrank_p", "nothing folded since the last step");
+    return lowrank_done(c, st, rc, "lowrank_p");
 }
 
 int pc_devcodec_lowrank_dense(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
@@ -577,11 +600,11 @@ int pc_devcodec_lowrank_dense(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_
     (void)stream;
     if (!c)
         return PC_EINVAL;
-    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_dense");
+    int rc = lowrank_call(c, st, 0, true, out, cap, len, "lowrank_dense");
     if (rc != PC_OK)
         return rc;
     rc = pc_codec_lowrank_dense(c->codec, st->host, iteration, out, cap, len);
-    return lowrank_done(c, st, rc, "lowrank_dense", "nothing folded since the last step");
+    return lowrank_done(c, st, rc, "lowrank_dense");
 }
 
 int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *phat,
@@ -591,7 +614,7 @@ int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float
     (void)stream;
     if (!c)
         return PC_EINVAL;
-    int rc = lowrank_call(c, st, true, out, cap, len, "lowrank_q");
+    int rc = lowrank_call(c, st, 1, true, out, cap, len, "lowrank_q");
     if (rc != PC_OK)
         return rc;
     if (!phat)
@@ -600,7 +623,7 @@ int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float
     if (dst != phat)
         memcpy(dst, phat, sizeof(float) * st->np);
     rc = pc_codec_lowrank_q(c->codec, st->host, iteration, out, cap, len);
-    return lowrank_done(c, st, rc, "lowrank_q", "round 2 before round 1");
+    return lowrank_done(c, st, rc, "lowrank_q");
 }
 
 int pc_devcodec_lowrank_finish(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *q_agg,
@@ -609,13 +632,13 @@ int pc_devcodec_lowrank_finish(pc_devcodec_t *c, pc_devcodec_state_t *st, const 
     (void)stream;
     if (!c)
         return PC_EINVAL;
-    int rc = lowrank_call(c, st, false, NULL, 0, NULL, "lowrank_finish");
+    int rc = lowrank_call(c, st, 2, false, NULL, 0, NULL, "lowrank_finish");
     if (rc != PC_OK)
         return rc;
     if (!q_agg)
         return fail(c, PC_EINVAL, "lowrank_finish: chunk %u: no Q", st->chunk);
     rc = pc_codec_lowrank_finish(c->codec, st->host, q_agg, fn, ud);
-    return lowrank_done(c, st, rc, "lowrank_finish", "the step's end before its round 2");
+    return lowrank_done(c, st, rc, "lowrank_finish");
 }
 
 /* Copy a matrix state's Q to (get) or from (set) the host array q. */

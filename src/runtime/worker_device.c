@@ -156,6 +156,25 @@ int pc_rt__w_dev_chunk_init(pc_worker_t *w, wchunk_t *c)
     return PC_OK;
 }
 
+void pc_rt__w_dev_log(const pc_worker_t *w)
+{
+    if (!w->device || w->rt->rank != 0 || !pc_log_enabled(w->rt->log, PC_LOG_DEBUG))
+        return;
+    int on_dev = 0, matrices = 0;
+    for (int ci = 0; ci < w->nchunks; ci++) {
+        on_dev += pc_rt__w_dev_codec(&w->chunks[ci]);
+        matrices += pc_rt__w_dev_codec(&w->chunks[ci]) && w->chunks[ci].lowrank;
+    }
+    int dev = pc_gpu_device(w->rt->gpu);
+    char where[32] = "the emulated device";
+    if (dev != PC_GPU_EMULATE)
+        snprintf(where, sizeof(where), "cuda:%d", dev);
+    pc_log_write(w->rt->log, PC_LOG_DEBUG, NULL,
+                 "device codec on %s: %d of %d chunks folded and compressed there (%d of them "
+                 "powersgd matrices), the others copied to the host",
+                 where, on_dev, w->nchunks, matrices);
+}
+
 int pc_rt__w_dev_params_up(pc_worker_t *w)
 {
     return w->device ? copy_params(w, true) : PC_OK;

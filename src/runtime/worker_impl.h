@@ -423,6 +423,9 @@ void pc_rt__w_dev_release(pc_worker_t *w);
  * queue the copies of the gradients that are compressed (or reduced) on the host into
  * their chunks' mirrors, each followed by its chunk's `down` event. MPI thread. */
 int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, wthread_t *me);
+/* Worker 0, at debug level, with device tensors: how many chunks the device codec folds and
+ * compresses (and how many of them are powersgd matrices). Backprop thread, at start. */
+void pc_rt__w_dev_log(const pc_worker_t *w);
 /* Whether chunk c is folded and compressed on the device (it has a device state). */
 static inline bool pc_rt__w_dev_codec(const wchunk_t *c)
 {

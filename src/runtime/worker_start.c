@@ -430,6 +430,7 @@ static int setup_chunks(pc_worker_t *w)
         if (rc != PC_OK)
             return rc;
     }
+    pc_rt__w_dev_log(w);
     return PC_OK;
 }
 

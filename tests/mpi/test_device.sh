@@ -57,6 +57,16 @@ for codec in topk:ratio=0.05 dgc:ratio=0.05; do
         done
     done
 done
+# where the models were made: --compress-on gpu gives chunks device states, cpu none
+train where-gpu 3 --compress topk:ratio=0.05 --chunk-bytes 64K --device emulate --log-level debug
+train where-cpu 3 --compress topk:ratio=0.05 --chunk-bytes 64K --device emulate --compress-on cpu \
+    --log-level debug
+if grep -qE 'device codec on the emulated device: [1-9][0-9]* of ' "$tmp/where-gpu.log" &&
+    grep -q 'device codec on the emulated device: 0 of ' "$tmp/where-cpu.log"; then
+    ok "topk: --compress-on gpu folds and compresses in the device codec, cpu in none"
+else
+    bad "topk: the device codec's chunk count"; grep 'device codec' "$tmp"/where-*.log
+fi
 train gpu-auto 3 --compress topk:ratio=0.05 --chunk-bytes 64K --device emulate --gpu auto
 same topk-cpu gpu-auto "--gpu auto (the default, given) is accepted with --device emulate"
 train ar-cpu 2 --mode allreduce

@@ -58,6 +58,14 @@ same "mlp" 3 "--device cpu" "--device emulate --compress-on cpu" "${mlp[@]}"
 # --compress-on gpu: the device codec's CPU path (pc_devcodec) runs the rounds on M
 same "mlp" 3 "--device cpu" "--device emulate --compress-on gpu" "${mlp[@]}"
 same "mlp" 3 "--device cpu --pipeline off" "--device emulate --compress-on gpu --pipeline on" "${mlp[@]}"
+# ... and it is the device codec that ran them (a model equal to the host path's proves
+# nothing of where it was made): worker 0's debug line counts its matrices
+if grep -q 'device codec on the emulated device: 2 of 4 chunks .* (2 of them powersgd matrices)' \
+        <("$run" -t 60 -np 3 "$train" "${mlp[@]}" --iters 2 --device emulate --log-level debug 2>&1); then
+    ok "mlp, --device emulate --compress-on gpu: its 2 matrices in the device codec's states"
+else
+    bad "mlp, --device emulate --compress-on gpu: the matrices did not get device states"
+fi
 cnn=(--data synthetic --synthetic-samples 400 --model cnn --batch 8 --iters 6
      --compress powersgd:rank=1,warmup=2)
 same "cnn" 3 "--pipeline on" "--pipeline off" "${cnn[@]}"

@@ -565,7 +565,6 @@ static void test_state_and_call_errors(void **state)
     pc_devcodec_destroy(d);
 }
 
-/* A bad message: PC_EFORMAT with a reason, the device buffer untouched. */
 /* ---- powersgd: the rounds on the CPU path, against pc_codec's ---------------------------- */
 
 #define LR_ROWS 64
@@ -611,11 +610,14 @@ static void test_lowrank_rounds(void **state)
             assert_int_equal(pc_codec_lowrank_dense(c, cs, it, ma, cap, &la), PC_OK);
             assert_int_equal(pc_devcodec_lowrank_dense(d, ds, it, NULL, mb, cap, &lb), PC_OK);
         } else {
+            /* a refused call out of order (round 2 first) touches nothing: round 1 below
+             * still sends the fold's P_w */
+            fill(phat, LR_ROWS * LR_RANK, GRADIENT, 12, it);
+            assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, it, NULL, mb, cap, &lb), PC_EINVAL);
             assert_int_equal(pc_codec_lowrank_p(c, cs, it, ma, cap, &la), PC_OK);
             assert_int_equal(pc_devcodec_lowrank_p(d, ds, it, NULL, mb, cap, &lb), PC_OK);
             assert_int_equal(la, lb);
             assert_memory_equal(ma, mb, la);
-            fill(phat, LR_ROWS * LR_RANK, GRADIENT, 12, it);
             memcpy(pc_codec_state_lowrank_phat(cs), phat, sizeof(phat));
             assert_int_equal(pc_codec_lowrank_q(c, cs, it, ma, cap, &la), PC_OK);
             assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, it, NULL, mb, cap, &lb), PC_OK);
@@ -662,12 +664,20 @@ static void test_lowrank_errors(void **state)
     assert_int_equal(pc_devcodec_create(&spec, PC_DEVCODEC_CPU, &d, err, sizeof(err)), PC_OK);
     pc_codec_spec_t tk = parse("topk", 1);
     assert_int_equal(pc_devcodec_create(&tk, PC_DEVCODEC_CPU, &topk, err, sizeof(err)), PC_OK);
-    /* not a matrix that travels as factors; not a powersgd codec */
+    /* not a matrix that travels as factors; not a powersgd codec; no error feedback */
     assert_int_equal(pc_devcodec_state_create_matrix(d, 1, 7, LR_N, &ds, err, sizeof(err)),
                      PC_EINVAL);
     assert_non_null(strstr(err, "is not a matrix that travels as factors"));
     assert_int_equal(pc_devcodec_state_create_matrix(topk, 1, LR_ROWS, LR_N, &ds, err, sizeof(err)),
                      PC_EINVAL);
+    assert_non_null(strstr(err, "a matrix state is powersgd's, not topk's"));
+    pc_codec_spec_t noef = parse("powersgd:rank=2,ef=off", 5);
+    pc_devcodec_t *dn;
+    assert_int_equal(pc_devcodec_create(&noef, PC_DEVCODEC_CPU, &dn, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_devcodec_state_create_matrix(dn, 1, LR_ROWS, LR_N, &ds, err, sizeof(err)),
+                     PC_EINVAL);
+    assert_non_null(strstr(err, "ef=off keeps no M"));
+    pc_devcodec_destroy(dn);
     assert_null(ds);
     assert_int_equal(pc_devcodec_state_create_matrix(d, 1, LR_ROWS, LR_N, &ds, err, sizeof(err)),
                      PC_OK);
@@ -689,9 +699,9 @@ static void test_lowrank_errors(void **state)
     assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap, &len), PC_EINVAL);
     assert_non_null(strstr(pc_devcodec_error(d), "nothing folded"));
     assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, 0, NULL, m, cap, &len), PC_EINVAL);
-    assert_non_null(strstr(pc_devcodec_error(d), "round 2 before round 1"));
+    assert_non_null(strstr(pc_devcodec_error(d), "out of order: round 1"));
     assert_int_equal(pc_devcodec_lowrank_finish(d, ds, q, NULL, NULL, NULL), PC_EINVAL);
-    assert_non_null(strstr(pc_devcodec_error(d), "before its round 2"));
+    assert_non_null(strstr(pc_devcodec_error(d), "out of order: round 1"));
     /* a buffer too small; no P^; the one-message calls */
     assert_int_equal(pc_devcodec_fold(d, ds, g, NULL), PC_OK);
     assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap - 1, &len), PC_EINVAL);
@@ -700,8 +710,13 @@ static void test_lowrank_errors(void **state)
     assert_non_null(strstr(pc_devcodec_error(d), "powersgd travels in two rounds"));
     assert_int_equal(pc_devcodec_compress(d, plain, g, 0, NULL, m, cap, &len), PC_EINVAL);
     assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap, &len), PC_OK);
+    assert_int_equal(pc_devcodec_lowrank_p(d, ds, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "out of order: round 2 is due"));
     assert_int_equal(pc_devcodec_lowrank_q(d, ds, NULL, 0, NULL, m, cap, &len), PC_EINVAL);
     assert_non_null(strstr(pc_devcodec_error(d), "no P^"));
+    assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, 0, NULL, m, cap, &len), PC_OK);
+    assert_int_equal(pc_devcodec_lowrank_q(d, ds, phat, 0, NULL, m, cap, &len), PC_EINVAL);
+    assert_non_null(strstr(pc_devcodec_error(d), "out of order: the step's end"));
     /* NaN in M: the fold says so, round 1 refuses */
     pc_devcodec_state_t *bad = NULL;
     g[5] = NAN;
@@ -718,6 +733,7 @@ static void test_lowrank_errors(void **state)
     pc_devcodec_destroy(topk);
 }
 
+/* A bad message: PC_EFORMAT with a reason, the device buffer untouched. */
 static void test_decode_rejects(void **state)
 {
     (void)state;
