@@ -185,11 +185,11 @@ static int state_zero(const pc_devcodec_state_t *st, float *p, char *err, size_t
     return pc_gpu__zero(st->device, p, sizeof(float) * st->n, NULL, true, err, errlen);
 }
 
-int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
-                             char *err, size_t errlen)
+/* A new state of c for chunk `chunk` of n elements, its arrays not yet made: *out, or
+ * PC_EINVAL (n out of range) or PC_ENOMEM with err. */
+static int state_new(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
+                     char *err, size_t errlen)
 {
-    if (!c || !out)
-        return pc_error_fmt(PC_EINVAL, err, errlen, "state: no codec or result pointer");
     if (!pc_codec__n_ok(c->codec, n))
         return pc_error_fmt(PC_EINVAL, err, errlen,
                             "state for chunk %u: %zu elements is not in 1..%u or its largest "
@@ -202,7 +202,19 @@ int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devc
     st->device = c->device;
     st->chunk = chunk;
     st->n = n;
-    int rc;
+    *out = st;
+    return PC_OK;
+}
+
+int pc_devcodec_state_create(pc_devcodec_t *c, uint32_t chunk, size_t n, pc_devcodec_state_t **out,
+                             char *err, size_t errlen)
+{
+    if (!c || !out)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "state: no codec or result pointer");
+    pc_devcodec_state_t *st;
+    int rc = state_new(c, chunk, n, &st, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     if (on_cpu(c->device)) {
         rc = pc_codec_state_create(c->codec, chunk, n, &st->host);
         if (rc != PC_OK)
@@ -507,26 +519,18 @@ int pc_devcodec_state_create_matrix(pc_devcodec_t *c, uint32_t chunk, size_t row
                             "state for chunk %u: powersgd with ef=off keeps no M to fold into: "
                             "run it on the host codec (pc_codec)",
                             chunk);
-    if (!pc_codec__n_ok(c->codec, n))
-        return pc_error_fmt(PC_EINVAL, err, errlen,
-                            "state for chunk %u: %zu elements is not in 1..%u or its largest "
-                            "message exceeds 2^32 - 1 bytes",
-                            chunk, n, PC_CODEC_MAX_N);
-    if (!pc_codec_lowrank_fits(spec, rows, n))
+    if (pc_codec__n_ok(c->codec, n) && !pc_codec_lowrank_fits(spec, rows, n))
         return pc_error_fmt(PC_EINVAL, err, errlen,
                             "state for chunk %u: %zu elements in %zu rows is not a matrix that "
                             "travels as factors (pc_codec_lowrank_fits)",
                             chunk, n, rows);
-    pc_devcodec_state_t *st = calloc(1, sizeof(*st));
-    if (!st)
-        return pc_error_fmt(PC_ENOMEM, err, errlen, "state for chunk %u: out of memory", chunk);
-    st->owner = c;
-    st->device = c->device; /* the CPU: pc_devcodec_create places powersgd nowhere else */
-    st->chunk = chunk;
-    st->n = n;
+    pc_devcodec_state_t *st; /* on the CPU: pc_devcodec_create places powersgd nowhere else */
+    int rc = state_new(c, chunk, n, &st, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     st->qn = n / rows * (size_t)spec->rank;
     st->np = rows * (size_t)spec->rank;
-    int rc = pc_codec_state_create_matrix(c->codec, chunk, rows, n, &st->host);
+    rc = pc_codec_state_create_matrix(c->codec, chunk, rows, n, &st->host);
     if (rc != PC_OK) {
         free(st);
         return pc_error_fmt(rc, err, errlen, "state for chunk %u: %s", chunk, pc_strerror(rc));
