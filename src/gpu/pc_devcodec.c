@@ -585,30 +585,33 @@ static int lowrank_done(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rc,
                                 : pc_strerror(rc));
 }
 
+/* A step's first message on a folded state: round 1's P_w, or (dense) a warm-up step's M. */
+static int lowrank_first(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration, void *out,
+                         size_t cap, size_t *len, bool dense)
+{
+    const char *what = dense ? "lowrank_dense" : "lowrank_p";
+    if (!c)
+        return PC_EINVAL;
+    int rc = lowrank_call(c, st, 0, true, out, cap, len, what);
+    if (rc != PC_OK)
+        return rc;
+    rc = dense ? pc_codec_lowrank_dense(c->codec, st->host, iteration, out, cap, len)
+               : pc_codec_lowrank_p(c->codec, st->host, iteration, out, cap, len);
+    return lowrank_done(c, st, rc, what);
+}
+
 int pc_devcodec_lowrank_p(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
                           pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
 {
     (void)stream; /* CPU states only */
-    if (!c)
-        return PC_EINVAL;
-    int rc = lowrank_call(c, st, 0, true, out, cap, len, "lowrank_p");
-    if (rc != PC_OK)
-        return rc;
-    rc = pc_codec_lowrank_p(c->codec, st->host, iteration, out, cap, len);
-    return lowrank_done(c, st, rc, "lowrank_p");
+    return lowrank_first(c, st, iteration, out, cap, len, false);
 }
 
 int pc_devcodec_lowrank_dense(pc_devcodec_t *c, pc_devcodec_state_t *st, uint64_t iteration,
                               pc_devcodec_stream_t stream, void *out, size_t cap, size_t *len)
 {
     (void)stream;
-    if (!c)
-        return PC_EINVAL;
-    int rc = lowrank_call(c, st, 0, true, out, cap, len, "lowrank_dense");
-    if (rc != PC_OK)
-        return rc;
-    rc = pc_codec_lowrank_dense(c->codec, st->host, iteration, out, cap, len);
-    return lowrank_done(c, st, rc, "lowrank_dense");
+    return lowrank_first(c, st, iteration, out, cap, len, true);
 }
 
 int pc_devcodec_lowrank_q(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *phat,
