@@ -10,8 +10,12 @@
 #    (resume: test_resume.sh);
 #  - the matrices travel as factors both ways: the workers' and the servers' bytes per
 #    iteration far below the dense run's (the update is Q, not the parameters);
-#  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2) within 0.5 points of dense
-#    (--compress none), where Debian's dataset-fashion-mnist is installed;
+#  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2 after 100 dense iterations, as
+#    torch's start_powerSGD_iter advises) within 0.5 points of dense (--compress none),
+#    where Debian's dataset-fashion-mnist is installed. Without the warm-up rank 2 sits at
+#    the edge (seeds 1-4 on one machine: -0.52, -0.34, -0.53, -0.34; -0.32 for seed 1 on
+#    another, whose float bits differ), with it -0.28, -0.05, -0.33, -0.35
+#    (doc/benchmarks.md, "PowerSGD in the parameter server");
 #  - refusals in one line: rank out of range, min-rank-gain below 1, the CUDA codec path.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -100,16 +104,16 @@ fi
 # Accuracy on Fashion-MNIST, where it is installed.
 fm=/usr/share/datasets/fashion-mnist
 if [ -d "$fm" ]; then
-    for c in none powersgd:rank=2; do
+    for c in none powersgd:rank=2,warmup=100; do
         "$run" -t 300 -np 3 "$train" --data "$fm" --model mlp --epochs 2 --compress "$c" \
             >"$tmp/acc-${c%%:*}.log" 2>&1 || { bad "mlp on Fashion-MNIST, --compress $c"; tail -n 3 "$tmp/acc-${c%%:*}.log"; }
     done
     acc() { grep -o 'final test accuracy [0-9.]*' "$1" | awk '{print $4}'; }
     a0=$(acc "$tmp/acc-none.log"); a1=$(acc "$tmp/acc-powersgd.log")
     if awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(a > 0 && b > 0 && b >= a - 0.5) }'; then
-        ok "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 $a1%, dense $a0%"
+        ok "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 (warm-up 100) $a1%, dense $a0%"
     else
-        bad "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 '$a1'% more than 0.5 points under dense '$a0'%"
+        bad "mlp, 2 epochs of Fashion-MNIST: powersgd rank 2 (warm-up 100) '$a1'% more than 0.5 points under dense '$a0'%"
     fi
 else
     echo "note: $fm missing (Debian package dataset-fashion-mnist): accuracy not checked"
