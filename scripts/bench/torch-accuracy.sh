@@ -7,6 +7,7 @@
 #   ddp-fp16        DDP + fp16_compress_hook
 #   ddp-psgd2       DDP + powerSGD_hook, rank 2 (error feedback and warm start on, plain
 #                   allreduce for the first 10 iterations: the hook's documented example)
+#   ddp-psgd4       the same at rank 4
 #   ps-none         PipeCompress --mode ps --compress none, pipelined
 #   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
 #   ps-dgc          PipeCompress --compress dgc:ratio=0.001, pipelined
@@ -15,6 +16,7 @@
 #                   exponentially from 0.1 % ^ (1/E) to 0.1 %)
 #   ps-psgd2        PipeCompress --compress powersgd:rank=2,warmup=10, pipelined (dense for
 #                   the same first 10 iterations as ddp-psgd2)
+#   ps-psgd4        the same at rank 4 (beside ddp-psgd4)
 #   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
@@ -54,11 +56,13 @@ count() {
 SETTINGS_TABLE="ddp|2|DDP fp32|--backend ddp
 ddp-fp16|2|DDP + fp16 hook|--backend ddp --ddp-hook fp16
 ddp-psgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-rank 2
+ddp-psgd4|2|DDP + PowerSGD rank 4|--backend ddp --ddp-hook powersgd --powersgd-rank 4
 ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
 ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,warmup=@EPOCH@ --pipeline on
 ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on
+ps-psgd4|3|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on
 auto|3|--mode auto|--mode auto --servers 1"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 ALL=$(awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")

@@ -182,11 +182,12 @@ else
     echo "note: not root: --nodes not tried"
 fi
 
-# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k and DGC warmed up over that epoch
-# (256 / 64 = 4 iterations); the chart against the speed summary above (its networks, 2
-# workers).
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k, DGC warmed up over that epoch
+# (256 / 64 = 4 iterations) and PowerSGD rank 4 both ways (the flags reach the example;
+# the codec and the hook are tested elsewhere); the chart against the speed summary above
+# (its networks, 2 workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
-"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm" \
+"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm ddp-psgd4 ps-psgd4" \
     --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
@@ -194,12 +195,14 @@ if [ "$rc" = 0 ] &&
     grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
     grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
     grep -q -- '--compress dgc:ratio=0.001,warmup=4 ' <<<"$(head -n 1 "$tmp/a/runs/ps-dgc-warm.log")" &&
+    grep -q -- '--ddp-hook powersgd --powersgd-rank 4' <<<"$(head -n 1 "$tmp/a/runs/ddp-psgd4.log")" &&
+    grep -q -- '--compress powersgd:rank=4,warmup=10 ' <<<"$(head -n 1 "$tmp/a/runs/ps-psgd4.log")" &&
     /usr/bin/python3 - "$tmp/a/accuracy.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["arch"] == "cnn" and d["epochs"] == 1 and d["train_samples"] == 256, d
 runs = {r["setting"]: r for r in d["runs"]}
-assert set(runs) == {"ddp", "ps-topk", "ps-dgc-warm"}, runs
+assert set(runs) == {"ddp", "ps-topk", "ps-dgc-warm", "ddp-psgd4", "ps-psgd4"}, runs
 for r in runs.values():
     assert r["iters_per_epoch"] == 4 and len(r["epochs"]) == 1 and r["failed"] is None, r
     assert r["final"] == r["epochs"][-1], r
@@ -217,10 +220,12 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
         bad "torch-accuracy.sh: no chart"
 fi
 # The report alone: into a folder not yet made (made, every file whole, nothing left
-# half-written beside), and into one that cannot be made (one line, status 2).
+# half-written beside; without --speed its accuracy.txt is the table alone, the first
+# run's first lines), and into one that cannot be made (one line, status 2).
 report="$PC_SRCDIR/scripts/bench/torch_accuracy_report.py"
 if [ -d "$tmp/a/runs" ] && /usr/bin/python3 "$report" "$tmp/a/runs" "$tmp/r/new" >/dev/null &&
-    cmp -s <(head -n 6 "$tmp/a/accuracy.txt") "$tmp/r/new/accuracy.txt" &&
+    [ -s "$tmp/r/new/accuracy.txt" ] &&
+    cmp -s <(head -n "$(wc -l <"$tmp/r/new/accuracy.txt")" "$tmp/a/accuracy.txt") "$tmp/r/new/accuracy.txt" &&
     [ -z "$(find "$tmp/r/new" -name '*.tmp*')" ]; then
     ok "torch_accuracy_report.py: a new output folder is made, the table the same"
 else
