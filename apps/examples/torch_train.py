@@ -472,12 +472,12 @@ def loss_logger(args, rank, first, report):
 
 def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step, report,
              on_epoch_end, settle=lambda: None):
-    """The training loop both backends share: pc-train's data order and shards, dropout
-    seeded by (seed, rank), loss and accuracy of each batch reported. Returns (stopped by a
-    signal, samples per second over the iterations after the first --warmup ones, or None
-    when there were none)."""
+    """The training loop both backends share: pc-train's data order and shards, torch's
+    random numbers (dropout) seeded by (seed, rank, iteration) at every iteration, so that a
+    run resumed at any iteration draws what an uninterrupted one does; loss and accuracy of
+    each batch reported. Returns (stopped by a signal, samples per second over the
+    iterations after the first --warmup ones, or None when there were none)."""
     n, B = len(labels), args.batch
-    torch.manual_seed(seed * 1000 + rank)
     model.train()
     perm, perm_epoch = None, -1
     t_print, loss_sum, ok_sum, seen = time.time(), 0.0, 0, 0
@@ -488,6 +488,7 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
             perm, perm_epoch = pc.data.order(n, seed, epoch), epoch
         idx = pc.data.shard(perm, i, B, W, rank)
         x, y = images[idx], labels[idx]
+        torch.manual_seed(((seed * 1000 + rank) * 1000003 + it) % (1 << 63))
         out = model(x)
         loss = F.cross_entropy(out, y)
         loss.backward()

@@ -9,7 +9,8 @@
 #   the same parameters after every iteration as one that was not; --metrics and
 #   --timeline are written with the binding's loss and layer events;
 # - apps/examples/torch_train.py trains the cnn and the lstm a few iterations, and its
-#   loss falls;
+#   loss falls; its cnn (with dropout) checkpointed and resumed gives the same loss at
+#   every iteration as a run that was not;
 # - bad flags, --mode auto without pc.probe, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
@@ -149,6 +150,25 @@ if [ "$st" = 143 ] && [ -n "$at" ] && [ -e "$tmp/ck-term/ckpt-$(printf %012d "$a
     fi
 else
     bad "SIGTERM: status $st, stop line '$at'"; tail -n 8 "$tmp/term.out"
+fi
+
+# The example's cnn (dropout 0.5: torch's random numbers seeded by the iteration) resumes
+# bitwise: 4 iterations checkpointed, resumed to 8, the same loss at every iteration as 8
+# straight (--loss-log: the float exactly; the constant schedule, which does not depend on
+# --iters).
+exflags=(--arch cnn --data synthetic --synthetic-samples 256 --batch 8 --eval none
+         --lr-schedule constant --compress topk:ratio=0.1)
+if job ex-straight 3 "$example" "${exflags[@]}" --iters 8 --loss-log "$tmp/loss-straight.txt" &&
+    job ex-ck 3 "$example" "${exflags[@]}" --iters 4 --checkpoint-dir "$tmp/ck-ex" \
+        --loss-log "$tmp/loss-resumed.txt" &&
+    job ex-res 3 "$example" "${exflags[@]}" --iters 8 --checkpoint-dir "$tmp/ck-ex" --resume \
+        --loss-log "$tmp/loss-resumed.txt" &&
+    grep -q 'resumed at 4' "$tmp/ex-res.out" && [ "$(wc -l <"$tmp/loss-straight.txt")" = 8 ] &&
+    cmp -s "$tmp/loss-straight.txt" "$tmp/loss-resumed.txt"; then
+    ok "torch_train.py --arch cnn (dropout): checkpoint at 4, resume to 8: the same 8 losses bitwise"
+else
+    bad "torch_train.py --arch cnn resume:"; tail -n 3 "$tmp/ex-res.out"
+    diff "$tmp/loss-straight.txt" "$tmp/loss-resumed.txt" | head -5
 fi
 
 # refuse NAME RANKS STATUS PATTERN ARGS...: the job exits STATUS (any non-zero for "x"),
