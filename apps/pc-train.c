@@ -797,6 +797,11 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return early;
     }
+    /* Only the cnn has a dropout layer (--dropout on another model is refused above): the
+     * others' effective dropout is 0, and the configuration printed below says so rather
+     * than the cnn's default. */
+    if (o.model != PC_MODEL_CNN)
+        o.dropout = 0;
     if (o.eval_model[0]) {
         int st = eval_only(&o, (uint64_t)cfg.seed, rank);
         MPI_Finalize();

@@ -48,8 +48,9 @@ evacc=$(grep -o 'test accuracy [0-9.]*' <<<"$ev" | awk '{print $3}')
     || bad "--eval-model gave '$evacc', training reported '$acc'"
 
 if "$run" -t 180 -np 3 "$train" --data synthetic --synthetic-samples 600 --model cnn --batch 8 \
-       --iters 12 --compress dgc:ratio=0.01 >"$tmp/cnn.log" 2>&1 && grep -q '^done: 12 iterations' "$tmp/cnn.log"; then
-    ok "cnn with dgc: 12 iterations"
+       --iters 12 --compress dgc:ratio=0.01 >"$tmp/cnn.log" 2>&1 && grep -q '^done: 12 iterations' "$tmp/cnn.log" &&
+       grep -q '^  dropout  *= 0.5$' "$tmp/cnn.log"; then
+    ok "cnn with dgc: 12 iterations, dropout 0.5 printed"
 else
     bad "cnn run"; tail -5 "$tmp/cnn.log"
 fi
@@ -94,8 +95,9 @@ done
 
 # A cosine schedule takes the run's length from --epochs (it once demanded --iters).
 if "$run" -t 120 -np 3 "$train" "${common[@]}" --lr-schedule cosine >"$tmp/cos.log" 2>&1 &&
-    grep -q '^  iters  *= 186$' "$tmp/cos.log" && grep -q '^done: 186 iterations' "$tmp/cos.log"; then
-    ok "--lr-schedule cosine with --epochs 2: 186 iterations"
+    grep -q '^  iters  *= 186$' "$tmp/cos.log" && grep -q '^done: 186 iterations' "$tmp/cos.log" &&
+    grep -q '^  dropout  *= 0$' "$tmp/cos.log"; then
+    ok "--lr-schedule cosine with --epochs 2: 186 iterations (the mlp's dropout printed as 0)"
 else
     bad "--lr-schedule cosine with --epochs"; grep -E 'iters|done|pc-train' "$tmp/cos.log" | head -3
 fi
