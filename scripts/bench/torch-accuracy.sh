@@ -10,6 +10,11 @@
 #   ddp-psgd4       the same at rank 4
 #   ps-none         PipeCompress --mode ps --compress none, pipelined
 #   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
+#   ps-topk-mc      the same with the momentum on the workers, corrected before the
+#                   selection (topk:ratio=0.01,momentum=0.9 --momentum 0): what --mode auto
+#                   chooses for ResNet-18 and the ViT at 1 Gbit/s per node (its "auto:
+#                   chose" line in torch-ddp.sh's per-node logs), which on shared memory
+#                   chooses otherwise
 #   ps-dgc          PipeCompress --compress dgc:ratio=0.001, pipelined
 #   ps-dgc-warm     the same with DGC's density warm-up over the first epoch (the paper's
 #                   schedule: warmup=E, E the iterations of one epoch, the density falling
@@ -59,6 +64,7 @@ ddp-psgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-r
 ddp-psgd4|2|DDP + PowerSGD rank 4|--backend ddp --ddp-hook powersgd --powersgd-rank 4
 ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
+ps-topk-mc|3|ps, topk 1%, momentum corr.|--mode ps --compress topk:ratio=0.01,momentum=0.9 --momentum 0 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
 ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,warmup=@EPOCH@ --pipeline on
 ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on

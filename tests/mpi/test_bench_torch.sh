@@ -182,18 +182,20 @@ else
     echo "note: not root: --nodes not tried"
 fi
 
-# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k, DGC warmed up over that epoch
-# (256 / 64 = 4 iterations) and PowerSGD rank 4 both ways (the flags reach the example;
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k (with and without the momentum
+# correction auto chooses at 1 Gbit/s), DGC warmed up over that epoch (256 / 64 = 4
+# iterations) and PowerSGD rank 4 both ways (the flags reach the example;
 # the codec and the hook are tested elsewhere); the chart against the speed summary above
 # (its networks, 2 workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
-"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm ddp-psgd4 ps-psgd4" \
+"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-topk-mc ps-dgc-warm ddp-psgd4 ps-psgd4" \
     --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
     grep -qE '^ddp +DDP fp32 +[0-9.]+ +[0-9.]+ +\+0\.00 ' "$tmp/a/accuracy.txt" &&
     grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
     grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
+    grep -q -- '--compress topk:ratio=0.01,momentum=0.9 --momentum 0 ' <<<"$(head -n 1 "$tmp/a/runs/ps-topk-mc.log")" &&
     grep -q -- '--compress dgc:ratio=0.001,warmup=4 ' <<<"$(head -n 1 "$tmp/a/runs/ps-dgc-warm.log")" &&
     grep -q -- '--ddp-hook powersgd --powersgd-rank 4' <<<"$(head -n 1 "$tmp/a/runs/ddp-psgd4.log")" &&
     grep -q -- '--compress powersgd:rank=4,warmup=10 ' <<<"$(head -n 1 "$tmp/a/runs/ps-psgd4.log")" &&
@@ -202,7 +204,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["arch"] == "cnn" and d["epochs"] == 1 and d["train_samples"] == 256, d
 runs = {r["setting"]: r for r in d["runs"]}
-assert set(runs) == {"ddp", "ps-topk", "ps-dgc-warm", "ddp-psgd4", "ps-psgd4"}, runs
+assert set(runs) == {"ddp", "ps-topk", "ps-topk-mc", "ps-dgc-warm", "ddp-psgd4", "ps-psgd4"}, runs
 for r in runs.values():
     assert r["iters_per_epoch"] == 4 and len(r["epochs"]) == 1 and r["failed"] is None, r
     assert r["final"] == r["epochs"][-1], r
