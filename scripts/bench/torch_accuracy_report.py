@@ -87,8 +87,11 @@ def chart(net, curves, labels, title, path):
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    # From the first epoch's end: the start (10 %, chance) is in accuracy.json, but drawn it
+    # squeezes the epochs' points, which differ by tenths, into the top of the chart.
     for setting, pts in curves.items():
-        ax.plot([t / 60 for t, _ in pts], [a for _, a in pts], marker="o", label=labels[setting])
+        ax.plot([t / 60 for t, _ in pts[1:]], [a for _, a in pts[1:]], marker="o",
+                label=labels[setting])
     ax.set_xlabel("wall time at %s, minutes (epochs x measured iteration)" % net)
     ax.set_ylabel("test accuracy, %")
     ax.set_title(title)
@@ -140,7 +143,9 @@ def main():
             "10 000 test images after each epoch; vs DDP: the final accuracy's difference to "
             "DDP fp32's, in points" % (meta0["arch"], meta0["epochs"],
                                       " of the first %d training samples" % subset if subset else ""))
-    lines = [head, "", "%-15s %-26s %s %7s %8s %8s  %s" % (
+    # The "what" column as wide as its longest label (26 at least).
+    row = "%%-15s %%-%ds %%s %%7s %%8s %%8s  %%s" % max([26] + [len(r["label"]) for r in runs])
+    lines = [head, "", row % (
         "setting", "what", " ".join("%7s" % ("ep %d" % (k + 1)) for k in range(epochs)),
         "final", "vs DDP", "train s", "notes")]
     failed = 0
@@ -152,7 +157,7 @@ def main():
             failed += 1
             notes.append("failed (%s)" % r["failed"])
         r["vs_ddp_points"] = (r["final"] - ddp) if r["final"] is not None and ddp is not None else None
-        lines.append("%-15s %-26s %s %7s %8s %8s  %s" % (
+        lines.append(row % (
             r["setting"], r["label"],
             " ".join("%7.2f" % a for a in r["epochs"]) + " " * (8 * (epochs - len(r["epochs"]))),
             "%.2f" % r["final"] if r["final"] is not None else "-",
