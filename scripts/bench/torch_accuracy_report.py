@@ -29,8 +29,7 @@ DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s.*final test accuracy 
                   re.M)
 CHOSE = re.compile(r"^auto: chose (\S+): (.*?) \(these flags", re.M)
 ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ddp-psgd4", "ps-none", "ps-topk", "ps-topk-mc",
-         "ps-dgc",
-         "ps-dgc-warm", "ps-psgd2", "ps-psgd4", "auto"]
+         "ps-dgc", "ps-dgc-warm", "ps-psgd2", "ps-psgd4", "auto"]
 
 
 PROG = "torch_accuracy_report.py"
