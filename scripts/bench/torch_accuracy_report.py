@@ -12,7 +12,8 @@ a scripts/bench/torch-ddp.sh summary.json of the same model: for each of its net
 workers) each setting's accuracy is put against the wall time it would take there, epoch
 K at K x iterations per epoch x that setting's measured iteration (the accuracy does not
 depend on the network: the runs are deterministic in their seed), as a table and as the
-chart OUT_DIR/accuracy-time-NET.png (matplotlib). Exit status: 0; 1 when a run failed or
+chart OUT_DIR/accuracy-time-NET.png (matplotlib); --mode auto's run only where the speed
+run's auto chose the same (else a line says it is left out, and why). Exit status: 0; 1 when a run failed or
 its log has no final accuracy; 2 with one line on bad input. OUT_DIR is made if missing;
 each file is written whole or not at all.
 """
@@ -60,22 +61,33 @@ def read_run(runs_dir, name):
 
 
 def timeline(runs, speed):
-    """Per network of the speed summary (2 workers): {setting: [(seconds, accuracy)]}."""
-    out = {}
+    """Per network of the speed summary (2 workers): ({setting: [(seconds, accuracy)]},
+    [why a run with a measured speed is left out]). --mode auto's run takes the speed of
+    the speed run's auto only where both chose the same: its choice depends on the link."""
+    out, left_out = {}, {}
     for cell in speed.get("nets", []):
         if cell.get("workers", 2) != 2:
             continue
         iters = {s["setting"]: s.get("iter_s") for s in cell["settings"]}
-        curves = {}
+        chose = {s["setting"]: s.get("auto_choice") for s in cell["settings"]}
+        curves, skipped = {}, []
         for r in runs:
             it = iters.get(r["setting"])
             if not it or not r["iters_per_epoch"] or not r["epochs"]:
+                continue
+            if r.get("auto_choice") != chose.get(r["setting"]):
+                there = chose.get(r["setting"])
+                skipped.append("%s: left out (chose %s in this run, %s in the speed run)" % (
+                    r["setting"], r.get("auto_choice"),
+                    ", ".join(there) if isinstance(there, list) else there))
                 continue
             curves[r["setting"]] = [(0.0, 10.0)] + [
                 ((k + 1) * r["iters_per_epoch"] * it, a) for k, a in enumerate(r["epochs"])]
         if curves:
             out[cell["net"]] = curves
-    return out
+        if skipped:
+            left_out[cell["net"]] = skipped
+    return out, left_out
 
 
 def chart(net, curves, labels, title, path):
@@ -173,13 +185,17 @@ def main():
             fail("--speed %s: its model is %s, the runs' %s" % (speed_path, speed.get("arch"),
                                                                 meta0["arch"]))
         labels = {r["setting"]: r["label"] for r in runs}
-        for net, curves in timeline(runs, speed).items():
+        curves_by_net, left_out = timeline(runs, speed)
+        for net, curves in curves_by_net.items():
             summary["timelines"][net] = {k: [list(p) for p in v] for k, v in curves.items()}
             lines += ["", "%s, 2 workers: minutes to each epoch's accuracy (epochs x the "
                       "iteration measured there, %s)" % (net, speed_path)]
             for setting, pts in curves.items():
                 lines.append("%-15s %s" % (setting, "  ".join(
                     "%.1f min %.2f%%" % (t / 60, a) for t, a in pts[1:])))
+            lines += left_out.get(net, [])
+            if left_out.get(net):
+                summary["timelines"][net]["left_out"] = left_out[net]
             png = os.path.join(out_dir, "accuracy-time-%s.png" % net)
             if chart(net, curves, labels, "%s on Fashion-MNIST, 2 workers, %s"
                      % (meta0["arch"], net), png):

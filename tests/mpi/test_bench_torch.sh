@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench/torch-ddp.sh, briefly (a few iterations of the torch cnn on synthetic data):
 # on shared memory, and as root on a loopback shaped to 1 Gbit/s, every setting (compute
-# only, DDP fp32, fp16 and PowerSGD 1/2/4, the six PipeCompress ones with --mode auto) ran,
+# only, DDP fp32, fp16 and PowerSGD 1/2/4, every PipeCompress one and --mode auto) ran,
 # its log is kept, and the summary (text and JSON) gives each a rate, an iteration and its
 # ratios to DDP, to the best DDP variant and to the compute-only iteration in the same
 # cell, and auto's choice; the namespace it made is gone afterwards; as root, --nodes 3
@@ -21,7 +21,7 @@ lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 export PIPECOMPRESS_LIB=$lib # the build under test; the script builds nothing then
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-inline ps-dgc ps-psgd1 ps-psgd2 ps-psgd4 auto"
+settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-mc ps-topk-inline ps-dgc ps-psgd1 ps-psgd2 ps-psgd4 auto"
 root=0
 
 nets=shm
@@ -232,6 +232,28 @@ if [ -d "$tmp/a/runs" ] && /usr/bin/python3 "$report" "$tmp/a/runs" "$tmp/r/new"
     ok "torch_accuracy_report.py: a new output folder is made, the table the same"
 else
     bad "torch_accuracy_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
+fi
+# --mode auto's accuracy run on the chart only where the speed run's auto chose the same:
+# a copy of top-k's run named auto, once with the speed run's shm choice and once with
+# another; the other is left out, said in one line.
+shm_choice=$(/usr/bin/python3 -c 'import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["nets"] if c["net"] == "shm" and c["workers"] == 2][0]
+print([s for s in c["settings"] if s["setting"] == "auto"][0]["auto_choice"])' "$tmp/b/summary.json" 2>/dev/null)
+for choice in "$shm_choice" other-choice; do
+    d=$tmp/r/auto-$choice
+    mkdir -p "$d/runs" && cp "$tmp/a/runs/ddp.log" "$tmp/a/runs/ddp.meta.json" "$d/runs/" &&
+        sed 's/"setting": "ps-topk"/"setting": "auto"/' "$tmp/a/runs/ps-topk.meta.json" >"$d/runs/auto.meta.json" &&
+        { cat "$tmp/a/runs/ps-topk.log"; echo "auto: chose $choice: --mode ps (these flags, made by the probe)"; } >"$d/runs/auto.log"
+done
+if [ -n "$shm_choice" ] &&
+    /usr/bin/python3 "$report" "$tmp/r/auto-$shm_choice/runs" "$tmp/r/auto-$shm_choice" --speed "$tmp/b/summary.json" >/dev/null &&
+    /usr/bin/python3 "$report" "$tmp/r/auto-other-choice/runs" "$tmp/r/auto-other-choice" --speed "$tmp/b/summary.json" >/dev/null &&
+    grep -q '^auto  *[0-9.]* min ' <<<"$(sed -n '/^shm, 2 workers/,/^$/p' "$tmp/r/auto-$shm_choice/accuracy.txt")" &&
+    ! grep -q '^auto  *[0-9.]* min ' "$tmp/r/auto-other-choice/accuracy.txt" &&
+    grep -qx "auto: left out (chose other-choice in this run, $shm_choice in the speed run)" "$tmp/r/auto-other-choice/accuracy.txt"; then
+    ok "torch_accuracy_report.py: auto on the chart with the speed run's choice ($shm_choice), left out with another"
+else
+    bad "torch_accuracy_report.py: auto against the speed run's choice '$shm_choice'"; tail -n 8 "$tmp/r/auto-other-choice/accuracy.txt" 2>&1
 fi
 ddp_report="$PC_SRCDIR/scripts/bench/torch_ddp_report.py"
 if /usr/bin/python3 "$ddp_report" "$tmp/b/runs" "$tmp/r/ddp" >/dev/null &&
