@@ -223,13 +223,22 @@ def evaluate(model, images, labels, arch):
     return correct / len(labels), loss / len(labels)
 
 
-def load(args, train):
-    """The training set (its first --train-samples samples if given) or the test set."""
-    if args.data == "synthetic":
-        n = args.synthetic_samples if train else max(100, args.synthetic_samples // 6)
-        images, labels = pc.data.synthetic(n, args.data_seed, train=train)
-    else:
-        images, labels = pc.data.fashion_mnist(args.data, train=train)
+def load(args, train, in_job=False):
+    """The training set (its first --train-samples samples if given) or the test set. A
+    file that cannot be read is said in one line: before pc.init by the first rank, every
+    rank exiting 1 (as usage_error; DDP's rank 0 reading the test set likewise, mpirun
+    then ends the others); in_job (rank 0 after pc.init) as pc.Error, whose hook says it
+    and ends the job."""
+    try:
+        if args.data == "synthetic":
+            n = args.synthetic_samples if train else max(100, args.synthetic_samples // 6)
+            images, labels = pc.data.synthetic(n, args.data_seed, train=train)
+        else:
+            images, labels = pc.data.fashion_mnist(args.data, train=train)
+    except pc.data.DataError as e:
+        if in_job:
+            raise pc.Error(f"--data: {e}") from None
+        usage_error(f"--data: {e}", status=1)
     k = args.train_samples
     if not train or k is None:
         return images, labels
@@ -238,13 +247,13 @@ def load(args, train):
     return images[:k], labels[:k]
 
 
-def usage_error(msg):
-    """A bad flag before MPI started: one line (on the first rank only, as the runtime's
-    own flag errors), status 2 on every rank."""
+def usage_error(msg, status=2):
+    """A bad flag (or data file) before MPI started: one line (on the first rank only, as
+    the runtime's own flag errors), status 2 (or status) on every rank."""
     if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) == "0":
         sys.stderr.write(f"torch_train.py: {msg}\n")
         sys.stderr.flush()
-    sys.exit(2)
+    sys.exit(status)
 
 
 class Parser(argparse.ArgumentParser):
@@ -395,7 +404,7 @@ def main():
                            "(--compress powersgd:...)")
         if rank == 0:
             torch.save(qs, args.powersgd_q)
-    test = load(args, train=False) if rank == 0 and args.eval != "none" else None
+    test = load(args, train=False, in_job=True) if rank == 0 and args.eval != "none" else None
     first = pc.iteration()
     if rank == 0:
         print(f"torch {args.arch}: {sum(p.numel() for p in model.parameters())} parameters; "
@@ -615,6 +624,9 @@ def train_ddp(args, rest, images, labels, run_length):
     if local and world != 1:
         usage_error(f"--backend local: one process, not {world} (run it without mpirun, or "
                     "with -np 1)")
+    # The test set before the rendezvous: a file missing there ends rank 0 (one line) while
+    # the others still wait in it, not halfway through a collective.
+    test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     if args.ddp_port is not None or "MASTER_PORT" not in env:
         env["MASTER_PORT"] = str(args.ddp_port or 29511)
@@ -646,7 +658,6 @@ def train_ddp(args, rest, images, labels, run_length):
         state["t"] += 1
         return False
 
-    test = load(args, train=False) if rank == 0 and args.eval != "none" else None
     if rank == 0:
         what = "local, 1 process" if local else f"DDP, gloo, hook {args.ddp_hook or 'none'}"
         print(f"torch {args.arch} ({what}): "

@@ -206,6 +206,23 @@ refuse bad-note 3 x '^torch_cases.py: metrics_note: not a JSON object: ' "$cases
 refuse other-model 3 x "^torch_cases.py: attach: worker 1's model differs from worker 0's " "$cases" mismatch "$tmp/x" --iters 3
 refuse other-thread 3 x '^torch_cases.py: forward pass of the model on another thread than pc.init.s ' "$cases" thread "$tmp/x" --iters 3
 refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list of words" "$cases" initstr "$tmp/x" --iters 3
+# The example's data files: a missing training set (before MPI starts), a test set missing
+# beside the training set (rank 0 reads it: after pc.init through the parameter server,
+# before the rendezvous under DDP): one line each, no traceback.
+mkdir -p "$tmp/trainonly" && cp /usr/share/datasets/fashion-mnist/train-* "$tmp/trainonly/" 2>/dev/null
+refuse data-missing 3 1 '^torch_train.py: --data: /nonexistent: neither train-images-idx3-ubyte.gz nor train-images-idx3-ubyte: ' \
+    "$example" --data /nonexistent --iters 2
+if [ -s "$tmp/trainonly/train-labels-idx1-ubyte.gz" ]; then
+    refuse test-missing 3 x "^torch_train.py: --data: $tmp/trainonly: neither t10k-images-idx3-ubyte.gz nor t10k-images-idx3-ubyte: " \
+        "$example" --data "$tmp/trainonly" --iters 2
+    refuse test-missing-ddp 2 1 "^torch_train.py: --data: $tmp/trainonly: neither t10k-images-idx3-ubyte.gz nor t10k-images-idx3-ubyte: " \
+        "$example" --data "$tmp/trainonly" --iters 2 --backend ddp
+else
+    echo "note: no Fashion-MNIST here (dataset-fashion-mnist): the missing test set not tried"
+fi
+for name in data-missing test-missing test-missing-ddp; do
+    [ ! -f "$tmp/$name.out" ] || ! grep -q '^Traceback' "$tmp/$name.out" || bad "$name: a traceback"
+done
 if job help 2 "$cases" zoo "$tmp/x" --help && grep -q '^usage: mpirun -np N python3 SCRIPT \[flags\]' "$tmp/help.out" &&
     grep -qE '^ +-c, --compress SPEC' "$tmp/help.out" && [ "$(grep -c '^usage:' "$tmp/help.out")" = 1 ]; then
     ok "--help: exit 0 on every rank, the runtime's flags printed once"
