@@ -9,12 +9,10 @@
 #                   allreduce for the first 10 iterations: the hook's documented example)
 #   ddp-psgd4       the same at rank 4
 #   ps-none         PipeCompress --mode ps --compress none, pipelined
-#   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined
-#   ps-topk-mc      the same with the momentum on the workers, corrected before the
-#                   selection (topk:ratio=0.01,momentum=0.9 --momentum 0): what --mode auto
-#                   chooses for ResNet-18 and the ViT at 1 Gbit/s per node (its "auto:
-#                   chose" line in torch-ddp.sh's per-node logs), which on shared memory
-#                   chooses otherwise
+#   ps-topk         PipeCompress --compress topk:ratio=0.01, pipelined (the codec's default
+#                   momentum: DGC's correction on the workers, plain SGD on the servers;
+#                   what --mode auto chooses for ResNet-18 and the ViT at 1 Gbit/s per node,
+#                   its "ps-topk-pipelined")
 #   ps-dgc          PipeCompress --compress dgc:ratio=0.001, pipelined
 #   ps-dgc-warm     the same with DGC's density warm-up over the first epoch (the paper's
 #                   schedule: warmup=E, E the iterations of one epoch, the density falling
@@ -64,7 +62,6 @@ ddp-psgd2|2|DDP + PowerSGD rank 2|--backend ddp --ddp-hook powersgd --powersgd-r
 ddp-psgd4|2|DDP + PowerSGD rank 4|--backend ddp --ddp-hook powersgd --powersgd-rank 4
 ps-none|3|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|3|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
-ps-topk-mc|3|ps, topk 1%, momentum corr.|--mode ps --compress topk:ratio=0.01,momentum=0.9 --momentum 0 --pipeline on
 ps-dgc|3|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
 ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,warmup=@EPOCH@ --pipeline on
 ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on
@@ -108,10 +105,17 @@ count --threads "$threads" 1
 count --timeout "$limit" 1
 [ -z "$samples" ] || count --train-samples "$samples" 1
 [ -z "$speed" ] || [ -f "$speed" ] || usage_error "--speed: no file $speed"
+[ "$data" = synthetic ] || [ -d "$data" ] ||
+    usage_error "--data: no directory $data (Debian package dataset-fashion-mnist)"
 out=${out:-$PC_TOP/results/torch-accuracy-$arch-$(date +%Y-%m-%d)}
 
 pc_setup
 py=/usr/bin/python3
+# A --speed summary the report cannot use is said now, not after hours of runs.
+if [ -n "$speed" ]; then
+    msg=$("$py" "$PC_TOP/scripts/bench/torch_accuracy_report.py" --check-speed "$speed" "$arch" 2>&1) ||
+        usage_error "${msg#torch_accuracy_report.py: }"
+fi
 pc_torch_prereqs "$py" "$data"
 example="$PC_TOP/apps/examples/torch_train.py"
 runs="$out/runs"

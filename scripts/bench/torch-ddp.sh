@@ -12,10 +12,8 @@
 #                   so the timed ones are all compressed)
 #   allreduce       PipeCompress --mode allreduce --compress none (W ranks)
 #   ps-none         PipeCompress --mode ps --compress none, pipelined (W workers + 1 server)
-#   ps-topk         --compress topk:ratio=0.01, pipelined (W + 1 ranks)
-#   ps-topk-mc      the same with the momentum on the workers, corrected before the
-#                   selection (topk:...,momentum=0.9 --momentum 0: what --mode auto chooses
-#                   for ResNet-18 at 1 Gbit/s per node; W + 1 ranks)
+#   ps-topk         --compress topk:ratio=0.01, pipelined (W + 1 ranks; the codec's default
+#                   momentum: the workers' correction, plain SGD on the servers)
 #   ps-topk-inline  --compress topk:ratio=0.01 --pipeline off (W + 1 ranks)
 #   ps-dgc          --compress dgc:ratio=0.001, pipelined (W + 1 ranks)
 #   ps-psgd1/2/4    --compress powersgd:rank=1, 2 or 4, pipelined (W + 1 ranks; dense for
@@ -90,7 +88,6 @@ ddp-psgd4|w|DDP + PowerSGD rank 4|--backend ddp --ddp-hook powersgd --powersgd-r
 allreduce|w|allreduce, none|--mode allreduce --compress none
 ps-none|w+1|ps, none, pipelined|--mode ps --compress none --pipeline on
 ps-topk|w+1|ps, topk 1%, pipelined|--mode ps --compress topk:ratio=0.01 --pipeline on
-ps-topk-mc|w+1|ps, topk 1%, momentum corr.|--mode ps --compress topk:ratio=0.01,momentum=0.9 --momentum 0 --pipeline on
 ps-topk-inline|w+1|ps, topk 1%, inline|--mode ps --compress topk:ratio=0.01 --pipeline off
 ps-dgc|w+1|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeline on
 ps-psgd1|w+1|ps, PowerSGD rank 1|--mode ps --compress powersgd:rank=1,warmup=@PSSTART@ --pipeline on
@@ -173,6 +170,8 @@ count --repeat "$repeat" 1
 [ -z "$limit" ] || count --timeout "$limit" 1
 [ "$iters" -gt "$warmup" ] || usage_error "--iters ($iters) must exceed --warmup ($warmup)"
 [ -z "$nodes" ] || [ "$(id -u)" = 0 ] || usage_error "--nodes needs root (network namespaces)"
+[ "$data" = synthetic ] || [ -d "$data" ] ||
+    usage_error "--data: no directory $data (Debian package dataset-fashion-mnist)"
 limit=${limit:-$((300 + 4 * iters))}
 psgd_start=$((warmup > 2 ? warmup : 2))
 out=${out:-$PC_TOP/results/torch-ddp-$(date +%Y-%m-%d)}

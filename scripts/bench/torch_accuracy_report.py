@@ -2,6 +2,7 @@
 """torch_accuracy_report.py: summarise the runs of scripts/bench/torch-accuracy.sh.
 
   torch_accuracy_report.py RUNS_DIR OUT_DIR [--speed SUMMARY.json]
+  torch_accuracy_report.py --check-speed SUMMARY.json ARCH   (only the --speed checks)
 
 RUNS_DIR holds SETTING.meta.json and SETTING.log per run. From each log: the iterations
 per epoch (the example's start line), the test accuracy after every epoch ("epoch K: test
@@ -13,8 +14,9 @@ workers) each setting's accuracy is put against the wall time it would take ther
 K at K x iterations per epoch x that setting's measured iteration (the accuracy does not
 depend on the network: the runs are deterministic in their seed), as a table and as the
 chart OUT_DIR/accuracy-time-NET.png (matplotlib); --mode auto's run only where the speed
-run's auto chose the same (else a line says it is left out, and why). Exit status: 0; 1 when a run failed or
-its log has no final accuracy; 2 with one line on bad input. OUT_DIR is made if missing;
+run's auto chose the same (else a line says it is left out, and why). Exit status: 0; 1 when
+a run failed or its log has no final accuracy; 2 with one line on bad input (a --speed
+summary without a 2-worker network among them). OUT_DIR is made if missing;
 each file is written whole or not at all.
 """
 import json
@@ -29,6 +31,8 @@ EPOCH = re.compile(r"^epoch (\d+): test accuracy ([0-9.]+)%", re.M)
 DONE = re.compile(r"^done: (\d+) iterations in ([0-9.]+) s.*final test accuracy ([0-9.]+)%",
                   re.M)
 CHOSE = re.compile(r"^auto: chose (\S+): (.*?) \(these flags", re.M)
+# ps-topk-mc: torch-accuracy.sh's name, until 2026-12-05, for ps-topk's flags spelt out
+# (topk:ratio=0.01,momentum=0.9 --momentum 0); a committed ViT run still carries it.
 ORDER = ["ddp", "ddp-fp16", "ddp-psgd2", "ddp-psgd4", "ps-none", "ps-topk", "ps-topk-mc",
          "ps-dgc", "ps-dgc-warm", "ps-psgd2", "ps-psgd4", "auto"]
 
@@ -120,8 +124,33 @@ def chart(net, curves, labels, title, path):
     return True
 
 
+def load_speed(path, arch):
+    """The torch-ddp.sh summary at path, checked: a model of arch and a network measured
+    with 2 workers, as the accuracy runs are. Exits 2 with one line otherwise."""
+    try:
+        with open(path) as f:
+            speed = json.load(f)
+    except (OSError, ValueError) as e:
+        fail("--speed %s: %s" % (path, e))
+    if not isinstance(speed, dict) or not isinstance(speed.get("nets"), list):
+        fail("--speed %s: not a torch-ddp.sh summary.json (no list of networks)" % path)
+    if speed.get("arch") != arch:
+        fail("--speed %s: its model is %s, the runs' %s" % (path, speed.get("arch"), arch))
+    if not any(isinstance(c, dict) and c.get("workers", 2) == 2 for c in speed["nets"]):
+        fail("--speed %s: no network measured with 2 workers, as the runs were" % path)
+    return speed
+
+
 def main():
     args = sys.argv[1:]
+    if args in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    if args[:1] == ["--check-speed"]:  # torch-accuracy.sh, before its first run
+        if len(args) != 3:
+            fail("usage: torch_accuracy_report.py --check-speed SUMMARY.json ARCH")
+        load_speed(args[1], args[2])
+        return 0
     speed_path = None
     if "--speed" in args:
         i = args.index("--speed")
@@ -177,13 +206,7 @@ def main():
     summary = {"arch": meta0["arch"], "epochs": meta0["epochs"], "train_samples": subset,
                "runs": runs, "speed": speed_path, "timelines": {}}
     if speed_path:
-        try:
-            speed = json.load(open(speed_path))
-        except (OSError, ValueError) as e:
-            fail("--speed %s: %s" % (speed_path, e))
-        if speed.get("arch") != meta0["arch"]:
-            fail("--speed %s: its model is %s, the runs' %s" % (speed_path, speed.get("arch"),
-                                                                meta0["arch"]))
+        speed = load_speed(speed_path, meta0["arch"])
         labels = {r["setting"]: r["label"] for r in runs}
         curves_by_net, left_out = timeline(runs, speed)
         for net, curves in curves_by_net.items():

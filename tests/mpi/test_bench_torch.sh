@@ -21,7 +21,7 @@ lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 export PIPECOMPRESS_LIB=$lib # the build under test; the script builds nothing then
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-mc ps-topk-inline ps-dgc ps-psgd1 ps-psgd2 ps-psgd4 auto"
+settings="compute ddp ddp-fp16 ddp-psgd1 ddp-psgd2 ddp-psgd4 allreduce ps-none ps-topk ps-topk-inline ps-dgc ps-psgd1 ps-psgd2 ps-psgd4 auto"
 root=0
 
 nets=shm
@@ -182,20 +182,18 @@ else
     echo "note: not root: --nodes not tried"
 fi
 
-# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k (with and without the momentum
-# correction auto chooses at 1 Gbit/s), DGC warmed up over that epoch (256 / 64 = 4
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k, DGC warmed up over that epoch (256 / 64 = 4
 # iterations) and PowerSGD rank 4 both ways (the flags reach the example;
 # the codec and the hook are tested elsewhere); the chart against the speed summary above
 # (its networks, 2 workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
-"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-topk-mc ps-dgc-warm ddp-psgd4 ps-psgd4" \
+"$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm ddp-psgd4 ps-psgd4" \
     --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
     grep -qE '^ddp +DDP fp32 +[0-9.]+ +[0-9.]+ +\+0\.00 ' "$tmp/a/accuracy.txt" &&
     grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
     grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
-    grep -q -- '--compress topk:ratio=0.01,momentum=0.9 --momentum 0 ' <<<"$(head -n 1 "$tmp/a/runs/ps-topk-mc.log")" &&
     grep -q -- '--compress dgc:ratio=0.001,warmup=4 ' <<<"$(head -n 1 "$tmp/a/runs/ps-dgc-warm.log")" &&
     grep -q -- '--ddp-hook powersgd --powersgd-rank 4' <<<"$(head -n 1 "$tmp/a/runs/ddp-psgd4.log")" &&
     grep -q -- '--compress powersgd:rank=4,warmup=10 ' <<<"$(head -n 1 "$tmp/a/runs/ps-psgd4.log")" &&
@@ -204,7 +202,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["arch"] == "cnn" and d["epochs"] == 1 and d["train_samples"] == 256, d
 runs = {r["setting"]: r for r in d["runs"]}
-assert set(runs) == {"ddp", "ps-topk", "ps-topk-mc", "ps-dgc-warm", "ddp-psgd4", "ps-psgd4"}, runs
+assert set(runs) == {"ddp", "ps-topk", "ps-dgc-warm", "ddp-psgd4", "ps-psgd4"}, runs
 for r in runs.values():
     assert r["iters_per_epoch"] == 4 and len(r["epochs"]) == 1 and r["failed"] is None, r
     assert r["final"] == r["epochs"][-1], r
@@ -269,8 +267,15 @@ if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q '^torch_accuracy_rep
 else
     bad "torch_accuracy_report.py /proc/no-such/dir: status $rc, got: $msg"
 fi
+# A --speed summary the report could not use is refused before any run: one without a
+# 2-worker network, one of another model, a file that is no summary.
+echo '{"arch": "cnn", "nets": [{"net": "shm", "workers": 4, "settings": []}]}' >"$tmp/w4.json"
 for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus|--settings: unknown setting 'ddp-bogus'" \
-    "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent"; do
+    "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent" \
+    "--data /nonexistent|--data: no directory /nonexistent" \
+    "--arch cnn --speed $tmp/w4.json|--speed $tmp/w4.json: no network measured with 2 workers" \
+    "--arch vit --speed $tmp/b/summary.json|--speed $tmp/b/summary.json: its model is cnn, the runs' vit" \
+    "--arch cnn --speed $tmp/a/accuracy.json|--speed $tmp/a/accuracy.json: not a torch-ddp.sh summary.json"; do
     msg=$("$acc" ${args%%|*} 2>&1)
     rc=$?
     if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qF -- "${args#*|}" <<<"$msg"; then
@@ -279,4 +284,16 @@ for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus
         bad "torch-accuracy.sh ${args%%|*}: status $rc, got: $msg"
     fi
 done
+if /usr/bin/python3 "$report" --help | grep -q '^  torch_accuracy_report.py RUNS_DIR OUT_DIR'; then
+    ok "torch_accuracy_report.py --help: the usage, status 0"
+else
+    bad "torch_accuracy_report.py --help"
+fi
+msg=$("$bench" --data /nonexistent 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -qF -- "--data: no directory /nonexistent" <<<"$msg"; then
+    ok "torch-ddp.sh --data /nonexistent: status 2, $msg"
+else
+    bad "torch-ddp.sh --data /nonexistent: status $rc, got: $msg"
+fi
 pc_done
