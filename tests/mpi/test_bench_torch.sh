@@ -182,8 +182,8 @@ else
     echo "note: not root: --nodes not tried"
 fi
 
-# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k, DGC warmed up over that epoch (256 / 64 = 4
-# iterations) and PowerSGD rank 4 both ways (the flags reach the example;
+# torch-accuracy.sh: 1 epoch of 256 samples, DDP, top-k, DGC warmed up over that epoch
+# (256 / 64 = 4 iterations) and PowerSGD rank 4 both ways (the flags reach the example;
 # the codec and the hook are tested elsewhere); the chart against the speed summary above
 # (its networks, 2 workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
