@@ -156,15 +156,13 @@ pc_build() {
         || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in ${dir#"$PC_TOP"/}"; }
 }
 
-# pc_torch_prereqs PY DATA: what the torch benchmarks need before their first run: PY
-# imports torch, DATA is "synthetic" or a directory, and the library the binding loads:
-# $PIPECOMPRESS_LIB when set (it must exist; nothing is built), else build/ (built here).
-# Dies with one line naming what is missing.
+# pc_torch_prereqs PY: what the torch benchmarks need before their first run: PY imports
+# torch, and the library the binding loads: $PIPECOMPRESS_LIB when set (it must exist;
+# nothing is built), else build/ (built here). Dies with one line naming what is missing.
+# (Their --data is a flag, checked with the other flags: status 2.)
 pc_torch_prereqs() {
-    local py=$1 data=$2
+    local py=$1
     "$py" -c 'import torch' 2>/dev/null || pc_die "$py cannot import torch (Debian package python3-torch)"
-    [ "$data" = synthetic ] || [ -d "$data" ] ||
-        pc_die "--data: no directory $data (Debian package dataset-fashion-mnist)"
     if [ -n "${PIPECOMPRESS_LIB:-}" ]; then
         [ -f "$PIPECOMPRESS_LIB" ] || pc_die "PIPECOMPRESS_LIB: no file $PIPECOMPRESS_LIB"
         pc_say "library: $PIPECOMPRESS_LIB (nothing built)"

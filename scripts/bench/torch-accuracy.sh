@@ -116,7 +116,7 @@ if [ -n "$speed" ]; then
     msg=$("$py" "$PC_TOP/scripts/bench/torch_accuracy_report.py" --check-speed "$speed" "$arch" 2>&1) ||
         usage_error "${msg#torch_accuracy_report.py: }"
 fi
-pc_torch_prereqs "$py" "$data"
+pc_torch_prereqs "$py"
 example="$PC_TOP/apps/examples/torch_train.py"
 runs="$out/runs"
 mkdir -p "$runs"

@@ -183,7 +183,7 @@ done
 
 pc_setup iproute2
 py=/usr/bin/python3 # Debian's, with Debian's torch (python3-torch)
-pc_torch_prereqs "$py" "$data"
+pc_torch_prereqs "$py"
 example="$PC_TOP/apps/examples/torch_train.py"
 runs="$out/runs"
 mkdir -p "$runs"
