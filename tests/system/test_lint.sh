@@ -10,6 +10,8 @@
 #                                    design.md does not list
 #   scripts/lint/check-length.py     a function over the limit; the same with its "One
 #                                    piece:" reason (then listed as an exception)
+#   scripts/lint/check-commits.sh    (a warning, status 0) a subject over 72 characters;
+#                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
 # doc/design.md and scripts/lint/.
 set -uo pipefail
@@ -103,6 +105,47 @@ if check length && grep -qE 'exceptions: .*src/runtime/pc_plan.c:[0-9]+ pc_plan_
     ok "a 120-line function with its 'One piece:' reason: passes, listed as an exception"
 else
     bad "a documented exception"; cat "$tmp/out"
+fi
+
+# check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
+# on a subject over 72 characters and on a subject run into its body; by default only
+# @{upstream}..HEAD; outside a checkout it says so.
+if command -v git >/dev/null 2>&1; then
+    cc="$src/scripts/lint/check-commits.sh"
+    export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
+    commit() { printf '%b' "$2" >"$tmp/msg" && git -C "$1" commit -q --allow-empty --cleanup=verbatim -F "$tmp/msg"; }
+    git init -q "$tmp/g" && commit "$tmp/g" 'lint: a good subject\n\nThe body, with the why.\n'
+    base=$(git -C "$tmp/g" rev-parse HEAD)
+    out=$(bash "$cc" "$tmp/g" 2>&1)
+    if [ $? = 0 ] && ! grep -q '^warning:' <<<"$out" && grep -q '^check-commits: 1 commit(s)' <<<"$out"; then
+        ok "check-commits: a good message, no warning: $out"
+    else
+        bad "check-commits on a good message"; echo "$out"
+    fi
+    commit "$tmp/g" "lint: $(printf 'x%.0s' $(seq 74))\n\nA subject of 80 characters.\n"
+    commit "$tmp/g" 'lint: a subject run into its body\nthe body at once\n'
+    out=$(PC_COMMIT_BASE=$base bash "$cc" "$tmp/g" 2>&1)
+    if [ $? = 0 ] && grep -q '^warning: .*: subject of 80 characters (at most 72)' <<<"$out" &&
+        grep -q '^warning: .*: no blank line after the subject' <<<"$out" &&
+        [ "$(grep -c '^warning:' <<<"$out")" = 2 ]; then
+        ok "check-commits: a long subject and a missing blank line warned, status 0"
+    else
+        bad "check-commits on a long subject and a missing blank line"; echo "$out"
+    fi
+    git clone -q "$tmp/g" "$tmp/c" && commit "$tmp/c" "lint: $(printf 'y%.0s' $(seq 70))\n\nbody\n"
+    out=$(bash "$cc" "$tmp/c" 2>&1)
+    if [ $? = 0 ] && grep -q '^check-commits: 1 commit(s) (@{upstream}..HEAD)' <<<"$out" &&
+        grep -q '^warning: .*: subject of 76 characters' <<<"$out"; then
+        ok "check-commits: only @{upstream}..HEAD by default"
+    else
+        bad "check-commits with an upstream"; echo "$out"
+    fi
+    mkdir "$tmp/plain"
+    out=$(GIT_CEILING_DIRECTORIES=$tmp bash "$cc" "$tmp/plain" 2>&1)
+    [ $? = 0 ] && grep -q 'not a git checkout' <<<"$out" && ok "check-commits outside a checkout: $out" ||
+        { bad "check-commits outside a checkout"; echo "$out"; }
+else
+    echo "no git: check-commits.sh not tried"
 fi
 
 pc_done
