@@ -121,9 +121,12 @@ pc_setup() {
     fi
     pc_say "installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq || pc_die "apt-get update failed"
+    # Another apt-get or dpkg (unattended upgrades at boot) may hold the package lock: wait
+    # for it up to 10 minutes rather than fail at once.
+    local lock=(-o DPkg::Lock::Timeout=600)
+    apt-get "${lock[@]}" update -qq || pc_die "apt-get update failed"
     # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $missing >/dev/null \
+    apt-get "${lock[@]}" install -y -qq --no-install-recommends $missing >/dev/null \
         || pc_die "apt-get install failed for:$missing"
 }
 
