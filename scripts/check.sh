@@ -103,6 +103,7 @@ lint "calls (scripts/lint/check-calls.py)" /usr/bin/python3 "$PC_TOP/scripts/lin
 lint "function length (scripts/lint/check-length.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-length.py" "$PC_TOP"
 lint "scripts/lint/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/lint/check-mpi-calls.sh" "$PC_TOP"
 lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.sh" --check
+lint "one home per figure (scripts/lint/check-figures.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-figures.py" "$PC_TOP"
 
 pc_build build
 run_suite build check

@@ -14,6 +14,7 @@
 #                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
 # doc/design.md and scripts/lint/.
+#   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 src=$PC_SRCDIR
@@ -123,6 +124,24 @@ if command -v git >/dev/null 2>&1; then
         bad "check-commits on a good message"; echo "$out"
     fi
     commit "$tmp/g" "lint: $(printf 'x%.0s' $(seq 74))\n\nA subject of 80 characters.\n"
+# check-figures.py (one home per figure): the tree passes; a figure of a results page
+# quoted in a copy's README.md fails, naming the figure and its page.
+mkdir -p "$tmp/fig/doc/results/run" &&
+    cp "$src/README.md" "$tmp/fig/" && cp "$src/doc/benchmarks.md" "$tmp/fig/doc/" &&
+    printf '# run\n\n| x | 91.23 %% | 1.28x |\n' >"$tmp/fig/doc/results/run/README.md"
+if out=$("$py" "$src/scripts/lint/check-figures.py" "$src" 2>&1); then
+    ok "figures: the tree passes: $out"
+else
+    bad "figures: the tree fails"; echo "$out"
+fi
+echo 'ResNet-18 reached 91.23 % here.' >>"$tmp/fig/README.md"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 1 ] && grep -q '^README.md:[0-9]*: 91.23 % is a figure of doc/results/run/README.md' <<<"$out"; then
+    ok "figures: a quoted figure fails: $out"
+else
+    bad "figures: a quoted figure was not caught"; echo "$out"
+fi
+
     commit "$tmp/g" 'lint: a subject run into its body\nthe body at once\n'
     out=$(PC_COMMIT_BASE=$base bash "$cc" "$tmp/g" 2>&1)
     if [ $? = 0 ] && grep -q '^warning: .*: subject of 80 characters (at most 72)' <<<"$out" &&
