@@ -479,6 +479,18 @@ int pc_rt__bind(pc_runtime_t *rt, int t, const char *who)
     return rc;
 }
 
+void pc_rt__tracef(pc_runtime_t *rt, int track, int64_t t0, int64_t t1, const char *fmt, ...)
+{
+    if (!rt->tl)
+        return;
+    char name[PC_TIMELINE_NAME_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    pc_timeline_event(rt->tl, track, name, t0, t1);
+}
+
 void pc_rt__metrics_line(pc_runtime_t *rt, const char *fmt, ...)
 {
     if (!rt->cfg.metrics[0])

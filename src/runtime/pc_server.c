@@ -515,9 +515,7 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
     k->round1_ns = t1 - t0;
     k->round1_out = len * (uint64_t)W;
     k->round = 2;
-    char ev[40];
-    snprintf(ev, sizeof(ev), "P^ chunk %u", k->id);
-    pc_rt__trace(rt, TRACK_MAIN, ev, t0, t1);
+    pc_rt__tracef(rt, TRACK_MAIN, t0, t1, "P^ chunk %u", k->id);
     return PC_OK;
 }
 
@@ -597,13 +595,9 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
             return rc;
     }
     int64_t t3 = pc_time_ns();
-    char ev[40];
-    snprintf(ev, sizeof(ev), "aggregate chunk %u", k->id);
-    pc_rt__trace(rt, TRACK_MAIN, ev, t0, t1);
-    snprintf(ev, sizeof(ev), "update chunk %u", k->id);
-    pc_rt__trace(rt, TRACK_MAIN, ev, t1, t2);
-    snprintf(ev, sizeof(ev), "push chunk %u", k->id);
-    pc_rt__trace(rt, TRACK_MAIN, ev, t2, t3);
+    pc_rt__tracef(rt, TRACK_MAIN, t0, t1, "aggregate chunk %u", k->id);
+    pc_rt__tracef(rt, TRACK_MAIN, t1, t2, "update chunk %u", k->id);
+    pc_rt__tracef(rt, TRACK_MAIN, t2, t3, "push chunk %u", k->id);
     /* Metrics of the iteration, emitted when every owned chunk has completed it. */
     int sl = (int)(k->it & 1);
     if (s->slot[sl].done == 0 || s->slot[sl].it != k->it)

@@ -179,7 +179,7 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
-    char ev[40], why[256];
+    char why[256];
     int64_t t0 = pc_time_ns();
     c->fold_it = it;
     int rc = w->device ? pc_rt__w_dev_fold(w, c, why, sizeof(why))
@@ -188,8 +188,7 @@ static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     c->tm[it & 1].fold0 = t0;
     c->tm[it & 1].fold1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
-    snprintf(ev, sizeof(ev), "fold chunk %u", c->id);
-    pc_rt__trace(rt, me->track, ev, t0, t1);
+    pc_rt__tracef(rt, me->track, t0, t1, "fold chunk %u", c->id);
     if (rc != PC_OK)
         return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
                        w->tensors[c->first_tensor].name, (unsigned long long)it,
@@ -309,9 +308,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
         return rc;
     int64_t t2 = pc_time_ns();
     c->tm[it & 1].sent = t2;
-    char ev[40];
-    snprintf(ev, sizeof(ev), "compress+send chunk %u", c->id);
-    pc_rt__trace(rt, me->track, ev, t0, t2);
+    pc_rt__tracef(rt, me->track, t0, t2, "compress+send chunk %u", c->id);
     return PC_OK;
 }
 
@@ -355,9 +352,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
                 (rc = post(w, c, c->recv_it, out, me)) != PC_OK)
                 return rc;
             c->lr_round = 2;
-            char ev[40];
-            snprintf(ev, sizeof(ev), "round 2 chunk %u", c->id);
-            pc_rt__trace(rt, me->track, ev, t0, pc_time_ns());
+            pc_rt__tracef(rt, me->track, t0, pc_time_ns(), "round 2 chunk %u", c->id);
             continue;
         }
         int64_t t0 = pc_time_ns();
@@ -370,9 +365,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
             return rc;
         int64_t t1 = pc_time_ns();
-        char ev[40];
-        snprintf(ev, sizeof(ev), "apply update chunk %u", c->id);
-        pc_rt__trace(rt, me->track, ev, t0, t1);
+        pc_rt__tracef(rt, me->track, t0, t1, "apply update chunk %u", c->id);
         if (rc != PC_OK)
             return WFAIL_W(rt, me, rc, "rejected update from server r%d: %s", server, why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);

@@ -81,6 +81,13 @@ static inline void pc_rt__trace(pc_runtime_t *rt, int track, const char *name, i
         pc_timeline_event(rt->tl, track, name, t0, t1);
 }
 
+/* pc_rt__trace with a printf-style name (cut to PC_TIMELINE_NAME_LEN - 1 bytes, as
+ * pc_timeline_event cuts any name). Without --timeline it returns before formatting: the
+ * per-chunk events of the compressor and server loops cost no string then. Only the
+ * track's thread may call it. */
+void pc_rt__tracef(pc_runtime_t *rt, int track, int64_t t0, int64_t t1, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Whether a chunk of n elements travels uncompressed (--compress-min-bytes). Workers and
  * servers decide alike from the chunk's size. Thread-safe. */
 static inline bool pc_rt__chunk_dense(const pc_runtime_t *rt, size_t n)

@@ -134,19 +134,14 @@ void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t sta
     w->wait_network += net;
     /* The timeline: one event per cause, in this order; the server's place among the
      * network's is nominal (it is a duration measured on the server's clock). */
-    char ev[48];
-    if (comp > 0) {
-        snprintf(ev, sizeof(ev), "wait update chunk %u: compress", c->id);
-        pc_rt__trace(w->rt, TRACK_MAIN, ev, start, start + comp);
-    }
-    if (net > 0) {
-        snprintf(ev, sizeof(ev), "wait update chunk %u: network", c->id);
-        pc_rt__trace(w->rt, TRACK_MAIN, ev, start + comp, start + comp + net);
-    }
-    if (server > 0) {
-        snprintf(ev, sizeof(ev), "wait update chunk %u: server", c->id);
-        pc_rt__trace(w->rt, TRACK_MAIN, ev, end - server, end);
-    }
+    if (comp > 0)
+        pc_rt__tracef(w->rt, TRACK_MAIN, start, start + comp, "wait update chunk %u: compress",
+                      c->id);
+    if (net > 0)
+        pc_rt__tracef(w->rt, TRACK_MAIN, start + comp, start + comp + net,
+                      "wait update chunk %u: network", c->id);
+    if (server > 0)
+        pc_rt__tracef(w->rt, TRACK_MAIN, end - server, end, "wait update chunk %u: server", c->id);
 }
 
 /* Wait for a nonblocking collective over the workers (req) on the backprop thread,
