@@ -89,12 +89,12 @@ static void take_release(pc_worker_t *w, const rel_t *r)
 static int bad_release(pc_worker_t *w, const rel_t *r)
 {
     bool known = r->tensor >= 0 && r->tensor < w->ntensors;
-    return WFAIL_W(w->rt, &w->main, PC_ESTATE,
-                   "internal error: gradient buffer of tensor %d ('%s') released for "
-                   "iteration %llu while iteration %llu's were awaited%s",
-                   (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
-                   (unsigned long long)r->iteration, (unsigned long long)w->iter,
-                   known && r->iteration == w->iter ? " (released twice)" : "");
+    return WFAIL(w->rt, &w->main, PC_ESTATE,
+                 "internal error: gradient buffer of tensor %d ('%s') released for "
+                 "iteration %llu while iteration %llu's were awaited%s",
+                 (int)r->tensor, known ? w->tensors[r->tensor].name : "?",
+                 (unsigned long long)r->iteration, (unsigned long long)w->iter,
+                 known && r->iteration == w->iter ? " (released twice)" : "");
 }
 
 /* Give tensor t's gradient buffer back to the backprop thread. */
@@ -150,10 +150,10 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
         if (a >= b)
             continue;
         if (b - a > c->remaining)
-            return WFAIL_W(w->rt, me, PC_EINVAL,
-                           "tensor '%s': gradient elements handed over twice in "
-                           "iteration %llu",
-                           t->name, (unsigned long long)d->iteration);
+            return WFAIL(w->rt, me, PC_EINVAL,
+                         "tensor '%s': gradient elements handed over twice in "
+                         "iteration %llu",
+                         t->name, (unsigned long long)d->iteration);
         c->remaining -= b - a;
         if (c->remaining == 0) {
             c->remaining = c->n;
@@ -190,11 +190,11 @@ static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     pc_rt__tracef(rt, me->track, t0, t1, "fold chunk %u", c->id);
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
-                       w->tensors[c->first_tensor].name, (unsigned long long)it,
-                       rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
-                       : w->device     ? why /* pc_rt__w_dev_fold's reason */
-                                       : pc_strerror(rc));
+        return WFAIL(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
+                     w->tensors[c->first_tensor].name, (unsigned long long)it,
+                     rc == PC_ERANGE ? "gradient is NaN or infinite (training diverged)"
+                     : w->device     ? why /* pc_rt__w_dev_fold's reason */
+                                     : pc_strerror(rc));
     return PC_OK;
 }
 
@@ -218,7 +218,7 @@ static int settle_send(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     int rc =
         PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c->id], MPI_STATUS_IGNORE), server, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
+        return WFAIL(rt, me, rc, "chunk %u: %s", c->id, why);
     if (pending) {
         assert(w->inflight[c->server] >= c->send_len); /* counted when posted */
         w->inflight[c->server] -= c->send_len;
@@ -243,7 +243,7 @@ static int post(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t len, wthread_t 
             MPI_Isend(c->sendbuf, (int)len, MPI_BYTE, server, TAG_GRAD, rt->comm, &w->sends[c->id]),
             server, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u: %s", c->id, why);
+        return WFAIL(rt, me, rc, "chunk %u: %s", c->id, why);
     c->send_len = len;
     w->inflight[c->server] += len;
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
@@ -274,7 +274,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
             MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "completing gradient sends: %s", why);
+            return WFAIL(rt, me, rc, "completing gradient sends: %s", why);
         for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
             const wchunk_t *d = &w->chunks[w->done_idx[j]];
             assert(w->inflight[d->server] >= d->send_len); /* counted when posted */
@@ -302,8 +302,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     c->tm[it & 1].comp1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "compressing chunk %u: %s", c->id,
-                       pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
+        return WFAIL(rt, me, rc, "compressing chunk %u: %s", c->id,
+                     pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));
     if ((rc = post(w, c, it, len, me)) != PC_OK)
         return rc;
     int64_t t2 = pc_time_ns();
@@ -327,10 +327,10 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         wchunk_t *c = &w->chunks[w->done_idx[j]];
         int server = pc_rt__server_rank(rt, c->server);
         if (PC_MPI_CHECK_PEER(w->statuses[j].MPI_ERROR, server, why, sizeof(why)) != PC_OK)
-            return WFAIL_W(rt, me, rc, "awaiting updates: chunk %u: %s", c->id, why);
+            return WFAIL(rt, me, rc, "awaiting updates: chunk %u: %s", c->id, why);
     }
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "awaiting updates: %s", why);
+        return WFAIL(rt, me, rc, "awaiting updates: %s", why);
     if (outcount == MPI_UNDEFINED)
         return PC_OK;
     for (int j = 0; j < outcount; j++) {
@@ -339,7 +339,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         rc = PC_MPI_CHECK_PEER(MPI_Get_count(&w->statuses[j], MPI_BYTE, &count), server, why,
                                sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "update of chunk %u: %s", c->id, why);
+            return WFAIL(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
         if (c->lowrank && c->lr_round == 1) {
             /* powersgd's P^: round 2 goes out at once, from the same buffer (round 1's send
@@ -367,7 +367,7 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         int64_t t1 = pc_time_ns();
         pc_rt__tracef(rt, me->track, t0, t1, "apply update chunk %u", c->id);
         if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "rejected update from server r%d: %s", server, why);
+            return WFAIL(rt, me, rc, "rejected update from server r%d: %s", server, why);
         atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
         c->tm[c->recv_it & 1].update_in = t1;
         c->tm[c->recv_it & 1].server_ns = (int64_t)server_ns; /* <= PC_RT_PULL_MAX_SERVER_NS */
@@ -392,7 +392,7 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
             MPI_Send(sig, PC_RT_DONE_BYTES, MPI_BYTE, server, TAG_DONE, w->rt->comm), server, why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(w->rt, me, rc, "%s", why);
+            return WFAIL(w->rt, me, rc, "%s", why);
     }
     return PC_OK;
 }
@@ -449,11 +449,11 @@ void *pc_rt__w_compressor_main(void *arg)
     wthread_t *me = &w->comp;
     int rc = pc_rt__bind(w->rt, 1, "compressor");
     if (rc != PC_OK)
-        WFAIL_W(w->rt, me, rc, "cannot bind the compressor thread");
+        WFAIL(w->rt, me, rc, "cannot bind the compressor thread");
     /* Device tensors: this thread works on the rank's device (pc_gpu_use). */
     char why[256];
     if (rc == PC_OK && w->device && (rc = pc_gpu_use(w->rt->gpu, why, sizeof(why))) != PC_OK)
-        WFAIL_W(w->rt, me, rc, "compressor thread: %s", why);
+        WFAIL(w->rt, me, rc, "compressor thread: %s", why);
     desc_t batch[32];
     bool stopping = false;
     int idle = 0; /* passes without work since the last work: the spin before parking */
@@ -622,13 +622,13 @@ static bool version_reached(pc_worker_t *w, void *arg)
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
-                       tensor);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
-        return WFAIL_W(w->rt, &w->main, PC_EINVAL,
-                       "grad_ready('%s', %zu, %zu): bad range for %zu elements", t->name, begin,
-                       end, t->n);
+        return WFAIL(w->rt, &w->main, PC_EINVAL,
+                     "grad_ready('%s', %zu, %zu): bad range for %zu elements", t->name, begin, end,
+                     t->n);
     int64_t now = pc_time_ns();
     if (!w->t_first_ready)
         w->t_first_ready = now;
@@ -638,7 +638,7 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         char why[256];
         int rc = pc_gpu_event_record(t->ready, w->user, why, sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(w->rt, &w->main, rc, "grad_ready('%s'): %s", t->name, why);
+            return WFAIL(w->rt, &w->main, rc, "grad_ready('%s'): %s", t->name, why);
     }
     desc_t d = {.kind = D_READY,
                 .tensor = tensor,
@@ -667,8 +667,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
         pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", now, now + waited);
     }
     if (rc == PC_ETIMEDOUT)
-        return WFAIL_W(w->rt, &w->main, rc, "the compressor thread took no descriptor for %g s",
-                       w->rt->cfg.timeout);
+        return WFAIL(w->rt, &w->main, rc, "the compressor thread took no descriptor for %g s",
+                     w->rt->cfg.timeout);
     if (rc != PC_OK)
         return rc; /* the compressor thread's failure, its message in main.err */
     pc_event_notify(w->ev_comp);
@@ -681,7 +681,7 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
 int pc_worker_grad_ready(pc_worker_t *w, int tensor)
 {
     if (tensor < 0 || tensor >= w->ntensors)
-        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor", tensor);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor", tensor);
     return pc_worker_grad_ready_range(w, tensor, 0, w->tensors[tensor].n);
 }
 
@@ -689,14 +689,14 @@ int pc_worker_grad_ready(pc_worker_t *w, int tensor)
  * --timeout. Backprop thread. */
 static int update_timeout(pc_worker_t *w, const wchunk_t *c, const char *tensor, uint64_t want)
 {
-    return WFAIL_W(w->rt, &w->main, PC_ETIMEDOUT,
-                   "timed out after %g s waiting for the update of tensor '%s' (chunk "
-                   "%u, server r%d on %s) for iteration %llu",
-                   w->rt->cfg.timeout, tensor, c->id,
-                   w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
-                   w->ops->servers ? pc_rt__host(w->rt, pc_rt__server_rank(w->rt, c->server))
-                                   : "the workers",
-                   (unsigned long long)(want - 1));
+    return WFAIL(w->rt, &w->main, PC_ETIMEDOUT,
+                 "timed out after %g s waiting for the update of tensor '%s' (chunk "
+                 "%u, server r%d on %s) for iteration %llu",
+                 w->rt->cfg.timeout, tensor, c->id,
+                 w->ops->servers ? pc_rt__server_rank(w->rt, c->server) : -1,
+                 w->ops->servers ? pc_rt__host(w->rt, pc_rt__server_rank(w->rt, c->server))
+                                 : "the workers",
+                 (unsigned long long)(want - 1));
 }
 
 /* Wait until chunk c holds this iteration's parameters; inline, this thread applies the
@@ -742,8 +742,8 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
 int pc_worker_param_wait(pc_worker_t *w, int tensor)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
-        return WFAIL_W(w->rt, &w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started",
-                       tensor);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "param_wait(%d): no such tensor, or not started",
+                     tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         int rc = wait_chunk(w, &w->chunks[ci], t->name);
@@ -766,10 +766,9 @@ static int wait_releases(pc_worker_t *w)
         if (w->have_bad_rel)
             return bad_release(w, &w->bad_rel);
         if (w->released < (uint64_t)w->ntensors)
-            return WFAIL_W(rt, &w->main, PC_ESTATE,
-                           "iteration %llu ended with %llu of %d gradients handed over",
-                           (unsigned long long)w->iter, (unsigned long long)w->released,
-                           w->ntensors);
+            return WFAIL(rt, &w->main, PC_ESTATE,
+                         "iteration %llu ended with %llu of %d gradients handed over",
+                         (unsigned long long)w->iter, (unsigned long long)w->released, w->ntensors);
         w->released = 0;
         memset(w->rel_seen, 0, (size_t)w->ntensors);
         return PC_OK;
@@ -786,11 +785,11 @@ static int wait_releases(pc_worker_t *w)
         w->wait_release += waited;
         total += waited;
         if (rc == PC_ETIMEDOUT)
-            return WFAIL_W(rt, &w->main, PC_ETIMEDOUT,
-                           "timed out after %g s waiting for gradient buffers of "
-                           "iteration %llu to be released (%llu of %d tensors)",
-                           rt->cfg.timeout, (unsigned long long)w->iter,
-                           (unsigned long long)w->released, w->ntensors);
+            return WFAIL(rt, &w->main, PC_ETIMEDOUT,
+                         "timed out after %g s waiting for gradient buffers of "
+                         "iteration %llu to be released (%llu of %d tensors)",
+                         rt->cfg.timeout, (unsigned long long)w->iter,
+                         (unsigned long long)w->released, w->ntensors);
         if (rc != PC_OK)
             return rc;
         if (!release_expected(w, &r))
@@ -836,7 +835,7 @@ static int agree_stop(pc_worker_t *w, bool *want_stop)
     if (rc == PC_OK)
         rc = pc_rt__w_wait_collective(w, &req, "the workers' agreement to stop", why, sizeof(why));
     if (rc != PC_OK)
-        return why[0] ? WFAIL_W(rt, &w->main, rc, "agreeing to stop: %s", why) : rc;
+        return why[0] ? WFAIL(rt, &w->main, rc, "agreeing to stop: %s", why) : rc;
     *want_stop = any != 0;
     rt->stop_signal = any;
     return PC_OK;
@@ -846,9 +845,9 @@ int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->started || w->finished || (!buf && bytes > 0))
-        return WFAIL_W(rt, &w->main, PC_EINVAL,
-                       "broadcast before start, after finish, or "
-                       "of no buffer");
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "broadcast before start, after finish, or "
+                     "of no buffer");
     /* Pieces of at most 1 GiB: MPI counts are ints. */
     const size_t piece = (size_t)1 << 30;
     for (size_t off = 0; off < bytes; off += piece) {
@@ -861,7 +860,7 @@ int pc_worker_broadcast(pc_worker_t *w, void *buf, size_t bytes)
         if (rc == PC_OK)
             rc = pc_rt__w_wait_collective(w, &req, "a broadcast from worker 0", why, sizeof(why));
         if (rc != PC_OK)
-            return why[0] ? WFAIL_W(rt, &w->main, rc, "broadcast: %s", why) : rc;
+            return why[0] ? WFAIL(rt, &w->main, rc, "broadcast: %s", why) : rc;
     }
     return PC_OK;
 }
@@ -870,7 +869,7 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->started || w->finished)
-        return WFAIL(&w->main, PC_ESTATE, "iteration_end before start or after finish");
+        return WFAIL(rt, &w->main, PC_ESTATE, "iteration_end before start or after finish");
     int64_t t_end_call = pc_time_ns();
     int rc = wait_releases(w);
     if (rc != PC_OK)
@@ -911,8 +910,8 @@ int pc_rt__w_stop_thread(pc_worker_t *w, bool abort)
     int jrc = pthread_join(w->thread, NULL);
     w->thread_started = false;
     if (jrc != 0)
-        return WFAIL_W(w->rt, &w->main, PC_ETHREAD, "cannot join the compressor thread: %s",
-                       strerror(jrc));
+        return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot join the compressor thread: %s",
+                     strerror(jrc));
     return pc_rt__w_check_thread(w);
 }
 
@@ -973,7 +972,7 @@ int pc_worker_finish(pc_worker_t *w)
     pc_runtime_t *rt = w->rt;
     char why[256];
     if (!w->started || w->finished)
-        return WFAIL(&w->main, PC_ESTATE, "finish before start or twice");
+        return WFAIL(rt, &w->main, PC_ESTATE, "finish before start or twice");
     /* The last iteration's updates. */
     int rc = drain(w);
     if (rc != PC_OK)
@@ -991,11 +990,11 @@ int pc_worker_finish(pc_worker_t *w)
         int server = w->ops->servers ? pc_rt__server_rank(rt, w->chunks[c].server) : -1;
         if ((rc = PC_MPI_CHECK_PEER(MPI_Wait(&w->sends[c], MPI_STATUS_IGNORE), server, why,
                                     sizeof(why))))
-            return WFAIL_W(rt, &w->main, rc, "%s", why);
+            return WFAIL(rt, &w->main, rc, "%s", why);
     }
     pc_rt__w_metrics_flush(w);
     rc = pc_rt__metrics_write(rt, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "%s", why);
+        return WFAIL(rt, &w->main, rc, "%s", why);
     return PC_OK;
 }

@@ -24,7 +24,7 @@ static int ar_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     int rc = PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
                           why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
+        return WFAIL(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
     return PC_OK;
 }
 

@@ -47,7 +47,7 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
         const char *dir = rt->cfg.checkpoint_dir;
         char why[WERR_LEN];
         if (pc_ckpt_dir_create(dir, why, sizeof(why)) != PC_OK)
-            msg[0] = WFAIL(me, PC_EIO, "--checkpoint-dir %s", why);
+            msg[0] = WFAIL(rt, me, PC_EIO, "--checkpoint-dir %s", why);
         if (msg[0] == PC_OK) {
             pc_ckpt_meta_t want;
             uint64_t found = 0;
@@ -60,7 +60,7 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
                  * checkpoints of the same iterations. */
                 char found_why[sizeof(me->err)];
                 snprintf(found_why, sizeof(found_why), "%s", me->err);
-                msg[0] = WFAIL(me, rc,
+                msg[0] = WFAIL(rt, me, rc,
                                "--checkpoint-dir: %s; resume it with that job's ranks, model "
                                "and flags, or give this job another directory",
                                found_why);
@@ -84,14 +84,14 @@ int pc_rt__w_choose_resume(pc_worker_t *w, uint64_t *it)
     char why[256];
     int rc = PC_MPI_CHECK(MPI_Bcast(msg, 2, MPI_INT64_T, 0, rt->workers), why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "agreeing on the checkpoint: %s", why);
+        return WFAIL(rt, me, rc, "agreeing on the checkpoint: %s", why);
     if (msg[0] != PC_OK) {
         /* Every worker fails with worker 0's reason, which a program says once
          * (pc_worker_error_agreed). */
         rc = PC_MPI_CHECK(MPI_Bcast(me->err, (int)sizeof(me->err), MPI_CHAR, 0, rt->workers), why,
                           sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(rt, me, rc, "agreeing on the checkpoint: %s", why);
+            return WFAIL(rt, me, rc, "agreeing on the checkpoint: %s", why);
         w->err_agreed = true;
         return (int)msg[0];
     }
@@ -117,10 +117,10 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
             break;
         if (rec.id != c->id || rec.n != c->n || rec.arrays != arrays_mask(arr) || rec.reserved) {
             pc_ckpt_reader_close(r, NULL, 0);
-            return WFAIL_W(rt, me, PC_EFORMAT,
-                           "checkpoint of iteration %llu: chunk %d's record does not "
-                           "match this job",
-                           (unsigned long long)it, ci);
+            return WFAIL(rt, me, PC_EFORMAT,
+                         "checkpoint of iteration %llu: chunk %d's record does not "
+                         "match this job",
+                         (unsigned long long)it, ci);
         }
         for (int i = 0; i < CKPT_ARRAYS && rc == PC_OK; i++)
             if (arr[i])
@@ -130,7 +130,7 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
     }
     char why[512];
     if (pc_ckpt_reader_close(r, why, sizeof(why)) != PC_OK)
-        return WFAIL_W(rt, me, PC_EFORMAT, "%s", why);
+        return WFAIL(rt, me, PC_EFORMAT, "%s", why);
     return w->device ? pc_rt__w_dev_states(w, true, me) : PC_OK;
 }
 
@@ -153,7 +153,7 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
         if ((rc = PC_MPI_CHECK_PEER(
                  MPI_Send(msg, PC_RT_CKPT_BYTES, MPI_BYTE, server, TAG_CKPT, rt->comm), server, why,
                  sizeof(why))) != PC_OK)
-            return WFAIL_W(rt, &w->main, rc, "%s", why);
+            return WFAIL(rt, &w->main, rc, "%s", why);
     }
     pc_ckpt_writer_t *cw = NULL;
     rc = pc_rt__ckpt_begin(rt, it, (uint32_t)w->nchunks, &cw, why, sizeof(why));

@@ -46,8 +46,8 @@ static int gpu_fail(pc_worker_t *w, wthread_t *me, int rc, const wchunk_t *c, co
         snprintf(where, sizeof(where), " chunk %u (tensor '%s'):", c->id,
                  w->tensors[c->first_tensor].name);
     if (dev == PC_GPU_EMULATE)
-        return WFAIL(me, rc, "worker r%d (device emulated):%s %s", w->rt->rank, where, why);
-    return WFAIL(me, rc, "worker r%d (cuda:%d):%s %s", w->rt->rank, dev, where, why);
+        return WFAIL(w->rt, me, rc, "device emulated:%s %s", where, why);
+    return WFAIL(w->rt, me, rc, "cuda:%d:%s %s", dev, where, why);
 }
 
 /* Every tensor's parameters between its mirror and the device (to_device: mirror to
@@ -81,7 +81,7 @@ int pc_rt__w_dev_start(pc_worker_t *w)
     /* Without the caller's stream nothing would be ordered after its kernels (a
      * non-blocking stream never waits for the legacy default one). */
     if (rt->cfg.device == PC_DEVICE_CUDA && !w->user_set)
-        return WFAIL(&w->main, PC_ESTATE,
+        return WFAIL(rt, &w->main, PC_ESTATE,
                      "device tensors need the stream they are computed on: call "
                      "pc_worker_set_stream before pc_worker_start (NULL for the legacy default "
                      "stream)");
@@ -233,10 +233,10 @@ int pc_rt__w_dev_grads_in(pc_worker_t *w, const int *list, int n, wthread_t *me)
         /* The caller's stream has produced the chunk's gradients. */
         for (int t = c->first_tensor; t <= c->last_tensor; t++)
             if ((rc = pc_gpu_event_sync(w->tensors[t].ready, why, sizeof(why))) != PC_OK)
-                return WFAIL_W(w->rt, me, rc,
-                               "tensor '%s': the caller's stream failed before its "
-                               "gradient was complete: %s",
-                               w->tensors[t].name, why);
+                return WFAIL(w->rt, me, rc,
+                             "tensor '%s': the caller's stream failed before its "
+                             "gradient was complete: %s",
+                             w->tensors[t].name, why);
         if (pc_rt__w_dev_codec(c))
             continue;
         if ((rc = pc_gpu_copy(g, c->g, c->dg, sizeof(float) * c->n, PC_GPU_TO_HOST, w->s_down, why,

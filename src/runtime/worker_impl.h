@@ -294,12 +294,11 @@ struct pc_worker {
     bool have_ckpt;
 };
 
-/* Write a message into me->err and return code (pc_error_fmt on the thread's context). */
-#define WFAIL(me, code, ...) pc_error_fmt((code), (me)->err, sizeof((me)->err), __VA_ARGS__)
-
-/* The same, with the prefix every worker message carries ("worker r3: "), from rt's rank:
- * WFAIL_W(rt, me, code, fmt, ...). The one place that spells the prefix. */
-#define WFAIL_W(rt, me, code, ...)                                                                 \
+/* A worker's error: write the message into the calling thread's context (me->err), after
+ * the prefix every worker message carries ("worker r3: ", from rt's rank), and return code:
+ * WFAIL(rt, me, code, fmt, ...). The one way the worker's files report an error;
+ * pc_rt__w_fail is the one place that spells the prefix. */
+#define WFAIL(rt, me, code, ...)                                                                   \
     pc_rt__w_fail((rt), (me)->err, sizeof((me)->err), (code), __VA_ARGS__)
 int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -310,8 +309,8 @@ int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, co
 static inline int pc_rt__w_check_thread(pc_worker_t *w)
 {
     int rc = atomic_load_explicit(&w->thread_rc, memory_order_acquire);
-    if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "%s", w->comp.err);
+    if (rc != PC_OK) /* comp.err is a WFAIL message already: copied, not prefixed again */
+        return pc_error_fmt(rc, w->main.err, sizeof(w->main.err), "%s", w->comp.err);
     return PC_OK;
 }
 

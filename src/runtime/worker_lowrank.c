@@ -65,19 +65,19 @@ int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthre
     int rc = pc_rt__phat_apply(c->recvbuf, len, c->id, (uint32_t)c->n, it,
                                pc_codec_state_lowrank_phat(c->st), c->rows * r, why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "rejected P^ from server r%d: %s",
-                       pc_rt__server_rank(rt, c->server), why);
+        return WFAIL(rt, me, rc, "rejected P^ from server r%d: %s",
+                     pc_rt__server_rank(rt, c->server), why);
     /* P^ went into the host state's; a device state copies it in. */
     rc = pc_rt__w_dev_codec(c)
              ? pc_devcodec_lowrank_q(w->dcodec, c->dst, pc_codec_state_lowrank_phat(c->st), it,
                                      w->s_codec, c->sendbuf, c->send_cap, out)
              : pc_codec_lowrank_q(c->codec, c->st, it, c->sendbuf, c->send_cap, out);
     if (rc != PC_OK)
-        return WFAIL_W(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu, round 2: %s", c->id,
-                       w->tensors[c->first_tensor].name, (unsigned long long)it,
-                       rc == PC_ERANGE         ? "a product is NaN or infinite (training diverged)"
-                       : pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec)
-                                               : pc_strerror(rc));
+        return WFAIL(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu, round 2: %s", c->id,
+                     w->tensors[c->first_tensor].name, (unsigned long long)it,
+                     rc == PC_ERANGE         ? "a product is NaN or infinite (training diverged)"
+                     : pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec)
+                                             : pc_strerror(rc));
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
                               memory_order_relaxed);
     return PC_OK;

@@ -249,8 +249,8 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
 {
     pc_runtime_t *rt = w->rt;
     if (!w->started || window < 1 || window > BD_RING)
-        return WFAIL_W(rt, &w->main, PC_EINVAL,
-                       "breakdown over %d iterations: not started, or not 1..%d", window, BD_RING);
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "breakdown over %d iterations: not started, or not 1..%d", window, BD_RING);
     /* This worker's last `window` complete iterations, oldest first; NaN rows pad. */
     uint64_t have = w->nhist < (uint64_t)window ? w->nhist : (uint64_t)window;
     size_t row = BD_FIELDS, rows = (size_t)window;
@@ -290,7 +290,7 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
     if (rc == PC_OK)
         rc = pc_rt__w_wait_collective(w, &req, "the workers' breakdown", why, sizeof(why));
     if (rc != PC_OK)
-        return why[0] ? WFAIL_W(rt, &w->main, rc, "breakdown: %s", why) : rc;
+        return why[0] ? WFAIL(rt, &w->main, rc, "breakdown: %s", why) : rc;
     /* The scratch: the tail of bd_all (worker_start.c allocates W * BD_RING more). */
     size_t W = (size_t)rt->nworkers, all = W * rows;
     double *tmp = w->bd_all + W * BD_RING * BD_FIELDS;

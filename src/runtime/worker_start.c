@@ -50,16 +50,16 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
 static int add_tensor(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
     if (w->started)
-        return WFAIL(&w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
+        return WFAIL(w->rt, &w->main, PC_ESTATE, "tensor '%s' registered after pc_worker_start",
                      name ? name : "?");
     if (!name || !param || !grad || n == 0 || n > PC_CODEC_MAX_N)
-        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': bad buffers or size %zu", name ? name : "?",
-                     n);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "tensor '%s': bad buffers or size %zu",
+                     name ? name : "?", n);
     if (w->ntensors == w->tcap) {
         int cap = w->tcap ? 2 * w->tcap : 16;
         wtensor_t *t = realloc(w->tensors, sizeof(wtensor_t) * (size_t)cap);
         if (!t)
-            return WFAIL(&w->main, PC_ENOMEM, "out of memory registering '%s'", name);
+            return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory registering '%s'", name);
         w->tensors = t;
         w->tcap = cap;
     }
@@ -75,7 +75,7 @@ static int add_tensor(pc_worker_t *w, const char *name, float *param, float *gra
 int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
     if (w->rt->cfg.device != PC_DEVICE_CPU)
-        return WFAIL(&w->main, PC_ESTATE,
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
                      "tensor '%s': the run has --device %s: register device memory with "
                      "pc_worker_register_device",
                      name ? name : "?", pc_config_device_name(w->rt->cfg.device));
@@ -85,7 +85,7 @@ int pc_worker_register(pc_worker_t *w, const char *name, float *param, float *gr
 int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, float *grad, size_t n)
 {
     if (w->rt->cfg.device == PC_DEVICE_CPU)
-        return WFAIL(&w->main, PC_ESTATE,
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
                      "tensor '%s' registered as device memory, but the run has --device cpu",
                      name ? name : "?");
     int t = add_tensor(w, name, param, grad, n);
@@ -102,13 +102,13 @@ int pc_worker_register_device(pc_worker_t *w, const char *name, float *param, fl
 int pc_worker_set_rows(pc_worker_t *w, int tensor, size_t rows)
 {
     if (w->started)
-        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_rows called after pc_worker_start");
+        return WFAIL(w->rt, &w->main, PC_ESTATE, "pc_worker_set_rows called after pc_worker_start");
     if (tensor < 0 || tensor >= w->ntensors)
-        return WFAIL(&w->main, PC_EINVAL, "pc_worker_set_rows(%d): no such tensor", tensor);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "pc_worker_set_rows(%d): no such tensor", tensor);
     wtensor_t *t = &w->tensors[tensor];
     if (rows > 1 && t->n % rows != 0)
-        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': %zu rows do not divide its %zu elements",
-                     t->name, rows, t->n);
+        return WFAIL(w->rt, &w->main, PC_EINVAL,
+                     "tensor '%s': %zu rows do not divide its %zu elements", t->name, rows, t->n);
     t->rows = rows > 1 ? rows : 0;
     return PC_OK;
 }
@@ -127,22 +127,23 @@ size_t pc_worker_lowrank_q_len(const pc_worker_t *w, int tensor)
 int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len)
 {
     if (!w->started)
-        return WFAIL(&w->main, PC_ESTATE, "pc_worker_lowrank_q called before pc_worker_start");
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_lowrank_q called before pc_worker_start");
     if (tensor < 0 || tensor >= w->ntensors || !q)
-        return WFAIL(&w->main, PC_EINVAL, "pc_worker_lowrank_q(%d): no such tensor", tensor);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "pc_worker_lowrank_q(%d): no such tensor", tensor);
     size_t qn = pc_worker_lowrank_q_len(w, tensor);
     const wtensor_t *t = &w->tensors[tensor];
     if (!qn)
-        return WFAIL(&w->main, PC_EINVAL,
+        return WFAIL(w->rt, &w->main, PC_EINVAL,
                      "tensor '%s' does not travel as powersgd factors in this run", t->name);
     if (len != qn)
-        return WFAIL(&w->main, PC_EINVAL, "tensor '%s': its Q has %zu floats, not %zu", t->name, qn,
-                     len);
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "tensor '%s': its Q has %zu floats, not %zu",
+                     t->name, qn, len);
     const wchunk_t *c = &w->chunks[t->first_chunk];
     if (pc_rt__w_dev_codec(c)) { /* the device state's is the current one */
         char why[256];
         int rc = pc_devcodec_state_get_q(c->dst, q, why, sizeof(why));
-        return rc == PC_OK ? rc : WFAIL(&w->main, rc, "tensor '%s': %s", t->name, why);
+        return rc == PC_OK ? rc : WFAIL(w->rt, &w->main, rc, "tensor '%s': %s", t->name, why);
     }
     memcpy(q, pc_codec_state_lowrank_q(c->st), sizeof(float) * qn);
     return PC_OK;
@@ -151,7 +152,8 @@ int pc_worker_lowrank_q(pc_worker_t *w, int tensor, float *q, size_t len)
 int pc_worker_set_stream(pc_worker_t *w, void *stream)
 {
     if (w->started)
-        return WFAIL(&w->main, PC_ESTATE, "pc_worker_set_stream called after pc_worker_start");
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_stream called after pc_worker_start");
     w->user = stream;
     w->user_set = true;
     return PC_OK;
@@ -182,7 +184,7 @@ static int plan_chunks(pc_worker_t *w)
     pc_runtime_t *rt = w->rt;
     pc_plan_tensor_t *pt = malloc(sizeof(pc_plan_tensor_t) * (size_t)w->ntensors);
     if (!pt)
-        return WFAIL(&w->main, PC_ENOMEM, "out of memory");
+        return WFAIL(rt, &w->main, PC_ENOMEM, "out of memory");
     for (int t = 0; t < w->ntensors; t++) {
         /* Device tensors: their device buffers (which ones are adjacent there). */
         const wtensor_t *k = &w->tensors[t];
@@ -195,7 +197,7 @@ static int plan_chunks(pc_worker_t *w)
         pc_plan_create(pt, w->ntensors, chunk_elems, rt->nservers ? rt->nservers : 1, &w->plan);
     free(pt);
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "cannot plan chunks: %s", pc_strerror(rc));
+        return WFAIL(rt, &w->main, rc, "cannot plan chunks: %s", pc_strerror(rc));
     return PC_OK;
 }
 
@@ -221,10 +223,10 @@ static int check_same_model(pc_worker_t *w)
                            sizeof(why))) != PC_OK ||
         (rc = PC_MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, rt->workers), why,
                            sizeof(why))) != PC_OK)
-        return WFAIL_W(rt, &w->main, rc, "%s", why);
+        return WFAIL(rt, &w->main, rc, "%s", why);
     if (lo != hi) { /* every worker sees it: the same message, said once */
         w->err_agreed = true;
-        return WFAIL(&w->main, PC_EINVAL,
+        return WFAIL(rt, &w->main, PC_EINVAL,
                      "workers registered different models (tensor sizes or order differ)");
     }
     rt->model_hash = h;
@@ -240,12 +242,12 @@ static int check_tag_range(pc_worker_t *w)
     int *ub = NULL;
     int rc = PC_MPI_CHECK(MPI_Comm_get_attr(rt->comm, MPI_TAG_UB, &ub, &flag), why, sizeof(why));
     if (rc != PC_OK)
-        return WFAIL_W(rt, &w->main, rc, "%s", why);
+        return WFAIL(rt, &w->main, rc, "%s", why);
     if (flag && ub)
         tag_ub = *ub;
     if (TAG_PULL + w->plan->nchunks > tag_ub)
-        return WFAIL(&w->main, PC_EINVAL, "%d chunks exceed MPI's tag range; raise --chunk-bytes",
-                     w->plan->nchunks);
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "%d chunks exceed MPI's tag range; raise --chunk-bytes", w->plan->nchunks);
     return PC_OK;
 }
 
@@ -285,7 +287,7 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     int rc;
     /* The first chunk creates the run's two codecs. */
     if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
-        return WFAIL(me, rc, "cannot create the codec: %s", pc_strerror(rc));
+        return WFAIL(rt, me, rc, "cannot create the codec: %s", pc_strerror(rc));
     c->codec = pc_rt__chunk_plain(rt, c->rows, c->n) ? w->codec_dense : w->codec;
     c->lowrank = pc_rt__chunk_lowrank(rt, c->rows, c->n);
     size_t cols = c->lowrank ? c->n / c->rows : 0, qn = cols * (size_t)rt->spec.rank;
@@ -307,7 +309,7 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
                     : pc_codec_state_create(c->codec, c->id, c->n, &c->st);
     if (!c->sendbuf || !c->recvbuf || (c->lowrank && (!c->lr_q || !c->lr_row)) ||
         (mom && !c->lr_mom) || rc != PC_OK)
-        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+        return WFAIL(rt, me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
 
@@ -324,7 +326,7 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
     uint8_t *lay = malloc(lay_len);
     if (!lay)
-        return WFAIL(me, PC_ENOMEM, "out of memory");
+        return WFAIL(rt, me, PC_ENOMEM, "out of memory");
     pc_rt__layout_encode(lay, w->plan, resume);
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
@@ -358,7 +360,7 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
             rc = pc_rt__init_apply(buf, (size_t)count, c->id, c->p, c->n, why, sizeof(why));
     }
     if (rc != PC_OK)
-        return WFAIL(me, rc, "worker r0: the layout and initial parameters: %s", why);
+        return WFAIL(rt, me, rc, "the layout and initial parameters: %s", why);
     return PC_OK;
 }
 
@@ -370,7 +372,7 @@ static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     c->sum = malloc(sizeof(float) * c->n);
     c->mom = mom ? calloc(c->n, sizeof(float)) : NULL;
     if (!c->sum || (mom && !c->mom))
-        return WFAIL(me, PC_ENOMEM, "out of memory for chunk %u", c->id);
+        return WFAIL(w->rt, me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
 
@@ -402,7 +404,7 @@ static int setup_chunks(pc_worker_t *w)
     if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->inflight ||
         !w->ready_list || !w->queue.slot || !w->tensor_pending || !w->rel_seen || !w->bd_send ||
         !w->bd_all)
-        return WFAIL(&w->main, PC_ENOMEM, "out of memory");
+        return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
     for (int t = 0; t < w->ntensors; t++) {
@@ -444,7 +446,7 @@ static int broadcast_params(pc_worker_t *w)
             MPI_Bcast(w->tensors[t].p, (int)w->tensors[t].n, MPI_FLOAT, 0, rt->workers), why,
             sizeof(why));
         if (rc != PC_OK)
-            return WFAIL_W(rt, &w->main, rc, "broadcasting parameters: %s", why);
+            return WFAIL(rt, &w->main, rc, "broadcasting parameters: %s", why);
     }
     return PC_OK;
 }
@@ -472,15 +474,15 @@ static int start_pipeline(pc_worker_t *w)
     size_t cap = pow2_at_least(4 * (size_t)(w->ntensors + w->nchunks));
     if (pc_spsc_create(cap, sizeof(desc_t), &w->q_ready) != PC_OK ||
         pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) != PC_OK)
-        return WFAIL(&w->main, PC_ENOMEM, "out of memory for the queues");
+        return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory for the queues");
     int rc = pc_event_create(&w->ev_comp);
     if (rc == PC_OK)
         rc = pc_event_create(&w->ev_main);
     if (rc != PC_OK)
-        return WFAIL(&w->main, rc, "cannot create the pipeline's wake-up events: %s",
+        return WFAIL(w->rt, &w->main, rc, "cannot create the pipeline's wake-up events: %s",
                      pc_strerror(rc));
     if (pthread_create(&w->thread, NULL, pc_rt__w_compressor_main, w) != 0)
-        return WFAIL(&w->main, PC_ETHREAD, "cannot start the compressor thread");
+        return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot start the compressor thread");
     w->thread_started = true;
     return PC_OK;
 }
@@ -545,9 +547,9 @@ int pc_worker_start(pc_worker_t *w)
     const bool have_ckpt0 = w->have_ckpt;
     w->err_agreed = false; /* set again by the steps whose failure every worker shares */
     if (w->started)
-        return WFAIL(&w->main, PC_ESTATE, "pc_worker_start called twice");
+        return WFAIL(w->rt, &w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)
-        return WFAIL(&w->main, PC_EINVAL, "no tensor registered before pc_worker_start");
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "no tensor registered before pc_worker_start");
     if ((rc = plan_chunks(w)) != PC_OK || (rc = check_same_model(w)) != PC_OK ||
         (rc = pc_rt__w_choose_resume(w, &resume)) != PC_OK || (rc = check_tag_range(w)) != PC_OK)
         goto fail;
