@@ -36,7 +36,7 @@ __global__ void momentum_kernel(float *u, float *v, const float *g, float f, flo
     flag_bad(bad, st);
 }
 
-// ---- the canonical sum (codec_impl.h) -------------------------------------------------
+// ---- the canonical sum (codec_internal.h) ---------------------------------------------
 
 __device__ double tree256(double acc)
 {

@@ -18,7 +18,7 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_wire.h"
 
-/* fp16's largest finite value (codec_impl.h's PC_CODEC_F16_MAX). */
+/* fp16's largest finite value (codec_internal.h's PC_CODEC_F16_MAX). */
 #define PC_ELEM_F16_MAX 65504.0f
 /* The radix select's digits of a magnitude key: bits 30..20, 19..9, 8..0. */
 #define PC_ELEM_L1_SHIFT 20

@@ -11,7 +11,7 @@
 //
 // Equal bits: float arithmetic goes through the _rn intrinsics (never contracted into a
 // fused multiply-add, as the C code is compiled without contraction); reductions follow
-// the canonical order (codec_impl.h, pc_codec__sum); random draws come from cuRAND's
+// the canonical order (codec_internal.h, pc_codec__sum); random draws come from cuRAND's
 // Philox, curand_init(seed, subsequence(iteration, chunk), offset), the stream pc_philox
 // computes on the CPU; selection is exact (the k-th largest key, ties to the lower index).
 //
@@ -42,7 +42,7 @@
 #include <new>
 
 extern "C" {
-#include "codec/codec_impl.h"
+#include "codec/codec_internal.h"
 #include "pipecompress/pc_philox.h"
 }
 #include "codec_elem.h"
@@ -58,7 +58,7 @@ constexpr unsigned KEY_NONFINITE = PC_ELEM_KEY_NONFINITE;
 constexpr int L1_BINS = PC_ELEM_L1_BINS, L2_BINS = PC_ELEM_L2_BINS, L3_BINS = PC_ELEM_L3_BINS;
 constexpr int PACK_TILE = 1024; // elements per block of the bit-packing kernels
 constexpr unsigned NO_HIT = PC_ELEM_NO_HIT;
-static_assert(PC_ELEM_F16_MAX == PC_CODEC_F16_MAX, "codec_elem.h and codec_impl.h agree");
+static_assert(PC_ELEM_F16_MAX == PC_CODEC_F16_MAX, "codec_elem.h and codec_internal.h agree");
 
 // Device-side bookkeeping of one compress call (zeroed at its start).
 struct dstate {

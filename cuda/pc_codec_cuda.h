@@ -27,7 +27,7 @@ void pc_cuda_codec_destroy(pc_cuda_codec_t *s);
 
 /* One compress call: the inputs, then what the kernels produced. */
 typedef struct pc_cuda_job {
-    const pc_codec_t *codec; /* the spec and the schedule helpers (codec_impl.h) */
+    const pc_codec_t *codec; /* the spec and the schedule helpers (codec_internal.h) */
     float *residual;         /* n, device; NULL without error feedback */
     float *momentum;         /* n, device; NULL without the momentum correction */
     const float *grad;       /* n, device; NULL: folded already (pc_cuda_codec_fold) */

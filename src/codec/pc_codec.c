@@ -424,6 +424,11 @@ pc_codec_stats_t pc_codec_stats(const pc_codec_t *c)
     return c->stats;
 }
 
+pc_codec_stats_t *pc_codec__stats_counters(pc_codec_t *c)
+{
+    return &c->stats;
+}
+
 uint16_t pc_codec__flags(const pc_codec_t *c)
 {
     unsigned keys = codecs[c->spec.id].keys;
@@ -508,6 +513,16 @@ float *pc_codec_state_momentum(pc_codec_state_t *st)
 uint64_t pc_codec_state_steps(const pc_codec_state_t *st)
 {
     return st->steps;
+}
+
+int pc_codec__state_folded(const pc_codec_state_t *st)
+{
+    return st->folded;
+}
+
+int pc_codec__state_round(const pc_codec_state_t *st)
+{
+    return st->round;
 }
 
 void pc_codec_state_set_steps(pc_codec_state_t *st, uint64_t steps)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec_impl.h"
+#include "codec/codec_internal.h"
 #include "pipecompress/pc_cuda.h"
 #include "pipecompress/pc_devcodec.h"
 #include "pipecompress/pc_error.h"
@@ -39,7 +39,7 @@ struct pc_devcodec_state {
     size_t qn, np;          /* a powersgd matrix's Q and P^ (cols, rows x rank floats); else 0 */
     float *residual;        /* a device: n floats, or NULL */
     float *momentum;
-    int folded; /* a device: PC_CODEC_FOLD_* (codec_impl.h), as a CPU state's */
+    int folded; /* a device: PC_CODEC_FOLD_* (codec_internal.h), as a CPU state's */
 };
 
 static bool on_cpu(int device)
@@ -453,7 +453,7 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
     st->steps++;
     st->folded = PC_CODEC_FOLD_NONE;
     /* The same counters as the CPU codec's (pc_codec_compress). */
-    pc_codec_stats_t *s = &c->codec->stats;
+    pc_codec_stats_t *s = pc_codec__stats_counters(c->codec);
     s->messages++;
     s->entries += job.entries;
     s->bytes += *len;
@@ -560,11 +560,11 @@ static int lowrank_call(pc_devcodec_t *c, const pc_devcodec_state_t *st, int rou
     if (st->qn == 0)
         return fail(c, PC_EINVAL, "%s: chunk %u's state is not a powersgd matrix's", what,
                     st->chunk);
-    int at = st->host->round; /* 0, 1 or 2 (codec_impl.h) */
+    int at = pc_codec__state_round(st->host); /* 0, 1 or 2 */
     if (at != round)
         return fail(c, PC_EINVAL, "%s: chunk %u: out of order: %s is due", what, st->chunk,
                     due[at]);
-    if (round == 0 && st->host->folded == PC_CODEC_FOLD_NONE)
+    if (round == 0 && pc_codec__state_folded(st->host) == PC_CODEC_FOLD_NONE)
         return fail(c, PC_EINVAL, "%s: chunk %u: nothing folded since the last step", what,
                     st->chunk);
     if (msg && (!out || !len))

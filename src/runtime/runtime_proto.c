@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec_impl.h"
+#include "codec/codec_internal.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_error.h"
 #include "runtime_proto.h"
