@@ -21,8 +21,8 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_wire.h"
-#include "runtime/runtime_impl.h"
 #include "runtime/runtime_proto.h"
+#include "runtime/runtime_server.h"
 
 /* Messages the sparse aggregation is timed with: the merges (of 8k, 1 + 2 + ... + 7 k
  * indices, about 1 ns each) then weigh about as much as the eight messages' checks and

@@ -23,6 +23,7 @@
 #include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_wire.h"
 #include "runtime_proto.h"
+#include "runtime_server.h"
 
 /* Library-private: hidden in libpipecompress.so (its version script exports pc_*, and these
  * pc_rt__ names would match it). */
@@ -217,25 +218,6 @@ int pc_rt__ckpt_open(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_re
  * fail writing the manifest). */
 int pc_rt__ckpt_finish(pc_runtime_t *rt, uint64_t it, pc_ckpt_writer_t *w, int rc, const char *why,
                        char *err, size_t errlen);
-
-/* The update of the server's O(nnz) step of one chunk, after pc_rt__grad_aggregate_sparse
- * summed the workers' messages into agg over sp->touched: plain SGD at lr on those entries
- * of p (pc_optim_sgd_sparse; optim must be pc_optim_sparse_friendly), then clear them in
- * agg, so that agg, all zero before the aggregation, is all zero again for the next
- * iteration. Returns how many parameters changed, their indices in sp->scratch
- * (ascending, for the pull). pc_server.c's sparse path; pc_cost_measure_server times it.
- * One thread per sp. */
-size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
-                                   float *agg);
-
-/* The update of a powersgd matrix on its server (rows x cols, row-major p; mom NULL
- * without momentum): P^ Q^T made row by row (pc_lowrank_row, from phat rows x rank and
- * qagg cols x rank) and optim's step at lr on each row. work: pc_lowrank_expand_work(cols,
- * rank) floats, the caller's. Returns how many parameters changed. pc_server.c's powersgd
- * path; pc_cost_measure_lowrank times it. Thread-safe on distinct buffers. */
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, float lr, float *p, float *mom,
-                                    const float *phat, const float *qagg, size_t rows, size_t cols,
-                                    int rank, float *work);
 
 #pragma GCC visibility pop
 
