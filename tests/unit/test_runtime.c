@@ -264,6 +264,25 @@ static void test_pull_round_trips(void **state)
                      PC_WIRE_HEADER_BYTES + T + 4 * N); /* 40% changed: dense pays */
     assert_int_equal(pc_rt__pull_encode(buf, 5, 9, p, N, changed, 40, PC_PULL_SPARSE, 0),
                      PC_WIRE_HEADER_BYTES + T + 8 * 40);
+    /* The thresholds, on both sides: --pull sparse goes sparse while fewer than half the
+     * entries changed (49 of 100, not 50: whose sparse form is as long as the dense one, so
+     * the codec byte tells), auto while fewer than a quarter (24, not 25). */
+    const struct {
+        size_t nchanged;
+        int mode;
+        uint8_t codec;
+    } th[] = {{49, PC_PULL_SPARSE, PC_RT_PULL_SPARSE},
+              {50, PC_PULL_SPARSE, PC_RT_PULL_DENSE},
+              {24, PC_PULL_AUTO, PC_RT_PULL_SPARSE},
+              {25, PC_PULL_AUTO, PC_RT_PULL_DENSE}};
+    for (size_t i = 0; i < sizeof(th) / sizeof(th[0]); i++) {
+        len = pc_rt__pull_encode(buf, 5, 9, p, N, changed, th[i].nchanged, th[i].mode, 0);
+        bool sparse = th[i].codec == PC_RT_PULL_SPARSE;
+        if (buf[5] != th[i].codec ||
+            len != PC_WIRE_HEADER_BYTES + T + (sparse ? 8 * th[i].nchanged : 4 * (size_t)N))
+            fail_msg("%zu of %d changed, mode %d: codec 0x%x in %zu bytes", th[i].nchanged, N,
+                     th[i].mode, buf[5], len);
+    }
 }
 
 static void expect_bad(uint8_t *buf, size_t len, uint32_t chunk, uint64_t it, const char *needle)
@@ -329,6 +348,62 @@ static void test_pull_rejections(void **state)
     memcpy(bad, buf, len);
     pc_wire_put_u32(bad + 32, 0x80000000u); /* -0: equal to 0, other bytes */
     expect_bad(bad, len, 5, 9, "scale -0");
+}
+
+/* The server time of both pull readers (the plain update and powersgd's matrix update):
+ * the encoders cap it at exactly PC_RT_PULL_MAX_SERVER_NS, so the bound itself must be
+ * accepted with its value kept, and one past it refused with the outputs untouched. */
+static void test_server_time_bound(void **state)
+{
+    (void)state;
+    enum { N = 8, QN = 4 }; /* the matrix update: a Q of 4 floats for a matrix of 8 */
+    const uint64_t MAX = PC_RT_PULL_MAX_SERVER_NS;
+    float p[N], q[N];
+    for (int i = 0; i < N; i++)
+        p[i] = (float)i - 3.5f;
+    uint8_t buf[PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * N];
+    char err[256];
+    /* At the bound, over it and far over it the encoders write the bound, which reads back. */
+    const uint64_t sent[] = {MAX, MAX + 1, UINT64_MAX};
+    for (size_t s = 0; s < sizeof(sent) / sizeof(sent[0]); s++) {
+        size_t len = pc_rt__pull_encode(buf, 1, 2, p, N, NULL, 0, PC_PULL_DENSE, sent[s]);
+        assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == MAX);
+        uint64_t sns = 0;
+        memset(q, 0, sizeof(q));
+        assert_int_equal(pc_rt__pull_apply(buf, len, 1, 2, q, N, &sns, err, sizeof(err)), PC_OK);
+        assert_true(sns == MAX);
+        assert_memory_equal(q, p, sizeof(p));
+        len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, sent[s]);
+        assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == MAX);
+        const uint8_t *v = NULL;
+        sns = 0;
+        assert_int_equal(
+            pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, QN, &v, &sns, err, sizeof(err)),
+            PC_OK);
+        assert_true(sns == MAX);
+        assert_true(v == buf + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES);
+    }
+    /* One past the bound, written over an encoded message: refused by both. */
+    size_t len = pc_rt__pull_encode(buf, 1, 2, p, N, NULL, 0, PC_PULL_DENSE, 5);
+    pc_wire_put_u64(buf + PC_WIRE_HEADER_BYTES, MAX + 1);
+    uint64_t sns = 42;
+    for (int i = 0; i < N; i++)
+        q[i] = 9.0f;
+    assert_int_equal(pc_rt__pull_apply(buf, len, 1, 2, q, N, &sns, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "chunk 1: update names a server time of 3600000000001 ns, at most "
+                             "3600000000000");
+    assert_true(sns == 42);
+    for (int i = 0; i < N; i++)
+        assert_true(q[i] == 9.0f);
+    len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, 5);
+    pc_wire_put_u64(buf + PC_WIRE_HEADER_BYTES, MAX + 1);
+    const uint8_t *v = NULL;
+    assert_int_equal(
+        pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, QN, &v, &sns, err, sizeof(err)),
+        PC_EFORMAT);
+    assert_string_equal(err, "chunk 1: update names a server time of 3600000000001 ns, at most "
+                             "3600000000000");
+    assert_true(sns == 42 && v == NULL);
 }
 
 /* Every bound the validators check, on both sides: the last value accepted, the first
@@ -1162,6 +1237,7 @@ int main(void)
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
         cmocka_unit_test(test_pull_rejections),
+        cmocka_unit_test(test_server_time_bound),
         cmocka_unit_test(test_validator_bounds),
         cmocka_unit_test(test_pull_bytes),
         cmocka_unit_test(test_lowrank_messages),

@@ -1,6 +1,7 @@
 /* test_wire: header round trip and every header check; little-endian scalars; varints;
  * binary16 conversion against the compiler's _Float16 (round to nearest even) on edge cases
  * and random floats, and exhaustively in the other direction. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,6 +89,19 @@ static void m_none(pc_wire_header_t *h)
 {
     (void)h;
 }
+/* The accepted side of the bounds above: as many entries as elements, a scale of +0. */
+static void m_entries_n(pc_wire_header_t *h)
+{
+    h->entries = h->n;
+}
+static void m_scale_zero(pc_wire_header_t *h)
+{
+    h->scale = 0.0f;
+}
+static void m_scale_tiny_neg(pc_wire_header_t *h)
+{
+    h->scale = -FLT_TRUE_MIN;
+}
 
 static void test_header_rejections(void **state)
 {
@@ -105,6 +119,11 @@ static void test_header_rejections(void **state)
     assert_int_equal(read_mutated(m_inf, 0, err), PC_EFORMAT);
     assert_int_equal(read_mutated(m_neg, 0, err), PC_EFORMAT);
     assert_int_equal(read_mutated(m_entries, 0, err), PC_EFORMAT);
+    assert_string_equal(err, "1001 entries for a chunk of 1000 elements");
+    assert_int_equal(read_mutated(m_entries_n, 0, err), PC_OK);
+    assert_int_equal(read_mutated(m_scale_zero, 0, err), PC_OK);
+    assert_int_equal(read_mutated(m_scale_tiny_neg, 0, err), PC_EFORMAT);
+    assert_non_null(strstr(err, "not a finite non-negative number"));
     assert_int_equal(read_mutated(m_none, 1, err), PC_EFORMAT); /* oversized */
     assert_string_equal(err, "header announces 24 payload bytes, message carries 25");
     assert_int_equal(read_mutated(m_none, (size_t)-1, err), PC_EFORMAT); /* truncated */
@@ -113,6 +132,15 @@ static void test_header_rejections(void **state)
     assert_int_equal(pc_wire_header_read(tiny, sizeof(tiny), &r, err, sizeof(err)), PC_EFORMAT);
     assert_string_equal(err, "message of 10 bytes is shorter than its 40-byte header");
     assert_int_equal(pc_wire_header_read(NULL, 100, &r, err, sizeof(err)), PC_EFORMAT);
+    /* The length bound on both sides: a header alone (no payload) is a message, one byte
+     * less is not. */
+    uint8_t head[PC_WIRE_HEADER_BYTES];
+    pc_wire_header_t h = sample();
+    h.payload = 0;
+    pc_wire_header_write(&h, head);
+    assert_int_equal(pc_wire_header_read(head, sizeof(head), &r, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_wire_header_read(head, sizeof(head) - 1, &r, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "message of 39 bytes is shorter than its 40-byte header");
 }
 
 /* Scalars are little-endian byte by byte, whatever the host; u64 is low word first. */
@@ -168,6 +196,11 @@ static void test_varints(void **state)
     assert_int_equal(pc_wire_varint_get(too_long, too_long + 6, &v), 0);
     const uint8_t too_big[5] = {0xff, 0xff, 0xff, 0xff, 0x1f}; /* 2^35 - 1 */
     assert_int_equal(pc_wire_varint_get(too_big, too_big + 5, &v), 0);
+    /* The fifth byte's bound on both sides: 0x0f (2^32 - 1) read, 0x10 (2^32) refused. */
+    const uint8_t top[5] = {0xff, 0xff, 0xff, 0xff, 0x0f}, over[5] = {0x80, 0x80, 0x80, 0x80, 0x10};
+    assert_int_equal(pc_wire_varint_get(top, top + 5, &v), 5);
+    assert_int_equal(v, 0xffffffffu);
+    assert_int_equal(pc_wire_varint_get(over, over + 5, &v), 0);
     assert_int_equal(pc_wire_varint_get(too_big, too_big, &v), 0);
 }
 
