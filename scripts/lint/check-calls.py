@@ -8,10 +8,9 @@ each other through the prototypes of a shared private header. This reads every .
 under src/, finds the functions and data each defines with external linkage, and the
 identifiers each uses that another file defines, and fails on
   - a call (or a reference: an ops table, a variable) from a file into a layer above its
-    own (the layers are check-layers.py's, read from doc/design.md's "## Layers");
-  - a call between the worker's files against their order: doc/design.md's sentence
-    "The worker's files, top to bottom: `a.c`, `b.c`, ..." lists them, and a file may
-    call only those after it;
+    own (the layers are check-layers.py's, read from scripts/lint/layers.txt);
+  - a call between the worker's files against their order: layers.txt's `worker` lines
+    list them, top to bottom, and a file may call only those after it;
   - a cycle: files that reach themselves through calls, anywhere in src/.
 Comments and string literals are ignored; static functions are local to their file and
 inline functions of a header belong to the header (check-layers.py holds its includes).
@@ -43,16 +42,9 @@ def strip(src):
     return re.sub(pat, lambda m: re.sub(r"[^\n]", " ", m.group(0)), src, flags=re.S)
 
 
-def worker_order():
-    text = open(os.path.join(top, "doc", "design.md")).read()
-    m = re.search(r"The worker's files, top to bottom[^:]*:(.*?)\.(?:\s|$)", text, re.S)
-    if not m:
-        sys.exit("check-calls: doc/design.md has no \"The worker's files, top to bottom: ...\"")
-    return re.findall(r"`([\w.]+\.c)`", m.group(1))
-
-
 def main():
-    layers = layers_mod.read_layers()
+    cfg = layers_mod.read_config()
+    layers = cfg.layers
     files = layers_mod.project_files()
     problems = []
     csrc = [f for f in files if f.startswith("src/") and f.endswith(".c")]
@@ -75,14 +67,15 @@ def main():
             if g and g != f and m.group(0) not in calls[f].setdefault(g, []):
                 calls[f][g].append(m.group(0))
         calls[f] = {g: v for g, v in calls[f].items() if v}
-    order = worker_order()
+    order = cfg.worker
     rank = {}
     for i, name in enumerate(order):
-        hits = [f for f in csrc if os.path.basename(f) == name]
-        if len(hits) != 1:
-            problems.append("doc/design.md's worker order names %s: %s" % (name, "no such file in src/" if not hits else "more than one"))
+        if name not in text:
+            problems.append("%s's worker order names %s: no such .c file in src/" % (layers_mod.LAYERS_TXT, name))
+        elif name in rank:
+            problems.append("%s's worker order names %s twice" % (layers_mod.LAYERS_TXT, name))
         else:
-            rank[hits[0]] = i
+            rank[name] = i
     for f in csrc:
         for g, names in sorted(calls[f].items()):
             what = ", ".join(sorted(names))

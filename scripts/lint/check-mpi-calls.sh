@@ -5,20 +5,24 @@
 # MPI_Error_string inside pc_comm_check_peer, which is how a failure is described (its own
 # failure is handled there). Lists each unchecked call as FILE:LINE: CALL and exits 1 if
 # there is any; prints where MPI is called, file by file, otherwise. Comments and strings
-# are ignored. It also fails when a file calls MPI that doc/design.md's sentence "MPI is
-# called in ..." does not name (the doc says where MPI is; this keeps it true). Programs
-# in apps/ are not scanned: they use MPI_COMM_WORLD with MPI's default handler,
-# MPI_ERRORS_ARE_FATAL, so an MPI error there ends the job with MPI's own message (a
-# program that sets MPI_ERRORS_RETURN checks its calls itself, as pc-bench topo does).
+# are ignored. It also fails when a file calls MPI that scripts/lint/layers.txt's `mpi`
+# lines do not name, or when a file they name calls none (the list says where MPI is;
+# this keeps it true). Programs in apps/ are not scanned: they use MPI_COMM_WORLD with
+# MPI's default handler, MPI_ERRORS_ARE_FATAL, so an MPI error there ends the job with
+# MPI's own message (a program that sets MPI_ERRORS_RETURN checks its calls itself, as
+# pc-bench topo does).
 # Run by scripts/check.sh before the builds.
 set -euo pipefail
 top=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
-allowed=$(perl -0ne 'print join(" ", $1 =~ /`([\w.]+\.c)`/g) if /MPI is called in (.*?)nowhere/s' "$top/doc/design.md")
-[ -n "$allowed" ] || { echo "check-mpi-calls: doc/design.md has no 'MPI is called in ...' list" >&2; exit 1; }
-PC_MPI_FILES="$allowed" perl -e '
+list=scripts/lint/layers.txt
+[ -r "$top/$list" ] || { echo "check-mpi-calls: $list: cannot read" >&2; exit 1; }
+# The words after "mpi" on each mpi line (check-layers.py checks the file's syntax).
+allowed=$(perl -lane 'print join(" ", @F[1 .. $#F]) if @F && $F[0] eq "mpi"' "$top/$list")
+[ -n "$allowed" ] || { echo "check-mpi-calls: $list has no 'mpi FILE...' line" >&2; exit 1; }
+PC_MPI_FILES="$allowed" PC_MPI_LIST="$list" perl -e '
     my ($bad, %where) = (0);
     my %allowed = map { $_ => 1 } split(" ", $ENV{PC_MPI_FILES});
-    my %told;
+    my (%told, %seen);
     for my $f (@ARGV) {
         open(my $fh, "<", $f) or die "$f: $!";
         local $/; my $src = <$fh>;
@@ -32,13 +36,18 @@ PC_MPI_FILES="$allowed" perl -e '
                   || ($call eq "MPI_Error_string" && $f =~ m{/pc_comm\.c$});
             (my $short = $f) =~ s{.*/src/}{src/};
             if ($ok) { $where{$short}++ } else { print "$short:$line: $call not checked\n"; $bad++ }
-            (my $base = $short) =~ s{.*/}{};
-            if (!$allowed{$base} && !$told{$base}++) {
-                print "$short: calls MPI but doc/design.md does not list it under \"MPI is called in\"\n";
+            $seen{$short} = 1;
+            if (!$allowed{$short} && !$told{$short}++) {
+                print "$short: calls MPI but $ENV{PC_MPI_LIST} does not list it on an mpi line\n";
                 $bad++;
             }
         }
     }
-    if ($bad) { print "check-mpi-calls: $bad problem(s): MPI calls without PC_MPI_CHECK, or in files doc/design.md does not list\n"; exit 1 }
+    for my $f (sort keys %allowed) {
+        next if $seen{$f};
+        print "$f: listed on an mpi line of $ENV{PC_MPI_LIST} but calls no MPI\n";
+        $bad++;
+    }
+    if ($bad) { print "check-mpi-calls: $bad problem(s): MPI calls without PC_MPI_CHECK, or a list in $ENV{PC_MPI_LIST} that is not where MPI is\n"; exit 1 }
     print "check-mpi-calls: every MPI call checked (", join(", ", map { "$_ $where{$_}" } sort keys %where), ")\n";
 ' $(find "$top/src" -name '*.[ch]' | sort)

@@ -2,19 +2,23 @@
 # The static checks scripts/check.sh runs before the builds, each against the tree as it
 # is (it must pass) and against a copy with one fault planted (it must fail, naming it):
 #   scripts/lint/check-layers.py     an upward include; a file outside the layer folders;
-#                                    a module in a folder other than design.md's layer; an
-#                                    #ifdef PC_HAVE_CUDA outside the CUDA boundary
+#                                    a module in a folder other than layers.txt's layer; an
+#                                    #ifdef PC_HAVE_CUDA outside the CUDA boundary; an
+#                                    include that resolves nowhere; a private *_impl.h
+#                                    included from another folder; a malformed line of
+#                                    layers.txt; a file layers.txt names that is not there
 #   scripts/lint/check-calls.py      an upward call across layers; a call against the
-#                                    worker's order; a call cycle within a layer
+#                                    worker's order; the same call after layers.txt's
+#                                    worker order changes; a call cycle within a layer
 #   scripts/lint/check-mpi-calls.sh  an MPI call without PC_MPI_CHECK; MPI in a file
-#                                    design.md does not list
+#                                    layers.txt does not list; a listed file without MPI
 #   scripts/lint/check-length.py     a function over the limit; the same with its "One
 #                                    piece:" reason (then listed as an exception)
+#   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md
 #   scripts/lint/check-commits.sh    (a warning, status 0) a subject over 72 characters;
 #                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
 # doc/design.md and scripts/lint/.
-#   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 src=$PC_SRCDIR
@@ -69,11 +73,19 @@ planted() {
 echo '#include "pipecompress/pc_runtime.h"' >>"$tmp/t/src/base/pc_time.c"
 planted "an upward include" layers 'src/base/pc_time.c \(layer 1\) includes include/pipecompress/pc_runtime.h \(layer 5\): upwards'
 cp "$tmp/t/src/base/pc_time.c" "$tmp/t/src/pc_stray.c"
-planted "a file at src/'s top" layers "src/pc_stray.c: not in a folder of doc/design.md"
+planted "a file at src/'s top" layers "src/pc_stray.c: not in a layer's folder of scripts/lint/layers.txt"
 touch "$tmp/t/cuda/pc_stray.cu"
-planted "a kernel file design.md does not place" layers "cuda/pc_stray.cu: in no layer of doc/design.md"
+planted "a kernel file layers.txt does not place" layers "cuda/pc_stray.cu: in no layer of scripts/lint/layers.txt"
 mv "$tmp/t/src/sync/pc_event.c" "$tmp/t/src/codec/pc_event.c"
-planted "a module moved to another layer's folder" layers 'src/codec/pc_event.c: doc/design.md names pc_event in layer 2, its folder is layer 3'
+planted "a module moved to another layer's folder" layers 'src/codec/pc_event.c: scripts/lint/layers.txt names pc_event in layer 2, its folder is layer 3'
+echo '#include "runtime/no_such.h"' >>"$tmp/t/src/runtime/pc_plan.c"
+planted "an include that resolves nowhere" layers 'src/runtime/pc_plan.c:[0-9]+: #include "runtime/no_such.h" resolves to no file of the tree'
+echo '#include "codec/codec_impl.h"' >>"$tmp/t/src/runtime/pc_plan.c"
+planted "a private header from another folder" layers 'src/runtime/pc_plan.c:[0-9]+: #include "codec/codec_impl.h": src/codec/codec_impl.h is private to src/codec/'
+echo 'modul pc_stray' >>"$tmp/t/scripts/lint/layers.txt"
+planted "a malformed line of layers.txt" layers '^scripts/lint/layers.txt:[0-9]+: unknown entry modul .*'"'modul pc_stray'"
+sed -i 's|^module pc_gpu |module pc_gpu cuda/pc_gone.cu |' "$tmp/t/scripts/lint/layers.txt"
+planted "a file layers.txt names that is not there" layers 'scripts/lint/layers.txt:[0-9]+: names cuda/pc_gone.cu, which is not in the tree'
 
 printf '\n#ifdef PC_HAVE_CUDA\n#endif\n' >>"$tmp/t/src/gpu/pc_gpu.c"
 planted "an #ifdef PC_HAVE_CUDA in a host file" layers 'src/gpu/pc_gpu.c: PC_HAVE_CUDA outside the CUDA boundary'
@@ -83,6 +95,8 @@ printf '\nvoid pc_log__mut(void);\nvoid pc_log__mut(void)\n{\n    (void)pc_runti
 planted "an upward call" calls 'src/base/pc_log.c \(layer 1\) calls src/runtime/pc_runtime.c \(layer 5\): upwards: pc_runtime_role'
 printf '\nint pc_rt__w_mut(pc_worker_t *w);\nint pc_rt__w_mut(pc_worker_t *w)\n{\n    return pc_worker_param_wait(w, 0);\n}\n' >>"$tmp/t/src/runtime/worker_device.c"
 planted "a call against the worker's order" calls "src/runtime/worker_device.c calls src/runtime/pc_worker.c, above it in the worker's order: pc_worker_param_wait"
+sed -i 's|^worker src/runtime/worker_start.c src/runtime/pc_worker.c|worker src/runtime/worker_start.c|; s|^worker src/runtime/worker_metrics.c|worker src/runtime/pc_worker.c src/runtime/worker_metrics.c|' "$tmp/t/scripts/lint/layers.txt"
+planted "pc_worker.c moved down layers.txt's worker order" calls "src/runtime/pc_worker.c calls src/runtime/worker_lowrank.c, above it in the worker's order"
 printf '\nvoid pc_plan__mut(void);\nvoid pc_plan__mut(void)\n{\n    pc_timeline_destroy(NULL);\n}\n' >>"$tmp/t/src/runtime/pc_plan.c"
 printf '\nvoid pc_timeline__mut(void);\nvoid pc_timeline__mut(void)\n{\n    pc_plan_destroy(NULL);\n}\n' >>"$tmp/t/src/runtime/pc_timeline.c"
 planted "a call cycle" calls 'call cycle: src/runtime/pc_(plan|timeline).c -> src/runtime/pc_(timeline|plan).c -> '
@@ -91,7 +105,9 @@ planted "a call cycle" calls 'call cycle: src/runtime/pc_(plan|timeline).c -> sr
 printf '\nvoid pc_comm__mut(void);\nvoid pc_comm__mut(void)\n{\n    MPI_Barrier(MPI_COMM_WORLD);\n}\n' >>"$tmp/t/src/runtime/pc_comm.c"
 planted "an unchecked MPI call" mpi 'src/runtime/pc_comm.c:[0-9]+: MPI_Barrier not checked'
 printf '\n#include <mpi.h>\nvoid pc_plan__mut(void);\nvoid pc_plan__mut(void)\n{\n    PC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD), NULL, 0);\n}\n' >>"$tmp/t/src/runtime/pc_plan.c"
-planted "MPI where design.md does not say" mpi 'src/runtime/pc_plan.c: calls MPI but doc/design.md does not list it'
+planted "MPI where layers.txt does not say" mpi 'src/runtime/pc_plan.c: calls MPI but scripts/lint/layers.txt does not list it'
+echo 'mpi src/runtime/pc_plan.c' >>"$tmp/t/scripts/lint/layers.txt"
+planted "a file on an mpi line without MPI" mpi 'src/runtime/pc_plan.c: listed on an mpi line of scripts/lint/layers.txt but calls no MPI'
 
 # check-length: a 120-line function, then the same with its reason.
 long_fn() {
