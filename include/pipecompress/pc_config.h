@@ -140,6 +140,22 @@ int pc_config_given(const pc_config_t *cfg, const char *name);
  * Unknown names are ignored. Not thread-safe on cfg. */
 void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
 
+/* Check the flags that only make sense together, for a job of world_size ranks, and fill
+ * in the defaults that depend on other flags, so that printing cfg afterwards shows what
+ * runs. Checks: the --compress spec, the worker/server split, a cosine schedule without
+ * --iters, --resume or --checkpoint-every without --checkpoint-dir, a compressing
+ * --compress or --servers with --mode allreduce (which sends every gradient dense and has
+ * no servers), and --momentum given with a sparsifier's own momentum (dgc, topk, randomk
+ * with momentum > 0: momentum applied twice). Fills in: with such a codec (momentum
+ * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
+ * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
+ * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).
+ * Which flags were given comes from cfg->given (pc_config_group); a cfg not parsed that
+ * way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a one-line
+ * message naming the flag (cfg may then be partly filled). Thread-safe on distinct cfgs.
+ * pc_runtime_check_config (pc_runtime.h) is the same function under its 0.1 name. */
+int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

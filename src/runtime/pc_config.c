@@ -1,11 +1,13 @@
-/* pc_config: the runtime's flags: their table (pc_flags rows), defaults, and the record of
- * which flags a command line gave. */
+/* pc_config: the runtime's flags: their table (pc_flags rows), the checks of their
+ * combinations right after it (pc_config_check; a new flag's rules go there), defaults, and
+ * the record of which flags a command line gave. */
 #include "config.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "pipecompress/pc_codec.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_log.h"
@@ -269,6 +271,138 @@ static const pc_flags_t config_opts[] = {
 
 /* pc_config_t.given keeps one bit per row. */
 _Static_assert(sizeof(config_opts) / sizeof(config_opts[0]) <= 64, "more flags than bits in given");
+
+/* ---- the checks of the flags' combinations (pc_config_check) ------------------------- */
+
+/* Flags given that the resolved configuration (mode, codec, momentum as pc_config_check
+ * left them) would silently ignore: each refused in one line saying why, so that nobody
+ * reads a flag in the effective configuration that did nothing. */
+static int check_no_effect(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
+                           size_t errlen)
+{
+    if (cfg->nesterov && cfg->momentum == 0) {
+        /* torch.optim.SGD refuses it too ("Nesterov momentum requires a momentum"). */
+        double wm = pc_codec_worker_momentum(spec);
+        if (cfg->mode == PC_MODE_PS && wm > 0)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--nesterov has no effect with --compress %s: its momentum is "
+                                "the workers' momentum correction (%s:momentum=%g), which has "
+                                "no Nesterov form; for Nesterov on the servers give "
+                                "%s:momentum=0 --momentum M",
+                                cfg->compress, pc_codec_name(spec->id), wm,
+                                pc_codec_name(spec->id));
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--nesterov needs momentum: --momentum M above 0 (as torch's SGD)");
+    }
+    if (cfg->lr_schedule != PC_LR_STEP) {
+        const char *f = pc_config_given(cfg, "lr-step")    ? "--lr-step"
+                        : pc_config_given(cfg, "lr-gamma") ? "--lr-gamma"
+                                                           : NULL;
+        if (f)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s acts on --lr-schedule step only (this run's is %s)", f,
+                                pc_optim_schedule_name(cfg->lr_schedule));
+    }
+    if (pc_config_given(cfg, "checkpoint-keep") && !cfg->checkpoint_dir[0])
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--checkpoint-keep needs --checkpoint-dir DIR");
+    if (cfg->mode == PC_MODE_ALLREDUCE) {
+        const char *f = pc_config_given(cfg, "pull")                 ? "--pull"
+                        : pc_config_given(cfg, "compress-min-bytes") ? "--compress-min-bytes"
+                                                                     : NULL;
+        if (f)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s has no effect with --mode allreduce (no servers, nothing "
+                                "compressed); drop it",
+                                f);
+    } else if (pc_config_given(cfg, "compress-min-bytes") && spec->id == PC_CODEC_NONE) {
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-min-bytes has no effect with --compress none (every "
+                            "chunk travels uncompressed); drop it");
+    }
+    return PC_OK;
+}
+
+int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
+{
+    pc_codec_spec_t spec;
+    char why[256];
+    int rc;
+    if (pc_codec_spec_parse(cfg->compress, &spec, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--compress: %s", why);
+    if (cfg->mode == PC_MODE_AUTO)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--mode auto must be resolved before the runtime starts "
+                            "(pc_auto_check, then pc_auto_choose)");
+    if (cfg->mode == PC_MODE_ALLREDUCE) {
+        /* Every gradient travels dense through MPI_Allreduce: no codec, no servers. */
+        if (pc_config_given(cfg, "compress") && spec.id != PC_CODEC_NONE)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--compress %s has no effect with --mode allreduce (a dense "
+                                "MPI_Allreduce of every gradient); drop one of the two",
+                                cfg->compress);
+        if (pc_config_given(cfg, "servers") && cfg->servers > 0)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--servers %d has no effect with --mode allreduce (every rank is a "
+                                "worker); drop one of the two",
+                                cfg->servers);
+        snprintf(cfg->compress, sizeof(cfg->compress), "none");
+        cfg->servers = 0;
+    }
+    if (cfg->mode == PC_MODE_PS) {
+        if (world_size < 2)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--mode ps needs at least 2 ranks (a worker and a server); got %d "
+                                "(use mpirun -np N, or --mode allreduce)",
+                                world_size);
+        if (cfg->servers < 1 || cfg->servers >= world_size)
+            return pc_error_fmt(PC_EUSAGE, err, errlen, "--servers %d leaves no %s among %d ranks",
+                                cfg->servers, cfg->servers < 1 ? "server" : "worker", world_size);
+        double wm = pc_codec_worker_momentum(&spec);
+        if (wm > 0) {
+            /* The sparsifiers' momentum correction (DGC's; topk and randomk likewise)
+             * accumulates momentum on the workers; the servers then apply plain SGD to the
+             * sparse aggregate (Lin et al. 2018), touching only what was sent. Server
+             * momentum on top of it is momentum applied twice, and diverges. */
+            const char *name = pc_codec_name(spec.id);
+            if (pc_config_given(cfg, "momentum") && cfg->momentum > 0)
+                return pc_error_fmt(
+                    PC_EUSAGE, err, errlen,
+                    "--momentum %g with --compress %s applies momentum twice (the codec's "
+                    "momentum correction, %s:momentum=%g, runs on the workers); "
+                    "drop --momentum, or set %s:momentum=0 to keep it on the servers",
+                    cfg->momentum, name, name, wm, name);
+            cfg->momentum = 0;
+        }
+    }
+    if ((rc = check_no_effect(cfg, &spec, err, errlen)) != PC_OK)
+        return rc;
+    if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--lr-schedule cosine needs the run's length: --iters N");
+    if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
+                            cfg->resume ? "--resume" : "--checkpoint-every");
+    int gpus[PC_CONFIG_GPU_MAX], ngpus;
+    if (pc_config_gpu_parse(cfg->gpu, gpus, &ngpus, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu: %s", why);
+    if (ngpus > 0 && cfg->device != PC_DEVICE_CUDA)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu %s needs --device cuda", cfg->gpu);
+    if (pc_config_given(cfg, "compress-on") && cfg->device == PC_DEVICE_CPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-on needs device tensors (--device cuda or emulate)");
+    if (pc_config_given(cfg, "compress-on") && cfg->mode == PC_MODE_ALLREDUCE)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress-on has no effect with --mode allreduce (nothing is "
+                            "compressed); drop one of the two");
+    /* --device emulate runs it in pc_devcodec's CPU path, the one it has */
+    if (spec.id == PC_CODEC_POWERSGD && cfg->device == PC_DEVICE_CUDA &&
+        cfg->compress_on == PC_COMPRESS_ON_GPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compress %s has no CUDA kernels: its products run on the "
+                            "compressor thread's core; add --compress-on cpu",
+                            cfg->compress);
+    return PC_OK;
+}
 
 void pc_config_defaults(pc_config_t *cfg)
 {

@@ -424,6 +424,37 @@ static void test_print_round_trips(void **state)
     free(buf);
 }
 
+/* pc_config_check, next to the flag table (tests/unit/test_runtime.c checks every
+ * combination through pc_runtime_check_config, its 0.1 name): a command line's given flags
+ * reach it, a refused combination is one line naming the flag, and the defaults that depend
+ * on other flags are filled in. */
+static void test_check_combinations(void **state)
+{
+    (void)state;
+    char *twice[] = {"prog", "--momentum", "0.9", NULL};
+    char *plain[] = {"prog", "--mode", "allreduce", NULL};
+    char err[256];
+    pc_config_t cfg;
+    pc_config_defaults(&cfg);
+    pc_flags_group_t g = pc_config_group(&cfg, "Runtime");
+    assert_int_equal(pc_flags_parse(&g, 1, 3, twice, NULL, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--momentum 0.9 with --compress topk applies momentum "
+                             "twice (the codec's momentum correction, topk:momentum=0.9, runs "
+                             "on the workers); drop --momentum, or set topk:momentum=0 to keep "
+                             "it on the servers");
+    pc_config_defaults(&cfg); /* nothing given: the servers' momentum becomes 0 */
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK);
+    assert_true(cfg.momentum == 0);
+    pc_config_defaults(&cfg);
+    g = pc_config_group(&cfg, "Runtime");
+    assert_int_equal(pc_flags_parse(&g, 1, 3, plain, NULL, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_config_check(&cfg, 1, err, sizeof(err)), PC_OK);
+    assert_string_equal(cfg.compress, "none");
+    assert_int_equal(cfg.servers, 0);
+    assert_int_equal(pc_config_check(&cfg, 1, err, sizeof(err)), PC_OK); /* idempotent */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_names),
         cmocka_unit_test(test_runtime_flags),
         cmocka_unit_test(test_usage_and_print),
+        cmocka_unit_test(test_check_combinations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
