@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/check.sh: install what is missing, build, and run every test:
+# scripts/check.sh [--quick]: install what is missing, build, and run every test (what CI
+# runs, .ci/run; about 45 minutes on 2 cores):
 #  1. the normal build: all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests and a worker destroyed while
@@ -19,10 +20,46 @@
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
 # skipped tests with the reason each gave (its "skipped: REASON" line).
-# Exit status is non-zero on any failure. Logs: build*/tests/*/*.log.
+# The commit messages are checked too (scripts/lint/check-commits.sh): a warning, never
+# a failure.
+# --quick, the inner loop (under 5 minutes on 2 cores): the build packages only, the lints,
+# the build in build/, the unit tests and a short MPI training test (make check-quick). A
+# build/ not configured yet is configured --without-cuda --disable-shared (the kernels'
+# nvcc compile alone takes longer than the whole tier; the shared library is for the
+# Python tests); one configured already is reused as it is. The full check configures
+# build/ again when --quick configured it (pc_build compares the flags).
+# Exit status is non-zero on any failure (2 for an unknown flag). Logs: build*/tests/*/*.log.
 set -euo pipefail
+QUICK=0
+for arg in "$@"; do
+    case $arg in
+    --quick) QUICK=1 ;;
+    -h | --help)
+        cat <<'USAGE'
+usage: scripts/check.sh [--quick]
+  (no flag)  the full check, what CI runs (.ci/run): lints, build/, make check, the TSan and
+             ASan builds, the Slurm and emulated-cluster tests (root), bounded fuzz runs;
+             about 45 minutes on 2 cores
+  --quick    the inner loop: lints, build/ (configured --without-cuda --disable-shared
+             when new), the unit tests and a short MPI training test (make check-quick);
+             under 5 minutes
+  -h, --help this text
+Ends with the skipped tests and "check: N passed, N failed, N skipped"; non-zero on any
+failure. See CONTRIBUTING.md.
+USAGE
+        exit 0
+        ;;
+    *)
+        echo "check.sh: unknown flag '$arg' (usage: scripts/check.sh [--quick]; --help)" >&2
+        exit 2
+        ;;
+    esac
+done
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" = 0 ]; then
+if [ "$QUICK" = 1 ]; then
+    PC_PACKAGES=$PC_BUILD_PACKAGES
+    pc_setup
+elif [ "$(id -u)" = 0 ]; then
     pc_setup slurmctld slurmd slurm-client munge iproute2 nftables $PC_OPTIONAL_PACKAGES
 else
     pc_setup
@@ -104,6 +141,21 @@ lint "function length (scripts/lint/check-length.py)" /usr/bin/python3 "$PC_TOP/
 lint "scripts/lint/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/lint/check-mpi-calls.sh" "$PC_TOP"
 lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.sh" --check
 lint "one home per figure (scripts/lint/check-figures.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-figures.py" "$PC_TOP"
+pc_say "commit messages (scripts/lint/check-commits.sh; a warning, never a failure)"
+"$PC_TOP/scripts/lint/check-commits.sh" "$PC_TOP" || true
+
+if [ "$QUICK" = 1 ]; then
+    # A build/ configured already (by the full check, maybe with CUDA) is kept as it is.
+    flags="--without-cuda --disable-shared"
+    [ -f "$PC_TOP/build/Makefile" ] && [ -f "$PC_TOP/build/.pc-configure-flags" ] \
+        && flags=$(cat "$PC_TOP/build/.pc-configure-flags")
+    # shellcheck disable=SC2086
+    pc_build build $flags
+    run_suite build check-quick
+    pc_say "quick check passed (the full one: scripts/check.sh)"
+    summary
+    exit 0
+fi
 
 pc_build build
 run_suite build check

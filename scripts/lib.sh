@@ -4,9 +4,12 @@
 PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian packages PipeCompress needs to build, test and run. Keep in step with README.md.
-PC_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
+# PC_BUILD_PACKAGES: what the build, the lints, the unit tests and the MPI tests on
+# synthetic data need (scripts/check.sh --quick installs these alone).
+PC_BUILD_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev hwloc libcmocka-dev libopenblas-dev zlib1g-dev
-  libck-dev clang-format dataset-fashion-mnist python3-matplotlib"
+  libck-dev clang-format"
+PC_PACKAGES="$PC_BUILD_PACKAGES dataset-fashion-mnist python3-matplotlib"
 # Packages only some tests need: check.sh installs them as root; without them (and not
 # root) those tests are reported as skipped. clang: the libFuzzer targets; python3-torch
 # (Debian's PyTorch 1.13, CPU): the Python binding's tests (tests/mpi/test_torch*.sh);
@@ -104,7 +107,8 @@ pc_missing() {
     done
 }
 
-# pc_setup [EXTRA PACKAGES...]: install what is missing of PC_PACKAGES and the extras.
+# pc_setup [EXTRA PACKAGES...]: install what is missing of PC_PACKAGES and the extras
+# (a caller may set PC_PACKAGES to PC_BUILD_PACKAGES first, as check.sh --quick does).
 pc_setup() {
     if ! command -v dpkg-query >/dev/null 2>&1; then
         pc_say "not a Debian system: make sure the equivalents of these are installed: $PC_PACKAGES"

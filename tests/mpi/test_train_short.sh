@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# pc-train's short end-to-end check, the MPI test of scripts/check.sh --quick (make
+# check-quick; the full check runs it too): 2 workers and a server under mpirun, an mlp on
+# synthetic data for 40 iterations with top-k compression, seconds in all:
+#  - the run completes, its loss falls and the test accuracy beats chance (10 classes);
+#  - the same seed saves bitwise the same model with --pipeline on and off;
+#  - --eval-model reads the saved model back and reports the accuracy training printed.
+# tests/mpi/test_train.sh checks the same and much more on longer runs.
+set -uo pipefail
+. "$(dirname "$0")/../harness.sh"
+run="$PC_SRCDIR/scripts/pc-mpirun.sh"
+train="$PC_BUILDDIR/apps/pc-train"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+common=(--data synthetic --synthetic-samples 1200 --batch 16 --iters 40 --lr 0.05 --model mlp
+    --compress topk:ratio=0.1)
+
+for pipe in on off; do
+    "$run" -t 120 -np 3 "$train" "${common[@]}" --pipeline "$pipe" --save-model "$tmp/$pipe.pcm" \
+        >"$tmp/$pipe.log" 2>&1 || { bad "--pipeline $pipe: the run failed"; tail -5 "$tmp/$pipe.log"; }
+done
+first=$(grep -m1 -o 'loss [0-9.]*' "$tmp/on.log" | awk '{print $2}')
+last=$(grep 'iter ' "$tmp/on.log" | tail -n 1 | grep -o 'loss [0-9.]*' | awk '{print $2}')
+acc=$(grep -o 'final test accuracy [0-9.]*' "$tmp/on.log" | awk '{print $4}')
+if grep -q '^done: 40 iterations' "$tmp/on.log" &&
+    awk -v a="$first" -v b="$last" -v c="$acc" 'BEGIN { exit !(b < a && c > 20) }'; then
+    ok "40 iterations with top-k: loss $first -> $last, test accuracy $acc%"
+else
+    bad "the mlp did not learn (loss '$first' -> '$last', accuracy '$acc')"; tail -5 "$tmp/on.log"
+fi
+cmp -s "$tmp/on.pcm" "$tmp/off.pcm" && ok "same seed: --pipeline on and off save identical models" ||
+    bad "--pipeline on and off saved different models"
+
+ev=$("$train" --data synthetic --eval-model "$tmp/on.pcm" 2>&1)
+evacc=$(grep -o 'test accuracy [0-9.]*' <<<"$ev" | awk '{print $3}')
+[ -n "$evacc" ] && [ "$evacc" = "$acc" ] && ok "--eval-model: $evacc%" ||
+    bad "--eval-model gave '$evacc', training reported '$acc'"
+
+pc_done
