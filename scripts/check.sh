@@ -28,6 +28,8 @@
 # nvcc compile alone takes longer than the whole tier; the shared library is for the
 # Python tests); one configured already is reused as it is. The full check configures
 # build/ again when --quick configured it (pc_build compares the flags).
+# At the end: the wall time, each stage's, and the 8 longest tests (from each log's
+# creation to its result; the tests of a suite run two at a time).
 # Exit status is non-zero on any failure (2 for an unknown flag). Logs: build*/tests/*/*.log.
 set -euo pipefail
 QUICK=0
@@ -44,8 +46,8 @@ usage: scripts/check.sh [--quick]
              when new), the unit tests and a short MPI training test (make check-quick);
              under 5 minutes
   -h, --help this text
-Ends with the skipped tests and "check: N passed, N failed, N skipped"; non-zero on any
-failure. See CONTRIBUTING.md.
+Ends with the wall time, the longest tests, the skipped ones and
+"check: N passed, N failed, N skipped"; non-zero on any failure. See CONTRIBUTING.md.
 USAGE
         exit 0
         ;;
@@ -67,11 +69,39 @@ else
         pc_say "not root and missing:$(pc_missing $PC_OPTIONAL_PACKAGES): the tests that need them are skipped"
     fi
 fi
+STAGES=("setup ${SECONDS}s") # "NAME SECONDS", one per stage
 
 PASSED=0
 FAILED=0
 SKIPPED=0
 SKIPS=() # "NAME: REASON", one per skipped test
+TIMES=() # "SECONDS NAME", one per test
+
+# stage NAME START: note that the stage NAME, begun at $SECONDS = START, has ended.
+stage() { STAGES+=("$1 $((SECONDS - $2))s"); }
+# suite_times DIR MARK: each test of DIR whose result (.trs) is newer than the file MARK,
+# with its duration: from its log's creation (stat %W: test-driver opens it first) to its
+# result's last write.
+suite_times() {
+    local trs log b e
+    while IFS= read -r trs; do
+        log=${trs%.trs}.log
+        b=$(stat -c %W "$log" 2>/dev/null) || continue
+        e=$(stat -c %Y "$trs")
+        log=${log#"$PC_TOP/"}
+        [ "${b:-0}" -gt 0 ] && TIMES+=("$((e - b)) ${log%.log}")
+    done < <(find "$1/tests" -name '*.trs' -newer "$2" 2>/dev/null)
+}
+# report_times: the wall time, each stage's, and the 8 longest tests.
+report_times() {
+    printf '== wall time %dm%02ds; stages: %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$(
+        IFS=,
+        echo "${STAGES[*]}" | sed 's/,/, /g'
+    )"
+    [ "${#TIMES[@]}" = 0 ] && return 0
+    echo "== the longest tests (seconds):"
+    printf '%s\n' "${TIMES[@]}" | sort -rn | head -n 8 | awk '{ printf "%6d s  %s\n", $1, $2 }'
+}
 
 # skipped NAME REASON: count a test that did not run, and keep why.
 skipped() {
@@ -85,16 +115,19 @@ skip_reason() {
     [ -n "$r" ] || r=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1)
     echo "${r:-no reason given}"
 }
-# summary: the skipped tests with their reasons, then the closing line CI reads.
+# summary: the times, the skipped tests with their reasons, then the closing line CI reads.
 summary() {
+    report_times
     [ "${#SKIPS[@]}" = 0 ] || printf 'SKIP: %s\n' "${SKIPS[@]}"
     echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 }
 
 run_suite() { # DIR TARGET
-    local dir="$PC_TOP/$1" target=$2
+    local dir="$PC_TOP/$1" target=$2 t0=$SECONDS
     pc_say "make $target (in $1)"
+    touch "$dir/.pc-suite-start"
     if ! make -C "$dir" -j"$(nproc)" "$target" >"$dir/$target.out" 2>&1; then
+        suite_times "$dir" "$dir/.pc-suite-start"
         grep -E '^(FAIL|ERROR|XPASS)' "$dir/$target.out" >&2 || true
         while IFS= read -r trs; do
             grep -qE ':test-result: (FAIL|ERROR)' "$trs" && { echo "--- ${trs%.trs}.log"; tail -n 40 "${trs%.trs}.log"; } >&2
@@ -108,6 +141,8 @@ run_suite() { # DIR TARGET
     fi
     grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir/$target.out" || true
     count "$1" "$dir/$target.out"
+    suite_times "$dir" "$dir/.pc-suite-start"
+    stage "$1:$target" "$t0"
 }
 count() { # DIR OUT: add an automake test-suite summary to the totals; note each SKIP
     local p f e name
@@ -135,6 +170,7 @@ lint() {
         pc_die "$name failed; the stages after it did not run"
     fi
 }
+t0=$SECONDS
 lint "layers (scripts/lint/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-layers.py" "$PC_TOP"
 lint "calls (scripts/lint/check-calls.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-calls.py" "$PC_TOP"
 lint "function length (scripts/lint/check-length.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-length.py" "$PC_TOP"
@@ -143,37 +179,48 @@ lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.
 lint "one home per figure (scripts/lint/check-figures.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-figures.py" "$PC_TOP"
 pc_say "commit messages (scripts/lint/check-commits.sh; a warning, never a failure)"
 "$PC_TOP/scripts/lint/check-commits.sh" "$PC_TOP" || true
+stage lints "$t0"
 
 if [ "$QUICK" = 1 ]; then
     # A build/ configured already (by the full check, maybe with CUDA) is kept as it is.
     flags="--without-cuda --disable-shared"
     [ -f "$PC_TOP/build/Makefile" ] && [ -f "$PC_TOP/build/.pc-configure-flags" ] \
         && flags=$(cat "$PC_TOP/build/.pc-configure-flags")
+    t0=$SECONDS
     # shellcheck disable=SC2086
     pc_build build $flags
+    stage build "$t0"
     run_suite build check-quick
     pc_say "quick check passed (the full one: scripts/check.sh)"
     summary
     exit 0
 fi
 
+t0=$SECONDS
 pc_build build
+stage build "$t0"
 run_suite build check
 
+t0=$SECONDS
 pc_build build-tsan --enable-tsan --without-cuda --disable-shared
+stage build-tsan "$t0"
 run_suite build-tsan check-concurrency
 
+t0=$SECONDS
 pc_build build-asan --enable-asan --without-cuda --disable-shared
+stage build-asan "$t0"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 run_suite build-asan check-asan
 
 # run_root_test NAME WHAT: a tests/system script that needs root, counted like a suite.
 run_root_test() {
-    local name=$1 what=$2 rc
+    local name=$1 what=$2 rc t0=$SECONDS
     pc_say "tests/system/$name.sh ($what)"
     set +e
     "$PC_TOP/tests/system/$name.sh" "$PC_TOP/build" >"$PC_TOP/build/$name.log" 2>&1
     rc=$?
     set -e
+    TIMES+=("$((SECONDS - t0)) tests/system/$name.sh")
+    stage "$name" "$t0"
     cat "$PC_TOP/build/$name.log"
     case $rc in
     0) PASSED=$((PASSED + 1)) ;;
@@ -188,7 +235,7 @@ run_root_test test_cluster "emulated nodes: mpirun and Slurm across network name
 FUZZ_TARGETS=$(cd "$PC_TOP/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
 # run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
 run_fuzz() {
-    local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1"
+    local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1" t0=$SECONDS
     mkdir -p "$corpus"
     local seeds=()
     [ -d "$PC_TOP/tests/fuzz/seeds/$target" ] && seeds=("$PC_TOP/tests/fuzz/seeds/$target") # valid inputs to start from
@@ -202,6 +249,7 @@ run_fuzz() {
     local execs
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/$target.log")
     echo "$target: ${execs:-?} executions, no crash"
+    TIMES+=("$((SECONDS - t0)) build/fuzz/$target")
     PASSED=$((PASSED + 1))
 }
 
@@ -209,6 +257,7 @@ if command -v clang >/dev/null 2>&1; then
     runs=${PC_FUZZ_RUNS:-1500000}
     secs=${PC_FUZZ_SECONDS:-300}
     pc_say "make fuzz; bounded runs: fuzz_decode and fuzz_runtime $runs, the others $((runs / 3)) (at most $secs s each)"
+    t0=$SECONDS
     make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
         || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; summary; pc_die "make fuzz failed"; }
     for target in $FUZZ_TARGETS; do
@@ -217,6 +266,7 @@ if command -v clang >/dev/null 2>&1; then
         *) run_fuzz "$target" $((runs / 3)) ;;
         esac
     done
+    stage fuzz "$t0"
 else
     pc_say "clang not installed: fuzz targets skipped"
     for target in $FUZZ_TARGETS; do
