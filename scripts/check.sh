@@ -10,7 +10,7 @@
 #  4. the shipped Slurm batch scripts on a one-node Slurm cluster started on localhost
 #     (tests/system/test_slurm.sh; needs root, skipped otherwise), and mpirun and Slurm across
 #     emulated nodes (tests/system/test_cluster.sh, scripts/cluster/pc-cluster.sh; root);
-#  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs:
+#  5. the fuzz targets (libFuzzer, when clang is installed) for bounded runs, one per core:
 #     PC_FUZZ_RUNS executions (default 1500000) or PC_FUZZ_SECONDS (default 300).
 # Before the builds, the static checks: the include graph and the calls against
 # doc/design.md's layers (scripts/lint/check-layers.py, scripts/lint/check-calls.py), every
@@ -233,38 +233,61 @@ run_root_test test_cluster "emulated nodes: mpirun and Slurm across network name
 
 # The libFuzzer targets: tests/fuzz/fuzz_*.c (make fuzz builds them into build/fuzz/).
 FUZZ_TARGETS=$(cd "$PC_TOP/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//')
-# run_fuzz TARGET RUNS: a bounded libFuzzer run from build/fuzz, counted like a suite.
-run_fuzz() {
-    local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1" t0=$SECONDS
+# fuzz_one TARGET RUNS: a bounded libFuzzer run from build/fuzz (at most RUNS executions,
+# $secs seconds), run in the background; its exit status goes to TARGET.rc and its
+# seconds to TARGET.secs in build/fuzz.
+fuzz_one() {
+    local target=$1 n=$2 corpus="$PC_TOP/build/fuzz-corpus-$1" start rc=0
+    start=$(date +%s)
     mkdir -p "$corpus"
     local seeds=()
     [ -d "$PC_TOP/tests/fuzz/seeds/$target" ] && seeds=("$PC_TOP/tests/fuzz/seeds/$target") # valid inputs to start from
-    if ! (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
-            -print_final_stats=1 "$corpus" "${seeds[@]}" >"$target.log" 2>&1); then
-        grep -E 'ERROR|SUMMARY|Test unit written' "$PC_TOP/build/fuzz/$target.log" >&2
+    (cd "$PC_TOP/build/fuzz" && "./$target" -runs="$n" -max_total_time="$secs" \
+        -print_final_stats=1 "$corpus" "${seeds[@]}" >"$target.log" 2>&1) || rc=$?
+    echo "$(($(date +%s) - start))" >"$PC_TOP/build/fuzz/$target.secs"
+    echo "$rc" >"$PC_TOP/build/fuzz/$target.rc"
+}
+# fuzz_result TARGET: count a finished fuzz_one like a suite; a crash stops here.
+fuzz_result() {
+    local target=$1 f="$PC_TOP/build/fuzz/$1" execs
+    TIMES+=("$(cat "$f.secs" 2>/dev/null || echo 0) build/fuzz/$target")
+    if [ "$(cat "$f.rc" 2>/dev/null)" != 0 ]; then
+        grep -E 'ERROR|SUMMARY|Test unit written' "$f.log" >&2
         FAILED=$((FAILED + 1))
         summary
-        pc_die "$target found a crash (the input is saved in build/fuzz/)"
+        pc_die "$target found a crash or failed (log: build/fuzz/$target.log; the input is saved in build/fuzz/)"
     fi
-    local execs
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$PC_TOP/build/fuzz/$target.log")
-    echo "$target: ${execs:-?} executions, no crash"
-    TIMES+=("$((SECONDS - t0)) build/fuzz/$target")
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$f.log")
+    echo "$target: ${execs:-?} executions in $(cat "$f.secs") s, no crash"
     PASSED=$((PASSED + 1))
 }
 
 if command -v clang >/dev/null 2>&1; then
     runs=${PC_FUZZ_RUNS:-1500000}
     secs=${PC_FUZZ_SECONDS:-300}
-    pc_say "make fuzz; bounded runs: fuzz_decode and fuzz_runtime $runs, the others $((runs / 3)) (at most $secs s each)"
+    jobs=$(nproc)
+    pc_say "make fuzz; bounded runs, $jobs at a time: fuzz_decode and fuzz_runtime $runs, the others $((runs / 3)) (at most $secs s each)"
     t0=$SECONDS
     make -C "$PC_TOP/build" fuzz >"$PC_TOP/build/fuzz.out" 2>&1 \
         || { tail -n 20 "$PC_TOP/build/fuzz.out" >&2; summary; pc_die "make fuzz failed"; }
+    # Each target is single-threaded: running one per core halves the stage's wall time on
+    # 2 cores without changing any target's bounds.
+    running=0
     for target in $FUZZ_TARGETS; do
+        rm -f "$PC_TOP/build/fuzz/$target.rc"
         case $target in # the message parsers get the most runs
-        fuzz_decode | fuzz_runtime) run_fuzz "$target" "$runs" ;;
-        *) run_fuzz "$target" $((runs / 3)) ;;
+        fuzz_decode | fuzz_runtime) fuzz_one "$target" "$runs" & ;;
+        *) fuzz_one "$target" $((runs / 3)) & ;;
         esac
+        running=$((running + 1))
+        if [ "$running" -ge "$jobs" ]; then
+            wait -n || true
+            running=$((running - 1))
+        fi
+    done
+    wait || true
+    for target in $FUZZ_TARGETS; do
+        fuzz_result "$target"
     done
     stage fuzz "$t0"
 else
