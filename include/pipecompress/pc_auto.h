@@ -183,6 +183,24 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
 double pc_auto_cores_bound(const pc_auto_measured_t *m, pc_cost_mode_t mode,
                            const pc_cost_result_t *pred);
 
+/* Bytes of a rank's machine key (pc_auto_group_machines): "boot:" and its kernel's boot
+ * id, or "host:" and its host name where the boot id cannot be read; NUL-terminated. */
+#define PC_AUTO_KEY_LEN PC_COMM_HOST_LEN
+
+/* Group a job's `size` ranks into machines, as pc_auto_measure does after gathering each
+ * rank's key (keys + r x PC_AUTO_KEY_LEN), host name (hosts + r x PC_COMM_HOST_LEN) and the
+ * cores it may use (cores[r]): the ranks whose keys are equal are one machine; its servers
+ * are those among the job's last `servers` ranks (the parameter-server layout's; all of
+ * them where servers >= size), its cores the most any of its ranks may use (at least 1).
+ * Machines alike in ranks, servers and cores are one kind (count), kinds in the order of
+ * their machines' first ranks and named by that rank's host; past PC_AUTO_MAX_MACHINES
+ * kinds, the most crowded (ranks per core) are kept. Writes m->nmachines, m->machine[] and
+ * m->crowded_host, _ranks, _cores (the first machine with the most ranks per core); the rest
+ * of *m is untouched; the arguments are the caller's, only read. PC_OK, or PC_EINVAL (a NULL
+ * argument, size < 1 or servers < 0) with *m untouched. Pure; thread-safe on distinct m. */
+int pc_auto_group_machines(pc_auto_measured_t *m, int size, int servers, const char *keys,
+                           const char *hosts, const int *cores);
+
 typedef struct pc_auto_result {
     pc_auto_measured_t measured;
     pc_cost_choice_t choice;            /* every candidate's prediction (its iter raised to

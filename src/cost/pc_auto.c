@@ -190,7 +190,7 @@ typedef struct probe_run {
 } probe_run_t;
 
 /* Bytes of a machine's key: its kernel's boot id (36 characters), or its host name. */
-#define BOOT_LEN PC_COMM_HOST_LEN
+#define BOOT_LEN PC_AUTO_KEY_LEN
 
 /* Step 1: every rank's arguments and buffers are usable, and the models agree (local:
  * this rank's verdict). Collective. */
@@ -375,9 +375,42 @@ static void add_machine(pc_auto_measured_t *m, int ranks, int servers, int cores
     snprintf(m->machine[k].host, sizeof(m->machine[k].host), "%s", host);
 }
 
-/* Step 3a: every rank's host and machine, the kinds of machine (ranks, the parameter-
- * server layout's servers among them, the most cores one of them may use) and the most
- * crowded one (ranks per core). Collective. */
+int pc_auto_group_machines(pc_auto_measured_t *m, int size, int servers, const char *keys,
+                           const char *hosts, const int *cores)
+{
+    if (!m || size < 1 || servers < 0 || !keys || !hosts || !cores)
+        return PC_EINVAL;
+    m->nmachines = 0;
+    m->crowded_host[0] = '\0';
+    m->crowded_ranks = m->crowded_cores = 0;
+    for (int r = 0; r < size; r++) {
+        const char *b = keys + (size_t)r * PC_AUTO_KEY_LEN;
+        bool first = true;
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(keys + (size_t)q * PC_AUTO_KEY_LEN, b) != 0;
+        if (!first)
+            continue; /* counted with rank r's first rank */
+        int ranks = 0, nserv = 0, most = 1;
+        for (int q = r; q < size; q++)
+            if (strcmp(keys + (size_t)q * PC_AUTO_KEY_LEN, b) == 0) {
+                ranks++;
+                nserv += q >= size - servers;
+                most = cores[q] > most ? cores[q] : most;
+            }
+        const char *h = hosts + (size_t)r * PC_COMM_HOST_LEN;
+        add_machine(m, ranks, nserv, most, h);
+        if (!m->crowded_host[0] ||
+            (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
+            snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
+            m->crowded_ranks = ranks;
+            m->crowded_cores = most;
+        }
+    }
+    return PC_OK;
+}
+
+/* Step 3a: every rank's host, machine key and cores, then the kinds of machine
+ * (pc_auto_group_machines). Collective. */
 static int find_machines(probe_run_t *p, const pc_auto_measure_cfg_t *mc, char *err, size_t errlen)
 {
     pc_auto_measured_t *m = &p->sh->m;
@@ -397,30 +430,7 @@ static int find_machines(probe_run_t *p, const pc_auto_measure_cfg_t *mc, char *
         (rc = PC_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, p->cores, 1, MPI_INT, p->c), err,
                            errlen)) != PC_OK)
         return rc;
-    for (int r = 0; r < p->size; r++) {
-        const char *b = p->boots + (size_t)r * BOOT_LEN;
-        bool first = true;
-        for (int q = 0; q < r && first; q++)
-            first = strcmp(p->boots + (size_t)q * BOOT_LEN, b) != 0;
-        if (!first)
-            continue; /* counted with rank r's first rank */
-        int ranks = 0, servers = 0, most = 1;
-        for (int q = r; q < p->size; q++)
-            if (strcmp(p->boots + (size_t)q * BOOT_LEN, b) == 0) {
-                ranks++;
-                servers += q >= p->size - mc->servers;
-                most = p->cores[q] > most ? p->cores[q] : most;
-            }
-        const char *h = p->hosts + (size_t)r * PC_COMM_HOST_LEN;
-        add_machine(m, ranks, servers, most, h);
-        if (!m->crowded_host[0] ||
-            (double)ranks / most > (double)m->crowded_ranks / m->crowded_cores) {
-            snprintf(m->crowded_host, sizeof(m->crowded_host), "%s", h);
-            m->crowded_ranks = ranks;
-            m->crowded_cores = most;
-        }
-    }
-    return PC_OK;
+    return pc_auto_group_machines(m, p->size, mc->servers, p->boots, p->hosts, p->cores);
 }
 
 /* Step 3b: the link, between rank 0 and the first rank on another host (rank 1 on one

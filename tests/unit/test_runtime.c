@@ -1126,6 +1126,128 @@ static void test_auto_cores_bound(void **state)
     free(m);
 }
 
+/* Rank r's key, host and cores in pc_auto_group_machines' arrays. */
+static void put_rank(char *keys, char *hosts, int *cores, int r, const char *key, const char *host,
+                     int ncores)
+{
+    snprintf(keys + (size_t)r * PC_AUTO_KEY_LEN, PC_AUTO_KEY_LEN, "%s", key);
+    snprintf(hosts + (size_t)r * PC_COMM_HOST_LEN, PC_COMM_HOST_LEN, "%s", host);
+    cores[r] = ncores;
+}
+
+/* Kind k of m is (count, ranks, servers, cores) on host. */
+static void expect_kind(const pc_auto_measured_t *m, int k, int count, int ranks, int servers,
+                        int cores, const char *host)
+{
+    const pc_auto_machine_t *x = &m->machine[k];
+    if (x->count != count || x->ranks != ranks || x->servers != servers || x->cores != cores ||
+        strcmp(x->host, host) != 0)
+        fail_msg("kind %d: %d x (%d ranks, %d servers, %d cores) on %s, expected %d x (%d, %d, "
+                 "%d) on %s",
+                 k, x->count, x->ranks, x->servers, x->cores, x->host, count, ranks, servers, cores,
+                 host);
+}
+
+/* pc_auto_group_machines: ranks of one key are one machine, whatever their host names; the
+ * job's last S ranks are the servers wherever they run; a machine's cores are the most any
+ * of its ranks may use; alike machines are one kind; the most crowded machine is named. */
+static void test_auto_machines(void **state)
+{
+    (void)state;
+    enum { MAXR = PC_AUTO_MAX_MACHINES + 2 };
+    pc_auto_measured_t *m = calloc(1, sizeof(*m));
+    char *keys = calloc(MAXR, PC_AUTO_KEY_LEN), *hosts = calloc(MAXR, PC_COMM_HOST_LEN);
+    int cores[MAXR];
+    assert_true(m && keys && hosts);
+    /* One kernel (emulated nodes: three host names), 3 ranks, 1 server: one machine of 3
+     * ranks, the last of them the server, on the most cores any rank may use. */
+    put_rank(keys, hosts, cores, 0, "boot:k1", "node0", 2);
+    put_rank(keys, hosts, cores, 1, "boot:k1", "node1", 4);
+    put_rank(keys, hosts, cores, 2, "boot:k1", "node2", 1);
+    m->servers = 77; /* not the function's: untouched */
+    assert_int_equal(pc_auto_group_machines(m, 3, 1, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, 1);
+    expect_kind(m, 0, 1, 3, 1, 4, "node0");
+    assert_string_equal(m->crowded_host, "node0");
+    assert_int_equal(m->crowded_ranks, 3);
+    assert_int_equal(m->crowded_cores, 4);
+    assert_int_equal(m->servers, 77);
+    /* ... with 2 servers, and with as many servers as ranks (every rank one). */
+    assert_int_equal(pc_auto_group_machines(m, 3, 2, keys, hosts, cores), PC_OK);
+    expect_kind(m, 0, 1, 3, 2, 4, "node0");
+    assert_int_equal(pc_auto_group_machines(m, 3, 3, keys, hosts, cores), PC_OK);
+    expect_kind(m, 0, 1, 3, 3, 4, "node0");
+    /* Two machines of 2 ranks, the server on the second: two kinds. */
+    put_rank(keys, hosts, cores, 0, "boot:a", "a", 2);
+    put_rank(keys, hosts, cores, 1, "boot:a", "a", 2);
+    put_rank(keys, hosts, cores, 2, "boot:b", "b", 2);
+    put_rank(keys, hosts, cores, 3, "boot:b", "b", 2);
+    assert_int_equal(pc_auto_group_machines(m, 4, 1, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, 2);
+    expect_kind(m, 0, 1, 2, 0, 2, "a");
+    expect_kind(m, 1, 1, 2, 1, 2, "b");
+    /* Two servers at the end of the rank list on two machines (ranks placed round robin):
+     * one server each, so both machines are one kind of 2. */
+    put_rank(keys, hosts, cores, 1, "boot:b", "b", 2);
+    put_rank(keys, hosts, cores, 2, "boot:a", "a", 2);
+    assert_int_equal(pc_auto_group_machines(m, 4, 2, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, 1);
+    expect_kind(m, 0, 2, 2, 1, 2, "a");
+    /* 3 ranks on a, 1 on b, 2 servers (ranks 2 and 3): one on each machine; b, 1 rank on 2
+     * cores, is the less crowded. Cores below 1 count as 1. */
+    put_rank(keys, hosts, cores, 1, "boot:a", "a", 0);
+    put_rank(keys, hosts, cores, 2, "boot:a", "a", -3);
+    put_rank(keys, hosts, cores, 0, "boot:a", "a", 0);
+    assert_int_equal(pc_auto_group_machines(m, 4, 2, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, 2);
+    expect_kind(m, 0, 1, 3, 1, 1, "a");
+    expect_kind(m, 1, 1, 1, 1, 2, "b");
+    assert_string_equal(m->crowded_host, "a");
+    assert_int_equal(m->crowded_ranks, 3);
+    assert_int_equal(m->crowded_cores, 1);
+    /* The most crowded machine need not be the first: a (2 ranks, 8 cores), b (2, 1). */
+    for (int r = 0; r < 4; r++)
+        put_rank(keys, hosts, cores, r, r < 2 ? "host:a" : "host:b", r < 2 ? "a" : "b",
+                 r < 2 ? 8 : 1);
+    assert_int_equal(pc_auto_group_machines(m, 4, 1, keys, hosts, cores), PC_OK);
+    assert_string_equal(m->crowded_host, "b");
+    assert_int_equal(m->crowded_ranks, 2);
+    assert_int_equal(m->crowded_cores, 1);
+    /* Of equally crowded machines the first: a (2 ranks, 2 cores) before b (1, 1). */
+    put_rank(keys, hosts, cores, 0, "host:a", "a", 2);
+    put_rank(keys, hosts, cores, 1, "host:a", "a", 2);
+    put_rank(keys, hosts, cores, 2, "host:b", "b", 1);
+    assert_int_equal(pc_auto_group_machines(m, 3, 1, keys, hosts, cores), PC_OK);
+    assert_string_equal(m->crowded_host, "a");
+    assert_int_equal(m->crowded_ranks, 2);
+    /* More kinds than PC_AUTO_MAX_MACHINES: one rank per machine on r + 1 cores, then 2
+     * ranks on 1 core, which takes the place of the least crowded kind (32 cores). */
+    char name[32];
+    for (int r = 0; r < MAXR; r++) {
+        snprintf(name, sizeof(name), "boot:%d", r < PC_AUTO_MAX_MACHINES ? r : -1);
+        put_rank(keys, hosts, cores, r, name, "h", r < PC_AUTO_MAX_MACHINES ? r + 1 : 1);
+    }
+    assert_int_equal(pc_auto_group_machines(m, PC_AUTO_MAX_MACHINES, 0, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, PC_AUTO_MAX_MACHINES);
+    expect_kind(m, PC_AUTO_MAX_MACHINES - 1, 1, 1, 0, PC_AUTO_MAX_MACHINES, "h");
+    assert_int_equal(pc_auto_group_machines(m, MAXR, 0, keys, hosts, cores), PC_OK);
+    assert_int_equal(m->nmachines, PC_AUTO_MAX_MACHINES);
+    expect_kind(m, PC_AUTO_MAX_MACHINES - 1, 1, 2, 0, 1, "h");
+    expect_kind(m, 0, 1, 1, 0, 1, "h");
+    /* Refused, *m untouched. */
+    int before = m->nmachines;
+    assert_int_equal(pc_auto_group_machines(m, 0, 0, keys, hosts, cores), PC_EINVAL);
+    assert_int_equal(pc_auto_group_machines(m, 3, -1, keys, hosts, cores), PC_EINVAL);
+    assert_int_equal(pc_auto_group_machines(m, 3, 1, NULL, hosts, cores), PC_EINVAL);
+    assert_int_equal(pc_auto_group_machines(m, 3, 1, keys, NULL, cores), PC_EINVAL);
+    assert_int_equal(pc_auto_group_machines(m, 3, 1, keys, hosts, NULL), PC_EINVAL);
+    assert_int_equal(pc_auto_group_machines(NULL, 3, 1, keys, hosts, cores), PC_EINVAL);
+    assert_int_equal(m->nmachines, before);
+    free(m);
+    free(keys);
+    free(hosts);
+}
+
 /* --mode auto: the runtime refuses it unresolved; pc_auto_check refuses the flags auto
  * sets itself, --resume and a --servers that leaves no worker; pc_config_set_given. */
 static void test_auto_flags(void **state)
@@ -1233,6 +1355,7 @@ int main(void)
         cmocka_unit_test(test_check_config_no_effect),
         cmocka_unit_test(test_auto_crowding),
         cmocka_unit_test(test_auto_cores_bound),
+        cmocka_unit_test(test_auto_machines),
         cmocka_unit_test(test_auto_flags),
         cmocka_unit_test(test_auto_apply),
         cmocka_unit_test(test_pull_round_trips),
