@@ -312,6 +312,23 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     return PC_OK;
 }
 
+/* ps, a powersgd matrix: its P^ has arrived (len bytes in c->recvbuf), and round 2 goes
+ * out at once, from the same buffer: round 1's send settled (it is answered), Q_w made
+ * (worker_lowrank.c), posted with the update's receive. The update comes later, to
+ * ps_progress like any other. MPI thread. */
+static int ps_round2(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me)
+{
+    size_t out = 0;
+    int64_t t0 = pc_time_ns();
+    int rc;
+    if ((rc = settle_send(w, c, me)) != PC_OK ||
+        (rc = pc_rt__w_lr_round2(w, c, len, &out, me)) != PC_OK ||
+        (rc = post(w, c, c->recv_it, out, me)) != PC_OK)
+        return rc;
+    pc_rt__tracef(w->rt, me->track, t0, pc_time_ns(), "round 2 chunk %u", c->id);
+    return PC_OK;
+}
+
 /* ps: apply every update that has arrived: validate, write the parameters, publish the
  * chunk's version. *got counts them. */
 static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
@@ -341,18 +358,9 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         if (rc != PC_OK)
             return WFAIL(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
-        if (c->lowrank && c->lr_round == 1) {
-            /* powersgd's P^: round 2 goes out at once, from the same buffer (round 1's send
-             * is answered); the update comes later. */
-            atomic_fetch_add_explicit(&w->recv_bytes[c->recv_it % RING], len, memory_order_relaxed);
-            size_t out = 0;
-            int64_t t0 = pc_time_ns();
-            if ((rc = settle_send(w, c, me)) != PC_OK ||
-                (rc = pc_rt__w_lr_phat(w, c, len, &out, me)) != PC_OK ||
-                (rc = post(w, c, c->recv_it, out, me)) != PC_OK)
+        if (c->lowrank && c->lr_round == 1) { /* powersgd's P^, not an update */
+            if ((rc = ps_round2(w, c, len, me)) != PC_OK)
                 return rc;
-            c->lr_round = 2;
-            pc_rt__tracef(rt, me->track, t0, pc_time_ns(), "round 2 chunk %u", c->id);
             continue;
         }
         int64_t t0 = pc_time_ns();

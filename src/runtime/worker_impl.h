@@ -343,10 +343,12 @@ void pc_rt__w_abort_requests(pc_worker_t *w);
  * codec's codes. MPI thread, from ps_send_one. */
 int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len);
 
-/* Chunk c's P^ has arrived (len bytes in c->recvbuf, c->lr_round 1): validate it and make
- * round 2's message, Q_w = M^T P^, in c->sendbuf (*out bytes), which the caller sends (its
- * round 1 send settled first). No MPI. MPI thread, from ps_progress. */
-int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthread_t *me);
+/* Round 2 of chunk c: its P^ has arrived (len bytes in c->recvbuf, c->lr_round 1) and its
+ * round 1 send has settled (the caller's: c->sendbuf is free). Count P^'s bytes in the
+ * iteration's, validate it, and make round 2's message, Q_w = M^T P^, in c->sendbuf (*out
+ * bytes), which the caller sends; then c->lr_round 2 (on error it stays 1, the worker has
+ * failed). No MPI. MPI thread, from pc_worker.c's ps_round2. */
+int pc_rt__w_lr_round2(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthread_t *me);
 
 /* Chunk c's update has arrived (c->lr_round 2: Q; 0: the warm-up's mean gradient):
  * validate it whole, then row by row the optimizer's step on the parameters and momentum

@@ -7,9 +7,10 @@
  *   ps_send_one    the folded chunk's turn (--priority order): P_w's message
  *                  (pc_rt__w_lr_first), sent by pc_worker.c, the receive of P^ posted
  *                  before the send
- *   ps_progress    P^ arrived: Q_w = M^T P^ (pc_rt__w_lr_phat), which pc_worker.c sends
- *                  to the server at once, the update's receive posted first; other
- *                  chunks fold and send meanwhile
+ *   ps_progress    P^ arrived, round 2 (ps_round2): round 1's send settled, then Q_w =
+ *                  M^T P^ (pc_rt__w_lr_round2: P^ counted and validated, Q_w made,
+ *                  c->lr_round 2), which pc_worker.c sends to the server at once, the
+ *                  update's receive posted first; other chunks fold and send meanwhile
  *   ps_progress    the update (Q) arrived: row by row, P^ Q^T taken from the residual and
  *                  the optimizer's step on the parameters, as the server stepped its copy
  *                  (pc_rt__w_lr_update); Q kept; then the version store, as for any chunk
@@ -55,12 +56,14 @@ int pc_rt__w_lr_first(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t *len)
     return rc;
 }
 
-int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthread_t *me)
+int pc_rt__w_lr_round2(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     char why[256];
     uint64_t it = c->recv_it;
     size_t r = (size_t)pc_codec_spec(c->codec)->rank;
+    /* P^'s bytes: relaxed, the backprop thread reads them after a version acquire */
+    atomic_fetch_add_explicit(&w->recv_bytes[it % RING], len, memory_order_relaxed);
     int64_t t0 = pc_time_ns();
     int rc = pc_rt__phat_apply(c->recvbuf, len, c->id, (uint32_t)c->n, it,
                                pc_codec_state_lowrank_phat(c->st), c->rows * r, why, sizeof(why));
@@ -80,6 +83,7 @@ int pc_rt__w_lr_phat(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wthre
                                              : pc_strerror(rc));
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
                               memory_order_relaxed);
+    c->lr_round = 2; /* the next answer is the update (the caller posts its receive) */
     return PC_OK;
 }
 
