@@ -159,21 +159,30 @@ static const char *const bench_codecs[] = {
     "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
     "dgc",    "randomk",     "threshold"};
 
-/* Spec text for a base codec at a ratio (threshold: tau at the ratio's quantile of x). */
+/* Spec text for a base codec at a ratio (threshold: tau at the ratio's quantile of x, n >
+ * 0). 0, or BENCH_EXIT_FAIL with the reason on stderr (out of memory for the quantile). */
 static int spec_for(const char *base, double ratio, const float *x, size_t n, pc_select_t *sel,
                     char *out, size_t len)
 {
     const char *colon = strchr(base, ':');
     if (strncmp(base, "threshold", 9) == 0) {
         size_t k = (size_t)ceil(ratio * (double)n);
-        float tau = pc_select_kth_magnitude(sel, x, n, k ? k : 1);
-        return snprintf(out, len, "threshold:tau=%.9g", (double)tau);
+        float tau;
+        int rc = pc_select_kth_magnitude(sel, x, n, k ? k : 1, &tau);
+        if (rc != PC_OK) {
+            fprintf(stderr, "pc-bench: threshold's tau over %zu elements: %s\n", n,
+                    pc_strerror(rc));
+            return BENCH_EXIT_FAIL;
+        }
+        snprintf(out, len, "threshold:tau=%.9g", (double)tau);
+    } else if (ratio >= 0) {
+        snprintf(out, len, "%.*s:ratio=%g%s%s",
+                 (int)(colon ? (size_t)(colon - base) : strlen(base)), base, ratio,
+                 colon ? "," : "", colon ? colon + 1 : "");
+    } else {
+        snprintf(out, len, "%s", base);
     }
-    if (ratio >= 0)
-        return snprintf(out, len, "%.*s:ratio=%g%s%s",
-                        (int)(colon ? (size_t)(colon - base) : strlen(base)), base, ratio,
-                        colon ? "," : "", colon ? colon + 1 : "");
-    return snprintf(out, len, "%s", base);
+    return 0;
 }
 
 static bool uses_ratio(const char *base)
@@ -381,10 +390,12 @@ static int cuda_codecs(cuda_bench_t *b, int si)
         for (int ri = 0; ri < (uses_ratio(bs) && !fold_only ? b->nratios : 1); ri++) {
             char text[128];
             double ratio = uses_ratio(bs) && !fold_only ? b->ratios[ri] : -1;
-            spec_for(bs, ratio, b->x, n, b->sel, text, sizeof(text));
+            int rc = spec_for(bs, ratio, b->x, n, b->sel, text, sizeof(text));
+            if (rc != 0)
+                return rc;
             if (b->nrows == 512)
                 return cuda_fail("rows", "more than 512");
-            int rc = cuda_codec_row(b, text, n, ratio, fold_only, &b->rows[b->nrows]);
+            rc = cuda_codec_row(b, text, n, ratio, fold_only, &b->rows[b->nrows]);
             if (rc != 0)
                 return rc;
             b->nrows++;
@@ -634,12 +645,15 @@ static int cpu_codecs(cpu_bench_t *b, int si)
         for (int ri = 0; ri < (ratio_codec ? b->nratios : 1); ri++) {
             char spec_text[128];
             double ratio = ratio_codec ? b->ratios[ri] : -1;
-            spec_for(bench_codecs[k], ratio, b->x, n, b->sel, spec_text, sizeof(spec_text));
+            int rc =
+                spec_for(bench_codecs[k], ratio, b->x, n, b->sel, spec_text, sizeof(spec_text));
+            if (rc != 0)
+                return rc;
             if (b->nrows == 256) {
                 fprintf(stderr, "pc-bench: more than 256 result rows\n");
                 return BENCH_EXIT_USAGE;
             }
-            int rc = cpu_codec_row(b, spec_text, n, ratio, &b->rows[b->nrows]);
+            rc = cpu_codec_row(b, spec_text, n, ratio, &b->rows[b->nrows]);
             if (rc != 0)
                 return rc;
             b->nrows++;

@@ -64,9 +64,13 @@ void pc_select_stats(const pc_select_t *s, uint64_t *fast, uint64_t *fallback);
  * cap). Thread-safe (no scratch). */
 size_t pc_select_above(const float *x, size_t n, float t, uint32_t *idx, size_t cap);
 
-/* The magnitude of the k-th largest |x[i]| (1 <= k <= n) among x[0..n), by the same radix
- * select (no index list). Returns 0 for k == 0 or n == 0. Uses s's scratch. */
-float pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k);
+/* The magnitude of the k-th largest |x[i]| among x[0..n) into *out, by the same radix
+ * select (no index list); k > n is clamped to n. Returns PC_OK; PC_EINVAL when k or n is 0
+ * (there is no k-th magnitude); PC_ENOMEM when s's scratch cannot grow (s stays usable).
+ * On error *out is untouched. NaN and infinity are not reported: they rank above every
+ * finite magnitude (pc_select_topk reports them). x is only read; uses s's scratch: one
+ * thread at a time per selector. */
+int pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k, float *out);
 
 #ifdef __cplusplus
 }

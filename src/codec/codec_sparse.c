@@ -422,7 +422,10 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
         for (size_t j = 0; j < ns; j++)
             c->tmp[j] = v[pc_codec__dgc_sample_index(j, n, ns)];
         for (int attempt = 0; attempt < 2 && !done; attempt++) {
-            float t = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks);
+            float t;
+            int rc = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks, &t); /* 1 <= ks <= ns */
+            if (rc != PC_OK)
+                return rc;
             /* t == 0 (the sample holds fewer than ks non-zeros) selects every element;
              * the index list must be written then too, so it goes through select_above. */
             size_t cnt = pc_select_above(v, n, t, c->idx, cap_idx);

@@ -540,7 +540,10 @@ static long topk_sampled(pc_select_t *s, float *x, const float *g, size_t n, siz
     size_t r = (size_t)ceil(h + 3.0 * sqrt(h) + 16.0);
     if (r > m)
         return SAMPLE_MISSED; /* cannot happen with the sizing above; kept for safety */
-    float t_lo = pc_select_kth_magnitude(s, s->samp, m, r);
+    float t_lo;
+    int rc = pc_select_kth_magnitude(s, s->samp, m, r, &t_lo); /* 1 <= r <= m */
+    if (rc != PC_OK)
+        return rc;
     size_t cap = 3 * k + 4096;
     if (reserve(&s->cand, &s->cand_cap, cap) != PC_OK ||
         reserve(&s->ckeys, &s->ckeys_cap, cap) != PC_OK)
@@ -561,16 +564,15 @@ long pc_select_topk(pc_select_t *s, float *x, const float *g, size_t n, size_t k
     if (k > n)
         k = n;
     long r;
-    if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY &&
-        (r = topk_sampled(s, x, g, n, k, idx)) != SAMPLE_MISSED) {
+    if (n < FAST_MIN_N || k == 0 || k > n / FAST_MAX_DENSITY) {
+        r = topk_radix(s, x, g, n, k, idx);
+    } else if ((r = topk_sampled(s, x, g, n, k, idx)) != SAMPLE_MISSED) {
         s->fast += r >= 0;
-    } else if (n >= FAST_MIN_N && k > 0 && k <= n / FAST_MAX_DENSITY) {
+    } else {
         s->fallback++;
         /* The collect pass folded x already when g was given; a NaN among the non-sampled
          * elements is found by the radix pass. */
         r = topk_radix(s, x, NULL, n, k, idx);
-    } else {
-        r = topk_radix(s, x, g, n, k, idx);
     }
     /* Exactly k, whichever path: ties at the threshold are kept by index (pc_select.h). */
     assert(r < 0 || (size_t)r == k);
@@ -596,10 +598,10 @@ size_t pc_select_above(const float *x, size_t n, float t, uint32_t *idx, size_t 
     return collect_ge(detect_simd(), (float *)(uintptr_t)x, NULL, n, key_of(t), idx, NULL, cap);
 }
 
-float pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k)
+int pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k, float *out)
 {
     if (k == 0 || n == 0)
-        return 0.0f;
+        return PC_EINVAL;
     if (k > n)
         k = n;
     histogram_l1(s, (float *)(uintptr_t)x, NULL, n); /* no fold: x is only read */
@@ -607,14 +609,13 @@ float pc_select_kth_magnitude(pc_select_t *s, const float *x, size_t n, size_t k
     uint32_t b1 = (uint32_t)find_bin(s->hist[0], L1_BINS, k, &above);
     if (reserve(&s->cand, &s->cand_cap, s->hist[0][b1]) != PC_OK ||
         reserve(&s->def, &s->def_cap, above) != PC_OK)
-        return 0.0f;
+        return PC_ENOMEM;
     size_t ndef, ncand;
     collect(x, n, b1 << L1_SHIFT, (b1 + 1) << L1_SHIFT, s->def, &ndef, s->cand, &ncand);
     if (gather_keys(s, x, s->cand, ncand) != PC_OK)
-        return 0.0f;
+        return PC_ENOMEM;
     size_t above_t;
     uint32_t t = exact_key(s->ckeys, ncand, k - ndef, &above_t);
-    float f;
-    memcpy(&f, &t, sizeof(f));
-    return f;
+    memcpy(out, &t, sizeof(*out)); /* a key is the bits of a non-negative float */
+    return PC_OK;
 }

@@ -1,6 +1,9 @@
 /* test_select: radix top-k against a sort-based reference (ties, k = 0, 1, n, repeated
  * values, heavy tails, negative zeros), the fused fold, non-finite inputs, threshold
- * selection and the k-th magnitude. */
+ * selection, the k-th magnitude and its errors (k == 0, out of memory through an
+ * allocation hook). */
+#include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,45 @@
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_select.h"
+
+/* The allocation hook: this program's realloc, which the library's calls reach as well (a
+ * definition in the executable comes first in the dynamic linker's lookup, and a static
+ * link binds to it directly). While fail_from > 0 the calls numbered fail_from..fail_to
+ * (from 1, counted in realloc_calls) return NULL; otherwise it is realloc, built on the
+ * process's own malloc, malloc_usable_size and free, so that it pairs with whichever
+ * allocator runs (glibc's, or a sanitizer's). pc_select grows its scratch with realloc
+ * only. */
+static int realloc_calls, fail_from, fail_to;
+
+void *realloc(void *p, size_t n)
+{
+    if (fail_from > 0) {
+        realloc_calls++;
+        if (realloc_calls >= fail_from && realloc_calls <= fail_to)
+            return NULL;
+    }
+    if (!p)
+        return malloc(n);
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    void *q = malloc(n);
+    if (!q)
+        return NULL;
+    size_t old = malloc_usable_size(p);
+    memcpy(q, p, old < n ? old : n);
+    free(p);
+    return q;
+}
+
+/* Fail the reallocs numbered from..to from now on (from 0: fail none). */
+static void fail_reallocs(int from, int to)
+{
+    realloc_calls = 0;
+    fail_from = from;
+    fail_to = to;
+}
 
 static const float *ref_x;
 
@@ -252,23 +294,94 @@ static void test_above_and_kth(void **state)
     uint32_t few[3];
     assert_int_equal(pc_select_above(x, n, t, few, 3), ref);
     assert_memory_equal(few, idx, sizeof(few));
-    /* k-th magnitude equals the reference's k-th. */
-    uint32_t *want = malloc(sizeof(uint32_t) * n);
+    /* k-th magnitude equals the reference's k-th; k > n is the smallest. */
+    uint32_t *all = malloc(sizeof(uint32_t) * n);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (uint32_t)i;
+    ref_x = x;
+    qsort(all, n, sizeof(uint32_t), by_mag_then_index);
     for (size_t k = 1; k <= n; k += 499) {
-        float kth = pc_select_kth_magnitude(s, x, n, k);
-        uint32_t *all = malloc(sizeof(uint32_t) * n);
-        for (size_t i = 0; i < n; i++)
-            all[i] = (uint32_t)i;
-        ref_x = x;
-        qsort(all, n, sizeof(uint32_t), by_mag_then_index);
+        float kth = -1.0f;
+        assert_int_equal(pc_select_kth_magnitude(s, x, n, k, &kth), PC_OK);
         assert_true(kth == fabsf(x[all[k - 1]]));
-        free(all);
     }
-    assert_true(pc_select_kth_magnitude(s, x, n, 0) == 0.0f);
-    free(want);
+    float kth = -1.0f;
+    assert_int_equal(pc_select_kth_magnitude(s, x, n, n + 5, &kth), PC_OK);
+    assert_true(kth == fabsf(x[all[n - 1]]));
+    free(all);
     free(idx);
     free(x);
     pc_select_destroy(s);
+}
+
+/* There is no k-th magnitude for k == 0 or n == 0: PC_EINVAL, the output untouched (it used
+ * to be 0.0f, the same as a failure and as a real magnitude of 0). */
+static void test_kth_without_k(void **state)
+{
+    (void)state;
+    pc_select_t *s;
+    assert_int_equal(pc_select_create(&s), PC_OK);
+    float x[4] = {0.0f, -3.0f, 2.0f, 0.0f}, kth = 7.0f;
+    assert_int_equal(pc_select_kth_magnitude(s, x, 4, 0, &kth), PC_EINVAL);
+    assert_true(kth == 7.0f);
+    assert_int_equal(pc_select_kth_magnitude(s, x, 0, 1, &kth), PC_EINVAL);
+    assert_true(kth == 7.0f);
+    /* A real magnitude of 0 is PC_OK. */
+    assert_int_equal(pc_select_kth_magnitude(s, x, 4, 3, &kth), PC_OK);
+    assert_true(kth == 0.0f);
+    assert_int_equal(pc_select_kth_magnitude(s, x, 4, 1, &kth), PC_OK);
+    assert_true(kth == 3.0f);
+    pc_select_destroy(s);
+}
+
+/* Scratch that cannot grow is PC_ENOMEM, the output untouched, and the selector still
+ * works afterwards; the sampled top-k path reports it from its k-th magnitude step (it
+ * used to take the 0.0f it got back for a threshold and fall back to the radix path). */
+static void test_kth_out_of_memory(void **state)
+{
+    (void)state;
+    pc_select_t *s;
+    assert_int_equal(pc_select_create(&s), PC_OK); /* fresh: no scratch yet */
+    size_t n = 1000;
+    float *x = malloc(sizeof(float) * n);
+    fill(x, n, CONSTANT, 1); /* one bin holds every element: the candidates' scratch grows */
+    float kth = 7.0f;
+    fail_reallocs(1, INT_MAX);
+    int rc = pc_select_kth_magnitude(s, x, n, 10, &kth);
+    int calls = realloc_calls;
+    fail_reallocs(0, 0);
+    assert_int_equal(rc, PC_ENOMEM);
+    assert_int_equal(calls, 1); /* it stopped at the first failure */
+    assert_true(kth == 7.0f);
+    assert_int_equal(pc_select_kth_magnitude(s, x, n, 10, &kth), PC_OK);
+    assert_true(kth == 0.25f);
+    pc_select_destroy(s);
+    free(x);
+
+    /* The sampled path (n >= 65536, k <= n / 4) on a fresh selector: realloc 1 is the
+     * sample, 2 the k-th magnitude's candidates. */
+    n = 1 << 18;
+    size_t k = 2621;
+    x = malloc(sizeof(float) * n);
+    uint32_t *got = malloc(sizeof(uint32_t) * k), *want = malloc(sizeof(uint32_t) * k);
+    fill(x, n, HEAVY, 1);
+    assert_int_equal(pc_select_create(&s), PC_OK);
+    fail_reallocs(2, 2);
+    long r = pc_select_topk(s, x, NULL, n, k, got);
+    fail_reallocs(0, 0);
+    assert_int_equal(r, PC_ENOMEM);
+    uint64_t fast, fallback;
+    pc_select_stats(s, &fast, &fallback);
+    assert_int_equal(fast + fallback, 0); /* neither path completed */
+    assert_int_equal(pc_select_topk(s, x, NULL, n, k, got), (long)k);
+    ref_topk(x, n, k, want);
+    assert_memory_equal(got, want, sizeof(uint32_t) * k);
+    pc_select_stats(s, &fast, &fallback);
+    assert_int_equal(fast, 1);
+    pc_select_destroy(s);
+    free(x);
+    free(got);
+    free(want);
 }
 
 int main(void)
@@ -276,7 +389,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference), cmocka_unit_test(test_sampled_path_and_fallback),
         cmocka_unit_test(test_fold_every_kernel), cmocka_unit_test(test_fold_and_nonfinite),
-        cmocka_unit_test(test_above_and_kth),
+        cmocka_unit_test(test_above_and_kth),     cmocka_unit_test(test_kth_without_k),
+        cmocka_unit_test(test_kth_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
