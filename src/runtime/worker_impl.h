@@ -1,11 +1,16 @@
 /* worker_impl.h: the worker object, shared by the files of the worker (private to the
- * library), top to bottom in the order they call each other (doc/design.md, "The worker's
- * files"; scripts/lint/check-calls.py):
+ * library), top to bottom in the order they call each other (scripts/lint/layers.txt's
+ * worker lines, which scripts/lint/check-calls.py enforces; doc/design.md, "The worker's
+ * files"):
  *   worker_start.c       create, register, start (named steps, one cleanup path), destroy;
  *                        what differs between the modes at start
  *   pc_worker.c          the pipeline: grad_ready -> q_ready -> compressor thread -> send;
  *                        updates -> param_wait; the iteration's end; finish; the
  *                        parameter-server mode's ops
+ *   worker_lowrank.c     powersgd's rounds on a matrix chunk, no MPI: round 1's P_w when
+ *                        the chunk's turn comes, round 2's Q_w when P^ arrives (pc_worker.c
+ *                        settles round 1's send before and posts Q_w after: ps_round2), the
+ *                        update with Q on the parameters
  *   worker_ckpt.c        checkpoint and resume of the worker's chunk states
  *   worker_allreduce.c   the --mode allreduce ops (a dense allreduce per chunk, local SGD)
  *   worker_metrics.c     an iteration's metrics, the breakdown, the workers' collectives
@@ -315,7 +320,7 @@ static inline int pc_rt__w_check_thread(pc_worker_t *w)
 }
 
 /* The prototypes below are grouped by file in the worker's order, top to bottom
- * (doc/design.md, "The worker's files"): a file calls only the files after it
+ * (scripts/lint/layers.txt): a file calls only the files after it
  * (scripts/lint/check-calls.py). worker_start.c calls down into all of them. */
 
 /* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
