@@ -40,7 +40,6 @@
 
 #include <assert.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,16 +56,6 @@ static void wake_main(pc_worker_t *w)
 {
     if (w->pipelined)
         pc_event_notify(w->ev_main);
-}
-
-int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    char msg[WERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return pc_error_fmt(code, err, errlen, "worker r%d: %s", rt->rank, msg);
 }
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
