@@ -10,7 +10,11 @@
  *       P^ Q^T, the residual) and checks its parameters bit for bit against them after
  *       every iteration; the other tensors as exact. The optimizer is the run's (momentum,
  *       weight decay, schedule): the step pc_optim_sgd makes on the mean gradient, which
- *       the workers repeat on b's rows from the factors as its server does.
+ *       the workers repeat on b's rows from the factors as its server does. As that
+ *       reference shares the code it checks, b is also compared after every iteration with
+ *       one written apart from it: PowerSGD from the paper in double (lr_dbl_t), within
+ *       LR_DBL_ROUNDINGS. b's gradient has a full-rank term (lr_grad_value), so that rank 1 and
+ *       2 lose some of it and the error feedback shows.
  *   test_runtime_mpi destroy [runtime flags]
  *       As exact, but in the third iteration the workers hand over every gradient and then
  *       destroy the worker without iteration_end or finish (the compressor thread running,
@@ -28,6 +32,7 @@
 #include <mpi.h>
 
 #include "pipecompress/pc_lowrank.h"
+#include "pipecompress/pc_philox.h"
 #include "pipecompress/pipecompress.h"
 #include "runtime/runtime_impl.h"
 
@@ -47,6 +52,15 @@ static float grad_value(int w, int t, size_t i, int it)
 {
     float big = w == 0 ? 256.0f : w == 1 ? -256.0f : 0.0f;
     return big + (float)(w + 1) * 0.125f - (float)t * 0.5f + (float)i * 0.001f * (float)(it + 1);
+}
+
+/* lowrank: worker w's gradient of b, element i: grad_value plus a term of full rank. On its
+ * own grad_value is of rank 2 as a matrix (a constant plus terms linear in the row and in
+ * the column), which rank 2 reproduces exactly: the error feedback would never show. */
+static float lr_grad_value(int w, size_t i, int it)
+{
+    return grad_value(w, 1, i, it) +
+           0.0625f * (float)((7 * i * i + 3 * (size_t)w + 5 * (size_t)it) % 11);
 }
 
 /* lowrank: the reference of matrix "b" (ROWS x n / ROWS, chunk LR_CHUNK: "a" is chunk 0) in
@@ -122,7 +136,7 @@ static void lr_ref_step(lr_ref_t *r, int it)
     memset(warm ? r->agg : r->fac, 0, sizeof(float) * (warm ? r->n : ROWS * R));
     for (int k = 0; k < r->W; k++) {
         for (size_t i = 0; i < r->n; i++)
-            r->g[i] = grad_value(k, 1, i, it);
+            r->g[i] = lr_grad_value(k, i, it);
         if (pc_codec_fold(r->codec, r->st[k], r->g) != PC_OK)
             die("lowrank reference", "fold");
         int rc =
@@ -163,6 +177,190 @@ static void lr_ref_free(lr_ref_t *r)
     free(r->qagg);
     free(r->ework);
     free(r->work);
+}
+
+/* How far b may be from the double-precision reference: LR_DBL_ROUNDINGS float roundings
+ * (2^-24, float's relative rounding) of the largest magnitude S that b is computed from
+ * (lr_dbl_t.scale: b and every M_w; workers 0 and 1's gradients of +-256 pile up in their
+ * errors and cancel only in the mean, so S reaches 1150 while the mean update is of order
+ * 1: an error relative to |b| alone would be meaningless). Each element of b is a chain of
+ * float roundings of numbers up to S (the fold, dot products of 15 and 20 terms, the
+ * orthonormalisation, P^ Q^T, the optimizer) over 4 iterations: measured in
+ * test_powersgd.sh's 12 runs, within 2.9 of them (2e-4 of 1150). 64 leaves a factor of 20
+ * for another CPU's or BLAS's order of rounding, and stays 30 times below the smallest
+ * departure from the algorithm tried: the reference without its error feedback is 3600
+ * roundings off or more, without the warm start 2100, with Gram-Schmidt not
+ * orthogonalising 15000, not normalising 1.3 million. */
+#define LR_DBL_ROUNDINGS 64.0
+
+/* lowrank, independently: PowerSGD as Vogels et al. (2019) give it (Algorithm 1 with error
+ * feedback, Q warm-started from the previous step), in double, from the workers'
+ * gradients alone: no pc_lowrank or codec numerics, no pc_optim_sgd (pc_codec_spec_parse
+ * reads the flags, pc_optim_lr gives the rate). A step past the warm-up:
+ *   M_w = g_w + e_w;  P = mean_w M_w Q;  P^ = Gram-Schmidt(P);  Q = mean_w M_w^T P^;
+ *   the update P^ Q^T;  e_w = M_w - P^ Q^T;  Q stays for the next step.
+ * A warm-up step sends M_w whole: the update is mean_w M_w and e_w = 0. Then SGD (torch's
+ * formula, pc_optim.h's): d = update + wd p; m = mu m + d; p -= lr (nesterov ? d + mu m : m).
+ * The float run may differ from it by rounding alone: LR_DBL_ROUNDINGS says how much. */
+typedef struct lr_dbl {
+    int W, rank, warmup;
+    bool ef;
+    long steps;
+    size_t cols, n;
+    double scale;        /* the largest |b| and |M_w| so far (LR_DBL_ROUNDINGS) */
+    double *q;           /* cols x rank: the warm start */
+    double *e, *m;       /* W x n: each worker's error and M_w */
+    double *p, *qs;      /* rows x rank and cols x rank: P (then P^) and the mean Q */
+    double *upd;         /* n: the step's update of b */
+    double *param, *mom; /* n: b's parameters and the optimizer's momentum */
+} lr_dbl_t;
+
+/* Q's first draw: cols x rank standard normals, Box-Muller on Philox (seed, stream LR_CHUNK)
+ * as the codec draws them (the same random input; the paper draws Q i.i.d. normal). The
+ * codec then orthonormalises Q, which changes its basis but not the span of M Q, and the
+ * update P^ P^T M depends on that span alone. */
+static void lr_dbl_init(lr_dbl_t *d, const char *spec_text, uint64_t seed, int W, size_t n,
+                        const float *param)
+{
+    pc_codec_spec_t spec; /* the flags only: rank, warm-up, error feedback */
+    char err[256];
+    if (pc_codec_spec_parse(spec_text, &spec, err, sizeof(err)) != PC_OK)
+        die("lowrank", err);
+    *d = (lr_dbl_t){
+        .W = W, .rank = spec.rank, .warmup = spec.warmup, .ef = spec.ef, .cols = n / ROWS, .n = n};
+    size_t R = (size_t)d->rank;
+    d->q = malloc(sizeof(double) * d->cols * R);
+    d->e = calloc((size_t)W * n, sizeof(double));
+    d->m = malloc(sizeof(double) * (size_t)W * n);
+    d->p = malloc(sizeof(double) * ROWS * R);
+    d->qs = malloc(sizeof(double) * d->cols * R);
+    d->upd = malloc(sizeof(double) * n);
+    d->param = malloc(sizeof(double) * n);
+    d->mom = calloc(n, sizeof(double));
+    if (!d->q || !d->e || !d->m || !d->p || !d->qs || !d->upd || !d->param || !d->mom)
+        die("lowrank", "out of memory");
+    pc_philox_t g;
+    pc_philox_init(&g, seed, LR_CHUNK, 0);
+    for (size_t i = 0; i < d->cols * R; i += 2) {
+        double u = ((double)pc_philox_next(&g) + 0.5) / 4294967296.0; /* (0, 1) */
+        double v = ((double)pc_philox_next(&g) + 0.5) / 4294967296.0;
+        d->q[i] = sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+        if (i + 1 < d->cols * R)
+            d->q[i + 1] = sqrt(-2.0 * log(u)) * sin(2.0 * M_PI * v);
+    }
+    for (size_t i = 0; i < n; i++) {
+        d->param[i] = param[i];
+        d->scale = fmax(d->scale, fabs(d->param[i]));
+    }
+}
+
+/* Classical Gram-Schmidt on the columns of p (rows x rank, row-major): each made orthogonal
+ * to those before it, then of norm 1 (a zero column stays zero). */
+static void lr_dbl_orthonormalise(double *p, size_t rows, int rank)
+{
+    size_t R = (size_t)rank;
+    for (size_t c = 0; c < R; c++) {
+        for (size_t e = 0; e < c; e++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < rows; i++)
+                dot += p[i * R + e] * p[i * R + c];
+            for (size_t i = 0; i < rows; i++)
+                p[i * R + c] -= dot * p[i * R + e];
+        }
+        double norm = 0.0;
+        for (size_t i = 0; i < rows; i++)
+            norm += p[i * R + c] * p[i * R + c];
+        norm = sqrt(norm);
+        for (size_t i = 0; i < rows; i++)
+            p[i * R + c] = norm > 0.0 ? p[i * R + c] / norm : 0.0;
+    }
+}
+
+/* The update of b at iteration it (into d->upd), from the W workers' gradients. */
+static void lr_dbl_update(lr_dbl_t *d, int it)
+{
+    size_t R = (size_t)d->rank, C = d->cols, n = d->n;
+    for (int w = 0; w < d->W; w++)
+        for (size_t i = 0; i < n; i++)
+            d->m[(size_t)w * n + i] =
+                (d->ef ? d->e[(size_t)w * n + i] : 0.0) + lr_grad_value(w, i, it);
+    bool warm = d->steps++ < d->warmup;
+    memset(d->upd, 0, sizeof(double) * n);
+    memset(d->p, 0, sizeof(double) * ROWS * R);
+    memset(d->qs, 0, sizeof(double) * C * R);
+    for (int w = 0; w < d->W && warm; w++) /* the warm-up: the mean of M_w */
+        for (size_t i = 0; i < n; i++)
+            d->upd[i] += d->m[(size_t)w * n + i] / d->W;
+    for (int w = 0; w < d->W && !warm; w++) { /* P = mean M_w Q */
+        const double *m = d->m + (size_t)w * n;
+        for (size_t i = 0; i < ROWS; i++)
+            for (size_t c = 0; c < R; c++)
+                for (size_t j = 0; j < C; j++)
+                    d->p[i * R + c] += m[i * C + j] * d->q[j * R + c] / d->W;
+    }
+    if (!warm)
+        lr_dbl_orthonormalise(d->p, ROWS, d->rank);
+    for (int w = 0; w < d->W && !warm; w++) { /* Q = mean M_w^T P^ */
+        const double *m = d->m + (size_t)w * n;
+        for (size_t j = 0; j < C; j++)
+            for (size_t c = 0; c < R; c++)
+                for (size_t i = 0; i < ROWS; i++)
+                    d->qs[j * R + c] += m[i * C + j] * d->p[i * R + c] / d->W;
+    }
+    for (size_t i = 0; i < ROWS && !warm; i++) /* P^ Q^T */
+        for (size_t j = 0; j < C; j++)
+            for (size_t c = 0; c < R; c++)
+                d->upd[i * C + j] += d->p[i * R + c] * d->qs[j * R + c];
+    if (!warm)
+        memcpy(d->q, d->qs, sizeof(double) * C * R);
+    for (int w = 0; w < d->W && d->ef; w++) /* e_w = M_w - update (0 in the warm-up) */
+        for (size_t i = 0; i < n; i++)
+            d->e[(size_t)w * n + i] = warm ? 0.0 : d->m[(size_t)w * n + i] - d->upd[i];
+}
+
+/* One iteration of b: the update, then the optimizer's step at rate lr. */
+static void lr_dbl_step(lr_dbl_t *d, int it, const pc_optim_cfg_t *o, double lr)
+{
+    lr_dbl_update(d, it);
+    for (size_t i = 0; i < d->n; i++) {
+        double g = d->upd[i] + o->weight_decay * d->param[i];
+        if (o->momentum == 0.0) {
+            d->param[i] -= lr * g;
+            continue;
+        }
+        d->mom[i] = o->momentum * d->mom[i] + g;
+        d->param[i] -= lr * (o->nesterov ? g + o->momentum * d->mom[i] : d->mom[i]);
+    }
+    for (size_t i = 0; i < d->n; i++)
+        d->scale = fmax(d->scale, fabs(d->param[i]));
+    for (size_t i = 0; i < (size_t)d->W * d->n; i++)
+        d->scale = fmax(d->scale, fabs(d->m[i]));
+}
+
+/* Whether b's parameters p are within LR_DBL_ROUNDINGS float roundings of d->scale of d's
+ * everywhere; *worst rises to the largest |p - reference| / (2^-24 d->scale) seen. */
+static bool lr_dbl_close(const lr_dbl_t *d, const float *p, double *worst)
+{
+    double unit = ldexp(d->scale, -24);
+    bool ok = true;
+    for (size_t i = 0; i < d->n; i++) {
+        double r = fabs((double)p[i] - d->param[i]) / unit;
+        *worst = r > *worst ? r : *worst;
+        ok = ok && r <= LR_DBL_ROUNDINGS;
+    }
+    return ok;
+}
+
+static void lr_dbl_free(lr_dbl_t *d)
+{
+    free(d->q);
+    free(d->e);
+    free(d->m);
+    free(d->p);
+    free(d->qs);
+    free(d->upd);
+    free(d->param);
+    free(d->mom);
 }
 
 int main(int argc, char **argv)
@@ -267,9 +465,12 @@ int main(int argc, char **argv)
     /* exact: known gradients, three iterations (lowrank: four). */
     float lr = (float)cfg.lr;
     lr_ref_t ref = {0};
+    lr_dbl_t dref = {0};
+    double dworst = 0.0;              /* lowrank: the largest difference from dref (roundings) */
     float *mom = NULL, *agg_t = NULL; /* lowrank: the optimizer's momentum, a mean */
     if (lowrank) {
         lr_ref_init(&ref, cfg.compress, cfg.seed, W, sizes[1]);
+        lr_dbl_init(&dref, cfg.compress, cfg.seed, W, sizes[1], expect + off[1]);
         mom = calloc(total, sizeof(float));
         agg_t = malloc(sizeof(float) * total);
     }
@@ -287,10 +488,19 @@ int main(int argc, char **argv)
                              it, t, i, (double)p[off[t] + i], (double)expect[off[t] + i]);
                     die("exact", msg);
                 }
+            if (lowrank && t == 1 && !lr_dbl_close(&dref, p + off[1], &dworst)) {
+                char msg[256];
+                snprintf(msg, sizeof(msg),
+                         "rank %d iteration %d: b differs from the double-precision PowerSGD "
+                         "by %.3g float roundings of %.4g, more than %g",
+                         rank, it, dworst, dref.scale, LR_DBL_ROUNDINGS);
+                die("lowrank", msg);
+            }
         }
         for (int t = T - 1; t >= 0; t--) {
             for (size_t i = 0; i < sizes[t]; i++)
-                gr[off[t] + i] = grad_value(rank, t, i, it);
+                gr[off[t] + i] =
+                    lowrank && t == 1 ? lr_grad_value(rank, i, it) : grad_value(rank, t, i, it);
             /* Tensor b in two pieces, the later half first (any order is allowed). */
             if (t == 1 ? pc_worker_grad_ready_range(w, t, 123, sizes[t]) != PC_OK ||
                              pc_worker_grad_ready_range(w, t, 0, 123) != PC_OK
@@ -313,6 +523,7 @@ int main(int argc, char **argv)
          * (lowrank: b's gradient is the reference's P^ Q^T, or its warm-up's mean). */
         if (lowrank) {
             lr_ref_step(&ref, it);
+            lr_dbl_step(&dref, it, &rt->optim, pc_optim_lr(&rt->optim, it));
             for (int t = 0; t < T; t++) {
                 const float *gt = ref.agg;
                 if (t != 1) {
@@ -370,6 +581,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < total; i++)
         if (p[i] != expect[i])
             die("exact", "final parameters differ from the expected mean-gradient steps");
+    if (lowrank && !lr_dbl_close(&dref, p + off[1], &dworst))
+        die("lowrank", "final b differs from the double-precision PowerSGD");
     /* With 3 or more workers the inputs must make the summation order matter (for most of
      * the 3 * total means): otherwise a server that sums in another order than rank order
      * would pass unseen. */
@@ -377,10 +590,12 @@ int main(int argc, char **argv)
     free(agg_t);
     if (lowrank) {
         lr_ref_free(&ref);
+        lr_dbl_free(&dref);
         if (rank == 0)
             printf("lowrank: %d workers, %d servers, %d iterations: parameters match the "
-                   "one-process powersgd reference bit for bit\n",
-                   W, pc_runtime_servers(rt), iters);
+                   "one-process powersgd reference bit for bit, and b the double-precision "
+                   "PowerSGD within %.2g float roundings of %.4g (tolerance %g)\n",
+                   W, pc_runtime_servers(rt), iters, dworst, dref.scale, LR_DBL_ROUNDINGS);
     } else if (W >= 3 && 2 * order_sensitive < 3 * total)
         die("exact", "the test's gradients hardly make the summation order matter");
     if (rank == 0 && !lowrank)
