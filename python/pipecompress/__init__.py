@@ -37,8 +37,6 @@ Every call comes from the thread that called pc.init (the runtime's backprop thr
 """
 from . import data  # noqa: F401  (the package's data helpers: pc.data)
 from .errors import Error
-from .hooks import (attach, iteration, iteration_end, lowrank_q, metrics_note, report,
-                    synchronize)
 from .probe import probe
 from .session import (choosing, config, finish, init, is_server, is_worker, rank, run_server,
                       servers, set_blas_threads, size, stop_signal, workers)
@@ -46,3 +44,23 @@ from .session import (choosing, config, finish, init, is_server, is_worker, rank
 __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers", "servers",
            "config", "choosing", "probe", "run_server", "attach", "iteration", "iteration_end", "report",
            "synchronize", "lowrank_q", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]
+
+# hooks.py imports torch at its top, so it is imported at the first use of one of its names
+# (pc.attach, ...), not here: `import pipecompress` works without torch (servers, pc.init,
+# the installed package's check in tests/system/test_install.sh), as data.py and probe.py
+# import torch in the functions that need it.
+_HOOKS = ("attach", "iteration", "iteration_end", "lowrank_q", "metrics_note", "report",
+          "synchronize")
+
+
+def __getattr__(name):
+    if name in _HOOKS:
+        from . import hooks
+        value = getattr(hooks, name)
+        globals()[name] = value  # once: later lookups find it without this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOOKS))

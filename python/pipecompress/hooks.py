@@ -6,59 +6,87 @@ accumulator hands its gradient to the compressor thread during backward, each mo
 forward pre-hook waits for its own parameters' update; iteration_end, iteration, report,
 metrics_note and synchronize act on the attached model. Every call comes from the thread
 that called pc.init.
+
+torch is imported here, once: the package imports this module at the first use of one of
+its names (pipecompress/__init__.py), so that `import pipecompress` works without torch.
 """
 import ctypes
+import hashlib
+import json
 import math
 import threading
+
+import torch
 
 from .errors import Error
 from .session import _attached, _worker
 
+
 class _Attached:
-    """One model's registration and hooks on a worker (pc.attach)."""
+    """One model's registration and hooks on a worker (pc.attach). __init__ runs the steps
+    below in order, as Horovod's DistributedOptimizer splits its __init__ from
+    _register_hooks: check (nothing collective yet), register and start (collective),
+    compare with worker 0's model and take its shared tensors (collective), hook."""
 
     def __init__(self, s, model, backward_passes_per_step):
-        import torch
-
         self.s = s
         self.model = model
         self.bpps = backward_passes_per_step
         self.handles = []
         self.accs = []  # the gradient accumulators hooked (kept alive: see attach)
         self.params, self.names, self.grads = [], [], []
-        ids = {}
-        frozen = []
-        for name, p in model.named_parameters():  # tied parameters come once
-            if not p.requires_grad:
-                frozen.append((name, p))
-                continue
-            _check_tensor("parameter", name, p, torch, need_float=True)
-            ids[id(p)] = len(self.params)
-            self.params.append(p)
-            self.names.append(name)
-        if not self.params:
-            raise Error("attach: the model has no parameter that requires a gradient")
-        _check_disjoint([(n, p) for n, p in zip(self.names, self.params)] + frozen)
-        # Everything the servers do not train comes from worker 0 too (after the start
-        # below): buffers (BatchNorm's statistics: kept local afterwards) and frozen
-        # parameters. Checked now, before the collective start.
-        shared = ([("buffer", nm, b) for nm, b in model.named_buffers()] +
-                  [("frozen parameter", nm, p) for nm, p in frozen])
-        for kind, name, b in shared:
-            _check_tensor(kind, name, b, torch, need_float=False)
-        self.ids = ids
+        self.ids = {}  # id(parameter) -> its index in self.params
+        shared = self._check_params()
         n = len(self.params)
         self.ready = [0] * n  # gradient accumulations seen this iteration
         self.waited = [False] * n  # param_wait done this iteration
         self.outside = [False] * n  # read outside its own module's forward (first iteration)
         self.first = True  # the first iteration since attach (0, or --resume's)
-        # The parameters move into one block, in registration order (values kept), and
-        # the gradient buffers are pieces of one more: the runtime's chunk plan groups a
-        # small tensor with the one before it only when both buffers continue that one's
-        # (pc_plan.h), as pc-train's slabs do. torch allocates each tensor on its own, so
-        # without this every small tensor (a BatchNorm's weight and bias: 106 of
-        # ResNet-50's 161) is a message of its own, both ways, every iteration.
-        self.slab = _gather(torch, self.params)
+        self._register_tensors()
+        self._check_same_model(shared)
+        self._broadcast_shared(shared)
+        self.timeline = bool(s.config.get("timeline"))
+        self.t_mark = 0
+        self._install_hooks()
+
+    def _check_params(self):
+        """Collect the parameters that require a gradient (named_parameters order, tied
+        ones once) into self.params, self.names and self.ids, and check them: CPU, dense,
+        float32, contiguous, disjoint. Everything the servers do not train comes from
+        worker 0 too (after the start, _broadcast_shared): buffers (BatchNorm's statistics:
+        kept local afterwards) and frozen parameters; they are checked here as well, before
+        the collective start. Returns them as [(kind, name, tensor)]. Raises Error."""
+        frozen = []
+        for name, p in self.model.named_parameters():  # tied parameters come once
+            if not p.requires_grad:
+                frozen.append((name, p))
+                continue
+            _check_tensor("parameter", name, p, need_float=True)
+            self.ids[id(p)] = len(self.params)
+            self.params.append(p)
+            self.names.append(name)
+        if not self.params:
+            raise Error("attach: the model has no parameter that requires a gradient")
+        _check_disjoint([(n, p) for n, p in zip(self.names, self.params)] + frozen)
+        shared = ([("buffer", nm, b) for nm, b in self.model.named_buffers()] +
+                  [("frozen parameter", nm, p) for nm, p in frozen])
+        for kind, name, b in shared:
+            _check_tensor(kind, name, b, need_float=False)
+        return shared
+
+    def _register_tensors(self):
+        """Register the parameters with the runtime, zero-copy, and start it (collective
+        with the servers and the other workers); fails the job (s.fail) on an error.
+
+        The parameters move into one block, in registration order (values kept), and the
+        gradient buffers are pieces of one more: the runtime's chunk plan groups a small
+        tensor with the one before it only when both buffers continue that one's
+        (pc_plan.h), as pc-train's slabs do. torch allocates each tensor on its own, so
+        without this every small tensor (a BatchNorm's weight and bias: 106 of ResNet-50's
+        161) is a message of its own, both ways, every iteration. Each p.grad becomes its
+        piece of the gradient block (self.grads)."""
+        s = self.s
+        self.slab = _gather(self.params)
         gslab = torch.zeros(sum(p.numel() for p in self.params))
         self.pptr = [p.data_ptr() for p in self.params]
         # The registered memory stays alive as long as the attachment, whatever the script
@@ -86,38 +114,43 @@ class _Attached:
         rc = lib.pc_worker_start(w)
         if rc != 0:
             s.fail("attach: start", rc)
-        # The runtime compares sizes only: names, shapes, dtypes and the buffers must agree
-        # too (a swapped pair of equal shapes would train mixed up; a buffer of another size
-        # would break the broadcast below).
-        import hashlib
 
+    def _check_same_model(self, shared):
+        """Compare this worker's model with worker 0's (collective): the runtime compares
+        sizes only, but names, shapes, dtypes and the shared tensors must agree too (a
+        swapped pair of equal shapes would train mixed up; a buffer of another size would
+        break _broadcast_shared). Raises Error when they differ."""
+        s = self.s
         plan = ";".join(f"{kind} {name} {tuple(t.shape)} {t.dtype}" for kind, name, t in
                         [("p", n, p) for n, p in zip(self.names, self.params)] + shared)
         mine = hashlib.sha256(plan.encode()).digest()
         theirs = ctypes.create_string_buffer(mine, len(mine))
-        if lib.pc_worker_broadcast(w, theirs, len(mine)) != 0:
+        if s.lib.pc_worker_broadcast(s.w, theirs, len(mine)) != 0:
             s.fail("attach: comparing the model with worker 0's")
         if theirs.raw != mine:
             raise Error(f"attach: worker {s.rank}'s model differs from worker 0's (parameter "
                         "or buffer names, shapes, dtypes or order): every worker attaches "
                         "the same architecture")
+
+    def _broadcast_shared(self, shared):
+        """Worker 0's buffers and frozen parameters become every worker's (collective)."""
+        s = self.s
         for kind, name, b in shared:
             nbytes = b.numel() * b.element_size()
-            if nbytes and lib.pc_worker_broadcast(w, b.data_ptr(), nbytes) != 0:
+            if nbytes and s.lib.pc_worker_broadcast(s.w, b.data_ptr(), nbytes) != 0:
                 s.fail(f"attach: broadcasting {kind} {name}")
-        self.timeline = bool(s.config.get("timeline"))
-        self.t_mark = 0
-        self._hook(torch)
 
-    def _hook(self, torch):
+    def _install_hooks(self):
+        """Each module's forward pre-hook (the root's too) and each parameter's gradient
+        accumulator hook; with --timeline, each module's forward hook. Handles in
+        self.handles (remove_hooks)."""
         model = self.model
         self.handles.append(model.register_forward_pre_hook(self._root_pre))
-        fused = _fused_types(torch)
         for mname, m in model.named_modules():
             # A module's forward waits for its own parameters; a fused one's (below) for
             # every parameter under it, which its forward reads without calling the
             # submodules that hold them.
-            mine = m.parameters(recurse=isinstance(m, fused))
+            mine = m.parameters(recurse=isinstance(m, _FUSED_TYPES))
             own = sorted({self.ids[id(p)] for p in mine if id(p) in self.ids})
             if not own:
                 continue
@@ -216,7 +249,7 @@ class _Attached:
             if p.grad is None or p.grad.data_ptr() != self.gptr[t]:
                 # Someone replaced p.grad (zero_grad(set_to_none=True), create_graph=True):
                 # the runtime reads the registered buffer.
-                with _no_grad():
+                with torch.no_grad():
                     if p.grad is None:
                         g.zero_()
                     else:
@@ -233,8 +266,6 @@ class _Attached:
 
     def end(self):
         s = self.s
-        import torch
-
         if s.pending is not None:
             raise s.pending
         for t in range(len(self.params)):
@@ -271,7 +302,7 @@ class _Attached:
                 self.wait(t)
 
 
-def _gather(torch, params):
+def _gather(params):
     """Move the parameters into one float32 block, in the order given, values kept: p.data
     becomes a view of the block, so each Parameter, and every module holding it, stays the
     same object. Returns the block. Runs before registration: the runtime sees only the
@@ -287,25 +318,18 @@ def _gather(torch, params):
     return slab
 
 
-def _fused_types(torch):
-    """torch's modules whose forward reads their submodules' parameters itself, never
-    calling those submodules: nn.MultiheadAttention hands out_proj's weight and bias to
-    F.multi_head_attention_forward (and to its eval fast path); nn.TransformerEncoderLayer,
-    in eval without autograd, hands every parameter of the layer to one fused kernel
-    (torch._transformer_encoder_layer_fwd). Their submodules' forward pre-hooks never run
-    there: without this, out_proj would be waited for only at the model's start (every
-    layer's, before layer 0), and an evaluation between iterations would read the layer's
-    parameters before their update. (nn.TransformerDecoderLayer calls its submodules.)"""
-    nn = torch.nn
-    return (nn.MultiheadAttention, nn.TransformerEncoderLayer)
+# torch's modules whose forward reads their submodules' parameters itself, never
+# calling those submodules: nn.MultiheadAttention hands out_proj's weight and bias to
+# F.multi_head_attention_forward (and to its eval fast path); nn.TransformerEncoderLayer,
+# in eval without autograd, hands every parameter of the layer to one fused kernel
+# (torch._transformer_encoder_layer_fwd). Their submodules' forward pre-hooks never run
+# there: without this, out_proj would be waited for only at the model's start (every
+# layer's, before layer 0), and an evaluation between iterations would read the layer's
+# parameters before their update. (nn.TransformerDecoderLayer calls its submodules.)
+_FUSED_TYPES = (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)
 
 
-def _no_grad():
-    import torch
-    return torch.no_grad()
-
-
-def _check_tensor(kind, name, t, torch, need_float):
+def _check_tensor(kind, name, t, need_float):
     if t.device.type != "cpu":
         raise Error(f"attach: {kind} {name} is on {t.device}: the binding trains CPU tensors "
                     "(move the model with model.cpu())")
@@ -342,8 +366,6 @@ def attach(model, backward_passes_per_step=1):
     --lr, --momentum, schedule): the script creates no optimizer and never zeroes
     gradients. backward_passes_per_step: backward passes accumulated per iteration (a
     gradient is handed over after that many). Returns model."""
-    import torch
-
     s = _worker()
     if not isinstance(model, torch.nn.Module):
         raise Error(f"attach: {type(model).__name__} is not a torch.nn.Module")
@@ -381,8 +403,6 @@ def report(loss, accuracy=None):
 def metrics_note(obj):
     """Append an object (a dict, or a string holding a JSON object; an evaluation, say) to
     this rank's --metrics lines. Anything else is refused: the file stays JSON lines."""
-    import json
-
     a = _attached()
     try:  # through the parser and back: strict JSON (no NaN), one line
         parsed = obj if isinstance(obj, dict) else json.loads(str(obj))
@@ -406,8 +426,6 @@ def lowrank_q():
     makes alike. Waits for every update first (pc.synchronize). To start another
     implementation from the same Q (torch's powerSGD_hook, in the comparison of
     tests/mpi/test_torch_powersgd.sh). Other parameters are left out; {} in other modes."""
-    import torch
-
     a = _attached()
     a.sync()
     s, out = a.s, {}

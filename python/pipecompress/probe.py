@@ -31,7 +31,7 @@ def _params(model, torch):
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
-        _check_tensor("parameter", name, p, torch, need_float=True)
+        _check_tensor("parameter", name, p, need_float=True)
         seen.add(id(p))
         out.append(p)
     if not out:
@@ -43,12 +43,11 @@ class _Profile:
     """One model's hooks for the probe and the events of one forward and backward."""
 
     def __init__(self, model, params, torch):
-        from .hooks import _fused_types
+        from .hooks import _FUSED_TYPES as fused
 
         self.ids = {id(p): t for t, p in enumerate(params)}
         self.events = []  # ("f", module index, t) and ("b", tensor index, t)
         self.handles, self.accs, self.claims = [], [], []
-        fused = _fused_types(torch)
         for m in model.modules():
             own = sorted({self.ids[id(p)] for p in m.parameters(recurse=isinstance(m, fused))
                           if id(p) in self.ids})
