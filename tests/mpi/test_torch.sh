@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The PyTorch binding (python/pipecompress) under mpirun, with the build tree's library:
 # - one worker, --compress none: every iteration equals torch.optim.SGD on the same batch
-#   (momentum, weight decay; one and two backward passes per iteration);
+#   (momentum, weight decay; one and two backward passes per iteration; p.grad kept, or
+#   set to None before each iteration so that the binding must copy the new p.grad into
+#   its buffer): the parameters and each iteration's step (a lost gradient fails this);
 # - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
 #   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
 #   what must hold), with top-k and with --mode allreduce;
@@ -35,10 +37,10 @@ job() {
     "$run" -t 180 -np "$np" "$py" "$@" >"$tmp/$name.out" 2>&1
 }
 
-for c in sgd sgd2; do
+for c in sgd sgd2 sgd-none sgd2-none; do
     if job "$c" 2 "$cases" "$c" "$tmp/$c" --compress none --iters 6 --lr 0.1 --momentum 0.9 \
         --weight-decay 0.001 &&
-        grep -qE '^sgd: 6 iterations, [12] backward passes each, .*largest relative difference from torch.optim.SGD [0-9.e+-]+$' "$tmp/$c.out"; then
+        grep -qE '^sgd: 6 iterations, [12] backward passes each, p.grad (kept|set to None) before each, .*largest relative difference from torch.optim.SGD [0-9.e+-]+, of a step [0-9.e+-]+$' "$tmp/$c.out"; then
         ok "$c: every iteration equals torch.optim.SGD ($(grep -o 'difference.*' "$tmp/$c.out"))"
     else
         bad "$c:"; tail -n 20 "$tmp/$c.out"

@@ -6,8 +6,12 @@ tests/mpi/test_torch.sh, which checks what they print and write:
 
 sgd       1 worker: each iteration through PipeCompress (--compress none) equals
           torch.optim.SGD on the same batch (momentum, weight decay), within float
-          tolerance; with backward_passes_per_step=2 when CASE is sgd2 (gradients of two
-          half batches accumulated).
+          tolerance: the parameters (relative to their largest, 1e-5) and the step each
+          iteration takes (relative to torch's largest step, 1e-3; never zero); with
+          backward_passes_per_step=2 when CASE is sgd2 (gradients of two half batches
+          accumulated). sgd-none, sgd2-none: the same with model.zero_grad(set_to_none=True)
+          before every iteration's backward (autograd then puts each gradient in a new
+          p.grad, which the binding must copy into the registered buffer).
 zoo       a model with every kind of parameter the binding defines a behaviour for: tied
           weights, an unused branch, a frozen parameter, BatchNorm buffers, a parameter read
           outside its own module, dropout. Every worker builds it from a different seed
@@ -61,7 +65,12 @@ def digest(tensors):
     return h.hexdigest()
 
 
-def case_sgd(out, flags, bpps):
+def _rel(a, b):
+    """The largest difference of a from b, relative to b's largest magnitude."""
+    return ((a - b).abs().max() / (b.abs().max() + 1e-30)).item()
+
+
+def case_sgd(out, flags, bpps, set_to_none):
     pc.init(flags)
     if pc.is_server():
         return pc.run_server()
@@ -73,11 +82,15 @@ def case_sgd(out, flags, bpps):
     opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mu, weight_decay=wd)
     pc.attach(model, backward_passes_per_step=bpps)
     g = torch.Generator().manual_seed(5)
-    worst = 0.0
+    worst = worst_step = 0.0
     for it in range(int(cfg["iters"])):
         x = torch.randn(8, 20, generator=g)
         y = torch.randint(0, 3, (8,), generator=g)
-        opt.zero_grad()
+        before = [p.detach().clone() for p in model.parameters()]
+        ref_before = [q.detach().clone() for q in ref.parameters()]
+        opt.zero_grad(set_to_none=set_to_none)
+        if set_to_none:
+            model.zero_grad(set_to_none=True)  # p.grad dropped: the binding copies it back
         for part in range(bpps):
             xs, ys = x[part::bpps], y[part::bpps]
             # The runtime averages the workers' gradients; one worker: its own, summed over
@@ -87,16 +100,28 @@ def case_sgd(out, flags, bpps):
         opt.step()
         pc.iteration_end()
         pc.synchronize()
-        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-            d = ((p - q).abs().max() / (q.abs().max() + 1e-30)).item()
+        for (name, p), q, p0, q0 in zip(model.named_parameters(), ref.parameters(), before,
+                                        ref_before):
+            d = _rel(p, q)
             worst = max(worst, d)
             if d > 1e-5:
                 raise pc.Error(f"iteration {it}: {name} differs from torch.optim.SGD by {d:.3g} "
                                "(relative)")
+            # The step itself, so that a lost gradient shows at once: weight decay and
+            # momentum alone would still move the parameters.
+            step, ref_step = p.detach() - p0, q.detach() - q0
+            if not step.abs().max().item() > 0:
+                raise pc.Error(f"iteration {it}: {name} did not move")
+            d = _rel(step, ref_step)
+            worst_step = max(worst_step, d)
+            if d > 1e-3:
+                raise pc.Error(f"iteration {it}: {name}'s step differs from torch.optim.SGD's "
+                               f"by {d:.3g} (relative to its largest element)")
     status = pc.finish()
-    print(f"sgd: {cfg['iters']} iterations, {bpps} backward passes each, lr {lr} momentum "
-          f"{mu} weight decay {wd}: largest relative difference from torch.optim.SGD "
-          f"{worst:.3g}", flush=True)
+    print(f"sgd: {cfg['iters']} iterations, {bpps} backward passes each, p.grad "
+          f"{'set to None' if set_to_none else 'kept'} before each, lr {lr} momentum {mu} "
+          f"weight decay {wd}: largest relative difference from torch.optim.SGD {worst:.3g}, "
+          f"of a step {worst_step:.3g}", flush=True)
     return status
 
 
@@ -272,8 +297,8 @@ def case_misuse(out, flags, kind):
 def main():
     case, out, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
-    if case in ("sgd", "sgd2"):
-        return case_sgd(out, flags, 2 if case == "sgd2" else 1)
+    if case in ("sgd", "sgd2", "sgd-none", "sgd2-none"):
+        return case_sgd(out, flags, 2 if case.startswith("sgd2") else 1, case.endswith("-none"))
     if case == "zoo":
         return case_zoo(out, flags)
     if case.startswith("arch:"):
