@@ -124,22 +124,6 @@ else
     bad "a documented exception"; cat "$tmp/out"
 fi
 
-# check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
-# on a subject over 72 characters and on a subject run into its body; by default only
-# @{upstream}..HEAD; outside a checkout it says so.
-if command -v git >/dev/null 2>&1; then
-    cc="$src/scripts/lint/check-commits.sh"
-    export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
-    commit() { printf '%b' "$2" >"$tmp/msg" && git -C "$1" commit -q --allow-empty --cleanup=verbatim -F "$tmp/msg"; }
-    git init -q "$tmp/g" && commit "$tmp/g" 'lint: a good subject\n\nThe body, with the why.\n'
-    base=$(git -C "$tmp/g" rev-parse HEAD)
-    out=$(bash "$cc" "$tmp/g" 2>&1)
-    if [ $? = 0 ] && ! grep -q '^warning:' <<<"$out" && grep -q '^check-commits: 1 commit(s)' <<<"$out"; then
-        ok "check-commits: a good message, no warning: $out"
-    else
-        bad "check-commits on a good message"; echo "$out"
-    fi
-    commit "$tmp/g" "lint: $(printf 'x%.0s' $(seq 74))\n\nA subject of 80 characters.\n"
 # check-figures.py (one home per figure): the tree passes; a figure of a results page
 # quoted in a copy's README.md fails, naming the figure and its page.
 mkdir -p "$tmp/fig/doc/results/run" &&
@@ -158,6 +142,22 @@ else
     bad "figures: a quoted figure was not caught"; echo "$out"
 fi
 
+# check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
+# on a subject over 72 characters and on a subject run into its body; by default only
+# @{upstream}..HEAD; outside a checkout it says so.
+if command -v git >/dev/null 2>&1; then
+    cc="$src/scripts/lint/check-commits.sh"
+    export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
+    commit() { printf '%b' "$2" >"$tmp/msg" && git -C "$1" commit -q --allow-empty --cleanup=verbatim -F "$tmp/msg"; }
+    git init -q "$tmp/g" && commit "$tmp/g" 'lint: a good subject\n\nThe body, with the why.\n'
+    base=$(git -C "$tmp/g" rev-parse HEAD)
+    out=$(bash "$cc" "$tmp/g" 2>&1)
+    if [ $? = 0 ] && ! grep -q '^warning:' <<<"$out" && grep -q '^check-commits: 1 commit(s)' <<<"$out"; then
+        ok "check-commits: a good message, no warning: $out"
+    else
+        bad "check-commits on a good message"; echo "$out"
+    fi
+    commit "$tmp/g" "lint: $(printf 'x%.0s' $(seq 74))\n\nA subject of 80 characters.\n"
     commit "$tmp/g" 'lint: a subject run into its body\nthe body at once\n'
     out=$(PC_COMMIT_BASE=$base bash "$cc" "$tmp/g" 2>&1)
     if [ $? = 0 ] && grep -q '^warning: .*: subject of 80 characters (at most 72)' <<<"$out" &&
