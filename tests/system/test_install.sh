@@ -12,6 +12,7 @@
 #  - the same example linked with libpipecompress.a and pkg-config --static's private
 #    libraries runs without the shared library;
 #  - the installed pc-train runs;
+#  - README.md's C program (its ```c block) builds the same way and runs on 3 ranks;
 #  - doc/api.md's build-and-run lines run as written there.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -52,6 +53,17 @@ if mpicc -std=c11 -Wall -Wextra -Werror "$PC_SRCDIR/apps/examples/pc_example.c" 
     ok "pc_example.c builds against the installed headers and library: mpicc ... \$(pkg-config --cflags --libs pipecompress openblas) -lm"
 else
     bad "pc_example.c does not build against the installed library"; head -5 "$tmp/cc.log"
+fi
+# README.md's C program (its one ```c block), built the same way: it must compile warning-free
+# against the installed headers and train to the end on 2 workers and a server.
+awk '/^```/{f = !f && $0 == "```c"; next} f' "$PC_SRCDIR/README.md" >"$tmp/minimal.c"
+# shellcheck disable=SC2086
+if [ -s "$tmp/minimal.c" ] &&
+    mpicc -std=c11 -Wall -Wextra -Werror "$tmp/minimal.c" $flags -lm -o "$tmp/minimal" >"$tmp/cc-min.log" 2>&1 &&
+    LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/minimal" >"$tmp/min.log" 2>&1; then
+    ok "README.md's C program ($(wc -l <"$tmp/minimal.c") lines) builds against the installed library and runs on 3 ranks"
+else
+    bad "README.md's C program does not build or run"; tail -n 5 "$tmp/cc-min.log" "$tmp/min.log" 2>&1
 fi
 if [ -x "$tmp/pc_example" ] && grep -q 'NEEDED.*libpipecompress\.so' <<<"$(readelf -d "$tmp/pc_example")" &&
     LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/pc_example" --iters 20 >"$tmp/ex.log" 2>&1; then
