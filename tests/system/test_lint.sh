@@ -14,7 +14,9 @@
 #                                    layers.txt does not list; a listed file without MPI
 #   scripts/lint/check-length.py     a function over the limit; the same with its "One
 #                                    piece:" reason (then listed as an exception)
-#   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md
+#   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md; a
+#                                    figure in two documents (passes once listed in
+#                                    figures-known.txt; a stale entry there fails)
 #   scripts/lint/check-commits.sh    (a warning, status 0) a subject over 72 characters;
 #                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
@@ -140,6 +142,29 @@ if [ $? = 1 ] && grep -q '^README.md:[0-9]*: 91.23 % is a figure of doc/results/
     ok "figures: a quoted figure fails: $out"
 else
     bad "figures: a quoted figure was not caught"; echo "$out"
+fi
+cp "$src/README.md" "$tmp/fig/" && echo 'The same run measured 91.23 % again.' >>"$tmp/fig/doc/benchmarks.md"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 1 ] && grep -q '^doc/results/run/README.md:3: 91.23 % is also stated in doc/benchmarks.md:[0-9]*' <<<"$out" &&
+    [ "$(wc -l <<<"$out")" = 1 ]; then
+    ok "figures: a figure in two documents fails: $out"
+else
+    bad "figures: a figure in two documents was not caught"; echo "$out"
+fi
+mkdir -p "$tmp/fig/scripts/lint" && k="$tmp/fig/scripts/lint/figures-known.txt"
+echo '91.23% doc/benchmarks.md doc/results/run/README.md' >"$k"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 0 ] && grep -q 'none in two but the 1 of figures-known.txt' <<<"$out"; then
+    ok "figures: a listed duplicate passes: $out"
+else
+    bad "figures: a duplicate listed in figures-known.txt failed"; echo "$out"
+fi
+echo '1.28x doc/benchmarks.md doc/results/run/README.md' >>"$k"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 1 ] && grep -q '^scripts/lint/figures-known.txt: 1.28x is now stated in doc/results/run/README.md only' <<<"$out"; then
+    ok "figures: a stale entry of figures-known.txt fails: $out"
+else
+    bad "figures: a stale entry of figures-known.txt was not caught"; echo "$out"
 fi
 
 # check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
