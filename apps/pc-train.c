@@ -775,7 +775,7 @@ int main(int argc, char **argv)
     pc_config_defaults(&cfg);
     /* pc-train knows its run's length (--epochs), so its default schedule is cosine: 5
      * epochs of the mlp reach 88.3-88.4 % with it (seeds 1-3) against 86.4 % constant
-     * (doc/benchmarks.md, "Accuracy"). */
+     * (doc/results/README.md, "Issue 13: a pipeline that pays"). */
     cfg.lr_schedule = PC_LR_COSINE;
     train_opts_t o = {
         .model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5, .synthetic_n = 20000};

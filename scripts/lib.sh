@@ -3,7 +3,7 @@
 
 PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# Debian packages PipeCompress needs to build, test and run. Keep in step with README.md.
+# Debian packages PipeCompress needs to build, test and run. Keep in step with doc/building.md.
 # PC_BUILD_PACKAGES: what the build, the lints, the unit tests and the MPI tests on
 # synthetic data need (scripts/check.sh --quick installs these alone).
 PC_BUILD_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config

@@ -24,10 +24,10 @@
  * local optimizer step (Horovod's schedule: one tensor-sized collective at a time, as
  * gradients become ready).
  *
- * The worker's files, top to bottom (each calls only those below it; scripts/lint/layers.txt,
- * doc/design.md): worker_start.c (create, register, start, destroy) calls into this file;
- * this file calls worker_lowrank.c (powersgd's rounds on a matrix chunk, whose messages
- * this file sends), worker_ckpt.c (written after the pipeline is drained),
+ * The worker's files, top to bottom (each calls only those below it; scripts/lint/layers.txt
+ * holds the order, doc/design.md draws it): worker_start.c (create, register, start, destroy) calls
+ * into this file; this file calls worker_lowrank.c (powersgd's rounds on a matrix chunk, whose
+ * messages this file sends), worker_ckpt.c (written after the pipeline is drained),
  * worker_allreduce.c (through the ops), worker_metrics.c and worker_device.c;
  * worker_impl.h has the object and the map.
  *

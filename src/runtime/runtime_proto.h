@@ -1,7 +1,7 @@
 /* runtime_proto: the runtime's messages, encoded and validated in one place (private to
- * the library). No MPI here: the runtime's MPI files (doc/design.md lists them) move the bytes;
- * this module says what they are. Every message is little-endian, written field by field with the
- * pc_wire primitives; doc/wire-format.md gives each one byte by byte.
+ * the library). No MPI here: the runtime's MPI files (scripts/lint/layers.txt lists them) move the
+ * bytes; this module says what they are. Every message is little-endian, written field by field
+ * with the pc_wire primitives; doc/wire-format.md gives each one byte by byte.
  *
  *   tag            direction, when                         bytes
  *   TAG_LAYOUT     worker 0 -> each server, once at start   16 + 12 C: u32 magic "PPL2",

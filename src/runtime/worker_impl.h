@@ -59,7 +59,8 @@
  * chunk posted at once the link is shared by all of them and each completes near the end
  * of the whole transfer: the server could aggregate, and send back, nothing earlier
  * (measured: wide over 1 Gbit/s links, 2 workers, no compression, pushes and pulls took
- * 4.8 s one after the other instead of 2.4 s overlapped; doc/benchmarks.md). */
+ * 4.8 s one after the other instead of 2.4 s overlapped; doc/results/README.md,
+ * "Per-node links"). */
 #define SEND_WINDOW_CHUNKS 2
 /* A parked thread's longest park when nothing it can poll is outstanding: every wake-up
  * it needs is notified (descriptors, stop, abort; releases, versions, queue space, the

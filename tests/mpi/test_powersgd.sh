@@ -18,7 +18,7 @@
 #    where Debian's dataset-fashion-mnist is installed. Without the warm-up rank 2 sits at
 #    the edge (seeds 1-4 on one machine: -0.52, -0.34, -0.53, -0.34; -0.32 for seed 1 on
 #    another, whose float bits differ), with it -0.28, -0.05, -0.33, -0.35
-#    (doc/benchmarks.md, "PowerSGD in the parameter server");
+#    (doc/results/README.md, "PowerSGD in the parameter server");
 #  - refusals in one line: rank out of range, min-rank-gain below 1, the CUDA codec path.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
