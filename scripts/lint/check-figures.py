@@ -20,6 +20,10 @@ scripts/lint/figures-known.txt lists the duplicates found when this rule landed 
 not yet moved to one home ("FIGURE DOC DOC ..." a line): they pass while exactly those
 documents state them; a new duplicate fails, and so does an entry that no longer matches
 (shrink the list as figures move: it only gets shorter).
+scripts/lint/figures-coincident.txt lists the coincidences: two different measurements that
+print the same digits ("FIGURE DOC DOC ... -- what each one measures" a line). Each needs
+its reason after "--"; like the known list, an entry fails once the documents that state
+the figure are no longer exactly those it names.
 Status 0: no figure repeated; 1: some; 2: TOP is not a PipeCompress tree.
 """
 import glob
@@ -93,6 +97,30 @@ def known(top):
     return out
 
 
+def coincident(top):
+    """({figure: set of documents}, [problems]) of scripts/lint/figures-coincident.txt:
+    lines "FIGURE DOC DOC ... -- reason"; a line without two documents or a reason is a
+    problem (empty when the file is absent)."""
+    out, problems = {}, []
+    rel = os.path.join("scripts", "lint", "figures-coincident.txt")
+    path = os.path.join(top, rel)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                head, sep, reason = line.partition(" -- ")
+                words = head.split()
+                if not sep or not reason.strip() or len(words) < 3:
+                    problems.append("%s:%d: %s: a coincidence needs the figure, two or more "
+                                    "documents, then \" -- \" and what each one measures"
+                                    % (rel, n, line.strip()))
+                    continue
+                out[words[0]] = set(words[1:])
+    return out, problems
+
+
 def main(argv):
     top = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     readme = os.path.join(top, "README.md")
@@ -131,12 +159,23 @@ def main(argv):
                 continue
             where.setdefault(fig, []).append((rel, n, text))
     pending = known(top)
+    coincidences, problems = coincident(top)
+    for p in problems:
+        print(p)
+        bad += 1
     tolerated = 0
+    same = 0
     for fig in sorted(pending):
         now = set(rel for rel, n, text in where.get(fig, []))
         if now != pending[fig] and now <= pending[fig]:
             print("scripts/lint/figures-known.txt: %s is now stated in %s only: update or "
                   "remove its entry" % (fig, " ".join(sorted(now)) or "no document"))
+            bad += 1
+    for fig in sorted(coincidences):
+        now = set(rel for rel, n, text in where.get(fig, []))
+        if now != coincidences[fig] and now <= coincidences[fig]:
+            print("scripts/lint/figures-coincident.txt: %s is now stated in %s only: update "
+                  "or remove its entry" % (fig, " ".join(sorted(now)) or "no document"))
             bad += 1
     for fig in sorted(where, key=lambda k: (where[k][0][0], where[k][0][1])):
         occ = where[fig]
@@ -144,6 +183,9 @@ def main(argv):
             continue
         if set(rel for rel, n, text in occ) == pending.get(fig):
             tolerated += 1
+            continue
+        if set(rel for rel, n, text in occ) == coincidences.get(fig):
+            same += 1
             continue
         first = occ[0]
         for rel, n, text in occ[1:]:
@@ -153,9 +195,10 @@ def main(argv):
     if bad:
         return 1
     print("check-figures: %d figures in %d documents, none in two but the %d of "
-          "figures-known.txt still to move; README.md quotes none of the %d figures of "
+          "figures-known.txt still to move and the %d coincidences of "
+          "figures-coincident.txt; README.md quotes none of the %d figures of "
           "doc/benchmarks.md and doc/results/ (%d allowed settings)"
-          % (len(where), len(docs), tolerated, len(homes), len(ALLOW)))
+          % (len(where), len(docs), tolerated, same, len(homes), len(ALLOW)))
     return 0
 
 

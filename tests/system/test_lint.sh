@@ -16,7 +16,8 @@
 #                                    piece:" reason (then listed as an exception)
 #   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md; a
 #                                    figure in two documents (passes once listed in
-#                                    figures-known.txt; a stale entry there fails)
+#                                    figures-known.txt; a stale entry there fails); a
+#                                    coincidence listed without its reason
 #   scripts/lint/check-commits.sh    (a warning, status 0) a subject over 72 characters;
 #                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
@@ -165,6 +166,22 @@ if [ $? = 1 ] && grep -q '^scripts/lint/figures-known.txt: 1.28x is now stated i
     ok "figures: a stale entry of figures-known.txt fails: $out"
 else
     bad "figures: a stale entry of figures-known.txt was not caught"; echo "$out"
+fi
+# A coincidence (figures-coincident.txt) passes only with its reason after " -- ".
+rm -f "$k" && c="$tmp/fig/scripts/lint/figures-coincident.txt"
+echo '91.23% doc/benchmarks.md doc/results/run/README.md' >"$c"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 1 ] && grep -q '^scripts/lint/figures-coincident.txt:1: .*needs the figure' <<<"$out"; then
+    ok "figures: a coincidence without its reason fails: $out"
+else
+    bad "figures: a coincidence without its reason was not caught"; echo "$out"
+fi
+echo '91.23% doc/benchmarks.md doc/results/run/README.md -- two runs, same digits' >"$c"
+out=$("$py" "$src/scripts/lint/check-figures.py" "$tmp/fig" 2>&1)
+if [ $? = 0 ] && grep -q 'the 1 coincidences of figures-coincident.txt' <<<"$out"; then
+    ok "figures: a coincidence with its reason passes: $out"
+else
+    bad "figures: a coincidence with its reason failed"; echo "$out"
 fi
 
 # check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
