@@ -19,7 +19,8 @@ ALLOW below names the few figures that are settings, not measurements, with the 
 scripts/lint/figures-known.txt lists the duplicates found when this rule landed that are
 not yet moved to one home ("FIGURE DOC DOC ..." a line): they pass while exactly those
 documents state them; a new duplicate fails, and so does an entry that no longer matches
-(shrink the list as figures move: it only gets shorter).
+(shrink the list as figures move: it only gets shorter). Every one has moved since, so the
+file is gone; it is still read where present.
 scripts/lint/figures-coincident.txt lists the coincidences: two different measurements that
 print the same digits ("FIGURE DOC DOC ... -- what each one measures" a line). Each needs
 its reason after "--"; like the known list, an entry fails once the documents that state
