@@ -55,13 +55,15 @@ else
     bad "pc_example.c does not build against the installed library"; head -5 "$tmp/cc.log"
 fi
 # README.md's C program (its one ```c block), built the same way: it must compile warning-free
-# against the installed headers and train to the end on 2 workers and a server.
+# against the installed headers and train to the end on 2 workers and a server, each worker's
+# mean parameter within 0.01 of the optimum, 1.
 awk '/^```/{f = !f && $0 == "```c"; next} f' "$PC_SRCDIR/README.md" >"$tmp/minimal.c"
 # shellcheck disable=SC2086
 if [ -s "$tmp/minimal.c" ] &&
     mpicc -std=c11 -Wall -Wextra -Werror "$tmp/minimal.c" $flags -lm -o "$tmp/minimal" >"$tmp/cc-min.log" 2>&1 &&
-    LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/minimal" >"$tmp/min.log" 2>&1; then
-    ok "README.md's C program ($(wc -l <"$tmp/minimal.c") lines) builds against the installed library and runs on 3 ranks"
+    LD_LIBRARY_PATH="$libdir" "$run" -t 60 -np 3 "$tmp/minimal" >"$tmp/min.log" 2>&1 &&
+    [ "$(awk '/^worker: mean parameter/ && $4 > 0.99 && $4 < 1.01 {n++} END {print n + 0}' "$tmp/min.log")" = 2 ]; then
+    ok "README.md's C program ($(wc -l <"$tmp/minimal.c") lines) builds against the installed library, runs on 3 ranks, both workers near the optimum"
 else
     bad "README.md's C program does not build or run"; tail -n 5 "$tmp/cc-min.log" "$tmp/min.log" 2>&1
 fi
