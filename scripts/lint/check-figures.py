@@ -16,15 +16,10 @@ Two rules (CONTRIBUTING.md; issue 44):
   The raw outputs beside a run page (*.txt, *.json, logs) are data a page may quote from
   and are not documents here.
 ALLOW below names the few figures that are settings, not measurements, with the reason.
-scripts/lint/figures-known.txt lists the duplicates found when this rule landed that are
-not yet moved to one home ("FIGURE DOC DOC ..." a line): they pass while exactly those
-documents state them; a new duplicate fails, and so does an entry that no longer matches
-(shrink the list as figures move: it only gets shorter). Every one has moved since, so the
-file is gone; it is still read where present.
 scripts/lint/figures-coincident.txt lists the coincidences: two different measurements that
 print the same digits ("FIGURE DOC DOC ... -- what each one measures" a line). Each needs
-its reason after "--"; like the known list, an entry fails once the documents that state
-the figure are no longer exactly those it names.
+its reason after "--"; an entry fails once the documents that state the figure are no
+longer exactly those it names.
 Status 0: no figure repeated; 1: some; 2: TOP is not a PipeCompress tree.
 """
 import glob
@@ -82,19 +77,6 @@ def occurrences(top, rel):
             for m in FIGURE.finditer(line):
                 fig = m.group(0).replace(" ", "")
                 out.setdefault(fig, (n, m.group(0)))
-    return out
-
-
-def known(top):
-    """{figure: set of documents} of scripts/lint/figures-known.txt (empty when absent)."""
-    out = {}
-    path = os.path.join(top, "scripts", "lint", "figures-known.txt")
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                words = line.split("#", 1)[0].split()
-                if len(words) >= 3:
-                    out[words[0]] = set(words[1:])
     return out
 
 
@@ -159,19 +141,11 @@ def main(argv):
             if fig in ALLOW or (rel == "README.md" and fig in quoted):
                 continue
             where.setdefault(fig, []).append((rel, n, text))
-    pending = known(top)
     coincidences, problems = coincident(top)
     for p in problems:
         print(p)
         bad += 1
-    tolerated = 0
     same = 0
-    for fig in sorted(pending):
-        now = set(rel for rel, n, text in where.get(fig, []))
-        if now != pending[fig] and now <= pending[fig]:
-            print("scripts/lint/figures-known.txt: %s is now stated in %s only: update or "
-                  "remove its entry" % (fig, " ".join(sorted(now)) or "no document"))
-            bad += 1
     for fig in sorted(coincidences):
         now = set(rel for rel, n, text in where.get(fig, []))
         if now != coincidences[fig] and now <= coincidences[fig]:
@@ -181,9 +155,6 @@ def main(argv):
     for fig in sorted(where, key=lambda k: (where[k][0][0], where[k][0][1])):
         occ = where[fig]
         if len(occ) < 2:
-            continue
-        if set(rel for rel, n, text in occ) == pending.get(fig):
-            tolerated += 1
             continue
         if set(rel for rel, n, text in occ) == coincidences.get(fig):
             same += 1
@@ -195,11 +166,10 @@ def main(argv):
             bad += 1
     if bad:
         return 1
-    print("check-figures: %d figures in %d documents, none in two but the %d of "
-          "figures-known.txt still to move and the %d coincidences of "
-          "figures-coincident.txt; README.md quotes none of the %d figures of "
+    print("check-figures: %d figures in %d documents, none in two but the %d coincidences "
+          "of figures-coincident.txt; README.md quotes none of the %d figures of "
           "doc/benchmarks.md and doc/results/ (%d allowed settings)"
-          % (len(where), len(docs), tolerated, same, len(homes), len(ALLOW)))
+          % (len(where), len(docs), same, len(homes), len(ALLOW)))
     return 0
 
 
