@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every command the documentation shows, run in a short form, read from the docs
 # themselves so that a doc cannot drift from the code:
-#   README.md, doc/operations.md, doc/api.md, doc/python.md: every line of every ```sh block;
+#   README.md, doc/building.md, doc/operations.md, doc/api.md, doc/python.md: every line of
+#   every ```sh block;
 #   doc/*.1: every line of the .nf block under .SH EXAMPLES.
 # The short form of a command (and nothing else is changed):
 #   - a trailing "# comment" and a leading "cd /path/to/pipecompress && " are dropped (the
@@ -16,7 +17,7 @@
 #     with --wait and --overcommit, the job's nodes folded onto the one node
 #     (--nodes=N --ntasks-per-node=K becomes --nodes=1 --ntasks-per-node=N*K, one CPU each);
 #   - "scripts/check.sh" is the run that calls this test: not run again;
-#   - building by hand (the README's autoreconf line) runs in a copy of the tree, without
+#   - building by hand (doc/building.md's autoreconf line) runs in a copy of the tree, without
 #     its final "make check" (the suite this test belongs to);
 #   - doc/api.md's build against the installed library (mpicc ... -o pc_example, then
 #     ./pc_example): tests/system/test_install.sh runs those lines as written, on a staged install;
@@ -43,7 +44,7 @@ ran=0
 python3 - "$src" >"$tmp/commands" <<'PY'
 import re, sys, os
 src = sys.argv[1]
-for name in ("README.md", "doc/operations.md", "doc/api.md", "doc/python.md"):
+for name in ("README.md", "doc/building.md", "doc/operations.md", "doc/api.md", "doc/python.md"):
     inside = False
     for n, line in enumerate(open(os.path.join(src, name)), 1):
         if line.startswith("```"):
