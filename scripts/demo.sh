@@ -9,7 +9,17 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 pc_setup
-pc_build build
+# A build/ configured already (by scripts/check.sh, say) is kept as it is. A fresh one builds
+# the CUDA kernels only where a GPU is visible: nvcc takes minutes for kernels the demo, which
+# trains on the CPU, never runs (scripts/check.sh and doc/building.md build them everywhere).
+flags=""
+if [ -f "$PC_TOP/build/Makefile" ] && [ -f "$PC_TOP/build/.pc-configure-flags" ]; then
+    flags=$(cat "$PC_TOP/build/.pc-configure-flags")
+elif ! nvidia-smi -L >/dev/null 2>&1; then
+    flags="--without-cuda"
+fi
+# shellcheck disable=SC2086
+pc_build build $flags
 B="$PC_TOP/build"
 R=${PC_RESULTS:-$PC_TOP/results}
 mkdir -p "$R"
