@@ -106,6 +106,10 @@ typedef struct pc_config {
     int device;                  /* --device cpu|cuda|emulate: a pc_config_device_t */
     char gpu[PC_CONFIG_GPU_LEN]; /* --gpu auto|LIST: the node's workers' devices */
     int compress_on;             /* --compress-on gpu|cpu: a pc_config_compress_on_t */
+    double dilate;               /* --dilate K: time dilation (>= 1, finite; 1: none): every
+                                  * piece of the runtime's CPU work on the critical path
+                                  * is followed by a sleep of (K - 1) times its measured
+                                  * duration (doc/design.md, "Time dilation") */
     uint64_t given;              /* bit i: row i of pc_config_options() was on the command
                                   * line (pc_config_group records it); the runtime's
                                   * defaults that depend on other flags use it */
@@ -146,7 +150,8 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * --iters, --resume or --checkpoint-every without --checkpoint-dir, a compressing
  * --compress or --servers with --mode allreduce (which sends every gradient dense and has
  * no servers), and --momentum given with a sparsifier's own momentum (dgc, topk, randomk
- * with momentum > 0: momentum applied twice). Fills in: with such a codec (momentum
+ * with momentum > 0: momentum applied twice), and --dilate outside 1..1000 or not finite
+ * (a cfg filled by hand). Fills in: with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

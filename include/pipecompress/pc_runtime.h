@@ -188,6 +188,30 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
 int pc_worker_grad_ready(pc_worker_t *w, int tensor);
 int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end);
 
+/* pc_worker_grad_ready with the gradient read from elsewhere and not before a time (the
+ * replay of a GPU trainer, pc_replay.h). Host tensors only (PC_ESTATE with --device cuda
+ * or emulate). grad: this iteration's gradient of the whole tensor (its registered length;
+ * NULL: the registered buffer), borrowed as the registered buffer is: the caller must not
+ * write it before pc_worker_iteration_end returns. not_before: a pc_time_ns time before
+ * which the runtime does not read it (0: no wait), modelling the gradient's copy to the
+ * host on a copy engine: the compressor thread (--pipeline on) sleeps until then before it
+ * folds the tensor's chunks; inline (--pipeline off) the backprop thread does, as a real
+ * inline trainer waits for the copy before compressing on the CPU. --mode allreduce reads
+ * the gradient likewise. pc_worker_grad_ready(w, t) is pc_worker_grad_ready_view(w, t,
+ * NULL, 0), bitwise. Errors as pc_worker_grad_ready's, and PC_EINVAL for a negative
+ * not_before. Backprop thread. */
+int pc_worker_grad_ready_view(pc_worker_t *w, int tensor, const float *grad, int64_t not_before);
+
+/* --mode allreduce only: the optimizer step runs on a device the caller models (the replay
+ * of a GPU trainer): the worker does not step on the CPU (no pc_optim_sgd; the parameters
+ * are not updated by the runtime) and instead holds ns_per_iteration in all, split over the
+ * chunks by their share of the elements, on the thread that would have stepped, sleeping
+ * to a deadline (clock_nanosleep, never spinning). The caller multiplies by --dilate
+ * itself; the runtime does not dilate the hold. ns_per_iteration 0: no hold (still no
+ * step). PC_EINVAL for a negative time; PC_ESTATE after pc_worker_start or with --mode ps
+ * (the servers step, for real). Backprop thread, before start. */
+int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration);
+
 /* End of an iteration: waits until every gradient buffer is released, records the
  * iteration's metrics, and agrees with the other workers whether to stop (*stop, when not
  * NULL: a stop flag was raised on some worker). */

@@ -267,6 +267,16 @@ static const pc_flags_t config_opts[] = {
      .type = PC_FLAGS_FLAG,
      .offset = offsetof(pc_config_t, resume),
      .help = "resume from the newest complete checkpoint in --checkpoint-dir (if any)"},
+    /* Appended last: a row's index is its bit in cfg->given. 1000: far past any k a link
+     * shaper needs (k divides the link rates), yet a sleep of (k - 1) x 1 ms stays short. */
+    {.name = "dilate",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(pc_config_t, dilate),
+     .min = 1,
+     .max = 1000,
+     .metavar = "K",
+     .help = "time dilation: follow every piece of CPU work on the critical path by a sleep of "
+             "(K - 1) times its duration (replay; 1: none)"},
 };
 
 /* pc_config_t.given keeps one bit per row. */
@@ -382,6 +392,12 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
     if (!cfg->checkpoint_dir[0] && (cfg->resume || cfg->checkpoint_every > 0))
         return pc_error_fmt(PC_EUSAGE, err, errlen, "%s needs --checkpoint-dir DIR",
                             cfg->resume ? "--resume" : "--checkpoint-every");
+    /* The parser's range holds on the command line; a cfg filled by hand gets it here. */
+    if (!(cfg->dilate >= 1 && cfg->dilate <= 1000))
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--dilate %g: the time dilation must be a finite number from 1 "
+                            "to 1000",
+                            cfg->dilate);
     int gpus[PC_CONFIG_GPU_MAX], ngpus;
     if (pc_config_gpu_parse(cfg->gpu, gpus, &ngpus, why, sizeof(why)) != PC_OK)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--gpu: %s", why);
@@ -440,6 +456,7 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->device = PC_DEVICE_CPU;
     snprintf(cfg->gpu, sizeof(cfg->gpu), "auto");
     cfg->compress_on = PC_COMPRESS_ON_GPU;
+    cfg->dilate = 1;
 }
 
 const pc_flags_t *pc_config_options(size_t *nopts)
