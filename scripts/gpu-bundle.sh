@@ -2,7 +2,7 @@
 # scripts/gpu-bundle.sh: prepare, on this (Debian 12) machine, what scripts/gpu-check.sh needs
 # on a GPU machine that reaches no package registry, in .gpu/ (git-ignored; carry it):
 #   .gpu/debs/       the Debian packages of the libraries and headers PipeCompress builds
-#                    against (Open MPI, hwloc, OpenBLAS, CMocka, zlib, pkgconf), downloaded
+#                    against (Open MPI, hwloc, OpenBLAS, CMocka, zlib, jansson, pkgconf), downloaded
 #                    with apt-get download; gpu-check.sh unpacks them with dpkg -x into a
 #                    directory of its own (never into /)
 #   .gpu/autotools/  configure and the other files autoreconf generates, for a machine
@@ -21,7 +21,7 @@ set -euo pipefail
 PC_GPU_DEBS="libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc-dev libhwloc15 libudev1
   libopenblas-dev libopenblas-pthread-dev libopenblas0 libopenblas0-pthread libgfortran5 libquadmath0
-  libcmocka-dev libcmocka0 zlib1g-dev pkgconf pkgconf-bin libpkgconf3"
+  libcmocka-dev libcmocka0 zlib1g-dev libjansson-dev libjansson4 pkgconf pkgconf-bin libpkgconf3"
 AUTOTOOLS_FILES="configure aclocal.m4 config.h.in Makefile.in build-aux m4"
 
 dest="$PC_TOP/.gpu"

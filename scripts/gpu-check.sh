@@ -80,17 +80,17 @@ ls "$cuda_dir"/lib64/libcurand* "$cuda_dir"/lib/libcurand* >>"$log" 2>&1 ||
 # ---- the libraries: installed, or from the bundle -------------------------------------
 have_deps() {
     command -v mpicc >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 &&
-        pkg-config --exists hwloc cmocka openblas zlib 2>/dev/null
+        pkg-config --exists hwloc cmocka openblas zlib jansson 2>/dev/null
 }
 if have_deps && [ -z "${PC_GPU_USE_BUNDLE:-}" ]; then
-    say "libraries: installed (mpicc, hwloc, cmocka, openblas, zlib)"
+    say "libraries: installed (mpicc, hwloc, cmocka, openblas, zlib, jansson)"
 elif [ -d "$PC_TOP/.gpu/debs" ]; then
     deps=$(mktemp -d "${TMPDIR:-/tmp}/pc-gpu-deps.XXXXXX") || fail "mktemp"
     pc_gpu_deps "$PC_TOP/.gpu/debs" "$deps" >>"$log" 2>&1 || fail "unpacking .gpu/debs (see gpu-check.log)"
-    have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib 2>&1 | head -3)"
+    have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib jansson 2>&1 | head -3)"
     say "libraries: from .gpu/debs, unpacked into $deps ($(ls "$PC_TOP"/.gpu/debs | wc -l) packages)"
 else
-    fail "mpicc, hwloc, cmocka, openblas or zlib missing and no .gpu/debs: run scripts/gpu-bundle.sh on a Debian machine and carry .gpu"
+    fail "mpicc, hwloc, cmocka, openblas, zlib or jansson missing and no .gpu/debs: run scripts/gpu-bundle.sh on a Debian machine and carry .gpu"
 fi
 
 # ---- configure and build ---------------------------------------------------------------

@@ -8,7 +8,7 @@ PC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # synthetic data need (scripts/check.sh --quick installs these alone).
 PC_BUILD_PACKAGES="gcc make autoconf automake autoconf-archive libtool pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev hwloc libcmocka-dev libopenblas-dev zlib1g-dev
-  libck-dev clang-format"
+  libjansson-dev libck-dev clang-format"
 PC_PACKAGES="$PC_BUILD_PACKAGES dataset-fashion-mnist python3-matplotlib"
 # Packages only some tests need: check.sh installs them as root; without them (and not
 # root) those tests are reported as skipped. clang: the libFuzzer targets; python3-torch

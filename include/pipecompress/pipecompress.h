@@ -32,6 +32,7 @@
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_timeline.h"
 #include "pipecompress/pc_topo.h"
+#include "pipecompress/pc_trace.h"
 #include "pipecompress/pc_wire.h"
 
 #endif /* PIPECOMPRESS_H */
