@@ -198,8 +198,8 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
  * folds the tensor's chunks; inline (--pipeline off) the backprop thread does, as a real
  * inline trainer waits for the copy before compressing on the CPU. --mode allreduce reads
  * the gradient likewise. pc_worker_grad_ready(w, t) is pc_worker_grad_ready_view(w, t,
- * NULL, 0), bitwise. Errors as pc_worker_grad_ready's, and PC_EINVAL for a negative
- * not_before. Backprop thread. */
+ * NULL, 0), bitwise. Errors as pc_worker_grad_ready's, and PC_EINVAL for a not_before
+ * that is negative or more than --timeout ahead. Backprop thread. */
 int pc_worker_grad_ready_view(pc_worker_t *w, int tensor, const float *grad, int64_t not_before);
 
 /* --mode allreduce only: the optimizer step runs on a device the caller models (the replay
@@ -273,8 +273,10 @@ int64_t pc_worker_iteration(const pc_worker_t *w);
  * previous iteration's updates); t_compress is the compression of this iteration's
  * chunks. Compute, what is left: t_iteration - t_param_wait - t_wait_release -
  * t_wait_backpressure - t_compress_inline. With --mode allreduce --pipeline off the
- * allreduces run inside grad_ready: part of compute. The fields from t_wait_release on
- * were added at the end of the struct (its size grew: rebuild callers). */
+ * allreduces run inside grad_ready: part of compute. With --dilate K every time includes
+ * the dilation's sleeps (t_compress is K times the CPU's compression, t_wait_server the
+ * server's dilated time): the emulated machine's times, K times over. The fields from
+ * t_wait_release on were added at the end of the struct (its size grew: rebuild callers). */
 typedef struct pc_worker_metrics {
     int64_t iteration;
     double t_iteration;  /* iteration_end to iteration_end */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pipecompress/pc_comm.h"
@@ -352,6 +353,18 @@ int pc_rt__bind(pc_runtime_t *rt, int t, const char *who)
     if (rc != PC_OK)
         pc_log_write(rt->log, PC_LOG_ERROR, who, "%s", err);
     return rc;
+}
+
+void pc_rt__sleep_until(int64_t until)
+{
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000),
+                          .tv_nsec = (long)(until % 1000000000)};
+    if (until <= 0)
+        return;
+    /* pc_time_ns reads CLOCK_MONOTONIC: the same clock, so the deadline is absolute there.
+     * EINTR: a signal (the stop flag's) woke us early; the deadline stays the same. */
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
 }
 
 void pc_rt__tracef(pc_runtime_t *rt, int track, int64_t t0, int64_t t1, const char *fmt, ...)

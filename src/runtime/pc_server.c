@@ -501,6 +501,8 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
                             "server r%d: chunk %u of iteration %llu: the sum of the workers' P "
                             "is not finite (training diverged)",
                             rt->rank, k->id, (unsigned long long)k->it);
+    if (rt->cfg.dilate > 1) /* --dilate: P^ goes out K times the work later */
+        pc_rt__dilate(rt, t0, pc_time_ns());
     /* The previous iteration's P^ sends were received long ago (the workers answered them). */
     if ((rc = PC_MPI_CHECK(MPI_Waitall(W, k->psends, MPI_STATUSES_IGNORE), err, errlen)) != PC_OK)
         return rc;
@@ -569,6 +571,9 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     }
     size_t touched = k->sparse ? k->sp.ntouched : k->n;
     int64_t t2 = pc_time_ns();
+    /* --dilate: the aggregation and the step look K times as long (the sleep counts in
+     * t_update and in the server's time the workers see) */
+    t2 = pc_rt__dilate(rt, t0, t2);
     /* The previous iteration's pushes of this chunk have long been received (workers sent
      * this iteration's gradients after them); complete them locally before reusing. */
     rc = PC_MPI_CHECK(MPI_Waitall(W, k->sends, MPI_STATUSES_IGNORE), err, errlen);
@@ -637,6 +642,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     rt_grad_t g;
     schunk_t *k = NULL;
     char why[256];
+    int64_t t0 = rt->cfg.dilate > 1 ? pc_time_ns() : 0; /* --dilate: the validation's start */
     int rc = pc_rt__grad_read(buf, (size_t)len, &g, why, sizeof(why));
     if (rc == PC_OK && (g.h.chunk >= (uint32_t)s->nchunks_total || s->local[g.h.chunk] < 0))
         rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "chunk %u is not served here", g.h.chunk);
@@ -658,6 +664,8 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
         return pc_error_fmt(rc, err, errlen, "server r%d: rejected message from worker r%d: %s",
                             rt->rank, src, why);
     }
+    if (rt->cfg.dilate > 1) /* --dilate: validating the message is CPU work too */
+        pc_rt__dilate(rt, t0, pc_time_ns());
     k->msgs[src] = buf;
     k->grads[src] = g;
     assert(k->have < rt->nworkers); /* a second message from src was rejected above */

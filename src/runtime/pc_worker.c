@@ -41,6 +41,7 @@
 #include <assert.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pipecompress/pc_backoff.h"
@@ -123,14 +124,77 @@ static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
     }
 }
 
+/* Where chunk c's fold reads this iteration's gradient (c->gin), once it may be read: sleep
+ * until its tensors' not_before (a modelled copy to the host), then point at the registered
+ * buffer, the tensor's view, or, for a grouped chunk whose tensors' gradients do not
+ * continue each other, a copy of them end to end in w->gather (a copy, not counted as
+ * compression: a real trainer's copy engine writes them there). Without views and times
+ * (pc_worker_grad_ready), c->g: today's path. MPI thread. */
+static int chunk_input(pc_worker_t *w, wchunk_t *c, wthread_t *me)
+{
+    int64_t not_before = 0;
+    bool views = false;
+    for (int t = c->first_tensor; t <= c->last_tensor; t++) {
+        const wtensor_t *k = &w->tensors[t];
+        views |= k->view != NULL;
+        if (k->not_before > not_before)
+            not_before = k->not_before;
+    }
+    if (not_before > 0) {
+        int64_t t0 = pc_time_ns();
+        if (not_before > t0) {
+            pc_rt__sleep_until(not_before);
+            pc_rt__tracef(w->rt, me->track, t0, pc_time_ns(), "await copy chunk %u", c->id);
+        }
+    }
+    c->gin = c->g;
+    if (!views)
+        return PC_OK;
+    const wtensor_t *first = &w->tensors[c->first_tensor];
+    const float *src = first->view ? first->view : first->g;
+    if (c->first_tensor == c->last_tensor) { /* a whole tensor or a piece of one */
+        c->gin = src + c->offset;
+        return PC_OK;
+    }
+    /* A grouped chunk: whole tensors (offset 0, pc_plan.h). */
+    bool contiguous = true;
+    for (int t = c->first_tensor + 1; t <= c->last_tensor && contiguous; t++) {
+        const wtensor_t *a = &w->tensors[t - 1], *b = &w->tensors[t];
+        contiguous = (a->view ? a->view : a->g) + a->n == (b->view ? b->view : b->g);
+    }
+    if (contiguous) {
+        c->gin = src;
+        return PC_OK;
+    }
+    if (w->gather_cap < c->n) {
+        float *g = realloc(w->gather, sizeof(float) * c->n);
+        if (!g)
+            return WFAIL(w->rt, me, PC_ENOMEM, "out of memory gathering chunk %u's gradients",
+                         c->id);
+        w->gather = g;
+        w->gather_cap = c->n;
+    }
+    size_t at = 0;
+    for (int t = c->first_tensor; t <= c->last_tensor; t++) {
+        const wtensor_t *k = &w->tensors[t];
+        memcpy(w->gather + at, k->view ? k->view : k->g, sizeof(float) * k->n);
+        at += k->n;
+    }
+    c->gin = w->gather;
+    return PC_OK;
+}
+
 /* One hand-over: account tensor t's elements [begin, end) to its chunks, and pass each
- * chunk now complete through the mode's fold, the release of the tensors it completes,
- * and the mode's step (worker_ops_t). ps's step only queues the chunk: every fold of this
- * hand-over comes before any compression (send_one runs after this returns), so gradient
- * buffers go back as early as possible. */
+ * chunk now complete through the mode's fold (once its gradient may be read:
+ * chunk_input), the release of the tensors it completes, and the mode's step
+ * (worker_ops_t). ps's step only queues the chunk: every fold of this hand-over comes
+ * before any compression (send_one runs after this returns), so gradient buffers go back
+ * as early as possible. */
 static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 {
-    const wtensor_t *t = &w->tensors[d->tensor];
+    wtensor_t *t = &w->tensors[d->tensor];
+    t->view = d->grad;
+    t->not_before = d->not_before;
     int n = 0;
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
         wchunk_t *c = &w->chunks[ci];
@@ -158,7 +222,8 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
     int rc = w->device ? pc_rt__w_dev_grads_in(w, w->ready_list, n, me) : PC_OK;
     for (int j = 0; j < n && rc == PC_OK; j++) {
         wchunk_t *c = &w->chunks[w->ready_list[j]];
-        if ((rc = w->ops->fold(w, c, d->iteration, me)) != PC_OK)
+        if ((rc = chunk_input(w, c, me)) != PC_OK ||
+            (rc = w->ops->fold(w, c, d->iteration, me)) != PC_OK)
             break;
         chunk_done(w, c, d->iteration);
         rc = w->ops->step(w, c, d->iteration, me);
@@ -174,8 +239,10 @@ static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     int64_t t0 = pc_time_ns();
     c->fold_it = it;
     int rc = w->device ? pc_rt__w_dev_fold(w, c, why, sizeof(why))
-                       : pc_codec_fold(c->codec, c->st, c->g);
+                       : pc_codec_fold(c->codec, c->st, c->gin);
     int64_t t1 = pc_time_ns();
+    if (rc == PC_OK) /* --dilate: the fold looks K times as long (the sleep counts in it) */
+        t1 = pc_rt__dilate(rt, t0, t1);
     c->tm[it & 1].fold0 = t0;
     c->tm[it & 1].fold1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
@@ -290,6 +357,8 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     else
         rc = pc_codec_compress_folded(c->codec, c->st, it, c->sendbuf, c->send_cap, &len);
     int64_t t1 = pc_time_ns();
+    if (rc == PC_OK) /* --dilate: the send leaves when K times the compression has passed */
+        t1 = pc_rt__dilate(rt, t0, t1);
     c->tm[it & 1].comp1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
@@ -313,8 +382,11 @@ static int ps_round2(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me)
     int64_t t0 = pc_time_ns();
     int rc;
     if ((rc = settle_send(w, c, me)) != PC_OK ||
-        (rc = pc_rt__w_lr_round2(w, c, len, &out, me)) != PC_OK ||
-        (rc = post(w, c, c->recv_it, out, me)) != PC_OK)
+        (rc = pc_rt__w_lr_round2(w, c, len, &out, me)) != PC_OK)
+        return rc;
+    if (w->rt->cfg.dilate > 1) /* --dilate: Q_w's product is CPU work */
+        pc_rt__dilate(w->rt, t0, pc_time_ns());
+    if ((rc = post(w, c, c->recv_it, out, me)) != PC_OK)
         return rc;
     pc_rt__tracef(w->rt, me->track, t0, pc_time_ns(), "round 2 chunk %u", c->id);
     return PC_OK;
@@ -364,6 +436,8 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
             return rc;
         int64_t t1 = pc_time_ns();
+        if (rc == PC_OK) /* --dilate: decoding the update is CPU work on the critical path */
+            t1 = pc_rt__dilate(rt, t0, t1);
         pc_rt__tracef(rt, me->track, t0, t1, "apply update chunk %u", c->id);
         if (rc != PC_OK)
             return WFAIL(rt, me, rc, "rejected update from server r%d: %s", server, why);
@@ -618,7 +692,10 @@ static bool version_reached(pc_worker_t *w, void *arg)
     return atomic_load_explicit(&v->c->version, memory_order_acquire) >= v->want;
 }
 
-int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
+/* grad_ready's body: tensor's elements [begin, end) are handed over, their gradient at grad
+ * (NULL: the registered buffer), readable from not_before on (0: at once). */
+static int hand_over(pc_worker_t *w, int tensor, size_t begin, size_t end, const float *grad,
+                     int64_t not_before)
 {
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
         return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
@@ -644,7 +721,9 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
                 .iteration = w->iter,
                 .begin = begin,
                 .end = end,
-                .t_ready = now};
+                .t_ready = now,
+                .grad = grad,
+                .not_before = not_before};
     if (!w->pipelined) {
         uint64_t c0 = atomic_load_explicit(&w->comp_ns[w->iter % RING], memory_order_relaxed);
         int rc = on_ready(w, &d, &w->main);
@@ -675,6 +754,30 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
     if (depth > w->hwm)
         w->hwm = depth;
     return PC_OK;
+}
+
+int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t end)
+{
+    return hand_over(w, tensor, begin, end, NULL, 0);
+}
+
+int pc_worker_grad_ready_view(pc_worker_t *w, int tensor, const float *grad, int64_t not_before)
+{
+    if (tensor < 0 || tensor >= w->ntensors)
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_ready_view(%d): no such tensor", tensor);
+    if (w->device)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "grad_ready_view('%s'): device tensors take no host view (their gradient "
+                     "is the registered device buffer)",
+                     w->tensors[tensor].name);
+    /* A time past --timeout would hold the folding thread longer than any wait may last. */
+    if (not_before < 0 ||
+        (not_before > 0 && (double)(not_before - pc_time_ns()) > w->rt->cfg.timeout * 1e9))
+        return WFAIL(w->rt, &w->main, PC_EINVAL,
+                     "grad_ready_view('%s'): not_before %lld is negative or more than "
+                     "--timeout (%g s) ahead",
+                     w->tensors[tensor].name, (long long)not_before, w->rt->cfg.timeout);
+    return hand_over(w, tensor, 0, w->tensors[tensor].n, grad, not_before);
 }
 
 int pc_worker_grad_ready(pc_worker_t *w, int tensor)

@@ -19,6 +19,7 @@
 #include "pipecompress/pc_log.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_runtime.h"
+#include "pipecompress/pc_time.h"
 #include "pipecompress/pc_timeline.h"
 #include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_wire.h"
@@ -154,6 +155,24 @@ static inline int pc_rt__server_rank(const pc_runtime_t *rt, int s)
 /* Bind the calling thread as thread t of this rank's placement; logs and returns the
  * error. Each thread binds itself, once. */
 int pc_rt__bind(pc_runtime_t *rt, int t, const char *who);
+
+/* Sleep until pc_time_ns() reaches `until` (clock_nanosleep on CLOCK_MONOTONIC to that
+ * absolute time, resumed after signals: never a spin); returns at once when it has passed.
+ * Any thread. */
+void pc_rt__sleep_until(int64_t until);
+
+/* Time dilation (--dilate K; doc/design.md, "Time dilation"): a piece of CPU work on the
+ * critical path ran from t0 to t1 (pc_time_ns); sleep until t1 + (K - 1) (t1 - t0), so
+ * that the work looks K times as long to everything after it, and return the time it
+ * ends (t1 itself when K = 1: no sleep, no clock read, today's code path). Any thread. */
+static inline int64_t pc_rt__dilate(const pc_runtime_t *rt, int64_t t0, int64_t t1)
+{
+    double k = rt->cfg.dilate;
+    if (!(k > 1)) /* 1 (pc_config_check refuses less) */
+        return t1;
+    pc_rt__sleep_until(t1 + (int64_t)((k - 1) * (double)(t1 - t0)));
+    return pc_time_ns();
+}
 
 /* Append one JSON line (printf-style, without the newline, cut at 1 KiB) to this rank's
  * metrics (no-op without --metrics; dropped when out of memory: metrics are best effort).

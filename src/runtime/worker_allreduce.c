@@ -21,29 +21,19 @@ static int ar_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     tm->fold0 = pc_time_ns();
     tm->fold1 = tm->comp1 = tm->fold0;
     tm->sent = tm->handed;
-    int rc = PC_MPI_CHECK(MPI_Allreduce(c->g, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
+    int rc = PC_MPI_CHECK(MPI_Allreduce(c->gin, c->sum, (int)c->n, MPI_FLOAT, MPI_SUM, rt->workers),
                           why, sizeof(why));
     if (rc != PC_OK)
         return WFAIL(rt, me, rc, "allreduce of chunk %u: %s", c->id, why);
     return PC_OK;
 }
 
-/* After the release: the mean, the optimizer step, the chunk's version published. */
-static int ar_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
+/* Chunk c's step of iteration it, begun at t_step, is done: its times, its bytes, its
+ * version published. */
+static int ar_publish(pc_worker_t *w, wchunk_t *c, uint64_t it, int64_t t_step)
 {
     pc_runtime_t *rt = w->rt;
     ctimes_t *tm = &c->tm[it & 1];
-    int rc;
-    int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
-    float scale = 1.0f / (float)rt->nworkers;
-    for (size_t i = 0; i < c->n; i++)
-        c->sum[i] *= scale;
-    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
-    if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
-        return rc;
-    pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
-    if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
-        return rc;
     tm->update_in = pc_time_ns();
     tm->server_ns = tm->update_in - t_step;
     /* What a ring allreduce moves per rank, each way: 2 (W - 1) / W of the chunk (0 for
@@ -54,6 +44,42 @@ static int ar_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     /* Release pairs with param_wait's acquire: the parameters (and tm) are written. */
     atomic_store_explicit(&c->version, it + 1, memory_order_release);
     return PC_OK;
+}
+
+/* pc_worker_set_device_step: the mean and the step run on a device the caller models, for
+ * the chunk's share of the iteration's time by elements: hold this thread until a deadline
+ * that follows the previous hold's (so an overshoot is absorbed by the next hold, not
+ * added up), sleeping. The parameters are not touched. */
+static void ar_device_step(pc_worker_t *w, const wchunk_t *c, int64_t now)
+{
+    int64_t share = (int64_t)((double)w->device_step_ns * (double)c->n / (double)w->total_n);
+    int64_t from = w->step_deadline > now ? w->step_deadline : now;
+    w->step_deadline = from + share;
+    pc_rt__sleep_until(w->step_deadline);
+}
+
+/* After the release: the mean, the optimizer step, the chunk's version published. */
+static int ar_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
+{
+    pc_runtime_t *rt = w->rt;
+    int rc;
+    int64_t t_step = pc_time_ns(); /* the mean and the optimizer step */
+    if (w->device_step) {
+        ar_device_step(w, c, t_step);
+        return ar_publish(w, c, it, t_step);
+    }
+    float scale = 1.0f / (float)rt->nworkers;
+    for (size_t i = 0; i < c->n; i++)
+        c->sum[i] *= scale;
+    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
+    if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
+        return rc;
+    pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+    if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
+        return rc;
+    if (rt->cfg.dilate > 1) /* --dilate: the mean and the step look K times as long */
+        pc_rt__dilate(rt, t_step, pc_time_ns());
+    return ar_publish(w, c, it, t_step);
 }
 
 /* The allreduce is done in fold and step: nothing waits to be sent or received. */

@@ -81,16 +81,20 @@
 enum { D_READY = 1, D_STOP = 2 };
 
 /* "Tensor t, elements [begin, end), of iteration i is ready" (or stop), handed over at
- * t_ready (pc_time_ns of the grad_ready call: a chunk's "handed over" time). */
+ * t_ready (pc_time_ns of the grad_ready call: a chunk's "handed over" time); its gradient
+ * is at grad (pc_worker_grad_ready_view's view of the whole tensor; NULL: the registered
+ * buffer), not to be read before not_before (pc_time_ns; 0: at once). */
 typedef struct desc {
     uint32_t kind;
     int32_t tensor;
     uint64_t iteration;
     uint64_t begin, end;
     int64_t t_ready;
+    const float *grad;
+    int64_t not_before;
 } desc_t;
-/* Descriptors travel through q_ready as raw slots: 40 bytes, no padding. */
-_Static_assert(sizeof(desc_t) == 40, "desc_t is a 40-byte SPSC slot");
+/* Descriptors travel through q_ready as raw slots: 56 bytes, no padding. */
+_Static_assert(sizeof(desc_t) == 56, "desc_t is a 56-byte SPSC slot");
 
 /* "You may overwrite tensor t's gradient buffer" (of iteration i). */
 typedef struct rel {
@@ -113,6 +117,11 @@ typedef struct wtensor {
     size_t n;
     size_t rows; /* pc_worker_set_rows: a matrix's first dimension; 0: not a matrix */
     int first_chunk, last_chunk;
+    /* The MPI thread's, from the tensor's latest descriptor (desc_t; the backprop thread
+     * never touches them while started): this iteration's gradient (NULL: g) and the time
+     * before which it may not be read (0: none). */
+    const float *view;
+    int64_t not_before;
 } wtensor_t;
 
 /* Breakdown: how many iterations of metrics a worker keeps for pc_worker_breakdown (its
@@ -145,6 +154,9 @@ typedef struct wchunk {
     size_t offset, n;
     float *p, *g;         /* into the first tensor's buffers (device tensors: p into its
                              mirror, g the chunk's own gradient mirror or NULL) */
+    const float *gin;     /* this iteration's gradient as the fold reads it: g, or the
+                             tensor's view (pc_worker_grad_ready_view), or a grouped chunk's
+                             views gathered into w->gather (MPI thread, set before fold) */
     pc_codec_t *codec;    /* ps: the run's codec, or "none" for a small chunk (not owned) */
     pc_codec_state_t *st; /* ps: error-feedback state; NULL in allreduce mode */
     size_t remaining;     /* elements not yet handed over this iteration (MPI thread) */
@@ -239,6 +251,11 @@ struct pc_worker {
     pc_gpu_stream_t s_down;  /* gradient copies to the host mirrors (MPI thread uses) */
     pc_gpu_stream_t s_up;    /* parameter copies to the device (MPI thread uses) */
     pc_gpu_stream_t s_codec; /* --compress-on gpu: the device codec, low priority (MPI thread) */
+    /* pc_worker_set_device_step: --mode allreduce's optimizer step is held as device time
+     * (device_step_ns per iteration, split over the chunks by elements) instead of run. */
+    bool device_step;
+    int64_t device_step_ns;
+    size_t total_n; /* every tensor's elements (the split's denominator; set at start) */
 
     /* ---- shared between the threads: the queues, the wake-ups, the atomics */
     pc_spsc_t *q_ready, *q_back; /* descriptors down, releases back (pc_spsc: one producer,
@@ -274,6 +291,11 @@ struct pc_worker {
     /* Folded chunks awaiting compression, in --priority order (runtime_proto.h); its slots
      * (nchunks) are owned by the worker. */
     rt_queue_t queue;
+    /* A grouped chunk's views copied end to end (pc_worker_grad_ready_view with views that
+     * do not continue each other): allocated at the first need, gather_cap floats. */
+    float *gather;
+    size_t gather_cap;
+    int64_t step_deadline; /* device_step: the end of the last hold (pc_time_ns) */
 
     /* ---- the backprop thread's */
     wthread_t main;  /* its context; pc_worker_error reads main.err */

@@ -159,6 +159,24 @@ int pc_worker_set_stream(pc_worker_t *w, void *stream)
     return PC_OK;
 }
 
+int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration)
+{
+    if (w->started)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_device_step called after pc_worker_start");
+    if (w->ops != &pc_rt__worker_allreduce)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_device_step needs --mode allreduce (with --mode %s the "
+                     "servers step the optimizer, for real)",
+                     w->ops->name);
+    if (ns_per_iteration < 0)
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "pc_worker_set_device_step: %lld ns is negative",
+                     (long long)ns_per_iteration);
+    w->device_step = true;
+    w->device_step_ns = ns_per_iteration;
+    return PC_OK;
+}
+
 /* ---- the steps of pc_worker_start ---------------------------------------------------- */
 
 static uint64_t fnv(uint64_t h, uint64_t v)
@@ -412,6 +430,10 @@ static int setup_chunks(pc_worker_t *w)
         w->tensors[t].last_chunk = w->plan->tensor_last_chunk[t];
         w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
     }
+    w->total_n = 0;
+    for (int t = 0; t < w->ntensors; t++)
+        w->total_n += w->tensors[t].n;
+    w->step_deadline = 0;
     for (int ci = 0; ci < w->nchunks; ci++) {
         const pc_plan_chunk_t *pc = &w->plan->chunks[ci];
         wchunk_t *c = &w->chunks[ci];
@@ -425,6 +447,7 @@ static int setup_chunks(pc_worker_t *w)
         c->remaining = pc->n;
         c->p = w->tensors[pc->first_tensor].p + pc->offset;
         c->g = w->tensors[pc->first_tensor].g + pc->offset;
+        c->gin = c->g;
         atomic_init(&c->version, 0);
         int rc = w->ops->servers ? ps_chunk_init(w, c, &w->main) : ar_chunk_init(w, c, &w->main);
         if (rc == PC_OK)
@@ -515,6 +538,7 @@ static void release_started(pc_worker_t *w)
     free(w->rel_seen);
     free(w->bd_send);
     free(w->bd_all);
+    free(w->gather);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
     pc_codec_destroy(w->codec_dense);
@@ -530,6 +554,8 @@ static void release_started(pc_worker_t *w)
     w->queue = (rt_queue_t){0};
     w->rel_seen = NULL;
     w->bd_send = w->bd_all = NULL;
+    w->gather = NULL;
+    w->gather_cap = 0;
     w->nchunks = 0;
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;

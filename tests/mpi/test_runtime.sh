@@ -12,6 +12,12 @@
 #    the breakdown's fields in every mode (pipelined, inline, allreduce both ways): present,
 #    non-negative, exposed <= compress, the update wait's parts sum to t_param_wait, and
 #    each mode's definition of exposed;
+#  - gradients handed over as views (pc_worker_grad_ready_view) from a pool, with a
+#    not_before: the same bits as exact aggregation, every fold after its not_before, and
+#    in allreduce mode the same parameters as the registered buffers give;
+#  - pc_worker_set_device_step: allreduce's step held as device time, parameters untouched;
+#  - --dilate 3 gives the same bits as --dilate 1 (pipelined, inline, allreduce), and the
+#    compressor's time per iteration with it is printed against K = 1's (not asserted);
 #  - malformed messages from a worker are rejected, naming the sender;
 #  - a rank killed mid-run makes the job end, not hang; SIGTERM stops it cleanly.
 set -uo pipefail
@@ -38,6 +44,63 @@ for args in "-np 2 --servers 1 --chunk-bytes 4M" "-np 3 --servers 1 --chunk-byte
         fi
     done
 done
+
+# Gradients as views (pc_worker_grad_ready_view): the registered buffers hold NaN, the views
+# move every iteration and a grouped chunk's views are gathered; the not_before is kept.
+for args in "-np 3 --servers 1" "-np 3 --servers 1 --chunk-bytes 64" "-np 4 --servers 2 --chunk-bytes 256"; do
+    np=$(awk '{print $2}' <<<"$args"); flags=${args#-np $np }
+    for pipe in on off; do
+        # shellcheck disable=SC2086
+        if out=$("$run" -t 60 -np "$np" "$mpi" view $flags --pipeline "$pipe" --compress none \
+                 --momentum 0 --lr 0.5 --pull dense 2>&1) && grep -q 'match bit for bit' <<<"$out" \
+                 && grep -q 'every fold began after its not_before' <<<"$out"; then
+            ok "views, np $np $flags --pipeline $pipe: $(grep -o 'the hand-overs returned.*' <<<"$out")"
+        else
+            bad "views, np $np $flags --pipeline $pipe"; echo "$out" | tail -5
+        fi
+    done
+done
+for pipe in on off; do
+    a=$("$run" -t 60 -np 3 "$mpi" exact --mode allreduce --pipeline "$pipe" 2>&1 | grep -o 'parameters hash .*')
+    b=$("$run" -t 60 -np 3 "$mpi" view --mode allreduce --pipeline "$pipe" 2>&1 | grep -o 'parameters hash .*')
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "views, allreduce --pipeline $pipe: $b as with the registered buffers" \
+        || bad "views, allreduce --pipeline $pipe: '$b' != '$a'"
+    if out=$("$run" -t 60 -np 2 "$mpi" devstep --mode allreduce --pipeline "$pipe" 2>&1) \
+       && grep -q '^devstep:' <<<"$out"; then
+        ok "device step, --pipeline $pipe: $(grep -o 'devstep: .*' <<<"$out")"
+    else
+        bad "device step, --pipeline $pipe"; echo "$out" | tail -5
+    fi
+done
+
+# --dilate K: the CPU work is followed by (K - 1) times its duration of sleep; the
+# arithmetic is untouched. The compressor's time per iteration (busy and the dilation's
+# sleep) against K = 1's is printed: a figure, not a timed assertion.
+dilate() { # NAME NP FLAGS...
+    local name=$1 np=$2; shift 2
+    for k in 1 3; do
+        "$run" -t 120 -np "$np" "$ex" --iters 15 "$@" --dilate "$k" --metrics "$tmp/d$k.jsonl" \
+            --save "$tmp/d$k.bin" >"$tmp/d$k.log" 2>&1 || { bad "dilate $name: --dilate $k run failed"; tail -n 3 "$tmp/d$k.log"; return; }
+    done
+    if cmp -s "$tmp/d1.bin" "$tmp/d3.bin"; then
+        ok "dilate $name: --dilate 3 == --dilate 1, $(python3 - "$tmp/d1.jsonl" "$tmp/d3.jsonl" <<'PY'
+import sys, json, statistics
+def med(f, k):
+    rows = [json.loads(l) for l in open(f)]
+    return statistics.median(r[k] for r in rows if r["role"] == "worker" and r["iteration"] >= 3)
+c1, c3 = med(sys.argv[1], "t_compress"), med(sys.argv[2], "t_compress")
+i1, i3 = med(sys.argv[1], "t_iteration"), med(sys.argv[2], "t_iteration")
+print("compression %.3f -> %.3f ms/iteration (x%.2f), iteration %.1f -> %.1f ms"
+      % (c1 * 1e3, c3 * 1e3, c3 / c1 if c1 > 0 else float("nan"), i1 * 1e3, i3 * 1e3))
+PY
+)"
+    else
+        bad "dilate $name: --dilate 3 changed the model"
+    fi
+}
+dilate "topk pipelined" 3 --compress topk:ratio=0.01
+dilate "dgc inline" 3 --compress dgc:ratio=0.01 --pipeline off
+dilate "allreduce" 2 --mode allreduce --compress none
 
 # Pipelined and inline, and either priority order: bitwise the same.
 # same_as NAME NP "FLAGS A" "FLAGS B" FLAGS...: the two runs save the same model.

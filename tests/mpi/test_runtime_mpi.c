@@ -21,6 +21,21 @@
  *       updates in flight): pc_worker_destroy must stop and join the thread, settle the
  *       requests and free everything (run under ASan and TSan too). The servers, left
  *       waiting, must time out (PC_ETIMEDOUT), which is this mode's success.
+ *   test_runtime_mpi view [runtime flags]
+ *       As exact, but every gradient is handed over with pc_worker_grad_ready_view from a
+ *       pool of its own (a view per tensor, at a place that changes every iteration, the
+ *       tensors out of order with gaps, so a grouped chunk's views never continue each
+ *       other), with a not_before NB_MS ahead; the registered gradient buffers hold NaN all
+ *       along. Checks: the parameters bit for bit as exact (--mode ps), and every chunk's
+ *       fold began at or after its tensors' not_before (the chunk's lifecycle times,
+ *       readable once its update is in). Prints how long before not_before the hand-over
+ *       returned (pipelined: at once; inline: after the wait). Also: set_device_step is
+ *       refused with --mode ps. With --mode allreduce it prints the parameters' hash,
+ *       which tests/mpi/test_runtime.sh compares with exact's.
+ *   test_runtime_mpi devstep [runtime flags]          (--mode allreduce)
+ *       pc_worker_set_device_step(DEVSTEP_MS): the parameters never change (the step is
+ *       held, not run), the run lasts at least the iterations' holds, and the call is
+ *       refused after start and for a negative time.
  *   test_runtime_mpi hostile KIND [runtime flags]     (2 ranks: a worker and a server)
  *       The worker sends the server one malformed gradient message (KIND: magic, index,
  *       truncated, chunk); the server must reject it with an error naming the sender. */
@@ -33,8 +48,10 @@
 
 #include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_philox.h"
+#include "pipecompress/pc_time.h"
 #include "pipecompress/pipecompress.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/worker_impl.h"
 
 static void die(const char *what, const char *msg)
 {
@@ -42,6 +59,29 @@ static void die(const char *what, const char *msg)
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+/* view: how far ahead of the hand-over each gradient may be read (a copy to the host). */
+#define NB_MS 2
+/* devstep: the optimizer step's device time per iteration. */
+#define DEVSTEP_MS 15
+
+/* view: every chunk of tensor t folded iteration it's gradient at or after nb, the
+ * not_before it was handed over with. The chunk's times are readable once its update of
+ * iteration it is in (param_wait in iteration it + 1, or after finish). */
+static void check_not_before(const pc_worker_t *w, int t, int it, int64_t nb)
+{
+    const wtensor_t *k = &w->tensors[t];
+    for (int ci = k->first_chunk; ci <= k->last_chunk; ci++) {
+        int64_t fold0 = w->chunks[ci].tm[it & 1].fold0;
+        if (fold0 < nb) {
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "tensor %d, chunk %d, iteration %d: folded %.3f ms before its not_before", t,
+                     ci, it, (double)(nb - fold0) * 1e-6);
+            die("view", msg);
+        }
+    }
 }
 
 /* Worker w's gradient. Workers 0 and 1 add +256 and -256: summed in rank order they cancel
@@ -370,7 +410,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2)
-        die("usage", "test_runtime_mpi exact|lowrank|destroy|hostile [KIND] [flags]");
+        die("usage", "test_runtime_mpi exact|lowrank|destroy|view|devstep|hostile [KIND] [flags]");
     const char *mode = argv[1];
     int skip = strcmp(mode, "hostile") == 0 ? 3 : 2;
     if (argc < skip)
@@ -427,10 +467,35 @@ int main(int argc, char **argv)
     bool lowrank = strcmp(mode, "lowrank") == 0;
     if (lowrank && pc_worker_set_rows(w, 1, ROWS) != PC_OK)
         die("set_rows", pc_worker_error(w));
+    bool view = strcmp(mode, "view") == 0, devstep = strcmp(mode, "devstep") == 0;
+    bool ar = cfg.mode == PC_MODE_ALLREDUCE;
+    if (devstep && !ar)
+        die("devstep", "needs --mode allreduce");
+    if (view && !ar && pc_worker_set_device_step(w, 1000) != PC_ESTATE)
+        die("view", "set_device_step was accepted with --mode ps");
+    if (devstep && pc_worker_set_device_step(w, -1) != PC_EINVAL)
+        die("devstep", "a negative device step was accepted");
+    if (devstep && pc_worker_set_device_step(w, (int64_t)DEVSTEP_MS * 1000000) != PC_OK)
+        die("devstep", pc_worker_error(w));
+    /* view: the registered gradients are never written (NaN: a fold that read them would
+     * fail on them); the gradients come from a pool with room for two iterations' views,
+     * the tensors in reverse order with a gap of one float between them. */
+    float *pool = NULL;
+    int64_t nb[T] = {0};
+    double ahead_ms = 0; /* view: the smallest time left to not_before after a hand-over */
+    if (view) {
+        pool = malloc(sizeof(float) * 2 * (total + T));
+        for (size_t i = 0; i < total; i++)
+            gr[i] = NAN;
+        ahead_ms = 1e9;
+    }
     if (cfg.device != PC_DEVICE_CPU && pc_worker_register(w, "host", p, gr, 1) != PC_ESTATE)
         die("register", "a host tensor was accepted with --device emulate");
     if (pc_worker_start(w) != PC_OK)
         die("start", pc_worker_error(w));
+    if (devstep && pc_worker_set_device_step(w, 0) != PC_ESTATE)
+        die("devstep", "set_device_step was accepted after start");
+    int64_t t_run = pc_time_ns();
 
     if (strcmp(mode, "hostile") == 0) {
         pc_codec_spec_t spec;
@@ -480,7 +545,11 @@ int main(int argc, char **argv)
         for (int t = 0; t < T; t++) {
             if (pc_worker_param_wait(w, t) != PC_OK)
                 die("param_wait", pc_worker_error(w));
-            for (size_t i = 0; i < sizes[t] && !destroy; i++) /* destroy: any flags */
+            if (view && it > 0)
+                check_not_before(w, t, it - 1, nb[t]);
+            /* destroy: any flags; allreduce: the mean's rounding differs (devstep: the
+             * parameters never change) */
+            for (size_t i = 0; i < sizes[t] && !destroy && (!ar || devstep); i++)
                 if (p[off[t] + i] != expect[off[t] + i]) {
                     char msg[256];
                     snprintf(msg, sizeof(msg),
@@ -497,7 +566,21 @@ int main(int argc, char **argv)
                 die("lowrank", msg);
             }
         }
-        for (int t = T - 1; t >= 0; t--) {
+        for (int t = T - 1; t >= 0 && view; t--) {
+            /* This iteration's half of the pool: c, b, a, a float apart. */
+            size_t at = (size_t)(it % 2) * (total + T);
+            for (int u = T - 1; u > t; u--)
+                at += sizes[u] + 1;
+            float *v = pool + at;
+            for (size_t i = 0; i < sizes[t]; i++)
+                v[i] = grad_value(rank, t, i, it);
+            nb[t] = pc_time_ns() + (int64_t)NB_MS * 1000000;
+            if (pc_worker_grad_ready_view(w, t, v, nb[t]) != PC_OK)
+                die("grad_ready_view", pc_worker_error(w));
+            double left = (double)(nb[t] - pc_time_ns()) * 1e-6;
+            ahead_ms = left < ahead_ms ? left : ahead_ms;
+        }
+        for (int t = T - 1; t >= 0 && !view; t--) {
             for (size_t i = 0; i < sizes[t]; i++)
                 gr[off[t] + i] =
                     lowrank && t == 1 ? lr_grad_value(rank, i, it) : grad_value(rank, t, i, it);
@@ -547,13 +630,38 @@ int main(int argc, char **argv)
                     rev += (1.0f / (float)W) * grad_value(k, t, i, it);
                 order_sensitive += agg != rev;
                 float d = agg + 0.0f * expect[off[t] + i];
-                expect[off[t] + i] = expect[off[t] + i] - lr * d;
+                if (!devstep) /* devstep: no step on the CPU */
+                    expect[off[t] + i] = expect[off[t] + i] - lr * d;
             }
         if (pc_worker_iteration_end(w, NULL) != PC_OK)
             die("iteration_end", pc_worker_error(w));
     }
     if (pc_worker_finish(w) != PC_OK)
         die("finish", pc_worker_error(w));
+    double run_ms = (double)(pc_time_ns() - t_run) * 1e-6;
+    for (int t = 0; t < T && view; t++)
+        check_not_before(w, t, iters - 1, nb[t]);
+    if (view && rank == 0 && cfg.pipeline)
+        printf("view: every fold began after its not_before; the hand-overs returned %.3f ms "
+               "or more before it (the compressor thread waits)\n",
+               ahead_ms);
+    else if (view && rank == 0)
+        printf("view: every fold began after its not_before; the hand-overs returned up to "
+               "%.3f ms after it (inline: the backprop thread waits)\n",
+               -ahead_ms);
+    /* devstep: the holds of one iteration follow each other and the next iteration's
+     * follow them (deadlines), each chunk's share rounded down to the nanosecond: a lower
+     * bound, since a sleep never ends early. */
+    double hold_ms = (double)iters * (DEVSTEP_MS - 1e-6 * w->nchunks);
+    if (devstep && run_ms < hold_ms) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%d iterations took %.3f ms, less than their holds (%.3f ms)",
+                 iters, run_ms, hold_ms);
+        die("devstep", msg);
+    }
+    if (devstep && rank == 0)
+        printf("devstep: %d iterations in %.1f ms, holds of %d ms each, parameters unchanged\n",
+               iters, run_ms, DEVSTEP_MS);
     if (rt->gpu) {
         /* The device path's bookkeeping: each iteration every gradient went to the host
          * once (--compress none: dense chunks are copied, never folded on the device) and
@@ -578,7 +686,7 @@ int main(int argc, char **argv)
             printf("device: copies, events and waits as expected (%llu records, %llu waits)\n",
                    (unsigned long long)gs.records, (unsigned long long)gs.waits);
     }
-    for (size_t i = 0; i < total; i++)
+    for (size_t i = 0; i < total && (!ar || devstep); i++)
         if (p[i] != expect[i])
             die("exact", "final parameters differ from the expected mean-gradient steps");
     if (lowrank && !lr_dbl_close(&dref, p + off[1], &dworst))
@@ -596,9 +704,17 @@ int main(int argc, char **argv)
                    "one-process powersgd reference bit for bit, and b the double-precision "
                    "PowerSGD within %.2g float roundings of %.4g (tolerance %g)\n",
                    W, pc_runtime_servers(rt), iters, dworst, dref.scale, LR_DBL_ROUNDINGS);
-    } else if (W >= 3 && 2 * order_sensitive < 3 * total)
+    } else if (!ar && W >= 3 && 2 * order_sensitive < 3 * total)
         die("exact", "the test's gradients hardly make the summation order matter");
-    if (rank == 0 && !lowrank)
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the parameters' bits */
+    for (size_t i = 0; i < total; i++) {
+        uint32_t bits;
+        memcpy(&bits, &p[i], sizeof(bits));
+        h = (h ^ bits) * 0x100000001b3ull;
+    }
+    if (rank == 0)
+        printf("parameters hash %016llx\n", (unsigned long long)h);
+    if (rank == 0 && !lowrank && !ar)
         printf("exact: %d workers, %d servers: parameters match bit for bit (%zu of %zu means "
                "depend on the summation order)\n",
                W, pc_runtime_servers(rt), order_sensitive, 3 * total);
@@ -607,6 +723,7 @@ int main(int argc, char **argv)
     free(p);
     free(gr);
     free(expect);
+    free(pool);
     MPI_Finalize();
     return 0;
 }

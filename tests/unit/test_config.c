@@ -1,6 +1,7 @@
 /* test_config: every runtime flag parses (long and short forms, = and separate values),
  * every value type is validated with a one-line message naming the flag, and the generic
  * table parser handles help, version, operands and multiple groups. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -455,6 +456,62 @@ static void test_check_combinations(void **state)
     assert_int_equal(pc_config_check(&cfg, 1, err, sizeof(err)), PC_OK); /* idempotent */
 }
 
+/* --dilate K: default 1 (no dilation), any finite K from 1 to 1000; less than 1, not a
+ * number or infinite refused in one line naming the flag, on the command line and by
+ * pc_config_check for a cfg filled by hand; the effective configuration prints it. */
+static void test_dilate(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    char *none[] = {"prog", NULL};
+    assert_int_equal(parse_cfg(&cfg, 1, none, err), PC_OK);
+    assert_true(cfg.dilate == 1);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "3"), PC_OK);
+    assert_true(cfg.dilate == 3);
+    assert_int_equal(PARSE(&cfg, err, "--dilate=2.5"), PC_OK);
+    assert_true(cfg.dilate == 2.5);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "1"), PC_OK);
+    assert_true(cfg.dilate == 1);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "0.5"), PC_EUSAGE);
+    assert_string_equal(err, "--dilate: 0.5 is out of range (1..1000)");
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "0"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "1001"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "inf"), PC_EUSAGE);
+    assert_string_equal(err, "--dilate: 'inf' is not a finite number");
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "nan"), PC_EUSAGE);
+    assert_string_equal(err, "--dilate: 'nan' is not a finite number");
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "1e400"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "x"), PC_EUSAGE);
+    assert_int_equal(PARSE(&cfg, err, "--dilate"), PC_EUSAGE);
+    assert_string_equal(err, "--dilate: missing value");
+
+    /* A cfg filled by hand (a program, the Python binding) gets the same range. */
+    const double bad[] = {0, 0.999, -1, 1001, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pc_config_defaults(&cfg);
+        cfg.dilate = bad[i];
+        assert_int_equal(pc_config_check(&cfg, 2, err, sizeof(err)), PC_EUSAGE);
+        assert_non_null(strstr(err, "--dilate"));
+        assert_null(strchr(err, '\n'));
+    }
+    pc_config_defaults(&cfg);
+    cfg.dilate = 1000;
+    assert_int_equal(pc_config_check(&cfg, 2, err, sizeof(err)), PC_OK);
+
+    /* The effective configuration shows it (pc-train prints this). */
+    assert_int_equal(PARSE(&cfg, err, "--dilate", "4"), PC_OK);
+    pc_flags_group_t group = pc_config_group(&cfg, "Runtime");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    pc_flags_print(&group, 1, "", f);
+    fclose(f);
+    assert_non_null(strstr(buf, "\ndilate           = 4\n"));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_runtime_flags),
         cmocka_unit_test(test_usage_and_print),
         cmocka_unit_test(test_check_combinations),
+        cmocka_unit_test(test_dilate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
