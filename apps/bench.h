@@ -24,6 +24,7 @@ int bench_lowrank_cpu(const char *matrices, int reps);
 /* The list's check alone, before anything is measured: 0 or BENCH_EXIT_USAGE (said). */
 int bench_lowrank_check(const char *matrices);
 int bench_handoff_main(int argc, char **argv);
+int bench_link_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);
 

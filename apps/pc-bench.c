@@ -7,6 +7,8 @@
  *   pc-bench model [flags]   (under mpirun, 2 ranks) this machine's rates and the predicted
  *                            iteration time of the allreduce and each PS mode for W workers
  *   pc-bench engine [flags]  the training engine's throughput alone (one process)
+ *   pc-bench link [flags]    (under mpirun, N even) what the links carry: rank 2i streams to
+ *                            rank 2i+1, every pair at once
  * This file only dispatches: the subcommands are apps/bench_<name>.c, the helpers they
  * share apps/bench.c. */
 #include "config.h"
@@ -29,7 +31,9 @@ static void usage(FILE *out)
             "  model     under mpirun (the job's ranks and nodes): measure the rates and predict\n"
             "            the iteration time of the allreduce and each PS mode for W workers\n"
             "  engine    the training engine's throughput alone: forward+backward passes of one\n"
-            "            batch on the CPU or a CUDA device, one JSON line\n");
+            "            batch on the CPU or a CUDA device, one JSON line\n"
+            "  link      under mpirun (an even number of ranks): rank 2i streams to rank 2i+1,\n"
+            "            every pair at once; each flow's and the total Gbit/s, one JSON line\n");
 }
 
 int main(int argc, char **argv)
@@ -58,8 +62,11 @@ int main(int argc, char **argv)
         return bench_model_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "engine") == 0)
         return bench_engine_main(argc - 1, argv + 1);
-    fprintf(stderr,
-            "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model, engine)\n",
-            argv[1]);
+    if (strcmp(argv[1], "link") == 0)
+        return bench_link_main(argc - 1, argv + 1);
+    fprintf(
+        stderr,
+        "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model, engine, link)\n",
+        argv[1]);
     return BENCH_EXIT_USAGE;
 }
