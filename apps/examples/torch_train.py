@@ -43,6 +43,15 @@ big models on a small machine; the whole test set is evaluated).
             128), a learned class token, a learned position embedding (65 positions), 4
             pre-LayerNorm encoder layers (4 heads, feed-forward 256, GELU, batch_first),
             a final LayerNorm and a linear head on the class token (542,090).
+  replay:PATH
+            a GPU's compute replayed from the trace at PATH (doc/replay.md): the trace's
+            parameter shapes, each layer a sleep of its forward and backward times x
+            --dilate K, gradients drawn from a heavy-tailed pool (torch_replay.py beside
+            this file says how); no data are read, --iters sets the length (default 50).
+            Through the binding the gradients' copy to the host is modelled (--pcie-gbps);
+            through DDP the hooks' CPU work that a GPU would do is measured and the
+            iteration also reported without it (the peer's best case); --backend local is
+            the compute-only limit; --replay-times FILE writes every gradient's ready time.
 --dropout applies where the model has dropout: cnn (before the last layer, default 0.5),
 vgg16 (the classifier's two, 0.5), vit (the encoder's, 0.1); elsewhere it is refused.
 
@@ -58,6 +67,7 @@ for the first --powersgd-start iterations, error feedback and warm start on).
 """
 import argparse
 import gc
+import json
 import math
 import os
 import sys
@@ -70,6 +80,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
                                 "python"))
 import pipecompress as pc  # noqa: E402
+from torch_replay import PCIE_GBPS  # noqa: E402  (beside this file: --arch replay)
 
 
 class Cnn(nn.Module):
@@ -149,7 +160,16 @@ class Vit(nn.Module):
         return self.head(self.encoder(t)[:, 0])  # (B, classes)
 
 
-ARCHS = ["cnn", "lstm", "resnet18", "resnet50", "vgg16", "vit"]
+class _Archs(list):
+    """The --arch choices: the names, and any replay:PATH (argparse's "invalid choice"
+    lists the names and replay:PATH)."""
+
+    def __contains__(self, v):
+        return list.__contains__(self, v) or (isinstance(v, str) and v.startswith("replay:"))
+
+
+ARCHS = _Archs(["cnn", "lstm", "resnet18", "resnet50", "vgg16", "vit"])
+ARCH_CHOICES = _Archs(ARCHS + ["replay:PATH"])
 TORCHVISION = {"resnet18", "resnet50", "vgg16"}
 DROPOUT = {"cnn": 0.5, "vgg16": 0.5, "vit": 0.1}  # the archs with dropout, their default
 
@@ -293,6 +313,24 @@ def check_arch_flags(args):
     if args.powersgd_start is not None and args.powersgd_start < 2:
         usage_error(f"--powersgd-start: {args.powersgd_start} is below 2 (PowerSGD's error "
                     "feedback and warm start need two plain iterations first)")
+    replay = args.arch.startswith("replay:")
+    if not replay:
+        for flag, v in (("--pcie-gbps", args.pcie_gbps), ("--replay-times", args.replay_times)):
+            if v is not None:
+                usage_error(f"{flag}: only with --arch replay:PATH")
+        if args.dilate != 1:
+            usage_error("--dilate: only with --arch replay:PATH")
+    else:
+        if not (math.isfinite(args.dilate) and 1 <= args.dilate <= 1000):
+            usage_error(f"--dilate: {args.dilate:g} is not in 1..1000")
+        if args.pcie_gbps is not None and args.backend != "pipecompress":
+            usage_error("--pcie-gbps: only with --backend pipecompress (DDP's gradients stay "
+                        "on the device)")
+        if args.pcie_gbps is not None and not (math.isfinite(args.pcie_gbps) and
+                                               args.pcie_gbps > 0):
+            usage_error(f"--pcie-gbps: {args.pcie_gbps:g} is not a positive rate")
+        if args.powersgd_q is not None:
+            usage_error("--powersgd-q: not with --arch replay (no model's Qs to share)")
     if args.arch in TORCHVISION:
         try:
             import torchvision  # noqa: F401
@@ -320,8 +358,9 @@ def parser():
         description="Train a torch model on Fashion-MNIST through PipeCompress "
         "(other flags: PipeCompress's, listed after these)")
     ap.add_argument("-h", "--help", action="store_true", help="these flags, then the runtime's")
-    ap.add_argument("--arch", choices=ARCHS, default="cnn",
-                    help="the model (resnet18, resnet50, vgg16: torchvision's, adapted)")
+    ap.add_argument("--arch", choices=ARCH_CHOICES, default="cnn",
+                    help="the model (resnet18, resnet50, vgg16: torchvision's, adapted; "
+                    "replay:PATH: a GPU's compute replayed from the trace at PATH)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
     ap.add_argument("--dropout", type=float,
@@ -361,6 +400,16 @@ def parser():
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--warmup", type=int, default=10, metavar="N",
                     help="iterations left out of the reported rate (start-up, first touches)")
+    ap.add_argument("--dilate", type=float, default=1.0, metavar="K",
+                    help="--arch replay: every replayed time x K (time dilation); passed on "
+                    "as the runtime's --dilate K, and the DDP hooks' CPU work is followed "
+                    "by (K - 1) x its duration of sleep [1]")
+    ap.add_argument("--pcie-gbps", type=float, metavar="GB/S",
+                    help="--arch replay --backend pipecompress: the modelled device-to-host "
+                    f"copy's rate [{PCIE_GBPS:g}: PCIe 4.0 x16 as pinned cudaMemcpy achieves it]")
+    ap.add_argument("--replay-times", metavar="FILE",
+                    help="--arch replay, rank 0: each iteration's time and every "
+                    "gradient's ready time (seconds from the iteration's start) as JSON")
     return ap
 
 
@@ -376,6 +425,9 @@ def main():
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
     check_arch_flags(args)
     torch.set_num_threads(args.threads)
+    if args.arch.startswith("replay:"):
+        pc.set_blas_threads(args.threads)
+        return train_replay(args, rest)
     pc.set_blas_threads(args.threads)  # torch's matrix products (OpenBLAS on Debian) too
     images, labels = load(args, train=True)
     n, B = len(labels), args.batch
@@ -530,9 +582,12 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
     return False, rate
 
 
-def ddp_wrap(args, model):
+def ddp_wrap(args, model, meter=None):
     """model in DistributedDataParallel (gloo, the default process group) with --ddp-hook's
-    communication hook. Buffers: DDP's default, rank 0's broadcast before each forward."""
+    communication hook. Buffers: DDP's default, rank 0's broadcast before each forward.
+    meter (--arch replay): a torch_replay.PeerMeter that times the hook's CPU work; the
+    gradients are then views of DDP's buckets (gradient_as_bucket_view), as the replay
+    writes them where a GPU's backward would, with no copy of this CPU's own."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -557,12 +612,18 @@ def ddp_wrap(args, model):
             dist.all_reduce(torch.zeros(1, dtype=torch.bfloat16))
         except RuntimeError as e:
             usage_error(f"--ddp-hook bf16: this torch's gloo cannot allreduce bfloat16 ({e})")
+    if meter is not None:
+        kw["gradient_as_bucket_view"] = True
     ddp = DDP(model, **kw)
+
+    def metered(module, fn):
+        return fn if meter is None else meter.wrap_hook(module, fn)
     if hook == "fp16":
-        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        ddp.register_comm_hook(None, metered(default_hooks, default_hooks.fp16_compress_hook))
     elif hook == "bf16":
         try:
-            ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+            ddp.register_comm_hook(None, metered(default_hooks,
+                                                 default_hooks.bf16_compress_hook))
         except TypeError as e:  # DDP's own refusal ("required CUDA 11+ and NCCL 2.10+")
             usage_error(f"--ddp-hook bf16: {e}")
     elif hook == "powersgd":
@@ -570,7 +631,7 @@ def ddp_wrap(args, model):
             process_group=None, matrix_approximation_rank=args.powersgd_rank or 2,
             start_powerSGD_iter=args.powersgd_start or 10, use_error_feedback=True,
             warm_start=True)
-        hook = powerSGD_hook.powerSGD_hook
+        hook = metered(powerSGD_hook, powerSGD_hook.powerSGD_hook)
         if args.powersgd_q:
             hook = seeded_powersgd_hook(model, torch.load(args.powersgd_q), hook)
         ddp.register_comm_hook(state, hook)
@@ -688,6 +749,179 @@ def train_ddp(args, rest, images, labels, run_length):
     gc.collect()
     dist.destroy_process_group()
     return 0
+
+
+def meter_runtime(clock):
+    """The runtime's blocking calls (param_wait, grad_ready, iteration_end), as the binding
+    makes them, timed into the replay's clock: the host thread held there holds the
+    replayed device's schedule too (torch_replay's docstring). Wraps the loaded library's
+    functions (pipecompress._lib: the example reaches into the binding's private module,
+    which it does nowhere else)."""
+    from pipecompress import _lib
+
+    lib = _lib.load()
+    for name in ("pc_worker_param_wait", "pc_worker_grad_ready", "pc_worker_iteration_end"):
+        fn = getattr(lib, name)
+
+        def timed(*a, _fn=fn):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a)
+            finally:
+                clock.block(time.perf_counter() - t0)
+        setattr(lib, name, timed)
+
+
+def train_replay(args, rest):
+    """--arch replay:PATH on any backend: the trace's layers held as sleeps (torch_replay),
+    trained through the binding, through DDP with its hooks, or alone (--backend local: the
+    compute-only limit). No data are read; --iters sets the length (default 50)."""
+    import torch_replay as tr
+
+    path = args.arch[len("replay:"):]
+    try:
+        trace = tr.load_trace(path)
+    except tr.TraceError as e:
+        usage_error(f"--arch replay:{path}: {e}")
+    K = args.dilate
+    B = trace["batch"]
+    env = os.environ
+    what = (f"replay: GPU compute replayed from {path} ({trace['model']}, {trace['device']}, "
+            f"batch {B}, {trace['precision']}), dilation {K:g}; ")
+    if args.backend == "pipecompress":
+        flags = ["--lr-schedule", "cosine"] + rest + (["--dilate", f"{K:g}"] if K != 1 else [])
+        pc.init(flags, run_length=lambda workers: 50)
+        if pc.choosing():
+            raise pc.Error("--mode auto: not with --arch replay (the probe would profile "
+                           "sleeps); choose --mode ps or allreduce")
+        if pc.is_server():
+            return pc.run_server()
+        rank, W = pc.rank(), pc.workers()
+        cfg = pc.config()
+        seed, total = int(cfg["seed"]), int(cfg["iters"])
+        gbps = args.pcie_gbps or tr.PCIE_GBPS
+        model = tr.ReplayModel(trace, K, seed, rank, copy_gbps=gbps)
+        meter_runtime(model.clock)
+        pc.attach(model)
+        what += (f"network, compression and servers real; gradients copied to the host at "
+                 f"{gbps:g} GB/s (modelled)")
+        if cfg.get("mode") == "allreduce":
+            what += ("; --mode allreduce: the optimizer step runs on this CPU for real (the "
+                     "binding starts the runtime in pc.attach, before which "
+                     "pc_worker_set_device_step would have to be called)")
+        meter = None
+    else:
+        import torch.distributed as dist
+
+        f = ddp_flags(rest)
+        rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
+        W = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+        local = args.backend == "local"
+        if local and W != 1:
+            usage_error(f"--backend local: one process, not {W} (run it without mpirun, or "
+                        "with -np 1)")
+        seed, total = f.seed, f.iters or 50
+        model = tr.ReplayModel(trace, K, seed, rank)
+        meter = None
+        if not local:
+            env.setdefault("MASTER_ADDR", "127.0.0.1")
+            if args.ddp_port is not None or "MASTER_PORT" not in env:
+                env["MASTER_PORT"] = str(args.ddp_port or 29511)
+            dist.init_process_group("gloo", rank=rank, world_size=W)
+            meter = tr.PeerMeter(K, model.clock)
+            ddp = ddp_wrap(args, model, meter)
+            what += (f"DDP over gloo real, hook {args.ddp_hook or 'none'} (its CPU work that "
+                     "a GPU would do measured)")
+        else:
+            ddp = model
+            what += "no communication (the compute-only limit)"
+        if "optimizer_ms" not in trace or not local:
+            what += "; optimizer step " + tr.optimizer_seconds(trace, model.nelem)[1]
+    ready = tr.ReadyTimes(model.tensors, model.clock) if args.replay_times and rank == 0 else None
+    if rank == 0:
+        tag = ("" if args.backend == "pipecompress" else
+               " (local, 1 process)" if args.backend == "local" else
+               f" (DDP, gloo, hook {args.ddp_hook or 'none'})")
+        print(f"torch replay:{trace['model']}{tag}: {model.nelem} parameters; {W} workers x "
+              f"batch {B}, {total} iterations", flush=True)
+        print(what, flush=True)
+    x = torch.zeros(1, requires_grad=True)
+    iters, peer = [], []
+    t0 = time.time()
+    t_prev = None
+    stop = False
+    for it in range(total):
+        model.iteration = it
+        if ready:
+            ready.start()
+        if args.backend == "pipecompress":
+            model(x).sum().backward()
+            t_end, b_end = time.perf_counter(), model.clock.blocked
+            stop = pc.iteration_end()
+            # what pc.iteration_end did besides the runtime's call (zeroing the binding's
+            # gradient buffers: device work on a GPU) is not charged to the schedule
+            model.clock.credit_host(time.perf_counter() - t_end -
+                                    (model.clock.blocked - b_end))
+        else:
+            ddp(x).sum().backward()
+            if meter is not None:
+                model.clock.sync()  # the step waits for DDP's allreduce
+            model.optimizer_hold()
+        x.grad = None
+        if meter is not None:
+            peer.append(meter.take())
+        now = time.perf_counter()
+        if ready:
+            ready.end({"iteration": it, "iter_s": now - model.clock.iter_start, "end_s": now})
+        if t_prev is not None:
+            iters.append(now - t_prev)
+        t_prev = now
+        if stop:
+            break
+    wall = time.time() - t0
+    status = pc.finish() if args.backend == "pipecompress" else 0
+    if args.backend == "ddp":
+        dist.barrier()
+        del ddp
+        gc.collect()
+        dist.destroy_process_group()
+    if rank != 0:
+        return status
+    # iteration i's time: from the end of iteration i - 1 to its own end (the first one,
+    # which starts the schedule, is left out); the rate after --warmup of them
+    timed = iters[max(0, args.warmup - 1):]
+    if stop:
+        print(f"stopped by signal {pc.stop_signal()} after {len(iters) + 1} iterations",
+              flush=True)
+        return status
+    line = f"done: {total} iterations in {wall:.1f} s"
+    if not timed:
+        print(line + f" (too few iterations for a rate after --warmup {args.warmup})",
+              flush=True)
+        return status
+    it_s = sum(timed) / len(timed)
+    sum_s = model.compute_seconds()
+    print(line + f" ({W * B / it_s:.0f} samples/s after {args.warmup} warm-up iterations)",
+          flush=True)
+    p50, p99 = model.clock.percentiles()
+    print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), trace sum x "
+          f"{K:g}: {sum_s * 1e3:.2f} ms, ratio {it_s / sum_s:.4f}; hold overshoot p50 "
+          f"{p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us", flush=True)
+    if args.backend == "ddp":
+        work = peer[len(peer) - len(timed):]
+        w_s = K * sum(work) / len(work)
+        best = max(it_s - w_s, 1e-9)
+        print(f"replay: peer's CPU work that a GPU would do: {1e3 * w_s / K:.2f} ms per "
+              f"iteration (x {K:g} with its dilation sleep: {w_s * 1e3:.2f} ms); best case "
+              f"{best * 1e3:.2f} ms ({W * B / best:.0f} samples/s)", flush=True)
+    if ready:
+        out = {"trace": path, "backend": args.backend, "dilate": K,
+               "names": [f"{lay.trace_name}.{j}" for lay in model.layers
+                         for j in range(len(lay.plist))],
+               "iterations": ready.rows}
+        with open(args.replay_times, "w") as fh:
+            json.dump(out, fh)
+    return status
 
 
 if __name__ == "__main__":
