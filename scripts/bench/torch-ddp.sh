@@ -40,7 +40,8 @@
 #
 #   scripts/bench/torch-ddp.sh [--nets "shm 1gbit"] [--nodes N] [--workers "2 4"]
 #                              [--iters N] [--warmup N] [--threads N]
-#                              [--arch cnn|lstm|resnet18|resnet50|vgg16|vit]
+#                              [--arch cnn|lstm|resnet18|resnet50|vgg16|vit|replay:PATH]
+#                              [--dilate K]
 #                              [--settings "allreduce ps-none ..."] [--repeat R]
 #                              [--data DIR|synthetic] [--timeout SECONDS] [--out DIR]
 #
@@ -49,7 +50,15 @@
 # counts (default 2). --iters: iterations of every run (default 300); --warmup: those left
 # out of its rate (default 20; passed to the example). --threads: torch's threads per rank
 # (default 1). --settings: the settings to run besides ddp (default all). --repeat: rounds
-# per network (default 1; the summary takes each setting's median). --data: Fashion-MNIST's
+# per network (default 1; the summary takes each setting's median). --arch replay:PATH: a
+# GPU's compute replayed from the trace at PATH (doc/replay.md, "Through torch and DDP"):
+# no data are read, the batch is the trace's, every setting but auto runs (the compute-only
+# run is the replay's limit); the DDP settings' logs and the summary also give the peer's
+# best case, its hooks' CPU work that a GPU would do removed. --dilate K (replay only,
+# default 1): every replayed time x K, passed to every run (the runtime's --dilate K; the
+# DDP hooks' CPU work followed by (K - 1) x its duration of sleep); rates are then per
+# dilated second, and links should be shaped to rate / K (say so beside the figures).
+# --data: Fashion-MNIST's
 # IDX directory (default /usr/share/datasets/fashion-mnist), or synthetic (the example's;
 # for tests). --timeout: the limit of each run (default 300 + 4 s per iteration): a run
 # past it is reported failed, the others run.
@@ -104,6 +113,7 @@ np_of() {
 # The settings besides ddp (which always runs), in the table's order.
 ALL_SETTINGS=$(awk -F'|' '$1 != "ddp" { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
 ARCHS="cnn lstm resnet18 resnet50 vgg16 vit"
+dilate=1
 nets=""
 nodes=""
 workers=2
@@ -125,6 +135,7 @@ while [ $# -gt 0 ]; do
     --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
     --threads) need "$1" "${2:-}"; threads=$2; shift ;;
     --arch) need "$1" "${2:-}"; arch=$2; shift ;;
+    --dilate) need "$1" "${2:-}"; dilate=$2; shift ;;
     --settings) need "$1" "${2:-}"; settings=$2; shift ;;
     --repeat) need "$1" "${2:-}"; repeat=$2; shift ;;
     --data) need "$1" "${2:-}"; data=$2; shift ;;
@@ -162,7 +173,24 @@ done
 for s in $settings; do
     case " $ALL_SETTINGS ddp " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL_SETTINGS)" ;; esac
 done
-case " $ARCHS " in *" $arch "*) ;; *) usage_error "--arch: '$arch' is not one of ${ARCHS// /, }" ;; esac
+batch=32
+case $arch in
+replay:*)
+    [ -f "${arch#replay:}" ] || usage_error "--arch $arch: no file ${arch#replay:}"
+    case " $settings " in *" auto "*)
+        [ "$settings" = "$ALL_SETTINGS" ] || usage_error "--settings: auto cannot replay (its probe would profile sleeps)"
+        settings=${settings/ auto/} ;;
+    esac
+    batch=$(/usr/bin/python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["batch"]))' "${arch#replay:}" 2>/dev/null) ||
+        usage_error "--arch $arch: no batch in it (run apps/examples/torch_train.py --arch $arch --backend local for the trace's error)"
+    ;;
+*)
+    case " $ARCHS " in *" $arch "*) ;; *) usage_error "--arch: '$arch' is not one of ${ARCHS// /, }, replay:PATH" ;; esac
+    [ "$dilate" = 1 ] || usage_error "--dilate: only with --arch replay:PATH"
+    ;;
+esac
+case $dilate in ''|*[!0-9.]*|*.*.*|.*|*.) usage_error "--dilate: '$dilate' is not a number" ;; esac
+awk -v k="$dilate" 'BEGIN { exit !(k >= 1 && k <= 1000) }' || usage_error "--dilate: $dilate is not in 1..1000"
 count --iters "$iters" 1
 count --warmup "$warmup" 0
 count --threads "$threads" 1
@@ -170,7 +198,7 @@ count --repeat "$repeat" 1
 [ -z "$limit" ] || count --timeout "$limit" 1
 [ "$iters" -gt "$warmup" ] || usage_error "--iters ($iters) must exceed --warmup ($warmup)"
 [ -z "$nodes" ] || [ "$(id -u)" = 0 ] || usage_error "--nodes needs root (network namespaces)"
-[ "$data" = synthetic ] || [ -d "$data" ] ||
+[ "$data" = synthetic ] || [ -d "$data" ] || [[ $arch == replay:* ]] ||
     usage_error "--data: no directory $data (Debian package dataset-fashion-mnist)"
 limit=${limit:-$((300 + 4 * iters))}
 psgd_start=$((warmup > 2 ? warmup : 2))
@@ -289,6 +317,7 @@ run_one() {
     # shellcheck disable=SC2207 # flags_of's words
     cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
          --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
+    [ "$dilate" = 1 ] || cmd+=(--dilate "$dilate")
     case $s in ddp-psgd*) cmd+=(--powersgd-start "$psgd_start") ;; esac
     case $(flags_of "$s") in --backend*) ;; *) cmd+=("${bind[@]}") ;; esac
     if [[ $(flags_of "$s") == "--backend ddp"* ]]; then
@@ -318,15 +347,17 @@ run_one() {
     else
         printf '%5d s %s samples/s\n' $(( (t1 - t0) / 1000000000 )) "$rate"
     fi
-    "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": int(a[10]), "batch": 32, "seed": 1, "arch": a[11], "iters": int(a[12]), "warmup": int(a[13]), "threads": int(a[14]), "limit_s": int(a[15]), "wall_s": int(a[16]) / 1e9, "failed": a[17] or None, "command": a[18], "nodes": int(a[19]) if a[19] else None}, open(a[20], "w"), indent=1)' \
+    "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": int(a[10]), "batch": int(a[21]), "dilate": float(a[22]), "seed": 1, "arch": a[11], "iters": int(a[12]), "warmup": int(a[13]), "threads": int(a[14]), "limit_s": int(a[15]), "wall_s": int(a[16]) / 1e9, "failed": a[17] or None, "command": a[18], "nodes": int(a[19]) if a[19] else None}, open(a[20], "w"), indent=1)' \
         "$name" "$net" "$5" "$s" "$6" "$7" "$(label_of "$s")" "$(flags_of "$s")" "$np" "$w" \
         "$arch" "$iters" "$warmup" "$threads" "$limit" $((t1 - t0)) "$failed" "$line" \
-        "$nodes" "$runs/$name.meta.json"
+        "$nodes" "$runs/$name.meta.json" "$batch" "$dilate"
 }
 
 failures=0
 start=$(date +%s)
-pc_say "$arch, workers: $workers, batch 32, $iters iterations ($warmup warm-up), $threads torch thread(s) per rank, limit $limit s per run${nodes:+, one rank per emulated node ($nodes nodes)}; runs in $runs"
+dil=""
+[ "$dilate" = 1 ] || dil=", dilation $dilate"
+pc_say "$arch, workers: $workers, batch $batch$dil, $iters iterations ($warmup warm-up), $threads torch thread(s) per rank, limit $limit s per run${nodes:+, one rank per emulated node ($nodes nodes)}; runs in $runs"
 netidx=0
 for net in $nets; do
     setup_net "$net"

@@ -11,7 +11,10 @@ workers the run trained with (its start line: --mode auto's allreduce makes the 
 rank a worker too; batch / rate for the one-process compute run). Per network, worker count and setting: the median
 rate over the rounds (--repeat), its ratio to DDP's (fp32) median in the same cell, to
 the best DDP variant's there (fp32, fp16, PowerSGD: the best peer), and its iteration's
-ratio to the compute-only run's (the limit); --mode auto's choice from its log. Writes
+ratio to the compute-only run's (the limit); --mode auto's choice from its log. A replayed
+run's DDP settings (--arch replay:PATH) also log their best case, "replay: peer's CPU work
+... best case T ms (R samples/s)", the hooks' CPU work that a GPU would do removed: the
+best peer is then chosen, and compared with, at its best case (doc/replay.md). Writes
 OUT_DIR/summary.txt (also printed) and OUT_DIR/summary.json (OUT_DIR made if missing, each
 file whole or not at all). Exit status: 0; 1 when a run failed or gave no rate (reported as
 such, the others summarised); 2 with one line on bad input.
@@ -36,6 +39,8 @@ NETS = {"shm": "Open MPI's shared memory; DDP's gloo over TCP on the loopback",
         "node-10gbit": "one rank per emulated node, each node's own link shaped to 10 Gbit/s",
         "node-1gbit": "one rank per emulated node, each node's own link shaped to 1 Gbit/s"}
 CHOSE = re.compile(r"^auto: chose (\S+): ", re.M)
+BEST = re.compile(r"^replay: peer's CPU work that a GPU would do: ([0-9.]+) ms per iteration "
+                  r".*; best case [0-9.]+ ms \((\d+) samples/s\)$", re.M)
 
 
 PROG = "torch_ddp_report.py"
@@ -62,6 +67,12 @@ def read_run(runs_dir, name):
     chose = CHOSE.search(text)
     if chose:
         run["auto_choice"] = chose.group(1)
+    best = None
+    for best in BEST.finditer(text):
+        pass
+    if best and not meta["failed"]:
+        run["peer_cpu_ms"] = float(best.group(1))
+        run["best_samples_per_s"] = float(best.group(2))
     if m and not meta["failed"]:
         run["samples_per_s"] = float(m.group(3))
         run["train_s"] = float(m.group(2))
@@ -114,14 +125,23 @@ def main():
              % (first["arch"], ",".join(map(str, summary["workers"])), first["batch"],
                 first["iters"], first["warmup"], first["threads"], summary["rounds"])]
 
-    def median_rate(cell):
-        ok = [r["samples_per_s"] for r in cell["runs"] if r["samples_per_s"] is not None]
+    if str(first["arch"]).startswith("replay:"):
+        summary["dilate"] = first.get("dilate", 1)
+        lines[0] += ("; GPU compute replayed from %s, dilation %g (network, compression and "
+                     "servers real; rates per dilated second); x best: against the best peer "
+                     "at its best case" % (first["arch"][len("replay:"):], summary["dilate"]))
+
+    def median_rate(cell, key="samples_per_s"):
+        ok = [r[key] for r in cell["runs"] if r.get(key) is not None]
         return st.median(ok) if ok else None
 
     for (_, net, w), settings in sorted(cells.items()):
         rates = {name: median_rate(c) for (_, name), c in settings.items()}
         ddp_rate = rates.get("ddp")
-        peers = {k: v for k, v in rates.items() if k.startswith("ddp") and v is not None}
+        bests = {name: median_rate(c, "best_samples_per_s") for (_, name), c in settings.items()}
+        # the peers at their best case where the run gave one (a replay), else as measured
+        peers = {k: bests[k] or v for k, v in rates.items()
+                 if k.startswith("ddp") and v is not None}
         best_peer = max(peers, key=peers.get) if peers else None
         compute_iter = (first["batch"] / rates["compute"]) if rates.get("compute") else None
         entry = {"net": net, "workers": w, "description": NETS.get(net, net),
@@ -149,9 +169,13 @@ def main():
                 "setting": setting, "label": meta["label"], "flags": meta["flags"],
                 "np": meta["np"], "samples_per_s": rate, "iter_s": it, "ratio_to_ddp": ratio,
                 "ratio_to_best_peer": vs_best, "iter_over_compute": vs_compute,
+                "best_case_samples_per_s": bests[setting],
                 "auto_choice": choices[0] if len(choices) == 1 else (choices or None),
                 "failed": len(bad), "runs": runs})
             notes = ["chose " + "/".join(choices)] if choices else []
+            if bests[setting] is not None:
+                notes.append("best case %s samples/s (hook CPU work removed)"
+                             % fmt_rate(bests[setting]))
             if setting != "compute" and par != w:
                 notes.append("trained by %d workers" % par)
             if len(ok) > 1:
