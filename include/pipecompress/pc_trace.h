@@ -44,9 +44,10 @@ typedef struct pc_trace pc_trace_t;
  * one layer: at most 64 (a layer is a module: weight, bias, a norm's two, ...). */
 #define PC_TRACE_MAX_LAYERS 100000
 #define PC_TRACE_MAX_PARAMS 64
-/* A name or descriptive string: at most 1024 bytes, no control characters (each is printed
- * on one line of pc-train's configuration). */
-#define PC_TRACE_MAX_STRING 1024
+/* A name or descriptive string: at most 16 KiB, no control characters (each is printed on
+ * one line of pc-train's configuration; a source that cites its figures and states its
+ * rule takes a few KiB). */
+#define PC_TRACE_MAX_STRING 16384
 
 /* Read and check the trace file at path. On PC_OK *out is the caller's (pc_trace_destroy).
  * Errors, with one line in err (when err is not NULL and errlen > 0): PC_EIO (cannot open

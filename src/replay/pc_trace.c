@@ -148,8 +148,9 @@ static int get_string(walk_t *w, json_t *obj, const char *field, char **out)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return fail(w, field, "control character 0x%02x at byte %zu (one line, printable)",
                         (unsigned char)s[i], i);
-    if (!(*out = strdup(s)))
+    if (!(*out = malloc(len + 1)))
         return pc_error_fmt(PC_ENOMEM, w->err, w->errlen, "out of memory");
+    memcpy(*out, s, len + 1);
     return PC_OK;
 }
 
