@@ -4,6 +4,8 @@
  *   mpirun -np 3 pc-train                      2 workers + 1 server, mlp, top-k 1%
  *   mpirun -np 3 pc-train --model cnn --epochs 5 --compress none
  *   pc-train --eval-model model.pcm            evaluate a saved model
+ *   mpirun -np 3 pc-train --model replay:traces/resnet50-a100-amp.json
+ *                                              a GPU's compute replayed (doc/replay.md)
  *
  * Exit status: 0 done; 1 a failure (message on stderr; the job is aborted); 2 bad usage;
  * 128 + N stopped cleanly by signal N (SIGINT, SIGTERM) at an iteration boundary, on every
@@ -24,8 +26,14 @@
 
 #include "pipecompress/pipecompress.h"
 
+/* --model's buffer: a model's name, or replay: and a trace file's path. */
+#define MODEL_SPEC_LEN 1100
+
 typedef struct train_opts {
-    int model;
+    char model_spec[MODEL_SPEC_LEN]; /* --model as given */
+    int model;                       /* the engine's model (a pc_model_kind_t), without replay */
+    pc_trace_t *trace;               /* --model replay:PATH: the trace, loaded by check_flags */
+    double pcie_gbps;                /* --pcie-gbps: the replay's host copies */
     char data[1024];
     int epochs;
     int batch;
@@ -36,13 +44,43 @@ typedef struct train_opts {
     uint64_t given; /* bit i: train_opts[i] was on the command line */
 } train_opts_t;
 
+/* The prefix of --model that replays a trace instead of training a model. */
+#define REPLAY_PREFIX "replay:"
+
+/* The engine's models' names, in pc_model_kind_t's order (its table's spellings). */
+#define MODEL_NAME(name, text) text,
+static const char *const model_names[] = {PC_MODEL_TABLE(MODEL_NAME)};
+#undef MODEL_NAME
+
+/* --model's check (pc_flags_check_fn): one of the engine's models, or replay:PATH with a
+ * path. The trace itself is read later (check_flags), on every rank alike. */
+static int check_model(const void *value, char *err, size_t errlen)
+{
+    const char *v = value;
+    size_t np = strlen(REPLAY_PREFIX);
+    if (strncmp(v, REPLAY_PREFIX, np) == 0) {
+        if (!v[np])
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "'%s' names no trace file (replay:PATH, doc/replay.md)", v);
+        return PC_OK;
+    }
+    for (size_t k = 0; k < sizeof(model_names) / sizeof(model_names[0]); k++)
+        if (strcmp(v, model_names[k]) == 0)
+            return PC_OK;
+    return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s' is not one of %s|replay:PATH", v,
+                        PC_MODEL_CHOICES);
+}
+
 static const pc_flags_t train_opts[] = {
     {.name = "model",
      .short_name = 'm',
-     .type = PC_FLAGS_CHOICE,
-     .offset = offsetof(train_opts_t, model),
-     .choices = PC_MODEL_CHOICES,
-     .help = "network: mlp (235 k parameters), cnn (3.3 M), wide (36.9 M)"},
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(train_opts_t, model_spec),
+     .size = MODEL_SPEC_LEN,
+     .metavar = "NAME|replay:PATH",
+     .help = "network: mlp (235 k parameters), cnn (3.3 M), wide (36.9 M); or replay:PATH, a "
+             "GPU's per-layer times from a trace held, all else real (doc/replay.md)",
+     .check = check_model},
     {.name = "data",
      .short_name = 'd',
      .type = PC_FLAGS_STRING,
@@ -92,6 +130,14 @@ static const pc_flags_t train_opts[] = {
      .size = 1024,
      .metavar = "FILE",
      .help = "evaluate a saved model on the test set and exit"},
+    {.name = "pcie-gbps",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(train_opts_t, pcie_gbps),
+     .min = 0.1,
+     .max = 10000,
+     .metavar = "GB/S",
+     .help = "--model replay: the gradients' device-to-host copy rate (24: PCIe 4.0 x16, "
+             "pinned)"},
 };
 
 /* Set by SIGINT/SIGTERM (its number); the runtime stops all workers at one iteration. */
@@ -217,7 +263,7 @@ static int load_data(const train_opts_t *o, int train, uint64_t seed, pc_dataset
 /* The start-up checks, before the runtime starts and anything trains: rank 0 checks that
  * --save-model, --metrics and --timeline can be written at the end (the runtime checks the
  * last two again for every program) and creates --checkpoint-dir (checking it is
- * writable); the workers (ranks below W) read the training
+ * writable); but for a replay, the workers (ranks below W) read the training
  * set, rank 0 the test set too, and rank 0 checks that one iteration of all workers fits
  * in it. Collective over MPI_COMM_WORLD: when any rank fails, rank 0 prints the lowest
  * failing rank's reason once and every rank returns PC_EUSAGE or the failure's code (the
@@ -238,13 +284,15 @@ static int startup_checks(const train_opts_t *o, const pc_config_t *cfg, int ran
     if (rc == PC_OK && rank == 0 && cfg->checkpoint_dir[0] &&
         (rc = pc_ckpt_dir_create(cfg->checkpoint_dir, why, sizeof(why))) != PC_OK)
         pc_error_fmt(rc, msg, sizeof(msg), "--checkpoint-dir: %s", why);
-    if (rc == PC_OK && rank < W &&
+    /* A replay reads no data. */
+    bool data = !o->trace;
+    if (rc == PC_OK && data && rank < W &&
         (rc = load_data(o, 1, (uint64_t)cfg->seed, train, why, sizeof(why))) != PC_OK)
         pc_error_fmt(rc, msg, sizeof(msg), "--data: %s", why);
-    if (rc == PC_OK && rank == 0 &&
+    if (rc == PC_OK && data && rank == 0 &&
         (rc = load_data(o, 0, (uint64_t)cfg->seed, test, why, sizeof(why))) != PC_OK)
         pc_error_fmt(rc, msg, sizeof(msg), "--data: %s", why);
-    if (rc == PC_OK && rank == 0 && train->n / ((uint64_t)W * (uint64_t)o->batch) == 0)
+    if (rc == PC_OK && data && rank == 0 && train->n / ((uint64_t)W * (uint64_t)o->batch) == 0)
         rc = pc_error_fmt(PC_EUSAGE, msg, sizeof(msg),
                           "--batch %d: the training set (%u samples) is smaller than one "
                           "iteration of all %d workers",
@@ -340,6 +388,22 @@ static void fmt_eta(double s, char *buf, size_t len)
  * enough that the collective costs nothing (one small allgather per 20 iterations). */
 #define PRINT_WINDOW 20
 
+/* The end of a progress line: throughput, the medians of the last PRINT_WINDOW iterations
+ * over all workers (pc_worker_breakdown), the ETA; then the line is flushed. */
+static void print_breakdown(double samples, const pc_worker_breakdown_t *b, const char *eta)
+{
+    printf("%.0f samples/s | median of %d iters x %d workers: iter %.2f ms, compute %.2f, wait "
+           "release %.2f, back-pressure %.2f, compress %.2f, network %.2f, server %.2f, inline "
+           "compress %.2f | compress %.2f ms exposed %.2f ms | slowest r%d compute %.2f ms | "
+           "%.1f KB/iter sent | ETA %s\n",
+           samples, b->window, b->workers, b->t_iteration * 1e3, b->t_compute * 1e3,
+           b->t_wait_release * 1e3, b->t_wait_backpressure * 1e3, b->t_wait_compress * 1e3,
+           b->t_wait_network * 1e3, b->t_wait_server * 1e3, b->t_compress_inline * 1e3,
+           b->t_compress * 1e3, b->t_exposed * 1e3, b->slowest, b->slowest_compute * 1e3,
+           b->bytes_sent / 1024, eta);
+    fflush(stdout);
+}
+
 /* The progress line: loss and accuracy since the last print, throughput, and the medians
  * of the last PRINT_WINDOW iterations over all workers (pc_worker_breakdown). */
 static void print_progress(int epoch, int epochs, int64_t it, int64_t total, double loss,
@@ -352,17 +416,9 @@ static void print_progress(int epoch, int epochs, int64_t it, int64_t total, dou
         fflush(stdout);
         return;
     }
-    printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | %.0f samples/s | median of %d "
-           "iters x %d workers: iter %.2f ms, compute %.2f, wait release %.2f, back-pressure "
-           "%.2f, compress %.2f, network %.2f, server %.2f, inline compress %.2f | compress "
-           "%.2f ms exposed %.2f ms | slowest r%d compute %.2f ms | %.1f KB/iter sent | ETA "
-           "%s\n",
-           epoch, epochs, (long long)it, (long long)total, loss, acc, samples, b->window,
-           b->workers, b->t_iteration * 1e3, b->t_compute * 1e3, b->t_wait_release * 1e3,
-           b->t_wait_backpressure * 1e3, b->t_wait_compress * 1e3, b->t_wait_network * 1e3,
-           b->t_wait_server * 1e3, b->t_compress_inline * 1e3, b->t_compress * 1e3,
-           b->t_exposed * 1e3, b->slowest, b->slowest_compute * 1e3, b->bytes_sent / 1024, eta);
-    fflush(stdout);
+    printf("epoch %d/%d iter %lld/%lld loss %.4f acc %.1f%% | ", epoch, epochs, (long long)it,
+           (long long)total, loss, acc);
+    print_breakdown(samples, b, eta);
 }
 
 enum { AUTO_MAX_LAYERS = 16, AUTO_MAX_TENSORS = 32, AUTO_REPS = 3 };
@@ -436,16 +492,65 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
     free(res);
 }
 
-/* After parsing: resolve --mode auto (collective), then the usage checks, before any file
- * is read: the runtime's (on *checked, a copy of cfg with any run length when the cosine
- * schedule's comes from the data later) and pc-train's own (training flags, or
+/* --model replay:PATH's run length when --iters is not given. */
+#define REPLAY_ITERS 50
+
+/* --model: the engine's model into o->model, or, for replay:PATH, the flags that would do
+ * nothing refused, the trace loaded into o->trace (every rank alike: a bad trace fails the
+ * same way everywhere) and --iters defaulted. PC_OK or PC_EUSAGE with the reason. */
+static int resolve_model(train_opts_t *o, pc_config_t *cfg, char *err, size_t errlen)
+{
+    const char *path = o->model_spec + strlen(REPLAY_PREFIX);
+    if (strncmp(o->model_spec, REPLAY_PREFIX, strlen(REPLAY_PREFIX)) != 0) {
+        for (size_t k = 0; k < sizeof(model_names) / sizeof(model_names[0]); k++)
+            if (strcmp(o->model_spec, model_names[k]) == 0)
+                o->model = (int)k;
+        if (given(o, "pcie-gbps"))
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--pcie-gbps acts on --model replay:PATH only (the %s model "
+                                "copies nothing)",
+                                o->model_spec);
+        return PC_OK;
+    }
+    static const char *const idle[] = {
+        "data", "epochs", "batch", "dropout", "synthetic-samples", "save-model", "eval-model"};
+    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++)
+        if (given(o, idle[i]))
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--%s has no effect with --model replay:PATH (the trace gives "
+                                "the layers and the batch, --iters the length); drop it",
+                                idle[i]);
+    if (cfg->device != PC_DEVICE_CPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--device %s: --model replay:PATH replays the GPU; its gradients "
+                            "reach the host by modelled copies: use --device cpu",
+                            pc_config_device_name(cfg->device));
+    if (cfg->mode == PC_MODE_AUTO)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--mode auto profiles one of the engine's models; with --model "
+                            "replay:PATH choose --mode ps or --mode allreduce");
+    char why[1024];
+    int rc = pc_trace_load(path, &o->trace, why, sizeof(why));
+    if (rc == PC_EIO) /* why names the path already */
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--model: %s", why);
+    if (rc != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--model: %s: %s", path, why);
+    if (cfg->iters == 0)
+        cfg->iters = REPLAY_ITERS;
+    return PC_OK;
+}
+
+/* After parsing: --model (loading a replay's trace), --mode auto resolved (collective),
+ * then the usage checks, before any other file is read: the runtime's (on *checked, a copy of cfg
+ * with any run length when the cosine schedule's comes from the data later) and pc-train's own
+ * (training flags, or
  * --eval-model's). PC_OK or PC_EUSAGE with the reason in err; --eval-model skips auto and
  * the runtime's check. */
-static int check_flags(const train_opts_t *o, pc_config_t *cfg, pc_config_t *checked, int rank,
-                       int size, char *err, size_t errlen)
+static int check_flags(train_opts_t *o, pc_config_t *cfg, pc_config_t *checked, int rank, int size,
+                       char *err, size_t errlen)
 {
-    int rc = PC_OK;
-    if (!o->eval_model[0] && cfg->mode == PC_MODE_AUTO) {
+    int rc = resolve_model(o, cfg, err, errlen);
+    if (rc == PC_OK && !o->eval_model[0] && cfg->mode == PC_MODE_AUTO) {
         /* Resolved before anything reads the mode (the run's length depends on it). */
         rc = pc_auto_check(cfg, size, err, errlen);
         if (rc == PC_OK)
@@ -512,6 +617,22 @@ typedef struct run {
     double test_acc; /* the last evaluation's, -1 before any */
 } run_t;
 
+/* pc_worker_start, or the job's end: a failure every worker agreed on is said once, by
+ * worker 0, whose abort ends the job; the others wait for it rather than race it with
+ * their own. */
+static void start_worker(pc_worker_t *w, int rank)
+{
+    if (pc_worker_start(w) == PC_OK)
+        return;
+    if (pc_worker_error_agreed(w) && rank != 0) {
+        /* Never returns: worker 0 and the servers never join, and worker 0's die() below
+         * (MPI_Abort) ends this rank too. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        exit(1);
+    }
+    die("start", pc_worker_error(w));
+}
+
 /* The model (on this rank's GPU with --device cuda; on the CPU otherwise, its tensors
  * handed over as device memory with emulate) and the worker over it, started. */
 static void setup_worker(run_t *r, pc_runtime_t *rt)
@@ -541,17 +662,7 @@ static void setup_worker(run_t *r, pc_runtime_t *rt)
                 pc_model_tensor_grad(r->m, t), pc_model_tensor_size(r->m, t)) < 0 ||
             pc_worker_set_rows(r->w, t, pc_model_tensor_rows(r->m, t)) != PC_OK)
             die("register", pc_worker_error(r->w));
-    if (pc_worker_start(r->w) != PC_OK) {
-        /* A failure every worker agreed on is said once, by worker 0, whose abort ends the
-         * job; the others wait for it rather than race it with their own. */
-        if (pc_worker_error_agreed(r->w) && r->rank != 0) {
-            /* Never returns: worker 0 and the servers never join, and worker 0's die() below
-             * (MPI_Abort) ends this rank too. */
-            MPI_Barrier(MPI_COMM_WORLD);
-            exit(1);
-        }
-        die("start", pc_worker_error(r->w));
-    }
+    start_worker(r->w, r->rank);
 }
 
 /* The run's length and start, said by rank 0; the batch buffers and the hooks. */
@@ -726,6 +837,125 @@ static void report_end(const run_t *r, pc_runtime_t *rt)
     fflush(stdout);
 }
 
+/* --model replay:PATH in the configuration rank 0 prints: what is replayed and what is
+ * real (every figure of such a run is labelled by this line). */
+static void print_replay_config(const train_opts_t *o, const pc_config_t *cfg)
+{
+    const pc_trace_t *t = o->trace;
+    int nt = 0;
+    for (int l = 0; l < pc_trace_nlayers(t); l++)
+        nt += pc_trace_nparams(t, l);
+    printf("replay: GPU compute replayed from %s (%s, %s, batch %d, %s); network, compression "
+           "and servers real\n",
+           o->model_spec + strlen(REPLAY_PREFIX), pc_trace_model(t), pc_trace_device(t),
+           pc_trace_batch(t), pc_trace_precision(t));
+    printf("replay: %d layers, %d tensors, %zu parameters; compute %.3f ms per iteration x "
+           "dilation %g = %.3f ms; host copies at %g GB/s",
+           pc_trace_nlayers(t), nt, pc_trace_total_params(t), pc_trace_compute_ms(t), cfg->dilate,
+           pc_trace_compute_ms(t) * cfg->dilate, o->pcie_gbps);
+    if (cfg->mode == PC_MODE_ALLREDUCE && pc_trace_optimizer_ms(t) >= 0)
+        printf("; optimizer step %.3f ms on the device (the trace's)", pc_trace_optimizer_ms(t));
+    else if (cfg->mode == PC_MODE_ALLREDUCE)
+        printf("; optimizer step on the device by the rule (%.0f bytes an element at %.2g B/s)",
+               PC_REPLAY_STEP_BYTES, PC_REPLAY_HBM_BPS);
+    printf("\nreplay: source: %s\n", pc_trace_source(t));
+}
+
+/* After replayed iteration it (of first..total): the breakdown collective at the same
+ * iterations as a training run's (progress()), the line printed by rank 0 at most every
+ * 2 s and at the first and last. */
+static void replay_progress(pc_worker_t *w, int rank, int64_t it, int64_t first, int64_t total,
+                            int batch, int W, int64_t t0, int64_t *last_print)
+{
+    bool edge = it == first || it + 1 == total;
+    if (!edge && (it + 1 - first) % PRINT_WINDOW != 0)
+        return;
+    pc_worker_breakdown_t bd;
+    if (pc_worker_breakdown(w, PRINT_WINDOW, &bd) != PC_OK)
+        die("breakdown", pc_worker_error(w));
+    int64_t now = pc_time_ns();
+    if (rank != 0 || (!edge && now - *last_print <= 2000000000LL))
+        return;
+    double rate = (double)(it + 1 - first) / ((double)(now - t0) * 1e-9);
+    char eta[32];
+    fmt_eta((double)(total - it - 1) / rate, eta, sizeof(eta));
+    printf("replay iter %lld/%lld | ", (long long)it + 1, (long long)total);
+    if (bd.window == 0) {
+        printf("ETA %s\n", eta);
+        fflush(stdout);
+    } else {
+        print_breakdown(rate * batch * W, &bd, eta);
+    }
+    *last_print = now;
+}
+
+/* Rank 0's closing lines of a replay: the replayed iteration against the trace (the
+ * emulator's own error, doc/replay.md "Validation"), the holds' overshoot, the copies. */
+static void replay_end(const pc_replay_t *rp, const pc_config_t *cfg, double gbps, int64_t it,
+                       double wall, bool stop, pc_runtime_t *rt)
+{
+    pc_replay_report_t rr;
+    pc_replay_report(rp, &rr);
+    if (stop)
+        printf("stopped by signal %d after %lld iterations%s\n", pc_runtime_stop_signal(rt),
+               (long long)it,
+               cfg->checkpoint_dir[0] ? " (checkpoint written); continue with --resume"
+                                      : " (no --checkpoint-dir: nothing was kept)");
+    else
+        printf("done: %lld iterations in %.1f s (replay)\n", (long long)it, wall);
+    printf("replay: iteration %.3f ms (median of %lld; mean %.3f) against the trace's compute "
+           "%.3f ms (x dilation %g): ratio %.4f\n",
+           rr.iter_p50_ms, (long long)rr.iterations, rr.iter_mean_ms, rr.trace_ms, cfg->dilate,
+           rr.ratio);
+    printf("replay: holds' overshoot p50 %.1f us, p99 %.1f us, max %.1f us (%lld holds); copy "
+           "engine %.3f ms per iteration at %g GB/s",
+           rr.overshoot_p50_us, rr.overshoot_p99_us, rr.overshoot_max_us, (long long)rr.holds,
+           rr.copy_ms, gbps);
+    if (cfg->mode == PC_MODE_ALLREDUCE)
+        printf("; device step %.3f ms per iteration (%s)", rr.optimizer_ms,
+               rr.optimizer_from_trace ? "the trace's" : "the rule");
+    printf("\n");
+    fflush(stdout);
+}
+
+/* A worker rank's replay of --model replay:PATH (pc_replay.h): --iters iterations of the
+ * trace's held compute through the real runtime; returns its exit status. */
+static int run_replay(const train_opts_t *o, const pc_config_t *cfg, pc_runtime_t *rt, int rank,
+                      int W)
+{
+    char err[1024];
+    pc_worker_t *w;
+    pc_replay_t *rp;
+    if (pc_worker_create(rt, &w, err, sizeof(err)) != PC_OK)
+        die("worker", err);
+    pc_replay_opts_t ro = {.dilate = cfg->dilate,
+                           .pcie_gbps = o->pcie_gbps,
+                           .seed = (uint64_t)cfg->seed,
+                           .rank = rank,
+                           .device_step = cfg->mode == PC_MODE_ALLREDUCE};
+    if (pc_replay_create(o->trace, w, &ro, &rp, err, sizeof(err)) != PC_OK)
+        die("--model replay", err);
+    start_worker(w, rank);
+    int64_t first = pc_worker_iteration(w), total = cfg->iters, it = first;
+    int64_t t0 = pc_time_ns(), last_print = t0;
+    bool stop = false;
+    if (rank == 0 && first > 0)
+        printf("resumed at iteration %lld\n", (long long)first);
+    for (; it < total && !stop; it++) {
+        if (pc_replay_iteration(rp, &stop, err, sizeof(err)) != PC_OK)
+            die("replay", err);
+        replay_progress(w, rank, it, first, total, pc_trace_batch(o->trace), W, t0, &last_print);
+    }
+    if (pc_worker_finish(w) != PC_OK)
+        die("finish", pc_worker_error(w));
+    if (rank == 0)
+        replay_end(rp, cfg, o->pcie_gbps, it, (double)(pc_time_ns() - t0) * 1e-9, stop, rt);
+    int status = stop ? 128 + pc_runtime_stop_signal(rt) : 0;
+    pc_worker_destroy(w);
+    pc_replay_destroy(rp); /* after the worker: the runtime read its buffers until then */
+    return status;
+}
+
 /* A worker rank's whole run, from its model to the end; returns its exit status. */
 static int run_worker(const train_opts_t *o, const pc_config_t *cfg, pc_runtime_t *rt, int rank,
                       int W, const pc_dataset_t *train, const pc_dataset_t *test)
@@ -777,8 +1007,13 @@ int main(int argc, char **argv)
      * epochs of the mlp reach 88.3-88.4 % with it (seeds 1-3) against 86.4 % constant
      * (doc/results/README.md, "Issue 13: a pipeline that pays"). */
     cfg.lr_schedule = PC_LR_COSINE;
-    train_opts_t o = {
-        .model = PC_MODEL_MLP, .epochs = 3, .batch = 32, .dropout = 0.5, .synthetic_n = 20000};
+    train_opts_t o = {.model = PC_MODEL_MLP,
+                      .pcie_gbps = PC_REPLAY_PCIE_GBPS,
+                      .epochs = 3,
+                      .batch = 32,
+                      .dropout = 0.5,
+                      .synthetic_n = 20000};
+    snprintf(o.model_spec, sizeof(o.model_spec), "%s", model_names[PC_MODEL_MLP]);
     snprintf(o.data, sizeof(o.data), "/usr/share/datasets/fashion-mnist");
     pc_flags_group_t groups[] = {
         {"Training", train_opts, sizeof(train_opts) / sizeof(train_opts[0]), &o, &o.given},
@@ -794,6 +1029,7 @@ int main(int argc, char **argv)
                                 "doc/pc-train.1 in the source tree)",
                                 err, rank == 0, stdout, stderr);
     if (early >= 0) {
+        pc_trace_destroy(o.trace);
         MPI_Finalize();
         return early;
     }
@@ -812,6 +1048,7 @@ int main(int argc, char **argv)
     if (prepare_run(&o, &cfg, rank, size, W, &train, &test) != PC_OK) {
         pc_data_free(&train);
         pc_data_free(&test);
+        pc_trace_destroy(o.trace);
         MPI_Finalize();
         return 1;
     }
@@ -820,6 +1057,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("pc-train %s: %d ranks; effective configuration:\n", PACKAGE_VERSION, size);
         pc_flags_print(groups, 2, "  ", stdout);
+        if (o.trace)
+            print_replay_config(&o, &cfg);
         fflush(stdout);
     }
     pc_runtime_t *rt;
@@ -832,13 +1071,17 @@ int main(int argc, char **argv)
         die("runtime", err);
     } else {
         pc_runtime_set_stop_flag(rt, &stop_signal);
-        status = pc_runtime_role(rt) == PC_ROLE_SERVER
-                     ? run_server(rt)
-                     : run_worker(&o, &cfg, rt, rank, W, &train, &test);
+        if (pc_runtime_role(rt) == PC_ROLE_SERVER)
+            status = run_server(rt);
+        else if (o.trace)
+            status = run_replay(&o, &cfg, rt, rank, W);
+        else
+            status = run_worker(&o, &cfg, rt, rank, W, &train, &test);
         pc_runtime_destroy(rt);
     }
     pc_data_free(&train);
     pc_data_free(&test);
+    pc_trace_destroy(o.trace);
     pc_log_destroy(log);
     MPI_Finalize();
     return status;

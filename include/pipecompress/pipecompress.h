@@ -26,6 +26,7 @@
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_plan.h"
+#include "pipecompress/pc_replay.h"
 #include "pipecompress/pc_runtime.h"
 #include "pipecompress/pc_select.h"
 #include "pipecompress/pc_spsc.h"
