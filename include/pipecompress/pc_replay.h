@@ -71,15 +71,16 @@ typedef struct pc_replay_opts {
 /* Register one tensor per parameter tensor of the trace on w ("LAYER.j": layer conv1's
  * weight is conv1.0, its bias conv1.1), in forward order, with its matrix rows
  * (pc_worker_set_rows); allocate the parameters (zeros) and the gradient pool (filled
- * here: about a second per 100 M parameters); with device_step, pc_worker_set_device_step
- * (trace optimizer_ms, or the rule above, times K); set the calling thread's timer slack
- * to 1 ns (prctl PR_SET_TIMERSLACK: Linux's default 50 us would make every hold wake that
- * much late). Call before pc_worker_start, from the backprop thread. tr is borrowed and must
- * outlive the replay; w is borrowed and must outlive it too, and the replay (which owns the
- * registered buffers) must outlive w: destroy it after pc_worker_destroy. On PC_OK *out is the
- * caller's. Errors: PC_EINVAL (bad opts), PC_ENOMEM, or a registration's (the worker's message),
- * with one line in err; the tensors registered before a failure stay registered (the worker is
- * unusable then: destroy it). */
+ * here, once); with device_step, pc_worker_set_device_step (the trace's optimizer_ms, or
+ * the rule above, times K); set the calling thread's timer slack to 1 ns (prctl
+ * PR_SET_TIMERSLACK: Linux's default 50 us would make every hold wake that much late). Call
+ * before pc_worker_start, from the backprop thread. tr is borrowed and must outlive the
+ * replay. w is borrowed, and the replay, which owns the registered buffers, must outlive it:
+ * destroy the replay after pc_worker_destroy (pc_replay_report and pc_replay_destroy are
+ * the calls left once w is gone). On PC_OK *out is the caller's. Errors: PC_EINVAL (bad
+ * opts), PC_ENOMEM, or a registration's (the worker's message), with one line in err; the
+ * tensors registered before a failure stay registered (the worker is unusable then:
+ * destroy it). */
 int pc_replay_create(const pc_trace_t *tr, pc_worker_t *w, const pc_replay_opts_t *o,
                      pc_replay_t **out, char *err, size_t errlen);
 
