@@ -55,53 +55,40 @@ GPUS = {
     "h100": {"device": "NVIDIA H100 80GB SXM5", "flops": 989.4e12, "bw": 3.35e12},
 }
 
-DLE_RN50 = ("NVIDIA DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md "
-            "(https://github.com/NVIDIA/DeepLearningExamples/blob/729963dd47e7c8bd462ad10bfac7a7b0b604e6dd/"
-            "PyTorch/Classification/ConvNets/resnet50v1.5/README.md#training-performance-nvidia-dgx-a100-8x-a100-80gb), "
-            "table 'Training performance: NVIDIA DGX A100 (8x A100 80GB)', row GPUs = 1, column "
-            "'Throughput - mixed precision': 2470 img/s (pytorch-21.03 NGC container), at batch 256 "
-            "(PyTorch/Classification/ConvNets/configs.yml: resnet50, DGXA100, AMP: batch_size 256, NHWC)")
-LAMBDA_CSV = ("Lambda's PyTorch training benchmark, pytorch/pytorch-train-throughput-fp16.csv "
-              "(https://github.com/lambdal/deeplearning-benchmark/blob/aa5addb6a53675a649a80036dad548f1c27cbcc4/"
-              "pytorch/pytorch-train-throughput-fp16.csv)")
-LAMBDA_RATIO = (f"H100/A100 ratio of ResNet-50 in {LAMBDA_CSV}: rows 'H100 80GB SXM5' and 'A100 80GB SXM4', "
-                "column resnet50: 2616 / 1582 img/s (fp16, NVIDIA's resnet50v1.5 code, batch 1280)")
-TIMM_RATIO = ("VGG-16/ResNet-50 ratio of timm's training benchmark, results/benchmark-train-amp-nhwc-pt112-cu113-rtx3090.csv "
-              "(https://github.com/huggingface/pytorch-image-models/blob/c865028c34fc05cc7deea8e753b30d8cd1952591/"
-              "results/benchmark-train-amp-nhwc-pt112-cu113-rtx3090.csv): rows vgg16 and resnet50, column "
-              "train_samples_per_sec: 546.06 / 1218.01 img/s (AMP, NHWC, RTX 3090, batch 384 and 512)")
-BERT_CSV = (f"{LAMBDA_CSV}, column bert_base_squad (BERT-base fine-tuning on SQuAD v1.1, sequence length 384, "
-            "NVIDIA's BERT code, fp16), batch 320 per GPU (pytorch/pytorch-train-bs-fp16.csv and "
+# The sources, short enough for the trace loader's 1024-byte strings (PC_TRACE_MAX_STRING);
+# traces/README.md cites them at length.
+DLE_RN50 = ("ResNet-50 A100 2470 img/s, batch 256: https://github.com/NVIDIA/DeepLearningExamples/blob/729963d/"
+            "PyTorch/Classification/ConvNets/resnet50v1.5/README.md table DGX A100 (8x A100 80GB), 1 GPU, "
+            "mixed precision")
+LAMBDA_URL = "https://github.com/lambdal/deeplearning-benchmark/blob/aa5addb/pytorch/pytorch-train-throughput-fp16.csv"
+LAMBDA_RATIO = (f"H100/A100 resnet50 2616/1582 img/s: {LAMBDA_URL} rows H100 80GB SXM5, A100 80GB SXM4")
+TIMM_RATIO = ("vgg16/resnet50 546.06/1218.01 img/s: https://github.com/huggingface/pytorch-image-models/blob/"
+              "c865028/results/benchmark-train-amp-nhwc-pt112-cu113-rtx3090.csv")
+BERT_CSV = (f"{LAMBDA_URL} column bert_base_squad (SQuAD v1.1 fine-tuning, fp16, batch 320 per GPU: "
             "pytorch/scripts/config_v1/config_pytorch_80GB.sh)")
 
 # (model, gpu) -> batch, samples/s, how the figure was found. A derived figure says so.
 RN50_H100 = 2470 * 2616 / 1582
 VGG_A100 = 2470 * 546.06 / 1218.01
+NO_VGG = "derived, none published for VGG-16: "
 FIGURES = {
     ("resnet50", "a100"): (256, 2470.0, f"published: {DLE_RN50}"),
-    ("resnet50", "h100"): (256, RN50_H100,
-                           "derived (no published H100 figure in NVIDIA DeepLearningExamples' ResNet-50 PyTorch tables): "
-                           f"the A100 figure, {DLE_RN50}, times the {LAMBDA_RATIO}"),
-    ("vgg16", "a100"): (256, VGG_A100,
-                        "derived (no published A100 or H100 VGG-16 training figure found): the ResNet-50 A100 figure, "
-                        f"{DLE_RN50}, times the {TIMM_RATIO}; throughput assumed the same at batch 256"),
+    ("resnet50", "h100"): (256, RN50_H100, f"derived, no H100 row in that README: {DLE_RN50} x {LAMBDA_RATIO}"),
+    ("vgg16", "a100"): (256, VGG_A100, f"{NO_VGG}{DLE_RN50} x {TIMM_RATIO}; batch 256 at timm's throughput"),
     ("vgg16", "h100"): (256, VGG_A100 * 2616 / 1582,
-                        "derived (no published A100 or H100 VGG-16 training figure found): the ResNet-50 A100 figure, "
-                        f"{DLE_RN50}, times the {TIMM_RATIO}, times the {LAMBDA_RATIO} (a CNN like VGG-16); "
-                        "throughput assumed the same at batch 256"),
-    ("bert-base", "a100"): (320, 443.0, f"published: {BERT_CSV}, row 'A100 80GB SXM4': 443 sequences/s"),
-    ("bert-base", "h100"): (320, 812.0, f"published: {BERT_CSV}, row 'H100 80GB SXM5': 812 sequences/s"),
+                        f"{NO_VGG}{DLE_RN50} x {TIMM_RATIO} x {LAMBDA_RATIO}; batch 256 at timm's throughput"),
+    ("bert-base", "a100"): (320, 443.0, f"published: 443 sequences/s, row 'A100 80GB SXM4' of {BERT_CSV}"),
+    ("bert-base", "h100"): (320, 812.0, f"published: 812 sequences/s, row 'H100 80GB SXM5' of {BERT_CSV}"),
 }
 BERT_SEQ = 384  # SQuAD v1.1's max_seq_length in the benchmark that times BERT-base
 IMAGE = 224
 FLOOR_MS = 0.005  # each layer's forward floor: a few kernel launches at least
 OPT_BYTES = 16  # optimizer bytes per element: fp32 parameter, gradient, momentum read, 2 written
-RULE = ("split (make-trace.py published): a layer is a module with parameters plus the parameter-free modules "
-        "that follow it (activations, pooling, dropout, the attention's softmax and products); its forward cost "
-        "is the sum over its modules of max(FLOPs / P, bytes / B) at the trace's batch, with 2 bytes per "
-        "activation and weight element read or written (fp16) and P, B the GPU's dense FP16 tensor peak and HBM "
-        "bandwidth; optimizer_ms = parameters x 16 bytes / B; forward total = (iteration - optimizer_ms) / 3, "
-        f"each layer {FLOOR_MS} ms plus its cost's share of the rest; backward = 2 x forward")
+RULE = ("split: layer = module with parameters + the parameter-free ones after it; "
+        "forward cost max(FLOPs/P, bytes/B) at fp16, P, B = the GPU's FP16 tensor peak, HBM bandwidth; "
+        "optimizer_ms = parameters x 16 B / B; forward total (iteration - optimizer_ms)/3: "
+        f"{FLOOR_MS} ms per layer + its cost share; backward = 2 x forward")
+MAX_STRING = 1024  # the loader's longest string (include/pipecompress/pc_trace.h)
 
 
 class TraceError(Exception):
@@ -400,12 +387,9 @@ def published(torch, a, layers=None):
                          f"{len(layers)} layers of at least {FLOOR_MS} ms forward")
     total_cost = sum(cost)
     fwd = [FLOOR_MS + spare * c / total_cost for c in cost]
-    scaled = "" if batch == batch0 else (f"; scaled from the source's batch {batch0} to {batch} by "
-                                         f"{batch}/{batch0} (throughput assumed constant in the batch)")
+    scaled = "" if batch == batch0 else f", scaled to batch {batch} (same throughput)"
     seq = f", sequence length {BERT_SEQ}" if a.model == "bert-base" else ""
-    source = (f"iteration {iteration:.3f} ms = batch {batch0} / {rate:.1f} samples/s{seq}{scaled}; {how}; "
-              f"{RULE}; {nparams} parameters; generated by scripts/bench/make-trace.py published "
-              f"--model {a.model} --gpu {a.gpu}" + (f" --batch {batch}" if a.batch else ""))
+    source = f"iteration {iteration:.3f} ms = batch {batch0} / {rate:.1f} samples/s{seq}{scaled}; {how}; {RULE}"
     return {"model": a.model, "device": gpu["device"], "batch": batch, "precision": "amp", "source": source,
             "optimizer_ms": opt, "layers": [(l[0], l[1], f, 2 * f) for l, f in zip(layers, fwd)]}
 
@@ -589,14 +573,13 @@ def record(torch, a):
         raise TraceError(f"--model {a.model}: {len(unused)} parameter tensors belong to modules the forward never called")
     it_ms = sum(total) / n
     size = f", sequence length {a.seq}" if kind == "bert" else f", image {inputs[0].shape[-1]}x{inputs[0].shape[-1]}"
-    source = (f"recorded by scripts/bench/make-trace.py record --model {a.model} --batch {a.batch} --device {a.device} "
-              f"--iters {a.iters} --warmup {a.warmup} on {device_name(torch, cuda)}, torch {torch.__version__}, "
-              f"{precision}{size}, {time.strftime('%Y-%m-%d', time.gmtime())}: mean of {n} iterations "
-              f"({it_ms:.3f} ms each, forward + backward + optimizer step) after {a.warmup} warm-up; per-module "
-              f"times from hooks ({'CUDA events' if cuda else 'time.perf_counter'}), each phase cut at the hooks' "
-              "events: forward from the previous leaf's forward end to its own, backward from the previous "
-              "gradient event to its own (parameters' gradients, or the input's for a parameter-free module); "
-              "optimizer_ms: the SGD-with-momentum step")
+    source = (f"recorded by scripts/bench/make-trace.py record --model {a.model} --batch {a.batch} --device "
+              f"{a.device} --iters {a.iters} --warmup {a.warmup} on {device_name(torch, cuda)}, torch "
+              f"{torch.__version__}, {precision}{size}, {time.strftime('%Y-%m-%d', time.gmtime())}: mean of {n} "
+              f"iterations ({it_ms:.3f} ms each with the step); per-module times from hooks "
+              f"({'CUDA events' if cuda else 'time.perf_counter'}), each phase cut at the hooks' events (forward: "
+              "the previous leaf's end to its own; backward: the previous gradient event to its own, its "
+              "parameters' gradients or, parameter-free, its input's); optimizer_ms: the SGD momentum step")
     print(f"{PROG}: {a.model} batch {a.batch} on {a.device}: iteration {it_ms:.3f} ms (forward "
           f"{sum(fwd.values()) / n:.3f}, backward {sum(bwd.values()) / n:.3f}, optimizer {sum(step) / n:.3f}); "
           f"{len(layers)} layers", file=sys.stderr)
@@ -608,6 +591,9 @@ def record(torch, a):
 
 def render(t):
     """The trace as JSON text: the header, then one layer a line (deterministic)."""
+    for k in ("model", "device", "precision", "source"):
+        if len(t[k].encode()) > MAX_STRING:
+            raise TraceError(f"{k} is {len(t[k].encode())} bytes, more than the loader's {MAX_STRING}")
     head = ", ".join(f"{json.dumps(k)}: {json.dumps(t[k])}" for k in ("model", "device", "batch", "precision"))
     lines = ["{" + head + ",", f" \"source\": {json.dumps(t['source'])},",
              f" \"optimizer_ms\": {fmt_ms(t['optimizer_ms'])},", " \"layers\": ["]
