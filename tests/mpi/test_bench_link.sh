@@ -2,8 +2,9 @@
 # `pc-bench link` (apps/bench_link.c) on 2 ranks over shared memory for 1 second: the flow's
 # line, the total and the JSON line are there and bytes moved; an odd rank count and bad
 # flags are refused with exit 2 and one line. Its gloo twin, scripts/bench/link_gloo.py,
-# the same way where /usr/bin/python3 imports torch. The rates themselves are not checked
-# (a shared machine): scripts/bench/links.sh measures them (doc/cluster.md).
+# the same way where /usr/bin/python3 imports torch. scripts/bench/links.sh's refusals, and
+# as root one short run of it over emulated nodes (its cluster taken down). The rates
+# themselves are not checked (a shared machine): links.sh measures them (doc/cluster.md).
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -98,5 +99,27 @@ else
         /usr/bin/python3 "$gloo" --bytes x
     expect_usage "link_gloo.py: needs an even number of ranks, 2 or more (got 1): rank 2i streams to rank 2i+1" \
         /usr/bin/python3 "$gloo" --seconds 1
+fi
+
+# scripts/bench/links.sh: bad flags refused before anything is brought up; as root, one
+# short run over emulated nodes: a summary row with figures, and its cluster taken down.
+links="$PC_SRCDIR/scripts/bench/links.sh"
+expect_usage "links.sh: --seconds: '0' is not a number of seconds from 0.25 to 3600 (see --help)" \
+    "$links" --seconds 0
+expect_usage "links.sh: --rates: '10gb' is not like 1gbit, 2500mbit or none (see --help)" \
+    "$links" --rates 10gb
+if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null; then
+    ok "links.sh over emulated nodes: skipped (needs root and tc)"
+else
+    out=$(timeout 300 "$links" --out "$tmp/links" --seconds 1 --bytes 1M --rates 1gbit --flows 1 \
+        --tools mpi --build "$PC_BUILDDIR" 2>&1)
+    rc=$?
+    row=$(grep -E '^1gbit +mpi +1 +[0-9.]+ +1 +[0-9.]+ ' "$tmp/links/summary.txt" 2>/dev/null)
+    if [ "$rc" = 0 ] && [ -n "$row" ] && [ ! -e "$tmp/links/cluster/cluster" ] &&
+        [ -s "$tmp/links/results.jsonl" ]; then
+        ok "links.sh, 1gbit, mpi, 1 flow: $row"
+    else
+        bad "links.sh, 1gbit, mpi, 1 flow: status $rc, row '$row'"; tail -n 5 <<<"$out"
+    fi
 fi
 pc_done
