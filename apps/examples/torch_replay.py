@@ -66,8 +66,9 @@ TOP_KEYS = ("model", "device", "batch", "precision", "source", "layers", "optimi
 LAYER_KEYS = ("name", "params", "forward_ms", "backward_ms")
 HOST_LAG_S = 2e-3  # how far the host may fall behind the schedule before a hold slips
 PCIE_GBPS = 24.0  # GB/s: PCIe 4.0 x16 as pinned cudaMemcpy achieves it (of 32 GB/s raw)
-HBM_BYTES_PER_S = 1.5e12  # A100's HBM2: the optimizer rule below
-OPT_BYTES_PER_ELEM = 16  # SGD with momentum: read weight, grad, momentum; write two
+HBM_BYTES_PER_S = 1.5e12  # A100 40 GB's HBM2 (1555 GB/s): the optimizer rule below
+OPT_BYTES_PER_ELEM = 20  # SGD with momentum, fp32: parameter and momentum read and written,
+# the gradient read (pc_replay's rule too, doc/replay.md)
 
 
 class TraceError(Exception):
@@ -188,13 +189,14 @@ def check_trace(doc):
 
 def optimizer_seconds(trace, nelem):
     """The optimizer step's device time (undilated): the trace's optimizer_ms, or when it
-    is absent the rule of doc/replay.md: every element's 16 bytes of traffic (SGD with
-    momentum reads weight, gradient and momentum and writes two of them) at A100's 1.5 TB/s
-    of HBM, as a memory-bound kernel runs. Returns (seconds, where it came from)."""
+    is absent the rule of doc/replay.md (pc_replay's): every element's 20 bytes of traffic
+    (SGD with momentum reads and writes the parameter and the momentum and reads the
+    gradient) at an A100's 1.5 TB/s of HBM, as a memory-bound kernel runs. Returns
+    (seconds, where it came from)."""
     if "optimizer_ms" in trace:
         return trace["optimizer_ms"] / 1e3, "the trace's optimizer_ms"
     return (nelem * OPT_BYTES_PER_ELEM / HBM_BYTES_PER_S,
-            "no optimizer_ms: elements x 16 bytes at 1.5 TB/s (A100 HBM)")
+            "no optimizer_ms: elements x 20 bytes at 1.5 TB/s (A100 HBM)")
 
 
 def _mix(*words):
