@@ -90,8 +90,9 @@ def med(f, k):
     return statistics.median(r[k] for r in rows if r["role"] == "worker" and r["iteration"] >= 3)
 c1, c3 = med(sys.argv[1], "t_compress"), med(sys.argv[2], "t_compress")
 i1, i3 = med(sys.argv[1], "t_iteration"), med(sys.argv[2], "t_iteration")
-print("compression %.3f -> %.3f ms/iteration (x%.2f), iteration %.1f -> %.1f ms"
-      % (c1 * 1e3, c3 * 1e3, c3 / c1 if c1 > 0 else float("nan"), i1 * 1e3, i3 * 1e3))
+comp = ("compression %.3f -> %.3f ms/iteration (x%.2f), " % (c1 * 1e3, c3 * 1e3, c3 / c1)
+        if c1 > 0 else "")
+print("%siteration %.1f -> %.1f ms" % (comp, i1 * 1e3, i3 * 1e3))
 PY
 )"
     else

@@ -3,7 +3,8 @@
 # under ThreadSanitizer: pc_example from the TSan build, 1 worker + 1 server and 2 + 1,
 # pipelined, writing a checkpoint every 7 iterations (the backprop thread then reads codec
 # state the compressor thread wrote). Any data race in PipeCompress's code fails the run
-# (halt_on_error). Also the device-tensor path, --device emulate.
+# (halt_on_error). Also the device-tensor path, --device emulate, and test_runtime_mpi's
+# view and devstep modes (gradients as views, --dilate, the device step).
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -29,4 +30,20 @@ if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && [ -e "$tmp/ckdev/ck
 else
     bad "--device emulate (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
 fi
+# Gradients as views with a not_before (pc_worker_grad_ready_view: the compressor thread
+# reads each tensor's view and time from its descriptor, and sleeps), under --dilate 2 (its
+# sleeps on both threads and the server's), and the device step held on the compressor
+# thread in allreduce mode.
+mpi="$PC_BUILDDIR/tests/mpi/test_runtime_mpi"
+for args in "-np 3 view --compress none --momentum 0 --lr 0.5 --pull dense --dilate 2" \
+            "-np 2 view --mode allreduce" "-np 2 devstep --mode allreduce"; do
+    np=$(awk '{print $2}' <<<"$args"); flags=${args#-np "$np" }
+    # shellcheck disable=SC2086
+    out=$("$run" -t 300 -np "$np" "$mpi" $flags 2>&1); rc=$?
+    if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && grep -q "parameters hash" <<<"$out"; then
+        ok "test_runtime_mpi $flags: no data race"
+    else
+        bad "test_runtime_mpi $flags (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
+    fi
+done
 pc_done
