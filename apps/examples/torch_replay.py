@@ -15,7 +15,9 @@ deadline plus the time the host thread was itself held since (the runtime's bloc
 through the binding: param_wait, grad_ready (inline compression, backpressure),
 iteration_end; the peer's hook work on the backprop thread; DDP's wait for its allreduce at
 the end of backward), and never earlier than 2 ms (HOST_LAG_S) before now, less the host
-work this CPU does only because it emulates (below): the host's own Python overhead
+work this CPU does only because it emulates (below) and less the lateness inherited from
+the previous hold's wake-up (a late wake-up is the scheduler's, not the device's: the holds
+after it absorb it, as in the C driver): the host's own Python overhead
 between two holds (autograd, the hooks' bookkeeping, tens of microseconds a layer) is what
 a GPU trainer hides by running ahead of the device, so it is not charged to the replayed
 compute unless the host falls more than 2 ms behind the schedule (layers shorter than the
@@ -216,6 +218,7 @@ class Clock:
         self.blocked = 0.0  # seconds the host thread was held since the last hold
         self.credit = 0.0  # seconds of host work since then that a GPU trainer would not do
         self.overshoot = []  # seconds past each deadline at wake-up
+        self.late = 0.0  # the last hold's overshoot: inherited by the next hold, not charged
         self.iter_start = None  # where the schedule stood when this iteration's began
         self.marking = False
         self.lock = threading.Lock()
@@ -250,7 +253,8 @@ class Clock:
         with self.lock:
             if self.deadline is None:
                 self.deadline = now
-            start = max(self.deadline + self.blocked, now - HOST_LAG_S - self.credit)
+            start = max(self.deadline + self.blocked,
+                        now - HOST_LAG_S - self.credit - self.late)
             self.blocked = self.credit = 0.0
             self.deadline = d = start + seconds
             if self.marking:
@@ -258,8 +262,15 @@ class Clock:
         left = d - time.perf_counter()
         if left > 0:
             time.sleep(left)
-        if seconds > 0:
-            self.overshoot.append(max(0.0, time.perf_counter() - d))
+            self.late = max(0.0, time.perf_counter() - d)
+            if seconds > 0:
+                self.overshoot.append(self.late)
+        else:
+            # no sleep: the host is behind the schedule. What is left of an earlier
+            # wake-up's lateness carries on; the host's own lag does not (a device cannot
+            # start a layer before the host has launched it).
+            with self.lock:
+                self.late = max(0.0, self.late - seconds)
         return d
 
     def percentiles(self):
