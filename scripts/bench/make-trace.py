@@ -55,8 +55,8 @@ GPUS = {
     "h100": {"device": "NVIDIA H100 80GB SXM5", "flops": 989.4e12, "bw": 3.35e12},
 }
 
-# The sources, short enough for the trace loader's 1024-byte strings (PC_TRACE_MAX_STRING);
-# traces/README.md cites them at length.
+# The sources, kept to about a kilobyte (the loader takes strings up to PC_TRACE_MAX_STRING,
+# 16 KiB; pc-train prints the source in its configuration); traces/README.md cites in full.
 DLE_RN50 = ("ResNet-50 A100 2470 img/s, batch 256: https://github.com/NVIDIA/DeepLearningExamples/blob/729963d/"
             "PyTorch/Classification/ConvNets/resnet50v1.5/README.md table DGX A100 (8x A100 80GB), 1 GPU, "
             "mixed precision")
@@ -88,7 +88,7 @@ RULE = ("split: layer = module with parameters + the parameter-free ones after i
         "forward cost max(FLOPs/P, bytes/B) at fp16, P, B = the GPU's FP16 tensor peak, HBM bandwidth; "
         "optimizer_ms = parameters x 16 B / B; forward total (iteration - optimizer_ms)/3: "
         f"{FLOOR_MS} ms per layer + its cost share; backward = 2 x forward")
-MAX_STRING = 1024  # the loader's longest string (include/pipecompress/pc_trace.h)
+MAX_STRING = 16384  # the loader's longest string: PC_TRACE_MAX_STRING (include/pipecompress/pc_trace.h)
 
 
 class TraceError(Exception):
