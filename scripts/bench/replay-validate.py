@@ -1,0 +1,342 @@
+#!/usr/bin/python3
+"""replay-validate.py: validation (b) of the replay (doc/replay.md, "Validation"): a trace
+recorded on this CPU for a torchvision model, replayed through apps/examples/
+torch_train.py --arch replay:PATH --backend local, against the real run of the same
+model: the iteration time and every gradient's ready time (from the iteration's start)
+compared, target within 5 % (dPRO's bar).
+
+  scripts/bench/replay-validate.py [--model resnet18] [--batch 4] [--iters 8] [--warmup 3]
+                                   [--image-size 224] [--threads 1]
+                                   [--recorder auto|make-trace|builtin] [--out DIR]
+
+1. The trace: `scripts/bench/make-trace.py record --model M --batch B --device cpu --iters N
+   --warmup W --out DIR/trace.json` (--recorder make-trace; auto: when that script exists),
+   or this script's own recorder (builtin): per leaf module in forward order its forward
+   time from the previous leaf's end to its own (the glue between modules, the residual
+   adds, the loss after the last one, counted with the module that follows it), its
+   backward time from the previous gradient's arrival to its own last gradient's (param-less
+   modules: 0, their time in the next module with parameters), the medians over N
+   iterations after W; the optimizer's step (torch.optim.SGD, momentum 0.9) as optimizer_ms.
+   A trace without optimizer_ms gets the real run's measured step (said so): the replay's
+   rule for a missing one is an A100's, not this CPU's.
+2. The real run: the model (torchvision's, weights=None, its default classes) on a batch of
+   random 3xSxS images (S: --image-size, default 224) and labels, cross-entropy, backward,
+   SGD step, --iters iterations after --warmup, timed from one iteration's end to the
+   next's; every parameter's gradient-ready time from the accumulator's hook (what the
+   binding and DDP hook), relative to the iteration's start. Run twice, before and after
+   the replay: the spread of the two is this machine's noise, printed beside the errors.
+3. The replay: torch_train.py --arch replay:DIR/trace.json --backend local --iters
+   N+W --warmup W --replay-times DIR/replay-times.json (the same hooks).
+4. The errors: the iteration's median |replay - real| / real (real: the two runs' mean),
+   and per gradient (matched by module name and index, else by order) the same on its
+   median ready time: median, max, and the worst gradient named; and the replay against
+   the trace's own schedule (every tensor due after the forward sum and the backward of
+   its layer and those after it): the emulator's error alone, apart from how the load
+   moved the recording and the real runs. Written to DIR/validate.json and printed.
+   Exit status: 0 (the figures are a measurement: the 5 % target is printed as met
+   or not, never turned into a failure); 1 when a step failed; 2 for a bad flag.
+torch's threads: --threads (default 1) for the recording, the real runs and the replay
+(and OMP_NUM_THREADS, OPENBLAS_NUM_THREADS set to it for all three).
+"""
+import argparse
+import json
+import os
+import statistics as st
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+PY = "/usr/bin/python3"  # Debian's, with Debian's torch
+TARGET = 0.05
+
+
+def fail(msg, status=1):
+    print(f"replay-validate.py: {msg}", file=sys.stderr)
+    sys.exit(status)
+
+
+def build(name):
+    import torchvision
+
+    try:
+        ctor = getattr(torchvision.models, name)
+    except AttributeError:
+        fail(f"--model: torchvision {torchvision.__version__} has no model '{name}'", 2)
+    return ctor(weights=None)
+
+
+def leaf_modules(model):
+    return [(n, m) for n, m in model.named_modules() if not list(m.children())]
+
+
+class Instrument:
+    """Forward hooks on every leaf module (its end time per call) and the gradient
+    accumulators' hooks (each parameter's ready time), for one model."""
+
+    def __init__(self, model):
+        import time as _t
+        self.t = _t.perf_counter
+        self.params = []  # (name "module.j", parameter, module name)
+        self.calls = []  # this iteration's (module name, end time) in call order
+        self.ready = {}
+        self.accs = []
+        for mname, m in leaf_modules(model):
+            m.register_forward_hook(self._fwd(mname))
+            for j, p in enumerate(m.parameters(recurse=False)):
+                if p.requires_grad:
+                    self.params.append((f"{mname}.{j}", p, mname))
+        for name, p, _ in self.params:
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            self.accs.append(acc)
+            acc.register_hook(self._grad(name))
+
+    def _fwd(self, mname):
+        def hook(*_):
+            self.calls.append((mname, self.t()))
+        return hook
+
+    def _grad(self, name):
+        def hook(*_):
+            self.ready[name] = self.t()
+        return hook
+
+    def start(self):
+        self.calls, self.ready = [], {}
+
+
+def real_run(model_name, batch, iters, warmup, size, seed=1):
+    """The real iterations: returns (per-iteration dicts of fwd/bwd/step marks, instrument,
+    model)."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(seed)
+    model = build(model_name).train()
+    classes = 1000  # torchvision's default num_classes
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, classes, (batch,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ins = Instrument(model)
+    rows = []
+    t_prev = None
+    for it in range(warmup + iters):
+        ins.start()
+        t0 = time.perf_counter()
+        out = model(x)
+        loss = F.cross_entropy(out, y)
+        t_fwd = time.perf_counter()
+        loss.backward()
+        t_bwd = time.perf_counter()
+        opt.step()
+        # as make-trace.py's loop: the next backward's gradients then become .grad as they
+        # are (no zeroing, no accumulating add)
+        opt.zero_grad(set_to_none=True)
+        t_end = time.perf_counter()
+        if it >= warmup:
+            rows.append({"t0": t0, "t_fwd": t_fwd, "t_bwd": t_bwd, "t_end": t_end,
+                         "period": t_end - t_prev, "calls": list(ins.calls),
+                         "ready": {k: v - t0 for k, v in ins.ready.items()}})
+        t_prev = t_end
+    return rows, ins
+
+
+def builtin_trace(model_name, batch, rows, ins):
+    """The builtin recorder's trace from the real run's marks (module docstring)."""
+    layers, order, fwd = [], [], {}
+    for r in rows:
+        prev = r["t0"]
+        seen = set()
+        for mname, t in r["calls"]:
+            if mname not in seen:  # a module called twice (ResNet's ReLU): both calls
+                fwd.setdefault(mname, []).append(0.0)
+                seen.add(mname)
+            fwd[mname][-1] += t - prev
+            prev = t
+            if mname not in order:
+                order.append(mname)
+        fwd[order[-1]][-1] += r["t_fwd"] - prev  # the loss
+    by_module = {}
+    for name, p, mname in ins.params:
+        by_module.setdefault(mname, []).append((name, p))
+    bwd = {m: [] for m in order}
+    for r in rows:
+        prev = r["t_fwd"] - r["t0"]
+        done = set()
+        for m in reversed(order):
+            names = [n for n, _ in by_module.get(m, [])]
+            if not names:
+                continue
+            last = max(r["ready"][n] for n in names)
+            bwd[m].append(max(0.0, last - prev))
+            prev = last
+            done.add(m)
+        for m in order:
+            if m not in done:
+                bwd[m].append(0.0)
+    for m in order:
+        layers.append({"name": m,
+                       "params": [list(p.shape) for _, p in by_module.get(m, [])],
+                       "forward_ms": round(1e3 * st.median(fwd[m]), 4),
+                       "backward_ms": round(1e3 * st.median(bwd[m]), 4)})
+    step = st.median(r["t_end"] - r["t_bwd"] for r in rows)
+    return {"model": model_name, "device": "cpu", "batch": batch, "precision": "fp32",
+            "source": "recorded on this CPU by scripts/bench/replay-validate.py's builtin "
+                      "recorder (leaf modules' forward hooks, gradient accumulators' hooks; "
+                      "medians)",
+            "layers": layers, "optimizer_ms": round(1e3 * step, 4)}
+
+
+def summary(rows):
+    periods = [r["period"] for r in rows]
+    ready = {}
+    for r in rows:
+        for k, v in r["ready"].items():
+            ready.setdefault(k, []).append(v)
+    return st.median(periods), {k: st.median(v) for k, v in ready.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--image-size", type=int, default=224)
+    ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    for flag, v, least in (("--batch", a.batch, 1), ("--iters", a.iters, 2),
+                           ("--warmup", a.warmup, 1), ("--threads", a.threads, 1),
+                           ("--image-size", a.image_size, 32)):
+        if v < least:
+            fail(f"{flag}: {v} is below {least}", 2)
+    # OpenBLAS (Debian's torch multiplies with it) reads its thread count when it loads:
+    # set before torch is imported, as for make-trace.py and the replay (below), or the
+    # real runs would use every core where the recording used --threads
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(a.threads)
+    try:
+        import torch
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        fail(f"needs torch and torchvision ({e}; Debian: python3-torch, "
+             "python3-torchvision)", 2)
+    torch.set_num_threads(a.threads)
+    out = a.out or os.path.join(TOP, "results", "replay-validate-" + time.strftime("%Y-%m-%d"))
+    os.makedirs(out, exist_ok=True)
+    maker = os.path.join(HERE, "make-trace.py")
+    recorder = a.recorder
+    if recorder == "auto":
+        recorder = "make-trace" if os.path.exists(maker) else "builtin"
+    if recorder == "make-trace" and not os.path.exists(maker):
+        fail(f"--recorder make-trace: no {maker}", 2)
+    trace_path = os.path.join(out, "trace.json")
+    env = dict(os.environ)
+    print(f"replay-validate: {a.model}, batch {a.batch}, image {a.image_size}, {a.iters} "
+          f"iterations after "
+          f"{a.warmup}, {a.threads} torch thread(s); recorder: {recorder}", flush=True)
+    rows1, ins = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
+    if recorder == "make-trace":
+        cmd = [PY, maker, "record", "--model", a.model, "--batch", str(a.batch), "--device",
+               "cpu", "--iters", str(a.iters), "--warmup", str(a.warmup), "--image-size",
+               str(a.image_size), "--threads", str(a.threads), "--out", trace_path]
+        print("$ " + " ".join(cmd), flush=True)
+        if subprocess.call(cmd, env=env) != 0:
+            fail("make-trace.py record failed")
+        with open(trace_path) as f:
+            trace = json.load(f)
+    else:
+        trace = builtin_trace(a.model, a.batch, rows1, ins)
+    step_note = None
+    if "optimizer_ms" not in trace:
+        step = st.median(r["t_end"] - r["t_bwd"] for r in rows1)
+        trace["optimizer_ms"] = round(1e3 * step, 4)
+        step_note = f"the trace had no optimizer_ms: the real run's step, {1e3 * step:.2f} ms"
+        print("replay-validate: " + step_note, flush=True)
+    with open(trace_path, "w") as f:
+        json.dump(trace, f, indent=1)
+    times = os.path.join(out, "replay-times.json")
+    cmd = [PY, os.path.join(TOP, "apps", "examples", "torch_train.py"),
+           f"--arch=replay:{trace_path}", "--backend", "local", "--iters",
+           str(a.iters + a.warmup), "--warmup", str(a.warmup), "--threads", str(a.threads),
+           "--replay-times", times, "--quiet"]
+    print("$ " + " ".join(cmd), flush=True)
+    if subprocess.call(cmd, env=env) != 0:
+        fail("the replay failed")
+    rows2, _ = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
+    with open(times) as f:
+        rep = json.load(f)
+    r_rows = rep["iterations"][a.warmup:]
+    ends = [r["end_s"] for r in rep["iterations"]]
+    rep_iter = st.median(e1 - e0 for e0, e1 in zip(ends[a.warmup - 1:], ends[a.warmup:]))
+    names = rep["names"]
+    rep_ready = {n: st.median(r["ready_s"][i] for r in r_rows) for i, n in enumerate(names)}
+    it1, ready1 = summary(rows1)
+    it2, ready2 = summary(rows2)
+    real_iter = (it1 + it2) / 2
+    real_ready = {k: (ready1[k] + ready2[k]) / 2 for k in ready1}
+    real_names = [n for n, _, _ in ins.params]
+    if set(real_names) != set(names):
+        if len(real_names) != len(names):
+            fail(f"the trace has {len(names)} parameter tensors, the model {len(real_names)}")
+        match = dict(zip(names, real_names))  # by order: the recorder named them otherwise
+        how = "by order (the trace's layer names are not the model's module names)"
+    else:
+        match = {n: n for n in names}
+        how = "by module name and index"
+    errs = sorted((abs(rep_ready[n] - real_ready[match[n]]) / real_ready[match[n]], n)
+                  for n in names)
+    noise = sorted(abs(ready1[k] - ready2[k]) / real_ready[k] for k in ready1)
+    it_err = abs(rep_iter - real_iter) / real_iter
+    # the replay against the trace's own schedule (the emulator alone, whatever the load
+    # did to the recording and the real runs): a tensor of layer i is due after every
+    # forward and the backward of layers i..last
+    fwd_sum = sum(l["forward_ms"] for l in trace["layers"]) / 1e3
+    due, after = {}, 0.0
+    for lay in reversed(trace["layers"]):
+        after += lay["backward_ms"] / 1e3
+        for j in range(len(lay["params"])):
+            due[f"{lay['name']}.{j}"] = fwd_sum + after
+    sched = sorted(abs(rep_ready[n] - due[n]) / due[n] for n in names)
+    trace_sum = fwd_sum + after + trace["optimizer_ms"] / 1e3
+    sched_it = abs(rep_iter - trace_sum) / trace_sum
+    worst, wname = errs[-1]
+    med = errs[len(errs) // 2][0]
+    res = {"model": a.model, "batch": a.batch, "image_size": a.image_size, "iters": a.iters,
+           "warmup": a.warmup,
+           "threads": a.threads, "recorder": recorder, "step_note": step_note,
+           "matched": how, "real_iter_ms": [1e3 * it1, 1e3 * it2],
+           "replay_iter_ms": 1e3 * rep_iter, "iter_error": it_err,
+           "ready_error_median": med, "ready_error_max": worst, "ready_error_worst": wname,
+           "real_runs_ready_spread_max": noise[-1],
+           "real_runs_iter_spread": abs(it1 - it2) / real_iter,
+           "ready_errors": {n: e for e, n in errs}, "target": TARGET,
+           "trace_sum_ms": 1e3 * trace_sum, "replay_vs_trace_iter_error": sched_it,
+           "replay_vs_trace_ready_error_median": sched[len(sched) // 2],
+           "replay_vs_trace_ready_error_max": sched[-1]}
+    with open(os.path.join(out, "validate.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+    def verdict(e):
+        return "within" if e <= TARGET else "OVER"
+    print(f"iteration: real {1e3 * it1:.1f} and {1e3 * it2:.1f} ms (spread "
+          f"{100 * res['real_runs_iter_spread']:.1f} %), replay {1e3 * rep_iter:.1f} ms: "
+          f"error {100 * it_err:.2f} % ({verdict(it_err)} {100 * TARGET:.0f} %; against "
+          f"each run {100 * (rep_iter - it1) / it1:+.2f} %, "
+          f"{100 * (rep_iter - it2) / it2:+.2f} %)")
+    print(f"gradient ready times ({len(errs)} tensors, matched {how}): error median "
+          f"{100 * med:.2f} %, max {100 * worst:.2f} % ({wname}; {verdict(worst)} "
+          f"{100 * TARGET:.0f} %); the two real runs differ by up to {100 * noise[-1]:.2f} %")
+    print(f"the replay against the trace's own schedule (the emulator alone): iteration "
+          f"{1e3 * rep_iter:.1f} ms against {1e3 * trace_sum:.1f} ms, error "
+          f"{100 * sched_it:.2f} %; ready times error median "
+          f"{100 * sched[len(sched) // 2]:.2f} %, max {100 * sched[-1]:.2f} %")
+    print(f"written: {out}/validate.json, {trace_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
