@@ -900,11 +900,12 @@ def train_replay(args, rest):
               flush=True)
         return status
     it_s = sum(timed) / len(timed)
-    sum_s = model.compute_seconds()
+    sum_s = model.compute_seconds(optimizer=args.backend != "pipecompress")
     print(line + f" ({W * B / it_s:.0f} samples/s after {args.warmup} warm-up iterations)",
           flush=True)
     p50, p99 = model.clock.percentiles()
-    print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), trace sum x "
+    what = "forward + backward" if args.backend == "pipecompress" else "trace sum"
+    print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), {what} x "
           f"{K:g}: {sum_s * 1e3:.2f} ms, ratio {it_s / sum_s:.4f}; hold overshoot p50 "
           f"{p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us", flush=True)
     if args.backend == "ddp":
