@@ -24,6 +24,9 @@
 #                   --compress-min-bytes: matrices under 64 KiB dense)
 #   auto            --mode auto --servers 1: the probe profiles the torch model and chooses
 #                   (W + 1 ranks; the choice is in the log and the summary)
+#   ps-none-inline, ps-fp16, ps-fp16-inline, ps-dgc-inline, ps-psgd2-inline, ps-psgd4-inline
+#                   the counterparts that scripts/bench/replay.sh runs: fp16, and the
+#                   settings above with --pipeline off; only when named in --settings
 # Every run: --batch 32 --seed 1 --eval none, the same --iters, --warmup and --threads.
 # Networks: shm (Open MPI's shared memory; gloo has none, so DDP goes over TCP on the
 # loopback) and 10gbit, 1gbit: every rank, DDP's gloo (MASTER_ADDR 127.0.0.1) and MPI's
@@ -46,10 +49,12 @@
 #                              [--data DIR|synthetic] [--timeout SECONDS] [--out DIR]
 #
 # --nets: any of shm, 10gbit, 1gbit (default "shm 1gbit"); with --nodes, node-1gbit and
-# node-10gbit (default both). --nodes: at least the most workers + 1. --workers: the worker
+# node-10gbit (default both), or node-RATE for any tc rate (node-2500mbit). --nodes: at
+# least the most workers + 1. --workers: the worker
 # counts (default 2). --iters: iterations of every run (default 300); --warmup: those left
 # out of its rate (default 20; passed to the example). --threads: torch's threads per rank
-# (default 1). --settings: the settings to run besides ddp (default all). --repeat: rounds
+# (default 1). --settings: the settings to run besides ddp (default all but the six
+# counterparts). --repeat: rounds
 # per network (default 1; the summary takes each setting's median). --arch replay:PATH: a
 # GPU's compute replayed from the trace at PATH (doc/replay.md, "Through torch and DDP"):
 # no data are read, the batch is the trace's, every setting but auto runs (the compute-only
@@ -102,7 +107,13 @@ ps-dgc|w+1|ps, dgc 0.1%, pipelined|--mode ps --compress dgc:ratio=0.001 --pipeli
 ps-psgd1|w+1|ps, PowerSGD rank 1|--mode ps --compress powersgd:rank=1,warmup=@PSSTART@ --pipeline on
 ps-psgd2|w+1|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=@PSSTART@ --pipeline on
 ps-psgd4|w+1|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=@PSSTART@ --pipeline on
-auto|w+1|--mode auto|--mode auto --servers 1"
+auto|w+1|--mode auto|--mode auto --servers 1
+ps-none-inline|w+1|ps, none, inline|--mode ps --compress none --pipeline off
+ps-fp16|w+1|ps, fp16, pipelined|--mode ps --compress fp16 --pipeline on
+ps-fp16-inline|w+1|ps, fp16, inline|--mode ps --compress fp16 --pipeline off
+ps-dgc-inline|w+1|ps, dgc 0.1%, inline|--mode ps --compress dgc:ratio=0.001 --pipeline off
+ps-psgd2-inline|w+1|ps, PowerSGD rank 2, inline|--mode ps --compress powersgd:rank=2,warmup=@PSSTART@ --pipeline off
+ps-psgd4-inline|w+1|ps, PowerSGD rank 4, inline|--mode ps --compress powersgd:rank=4,warmup=@PSSTART@ --pipeline off"
 setting_field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 label_of() { setting_field "$1" 3; }
 flags_of() { setting_field "$1" 4 | sed "s/@PSSTART@/$((psgd_start - 1))/g"; }
@@ -110,8 +121,11 @@ flags_of() { setting_field "$1" 4 | sed "s/@PSSTART@/$((psgd_start - 1))/g"; }
 np_of() {
     case $(setting_field "$1" 2) in 1) echo 1 ;; w) echo "$2" ;; w+1) echo $(($2 + 1)) ;; esac
 }
-# The settings besides ddp (which always runs), in the table's order.
-ALL_SETTINGS=$(awk -F'|' '$1 != "ddp" { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
+# The settings run by default besides ddp (which always runs), in the table's order: all
+# but the table's last six (EXTRA_SETTINGS: the inline and fp16 counterparts that
+# scripts/bench/replay.sh asks for by name).
+EXTRA_SETTINGS="ps-none-inline ps-fp16 ps-fp16-inline ps-dgc-inline ps-psgd2-inline ps-psgd4-inline"
+ALL_SETTINGS=$(awk -F'|' -v x=" $EXTRA_SETTINGS " '$1 != "ddp" && index(x, " " $1 " ") == 0 { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
 ARCHS="cnn lstm resnet18 resnet50 vgg16 vit"
 dilate=1
 nets=""
@@ -150,6 +164,11 @@ if [ -n "$nodes" ]; then
     count --nodes "$nodes" 2
     known="node-1gbit node-10gbit"
     nets=${nets:-$known}
+    # Any rate tc writes (node-2500mbit, node-400mbit: scripts/bench/replay.sh's dilated
+    # links) is a network of the emulated nodes too.
+    for n in $nets; do
+        [[ $n =~ ^node-[0-9]+(k|m|g)bit$ ]] && case " $known " in *" $n "*) ;; *) known="$known $n" ;; esac
+    done
 else
     known="shm 10gbit 1gbit"
     nets=${nets:-shm 1gbit}
@@ -171,7 +190,7 @@ done
 [ -z "$nodes" ] || [ "$nodes" -gt "$most" ] ||
     usage_error "--nodes $nodes: $most workers and a server need $((most + 1)) nodes"
 for s in $settings; do
-    case " $ALL_SETTINGS ddp " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL_SETTINGS)" ;; esac
+    case " $ALL_SETTINGS $EXTRA_SETTINGS ddp " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL_SETTINGS $EXTRA_SETTINGS)" ;; esac
 done
 batch=32
 case $arch in
@@ -318,6 +337,9 @@ run_one() {
     cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
          --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
     [ "$dilate" = 1 ] || cmd+=(--dilate "$dilate")
+    # A replay's PipeCompress runs keep the runtime's metrics (compression time, bytes) for
+    # scripts/bench/replay_report.py.
+    case $arch,$(flags_of "$s") in replay:*,--mode*) cmd+=(--metrics "$runs/$name.metrics.jsonl") ;; esac
     case $s in ddp-psgd*) cmd+=(--powersgd-start "$psgd_start") ;; esac
     case $(flags_of "$s") in --backend*) ;; *) cmd+=("${bind[@]}") ;; esac
     if [[ $(flags_of "$s") == "--backend ddp"* ]]; then

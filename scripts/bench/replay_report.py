@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""replay_report.py: the tables and charts of scripts/bench/replay.sh.
+
+  replay_report.py OUT_DIR
+
+OUT_DIR holds cells.txt ("MODEL RATE_GBPS DILATION LINK" per line, as replay.sh ran them)
+and one scripts/bench/torch-ddp.sh directory per line, OUT_DIR/MODEL-RATEg/runs/. Every
+figure is the emulated machine's: measured under dilation K, divided by K. Per run:
+  iter ms      rank 0's "replay: iteration T ms" line (the mean after the warm-up) / K;
+  x limit      that over the compute-only replay's iteration in the same cell (1.00 = the
+               network and compression cost nothing);
+  x best peer  the best DDP variant's iteration (at its best case: the hooks' CPU work that
+               a GPU would do removed) over this one's: above 1, this setting is faster;
+  comp busy    PipeCompress: the compressor's busy time per iteration (t_compress, or
+               t_compress_inline inline) over the iteration, workers' mean from the metrics
+               (above 1: compression alone is longer than the iteration);
+  hidden       a pipelined setting: (its inline counterpart's iteration - its own) over its
+               compression time per iteration: 1 = all hidden, 0 = none, below 0 = slower;
+  MB/worker    bytes a worker sent per iteration (metrics' bytes_sent; DDP: not counted).
+Writes OUT_DIR/summary.txt (printed too), OUT_DIR/summary.json and OUT_DIR/MODEL.png (with
+matplotlib): iteration against link rate per setting, the limit dashed, a panel per worker
+count. Exit status 0; 1 when a run failed or gave no figure (reported, the rest
+summarised); 2 with one line on bad input.
+"""
+import json
+import os
+import re
+import statistics as st
+import sys
+
+ITER = re.compile(r"^replay: iteration ([0-9.]+) ms \(mean of (\d+)\)", re.M)
+BEST = re.compile(r"^replay: peer's CPU work that a GPU would do: ([0-9.]+) ms per iteration "
+                  r".*; best case ([0-9.]+) ms", re.M)
+PEERS = ("ddp", "ddp-fp16", "ddp-psgd1", "ddp-psgd2", "ddp-psgd4")
+
+
+def fail(msg):
+    print("replay_report.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def read_metrics(path, warmup):
+    """Workers' mean per iteration after the warm-up: busy compressing, iteration, bytes."""
+    busy, it, sent = [], [], []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("role") != "worker" or r.get("iteration", 0) < warmup:
+                    continue
+                busy.append(r.get("t_compress", 0.0) + r.get("t_compress_inline", 0.0))
+                it.append(r.get("t_iteration", 0.0))
+                sent.append(r.get("bytes_sent", 0))
+    except OSError:
+        return None
+    if not it:
+        return None
+    return {"busy_s": st.mean(busy), "iter_s": st.mean(it), "bytes": st.mean(sent)}
+
+
+def read_cell(out, model, rate, k, link):
+    runs = os.path.join(out, "%s-%sg" % (model, rate), "runs")
+    if not os.path.isdir(runs):
+        return None, ["%s at %s Gbit/s: no runs in %s" % (model, rate, runs)]
+    res, problems = {}, []
+    for f in sorted(os.listdir(runs)):
+        if not f.endswith(".meta.json"):
+            continue
+        name = f[: -len(".meta.json")]
+        with open(os.path.join(runs, f)) as fh:
+            meta = json.load(fh)
+        text = open(os.path.join(runs, name + ".log"), errors="replace").read()
+        m = list(ITER.finditer(text))
+        r = {"setting": meta["setting"], "label": meta["label"], "workers": meta["workers"],
+             "log": os.path.relpath(os.path.join(runs, name + ".log"), out)}
+        if meta.get("failed") or not m:
+            r["failed"] = meta.get("failed") or "no replay: iteration line"
+            problems.append("%s: %s" % (r["log"], r["failed"]))
+        else:
+            r["iter_ms"] = float(m[-1].group(1)) / k
+            b = list(BEST.finditer(text))
+            if b:
+                r["peer_cpu_ms"] = float(b[-1].group(1))
+                r["best_ms"] = float(b[-1].group(2)) / k
+            met = read_metrics(os.path.join(runs, name + ".metrics.jsonl"), meta["warmup"])
+            if met:
+                r["busy"] = met["busy_s"] / met["iter_s"] if met["iter_s"] > 0 else None
+                r["comp_ms"] = met["busy_s"] * 1e3 / k
+                r["mb_per_worker"] = met["bytes"] / 1e6
+        res[(meta["workers"], meta["setting"])] = r
+    return res, problems
+
+
+def main():
+    if len(sys.argv) != 2:
+        fail("usage: replay_report.py OUT_DIR")
+    out = sys.argv[1]
+    try:
+        cells = [ln.split() for ln in open(os.path.join(out, "cells.txt")) if ln.strip()]
+    except OSError as e:
+        fail("%s: %s" % (os.path.join(out, "cells.txt"), e.strerror))
+    if any(len(c) != 4 for c in cells):
+        fail("%s: a line is not MODEL RATE DILATION LINK" % os.path.join(out, "cells.txt"))
+    head = open(os.path.join(out, "replay.txt")).read().strip() if os.path.exists(
+        os.path.join(out, "replay.txt")) else ""
+    lines = ["GPU compute replayed from traces (published per-iteration figures split across "
+             "layers: traces/README.md); network (emulated nodes, shaped veth links), "
+             "compression, servers and DDP real, on one 2-core CPU machine. Times are the "
+             "emulated ones: measured under dilation K, divided by K.", head]
+    summary, problems, bad = {"cells": []}, [], 0
+    for model, rate, k, link in cells:
+        k = float(k)
+        res, probs = read_cell(out, model, rate, k, link)
+        problems += probs
+        bad += len(probs)
+        if res is None:
+            continue
+        for w in sorted({w for w, _ in res}):
+            row = {s: r for (ww, s), r in res.items() if ww == w}
+            limit = row.get("compute", {}).get("iter_ms")
+            peers = {s: row[s].get("best_ms", row[s].get("iter_ms")) for s in PEERS
+                     if s in row and row[s].get("iter_ms")}
+            if limit:  # a best case is never below the limit (torch_train.py holds it there)
+                peers = {s: max(v, limit) for s, v in peers.items()}
+            best_peer = min(peers, key=peers.get) if peers else None
+            lines += ["", "%s, %s Gbit/s per node, %d workers (dilation %g: links shaped to "
+                      "%s); limit %s ms; best peer %s" % (
+                          model, rate, w, k, link, "%.1f" % limit if limit else "-",
+                          "%s %.1f ms" % (best_peer, peers[best_peer]) if best_peer else "-"),
+                      "%-16s %9s %8s %10s %9s %7s %10s" % (
+                          "setting", "iter ms", "x limit", "x best peer", "comp busy",
+                          "hidden", "MB/worker")]
+            for s, r in row.items():
+                it = r.get("iter_ms")
+                if it and limit:
+                    r["x_limit"] = it / limit
+                if it and best_peer:
+                    r["x_best_peer"] = peers[best_peer] / it
+                inl = row.get(s + "-inline", {}).get("iter_ms")
+                if it and inl and r.get("comp_ms"):
+                    r["hidden"] = (inl - it) / r["comp_ms"]
+
+            def f(v, fmt):
+                return fmt % v if v is not None else "-"
+            for s, r in row.items():
+                lines.append("%-16s %9s %8s %10s %9s %7s %10s%s" % (
+                    s, f(r.get("iter_ms"), "%.1f"), f(r.get("x_limit"), "%.2fx"),
+                    f(r.get("x_best_peer"), "%.2fx"), f(r.get("busy"), "%.2f"),
+                    f(r.get("hidden"), "%.2f"), f(r.get("mb_per_worker"), "%.1f"),
+                    "  best case %.1f ms" % r["best_ms"] if "best_ms" in r else
+                    "  FAILED: " + r["failed"] if "failed" in r else ""))
+            summary["cells"].append({"model": model, "rate_gbps": float(rate), "dilate": k,
+                                     "link": link, "workers": w, "limit_ms": limit,
+                                     "best_peer": best_peer, "settings": row})
+    if problems:
+        lines += ["", "%d run(s) failed or gave no figure:" % bad] + problems
+    text = "\n".join(lines) + "\n"
+    for name, data in (("summary.txt", text), ("summary.json",
+                                               json.dumps(summary, indent=1) + "\n")):
+        tmp = os.path.join(out, name + ".tmp")
+        with open(tmp, "w") as fh:
+            fh.write(data)
+        os.replace(tmp, os.path.join(out, name))
+    sys.stdout.write(text)
+    charts(out, summary["cells"])
+    return 1 if bad else 0
+
+
+def charts(out, cells):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("replay_report.py: no matplotlib: no charts", file=sys.stderr)
+        return
+    for model in sorted({c["model"] for c in cells}):
+        mc = [c for c in cells if c["model"] == model]
+        ws = sorted({c["workers"] for c in mc})
+        fig, axes = plt.subplots(1, len(ws), figsize=(6 * len(ws), 4.5), squeeze=False)
+        for ax, w in zip(axes[0], ws):
+            wc = sorted((c for c in mc if c["workers"] == w), key=lambda c: c["rate_gbps"])
+            names = sorted({s for c in wc for s in c["settings"] if s != "compute"})
+            for s in names:
+                pts = [(c["rate_gbps"], c["settings"][s].get("best_ms") or
+                        c["settings"][s].get("iter_ms")) for c in wc if s in c["settings"]]
+                pts = [p for p in pts if p[1]]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", lw=1,
+                            ls="--" if s.startswith("ddp") else "-",
+                            label=s + (" (best case)" if s in PEERS and s != "ddp" else ""))
+            lim = [(c["rate_gbps"], c["limit_ms"]) for c in wc if c["limit_ms"]]
+            if lim:
+                ax.plot(*zip(*lim), color="black", lw=2, ls=":", label="limit (compute only)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("per-node link, Gbit/s")
+            ax.set_ylabel("iteration, ms (emulated)")
+            ax.set_title("%s, %d workers" % (model, w))
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][-1].legend(fontsize=6, loc="upper right")
+        fig.suptitle("%s: GPU compute replayed; network, compression and servers real "
+                     "(dilated, 2-core CPU machine)" % model, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, model + ".png"), dpi=110)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
