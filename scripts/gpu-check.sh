@@ -20,6 +20,7 @@
 #   compress-cuda.json  pc-bench's results (compress-cuda.txt its table);
 #   torch-topk.json     torch.topk's
 #   gpu-check.log       everything printed;  tests.log  the test programs' own logs
+#   all.tar.gz          all of the above in one archive (the device tool returns 8 files)
 # A machine that reaches no package registry gets Open MPI, hwloc, OpenBLAS, CMocka and
 # pkgconf from .gpu/debs (scripts/gpu-bundle.sh, run beforehand on a Debian machine; carry
 # .gpu), unpacked with dpkg -x into a directory of its own, never into /; configure comes
@@ -305,5 +306,10 @@ fi
 write_summary
 rm -f "$out/summary.body"
 cat "$out/summary.txt"
+# The device tool brings back at most 8 files from $OUT, 2 folders deep: everything is in
+# one archive too (all.tar.gz), so that the traces and the runs' logs come back with it.
+all=$(mktemp)
+tar -czf "$all" -C "$out" . 2>>"$log" && mv "$all" "$out/all.tar.gz" ||
+    { rm -f "$all"; say "all.tar.gz not written (see gpu-check.log)"; }
 say "done"
 [ $cuda_rc = 0 ] && [ $unit_rc = 0 ] && [ $train_rc = 0 ]
