@@ -107,24 +107,21 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def positive(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
-    return v
+def whole(least):
+    """An argparse type: a whole number of at least LEAST (1: positive, 0: not negative)."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+        if v < least:
+            raise argparse.ArgumentTypeError(f"'{text}' must be at least 1" if least == 1
+                                             else f"'{text}' must not be negative")
+        return v
+    return parse
 
 
-def nonneg(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
-    return v
+positive, nonneg = whole(1), whole(0)
 
 
 def import_torch():

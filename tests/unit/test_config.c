@@ -395,6 +395,20 @@ static void test_usage_and_print(void **state)
     assert_non_null(strstr(buf, "cfg log-level        = info"));
 }
 
+/* cfg's effective configuration as pc-train prints it (pc_flags_print of the runtime's
+ * group): a string the caller frees. */
+static char *printed(pc_config_t *cfg)
+{
+    pc_flags_group_t group = pc_config_group(cfg, "Runtime");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    pc_flags_print(&group, 1, "", f);
+    fclose(f);
+    return buf;
+}
+
 /* The effective configuration reproduces its run: every double reads back as itself (%g
  * printed --lr 0.0123456789 as 0.0123457), short ones stay short, and a path longer than
  * 255 bytes is printed whole. */
@@ -409,13 +423,7 @@ static void test_print_round_trips(void **state)
     assert_int_equal(PARSE(&cfg, err, "--lr", "0.0123456789", "--momentum", "0.1", "--weight-decay",
                            "3.0000000000000004e-05", "--checkpoint-dir", dir),
                      PC_OK);
-    pc_flags_group_t group = pc_config_group(&cfg, "Runtime");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    pc_flags_print(&group, 1, "", f);
-    fclose(f);
+    char *buf = printed(&cfg);
     assert_non_null(strstr(buf, "\nlr               = 0.0123456789\n"));
     assert_non_null(strstr(buf, "\nmomentum         = 0.1\n"));
     assert_non_null(strstr(buf, "\nweight-decay     = 3.0000000000000004e-05\n"));
@@ -501,13 +509,7 @@ static void test_dilate(void **state)
 
     /* The effective configuration shows it (pc-train prints this). */
     assert_int_equal(PARSE(&cfg, err, "--dilate", "4"), PC_OK);
-    pc_flags_group_t group = pc_config_group(&cfg, "Runtime");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    pc_flags_print(&group, 1, "", f);
-    fclose(f);
+    char *buf = printed(&cfg);
     assert_non_null(strstr(buf, "\ndilate           = 4\n"));
     free(buf);
 }
