@@ -788,6 +788,7 @@ def train_replay(args, rest):
     env = os.environ
     what = (f"replay: GPU compute replayed from {path} ({trace['model']}, {trace['device']}, "
             f"batch {B}, {trace['precision']}), dilation {K:g}; ")
+    allreduce = False  # through the binding with --mode allreduce (the step held)
     if args.backend == "pipecompress":
         flags = ["--lr-schedule", "cosine"] + rest + (["--dilate", f"{K:g}"] if K != 1 else [])
         pc.init(flags, run_length=lambda workers: 50)
@@ -802,13 +803,15 @@ def train_replay(args, rest):
         gbps = args.pcie_gbps or tr.PCIE_GBPS
         model = tr.ReplayModel(trace, K, seed, rank, copy_gbps=gbps)
         meter_runtime(model.clock)
-        pc.attach(model)
+        allreduce = cfg.get("mode") == "allreduce"
+        # --mode allreduce: the step is the GPU's work, held by the runtime as device time
+        # (K x the trace's); --mode ps: the servers step, for real
+        step_s, step_how = tr.optimizer_seconds(trace, model.nelem)
+        pc.attach(model, device_step=step_s * K if allreduce else None)
         what += (f"network, compression and servers real; gradients copied to the host at "
                  f"{gbps:g} GB/s (modelled)")
-        if cfg.get("mode") == "allreduce":
-            what += ("; --mode allreduce: the optimizer step runs on this CPU for real (the "
-                     "binding starts the runtime in pc.attach, before which "
-                     "pc_worker_set_device_step would have to be called)")
+        if allreduce:
+            what += "; --mode allreduce: the optimizer step held as device time, " + step_how
         meter = None
     else:
         import torch.distributed as dist
@@ -900,11 +903,12 @@ def train_replay(args, rest):
               flush=True)
         return status
     it_s = sum(timed) / len(timed)
-    sum_s = model.compute_seconds(optimizer=args.backend != "pipecompress")
+    # through the binding with --mode ps nothing replays the step (the servers run it)
+    sum_s = model.compute_seconds(optimizer=args.backend != "pipecompress" or allreduce)
     print(line + f" ({W * B / it_s:.0f} samples/s after {args.warmup} warm-up iterations)",
           flush=True)
     p50, p99 = model.clock.percentiles()
-    what = "forward + backward" if args.backend == "pipecompress" else "trace sum"
+    what = "forward + backward" if args.backend == "pipecompress" and not allreduce else "trace sum"
     print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), {what} x "
           f"{K:g}: {sum_s * 1e3:.2f} ms, ratio {it_s / sum_s:.4f}; hold overshoot p50 "
           f"{p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us", flush=True)

@@ -88,6 +88,7 @@ def _load():
         "pc_worker_set_rows": (c_int, [c_void_p, c_int, c_size_t]),
         "pc_worker_lowrank_q": (c_int, [c_void_p, c_int, c_void_p, c_size_t]),
         "pc_worker_lowrank_q_len": (c_size_t, [c_void_p, c_int]),
+        "pc_worker_set_device_step": (c_int, [c_void_p, c_int64]),
         "pc_worker_start": (c_int, [c_void_p]),
         "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),

@@ -28,10 +28,11 @@ class _Attached:
     _register_hooks: check (nothing collective yet), register and start (collective),
     compare with worker 0's model and take its shared tensors (collective), hook."""
 
-    def __init__(self, s, model, backward_passes_per_step):
+    def __init__(self, s, model, backward_passes_per_step, device_step=None):
         self.s = s
         self.model = model
         self.bpps = backward_passes_per_step
+        self.device_step = device_step
         self.handles = []
         self.accs = []  # the gradient accumulators hooked (kept alive: see attach)
         self.params, self.names, self.grads = [], [], []
@@ -111,6 +112,10 @@ class _Attached:
                     if rc != 0:
                         s.fail(f"attach: {name}'s rows", rc)
         self.gptr = [g.data_ptr() for g in self.grads]
+        if self.device_step is not None:
+            rc = lib.pc_worker_set_device_step(w, round(self.device_step * 1e9))
+            if rc != 0:
+                s.fail("attach: device_step", rc)
         rc = lib.pc_worker_start(w)
         if rc != 0:
             s.fail("attach: start", rc)
@@ -353,7 +358,7 @@ def _check_disjoint(named):
                         "tensor); tie them as one Parameter or give each its own storage")
 
 
-def attach(model, backward_passes_per_step=1):
+def attach(model, backward_passes_per_step=1, device_step=None):
     """Workers: register model's parameters with the runtime and start it (collective with
     the servers and the other workers, which must attach the same architecture).
 
@@ -365,7 +370,11 @@ def attach(model, backward_passes_per_step=1):
     parameters become every worker's. From then on the servers own the optimizer step (their
     --lr, --momentum, schedule): the script creates no optimizer and never zeroes
     gradients. backward_passes_per_step: backward passes accumulated per iteration (a
-    gradient is handed over after that many). Returns model."""
+    gradient is handed over after that many). device_step (--mode allreduce only): the
+    optimizer step runs on a device that the caller models, such as a replayed GPU
+    (doc/replay.md): the runtime holds this many seconds an iteration instead of stepping
+    on the CPU, and the parameters stay as they are (pc_worker_set_device_step). Returns
+    model."""
     s = _worker()
     if not isinstance(model, torch.nn.Module):
         raise Error(f"attach: {type(model).__name__} is not a torch.nn.Module")
@@ -374,7 +383,15 @@ def attach(model, backward_passes_per_step=1):
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
         raise Error(f"attach: backward_passes_per_step: {backward_passes_per_step!r} is not "
                     "a positive integer")
-    s.model = _Attached(s, model, backward_passes_per_step)
+    if device_step is not None:
+        if (isinstance(device_step, bool) or not isinstance(device_step, (int, float)) or
+                not math.isfinite(device_step) or not 0 <= device_step <= 3600):
+            raise Error(f"attach: device_step: {device_step!r} is not a number of seconds "
+                        "in 0..3600")
+        if s.config.get("mode") != "allreduce":
+            raise Error("attach: device_step: only with --mode allreduce (with --mode ps the "
+                        "servers step)")
+    s.model = _Attached(s, model, backward_passes_per_step, device_step)
     return model
 
 

@@ -34,6 +34,41 @@ else
     bad "binding, 3 ranks:"; tail -n 20 "$tmp/pc.out"
 fi
 
+# The binding's allreduce, 2 ranks: the optimizer step is held as the GPU's device time
+# (pc.attach(device_step=...)), not run on this CPU.
+if "$run" -t 120 -np 2 "$py" "$example" --arch "replay:$trace" --mode allreduce \
+    --iters 6 --warmup 2 >"$tmp/ar.out" 2>&1 &&
+    grep -q '; --mode allreduce: the optimizer step held as device time, ' "$tmp/ar.out" &&
+    grep -qE '^replay: iteration [0-9.]+ ms \(mean of 4\), trace sum x 1: [0-9.]+ ms, ratio [0-9.]+; ' "$tmp/ar.out"; then
+    ok "binding, allreduce, 2 ranks, the step held: $(grep '^replay: iteration' "$tmp/ar.out")"
+else
+    bad "binding, allreduce, 2 ranks:"; tail -n 20 "$tmp/ar.out"
+fi
+# device_step is refused where the servers step, and when it is not a number of seconds.
+cat >"$tmp/ds.py" <<'EOF'
+import sys, torch, pipecompress as pc
+v = float(sys.argv[1])
+pc.init(sys.argv[2:])
+if pc.is_server():
+    sys.exit(pc.run_server())
+try:
+    pc.attach(torch.nn.Linear(4, 4), device_step=v)
+except pc.Error as e:
+    print("refused:", e)
+    sys.exit(3)
+EOF
+for arg in "1.0|--mode ps --servers 1|only with --mode allreduce" "-1|--mode allreduce|not a number of seconds"; do
+    IFS='|' read -r v flags want <<<"$arg"
+    # shellcheck disable=SC2086 # the flags' words
+    if PYTHONPATH="$PC_SRCDIR/python" "$run" -t 60 -np 3 "$py" "$tmp/ds.py" "$v" $flags >"$tmp/ds.out" 2>&1; then
+        bad "attach(device_step=$v) with $flags was taken"
+    elif grep -q "refused: attach: device_step: .*$want" "$tmp/ds.out"; then
+        ok "attach(device_step=$v) with $flags: $(grep -m1 refused: "$tmp/ds.out")"
+    else
+        bad "attach(device_step=$v) with $flags:"; tail -n 5 "$tmp/ds.out"
+    fi
+done
+
 # DDP, 2 ranks, each hook: the peer's CPU work measured and removed.
 for hook in fp16 powersgd; do
     extra=()
