@@ -16,7 +16,11 @@ figure is the emulated machine's: measured under dilation K, divided by K. Per r
                (above 1: compression alone is longer than the iteration);
   hidden       a pipelined setting: (its inline counterpart's iteration - its own) over its
                compression time per iteration: 1 = all hidden, 0 = none, below 0 = slower;
-  MB/worker    bytes a worker sent per iteration (metrics' bytes_sent; DDP: not counted).
+               above 1, pipelining hid more than the compression: inline, the backprop
+               thread also waits for what the compressor thread overlaps (PowerSGD's
+               round trip of P, the sends);
+  MB out, in   bytes a worker sent and received per iteration (the metrics' bytes_sent and
+               bytes_received; DDP: not counted);
 Writes OUT_DIR/summary.txt (printed too), OUT_DIR/summary.json and OUT_DIR/MODEL.png (with
 matplotlib): iteration against link rate per setting, the limit dashed, a panel per worker
 count. Exit status 0; 1 when a run failed or gave no figure (reported, the rest
@@ -41,7 +45,7 @@ def fail(msg):
 
 def read_metrics(path, warmup):
     """Workers' mean per iteration after the warm-up: busy compressing, iteration, bytes."""
-    busy, it, sent = [], [], []
+    busy, it, sent, recv = [], [], [], []
     try:
         with open(path) as fh:
             for line in fh:
@@ -54,11 +58,13 @@ def read_metrics(path, warmup):
                 busy.append(r.get("t_compress", 0.0) + r.get("t_compress_inline", 0.0))
                 it.append(r.get("t_iteration", 0.0))
                 sent.append(r.get("bytes_sent", 0))
+                recv.append(r.get("bytes_received", 0))
     except OSError:
         return None
     if not it:
         return None
-    return {"busy_s": st.mean(busy), "iter_s": st.mean(it), "bytes": st.mean(sent)}
+    return {"busy_s": st.mean(busy), "iter_s": st.mean(it), "bytes": st.mean(sent),
+            "bytes_in": st.mean(recv)}
 
 
 def read_cell(out, model, rate, k, link):
@@ -90,6 +96,7 @@ def read_cell(out, model, rate, k, link):
                 r["busy"] = met["busy_s"] / met["iter_s"] if met["iter_s"] > 0 else None
                 r["comp_ms"] = met["busy_s"] * 1e3 / k
                 r["mb_per_worker"] = met["bytes"] / 1e6
+                r["mb_in_per_worker"] = met["bytes_in"] / 1e6
         res[(meta["workers"], meta["setting"])] = r
     return res, problems
 
@@ -130,9 +137,9 @@ def main():
                       "%s); limit %s ms; best peer %s" % (
                           model, rate, w, k, link, "%.1f" % limit if limit else "-",
                           "%s %.1f ms" % (best_peer, peers[best_peer]) if best_peer else "-"),
-                      "%-16s %9s %8s %10s %9s %7s %10s" % (
+                      "%-16s %9s %8s %10s %9s %7s %8s %8s" % (
                           "setting", "iter ms", "x limit", "x best peer", "comp busy",
-                          "hidden", "MB/worker")]
+                          "hidden", "MB out", "MB in")]
             for s, r in row.items():
                 it = r.get("iter_ms")
                 if it and limit:
@@ -146,10 +153,11 @@ def main():
             def f(v, fmt):
                 return fmt % v if v is not None else "-"
             for s, r in row.items():
-                lines.append("%-16s %9s %8s %10s %9s %7s %10s%s" % (
+                lines.append("%-16s %9s %8s %10s %9s %7s %8s %8s%s" % (
                     s, f(r.get("iter_ms"), "%.1f"), f(r.get("x_limit"), "%.2fx"),
                     f(r.get("x_best_peer"), "%.2fx"), f(r.get("busy"), "%.2f"),
                     f(r.get("hidden"), "%.2f"), f(r.get("mb_per_worker"), "%.1f"),
+                    f(r.get("mb_in_per_worker"), "%.1f"),
                     "  best case %.1f ms" % r["best_ms"] if "best_ms" in r else
                     "  FAILED: " + r["failed"] if "failed" in r else ""))
             summary["cells"].append({"model": model, "rate_gbps": float(rate), "dilate": k,
