@@ -163,6 +163,7 @@ def main():
             summary["cells"].append({"model": model, "rate_gbps": float(rate), "dilate": k,
                                      "link": link, "workers": w, "limit_ms": limit,
                                      "best_peer": best_peer, "settings": row})
+    lines += targets(summary["cells"])
     if problems:
         lines += ["", "%d run(s) failed or gave no figure:" % bad] + problems
     text = "\n".join(lines) + "\n"
@@ -175,6 +176,55 @@ def main():
     sys.stdout.write(text)
     charts(out, summary["cells"])
     return 1 if bad else 0
+
+
+OURS = ("allreduce", "ps-none", "ps-fp16", "ps-topk", "ps-dgc", "ps-psgd2", "ps-psgd4")
+
+
+def targets(cells):
+    """Issue 45's targets, cell by cell, as the runs measured them."""
+    out = ["", "Targets (issue 45), per cell: model, Gbit/s per node, workers"]
+    pipe, near, peer, hot = [], [], [], []
+    for c in cells:
+        where = "%s %g Gbit/s %dw" % (c["model"], c["rate_gbps"], c["workers"])
+        st_ = c["settings"]
+        lim = c["limit_ms"]
+        for s, r in st_.items():
+            inl = st_.get(s + "-inline", {}).get("iter_ms")
+            if r.get("iter_ms") and inl and lim and r.get("comp_ms") is not None:
+                if r["comp_ms"] >= lim / 3:
+                    ratio = r["iter_ms"] / inl
+                    pipe.append("  %s: %s compresses %.1f ms (>= a third of %.1f): pipelined "
+                                "%.2fx inline %s" % (where, s, r["comp_ms"], lim, ratio,
+                                                     "ok" if ratio <= 0.75 else "MISSED"))
+            if r.get("busy") is not None and r["busy"] > 1:
+                hot.append("  %s: %s's compressor busy %.2fx the iteration" % (where, s, r["busy"]))
+        ours = {s: r["iter_ms"] for s, r in st_.items() if s in OURS and r.get("iter_ms")}
+        if not ours or not lim:
+            continue
+        best = min(ours, key=ours.get)
+        if c["rate_gbps"] >= 2.5 and c["model"].split("-")[0] in ("resnet50", "vgg16"):
+            x = ours[best] / lim
+            near.append("  %s: best ours %s %.2fx the limit %s" % (
+                where, best, x, "ok" if x <= 1.10 else "MISSED"))
+        bp = c.get("best_peer")
+        if bp:
+            pt = max(st_[bp].get("best_ms") or st_[bp]["iter_ms"], lim)
+            want = 2.0 if c["rate_gbps"] <= 2.5 else 1.3 if c["rate_gbps"] <= 10 else None
+            x = pt / ours[best]
+            verdict = ("the peer is itself within 1.1x of the limit: no win to claim"
+                       if pt <= 1.1 * lim else
+                       "ok" if want and x >= want else "MISSED" if want else "no target")
+            peer.append("  %s: best ours %s %.2fx faster than %s at its best case (target "
+                        "%s): %s" % (where, best, x, bp, "%gx" % want if want else "-", verdict))
+    out += ["Pipelined at most 0.75x inline where compression is at least a third of the "
+            "compute:"] + (pipe or ["  (no such cell)"])
+    out += ["Best PipeCompress setting within 1.10x of the limit, ResNet-50 and VGG-16, "
+            "2.5 Gbit/s and above:"] + (near or ["  (no such cell)"])
+    out += ["Against the best DDP variant at its best case (2x at 1 and 2.5 Gbit/s, 1.3x at "
+            "10):"] + (peer or ["  (no such cell)"])
+    out += ["Where the compressor is busier than the iteration:"] + (hot or ["  nowhere"])
+    return out
 
 
 def charts(out, cells):
