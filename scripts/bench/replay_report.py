@@ -21,6 +21,11 @@ figure is the emulated machine's: measured under dilation K, divided by K. Per r
                round trip of P, the sends);
   MB out, in   bytes a worker sent and received per iteration (the metrics' bytes_sent and
                bytes_received; DDP: not counted);
+  cores        the workers' compression work (real CPU seconds: the busy time / K) over
+               what the machine's cores give in a dilated iteration: the share of the
+               shared cores that compression alone takes (servers, MPI and the kernel's
+               networking come on top); near 1, the emulated nodes compete for cores that
+               real nodes would each have.
 Writes OUT_DIR/summary.txt (printed too), OUT_DIR/summary.json and OUT_DIR/MODEL.png (with
 matplotlib): iteration against link rate per setting, the limit dashed, a panel per worker
 count. Exit status 0; 1 when a run failed or gave no figure (reported, the rest
@@ -36,6 +41,7 @@ ITER = re.compile(r"^replay: iteration ([0-9.]+) ms \(mean of (\d+)\)", re.M)
 BEST = re.compile(r"^replay: peer's CPU work that a GPU would do: ([0-9.]+) ms per iteration "
                   r".*; best case ([0-9.]+) ms", re.M)
 PEERS = ("ddp", "ddp-fp16", "ddp-psgd1", "ddp-psgd2", "ddp-psgd4")
+NCORES = os.cpu_count() or 1  # the machine the runs shared (the report runs there too)
 
 
 def fail(msg):
@@ -137,15 +143,19 @@ def main():
                       "%s); limit %s ms; best peer %s" % (
                           model, rate, w, k, link, "%.1f" % limit if limit else "-",
                           "%s %.1f ms" % (best_peer, peers[best_peer]) if best_peer else "-"),
-                      "%-16s %9s %8s %10s %9s %7s %8s %8s" % (
+                      "%-16s %9s %8s %10s %9s %7s %8s %8s %6s" % (
                           "setting", "iter ms", "x limit", "x best peer", "comp busy",
-                          "hidden", "MB out", "MB in")]
+                          "hidden", "MB out", "MB in", "cores")]
             for s, r in row.items():
                 it = r.get("iter_ms")
                 if it and limit:
                     r["x_limit"] = it / limit
                 if it and best_peer:
                     r["x_best_peer"] = peers[best_peer] / it
+                if it and r.get("comp_ms") is not None:
+                    # the workers' compression, CPU work in real seconds, over what the
+                    # machine's cores give in a dilated iteration (K x it)
+                    r["cores"] = w * r["comp_ms"] / (k * it * NCORES)
                 inl = row.get(s + "-inline", {}).get("iter_ms")
                 if it and inl and r.get("comp_ms"):
                     r["hidden"] = (inl - it) / r["comp_ms"]
@@ -153,11 +163,11 @@ def main():
             def f(v, fmt):
                 return fmt % v if v is not None else "-"
             for s, r in row.items():
-                lines.append("%-16s %9s %8s %10s %9s %7s %8s %8s%s" % (
+                lines.append("%-16s %9s %8s %10s %9s %7s %8s %8s %6s%s" % (
                     s, f(r.get("iter_ms"), "%.1f"), f(r.get("x_limit"), "%.2fx"),
                     f(r.get("x_best_peer"), "%.2fx"), f(r.get("busy"), "%.2f"),
                     f(r.get("hidden"), "%.2f"), f(r.get("mb_per_worker"), "%.1f"),
-                    f(r.get("mb_in_per_worker"), "%.1f"),
+                    f(r.get("mb_in_per_worker"), "%.1f"), f(r.get("cores"), "%.2f"),
                     "  best case %.1f ms" % r["best_ms"] if "best_ms" in r else
                     "  FAILED: " + r["failed"] if "failed" in r else ""))
             summary["cells"].append({"model": model, "rate_gbps": float(rate), "dilate": k,
