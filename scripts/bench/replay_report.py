@@ -252,12 +252,12 @@ def charts(out, cells):
         for ax, w in zip(axes[0], ws):
             wc = sorted((c for c in mc if c["workers"] == w), key=lambda c: c["rate_gbps"])
             names = sorted({s for c in wc for s in c["settings"] if s != "compute"})
-            for s in names:
+            for i, s in enumerate(names):
                 pts = [(c["rate_gbps"], c["settings"][s].get("best_ms") or
                         c["settings"][s].get("iter_ms")) for c in wc if s in c["settings"]]
                 pts = [p for p in pts if p[1]]
                 if pts:
-                    ax.plot(*zip(*pts), marker="o", lw=1,
+                    ax.plot(*zip(*pts), marker="o", lw=1, color=plt.cm.tab20(i % 20),
                             ls="--" if s.startswith("ddp") else "-",
                             label=s + (" (best case)" if s in PEERS and s != "ddp" else ""))
             lim = [(c["rate_gbps"], c["limit_ms"]) for c in wc if c["limit_ms"]]
