@@ -772,6 +772,83 @@ def meter_runtime(clock):
         setattr(lib, name, timed)
 
 
+def replay_report(args, model, path, W, B, K, iters, peer, ready, stop, wall, total,
+                  allreduce):
+    """Rank 0's closing lines of a replay (train_replay): the rate, the iteration against
+    the trace's sum and the holds' overshoot, DDP's best case, --replay-times."""
+    # iteration i's time: from the end of iteration i - 1 to its own end (the first one,
+    # which starts the schedule, is left out); the rate after --warmup of them
+    timed = iters[max(0, args.warmup - 1):]
+    if stop:
+        print(f"stopped by signal {pc.stop_signal()} after {len(iters) + 1} iterations",
+              flush=True)
+        return
+    line = f"done: {total} iterations in {wall:.1f} s"
+    if not timed:
+        print(line + f" (too few iterations for a rate after --warmup {args.warmup})",
+              flush=True)
+        return
+    it_s = sum(timed) / len(timed)
+    # through the binding with --mode ps nothing replays the step (the servers run it)
+    sum_s = model.compute_seconds(optimizer=args.backend != "pipecompress" or allreduce)
+    print(line + f" ({W * B / it_s:.0f} samples/s after {args.warmup} warm-up iterations)",
+          flush=True)
+    p50, p99 = model.clock.percentiles()
+    what = "forward + backward" if args.backend == "pipecompress" and not allreduce else "trace sum"
+    print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), {what} x "
+          f"{K:g}: {sum_s * 1e3:.2f} ms, ratio {it_s / sum_s:.4f}; hold overshoot p50 "
+          f"{p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us", flush=True)
+    if args.backend == "ddp":
+        work = peer[len(peer) - len(timed):]
+        w_s = K * sum(work) / len(work)
+        # Removing the work can overshoot where pieces ran at once on two threads: the
+        # best case is never taken below the compute alone (the limit: the most generous)
+        best = max(it_s - w_s, model.compute_seconds())
+        print(f"replay: peer's CPU work that a GPU would do: {1e3 * w_s / K:.2f} ms per "
+              f"iteration (x {K:g} with its dilation sleep: {w_s * 1e3:.2f} ms); best case "
+              f"{best * 1e3:.2f} ms ({W * B / best:.0f} samples/s)", flush=True)
+    if ready:
+        out = {"trace": path, "backend": args.backend, "dilate": K,
+               "names": [f"{lay.trace_name}.{j}" for lay in model.layers
+                         for j in range(len(lay.plist))],
+               "iterations": ready.rows}
+        with open(args.replay_times, "w") as fh:
+            json.dump(out, fh)
+
+
+def replay_through_binding(args, rest, trace, K):
+    """train_replay's start through the binding: pc.init with the runtime's flags (and
+    --dilate K), then on a worker the replayed model attached, the runtime's blocking
+    calls timed into its clock, --mode allreduce's step held as device time. Returns
+    (model, rank, workers, iterations, what it models, allreduce), or (exit status,) on a
+    server."""
+    import torch_replay as tr
+
+    flags = ["--lr-schedule", "cosine"] + rest + (["--dilate", f"{K:g}"] if K != 1 else [])
+    pc.init(flags, run_length=lambda workers: 50)
+    if pc.choosing():
+        raise pc.Error("--mode auto: not with --arch replay (the probe would profile "
+                       "sleeps); choose --mode ps or allreduce")
+    if pc.is_server():
+        return (pc.run_server(),)
+    rank, W = pc.rank(), pc.workers()
+    cfg = pc.config()
+    seed, total = int(cfg["seed"]), int(cfg["iters"])
+    gbps = args.pcie_gbps or tr.PCIE_GBPS
+    model = tr.ReplayModel(trace, K, seed, rank, copy_gbps=gbps)
+    meter_runtime(model.clock)
+    allreduce = cfg.get("mode") == "allreduce"
+    # --mode allreduce: the step is the GPU's work, held by the runtime as device time
+    # (K x the trace's); --mode ps: the servers step, for real
+    step_s, step_how = tr.optimizer_seconds(trace, model.nelem)
+    pc.attach(model, device_step=step_s * K if allreduce else None)
+    what = (f"network, compression and servers real; gradients copied to the host at "
+            f"{gbps:g} GB/s (modelled)")
+    if allreduce:
+        what += "; --mode allreduce: the optimizer step held as device time, " + step_how
+    return model, rank, W, total, what, allreduce
+
+
 def train_replay(args, rest):
     """--arch replay:PATH on any backend: the trace's layers held as sleeps (torch_replay),
     trained through the binding, through DDP with its hooks, or alone (--backend local: the
@@ -783,35 +860,16 @@ def train_replay(args, rest):
         trace = tr.load_trace(path)
     except tr.TraceError as e:
         usage_error(f"--arch replay:{path}: {e}")
-    K = args.dilate
-    B = trace["batch"]
-    env = os.environ
+    K, B, env = args.dilate, trace["batch"], os.environ
     what = (f"replay: GPU compute replayed from {path} ({trace['model']}, {trace['device']}, "
             f"batch {B}, {trace['precision']}), dilation {K:g}; ")
     allreduce = False  # through the binding with --mode allreduce (the step held)
     if args.backend == "pipecompress":
-        flags = ["--lr-schedule", "cosine"] + rest + (["--dilate", f"{K:g}"] if K != 1 else [])
-        pc.init(flags, run_length=lambda workers: 50)
-        if pc.choosing():
-            raise pc.Error("--mode auto: not with --arch replay (the probe would profile "
-                           "sleeps); choose --mode ps or allreduce")
-        if pc.is_server():
-            return pc.run_server()
-        rank, W = pc.rank(), pc.workers()
-        cfg = pc.config()
-        seed, total = int(cfg["seed"]), int(cfg["iters"])
-        gbps = args.pcie_gbps or tr.PCIE_GBPS
-        model = tr.ReplayModel(trace, K, seed, rank, copy_gbps=gbps)
-        meter_runtime(model.clock)
-        allreduce = cfg.get("mode") == "allreduce"
-        # --mode allreduce: the step is the GPU's work, held by the runtime as device time
-        # (K x the trace's); --mode ps: the servers step, for real
-        step_s, step_how = tr.optimizer_seconds(trace, model.nelem)
-        pc.attach(model, device_step=step_s * K if allreduce else None)
-        what += (f"network, compression and servers real; gradients copied to the host at "
-                 f"{gbps:g} GB/s (modelled)")
-        if allreduce:
-            what += "; --mode allreduce: the optimizer step held as device time, " + step_how
+        got = replay_through_binding(args, rest, trace, K)
+        if len(got) == 1:  # a server: its exit status
+            return got[0]
+        model, rank, W, total, more, allreduce = got
+        what += more
         meter = None
     else:
         import torch.distributed as dist
@@ -849,10 +907,8 @@ def train_replay(args, rest):
               f"batch {B}, {total} iterations", flush=True)
         print(what, flush=True)
     x = torch.zeros(1, requires_grad=True)
-    iters, peer = [], []
-    t0 = time.time()
-    t_prev = None
-    stop = False
+    iters, peer = [], []  # each iteration's time; DDP's hook work per iteration
+    t0, t_prev, stop = time.time(), None, False
     for it in range(total):
         model.iteration = it
         if ready:
@@ -890,44 +946,7 @@ def train_replay(args, rest):
         dist.destroy_process_group()
     if rank != 0:
         return status
-    # iteration i's time: from the end of iteration i - 1 to its own end (the first one,
-    # which starts the schedule, is left out); the rate after --warmup of them
-    timed = iters[max(0, args.warmup - 1):]
-    if stop:
-        print(f"stopped by signal {pc.stop_signal()} after {len(iters) + 1} iterations",
-              flush=True)
-        return status
-    line = f"done: {total} iterations in {wall:.1f} s"
-    if not timed:
-        print(line + f" (too few iterations for a rate after --warmup {args.warmup})",
-              flush=True)
-        return status
-    it_s = sum(timed) / len(timed)
-    # through the binding with --mode ps nothing replays the step (the servers run it)
-    sum_s = model.compute_seconds(optimizer=args.backend != "pipecompress" or allreduce)
-    print(line + f" ({W * B / it_s:.0f} samples/s after {args.warmup} warm-up iterations)",
-          flush=True)
-    p50, p99 = model.clock.percentiles()
-    what = "forward + backward" if args.backend == "pipecompress" and not allreduce else "trace sum"
-    print(f"replay: iteration {it_s * 1e3:.2f} ms (mean of {len(timed)}), {what} x "
-          f"{K:g}: {sum_s * 1e3:.2f} ms, ratio {it_s / sum_s:.4f}; hold overshoot p50 "
-          f"{p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us", flush=True)
-    if args.backend == "ddp":
-        work = peer[len(peer) - len(timed):]
-        w_s = K * sum(work) / len(work)
-        # Removing the work can overshoot where pieces ran at once on two threads: the
-        # best case is never taken below the compute alone (the limit: the most generous)
-        best = max(it_s - w_s, model.compute_seconds())
-        print(f"replay: peer's CPU work that a GPU would do: {1e3 * w_s / K:.2f} ms per "
-              f"iteration (x {K:g} with its dilation sleep: {w_s * 1e3:.2f} ms); best case "
-              f"{best * 1e3:.2f} ms ({W * B / best:.0f} samples/s)", flush=True)
-    if ready:
-        out = {"trace": path, "backend": args.backend, "dilate": K,
-               "names": [f"{lay.trace_name}.{j}" for lay in model.layers
-                         for j in range(len(lay.plist))],
-               "iterations": ready.rows}
-        with open(args.replay_times, "w") as fh:
-            json.dump(out, fh)
+    replay_report(args, model, path, W, B, K, iters, peer, ready, stop, wall, total, allreduce)
     return status
 
 
