@@ -177,13 +177,16 @@ usage() { # EXPECTED-TEXT ARGS...: status 2, one line containing the text
 }
 usage "torch-ddp.sh: unknown argument '--bogus'" --bogus
 usage "torch-ddp.sh: --nets: unknown network 'wan'" --nets "shm wan"
-usage "torch-ddp.sh: --settings: unknown setting 'ps-fp16'" --settings "ps-none ps-fp16"
+usage "torch-ddp.sh: --settings: unknown setting 'ps-int8'" --settings "ps-none ps-int8"
 usage "torch-ddp.sh: --iters: 'many' is not a number" --iters many
 usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --iters 5
 usage "torch-ddp.sh: --arch: 'resnet' is not one of cnn, lstm, resnet18, resnet50, vgg16, vit" --arch resnet
 usage "torch-ddp.sh: --nets: unknown network '1gbit' (node-1gbit, node-10gbit with --nodes)" --nodes 3 --nets 1gbit
 usage "torch-ddp.sh: --nodes 3: 4 workers and a server need 5 nodes" --nodes 3 --workers "2 4"
 usage "torch-ddp.sh: --workers: 'two' is not a number" --workers two
+# replay.sh's networks (any node-RATE) and the counterparts named in --settings pass the
+# checks (refused further on, for the iterations)
+usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --nodes 3 --nets node-2500mbit --settings "ps-fp16 ps-topk-inline ps-psgd4-inline" --iters 5
 usage "torch-ddp.sh: --out needs a value" --out
 # Per-node links (root): one rank per emulated node, DDP's gloo and MPI over the nodes'
 # shaped links; the cluster is taken down afterwards.
