@@ -582,6 +582,19 @@ def run_loop(args, model, images, labels, seed, first, total, ipe, W, rank, step
     return False, rate
 
 
+def ddp_place(args):
+    """(rank, world size, local) of a DDP or --backend local run, from mpirun's environment
+    (or torchrun's); --backend local on more than one process is refused in one line."""
+    env = os.environ
+    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
+    world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    local = args.backend == "local"
+    if local and world != 1:
+        usage_error(f"--backend local: one process, not {world} (run it without mpirun, or "
+                    "with -np 1)")
+    return rank, world, local
+
+
 def ddp_wrap(args, model, meter=None):
     """model in DistributedDataParallel (gloo, the default process group) with --ddp-hook's
     communication hook. Buffers: DDP's default, rank 0's broadcast before each forward.
@@ -679,12 +692,7 @@ def train_ddp(args, rest, images, labels, run_length):
 
     f = ddp_flags(rest)
     env = os.environ
-    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
-    world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
-    local = args.backend == "local"
-    if local and world != 1:
-        usage_error(f"--backend local: one process, not {world} (run it without mpirun, or "
-                    "with -np 1)")
+    rank, world, local = ddp_place(args)
     # The test set before the rendezvous: a file missing there ends rank 0 (one line) while
     # the others still wait in it, not halfway through a collective.
     test = load(args, train=False) if rank == 0 and args.eval != "none" else None
@@ -875,12 +883,7 @@ def train_replay(args, rest):
         import torch.distributed as dist
 
         f = ddp_flags(rest)
-        rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
-        W = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
-        local = args.backend == "local"
-        if local and W != 1:
-            usage_error(f"--backend local: one process, not {W} (run it without mpirun, or "
-                        "with -np 1)")
+        rank, W, local = ddp_place(args)
         seed, total = f.seed, f.iters or 50
         model = tr.ReplayModel(trace, K, seed, rank)
         meter = None
