@@ -6,7 +6,7 @@ model: the iteration time and every gradient's ready time (from the iteration's 
 compared, target within 5 % (dPRO's bar).
 
   scripts/bench/replay-validate.py [--model resnet18] [--batch 4] [--iters 8] [--warmup 3]
-                                   [--image-size 224] [--threads 1]
+                                   [--image-size 224] [--threads 1] [--real-runs 3]
                                    [--recorder auto|make-trace|builtin] [--out DIR]
 
 1. The trace: `scripts/bench/make-trace.py record --model M --batch B --device cpu --iters N
@@ -23,11 +23,15 @@ compared, target within 5 % (dPRO's bar).
    random 3xSxS images (S: --image-size, default 224) and labels, cross-entropy, backward,
    SGD step, --iters iterations after --warmup, timed from one iteration's end to the
    next's; every parameter's gradient-ready time from the accumulator's hook (what the
-   binding and DDP hook), relative to the iteration's start. Run twice, before and after
-   the replay: the spread of the two is this machine's noise, printed beside the errors.
+   binding and DDP hook), relative to the iteration's start. Run --real-runs times
+   (default 3, at least 2): once before the recording, the rest after the replay. Each
+   run's iteration is printed; the real figures are the median over the runs (of each
+   run's median), and their spread, (slowest - fastest) / median, is this machine's noise,
+   printed beside the errors (two runs of the same program here have differed by 27 %:
+   one outlier moves a mean of two, not a median of three).
 3. The replay: torch_train.py --arch replay:DIR/trace.json --backend local --iters
    N+W --warmup W --replay-times DIR/replay-times.json (the same hooks).
-4. The errors: the iteration's median |replay - real| / real (real: the two runs' mean),
+4. The errors: the iteration's median |replay - real| / real (real: the runs' median),
    and per gradient (matched by module name and index, else by order) the same on its
    median ready time: median, max, and the worst gradient named; and the replay against
    the trace's own schedule (every tensor due after the forward sum and the backward of
@@ -206,11 +210,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto")
+    ap.add_argument("--real-runs", type=int, default=3)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     for flag, v, least in (("--batch", a.batch, 1), ("--iters", a.iters, 2),
                            ("--warmup", a.warmup, 1), ("--threads", a.threads, 1),
-                           ("--image-size", a.image_size, 32)):
+                           ("--image-size", a.image_size, 32), ("--real-runs", a.real_runs, 2)):
         if v < least:
             fail(f"{flag}: {v} is below {least}", 2)
     # OpenBLAS (Debian's torch multiplies with it) reads its thread count when it loads:
@@ -266,7 +271,10 @@ def main():
     print("$ " + " ".join(cmd), flush=True)
     if subprocess.call(cmd, env=env) != 0:
         fail("the replay failed")
-    rows2, _ = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
+    runs = [summary(rows1)]
+    for _ in range(a.real_runs - 1):
+        rows, _ = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
+        runs.append(summary(rows))
     with open(times) as f:
         rep = json.load(f)
     r_rows = rep["iterations"][a.warmup:]
@@ -274,10 +282,10 @@ def main():
     rep_iter = st.median(e1 - e0 for e0, e1 in zip(ends[a.warmup - 1:], ends[a.warmup:]))
     names = rep["names"]
     rep_ready = {n: st.median(r["ready_s"][i] for r in r_rows) for i, n in enumerate(names)}
-    it1, ready1 = summary(rows1)
-    it2, ready2 = summary(rows2)
-    real_iter = (it1 + it2) / 2
-    real_ready = {k: (ready1[k] + ready2[k]) / 2 for k in ready1}
+    its = [it for it, _ in runs]
+    real_iter = st.median(its)
+    keys = runs[0][1]
+    real_ready = {k: st.median(r[k] for _, r in runs) for k in keys}
     real_names = [n for n, _, _ in ins.params]
     if set(real_names) != set(names):
         if len(real_names) != len(names):
@@ -289,7 +297,8 @@ def main():
         how = "by module name and index"
     errs = sorted((abs(rep_ready[n] - real_ready[match[n]]) / real_ready[match[n]], n)
                   for n in names)
-    noise = sorted(abs(ready1[k] - ready2[k]) / real_ready[k] for k in ready1)
+    noise = sorted((max(r[k] for _, r in runs) - min(r[k] for _, r in runs)) / real_ready[k]
+                   for k in keys)
     it_err = abs(rep_iter - real_iter) / real_iter
     # the replay against the trace's own schedule (the emulator alone, whatever the load
     # did to the recording and the real runs): a tensor of layer i is due after every
@@ -308,11 +317,11 @@ def main():
     res = {"model": a.model, "batch": a.batch, "image_size": a.image_size, "iters": a.iters,
            "warmup": a.warmup,
            "threads": a.threads, "recorder": recorder, "step_note": step_note,
-           "matched": how, "real_iter_ms": [1e3 * it1, 1e3 * it2],
+           "matched": how, "real_iter_ms": [1e3 * it for it in its],
            "replay_iter_ms": 1e3 * rep_iter, "iter_error": it_err,
            "ready_error_median": med, "ready_error_max": worst, "ready_error_worst": wname,
            "real_runs_ready_spread_max": noise[-1],
-           "real_runs_iter_spread": abs(it1 - it2) / real_iter,
+           "real_runs_iter_spread": (max(its) - min(its)) / real_iter,
            "ready_errors": {n: e for e, n in errs}, "target": TARGET,
            "trace_sum_ms": 1e3 * trace_sum, "replay_vs_trace_iter_error": sched_it,
            "replay_vs_trace_ready_error_median": sched[len(sched) // 2],
@@ -322,14 +331,14 @@ def main():
 
     def verdict(e):
         return "within" if e <= TARGET else "OVER"
-    print(f"iteration: real {1e3 * it1:.1f} and {1e3 * it2:.1f} ms (spread "
-          f"{100 * res['real_runs_iter_spread']:.1f} %), replay {1e3 * rep_iter:.1f} ms: "
-          f"error {100 * it_err:.2f} % ({verdict(it_err)} {100 * TARGET:.0f} %; against "
-          f"each run {100 * (rep_iter - it1) / it1:+.2f} %, "
-          f"{100 * (rep_iter - it2) / it2:+.2f} %)")
+    print(f"iteration: real {', '.join(f'{1e3 * it:.1f}' for it in its)} ms (median "
+          f"{1e3 * real_iter:.1f}, spread {100 * res['real_runs_iter_spread']:.1f} %), replay "
+          f"{1e3 * rep_iter:.1f} ms: error {100 * it_err:.2f} % ({verdict(it_err)} "
+          f"{100 * TARGET:.0f} %; against each run "
+          f"{', '.join(f'{100 * (rep_iter - it) / it:+.2f} %' for it in its)})")
     print(f"gradient ready times ({len(errs)} tensors, matched {how}): error median "
           f"{100 * med:.2f} %, max {100 * worst:.2f} % ({wname}; {verdict(worst)} "
-          f"{100 * TARGET:.0f} %); the two real runs differ by up to {100 * noise[-1]:.2f} %")
+          f"{100 * TARGET:.0f} %); the {len(runs)} real runs differ by up to {100 * noise[-1]:.2f} %")
     print(f"the replay against the trace's own schedule (the emulator alone): iteration "
           f"{1e3 * rep_iter:.1f} ms against {1e3 * trace_sum:.1f} ms, error "
           f"{100 * sched_it:.2f} %; ready times error median "

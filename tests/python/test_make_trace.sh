@@ -5,8 +5,9 @@
 # of 1..8 positive dimensions, finite times >= 0) with the real models' parameter counts
 # and times that add up to the iteration its "source" states; `record` measures a tiny CNN on the CPU for 2 iterations
 # and writes a valid trace with the model's layers, shapes and positive times; bad
-# arguments are refused in one line with status 2. Skipped (77) without torch for
-# /usr/bin/python3; the ResNet-50 and VGG-16 traces need torchvision too.
+# arguments are refused in one line with status 2; scripts/bench/replay-validate.py runs
+# briefly (below). Skipped (77) without torch for /usr/bin/python3; the ResNet-50 and
+# VGG-16 traces and replay-validate need torchvision too.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 py=/usr/bin/python3
@@ -159,4 +160,41 @@ refused "missing folder" "folder '$tmp/no' does not exist" published --model ber
 refused "amp on the CPU" "needs --device cuda" record --model tiny --batch 2 --precision amp --out "$tmp/x.json"
 [ $have_tv = 1 ] && refused "unknown model" "not a torchvision model" record --model nosuchnet --batch 2 --out "$tmp/x.json"
 [ -e "$tmp/x.json" ] && bad "a refused run left $tmp/x.json"
+
+# scripts/bench/replay-validate.py, briefly (ResNet-18 on 32-pixel images, batch 2, 2
+# iterations): the recording, the replay and 2 real runs, and validate.json with a real
+# iteration per run, a ready-time error per parameter tensor (62) and the emulator's own
+# error; no figure is judged (the 5 % target is a measurement, not a test). --real-runs 1
+# is refused in one line.
+rv=$PC_SRCDIR/scripts/bench/replay-validate.py
+if [ $have_tv = 1 ]; then
+    if "$py" "$rv" --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 --real-runs 2 \
+        --out "$tmp/v" >"$tmp/v.out" 2>&1; then
+        out=$("$py" - "$tmp/v/validate.json" <<'PY'
+import json, math, sys
+v = json.load(open(sys.argv[1]))
+fin = lambda x: isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+ok = (len(v["real_iter_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iter_ms"]) and
+      fin(v["replay_iter_ms"]) and v["replay_iter_ms"] > 0 and len(v["ready_errors"]) == 62 and
+      all(fin(e) for e in v["ready_errors"].values()) and fin(v["iter_error"]) and
+      fin(v["replay_vs_trace_iter_error"]) and fin(v["real_runs_iter_spread"]))
+print("ok" if ok else json.dumps(v)[:600])
+PY
+)
+        if [ "$out" = ok ] && grep -q "^iteration: real .*, .* ms (median" "$tmp/v.out"; then
+            ok "replay-validate.py: 2 real runs, the replay, 62 ready times compared"
+        else
+            bad "replay-validate.py: validate.json or its report wrong: $out"; tail -n 5 "$tmp/v.out"
+        fi
+    else
+        bad "replay-validate.py failed:"; tail -n 10 "$tmp/v.out"
+    fi
+    "$py" "$rv" --real-runs 1 --out "$tmp/v1" >"$tmp/o" 2>"$tmp/e"
+    rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q -- "--real-runs: 1 is below 2" "$tmp/e"; then
+        ok "replay-validate.py --real-runs 1: $(cat "$tmp/e")"
+    else
+        bad "replay-validate.py --real-runs 1: rc $rc, stderr: $(cat "$tmp/e")"
+    fi
+fi
 pc_done
