@@ -399,7 +399,8 @@ def parser():
     ap.add_argument("--eval", choices=["epoch", "end", "none"], default="epoch")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--warmup", type=int, default=10, metavar="N",
-                    help="iterations left out of the reported rate (start-up, first touches)")
+                    help="iterations left out of the reported rate (start-up, first touches) "
+                         "[10; a run needs more iterations than that to report one]")
     ap.add_argument("--dilate", type=float, default=1.0, metavar="K",
                     help="--arch replay: every replayed time x K (time dilation); passed on "
                     "as the runtime's --dilate K, and the DDP hooks' CPU work is followed "

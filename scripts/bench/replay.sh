@@ -32,9 +32,11 @@
 # PipeCompress's allreduce (slower than DDP fp32 but at 25 Gbit/s, 2
 # workers, where it is within 2 %), servers without compression and with fp16 (slower
 # than the allreduce everywhere: the server's link carries every worker's dense push and
-# pull), our PowerSGD rank 4 (slower than our DGC everywhere), rank 2 (rank 4's time less a
-# little, on both sides), and the inline counterparts but top-k's (its pair answers
-# the pipelining question). Any of them by name in --settings. --out: the results
+# pull), our PowerSGD rank 4 (slower than our DGC everywhere), and the inline
+# counterparts but top-k's (its pair answers the pipelining question). PowerSGD rank 2,
+# either side, was never run: rank 4 stands for it. Any of them by name in --settings.
+# DDP fp32 always runs (every ratio's base). The library: $PIPECOMPRESS_LIB when set,
+# else build/ (built first, as torch-ddp.sh does). --out: the results
 # (default results/replay-DATE): one torch-ddp.sh directory per trace and rate
 # (MODEL-RATEg/), then DIR/summary.txt, DIR/summary.json and DIR/MODEL.png.
 # Needs root (emulated nodes). Exit status: 0; 1 when a run failed (after every run and

@@ -262,7 +262,9 @@ def charts(out, cells):
                             label=s + (" (best case)" if s in PEERS and s != "ddp" else ""))
             lim = [(c["rate_gbps"], c["limit_ms"]) for c in wc if c["limit_ms"]]
             if lim:
-                ax.plot(*zip(*lim), color="black", lw=2, ls=":", label="limit (compute only)")
+                # one rate: a line of one point draws nothing, so mark it
+                ax.plot(*zip(*lim), color="black", lw=2, ls=":", marker="_" if len(lim) == 1
+                        else None, markersize=30, label="limit (compute only)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("per-node link, Gbit/s")
@@ -270,7 +272,7 @@ def charts(out, cells):
             ax.set_title("%s, %d workers" % (model, w))
             ax.grid(True, which="both", alpha=0.3)
         axes[0][-1].legend(fontsize=6, loc="upper right")
-        fig.suptitle("%s: GPU compute replayed; network, compression and servers real "
+        fig.suptitle("%s: GPU compute replayed; network, compression and servers real\n"
                      "(dilated, 2-core CPU machine)" % model, fontsize=9)
         fig.tight_layout()
         fig.savefig(os.path.join(out, model + ".png"), dpi=110)
