@@ -6,6 +6,20 @@
  *   m = momentum * m + d                (m starts at 0)
  *   p = p - lr * (nesterov ? d + momentum * m : m)
  * With momentum 0 the buffer is unused and p = p - lr * d.
+ *
+ * Adam and AdamW, as torch.optim.Adam / AdamW (torch 1.13's single-tensor loop), at step t
+ * (1-based: the steps this shard has taken, this one included), m, v (and vmax) from 0:
+ *   AdamW: p = p * (1 - lr * weight_decay)          Adam: g = g + weight_decay * p
+ *   m = b1 * m + (1 - b1) * g
+ *   v = b2 * v + (1 - b2) * g * g
+ *   amsgrad: vmax = max(vmax, v), and vmax stands for v below
+ *   p = p + (-lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * in torch's float32 operations and order: the scalars (1 - lr * wd, 1 - b1, the bias
+ * corrections, the step size) are computed in double as Python computes them and rounded
+ * to float where torch's kernels take them; the two "x + a * y" updates of m and v are fused
+ * multiply-adds, as torch's vectorised CPU kernels compute them (pc_optim.c says what was
+ * measured against torch).
+ *
  * Schedule at iteration t (0-based): a linear warm-up over the first `warmup` iterations
  * (lr * (t + 1) / warmup), then constant, step (lr * gamma^floor(t / step)) or cosine
  * (lr * (1 + cos(pi * t / total)) / 2 over `total` iterations). */
@@ -34,21 +48,78 @@ typedef enum pc_lr_schedule {
 /* "constant|step|cosine", for the --lr-schedule flag (from the table). */
 #define PC_LR_SCHEDULE_CHOICES (PC_LR_SCHEDULE_TABLE(PC_FLAGS_CHOICE_TEXT) + 1)
 
+/* The optimizers: X(NAME, "flag spelling"), in enum order (PC_OPTIM_SGD = 0, ...). */
+#define PC_OPTIM_KIND_TABLE(X) X(SGD, "sgd") X(ADAM, "adam") X(ADAMW, "adamw")
+
+typedef enum pc_optim_kind {
+#define PC_OPTIM_KIND_ENUM(name, text) PC_OPTIM_##name,
+    PC_OPTIM_KIND_TABLE(PC_OPTIM_KIND_ENUM)
+#undef PC_OPTIM_KIND_ENUM
+} pc_optim_kind_t;
+
+/* "sgd|adam|adamw", for the --optimizer flag (from the table). */
+#define PC_OPTIM_KIND_CHOICES (PC_OPTIM_KIND_TABLE(PC_FLAGS_CHOICE_TEXT) + 1)
+
+/* One step's rule. Zero-initialised fields give plain SGD: kind PC_OPTIM_SGD is 0. The
+ * runtime hands each chunk its own copy (pc_rt__chunk_optim), so a per-tensor rule (a
+ * parameter group's lr or weight decay) is a per-chunk copy with other values. */
 typedef struct pc_optim_cfg {
     double lr;
-    double momentum;
-    bool nesterov;
+    double momentum; /* sgd only */
+    bool nesterov;   /* sgd only */
     double weight_decay;
     pc_lr_schedule_t schedule;
     int64_t step;   /* PC_LR_STEP: iterations between decays */
     double gamma;   /* PC_LR_STEP: decay factor */
     int64_t warmup; /* linear warm-up iterations; 0 = none */
     int64_t total;  /* PC_LR_COSINE: iterations of the whole run */
+    pc_optim_kind_t kind;
+    double beta1, beta2; /* adam(w): the moments' decay rates, each in [0, 1) */
+    double eps;          /* adam(w): added to the denominator, finite and > 0 */
+    bool amsgrad;        /* adam(w): the denominator from the largest v so far */
 } pc_optim_cfg_t;
+
+/* The state a shard of n parameters carries between steps: the caller's n-float arrays.
+ * SGD: m is the momentum buffer (NULL without momentum), v and vmax NULL. Adam(W): m, v
+ * and (amsgrad) vmax, torch's exp_avg, exp_avg_sq and max_exp_avg_sq; steps is torch's
+ * state['step'], kept by the caller: it counts this shard's steps, and a step's caller
+ * adds 1 before it (torch's step_t += 1 comes first too). Chunks of one tensor take their
+ * steps together, so they hold the same count. */
+typedef struct pc_optim_state {
+    float *m, *v, *vmax;
+    uint64_t steps;
+} pc_optim_state_t;
+
+/* The arrays of a state, in the order checkpoints store them (m, v, vmax). */
+#define PC_OPTIM_STATE_ARRAYS 3
 
 /* A schedule's flag spelling ("cosine"), or "?" outside the table. Static string;
  * thread-safe. */
 const char *pc_optim_schedule_name(int schedule);
+
+/* An optimizer's flag spelling ("adamw"), or "?" outside the table. Static string;
+ * thread-safe. */
+const char *pc_optim_kind_name(int kind);
+
+/* Parse --betas text "B1,B2" (two numbers, each finite and in [0, 1)) into *b1 and *b2
+ * (written only on success). PC_OK, or PC_EUSAGE with a one-line message (without the
+ * flag's name) in err. Thread-safe. */
+int pc_optim_betas_parse(const char *text, double *b1, double *b2, char *err, size_t errlen);
+
+/* Allocate st's arrays for n parameters under cfg, all zero: SGD, m when momentum is not
+ * 0; Adam(W), m and v, and vmax with amsgrad; steps 0. PC_OK, or PC_ENOMEM with nothing
+ * allocated (st all NULL). The arrays are the caller's: pc_optim_state_free. */
+int pc_optim_state_alloc(const pc_optim_cfg_t *cfg, size_t n, pc_optim_state_t *st);
+
+/* Free st's arrays (NULL ones skipped) and set them NULL. */
+void pc_optim_state_free(pc_optim_state_t *st);
+
+/* A view of st from element off on (its arrays advanced by off, NULL kept; the same
+ * steps): a row of a matrix stepped row by row. Borrows st's arrays. Pure. */
+pc_optim_state_t pc_optim_state_at(const pc_optim_state_t *st, size_t off);
+
+/* st's arrays in checkpoint order (m, v, vmax), NULL where absent. Pure. */
+void pc_optim_state_arrays(const pc_optim_state_t *st, float *arr[PC_OPTIM_STATE_ARRAYS]);
 
 /* Learning rate at iteration t. Pure. */
 double pc_optim_lr(const pc_optim_cfg_t *cfg, int64_t t);
@@ -71,8 +142,20 @@ size_t pc_optim_sgd(const pc_optim_cfg_t *cfg, float lr, float *p, float *mom, c
 size_t pc_optim_sgd_sparse(const pc_optim_cfg_t *cfg, float lr, float *p, const float *g,
                            const uint32_t *idx, size_t k, uint32_t *changed);
 
+/* One step of cfg's optimizer on n parameters p with gradient g and state st (arrays as
+ * pc_optim_state_alloc gives them for cfg; Adam(W) needs st->steps >= 1, this step's
+ * number). lr: the schedule's rate (pc_optim_lr); SGD steps with (float)lr (pc_optim_sgd),
+ * Adam(W) computes its scalars from the double as torch does from the Python float.
+ * Deterministic and element by element: a shard split into pieces (pc_optim_state_at)
+ * and stepped piece by piece ends bitwise as stepped whole. Returns how many parameters
+ * changed value, and the list in changed as pc_optim_sgd does (NULL: no list). The
+ * caller owns every buffer; thread-safe on distinct p and state. */
+size_t pc_optim_step(const pc_optim_cfg_t *cfg, double lr, float *p, const pc_optim_state_t *st,
+                     const float *g, size_t n, uint32_t *changed);
+
 /* True when a step changes only parameters whose gradient entry is non-zero (plain SGD:
- * no momentum, no weight decay): then updates are as sparse as the aggregated gradient. */
+ * no momentum, no weight decay): then updates are as sparse as the aggregated gradient.
+ * Never for Adam(W): m and v move every parameter whose moments are not 0. */
 bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg);
 
 #ifdef __cplusplus
