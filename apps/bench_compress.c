@@ -4,7 +4,9 @@
  *          accumulators): the memory-bandwidth bound any O(n) compressor pays at least once;
  *   sort   top-k by a full sort (qsort of the indices by magnitude): what a naive top-k costs.
  * For each codec, size and ratio: median compress and decompress-add times over --reps,
- * elements per second, message bytes and compression ratio. The headline ratios compare
+ * elements per second, message bytes and compression ratio, and on the CPU each codec's least
+ * memory traffic (bytes per element, cpu_codecs_tab) with its times over that traffic at the
+ * read baseline's speed (its memory bound). The headline ratios compare
  * exact top-k (topk, ef=off: selection and encoding, no error-feedback fold) with both
  * baselines; topk with ef=on adds the fold (read gradient, read and write residual).
  * Then powersgd on whole matrices (--matrices; bench_lowrank.c): its step beside its two
@@ -28,6 +30,7 @@
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_select.h"
 #include "pipecompress/pc_time.h"
+#include "pipecompress/pc_wire.h"
 
 typedef struct opts {
     int reps;
@@ -148,12 +151,13 @@ typedef struct row {
     double ratio; /* < 0: not a ratio codec */
     double t_comp, t_dec;
     size_t bytes;
+    double comp_bytes, dec_bytes; /* the least memory traffic (cpu_codecs_tab), in bytes */
 } row_t;
 
 /* ---- --device cuda ------------------------------------------------------------------- */
 
-/* The codecs of both tables (the device's adds the error-feedback fold alone); the ratio
- * codecs run once per --ratios value. */
+/* The codecs of both tables (the device's adds the error-feedback fold alone, the CPU's,
+ * cpu_codecs_tab, fp16 with error feedback); the ratio codecs run once per --ratios value. */
 static const char *const bench_codecs[] = {
     "none",   "fp16",        "qsgd:levels=16", "terngrad",
     "efsign", "topk:ef=off", "topk",           "topk:index=delta,values=fp16",
@@ -571,16 +575,67 @@ static void cpu_baselines(cpu_bench_t *b, int si)
         }
         b->t_sort[si] = pc_time_median(b->samples, (size_t)sreps);
     }
-    printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
-           b->t_read[si], "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-");
+    printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s %8.2f %8.2f %8s %8s\n",
+           "[baseline] read 4n bytes", n, "-", b->t_read[si], "-", (double)n / b->t_read[si] * 1e-3,
+           (size_t)0, "-", 4.0, 1.0, "-", "-");
     if (!b->o->no_sort)
-        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s\n", "[baseline] top-k by qsort", n, "-",
-               b->t_sort[si], "-", (double)n / b->t_sort[si] * 1e-3, "-", "-");
+        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s %8s %8s %8s %8s\n",
+               "[baseline] top-k by qsort", n, "-", b->t_sort[si], "-",
+               (double)n / b->t_sort[si] * 1e-3, "-", "-", "-", "-", "-", "-");
 }
 
-/* Time one codec (spec_text) on n elements: compress, then decode-add; fills *row and
- * prints it. */
-static int cpu_codec_row(cpu_bench_t *b, const char *spec_text, size_t n, double ratio, row_t *row)
+/* The CPU table's codecs: bench_codecs, in its order, and fp16 with error feedback beside
+ * fp16 (the ratio codecs run once per --ratios value); with each, its least memory traffic,
+ * the bytes of the n-element arrays that a compress and a decode-add must read and write by
+ * the codec's rule, one read or write of an array per pass the rule cannot avoid. On top
+ * come the message (its measured size: compress writes it once; decode-add reads it twice,
+ * as it validates all of it before writing anything, then adds it) and, for the sparsifiers,
+ * per sent entry (the message header's count) what compress zeroes in its state and what
+ * decode-add reads and writes of the dense array. The bound is those bytes at the speed of
+ * the [baseline] read row, one core's streaming read; writes cost more than reads (a line is
+ * read before it is written), so a codec that writes cannot quite reach 1.0 x. */
+typedef struct cpu_codec {
+    const char *base;        /* as in bench_codecs */
+    double comp, comp_entry; /* compress: bytes per element, per sent entry */
+    double dec, dec_entry;   /* decode-add: bytes per element (dense read and written), entry */
+} cpu_codec_t;
+
+static const cpu_codec_t cpu_codecs_tab[] = {
+    /* none: the gradient read (4) */
+    {"none", 4, 0, 8, 0},
+    /* fp16 (ef=off): the gradient read (4) */
+    {"fp16", 4, 0, 8, 0},
+    /* fp16 with error feedback: gradient and residual read, residual written (12) */
+    {"fp16:ef=on", 12, 0, 8, 0},
+    /* qsgd (ef=off): the gradient read twice, as the norm comes before the first code (8) */
+    {"qsgd:levels=16", 8, 0, 8, 0},
+    /* terngrad (ef=off): read twice, max |g| first (8) */
+    {"terngrad", 8, 0, 8, 0},
+    /* efsign (ef=on): gradient and residual read for mean |v| (8), then again with the
+     * residual written (12) */
+    {"efsign", 20, 0, 8, 0},
+    /* topk:ef=off: the gradient read once (the selection's collect pass; its sample extra) */
+    {"topk:ef=off", 4, 0, 0, 8},
+    /* topk (ef=on, momentum 0.9): the momentum correction reads gradient, u and residual and
+     * writes u and residual (20), the selection in that pass; each entry zeroes u and the
+     * residual (8) */
+    {"topk", 20, 8, 0, 8},
+    {"topk:index=delta,values=fp16", 20, 8, 0, 8},
+    /* dgc: topk's momentum correction and masking (20, 8; its sampled threshold extra) */
+    {"dgc", 20, 8, 0, 8},
+    /* randomk (ef=on, momentum 0.9): every element folded with momentum (20), each entry
+     * zeroed (8) */
+    {"randomk", 20, 8, 0, 8},
+    /* threshold (ef=on, no momentum): the fold (12), the comparison in its pass; each entry
+     * zeroes the residual (4) */
+    {"threshold", 12, 4, 0, 8},
+};
+
+/* Time one codec (tc, as spec_text) on n elements: compress, then decode-add, and their
+ * least traffic; fills *row and prints it with its times over that traffic at ms_per_byte,
+ * the read baseline's speed. */
+static int cpu_codec_row(cpu_bench_t *b, const cpu_codec_t *tc, const char *spec_text, size_t n,
+                         double ratio, double ms_per_byte, row_t *row)
 {
     const int reps = b->o->reps;
     char err[512];
@@ -603,11 +658,12 @@ static int cpu_codec_row(cpu_bench_t *b, const char *spec_text, size_t n, double
         return BENCH_EXIT_FAIL;
     }
     pc_codec_expect_t want = {.chunk = 0, .n = (uint32_t)n, .any_iteration = true};
+    pc_wire_header_t h = {0};
     for (int r = 0; r < reps; r++) {
         int64_t t0 = pc_time_ns();
         int rc = pc_codec_compress(c, st, b->x, (uint64_t)r, msg, cap, &len);
         int64_t t1 = pc_time_ns();
-        int rc2 = rc == PC_OK ? pc_codec_decode_add(c, msg, len, &want, 1.0f, b->dense, NULL, err,
+        int rc2 = rc == PC_OK ? pc_codec_decode_add(c, msg, len, &want, 1.0f, b->dense, &h, err,
                                                     sizeof(err))
                               : rc;
         int64_t t2 = pc_time_ns();
@@ -625,35 +681,41 @@ static int cpu_codec_row(cpu_bench_t *b, const char *spec_text, size_t n, double
     row->t_comp = pc_time_median(b->samples, (size_t)reps);
     row->t_dec = pc_time_median(b->samples + reps, (size_t)reps);
     row->bytes = len;
+    row->comp_bytes = tc->comp * (double)n + tc->comp_entry * h.entries + (double)len;
+    row->dec_bytes = tc->dec * (double)n + tc->dec_entry * h.entries + 2.0 * (double)len;
     char rbuf[16];
     snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
-    printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f\n", spec_text, n, rbuf, row->t_comp,
-           row->t_dec, (double)n / row->t_comp * 1e-3, len, 4.0 * (double)n / (double)len);
+    printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f %8.2f %8.2f %8.2f %8.2f\n",
+           spec_text, n, rbuf, row->t_comp, row->t_dec, (double)n / row->t_comp * 1e-3, len,
+           4.0 * (double)n / (double)len, row->comp_bytes / (double)n,
+           row->t_comp / (row->comp_bytes * ms_per_byte), row->dec_bytes / (double)n,
+           row->t_dec / (row->dec_bytes * ms_per_byte));
     free(msg);
     pc_codec_state_destroy(st);
     pc_codec_destroy(c);
     return 0;
 }
 
-/* Every codec of bench_codecs at size index si: the ratio codecs once per ratio, the others
- * once. */
+/* Every codec of cpu_codecs_tab at size index si: the ratio codecs once per ratio, the
+ * others once. */
 static int cpu_codecs(cpu_bench_t *b, int si)
 {
     size_t n = (size_t)b->sizes[si];
-    for (size_t k = 0; k < sizeof(bench_codecs) / sizeof(bench_codecs[0]); k++) {
-        bool ratio_codec = uses_ratio(bench_codecs[k]);
+    double ms_per_byte = b->t_read[si] / (4.0 * (double)n);
+    for (size_t k = 0; k < sizeof(cpu_codecs_tab) / sizeof(cpu_codecs_tab[0]); k++) {
+        const cpu_codec_t *tc = &cpu_codecs_tab[k];
+        bool ratio_codec = uses_ratio(tc->base);
         for (int ri = 0; ri < (ratio_codec ? b->nratios : 1); ri++) {
             char spec_text[128];
             double ratio = ratio_codec ? b->ratios[ri] : -1;
-            int rc =
-                spec_for(bench_codecs[k], ratio, b->x, n, b->sel, spec_text, sizeof(spec_text));
+            int rc = spec_for(tc->base, ratio, b->x, n, b->sel, spec_text, sizeof(spec_text));
             if (rc != 0)
                 return rc;
             if (b->nrows == 256) {
                 fprintf(stderr, "pc-bench: more than 256 result rows\n");
                 return BENCH_EXIT_USAGE;
             }
-            rc = cpu_codec_row(b, spec_text, n, ratio, &b->rows[b->nrows]);
+            rc = cpu_codec_row(b, tc, spec_text, n, ratio, ms_per_byte, &b->rows[b->nrows]);
             if (rc != 0)
                 return rc;
             b->nrows++;
@@ -699,13 +761,18 @@ static int cpu_json(const cpu_bench_t *b, FILE *json)
         int si = 0;
         while ((size_t)b->sizes[si] != row->n)
             si++;
+        double ms_per_byte = b->t_read[si] / (4.0 * (double)row->n);
         fprintf(json,
                 "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
                 "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, "
-                "\"vs_read\": %.4f, \"sort_vs\": %.4f}%s\n",
+                "\"vs_read\": %.4f, \"sort_vs\": %.4f, \"bytes_per_elem\": %.4f, "
+                "\"vs_bound\": %.4f, \"decompress_bytes_per_elem\": %.4f, "
+                "\"decompress_vs_bound\": %.4f}%s\n",
                 row->spec, row->n, row->ratio, row->t_comp, row->t_dec,
                 (double)row->n / row->t_comp * 1e3, row->bytes, row->t_comp / b->t_read[si],
-                o->no_sort ? 0.0 : b->t_sort[si] / row->t_comp, i + 1 < b->nrows ? "," : "");
+                o->no_sort ? 0.0 : b->t_sort[si] / row->t_comp, row->comp_bytes / (double)row->n,
+                row->t_comp / (row->comp_bytes * ms_per_byte), row->dec_bytes / (double)row->n,
+                row->t_dec / (row->dec_bytes * ms_per_byte), i + 1 < b->nrows ? "," : "");
     }
     fprintf(json, "  ]\n}\n");
     if (fclose(json) != 0) {
@@ -743,10 +810,14 @@ static int bench_compress_cpu(const opts_t *o, const double *sizes, int nsizes,
     if (rc == 0) {
         heavy(b.x, nmax);
         memset(b.dense, 0, sizeof(float) * nmax);
-        printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core\n\n",
+        printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core;\n"
+               "B/elem: the least bytes a compress moves per element, message included; x bound: "
+               "its time over\nthose bytes at the read baseline's speed (dec: the same for "
+               "decode-add)\n\n",
                o->reps);
-        printf("%-44s %10s %7s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
-               "decomp ms", "Melem/s", "bytes", "x less");
+        printf("%-44s %10s %7s %10s %10s %9s %12s %8s %8s %8s %8s %8s\n", "codec", "n", "ratio",
+               "comp ms", "decomp ms", "Melem/s", "bytes", "x less", "B/elem", "x bound", "dec B/e",
+               "dec x bd");
     }
     for (int si = 0; si < nsizes && rc == 0; si++) {
         cpu_baselines(&b, si);

@@ -24,6 +24,20 @@ if "$bench" compress --sizes 100000 --ratios 0.01 --reps 1 --matrices none --jso
 else
     bad "pc-bench compress"; tail -5 "$tmp/c.out"
 fi
+# Each codec's least memory traffic and its times over it: four positive columns after
+# "x less" in the table (fp16 with error feedback among the rows), and in the JSON.
+if grep -qE '^codec .* x less +B/elem +x bound +dec B/e +dec x bd$' "$tmp/c.out" &&
+    [ "$(grep -cE '^(none|fp16|fp16:ef=on|topk:ratio=0.01,ef=off) .*( +[0-9]+\.[0-9]+){4}$' "$tmp/c.out")" = 4 ] &&
+    ! grep -E '^[a-z].*100000 ' "$tmp/c.out" | awk '{for (i = NF - 3; i <= NF; i++) if (!($i > 0)) bad = 1} END {exit !bad}' &&
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+keys = ("bytes_per_elem", "vs_bound", "decompress_bytes_per_elem", "decompress_vs_bound")
+assert len(d["codecs"]) == 12 and all(r[k] > 0 for r in d["codecs"] for k in keys), d["codecs"]
+assert any(r["spec"] == "fp16:ef=on" and r["bytes_per_elem"] > 14 for r in d["codecs"])' "$tmp/c.json"; then
+    ok "pc-bench compress: memory bounds: $(grep -m1 '^fp16:ef=on ' "$tmp/c.out" | tr -s ' ')"
+else
+    bad "pc-bench compress: the memory-bound columns"; grep -E '^(codec|fp16)' "$tmp/c.out"
+fi
 
 # powersgd's section: a row per matrix and rank (1, 2, 4) with its step over its GEMMs and
 # bytes; after the table the 4096x4096 target line, only for that matrix; bad lists refused (2).
