@@ -8,7 +8,8 @@
  *
  * Stochastic rounding (qsgd, terngrad) draws element i's uniform from draw i of the Philox
  * stream (seed, subsequence(iteration, chunk)), so the result is a pure function of the
- * inputs, whichever thread or device computes it. */
+ * inputs, whichever thread or device computes it. The quantisers' element loops (encode,
+ * decode, validation) are in codec_quant.c, by instruction set. */
 #include "config.h"
 
 #include <math.h>
@@ -17,6 +18,7 @@
 #include "codec_impl.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
+#include "quant_impl.h"
 
 /* The values to encode: the residual after folding in the gradient, the gradient, or (grad
  * NULL) what pc_codec_fold left in the state. Checks they are finite. */
@@ -25,83 +27,6 @@ static const float *prepare(const pc_codec_t *c, pc_codec_state_t *st, const flo
     float *v = pc_codec__source(c, st, grad);
     *rc = pc_codec__fold_finite(v, c->spec.ef ? grad : NULL, st->n) ? PC_OK : PC_ERANGE;
     return v;
-}
-
-/* ---- bit strings ------------------------------------------------------------------------ */
-
-typedef struct bitw {
-    uint8_t *p;
-    uint64_t acc;
-    unsigned nbits;
-} bitw_t;
-
-static inline void bitw_put(bitw_t *w, uint32_t code, unsigned b)
-{
-    w->acc |= (uint64_t)code << w->nbits;
-    w->nbits += b;
-    while (w->nbits >= 8) {
-        *w->p++ = (uint8_t)w->acc;
-        w->acc >>= 8;
-        w->nbits -= 8;
-    }
-}
-
-static inline void bitw_flush(bitw_t *w)
-{
-    if (w->nbits)
-        *w->p++ = (uint8_t)w->acc; /* pad bits are zero */
-    w->nbits = 0;
-}
-
-typedef struct bitr {
-    const uint8_t *p;
-    uint64_t acc;
-    unsigned nbits;
-} bitr_t;
-
-static inline uint32_t bitr_get(bitr_t *r, unsigned b)
-{
-    while (r->nbits < b) {
-        r->acc |= (uint64_t)*r->p++ << r->nbits;
-        r->nbits += 8;
-    }
-    uint32_t code = (uint32_t)(r->acc & ((1u << b) - 1));
-    r->acc >>= b;
-    r->nbits -= b;
-    return code;
-}
-
-static size_t packed_bytes(size_t n, unsigned b)
-{
-    return (n * b + 7) / 8;
-}
-
-/* Validate n codes of b bits: payload size, each code <= max_code, zero pad bits. */
-static int check_codes(const pc_wire_header_t *h, const uint8_t *payload, unsigned b,
-                       uint32_t max_code, const char *name, char *err, size_t errlen)
-{
-    if (h->entries != h->n)
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "chunk %u: %s message with %u entries, expected %u", h->chunk, name,
-                            h->entries, h->n);
-    size_t want = packed_bytes(h->n, b);
-    if (h->payload != want)
-        return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "chunk %u: %s payload of %u bytes, expected %zu", h->chunk, name,
-                            h->payload, want);
-    bitr_t r = {payload, 0, 0};
-    for (uint32_t i = 0; i < h->n; i++) {
-        uint32_t code = bitr_get(&r, b);
-        if (code > max_code)
-            return pc_error_fmt(PC_EFORMAT, err, errlen,
-                                "chunk %u: %s code %u of element %u out of range", h->chunk, name,
-                                code, i);
-    }
-    /* The reader has pulled exactly the payload's bytes; what it holds unread is padding. */
-    if (r.acc != 0)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: %s pad bits are not zero", h->chunk,
-                            name);
-    return PC_OK;
 }
 
 /* ---- none -------------------------------------------------------------------------------- */
@@ -220,62 +145,41 @@ const codec_ops_t pc_codec_ops_fp16 = {.max_payload = fp16_max_payload,
  * Alistarh et al., "QSGD" (NeurIPS 2017): with s levels and norm = ||v||_2, element i is
  * sign(v_i) * norm * l_i / s where l_i is |v_i| / norm * s rounded up with probability equal
  * to its fractional part, down otherwise: unbiased. Code = s + sign * l_i in 0..2s, in
- * b = ceil(log2(2s + 1)) bits. */
-
-static unsigned qsgd_bits(int s)
-{
-    unsigned b = 1;
-    while ((1u << b) < (unsigned)(2 * s + 1))
-        b++;
-    return b;
-}
-
-/* The value of level q (-s..s) of s: norm * (q / s). Dividing first keeps it within
- * |norm| (no overflow for any finite norm); sender (error feedback) and receiver share it. */
-static inline float qsgd_value(float norm, int q, int s)
-{
-    return norm * ((float)q / (float)s);
-}
+ * b = ceil(log2(2s + 1)) bits (pc_codec__qsgd_bits). The value of level q is norm * (q / s):
+ * dividing first keeps it within |norm| (no overflow for any finite norm); the sender's
+ * error feedback and the receiver share it (codec_quant.c). */
 
 static size_t qsgd_max_payload(const pc_codec_t *c, size_t n)
 {
-    return packed_bytes(n, qsgd_bits(c->spec.levels));
+    return pc_codec__packed_bytes(n, pc_codec__qsgd_bits(c->spec.levels));
 }
 
 static int qsgd_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                          pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
     (void)cap;
-    int rc;
-    const float *v = prepare(c, st, grad, &rc);
+    int rc = PC_OK;
+    /* Without error feedback the fold is only a finiteness check, and the norm makes the
+     * same check one pass fewer: a NaN or an infinity makes the double sum of squares NaN or
+     * infinite, and finite floats cannot overflow it (each square < 2^256, n < 2^32). */
+    const float *v = c->spec.ef ? prepare(c, st, grad, &rc) : pc_codec__source(c, st, grad);
     if (rc != PC_OK)
         return rc;
     int s = c->spec.levels;
-    unsigned b = qsgd_bits(s);
     float norm = (float)sqrt(pc_codec__sum(v, st->n, PC_CODEC_SUM_SQUARES));
     if (!isfinite(norm))
         return PC_ERANGE;
-    pc_philox_t g;
-    pc_philox_init(&g, c->spec.seed, pc_philox_subsequence(h->iteration, h->chunk), 0);
-    bitw_t w = {payload, 0, 0};
-    for (size_t i = 0; i < st->n; i++) {
-        float u = pc_philox_uniform(pc_philox_next(&g));
-        int lev = 0;
-        if (norm > 0) {
-            float r = fabsf(v[i]) / norm * (float)s;
-            float l = floorf(r);
-            lev = (int)l + (u < r - l);
-            if (lev > s)
-                lev = s; /* rounding of norm can put r a hair above s */
-        }
-        uint32_t code = (uint32_t)(v[i] < 0 ? s - lev : s + lev);
-        bitw_put(&w, code, b);
-        if (c->spec.ef)
-            st->residual[i] -= qsgd_value(norm, (int)code - s, s);
-    }
-    bitw_flush(&w);
+    pc_codec__quant_t q = {.v = v,
+                           .res = c->spec.ef ? st->residual : NULL,
+                           .n = st->n,
+                           .scale = norm,
+                           .levels = s,
+                           .seed = c->spec.seed,
+                           .subseq = pc_philox_subsequence(h->iteration, h->chunk),
+                           .payload = payload};
+    pc_codec__qsgd_encode_at(pc_codec__simd(), &q);
     h->entries = (uint32_t)st->n;
-    h->payload = (uint32_t)packed_bytes(st->n, b);
+    h->payload = (uint32_t)pc_codec__packed_bytes(st->n, pc_codec__qsgd_bits(s));
     h->scale = norm;
     return PC_OK;
 }
@@ -284,19 +188,15 @@ static int qsgd_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
                          char *err, size_t errlen)
 {
     int s = c->spec.levels;
-    return check_codes(h, payload, qsgd_bits(s), (uint32_t)(2 * s), "qsgd", err, errlen);
+    return pc_codec__check_codes_at(pc_codec__simd(), h, payload, pc_codec__qsgd_bits(s),
+                                    (uint32_t)(2 * s), "qsgd", err, errlen);
 }
 
 static int qsgd_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                       float scale, float *dense)
 {
-    int s = c->spec.levels;
-    unsigned b = qsgd_bits(s);
-    bitr_t r = {payload, 0, 0};
-    for (uint32_t i = 0; i < h->n; i++) {
-        int q = (int)bitr_get(&r, b) - s;
-        dense[i] += scale * qsgd_value(h->scale, q, s);
-    }
+    pc_codec__qsgd_apply_at(pc_codec__simd(), payload, h->n, c->spec.levels, h->scale, scale,
+                            dense);
     return PC_OK;
 }
 
@@ -312,35 +212,34 @@ const codec_ops_t pc_codec_ops_qsgd = {.max_payload = qsgd_max_payload,
 static size_t terngrad_max_payload(const pc_codec_t *c, size_t n)
 {
     (void)c;
-    return packed_bytes(n, 2);
+    return pc_codec__packed_bytes(n, 2);
 }
 
 static int terngrad_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                              pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
     (void)cap;
-    int rc;
-    const float *v = prepare(c, st, grad, &rc);
+    int rc = PC_OK;
+    /* Without error feedback the fold is only a finiteness check: the pass for max |v| makes
+     * it (pc_codec__absmax_bits_at). */
+    const float *v = c->spec.ef ? prepare(c, st, grad, &rc) : pc_codec__source(c, st, grad);
     if (rc != PC_OK)
         return rc;
-    float m = 0;
-    for (size_t i = 0; i < st->n; i++)
-        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
-    pc_philox_t g;
-    pc_philox_init(&g, c->spec.seed, pc_philox_subsequence(h->iteration, h->chunk), 0);
-    bitw_t w = {payload, 0, 0};
-    for (size_t i = 0; i < st->n; i++) {
-        float u = pc_philox_uniform(pc_philox_next(&g));
-        uint32_t code = 0;
-        if (m > 0 && u <= fabsf(v[i]) / m && v[i] != 0)
-            code = v[i] < 0 ? 2 : 1;
-        bitw_put(&w, code, 2);
-        if (c->spec.ef)
-            st->residual[i] -= code == 1 ? m : (code == 2 ? -m : 0.0f);
-    }
-    bitw_flush(&w);
+    uint32_t mbits = pc_codec__absmax_bits_at(pc_codec__simd(), v, st->n);
+    if (mbits >= 0x7f800000u)
+        return PC_ERANGE;
+    float m;
+    memcpy(&m, &mbits, sizeof(m));
+    pc_codec__quant_t q = {.v = v,
+                           .res = c->spec.ef ? st->residual : NULL,
+                           .n = st->n,
+                           .scale = m,
+                           .seed = c->spec.seed,
+                           .subseq = pc_philox_subsequence(h->iteration, h->chunk),
+                           .payload = payload};
+    pc_codec__terngrad_encode_at(pc_codec__simd(), &q);
     h->entries = (uint32_t)st->n;
-    h->payload = (uint32_t)packed_bytes(st->n, 2);
+    h->payload = (uint32_t)pc_codec__packed_bytes(st->n, 2);
     h->scale = m;
     return PC_OK;
 }
@@ -349,19 +248,14 @@ static int terngrad_validate(const pc_codec_t *c, const pc_wire_header_t *h, con
                              char *err, size_t errlen)
 {
     (void)c;
-    return check_codes(h, payload, 2, 2, "terngrad", err, errlen);
+    return pc_codec__check_codes_at(pc_codec__simd(), h, payload, 2, 2, "terngrad", err, errlen);
 }
 
 static int terngrad_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                           float scale, float *dense)
 {
     (void)c;
-    bitr_t r = {payload, 0, 0};
-    for (uint32_t i = 0; i < h->n; i++) {
-        uint32_t code = bitr_get(&r, 2);
-        if (code)
-            dense[i] += scale * (code == 1 ? h->scale : -h->scale);
-    }
+    pc_codec__terngrad_apply_at(pc_codec__simd(), payload, h->n, h->scale, scale, dense);
     return PC_OK;
 }
 
@@ -377,7 +271,7 @@ const codec_ops_t pc_codec_ops_terngrad = {.max_payload = terngrad_max_payload,
 static size_t efsign_max_payload(const pc_codec_t *c, size_t n)
 {
     (void)c;
-    return packed_bytes(n, 1);
+    return pc_codec__packed_bytes(n, 1);
 }
 
 static int efsign_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
@@ -389,16 +283,14 @@ static int efsign_compress(pc_codec_t *c, pc_codec_state_t *st, const float *gra
     if (rc != PC_OK)
         return rc;
     float mean = (float)(pc_codec__sum(v, st->n, PC_CODEC_SUM_ABS) / (double)st->n);
-    bitw_t w = {payload, 0, 0};
-    for (size_t i = 0; i < st->n; i++) {
-        uint32_t neg = v[i] < 0;
-        bitw_put(&w, neg, 1);
-        if (c->spec.ef)
-            st->residual[i] -= neg ? -mean : mean;
-    }
-    bitw_flush(&w);
+    pc_codec__quant_t q = {.v = v,
+                           .res = c->spec.ef ? st->residual : NULL,
+                           .n = st->n,
+                           .scale = mean,
+                           .payload = payload};
+    pc_codec__efsign_encode_at(pc_codec__simd(), &q);
     h->entries = (uint32_t)st->n;
-    h->payload = (uint32_t)packed_bytes(st->n, 1);
+    h->payload = (uint32_t)pc_codec__packed_bytes(st->n, 1);
     h->scale = mean;
     return PC_OK;
 }
@@ -407,16 +299,14 @@ static int efsign_validate(const pc_codec_t *c, const pc_wire_header_t *h, const
                            char *err, size_t errlen)
 {
     (void)c;
-    return check_codes(h, payload, 1, 1, "efsign", err, errlen);
+    return pc_codec__check_codes_at(pc_codec__simd(), h, payload, 1, 1, "efsign", err, errlen);
 }
 
 static int efsign_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                         float scale, float *dense)
 {
     (void)c;
-    bitr_t r = {payload, 0, 0};
-    for (uint32_t i = 0; i < h->n; i++)
-        dense[i] += scale * (bitr_get(&r, 1) ? -h->scale : h->scale);
+    pc_codec__efsign_apply_at(pc_codec__simd(), payload, h->n, h->scale, scale, dense);
     return PC_OK;
 }
 
