@@ -23,6 +23,8 @@ extern "C" {
 /* Longest --compress spec and file name kept. */
 #define PC_CONFIG_SPEC_LEN 256
 #define PC_CONFIG_PATH_LEN 1024
+/* Longest --betas value kept ("0.9,0.999" and the like). */
+#define PC_CONFIG_BETAS_LEN 64
 
 /* --mode and --pull: X(NAME, "flag spelling"), in enum order; the enums and the flags'
  * choice strings come from these tables. */
@@ -97,6 +99,10 @@ typedef struct pc_config {
     int64_t lr_step;
     double lr_gamma;
     int64_t lr_warmup;
+    int optimizer;                           /* --optimizer sgd|adam|adamw: a pc_optim_kind_t */
+    char betas[PC_CONFIG_BETAS_LEN];         /* --betas B1,B2 (adam, adamw; pc_optim_betas_parse) */
+    double eps;                              /* --eps: adam(w)'s term of the denominator */
+    int amsgrad;                             /* --amsgrad: adam(w) with the largest v so far */
     char metrics[PC_CONFIG_PATH_LEN];        /* --metrics FILE: JSON lines, every rank; "" = off */
     char timeline[PC_CONFIG_PATH_LEN];       /* --timeline FILE: Chrome trace of every thread */
     char checkpoint_dir[PC_CONFIG_PATH_LEN]; /* --checkpoint-dir DIR: "" = no checkpoints */
@@ -151,7 +157,10 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * --compress or --servers with --mode allreduce (which sends every gradient dense and has
  * no servers), and --momentum given with a sparsifier's own momentum (dgc, topk, randomk
  * with momentum > 0: momentum applied twice), and --dilate outside 1..1000 or not finite
- * (a cfg filled by hand). Fills in: with such a codec (momentum
+ * (a cfg filled by hand); --betas, --eps or --amsgrad with --optimizer sgd, and with adam
+ * or adamw: bad --betas or --eps, --momentum or --nesterov given, or a codec with momentum
+ * correction (its momentum would feed Adam's moments). Fills in: with adam or adamw,
+ * --momentum 0 (SGD's default 0.9 does not apply); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

@@ -190,9 +190,10 @@ static int time_matrix(lbufs_t *b, int i, const float *grad, size_t n, size_t ro
     if (rc != PC_OK)
         return rc;
     memcpy(b->q, b->msg + PC_WIRE_HEADER_BYTES, sizeof(float) * cols * (size_t)R);
-    t0 = pc_time_ns(); /* the server's step */
-    pc_rt__server_lowrank_update(&ls.optim, (float)ls.optim.lr, b->p, b->mom, phat, b->q, rows,
-                                 cols, R, b->qt);
+    t0 = pc_time_ns();                    /* the server's step */
+    pc_optim_state_t ost = {.m = b->mom}; /* SGD with momentum: the buffer alone */
+    pc_rt__server_lowrank_update(&ls.optim, ls.optim.lr, b->p, &ost, phat, b->q, rows, cols, R,
+                                 b->qt);
     *at[3] += secs_since(t0);
     t0 = pc_time_ns();
     rc = pc_codec_lowrank_finish(b->c, st, b->q, step_row, &ls);

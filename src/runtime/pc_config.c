@@ -3,6 +3,7 @@
  * the record of which flags a command line gave. */
 #include "config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -66,6 +67,24 @@ static int check_gpu(const void *value, char *err, size_t errlen)
 {
     int list[PC_CONFIG_GPU_MAX], n;
     return pc_config_gpu_parse((const char *)value, list, &n, err, errlen) == PC_OK ? 0 : 1;
+}
+
+static int check_betas(const void *value, char *err, size_t errlen)
+{
+    double b1, b2;
+    return pc_optim_betas_parse((const char *)value, &b1, &b2, err, errlen) == PC_OK ? 0 : 1;
+}
+
+/* --eps: the parser holds it finite and in [0, 1]; 0 is refused here (a zero v would divide
+ * by zero: torch refuses eps < 0 and divides 0 by 0 at eps 0). */
+static int check_eps(const void *value, char *err, size_t errlen)
+{
+    double eps = *(const double *)value;
+    if (eps > 0)
+        return 0;
+    pc_error_fmt(PC_EUSAGE, err, errlen, "%g: must be above 0 (Adam divides by sqrt(v) + eps)",
+                 eps);
+    return 1;
 }
 
 /* ---- The runtime's table ------------------------------------------------------------ */
@@ -204,7 +223,7 @@ static const pc_flags_t config_opts[] = {
      .min = 0,
      .max = 1,
      .metavar = "WD",
-     .help = "L2 weight decay"},
+     .help = "L2 weight decay (adamw: the decoupled decay p = p * (1 - lr * WD))"},
     {.name = "lr-schedule",
      .type = PC_FLAGS_CHOICE,
      .offset = offsetof(pc_config_t, lr_schedule),
@@ -277,6 +296,32 @@ static const pc_flags_t config_opts[] = {
      .metavar = "K",
      .help = "time dilation: follow every piece of CPU work on the critical path by a sleep of "
              "(K - 1) times its duration (replay; 1: none)"},
+    {.name = "optimizer",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(pc_config_t, optimizer),
+     .choices = PC_OPTIM_KIND_CHOICES,
+     .help = "the step on the servers (allreduce: on every worker): SGD, or Adam / AdamW as "
+             "torch.optim's (--betas, --eps, --amsgrad; --weight-decay is AdamW's decoupled "
+             "decay)"},
+    {.name = "betas",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(pc_config_t, betas),
+     .size = PC_CONFIG_BETAS_LEN,
+     .metavar = "B1,B2",
+     .help = "adam, adamw: decay rates of the gradient's running mean and of its square",
+     .check = check_betas},
+    {.name = "eps",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(pc_config_t, eps),
+     .min = 0,
+     .max = 1,
+     .metavar = "EPS",
+     .help = "adam, adamw: added to the denominator (above 0)",
+     .check = check_eps},
+    {.name = "amsgrad",
+     .type = PC_FLAGS_FLAG,
+     .offset = offsetof(pc_config_t, amsgrad),
+     .help = "adam, adamw: divide by the largest running mean of the square so far"},
 };
 
 /* pc_config_t.given keeps one bit per row. */
@@ -332,6 +377,54 @@ static int check_no_effect(const pc_config_t *cfg, const pc_codec_spec_t *spec, 
     return PC_OK;
 }
 
+/* --optimizer and its flags. With sgd, --betas, --eps and --amsgrad would do nothing:
+ * refused. With adam(w): the values (a cfg filled by hand bypasses the parser's checks),
+ * no SGD momentum (--momentum, --nesterov refused; the default 0.9 becomes 0, so that the
+ * printed configuration shows what runs), and no codec momentum correction on the workers
+ * (dgc, topk, randomk by default): it would feed momentum into Adam's moments, which
+ * are momentum already. */
+static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, size_t errlen)
+{
+    const char *kind = pc_optim_kind_name(cfg->optimizer);
+    if (cfg->optimizer == PC_OPTIM_SGD) {
+        const char *f = pc_config_given(cfg, "betas") ? "--betas"
+                        : pc_config_given(cfg, "eps") ? "--eps"
+                        : cfg->amsgrad                ? "--amsgrad"
+                                                      : NULL;
+        if (f)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "%s acts on --optimizer adam or adamw only (this run's is sgd)", f);
+        return PC_OK;
+    }
+    if (cfg->optimizer != PC_OPTIM_ADAM && cfg->optimizer != PC_OPTIM_ADAMW)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--optimizer %d: not one of %s", cfg->optimizer,
+                            PC_OPTIM_KIND_CHOICES);
+    char why[256];
+    double b1, b2;
+    if (pc_optim_betas_parse(cfg->betas, &b1, &b2, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--betas: %s", why);
+    if (!(cfg->eps > 0 && isfinite(cfg->eps)))
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--eps %g: must be a finite number above 0 (Adam divides by "
+                            "sqrt(v) + eps)",
+                            cfg->eps);
+    if ((pc_config_given(cfg, "momentum") && cfg->momentum != 0) || cfg->nesterov)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "%s is SGD's: --optimizer %s keeps its own running mean of the "
+                            "gradient (--betas B1,B2); drop it",
+                            cfg->nesterov ? "--nesterov" : "--momentum", kind);
+    cfg->momentum = 0;
+    double wm = pc_codec_worker_momentum(spec);
+    if (cfg->mode == PC_MODE_PS && wm > 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--optimizer %s with --compress %s: the codec's momentum correction "
+                            "(%s:momentum=%g) runs on the workers and would feed momentum into "
+                            "Adam's moments; give %s:momentum=0",
+                            kind, cfg->compress, pc_codec_name(spec->id), wm,
+                            pc_codec_name(spec->id));
+    return PC_OK;
+}
+
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
@@ -358,6 +451,8 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         snprintf(cfg->compress, sizeof(cfg->compress), "none");
         cfg->servers = 0;
     }
+    if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK)
+        return rc;
     if (cfg->mode == PC_MODE_PS) {
         if (world_size < 2)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -447,6 +542,10 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->lr_step = 1000;
     cfg->lr_gamma = 0.1;
     cfg->lr_warmup = 0;
+    cfg->optimizer = PC_OPTIM_SGD;
+    snprintf(cfg->betas, sizeof(cfg->betas), "0.9,0.999");
+    cfg->eps = 1e-8;
+    cfg->amsgrad = 0;
     cfg->metrics[0] = '\0';
     cfg->timeline[0] = '\0';
     cfg->checkpoint_dir[0] = '\0';

@@ -239,7 +239,13 @@ static pc_runtime_t *runtime_alloc(const pc_config_t *checked, int size)
                                  .step = cfg->lr_step,
                                  .gamma = cfg->lr_gamma,
                                  .warmup = cfg->lr_warmup,
-                                 .total = cfg->iters};
+                                 .total = cfg->iters,
+                                 .kind = (pc_optim_kind_t)cfg->optimizer,
+                                 .eps = cfg->eps,
+                                 .amsgrad = cfg->amsgrad != 0};
+    /* adam(w): checked by the caller (pc_config_check); sgd's are unused */
+    if (pc_optim_betas_parse(cfg->betas, &rt->optim.beta1, &rt->optim.beta2, NULL, 0) != PC_OK)
+        rt->optim.beta1 = rt->optim.beta2 = 0;
     return rt;
 }
 

@@ -26,9 +26,10 @@
  *   additions in the same worker order, recording the touched indices), only the touched
  *   parameters are stepped and only those aggregate entries cleared: O(nnz), not O(n),
  *   and bitwise the parameters of the dense path (an untouched entry's step there is
- *   p - lr * 0 = p). Any other combination (server momentum, weight decay, dense codecs)
- *   takes the dense path: clear, decode and step all n entries. The metrics line says
- *   which: "touched" entries aggregated and stepped, "changed" parameters.
+ *   p - lr * 0 = p). Any other combination (server momentum, weight decay, Adam or AdamW,
+ *   whose moments move every entry, dense codecs) takes the dense path: clear, decode and
+ *   step all n entries. The metrics line says which: "touched" entries aggregated and
+ *   stepped, "changed" parameters.
  * - Pushback (--pull): dense parameters, or only the entries that changed when they are
  *   few (plain SGD on sparse gradients); workers end up bitwise identical either way. */
 #include "config.h"
@@ -53,7 +54,8 @@ typedef struct schunk {
     const pc_codec_t *codec; /* the run's codec, or "none" for a small chunk */
     pc_optim_cfg_t optim;    /* the run's step; for a small chunk of a run whose momentum is
                                 the workers' (chunk_optim), with that momentum */
-    float *p, *mom, *agg;    /* agg: all zero between iterations on the sparse path */
+    float *p, *agg;          /* agg: all zero between iterations on the sparse path */
+    pc_optim_state_t st;     /* the optimizer's (SGD momentum; Adam's m, v, vmax, steps) */
     uint32_t *changed;       /* dense path: n entries; NULL on the sparse path */
     bool sparse;             /* the O(nnz) path (see the top of the file) */
     rt_sparse_t sp;          /* its index lists */
@@ -110,7 +112,7 @@ static void server_free(server_t *s)
     for (int i = 0; i < s->nmine; i++) {
         schunk_t *c = &s->mine[i];
         free(c->p);
-        free(c->mom);
+        pc_optim_state_free(&c->st);
         free(c->agg);
         free(c->changed);
         pc_rt__sparse_free(&c->sp);
@@ -213,7 +215,7 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
         return rc;
     k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
     k->p = malloc(sizeof(float) * n);
-    k->mom = k->optim.momentum != 0 ? calloc(n, sizeof(float)) : NULL;
+    int orc = pc_optim_state_alloc(&k->optim, n, &k->st);
     k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
     k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
     k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
@@ -223,8 +225,8 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
                                       rt->spec.warmup > 0 ? n : k->cols * (size_t)rt->spec.rank)
                                 : pc_rt__pull_max_bytes(n));
     k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-    if (!k->p || (k->optim.momentum != 0 && !k->mom) || !k->agg || (!k->sparse && !k->changed) ||
-        !k->msgs || !k->grads || !k->pull || !k->sends)
+    if (!k->p || orc != PC_OK || !k->agg || (!k->sparse && !k->changed) || !k->msgs || !k->grads ||
+        !k->pull || !k->sends)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %u",
                             rt->rank, c);
     for (int w = 0; w < rt->nworkers; w++)
@@ -317,14 +319,29 @@ static int server_setup(server_t *s, char *err, size_t errlen)
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-/* A chunk's record in a server's checkpoint file (then its parameters and momentum). */
+/* A chunk's record in a server's checkpoint file; then its parameters, the optimizer state's
+ * arrays that bit i of `arrays` names (pc_optim_state_arrays' order: SGD's momentum or
+ * Adam's m, then v, vmax), and for Adam (bit 1, v) its step count (uint64_t). `arrays` was
+ * has_mom (0 or 1: the same bits), so SGD's records are as they were. */
 typedef struct srec {
-    uint32_t id, n, has_mom, pad;
+    uint32_t id, n, arrays, pad;
 } srec_t;
 /* Written raw into checkpoint files: a change of layout is a new CKPT_VERSION. */
 _Static_assert(sizeof(srec_t) == 16, "srec_t is part of the checkpoint file format");
 
-/* Restore every owned chunk's parameters, momentum and iteration from checkpoint it. */
+/* srec_t.arrays of an optimizer state. */
+static uint32_t state_mask(const pc_optim_state_t *st)
+{
+    float *arr[PC_OPTIM_STATE_ARRAYS];
+    pc_optim_state_arrays(st, arr);
+    uint32_t m = 0;
+    for (int i = 0; i < PC_OPTIM_STATE_ARRAYS; i++)
+        m |= arr[i] ? 1u << i : 0u;
+    return m;
+}
+
+/* Restore every owned chunk's parameters, optimizer state and iteration from checkpoint
+ * it. */
 static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
@@ -337,7 +354,7 @@ static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
         srec_t rec;
         if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
             break;
-        if (rec.id != k->id || rec.n != k->n || rec.has_mom != (k->mom != NULL)) {
+        if (rec.id != k->id || rec.n != k->n || rec.arrays != state_mask(&k->st)) {
             pc_ckpt_reader_close(r, NULL, 0);
             return pc_error_fmt(PC_EFORMAT, err, errlen,
                                 "server r%d: checkpoint of iteration %llu: chunk %u's record does "
@@ -345,8 +362,13 @@ static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
                                 rt->rank, (unsigned long long)it, k->id);
         }
         rc = pc_ckpt_reader_read(r, k->p, sizeof(float) * k->n);
-        if (rc == PC_OK && k->mom)
-            rc = pc_ckpt_reader_read(r, k->mom, sizeof(float) * k->n);
+        float *arr[PC_OPTIM_STATE_ARRAYS];
+        pc_optim_state_arrays(&k->st, arr);
+        for (int a = 0; a < PC_OPTIM_STATE_ARRAYS && rc == PC_OK; a++)
+            if (arr[a])
+                rc = pc_ckpt_reader_read(r, arr[a], sizeof(float) * k->n);
+        if (rc == PC_OK && k->st.v)
+            rc = pc_ckpt_reader_read(r, &k->st.steps, sizeof(k->st.steps));
         k->it = it;
     }
     char why[512];
@@ -373,11 +395,16 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
     int rc = pc_rt__ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
-        srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .has_mom = k->mom != NULL};
+        srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .arrays = state_mask(&k->st)};
         pc_ckpt_writer_write(cw, &rec, sizeof(rec));
         pc_ckpt_writer_write(cw, k->p, sizeof(float) * k->n);
-        if (k->mom)
-            pc_ckpt_writer_write(cw, k->mom, sizeof(float) * k->n);
+        float *arr[PC_OPTIM_STATE_ARRAYS];
+        pc_optim_state_arrays(&k->st, arr);
+        for (int a = 0; a < PC_OPTIM_STATE_ARRAYS; a++)
+            if (arr[a])
+                pc_ckpt_writer_write(cw, arr[a], sizeof(float) * k->n);
+        if (k->st.v)
+            pc_ckpt_writer_write(cw, &k->st.steps, sizeof(k->st.steps));
     }
     return pc_rt__ckpt_finish(rt, it, cw, rc, why, err, errlen);
 }
@@ -412,7 +439,7 @@ static int sum_messages(server_t *s, schunk_t *k, float scale, float *sum, char 
 }
 
 /* The dense path: clear the aggregate, decode every message into it, step all n. */
-static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1, char *err,
+static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int64_t *t1, char *err,
                       size_t errlen)
 {
     memset(k->agg, 0, sizeof(float) * k->n);
@@ -420,21 +447,23 @@ static int step_dense(server_t *s, schunk_t *k, float lr, size_t *nchanged, int6
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    *nchanged = pc_optim_sgd(&k->optim, lr, k->p, k->mom, k->agg, k->n, k->changed);
+    k->st.steps++;
+    *nchanged = pc_optim_step(&k->optim, lr, k->p, &k->st, k->agg, k->n, k->changed);
     return PC_OK;
 }
 
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, float lr, float *p, float *mom,
-                                    const float *phat, const float *qagg, size_t rows, size_t cols,
-                                    int rank, float *work)
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float *p,
+                                    pc_optim_state_t *st, const float *phat, const float *qagg,
+                                    size_t rows, size_t cols, int rank, float *work)
 {
     size_t R = (size_t)rank, changed = 0;
     float *qt = work, *row = work + cols * R;
     pc_lowrank_transpose(qt, qagg, cols, rank);
+    st->steps++; /* one step of the whole matrix, row by row */
     for (size_t i = 0; i < rows; i++) {
         pc_lowrank_row(row, phat + i * R, qt, cols, rank);
-        changed +=
-            pc_optim_sgd(optim, lr, p + i * cols, mom ? mom + i * cols : NULL, row, cols, NULL);
+        pc_optim_state_t at = pc_optim_state_at(st, i * cols);
+        changed += pc_optim_step(optim, lr, p + i * cols, &at, row, cols, NULL);
     }
     return changed;
 }
@@ -524,7 +553,7 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
 /* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order); then row by row
  * the gradient P^ Q^T (pc_lowrank_row: the bits every worker makes from P^ and Q) and the
  * optimizer's step on that row, which every worker repeats on its copy of the matrix. */
-static int step_lowrank(server_t *s, schunk_t *k, float lr, size_t *nchanged, int64_t *t1,
+static int step_lowrank(server_t *s, schunk_t *k, double lr, size_t *nchanged, int64_t *t1,
                         char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
@@ -535,7 +564,7 @@ static int step_lowrank(server_t *s, schunk_t *k, float lr, size_t *nchanged, in
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->p, k->mom, k->fac, k->qagg, k->rows,
+    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->p, &k->st, k->fac, k->qagg, k->rows,
                                              cols, r, k->rows_work);
     k->round = 1;
     return PC_OK;
@@ -557,11 +586,11 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
         in += k->grads[w].len;
     if (rounds)
         in += k->round1_in;
-    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)k->it);
+    double lr = pc_optim_lr(&rt->optim, (int64_t)k->it);
     size_t nchanged = 0;
     const uint32_t *changed = k->changed;
     int rc = rounds      ? step_lowrank(s, k, lr, &nchanged, &t1, err, errlen)
-             : k->sparse ? step_sparse(s, k, lr, &nchanged, &changed, &t1, err, errlen)
+             : k->sparse ? step_sparse(s, k, (float)lr, &nchanged, &changed, &t1, err, errlen)
                          : step_dense(s, k, lr, &nchanged, &t1, err, errlen);
     if (rc != PC_OK)
         return rc;

@@ -471,18 +471,20 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
 }
 
 /* ps: a chunk's checkpointed state is its codec's (residual, momentum correction; a
- * powersgd matrix: residual, Q, the warm start, and the optimizer's momentum, which the
- * worker keeps alike with its server's). */
+ * powersgd matrix: residual, Q, the warm start, and the optimizer's state, SGD's momentum
+ * or Adam's m, v, vmax, which the worker keeps alike with its server's). */
 static void ps_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS])
 {
+    for (int i = 0; i < CKPT_ARRAYS; i++) {
+        arr[i] = NULL;
+        len[i] = c->n;
+    }
     arr[0] = pc_codec_state_residual(c->st);
     arr[1] = pc_codec_state_momentum(c->st);
-    arr[2] = NULL;
-    len[0] = len[1] = len[2] = c->n;
     if (c->lowrank) {
         arr[1] = pc_codec_state_lowrank_q(c->st);
         len[1] = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
-        arr[2] = c->lr_mom;
+        pc_optim_state_arrays(&c->opt, arr + 2);
     }
 }
 

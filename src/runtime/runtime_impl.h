@@ -122,11 +122,12 @@ static inline bool pc_rt__chunk_plain(const pc_runtime_t *rt, size_t rows, size_
  * any, so its server applies the codec's momentum itself (plain SGD momentum: on a dense
  * gradient that is what momentum correction amounts to). Workers and servers agree on which
  * chunks these are (pc_rt__chunk_dense). The workers step powersgd's matrices with it as
- * their servers do. Thread-safe. */
+ * their servers do. Adam(W) has no such case (pc_config_check refuses a codec with momentum
+ * correction). Thread-safe. */
 static inline pc_optim_cfg_t pc_rt__chunk_optim(const pc_runtime_t *rt, size_t n)
 {
     pc_optim_cfg_t o = rt->optim;
-    if (o.momentum == 0 && pc_rt__chunk_dense(rt, n))
+    if (o.kind == PC_OPTIM_SGD && o.momentum == 0 && pc_rt__chunk_dense(rt, n))
         o.momentum = pc_codec_worker_momentum(&rt->spec);
     return o;
 }
@@ -191,9 +192,11 @@ int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 /* ---- checkpoints (runtime_ckpt.c) ------------------------------------------------- */
 
 #define CKPT_MAGIC "PCCKRANK"
-/* 2: a worker's chunk record names up to CKPT_ARRAYS arrays by a mask (1: two flags). */
+/* 2: a worker's chunk record names up to CKPT_ARRAYS arrays by a mask (1: two flags). The
+ * mask has room for more: 5 (Adam's m, v, vmax after a powersgd matrix's residual and Q)
+ * kept SGD's records as they were, in version 2. */
 #define CKPT_VERSION 2u
-#define CKPT_ARRAYS  3
+#define CKPT_ARRAYS  5
 /* The size of one rank's outcome record in pc_rt__ckpt_finish (rt->ckpt_outcomes). */
 #define CKPT_OUTCOME_BYTES 256
 

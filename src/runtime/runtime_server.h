@@ -24,14 +24,16 @@
 size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
                                    float *agg);
 
-/* The update of a powersgd matrix on its server (rows x cols, row-major p; mom NULL
- * without momentum): P^ Q^T made row by row (pc_lowrank_row, from phat rows x rank and
- * qagg cols x rank) and optim's step at lr on each row. work: pc_lowrank_expand_work(cols,
- * rank) floats, the caller's. Returns how many parameters changed. pc_server.c's powersgd
- * path; pc_cost_measure_lowrank times it. Thread-safe on distinct buffers. */
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, float lr, float *p, float *mom,
-                                    const float *phat, const float *qagg, size_t rows, size_t cols,
-                                    int rank, float *work);
+/* The update of a powersgd matrix on its server (rows x cols, row-major p; st: its
+ * optimizer state, pc_optim_state_alloc's for optim and rows x cols): P^ Q^T made row by
+ * row (pc_lowrank_row, from phat rows x rank and qagg cols x rank) and optim's step at lr
+ * on each row (pc_optim_step; st->steps counts the matrix's step once). work:
+ * pc_lowrank_expand_work(cols, rank) floats, the caller's. Returns how many parameters
+ * changed. pc_server.c's powersgd path; pc_cost_measure_lowrank times it. Thread-safe on
+ * distinct buffers. */
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float *p,
+                                    pc_optim_state_t *st, const float *phat, const float *qagg,
+                                    size_t rows, size_t cols, int rank, float *work);
 
 #pragma GCC visibility pop
 

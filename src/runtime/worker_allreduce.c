@@ -71,10 +71,11 @@ static int ar_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     float scale = 1.0f / (float)rt->nworkers;
     for (size_t i = 0; i < c->n; i++)
         c->sum[i] *= scale;
-    float lr = (float)pc_optim_lr(&rt->optim, (int64_t)it);
+    double lr = pc_optim_lr(&rt->optim, (int64_t)it);
     if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
         return rc;
-    pc_optim_sgd(&rt->optim, lr, c->p, c->mom, c->sum, c->n, NULL);
+    c->opt.steps++;
+    pc_optim_step(&rt->optim, lr, c->p, &c->opt, c->sum, c->n, NULL);
     if (w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
         return rc;
     if (rt->cfg.dilate > 1) /* --dilate: the mean and the step look K times as long */
@@ -103,13 +104,15 @@ static int ar_done(pc_worker_t *w, wthread_t *me)
     return PC_OK;
 }
 
-/* The model lives on the workers: checkpoints hold the parameters and the momentum. */
+/* The model lives on the workers: checkpoints hold the parameters and the optimizer's
+ * state (SGD's momentum; Adam's m, v, vmax: pc_optim_state_arrays' order). */
 static void ar_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS])
 {
     arr[0] = c->p;
-    arr[1] = c->mom;
-    arr[2] = NULL;
-    len[0] = len[1] = len[2] = c->n;
+    pc_optim_state_arrays(&c->opt, arr + 1);
+    arr[4] = NULL;
+    for (int i = 0; i < CKPT_ARRAYS; i++)
+        len[i] = c->n;
 }
 
 const worker_ops_t pc_rt__worker_allreduce = {

@@ -2,8 +2,9 @@
  * choosing the checkpoint to resume from, restoring the chunk states from this worker's
  * file, and writing it at an iteration boundary. What a chunk saves is the mode's
  * (worker_ops_t ckpt_arrays): ps, the codec state (residual, codec momentum or a powersgd
- * matrix's Q and optimizer momentum, steps);
- * allreduce, the parameters and momentum. Backprop thread only. */
+ * matrix's Q and optimizer state, steps);
+ * allreduce, the parameters and the optimizer state. Then, where the chunk's optimizer
+ * state is Adam's (c->opt.v), its step count. Backprop thread only. */
 #include "config.h"
 
 #include <assert.h>
@@ -13,12 +14,14 @@
 #include "pipecompress/pc_error.h"
 #include "worker_impl.h"
 
-/* A chunk's record in a worker's checkpoint file (then its arrays). */
+/* A chunk's record in a worker's checkpoint file (then its arrays, and for an Adam state
+ * its optimizer steps, a uint64_t). */
 typedef struct wrec {
     uint32_t id, n;
     uint32_t arrays;   /* bit i: the mode's array i follows (worker_ops_t ckpt_arrays; ps:
                           residual, codec momentum or powersgd's Q, powersgd's optimizer
-                          momentum; allreduce: parameters, momentum) */
+                          state; allreduce: parameters, optimizer state: SGD's momentum or
+                          Adam's m, v, vmax) */
     uint32_t reserved; /* 0 */
     uint64_t steps;    /* ps: codec steps (dgc warm-up) */
 } wrec_t;
@@ -125,6 +128,8 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         for (int i = 0; i < CKPT_ARRAYS && rc == PC_OK; i++)
             if (arr[i])
                 rc = pc_ckpt_reader_read(r, arr[i], sizeof(float) * len[i]);
+        if (rc == PC_OK && c->opt.v) /* Adam's step count (pc_optim_state_t) */
+            rc = pc_ckpt_reader_read(r, &c->opt.steps, sizeof(c->opt.steps));
         if (c->st)
             pc_codec_state_set_steps(c->st, rec.steps);
     }
@@ -170,6 +175,8 @@ int pc_rt__w_checkpoint(pc_worker_t *w)
         for (int i = 0; i < CKPT_ARRAYS; i++)
             if (arr[i])
                 pc_ckpt_writer_write(cw, arr[i], sizeof(float) * len[i]);
+        if (c->opt.v)
+            pc_ckpt_writer_write(cw, &c->opt.steps, sizeof(c->opt.steps));
     }
     rc = pc_rt__ckpt_finish(rt, it, cw, rc, why, w->main.err, sizeof(w->main.err));
     if (rc != PC_OK)

@@ -165,10 +165,13 @@ typedef struct wchunk {
     size_t send_len; /* ps: bytes of the send posted last (MPI thread) */
     uint8_t *recvbuf;
     size_t recv_cap;
-    uint64_t recv_it; /* iteration of the posted update receive */
-    uint64_t fold_it; /* iteration of the folded, not yet compressed gradient */
-    float *sum, *mom; /* allreduce mode */
-    ctimes_t tm[2];   /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
+    uint64_t recv_it;     /* iteration of the posted update receive */
+    uint64_t fold_it;     /* iteration of the folded, not yet compressed gradient */
+    float *sum;           /* allreduce mode */
+    pc_optim_state_t opt; /* the optimizer's state where this worker steps: allreduce, every
+                             chunk's; ps, a powersgd matrix's (its server's, kept alike);
+                             pc_optim_state_alloc's arrays, else all NULL */
+    ctimes_t tm[2];       /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
     /* Device tensors (worker_device.c; MPI thread, except where said): */
     float *dp, *dg;           /* into the first tensor's device buffers */
     pc_devcodec_state_t *dst; /* --compress-on gpu, a compressing chunk: its state on the
@@ -186,7 +189,6 @@ typedef struct wchunk {
     int lr_round;  /* the round whose answer the posted receive awaits: 1 (P^), 2 (the
                       update with Q); 0 between iterations and in the warm-up */
     float *lr_q;   /* cols x rank: the update's Q, before pc_codec_lowrank_finish takes it */
-    float *lr_mom; /* n: the optimizer's momentum (the server's, kept alike; NULL without) */
     float *lr_row; /* cols: one row of the warm-up's mean gradient */
 } wchunk_t;
 

@@ -90,16 +90,17 @@ int pc_rt__w_lr_round2(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wth
 /* The optimizer's step on row i of a matrix, as its server stepped its copy. */
 typedef struct lr_step {
     pc_optim_cfg_t optim;
-    float lr;
-    float *p, *mom; /* the matrix's parameters and momentum (NULL without momentum) */
+    double lr;
+    float *p;                   /* the matrix's parameters */
+    const pc_optim_state_t *st; /* and optimizer state (its steps counting this step) */
     size_t cols;
 } lr_step_t;
 
 static void step_row(void *ud, size_t i, const float *g)
 {
     lr_step_t *s = ud;
-    pc_optim_sgd(&s->optim, s->lr, s->p + i * s->cols, s->mom ? s->mom + i * s->cols : NULL, g,
-                 s->cols, NULL);
+    pc_optim_state_t at = pc_optim_state_at(s->st, i * s->cols);
+    pc_optim_step(&s->optim, s->lr, s->p + i * s->cols, &at, g, s->cols, NULL);
 }
 
 int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server_ns, char *why,
@@ -113,10 +114,11 @@ int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server
                                       dense ? c->n : qn, &v, server_ns, why, whylen);
     if (rc != PC_OK)
         return rc;
+    c->opt.steps++; /* one step of the whole matrix, row by row, as its server's */
     lr_step_t s = {.optim = pc_rt__chunk_optim(rt, c->n),
-                   .lr = (float)pc_optim_lr(&rt->optim, (int64_t)c->recv_it),
+                   .lr = pc_optim_lr(&rt->optim, (int64_t)c->recv_it),
                    .p = c->p,
-                   .mom = c->lr_mom,
+                   .st = &c->opt,
                    .cols = cols};
     if (dense) {
         for (size_t i = 0; i < c->rows; i++) {

@@ -317,16 +317,17 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     c->recv_cap = !c->lowrank ? pc_rt__pull_max_bytes(c->n) : lr_cap > phat_cap ? lr_cap : phat_cap;
     c->sendbuf = malloc(c->send_cap);
     c->recvbuf = malloc(c->recv_cap);
-    bool mom = c->lowrank && pc_rt__chunk_optim(rt, c->n).momentum != 0;
+    int orc = PC_OK;
     if (c->lowrank) {
+        pc_optim_cfg_t o = pc_rt__chunk_optim(rt, c->n);
         c->lr_q = malloc(sizeof(float) * qn);
         c->lr_row = malloc(sizeof(float) * cols);
-        c->lr_mom = mom ? calloc(c->n, sizeof(float)) : NULL;
+        orc = pc_optim_state_alloc(&o, c->n, &c->opt);
     }
     rc = c->lowrank ? pc_codec_state_create_matrix(c->codec, c->id, c->rows, c->n, &c->st)
                     : pc_codec_state_create(c->codec, c->id, c->n, &c->st);
-    if (!c->sendbuf || !c->recvbuf || (c->lowrank && (!c->lr_q || !c->lr_row)) ||
-        (mom && !c->lr_mom) || rc != PC_OK)
+    if (!c->sendbuf || !c->recvbuf || (c->lowrank && (!c->lr_q || !c->lr_row)) || orc != PC_OK ||
+        rc != PC_OK)
         return WFAIL(rt, me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
@@ -382,14 +383,13 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     return PC_OK;
 }
 
-/* allreduce: chunk c's sum buffer, and its momentum when the optimizer has one (the model
- * lives on the workers). */
+/* allreduce: chunk c's sum buffer, and its optimizer state (momentum, Adam's moments) when
+ * the optimizer has one (the model lives on the workers). */
 static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
-    bool mom = w->rt->optim.momentum != 0;
     c->sum = malloc(sizeof(float) * c->n);
-    c->mom = mom ? calloc(c->n, sizeof(float)) : NULL;
-    if (!c->sum || (mom && !c->mom))
+    int orc = pc_optim_state_alloc(&w->rt->optim, c->n, &c->opt);
+    if (!c->sum || orc != PC_OK)
         return WFAIL(w->rt, me, PC_ENOMEM, "out of memory for chunk %u", c->id);
     return PC_OK;
 }
@@ -519,12 +519,11 @@ static void release_started(pc_worker_t *w)
         wchunk_t *k = &w->chunks[c];
         pc_codec_state_destroy(k->st);
         free(k->lr_q);
-        free(k->lr_mom);
         free(k->lr_row);
         free(k->sendbuf);
         free(k->recvbuf);
         free(k->sum);
-        free(k->mom);
+        pc_optim_state_free(&k->opt);
     }
     free(w->chunks);
     free(w->sends);

@@ -4,7 +4,9 @@
 # synthetic data for 40 iterations with top-k compression, seconds in all:
 #  - the run completes, its loss falls and the test accuracy beats chance (10 classes);
 #  - the same seed saves bitwise the same model with --pipeline on and off;
-#  - --eval-model reads the saved model back and reports the accuracy training printed.
+#  - --eval-model reads the saved model back and reports the accuracy training printed;
+#  - --optimizer adamw on the servers (top-k without momentum correction: the dense step):
+#    the loss falls, and --pipeline on and off save bitwise the same model.
 # tests/mpi/test_train.sh checks the same and much more on longer runs.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -35,5 +37,22 @@ ev=$("$train" --data synthetic --eval-model "$tmp/on.pcm" 2>&1)
 evacc=$(grep -o 'test accuracy [0-9.]*' <<<"$ev" | awk '{print $3}')
 [ -n "$evacc" ] && [ "$evacc" = "$acc" ] && ok "--eval-model: $evacc%" ||
     bad "--eval-model gave '$evacc', training reported '$acc'"
+
+# shellcheck disable=SC2054 # the commas are the codec spec's
+adamw=(--data synthetic --synthetic-samples 1200 --batch 16 --iters 40 --lr 0.003 --model mlp
+    --compress topk:ratio=0.1,momentum=0 --optimizer adamw --weight-decay 0.01)
+for pipe in on off; do
+    "$run" -t 120 -np 3 "$train" "${adamw[@]}" --pipeline "$pipe" --save-model "$tmp/adamw-$pipe.pcm" \
+        >"$tmp/adamw-$pipe.log" 2>&1 || { bad "adamw --pipeline $pipe: the run failed"; tail -5 "$tmp/adamw-$pipe.log"; }
+done
+first=$(grep -m1 -o 'loss [0-9.]*' "$tmp/adamw-on.log" | awk '{print $2}')
+last=$(grep 'iter ' "$tmp/adamw-on.log" | tail -n 1 | grep -o 'loss [0-9.]*' | awk '{print $2}')
+if grep -q '^done: 40 iterations' "$tmp/adamw-on.log" && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'; then
+    ok "40 iterations with --optimizer adamw: loss $first -> $last"
+else
+    bad "adamw: the mlp did not learn (loss '$first' -> '$last')"; tail -5 "$tmp/adamw-on.log"
+fi
+cmp -s "$tmp/adamw-on.pcm" "$tmp/adamw-off.pcm" && ok "adamw: --pipeline on and off save identical models" ||
+    bad "adamw: --pipeline on and off saved different models"
 
 pc_done

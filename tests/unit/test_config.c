@@ -16,6 +16,7 @@
 #include "pipecompress/pc_topo.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_log.h"
+#include "pipecompress/pc_optim.h"
 
 #define ARGV(...) ((char *[]){"prog", __VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof((char *[]){"prog", __VA_ARGS__}) / sizeof(char *)))
@@ -464,6 +465,109 @@ static void test_check_combinations(void **state)
     assert_int_equal(pc_config_check(&cfg, 1, err, sizeof(err)), PC_OK); /* idempotent */
 }
 
+/* Parse argv as a program does (recording which flags were given), then pc_config_check
+ * for a job of 3 ranks. */
+static int parse_check(pc_config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    pc_config_defaults(cfg);
+    pc_flags_group_t g = pc_config_group(cfg, "Runtime");
+    int rc = pc_flags_parse(&g, 1, argc, argv, NULL, err, errlen);
+    return rc != PC_OK ? rc : pc_config_check(cfg, 3, err, errlen);
+}
+#define CHECK(cfg, err, ...) parse_check(cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), err, 256)
+
+/* --optimizer sgd|adam|adamw, --betas, --eps, --amsgrad: defaults (sgd: everything as
+ * before), values, and every refusal in one line naming the flag. */
+static void test_optimizer_flags(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none"), PC_OK);
+    assert_int_equal(cfg.optimizer, PC_OPTIM_SGD);
+    assert_string_equal(cfg.betas, "0.9,0.999");
+    assert_true(cfg.eps == 1e-8 && cfg.amsgrad == 0 && cfg.momentum == 0.9);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--optimizer", "adamw", "--betas",
+                           "0.8,0.99", "--eps", "1e-6", "--amsgrad", "--weight-decay", "0.01"),
+                     PC_OK);
+    assert_int_equal(cfg.optimizer, PC_OPTIM_ADAMW);
+    assert_string_equal(cfg.betas, "0.8,0.99");
+    assert_true(cfg.eps == 1e-6 && cfg.amsgrad == 1 && cfg.weight_decay == 0.01);
+    assert_true(cfg.momentum == 0); /* SGD's default momentum does not apply */
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
+    assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adam"), PC_OK);
+    assert_int_equal(cfg.optimizer, PC_OPTIM_ADAM);
+    /* A codec without momentum correction is fine; one with it is refused. */
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam"), PC_EUSAGE);
+    assert_string_equal(err, "--optimizer adam with --compress topk:ratio=0.01: the codec's "
+                             "momentum correction (topk:momentum=0.9) runs on the workers and "
+                             "would feed momentum into Adam's moments; give topk:momentum=0");
+
+    struct {
+        const char *flag, *value, *msg;
+    } bad[] = {
+        {"--optimizer", "lamb", "--optimizer: 'lamb' is not one of sgd|adam|adamw"},
+        {"--betas", "0.9", "--betas: '0.9': expected two numbers B1,B2 such as 0.9,0.999"},
+        {"--betas", "0.9,1", "--betas: '0.9,1': beta 2 is 1; each beta must be in [0, 1)"},
+        {"--betas", "-0.1,0.9", "--betas: '-0.1,0.9': beta 1 is -0.1; each beta must be in [0, 1)"},
+        {"--betas", "0.9,0.99,0.9",
+         "--betas: '0.9,0.99,0.9': expected two numbers B1,B2 such "
+         "as 0.9,0.999"},
+        {"--betas", "nan,0.9", "--betas: 'nan,0.9': beta 1 is nan; each beta must be in [0, 1)"},
+        {"--betas", "0.9,x", "--betas: '0.9,x': expected two numbers B1,B2 such as 0.9,0.999"},
+        {"--eps", "0", "--eps: 0: must be above 0 (Adam divides by sqrt(v) + eps)"},
+        {"--eps", "-1e-8", "--eps: -1e-8 is out of range (0..1)"},
+        {"--eps", "inf", "--eps: 'inf' is not a finite number"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"prog",
+                        "--compress",
+                        "none",
+                        "--optimizer",
+                        "adam",
+                        (char *)bad[i].flag,
+                        (char *)bad[i].value,
+                        NULL};
+        assert_int_equal(parse_check(&cfg, 7, argv, err, sizeof(err)), PC_EUSAGE);
+        assert_string_equal(err, bad[i].msg);
+    }
+    assert_int_equal(
+        CHECK(&cfg, err, "--compress", "none", "--optimizer", "adam", "--momentum", "0.9"),
+        PC_EUSAGE);
+    assert_string_equal(err, "--momentum is SGD's: --optimizer adam keeps its own running mean "
+                             "of the gradient (--betas B1,B2); drop it");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--optimizer", "adamw", "--nesterov"),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--nesterov is SGD's: --optimizer adamw keeps its own running "
+                             "mean of the gradient (--betas B1,B2); drop it");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--amsgrad"), PC_EUSAGE);
+    assert_string_equal(err,
+                        "--amsgrad acts on --optimizer adam or adamw only (this run's is sgd)");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--betas", "0.9,0.99"), PC_EUSAGE);
+    assert_string_equal(err, "--betas acts on --optimizer adam or adamw only (this run's is sgd)");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--eps", "1e-6"), PC_EUSAGE);
+    assert_string_equal(err, "--eps acts on --optimizer adam or adamw only (this run's is sgd)");
+
+    /* A cfg filled by hand gets the same checks. */
+    pc_config_defaults(&cfg);
+    snprintf(cfg.compress, sizeof(cfg.compress), "none");
+    cfg.optimizer = PC_OPTIM_ADAM;
+    const double eps[] = {0, -1, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof(eps) / sizeof(eps[0]); i++) {
+        cfg.eps = eps[i];
+        assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+        assert_non_null(strstr(err, "--eps"));
+    }
+    cfg.eps = 1e-8;
+    snprintf(cfg.betas, sizeof(cfg.betas), "1,0.5");
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--betas: '1,0.5': beta 1 is 1; each beta must be in [0, 1)");
+    snprintf(cfg.betas, sizeof(cfg.betas), "0.5,0.5");
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK);
+}
+
 /* --dilate K: default 1 (no dilation), any finite K from 1 to 1000; less than 1, not a
  * number or infinite refused in one line naming the flag, on the command line and by
  * pc_config_check for a cfg filled by hand; the effective configuration prints it. */
@@ -532,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_usage_and_print),
         cmocka_unit_test(test_check_combinations),
         cmocka_unit_test(test_dilate),
+        cmocka_unit_test(test_optimizer_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
