@@ -4,6 +4,8 @@
 #   (momentum, weight decay; one and two backward passes per iteration; p.grad kept, or
 #   set to None before each iteration so that the binding must copy the new p.grad into
 #   its buffer): the parameters and each iteration's step (a lost gradient fails this);
+#   and --optimizer adamw, adam (amsgrad): every iteration bitwise torch.optim.AdamW's,
+#   Adam's;
 # - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
 #   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
 #   what must hold), with top-k and with --mode allreduce;
@@ -46,6 +48,22 @@ for c in sgd sgd2 sgd-none sgd2-none; do
         bad "$c:"; tail -n 20 "$tmp/$c.out"
     fi
 done
+
+# The servers' Adam and AdamW against torch.optim's, bitwise after every iteration.
+adam_case() { # adam_case NAME FLAGS...
+    local c=$1
+    shift
+    if job "$c" 2 "$cases" "${c%%+*}" "$tmp/$c" --compress none --iters 20 "$@" &&
+        grep -qE '^adamw?: 20 iterations, .*: every parameter bitwise equal to torch.optim.Adam' \
+            "$tmp/$c.out"; then
+        ok "$c: every iteration bitwise equals torch.optim ($*)"
+    else
+        bad "$c:"; tail -n 20 "$tmp/$c.out"
+    fi
+}
+adam_case adamw-none --optimizer adamw --weight-decay 0.01 --lr 0.01
+adam_case adam-none+amsgrad --optimizer adam --weight-decay 0.01 --lr 0.01 --amsgrad \
+    --betas 0.8,0.99 --eps 1e-6
 
 zoo() { # zoo NAME RANKS FLAGS...: the zoo case, then its checks
     local name=$1 np=$2

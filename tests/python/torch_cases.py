@@ -12,6 +12,11 @@ sgd       1 worker: each iteration through PipeCompress (--compress none) equals
           accumulated). sgd-none, sgd2-none: the same with model.zero_grad(set_to_none=True)
           before every iteration's backward (autograd then puts each gradient in a new
           p.grad, which the binding must copy into the registered buffer).
+adam-none, adamw-none
+          1 worker, --compress none, --optimizer adam or adamw (the flags say which, with
+          --betas, --eps, --amsgrad, --weight-decay): after every iteration every parameter
+          is bitwise torch.optim.Adam's / AdamW's (foreach=False) on the same batch, and at
+          the end every parameter has moved.
 zoo       a model with every kind of parameter the binding defines a behaviour for: tied
           weights, an unused branch, a frozen parameter, BatchNorm buffers, a parameter read
           outside its own module, dropout. Every worker builds it from a different seed
@@ -122,6 +127,54 @@ def case_sgd(out, flags, bpps, set_to_none):
           f"{'set to None' if set_to_none else 'kept'} before each, lr {lr} momentum {mu} "
           f"weight decay {wd}: largest relative difference from torch.optim.SGD {worst:.3g}, "
           f"of a step {worst_step:.3g}", flush=True)
+    return status
+
+
+def case_adam(out, flags):
+    """1 worker: the servers' Adam/AdamW (--optimizer) against torch.optim's on the same
+    gradients, every iteration: the parameters bitwise equal (pc_optim follows the float32
+    operation order of torch 1.13's single-tensor loop; with one worker the mean gradient
+    is the gradient itself)."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    cfg = pc.config()
+    kind = cfg["optimizer"]
+    lr, wd, eps = float(cfg["lr"]), float(cfg["weight-decay"]), float(cfg["eps"])
+    betas = tuple(float(b) for b in cfg["betas"].split(","))
+    amsgrad = cfg["amsgrad"] == "yes"
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    Opt = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
+    opt = Opt(ref.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=wd, amsgrad=amsgrad,
+              foreach=False)
+    pc.attach(model)
+    init = [p.detach().clone() for p in model.parameters()]
+    g = torch.Generator().manual_seed(5)
+    for it in range(int(cfg["iters"])):
+        x = torch.randn(8, 20, generator=g)
+        y = torch.randint(0, 3, (8,), generator=g)
+        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        F.cross_entropy(ref(x), y).backward()
+        opt.step()
+        pc.iteration_end()
+        pc.synchronize()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            if not torch.equal(p.detach(), q.detach()):
+                d = (p.detach() - q.detach()).abs().max().item()
+                n = int((p.detach() != q.detach()).sum().item())
+                raise pc.Error(f"iteration {it}: {name} differs from torch.optim.{Opt.__name__} "
+                               f"in {n} of {p.numel()} elements (largest difference {d:.3g})")
+    for (name, p), p0 in zip(model.named_parameters(), init):
+        if torch.equal(p.detach(), p0):  # equal to torch, yet not trained: a lost step
+            raise pc.Error(f"{name} did not move in {cfg['iters']} iterations")
+    status = pc.finish()
+    print(f"{kind}: {cfg['iters']} iterations, lr {lr} betas {betas} eps {eps} weight decay "
+          f"{wd} amsgrad {amsgrad}: every parameter bitwise equal to torch.optim."
+          f"{Opt.__name__}'s (foreach=False) after every iteration", flush=True)
     return status
 
 
@@ -299,6 +352,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     if case in ("sgd", "sgd2", "sgd-none", "sgd2-none"):
         return case_sgd(out, flags, 2 if case.startswith("sgd2") else 1, case.endswith("-none"))
+    if case in ("adam-none", "adamw-none"):
+        return case_adam(out, flags)
     if case == "zoo":
         return case_zoo(out, flags)
     if case.startswith("arch:"):
