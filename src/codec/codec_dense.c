@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "codec_impl.h"
+#include "fp16_impl.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 #include "quant_impl.h"
@@ -89,23 +90,16 @@ static size_t fp16_max_payload(const pc_codec_t *c, size_t n)
     return 2 * n;
 }
 
+/* The fold, the check, the encode and the residual in one pass where the CPU has F16C
+ * (codec_fp16.c); v is the residual with error feedback, else the gradient or the stage. */
 static int fp16_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                          pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
     (void)cap;
-    int rc;
-    const float *v = prepare(c, st, grad, &rc);
+    float *v = pc_codec__source(c, st, grad);
+    int rc = pc_codec__fp16_encode_at(pc_codec__fp16_simd(), v, grad, c->spec.ef, payload, st->n);
     if (rc != PC_OK)
         return rc;
-    for (size_t i = 0; i < st->n; i++) {
-        float x = v[i];
-        x = x > PC_CODEC_F16_MAX ? PC_CODEC_F16_MAX
-                                 : (x < -PC_CODEC_F16_MAX ? -PC_CODEC_F16_MAX : x);
-        uint16_t q = pc_wire_f32_to_f16(x);
-        pc_wire_put_u16(payload + 2 * i, q);
-        if (c->spec.ef)
-            st->residual[i] -= pc_wire_f16_to_f32(q);
-    }
     h->entries = (uint32_t)st->n;
     h->payload = (uint32_t)(2 * st->n);
     return PC_OK;
@@ -120,10 +114,10 @@ static int fp16_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
                             "chunk %u: fp16 message of %u entries in %u bytes, "
                             "expected %u entries",
                             h->chunk, h->entries, h->payload, h->n);
-    for (uint32_t i = 0; i < h->n; i++)
-        if ((pc_wire_get_u16(payload + 2 * (size_t)i) & 0x7c00u) == 0x7c00u)
-            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %u is not finite",
-                                h->chunk, i);
+    size_t bad = pc_codec__fp16_check_at(pc_codec__fp16_simd(), payload, h->n);
+    if (bad < h->n)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u: value %zu is not finite", h->chunk,
+                            bad);
     return PC_OK;
 }
 
@@ -131,8 +125,7 @@ static int fp16_apply(const pc_codec_t *c, const pc_wire_header_t *h, const uint
                       float scale, float *dense)
 {
     (void)c;
-    for (uint32_t i = 0; i < h->n; i++)
-        dense[i] += scale * pc_wire_f16_to_f32(pc_wire_get_u16(payload + 2 * (size_t)i));
+    pc_codec__fp16_apply_at(pc_codec__fp16_simd(), payload, h->n, scale, dense);
     return PC_OK;
 }
 
