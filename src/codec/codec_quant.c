@@ -509,8 +509,9 @@ AVX512 static inline void mulhilo16(__m512i a, __m512i m, __m512i *hi, __m512i *
 {
     __m512i pe = _mm512_mul_epu32(a, m);                        /* even lanes */
     __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m); /* odd lanes */
-    *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-    *lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+    /* One merge-masked swap of each 32-bit pair per half (AVX2's shift and blend are two). */
+    *hi = _mm512_mask_shuffle_epi32(po, 0x5555, pe, _MM_PERM_CDAB);
+    *lo = _mm512_mask_shuffle_epi32(pe, 0xAAAA, po, _MM_PERM_CDAB);
 }
 
 /* philox8 on 16 blocks: draws 4 blk .. 4 blk + 63, 16 a vector. blk + 15 must fit 32 bits. */
@@ -527,8 +528,9 @@ AVX512 static inline void philox16(__m512i w[4], uint32_t blk, uint32_t k0, uint
         __m512i hi0, lo0, hi1, lo1;
         mulhilo16(c0, m0, &hi0, &lo0);
         mulhilo16(c2, m1, &hi1, &lo1);
-        c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
-        c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
+        /* a ^ b ^ c in one instruction: truth table 0x96. */
+        c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int)k0), 0x96);
+        c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int)k1), 0x96);
         c1 = lo1;
         c3 = lo0;
         k0 += PHILOX_W0;
