@@ -9,7 +9,10 @@
 #    checkpoint, and --resume again gives the uninterrupted model (what a Slurm time limit
 #    or pre-emption does);
 #  - a corrupted newest checkpoint is reported and the previous complete one is used;
-#  - a checkpoint of another model or world size is never loaded.
+#  - a checkpoint of another model or world size is never loaded;
+#  - --optimizer adamw and adam: the servers' (and allreduce's workers', powersgd's
+#    workers') m, v, vmax and step counts come back bitwise (the uninterrupted model
+#    again); a checkpoint written with another optimizer is refused in one line.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -75,6 +78,31 @@ interrupted ps-powersgd KILL --compress powersgd:rank=2,warmup=20
 # go to the checkpoint and back through pc_devcodec_state_get/_set(_q)
 interrupted ps-powersgd-dev KILL --compress powersgd:rank=2,warmup=20 --device emulate \
     --compress-on gpu
+# Adam's state: m, v, vmax and the step count on the servers (amsgrad), on the workers of
+# allreduce, and on both for powersgd's matrices (each worker steps its copy as the server).
+adam=(--lr 0.001 --weight-decay 0.01)
+interrupted ps-adamw KILL --compress topk:ratio=0.01,momentum=0 --compress-min-bytes 0 \
+    --optimizer adamw --amsgrad "${adam[@]}"
+interrupted allreduce-adam KILL --mode allreduce --compress none --optimizer adam "${adam[@]}"
+interrupted ps-powersgd-adamw KILL --compress powersgd:rank=2,warmup=20 --optimizer adamw \
+    "${adam[@]}"
+# Resuming adamw's checkpoints with sgd (and sgd's with adamw) is refused with one line.
+out=$("$run" -t 120 -np 3 "$train" "${common[@]}" --compress topk:ratio=0.01,momentum=0 \
+    --compress-min-bytes 0 --checkpoint-dir "$tmp/ps-adamw-ck" --resume 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c "holds checkpoints of another job (iteration [0-9]*: a different configuration ('[^']* optimizer=adamw+amsgrad'; this job '[^' ]* [^' ]* min-bytes=0 seed=[0-9]*')" <<<"$out")" = 1 ]; then
+    ok "adamw's checkpoint resumed with sgd: refused in one line (status $rc)"
+else
+    bad "adamw's checkpoint resumed with sgd: status $rc"; grep -i checkpoint <<<"$out" | head -5
+fi
+out=$("$run" -t 120 -np 3 "$train" "${common[@]}" --mode allreduce --compress none \
+    --optimizer adamw --checkpoint-dir "$tmp/allreduce-ck" --resume 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c "holds checkpoints of another job (iteration [0-9]*: a different configuration ('allreduce none min-bytes=[0-9]* seed=[0-9]*'; this job 'allreduce none min-bytes=[0-9]* seed=[0-9]* optimizer=adamw')" <<<"$out")" = 1 ]; then
+    ok "sgd's checkpoint resumed with adamw: refused in one line (status $rc)"
+else
+    bad "sgd's checkpoint resumed with adamw: status $rc"; grep -i checkpoint <<<"$out" | head -5
+fi
 
 # A corrupted newest checkpoint: reported, the previous one used, same final model.
 ck="$tmp/corrupt-ck"
