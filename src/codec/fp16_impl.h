@@ -16,16 +16,22 @@
 
 #include "simd_impl.h"
 
+#ifdef PC_CODEC__X86
+#include <cpuid.h>
+#endif
+
 #pragma GCC visibility push(hidden)
 
 /* The widest fp16 build this CPU runs: pc_codec__simd()'s, or the baseline on an x86 CPU
  * without F16C (the vector builds convert with VCVTPS2PH and VCVTPH2PS; every CPU with AVX2
- * has them, the check is a load). Thread-safe: libgcc's CPU model is set before main. */
+ * has them). F16C is read from CPUID leaf 1 (ECX bit 29), not __builtin_cpu_supports:
+ * clang 14 does not know "f16c" there. Pure and thread-safe. */
 static inline int pc_codec__fp16_simd(void)
 {
     int simd = pc_codec__simd();
 #ifdef PC_CODEC__X86
-    if (simd > PC_CODEC__SIMD_NONE && !__builtin_cpu_supports("f16c"))
+    unsigned a, b, c, d;
+    if (simd > PC_CODEC__SIMD_NONE && (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)))
         simd = PC_CODEC__SIMD_NONE;
 #endif
     return simd;
