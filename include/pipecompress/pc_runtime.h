@@ -203,7 +203,7 @@ int pc_worker_grad_ready_range(pc_worker_t *w, int tensor, size_t begin, size_t 
 int pc_worker_grad_ready_view(pc_worker_t *w, int tensor, const float *grad, int64_t not_before);
 
 /* --mode allreduce only: the optimizer step runs on a device the caller models (the replay
- * of a GPU trainer): the worker does not step on the CPU (no pc_optim_sgd; the parameters
+ * of a GPU trainer): the worker does not step on the CPU (no pc_optim_step; the parameters
  * are not updated by the runtime) and instead holds ns_per_iteration in all, split over the
  * chunks by their share of the elements, on the thread that would have stepped, sleeping
  * to a deadline (clock_nanosleep, never spinning). The caller multiplies by --dilate
