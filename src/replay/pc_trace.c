@@ -374,9 +374,15 @@ int pc_trace_parse(const char *buf, size_t len, pc_trace_t **out, char *err, siz
                             PC_TRACE_MAX_BYTES >> 20);
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
+    if (!root) {
+        /* jansson quotes the text near the error, which may hold a newline or any byte of
+         * the file: '?' for each that is not printable ASCII keeps the message one line. */
+        for (char *c = je.text; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                *c = '?';
         return pc_error_fmt(PC_EFORMAT, err, errlen, "not valid JSON: line %d column %d: %s",
                             je.line, je.column, je.text);
+    }
     pc_trace_t *t = calloc(1, sizeof(*t));
     if (!t) {
         json_decref(root);

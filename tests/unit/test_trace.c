@@ -148,6 +148,9 @@ static void test_bad_top_level(void **state)
         {TRACE(FC) " x", "not valid JSON: line 1 column ", 1},
         {"{" HEAD ", \"batch\": 9, \"layers\": [" FC "]}",
          "not valid JSON: line 1 column 85: duplicate object key near '\"batch\"'", 0},
+        /* jansson quotes the bytes near the error: a raw newline there stays one line. */
+        {"{\"model\": \"a\\\n\"}", "not valid JSON: line 2 column 0: invalid escape near '\"a\\?'",
+         0},
         {"[" TRACE(FC) "]", "the top level is an array, not an object (doc/replay.md)", 0},
         {"{" HEAD ", \"layers\": [" FC "], \"optimiser_ms\": 1}",
          "optimiser_ms: unknown key (a trace has model, device, batch, precision, source, "
