@@ -154,11 +154,12 @@ while IFS=$'\t' read -r where cmd; do
         bad "$where: no rule for the documented command '$cmd'"; continue ;;
     esac
     ran=$((ran + 1))
+    t0=$SECONDS # each command's seconds are printed: this test is CI's longest
     if (cd "$work" && timeout 900 bash -c "$run") </dev/null >"$log" 2>&1; then
         if [ $is_sbatch = 1 ] && ! grep -q '^done: ' "$log.job"; then
             bad "$where: $cmd (the job did not finish training)"; tail -n 5 "$log.job"
         else
-            ok "$where: $cmd"
+            ok "$where ($((SECONDS - t0)) s): $cmd"
         fi
     else
         bad "$where: $cmd  (ran as: $run)"; tail -n 5 "$log"; [ -f "$log.job" ] && tail -n 5 "$log.job"
@@ -170,10 +171,11 @@ done <"$tmp/commands"
 if [ $only_sbatch = 0 ]; then
     dgc=$(grep -n -- '--compress dgc:ratio=0.001' "$tmp/commands" | head -1 | cut -f2)
     dgc=${dgc%%  #*}
+    t0=$SECONDS
     if [ -n "$dgc" ] && (cd "$work" && timeout 600 bash -c "$dgc") </dev/null >"$tmp/dgc.log" 2>&1 &&
         acc=$(grep -o 'final test accuracy [0-9.]*' "$tmp/dgc.log" | awk '{print $4}') &&
         awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'; then
-        ok "README's DGC command, in full: final test accuracy $acc%"
+        ok "README's DGC command, in full ($((SECONDS - t0)) s): final test accuracy $acc%"
     else
         bad "README's DGC command did not train: '$dgc'"; tail -n 5 "$tmp/dgc.log"
     fi
