@@ -135,8 +135,11 @@ pc_setup() {
 }
 
 # pc_build DIR [configure flags...]: (re)configure when needed and build in $PC_TOP/DIR.
+# Sets PC_BUILD_AS_DOCUMENTED to 1 when this call did what doc/building.md's by-hand build
+# does (autoreconf -fi, a new DIR, ../configure with no flags, make), else to 0.
 pc_build() {
-    local dir="$PC_TOP/$1"
+    local dir="$PC_TOP/$1" reconf=0 fresh=0
+    PC_BUILD_AS_DOCUMENTED=0
     shift
     if [ -f "$PC_TOP/config.status" ]; then
         pc_die "the source tree is configured in place; run 'make distclean' there first (these scripts build out of tree)"
@@ -144,9 +147,11 @@ pc_build() {
     if [ ! -x "$PC_TOP/configure" ] || [ "$PC_TOP/configure.ac" -nt "$PC_TOP/configure" ] \
         || [ "$PC_TOP/Makefile.am" -nt "$PC_TOP/configure" ]; then
         pc_say "autoreconf"
+        reconf=1
         (cd "$PC_TOP" && autoreconf -fi >/dev/null 2>&1) || (cd "$PC_TOP" && autoreconf -fi) \
             || pc_die "autoreconf failed"
     fi
+    [ -f "$dir/Makefile" ] || fresh=1
     mkdir -p "$dir"
     local want="$*"
     # A tree configured by hand (no flags file) is configured again: its flags are unknown.
@@ -161,6 +166,9 @@ pc_build() {
     pc_say "make (in ${dir#"$PC_TOP"/})"
     make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
         || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in ${dir#"$PC_TOP"/}"; }
+    if [ $reconf = 1 ] && [ $fresh = 1 ] && [ -z "$want" ]; then
+        PC_BUILD_AS_DOCUMENTED=1
+    fi
 }
 
 # pc_torch_prereqs PY: what the torch benchmarks need before their first run: PY imports
