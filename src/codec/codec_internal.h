@@ -88,12 +88,16 @@ int pc_codec__apply_indices(const pc_codec_t *c, const pc_wire_header_t *h, cons
  *     p[b] = lane[0];
  *   the sum: lane l adds p[l], p[l + 256], p[l + 512], ... in order, starting from +0.0;
  *     the same tree; the result is lane[0].
- * A CUDA block of 256 threads computes each level (cuda/codec_api.cu); the CPU loops
- * below vectorise. */
+ * A CUDA block of 256 threads computes each level (cuda/codec_api.cu); the CPU builds
+ * (codec_common.c) keep 8 or 4 lanes a vector register. */
 #define PC_CODEC_SUM_LANES 256
 #define PC_CODEC_SUM_BLOCK 2048
 typedef enum pc_codec_sum_op { PC_CODEC_SUM_SQUARES = 0, PC_CODEC_SUM_ABS = 1 } pc_codec_sum_op_t;
 double pc_codec__sum(const float *x, size_t n, pc_codec_sum_op_t op);
+/* The same sum by the build `simd` (simd_impl.h's PC_CODEC__SIMD_*, at most what this CPU
+ * runs; pc_codec__sum passes pc_codec__simd()): every build gives the same bits
+ * (test_codec_sum holds each to the definition). Pure; thread-safe. */
+double pc_codec__sum_at(int simd, const float *x, size_t n, pc_codec_sum_op_t op);
 
 /* dgc's schedule for one compress call with `steps` calls made before: k (the density's
  * count), the accepted window [lo, hi] of a sampled threshold's count, cap (the most

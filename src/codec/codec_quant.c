@@ -22,9 +22,19 @@
  *    lane (division included: a reciprocal would change bits), so every lane rounds as the
  *    scalar loop does; the build flags keep fp-contract off, and no target here enables FMA.
  *  - Packing: 8 codes of b <= 8 bits are exactly b bytes, so 8 codes become one 64-bit word
- *    (pairs, then quads, by shifts within lanes) stored with an 8-byte store and the write
- *    pointer advanced by b; the bytes a store writes past its b are rewritten by the next.
- *    qsgd with up to 127 levels has b <= 8, terngrad 2, efsign 1 (a compare's movemask).
+ *    stored with an 8-byte store and the write pointer advanced by b; the bytes a store
+ *    writes past its b are rewritten by the next. AVX2 builds the word by shifts within
+ *    lanes (pairs, then quads); AVX-512 narrows the codes to bytes (vpmovdb) and gathers
+ *    each byte's low b bits with BMI2's pext, and makes terngrad's 2-bit codes straight
+ *    from its compare masks with pdep. qsgd with up to 127 levels has b <= 8, terngrad 2,
+ *    efsign 1 (a compare's movemask).
+ *  - AVX-512 draws 32 blocks (128 words) per step in two interleaved chains of rounds.
+ *    A round's multiplies wait on the round before (about 5 cycles of latency on 12
+ *    instructions), so one chain left the vector units mostly idle: in a profile of the
+ *    qsgd encode (25 M elements, issue 46) the Philox rounds were half the encode's
+ *    samples, the 64-bit extracts, shifts and scalar stores of the old packer most of
+ *    the rest. Two chains and pext took the encode from 17.1-18.6 ms to 10.3-10.8 ms
+ *    (thread CPU time, best of 15, loaded machine); terngrad's 15.9-17.4 to 10.5-11.0.
  *  - Decoding reverses the packing (a broadcast word shifted per lane) and validation checks
  *    whole words, falling back to the element-by-element loop only to name a bad element.
  * The tails (and the baseline build) are the scalar loops, started at an element index that
@@ -211,8 +221,10 @@ static bool codes_fit_from(const uint8_t *payload, uint32_t n, unsigned b, uint3
 /* ---- AVX2 and AVX-512 ------------------------------------------------------------------- */
 #ifdef PC_CODEC__X86
 
+/* The AVX-512 build packs codes with BMI2's pext and pdep: the encoders' entry points check
+ * BMI2 and give a CPU with AVX-512F but without BMI2 the AVX2 build. */
 #define AVX2   __attribute__((target("avx2")))
-#define AVX512 __attribute__((target("avx512f")))
+#define AVX512 __attribute__((target("avx512f,bmi2")))
 
 /* Philox4x32-10's constants (pc_philox.h): the multipliers and the Weyl key increments. */
 #define PHILOX_M0 0xD2511F53u
@@ -545,70 +557,152 @@ AVX512 static inline void philox16(__m512i w[4], uint32_t blk, uint32_t k0, uint
     w[3] = _mm512_unpackhi_epi64(t2, t3);
 }
 
+/* philox16 twice, on blocks blk .. blk + 15 (w[0..3]) and blk + 16 .. blk + 31 (w[4..7]),
+ * the two chains of rounds interleaved: a round's products wait on the round before, so one
+ * chain alone leaves the multipliers idle for most of its latency (the profile showed the
+ * rounds' loop as latency-bound). blk + 31 must fit 32 bits. Same words as philox16. */
+AVX512 static inline void philox16x2(__m512i w[8], uint32_t blk, uint32_t k0, uint32_t k1,
+                                     __m512i sub_lo, __m512i sub_hi)
+{
+    const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+    __m512i a0 =
+        _mm512_add_epi32(_mm512_set1_epi32((int)blk),
+                         _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    __m512i b0 = _mm512_add_epi32(a0, _mm512_set1_epi32(16));
+    __m512i a1 = _mm512_setzero_si512(), a2 = sub_lo, a3 = sub_hi;
+    __m512i b1 = a1, b2 = sub_lo, b3 = sub_hi;
+    for (int round = 0; round < 10; round++) {
+        __m512i hia0, loa0, hia1, loa1, hib0, lob0, hib1, lob1;
+        const __m512i kv0 = _mm512_set1_epi32((int)k0), kv1 = _mm512_set1_epi32((int)k1);
+        mulhilo16(a0, m0, &hia0, &loa0);
+        mulhilo16(b0, m0, &hib0, &lob0);
+        mulhilo16(a2, m1, &hia1, &loa1);
+        mulhilo16(b2, m1, &hib1, &lob1);
+        a0 = _mm512_ternarylogic_epi32(hia1, a1, kv0, 0x96);
+        b0 = _mm512_ternarylogic_epi32(hib1, b1, kv0, 0x96);
+        a2 = _mm512_ternarylogic_epi32(hia0, a3, kv1, 0x96);
+        b2 = _mm512_ternarylogic_epi32(hib0, b3, kv1, 0x96);
+        a1 = loa1;
+        b1 = lob1;
+        a3 = loa0;
+        b3 = lob0;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    __m512i t0 = _mm512_unpacklo_epi32(a0, a1), t1 = _mm512_unpacklo_epi32(a2, a3);
+    __m512i t2 = _mm512_unpackhi_epi32(a0, a1), t3 = _mm512_unpackhi_epi32(a2, a3);
+    w[0] = _mm512_unpacklo_epi64(t0, t1);
+    w[1] = _mm512_unpackhi_epi64(t0, t1);
+    w[2] = _mm512_unpacklo_epi64(t2, t3);
+    w[3] = _mm512_unpackhi_epi64(t2, t3);
+    t0 = _mm512_unpacklo_epi32(b0, b1);
+    t1 = _mm512_unpacklo_epi32(b2, b3);
+    t2 = _mm512_unpackhi_epi32(b0, b1);
+    t3 = _mm512_unpackhi_epi32(b2, b3);
+    w[4] = _mm512_unpacklo_epi64(t0, t1);
+    w[5] = _mm512_unpackhi_epi64(t0, t1);
+    w[6] = _mm512_unpacklo_epi64(t2, t3);
+    w[7] = _mm512_unpackhi_epi64(t2, t3);
+}
+
 AVX512 static inline __m512 uniform16(__m512i x)
 {
     __m512 f = _mm512_cvtepu32_ps(x);
     return _mm512_add_ps(_mm512_mul_ps(f, _mm512_set1_ps(U_SCALE)), _mm512_set1_ps(U_OFFSET));
 }
 
-/* pack8 on 16 codes: out[0] codes 0..7, out[1] codes 8..15. */
-AVX512 static inline void pack16(__m512i code, __m128i cb, __m128i cb2, unsigned b, uint64_t out[2])
+/* The constants of one qsgd encode (AVX-512). */
+typedef struct qsgd16_k {
+    __m512 normv, sf, zero;
+    __m512i si, one;
+    __mmask16 live;
+    uint64_t sel; /* the low b bits of each byte */
+    unsigned b;
+} qsgd16_k_t;
+
+/* qsgd's 16 elements at x (their words w), their 2b bytes at *p (advanced), their residuals
+ * at res (or NULL). The codes (< 2^b) narrow to bytes, and pext gathers the low b bits of
+ * each of 8 bytes into 8b contiguous bits: code k at bit k b, the bit string's order. */
+AVX512 static inline void qsgd16(const qsgd16_k_t *k, __m512i w, const float *x, float *res,
+                                 uint8_t **p)
 {
-    __m512i pair = _mm512_or_si512(_mm512_and_si512(code, _mm512_set1_epi64(0xffffffff)),
-                                   _mm512_sll_epi64(_mm512_srli_epi64(code, 32), cb));
-    __m512i quad =
-        _mm512_or_si512(pair, _mm512_sll_epi64(_mm512_shuffle_epi32(pair, _MM_PERM_BADC), cb2));
-    uint64_t q0 = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(quad));
-    uint64_t q1 = (uint64_t)_mm_cvtsi128_si64(_mm512_extracti32x4_epi32(quad, 1));
-    uint64_t q2 = (uint64_t)_mm_cvtsi128_si64(_mm512_extracti32x4_epi32(quad, 2));
-    uint64_t q3 = (uint64_t)_mm_cvtsi128_si64(_mm512_extracti32x4_epi32(quad, 3));
-    out[0] = q0 | q1 << (4 * b);
-    out[1] = q2 | q3 << (4 * b);
+    __m512 u = uniform16(w);
+    __m512 xv = _mm512_loadu_ps(x);
+    __m512 r = _mm512_mul_ps(_mm512_div_ps(_mm512_abs_ps(xv), k->normv), k->sf);
+    __m512 l = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ);
+    __m512i li = _mm512_cvttps_epi32(l);
+    __m512i lev = _mm512_min_epi32(_mm512_mask_add_epi32(li, up, li, k->one), k->si);
+    lev = _mm512_maskz_mov_epi32(k->live, lev);
+    __mmask16 neg = _mm512_cmp_ps_mask(xv, k->zero, _CMP_LT_OQ);
+    __m512i code = _mm512_mask_sub_epi32(_mm512_add_epi32(k->si, lev), neg, k->si, lev);
+    __m128i bytes = _mm512_cvtepi32_epi8(code);
+    uint64_t b0 = _pext_u64((uint64_t)_mm_cvtsi128_si64(bytes), k->sel);
+    uint64_t b1 = _pext_u64((uint64_t)_mm_extract_epi64(bytes, 1), k->sel);
+    memcpy(*p, &b0, 8);
+    memcpy(*p + k->b, &b1, 8);
+    *p += 2 * k->b;
+    if (res) {
+        __m512 qf = _mm512_cvtepi32_ps(_mm512_sub_epi32(code, k->si));
+        __m512 val = _mm512_mul_ps(k->normv, _mm512_div_ps(qf, k->sf));
+        _mm512_storeu_ps(res, _mm512_sub_ps(_mm512_loadu_ps(res), val));
+    }
 }
 
 AVX512 static size_t qsgd_avx512(const pc_codec__quant_t *q, unsigned b)
 {
     if (b > 8 || q->n > UINT32_MAX)
         return 0;
-    const __m512 normv = _mm512_set1_ps(q->scale), sf = _mm512_set1_ps((float)q->levels);
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512i si = _mm512_set1_epi32(q->levels), one = _mm512_set1_epi32(1);
-    const __mmask16 live = q->scale > 0 ? 0xFFFF : 0; /* else every level is 0 */
+    const qsgd16_k_t k = {.normv = _mm512_set1_ps(q->scale),
+                          .sf = _mm512_set1_ps((float)q->levels),
+                          .zero = _mm512_setzero_ps(),
+                          .si = _mm512_set1_epi32(q->levels),
+                          .one = _mm512_set1_epi32(1),
+                          .live = q->scale > 0 ? 0xFFFF : 0, /* else every level is 0 */
+                          .sel = 0x0101010101010101u * ((1u << b) - 1),
+                          .b = b};
     const __m512i sub_lo = _mm512_set1_epi32((int)(uint32_t)q->subseq);
     const __m512i sub_hi = _mm512_set1_epi32((int)(uint32_t)(q->subseq >> 32));
     const uint32_t k0 = (uint32_t)q->seed, k1 = (uint32_t)(q->seed >> 32);
-    const __m128i cb = _mm_cvtsi32_si128((int)b), cb2 = _mm_cvtsi32_si128((int)(2 * b));
+    const float *v = q->v; /* locals: the payload's byte stores may alias *q */
+    float *res = q->res;
+    const size_t n = q->n;
     uint8_t *p = q->payload;
     size_t i = 0;
-    for (; i + 64 + STORE_SLACK <= q->n; i += 64) {
+    for (; i + 128 + STORE_SLACK <= n; i += 128) {
+        __m512i w[8];
+        philox16x2(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
+        for (int j = 0; j < 8; j++)
+            qsgd16(&k, w[j], v + i + 16 * (size_t)j, res ? res + i + 16 * (size_t)j : NULL, &p);
+    }
+    for (; i + 64 + STORE_SLACK <= n; i += 64) {
         __m512i w[4];
         philox16(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
-        for (int k = 0; k < 4; k++) {
-            size_t e = i + 16 * (size_t)k;
-            __m512 u = uniform16(w[k]);
-            __m512 x = _mm512_loadu_ps(q->v + e);
-            __m512 r = _mm512_mul_ps(_mm512_div_ps(_mm512_abs_ps(x), normv), sf);
-            __m512 l = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-            __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ);
-            __m512i li = _mm512_cvttps_epi32(l);
-            __m512i lev = _mm512_min_epi32(_mm512_mask_add_epi32(li, up, li, one), si);
-            lev = _mm512_maskz_mov_epi32(live, lev);
-            __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
-            __m512i code = _mm512_mask_sub_epi32(_mm512_add_epi32(si, lev), neg, si, lev);
-            uint64_t bits[2];
-            pack16(code, cb, cb2, b, bits);
-            memcpy(p, &bits[0], 8);
-            p += b;
-            memcpy(p, &bits[1], 8);
-            p += b;
-            if (q->res) {
-                __m512 qf = _mm512_cvtepi32_ps(_mm512_sub_epi32(code, si));
-                __m512 val = _mm512_mul_ps(normv, _mm512_div_ps(qf, sf));
-                _mm512_storeu_ps(q->res + e, _mm512_sub_ps(_mm512_loadu_ps(q->res + e), val));
-            }
-        }
+        for (int j = 0; j < 4; j++)
+            qsgd16(&k, w[j], v + i + 16 * (size_t)j, res ? res + i + 16 * (size_t)j : NULL, &p);
     }
     return i;
+}
+
+/* terngrad's 16 elements at x (their words w): returns their 32 code bits, code k at bits
+ * 2k, 2k + 1 (1: +m, 2: -m, as the scalar loop's take and sign give them), spread from the
+ * two masks by pdep; subtracts the values sent from res (or NULL). */
+AVX512 static inline uint64_t terngrad16(__m512 mv, __m512 negm, __mmask16 live, __m512i w,
+                                         const float *x, float *res)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 u = uniform16(w);
+    __m512 xv = _mm512_loadu_ps(x);
+    __m512 pr = _mm512_div_ps(_mm512_abs_ps(xv), mv);
+    __mmask16 take =
+        _mm512_cmp_ps_mask(u, pr, _CMP_LE_OQ) & _mm512_cmp_ps_mask(xv, zero, _CMP_NEQ_OQ) & live;
+    __mmask16 neg = _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ);
+    if (res) {
+        __m512 val = _mm512_maskz_mov_ps(take, _mm512_mask_blend_ps(neg, mv, negm));
+        _mm512_storeu_ps(res, _mm512_sub_ps(_mm512_loadu_ps(res), val));
+    }
+    return _pdep_u64((unsigned)(take & ~neg), 0x55555555u) |
+           _pdep_u64((unsigned)(take & neg), 0xAAAAAAAAu);
 }
 
 AVX512 static size_t terngrad_avx512(const pc_codec__quant_t *q)
@@ -616,36 +710,40 @@ AVX512 static size_t terngrad_avx512(const pc_codec__quant_t *q)
     if (q->n > UINT32_MAX)
         return 0;
     const __m512 mv = _mm512_set1_ps(q->scale), negm = _mm512_set1_ps(-q->scale);
-    const __m512 zero = _mm512_setzero_ps();
     const __mmask16 live = q->scale > 0 ? 0xFFFF : 0;
-    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
     const __m512i sub_lo = _mm512_set1_epi32((int)(uint32_t)q->subseq);
     const __m512i sub_hi = _mm512_set1_epi32((int)(uint32_t)(q->subseq >> 32));
     const uint32_t k0 = (uint32_t)q->seed, k1 = (uint32_t)(q->seed >> 32);
-    const __m128i cb = _mm_cvtsi32_si128(2), cb2 = _mm_cvtsi32_si128(4);
+    const float *v = q->v; /* locals: the payload's byte stores may alias *q */
+    float *res = q->res;
+    const size_t n = q->n;
+    uint8_t *pay = q->payload;
     size_t i = 0;
-    for (; i + 64 <= q->n; i += 64) { /* 64 codes: 16 bytes */
+    for (; i + 128 <= n; i += 128) { /* 128 codes: 32 bytes */
+        __m512i w[8];
+        philox16x2(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
+        uint64_t bits[4];
+        for (int j = 0; j < 4; j++) {
+            size_t e = i + 32 * (size_t)j;
+            uint64_t lo = terngrad16(mv, negm, live, w[2 * j], v + e, res ? res + e : NULL);
+            uint64_t hi =
+                terngrad16(mv, negm, live, w[2 * j + 1], v + e + 16, res ? res + e + 16 : NULL);
+            bits[j] = lo | hi << 32;
+        }
+        memcpy(pay + i / 4, bits, 32);
+    }
+    for (; i + 64 <= n; i += 64) { /* 64 codes: 16 bytes */
         __m512i w[4];
         philox16(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
-        uint64_t bits[2] = {0, 0};
-        for (int k = 0; k < 4; k++) {
-            size_t e = i + 16 * (size_t)k;
-            __m512 u = uniform16(w[k]);
-            __m512 x = _mm512_loadu_ps(q->v + e);
-            __m512 p = _mm512_div_ps(_mm512_abs_ps(x), mv);
-            __mmask16 take = _mm512_cmp_ps_mask(u, p, _CMP_LE_OQ) &
-                             _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_OQ) & live;
-            __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
-            __m512i code = _mm512_maskz_mov_epi32(take, _mm512_mask_blend_epi32(neg, one, two));
-            uint64_t part[2];
-            pack16(code, cb, cb2, 2, part); /* 16 bits each */
-            bits[k / 2] |= (part[0] | part[1] << 16) << (32 * (k % 2));
-            if (q->res) {
-                __m512 val = _mm512_maskz_mov_ps(take, _mm512_mask_blend_ps(neg, mv, negm));
-                _mm512_storeu_ps(q->res + e, _mm512_sub_ps(_mm512_loadu_ps(q->res + e), val));
-            }
+        uint64_t bits[2];
+        for (int j = 0; j < 2; j++) {
+            size_t e = i + 32 * (size_t)j;
+            uint64_t lo = terngrad16(mv, negm, live, w[2 * j], v + e, res ? res + e : NULL);
+            uint64_t hi =
+                terngrad16(mv, negm, live, w[2 * j + 1], v + e + 16, res ? res + e + 16 : NULL);
+            bits[j] = lo | hi << 32;
         }
-        memcpy(q->payload + i / 4, bits, 16);
+        memcpy(pay + i / 4, bits, 16);
     }
     return i;
 }
@@ -722,14 +820,23 @@ AVX512 static uint32_t efsign_apply_avx512(const uint8_t *payload, uint32_t n, f
 
 /* ---- entry points ----------------------------------------------------------------------- */
 
+#ifdef PC_CODEC__X86
+/* Whether the CPU has BMI2 (the AVX-512 encoders' pext and pdep): libgcc's CPU model, read
+ * once before main; "bmi2" is a feature name gcc and clang 14 both know. */
+static inline bool has_bmi2(void)
+{
+    return __builtin_cpu_supports("bmi2");
+}
+#endif
+
 void pc_codec__qsgd_encode_at(int simd, const pc_codec__quant_t *q)
 {
     unsigned b = pc_codec__qsgd_bits(q->levels);
     size_t i = 0;
 #ifdef PC_CODEC__X86
-    if (simd >= PC_CODEC__SIMD_AVX512)
+    if (simd >= PC_CODEC__SIMD_AVX512 && has_bmi2())
         i = qsgd_avx512(q, b);
-    else if (simd == PC_CODEC__SIMD_AVX2)
+    else if (simd >= PC_CODEC__SIMD_AVX2)
         i = qsgd_avx2(q, b);
 #endif
     (void)simd;
@@ -740,9 +847,9 @@ void pc_codec__terngrad_encode_at(int simd, const pc_codec__quant_t *q)
 {
     size_t i = 0;
 #ifdef PC_CODEC__X86
-    if (simd >= PC_CODEC__SIMD_AVX512)
+    if (simd >= PC_CODEC__SIMD_AVX512 && has_bmi2())
         i = terngrad_avx512(q);
-    else if (simd == PC_CODEC__SIMD_AVX2)
+    else if (simd >= PC_CODEC__SIMD_AVX2)
         i = terngrad_avx2(q);
 #endif
     (void)simd;

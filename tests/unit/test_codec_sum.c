@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "codec/codec_impl.h"
+#include "codec/simd_impl.h"
 #include "pipecompress/pc_philox.h"
 
 /* Lane l adds t[l], t[l + 256], ... in order from +0.0; then lane[l] += lane[l + s] for
@@ -84,12 +85,21 @@ static void test_matches_definition(void **state)
         assert_non_null(x);
         gradient(x, n, z);
         for (int sq = 0; sq <= 1; sq++) {
-            double got = pc_codec__sum(x, n, sq ? PC_CODEC_SUM_SQUARES : PC_CODEC_SUM_ABS);
+            pc_codec_sum_op_t op = sq ? PC_CODEC_SUM_SQUARES : PC_CODEC_SUM_ABS;
+            double got = pc_codec__sum(x, n, op);
             double want = canonical_ref(x, n, sq);
             if (memcmp(&got, &want, sizeof(got)) != 0)
                 fail_msg("n=%zu %s: pc_codec__sum %a, the definition %a", n, sq ? "squares" : "abs",
                          got, want);
             differs_from_sequence += got != sequential(x, n, sq);
+            /* Every build this CPU runs (the baseline's scalar loop, AVX2, AVX-512). */
+            for (int simd = 0; simd <= pc_codec__simd(); simd++) {
+                double b = pc_codec__sum_at(simd, x + z % 2, n - z % 2, op);
+                double w = canonical_ref(x + z % 2, n - z % 2, sq);
+                if (memcmp(&b, &w, sizeof(b)) != 0)
+                    fail_msg("n=%zu %s, build %d: %a, the definition %a", n - z % 2,
+                             sq ? "squares" : "abs", simd, b, w);
+            }
         }
         free(x);
     }
