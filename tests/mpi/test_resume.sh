@@ -21,8 +21,9 @@ tmp=$(mktemp -d)
 # A background job still running at exit (a failed step): kill its tree, by pid.
 trap 'for j in $(jobs -p); do pc_kill_tree "$j"; done; rm -rf "$tmp"' EXIT
 
-# 2 workers x batch 16 over 40000 samples: 1250 iterations per epoch, a few seconds.
-common=(--data synthetic --synthetic-samples 40000 --batch 16 --epochs 2 --lr 0.01 --log-level warn)
+# 2 workers x batch 16 over 20000 samples: 625 iterations per epoch, 1250 in all: a
+# checkpoint every 200 leaves the signal about a thousand iterations to land in.
+common=(--data synthetic --synthetic-samples 20000 --batch 16 --epochs 2 --lr 0.01 --log-level warn)
 
 # interrupted NAME SIGNAL FLAGS...: reference run, then a run hit by SIGNAL on every rank
 # once a checkpoint exists, then --resume to the end; the two saved models must be equal.
