@@ -169,6 +169,46 @@ size_t pc_worker_lowrank_q_len(const pc_worker_t *w, int tensor);
  * yield to the training's. Before pc_worker_start (PC_ESTATE after). Backprop thread. */
 int pc_worker_set_stream(pc_worker_t *w, void *stream);
 
+/* The fields of one parameter group in pc_worker_set_optimizer's hparams, in this order
+ * (PC_GROUP_FIELDS doubles a group; the booleans as 0 or 1). */
+enum {
+    PC_GROUP_LR,
+    PC_GROUP_WEIGHT_DECAY,
+    PC_GROUP_MOMENTUM, /* sgd */
+    PC_GROUP_NESTEROV, /* sgd */
+    PC_GROUP_BETA1,    /* adam(w) */
+    PC_GROUP_BETA2,    /* adam(w) */
+    PC_GROUP_EPS,      /* adam(w) */
+    PC_GROUP_AMSGRAD,  /* adam(w) */
+    PC_GROUP_FIELDS
+};
+
+/* The optimizer as parameter groups (torch.optim's param_groups), instead of the run's
+ * --optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps, --amsgrad and
+ * schedule: kind (pc_optim_kind_t) for every group; hparams: ngroups x PC_GROUP_FIELDS
+ * doubles, group g's at hparams[g * PC_GROUP_FIELDS]; tensor_group[t]: registered tensor
+ * t's group (every tensor has one). The servers take each tensor's rule from its group
+ * (worker 0 sends the table with the layout; the chunk plan never joins tensors of two
+ * groups in one chunk) and each iteration's learning rates from pc_worker_set_lrs: the
+ * runtime's own schedule is not used. Copied. --mode ps only, not with --compress powersgd
+ * (whose matrices the workers step too) nor with a codec's momentum correction and server
+ * momentum or Adam (as pc_config_check refuses); every worker must say the same. PC_OK;
+ * PC_EINVAL (a group's value, a tensor's group, with a one-line reason through
+ * pc_worker_error), PC_ESTATE (after pc_worker_start, twice, or a run that cannot).
+ * Backprop thread, before start. */
+int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int ngroups,
+                            const int *tensor_group);
+
+/* This iteration's learning rate of every group (lrs[0..ngroups), finite and >= 0), after
+ * pc_worker_set_optimizer and pc_worker_start: once per iteration, before
+ * pc_worker_iteration_end (which fails with PC_ESTATE without it). Sent to every server at
+ * once (a small message): each server steps the iteration's chunks with worker 0's rates
+ * and refuses, ending the run with a line naming the worker and both values, when another
+ * worker's differ (a scheduler stepped on one worker only). PC_EINVAL (a bad rate, another
+ * group count), PC_ESTATE (no groups, before start, twice in one iteration), an MPI error.
+ * lrs is copied. Backprop thread. */
+int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups);
+
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
  * must have registered the same tensors. Worker 0's parameters become everyone's initial
  * parameters. Starts the compressor thread (--pipeline on), the last step. On error

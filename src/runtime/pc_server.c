@@ -56,6 +56,7 @@ typedef struct schunk {
                                 the workers' (chunk_optim), with that momentum */
     float *p, *agg;          /* agg: all zero between iterations on the sparse path */
     pc_optim_state_t st;     /* the optimizer's (SGD momentum; Adam's m, v, vmax, steps) */
+    uint32_t group;          /* its parameter group (TAG_GROUPS; 0 without) */
     uint32_t *changed;       /* dense path: n entries; NULL on the sparse path */
     bool sparse;             /* the O(nnz) path (see the top of the file) */
     rt_sparse_t sp;          /* its index lists */
@@ -81,6 +82,14 @@ typedef struct schunk {
     uint64_t round1_out; /* round 1's bytes sent: P^ to every worker */
 } schunk_t;
 
+/* One iteration's learning rates from every worker (parameter groups: server_t.lrslot). */
+typedef struct lrslot {
+    uint64_t it; /* the iteration; UINT64_MAX: none yet */
+    int n;       /* workers whose rates of `it` are in */
+    bool *have;  /* per worker */
+    double *lrs; /* nworkers x ngroups: worker w's rates at w * ngroups */
+} lrslot_t;
+
 typedef struct server {
     pc_runtime_t *rt;
     pc_codec_t *codec;
@@ -105,6 +114,15 @@ typedef struct server {
     int ckpt_n;       /* how many have */
     uint64_t ckpt_it; /* the iteration they asked for */
     int64_t last;     /* pc_time_ns of the last progress: --timeout counts from it */
+    /* Parameter groups (TAG_GROUPS before the layout; ngroups 0: none, the run's own rule
+     * and schedule): each chunk steps with its group's rule and, at iteration it, its
+     * group's rate from worker 0's TAG_LR of it; a chunk is ready once every worker's
+     * gradient and every worker's rates of its iteration are in (the rates of all workers,
+     * so that a worker whose differ is refused whatever the arrival order). Two slots, by
+     * it & 1: chunks are at most one iteration apart. */
+    uint32_t ngroups;
+    uint64_t *lr_next; /* per worker: the iteration its next TAG_LR must carry */
+    lrslot_t lrslot[2];
 } server_t;
 
 static void server_free(server_t *s)
@@ -134,13 +152,18 @@ static void server_free(server_t *s)
     free(s->local);
     free(s->finished);
     free(s->ckpt_from);
+    free(s->lr_next);
+    for (int i = 0; i < 2; i++) {
+        free(s->lrslot[i].have);
+        free(s->lrslot[i].lrs);
+    }
     pc_codec_destroy(s->codec);
     pc_codec_destroy(s->codec_dense);
 }
 
-/* Wait for a message (source, tag) with the run's timeout, then receive it whole into a
- * new buffer (*buf, *len). */
-static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *len,
+/* Wait for a message (source, tag: MPI_ANY_TAG allowed) with the run's timeout, then
+ * receive it whole into a new buffer (*buf, *len); *tag_out (may be NULL) gets its tag. */
+static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *len, int *tag_out,
                          const char *what, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
@@ -164,6 +187,8 @@ static int recv_any_size(server_t *s, int source, int tag, uint8_t **buf, int *l
     int rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, len), st.MPI_SOURCE, err, errlen);
     if (rc != PC_OK)
         return rc;
+    if (tag_out)
+        *tag_out = st.MPI_TAG;
     *buf = malloc(*len > 0 ? (size_t)*len : 1);
     if (!*buf)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for %s", rt->rank,
@@ -202,14 +227,20 @@ static int lowrank_setup(server_t *s, schunk_t *k, uint32_t rows, char *err, siz
 
 /* Chunk c of the layout (n elements, rows: a powersgd matrix's, else 0), this server's:
  * its codec, step and buffers. */
-static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_t rows, char *err,
-                       size_t errlen)
+static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_t rows,
+                       const rt_groups_t *groups, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     k->id = c;
     k->n = n;
     k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
     k->optim = pc_rt__chunk_optim(rt, n);
+    if (groups) { /* its group's rule, with the small chunks' momentum as chunk_optim's */
+        pc_optim_cfg_t base;
+        k->group = pc_rt__groups_chunk(groups, c);
+        pc_rt__groups_get(groups, k->group, &base);
+        k->optim = pc_rt__chunk_optim_from(rt, &base, n);
+    }
     int rc = lowrank_setup(s, k, rows, err, errlen);
     if (rc != PC_OK)
         return rc;
@@ -276,22 +307,75 @@ static int initial_params(server_t *s, uint64_t resume, char *err, size_t errlen
     return rc;
 }
 
-/* Receive the plan and this server's chunks' initial parameters from worker 0. */
+/* The parameter groups' tables (TAG_GROUPS, validated in g): the rates' slots and the
+ * workers' next iterations, and the run's optimizer kind (rt->optim.kind: the checkpoint
+ * identity) set to the groups'. */
+static int groups_setup(server_t *s, const rt_groups_t *g, uint64_t resume, char *err,
+                        size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    size_t W = (size_t)rt->nworkers;
+    s->ngroups = g->ngroups;
+    s->lr_next = malloc(sizeof(uint64_t) * W);
+    for (int i = 0; i < 2; i++) {
+        s->lrslot[i].have = calloc(W, sizeof(bool));
+        s->lrslot[i].lrs = malloc(sizeof(double) * W * g->ngroups);
+        s->lrslot[i].it = UINT64_MAX; /* no iteration */
+        if (!s->lrslot[i].have || !s->lrslot[i].lrs)
+            s->lr_next = (free(s->lr_next), NULL);
+    }
+    if (!s->lr_next)
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+    for (size_t w = 0; w < W; w++)
+        s->lr_next[w] = resume;
+    rt->optim.kind = (pc_optim_kind_t)g->kind;
+    return PC_OK;
+}
+
+/* Receive the plan (and before it, with parameter groups, their table) and this server's
+ * chunks' initial parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
-    uint8_t *lay = NULL;
-    int len = 0, rc;
-    if ((rc = recv_any_size(s, 0, TAG_LAYOUT, &lay, &len, "the model layout from worker r0", err,
-                            errlen)) != PC_OK)
+    uint8_t *lay = NULL, *grp = NULL;
+    int len = 0, glen = 0, tag = 0, rc;
+    /* Worker 0's first message: the groups (then the layout: one sender's messages keep
+     * their order) or the layout. */
+    if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag, "the model layout from worker r0",
+                            err, errlen)) != PC_OK)
         return rc;
+    if (tag == TAG_GROUPS) {
+        grp = lay, glen = len, lay = NULL;
+        if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag,
+                                "the model layout from worker r0", err, errlen)) != PC_OK) {
+            free(grp);
+            return rc;
+        }
+    }
     rt_layout_t layout;
+    rt_groups_t groups = {0};
     char why[256];
-    if ((rc = pc_rt__layout_parse(lay, (size_t)len, rt->nservers, &layout, why, sizeof(why))) !=
-        PC_OK) {
+    if (tag != TAG_LAYOUT)
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "tag %d where the layout was due", tag);
+    else
+        rc = pc_rt__layout_parse(lay, (size_t)len, rt->nservers, &layout, why, sizeof(why));
+    if (rc == PC_OK && grp) {
+        rc = pc_rt__groups_parse(grp, (size_t)glen, &groups, why, sizeof(why));
+        if (rc == PC_OK && groups.nchunks != layout.nchunks)
+            rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                              "the groups name %u chunks, the layout %u", groups.nchunks,
+                              layout.nchunks);
+    }
+    if (rc != PC_OK) {
         free(lay);
+        free(grp);
         return pc_error_fmt(rc, err, errlen, "server r%d: malformed layout message from r0: %s",
                             rt->rank, why);
+    }
+    if (grp && (rc = groups_setup(s, &groups, layout.resume, err, errlen)) != PC_OK) {
+        free(lay);
+        free(grp);
+        return rc;
     }
     int nc = (int)layout.nchunks;
     uint64_t resume = layout.resume;
@@ -301,6 +385,7 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     s->mine = calloc((size_t)(nc ? nc : 1), sizeof(schunk_t));
     if (!s->local || !s->mine) {
         free(lay);
+        free(grp);
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     }
     for (int c = 0; c < nc && rc == PC_OK; c++) {
@@ -311,9 +396,11 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         if (owner != me)
             continue;
         s->local[c] = s->nmine;
-        rc = chunk_setup(s, &s->mine[s->nmine++], (uint32_t)c, n, rows, err, errlen);
+        rc = chunk_setup(s, &s->mine[s->nmine++], (uint32_t)c, n, rows, grp ? &groups : NULL, err,
+                         errlen);
     }
-    free(lay); /* layout's view of it ends here */
+    free(lay); /* layout's and groups' views of them end here */
+    free(grp);
     return rc == PC_OK ? initial_params(s, resume, err, errlen) : rc;
 }
 
@@ -570,6 +657,25 @@ static int step_lowrank(server_t *s, schunk_t *k, double lr, size_t *nchanged, i
     return PC_OK;
 }
 
+/* Whether the learning rates of iteration it are in from every worker (always, without
+ * parameter groups: the runtime's schedule gives them). */
+static bool lrs_in(const server_t *s, uint64_t it)
+{
+    return !s->ngroups || (s->lrslot[it & 1].it == it && s->lrslot[it & 1].n == s->rt->nworkers);
+}
+
+static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen);
+
+/* Chunk k has every worker's gradient and its iteration's rates: complete it now (fifo)
+ * or count it for complete_next (forward order). */
+static int chunk_ready(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    if (s->rt->cfg.priority == PC_PRIORITY_FIFO)
+        return complete_chunk(s, k, err, errlen);
+    s->nready++; /* completed by complete_next, in forward order */
+    return PC_OK;
+}
+
 /* All workers' messages for chunk k are in: aggregate, step, push (a powersgd matrix's
  * round 1: P^ back instead). */
 static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
@@ -586,7 +692,9 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
         in += k->grads[w].len;
     if (rounds)
         in += k->round1_in;
-    double lr = pc_optim_lr(&rt->optim, (int64_t)k->it);
+    /* With parameter groups, worker 0's rate of the chunk's group (lrs_in: they are in). */
+    double lr =
+        s->ngroups ? s->lrslot[k->it & 1].lrs[k->group] : pc_optim_lr(&rt->optim, (int64_t)k->it);
     size_t nchanged = 0;
     const uint32_t *changed = k->changed;
     int rc = rounds      ? step_lowrank(s, k, lr, &nchanged, &t1, err, errlen)
@@ -698,11 +806,65 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     k->msgs[src] = buf;
     k->grads[src] = g;
     assert(k->have < rt->nworkers); /* a second message from src was rejected above */
-    if (++k->have < rt->nworkers)
+    if (++k->have < rt->nworkers || !lrs_in(s, k->it))
         return PC_OK;
-    if (rt->cfg.priority == PC_PRIORITY_FIFO)
-        return complete_chunk(s, k, err, errlen);
-    s->nready++; /* completed by complete_next, in forward order */
+    return chunk_ready(s, k, err, errlen);
+}
+
+/* A message of learning rates from worker src (buf: owned, freed): the rates of its next
+ * iteration, kept in that iteration's slot; once every worker's are in, each is compared
+ * with worker 0's (a difference ends the run) and the chunks of that iteration whose
+ * gradients are all in become ready. */
+static int on_lr(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    uint32_t G = s->ngroups;
+    int W = rt->nworkers;
+    uint64_t it = 0;
+    double *lrs = malloc(sizeof(double) * G);
+    char why[256] = "";
+    int rc = lrs ? pc_rt__lr_parse(buf, (size_t)len, G, &it, lrs, why, sizeof(why)) : PC_ENOMEM;
+    free(buf);
+    if (rc == PC_OK && it != s->lr_next[src])
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "rates of iteration %llu, %llu expected",
+                          (unsigned long long)it, (unsigned long long)s->lr_next[src]);
+    if (rc != PC_OK) {
+        free(lrs);
+        return pc_error_fmt(rc, err, errlen,
+                            "server r%d: rejected learning rates from worker r%d: %s", rt->rank,
+                            src, rc == PC_ENOMEM ? "out of memory" : why);
+    }
+    s->lr_next[src]++;
+    lrslot_t *sl = &s->lrslot[it & 1];
+    if (sl->it != it) {
+        /* The slot's previous iteration is it - 2: complete everywhere, since worker src
+         * sends iteration it's rates only after its forward pass of it waited for every
+         * update of it - 1. */
+        sl->it = it;
+        sl->n = 0;
+        memset(sl->have, 0, sizeof(bool) * (size_t)W);
+    }
+    memcpy(sl->lrs + (size_t)src * G, lrs, sizeof(double) * G);
+    free(lrs);
+    sl->have[src] = true;
+    if (++sl->n < W)
+        return PC_OK;
+    for (int w = 1; w < W; w++)
+        for (uint32_t g = 0; g < G; g++)
+            if (sl->lrs[(size_t)w * G + g] != sl->lrs[g])
+                return pc_error_fmt(PC_EINVAL, err, errlen,
+                                    "server r%d: worker r%d's learning rate of parameter group %u "
+                                    "at iteration %llu is %.17g, worker r0's %.17g: every worker "
+                                    "must step the same schedule (a scheduler stepped on one "
+                                    "worker only?)",
+                                    rt->rank, w, g, (unsigned long long)it,
+                                    sl->lrs[(size_t)w * G + g], sl->lrs[g]);
+    for (int i = 0; i < s->nmine; i++) {
+        schunk_t *k = &s->mine[i];
+        int rc2 = k->it == it && k->have == W ? chunk_ready(s, k, err, errlen) : PC_OK;
+        if (rc2 != PC_OK)
+            return rc2;
+    }
     return PC_OK;
 }
 
@@ -714,7 +876,7 @@ static int complete_next(server_t *s, char *err, size_t errlen)
 {
     assert(s->nready > 0); /* the loop calls it only then */
     for (int i = 0; i < s->nmine; i++)
-        if (s->mine[i].have == s->rt->nworkers) {
+        if (s->mine[i].have == s->rt->nworkers && lrs_in(s, s->mine[i].it)) {
             s->nready--;
             return complete_chunk(s, &s->mine[i], err, errlen);
         }
@@ -752,6 +914,19 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
             if (!k->msgs[w])
                 pos +=
                     (size_t)snprintf(buf + pos, len - pos, " r%d (%s)", w, pc_rt__host(s->rt, w));
+    }
+    for (int i = 0; i < s->nmine && pos + 64 < len; i++) {
+        const schunk_t *k = &s->mine[i]; /* every gradient in, the rates not (groups) */
+        const lrslot_t *sl = &s->lrslot[k->it & 1];
+        if (k->have < s->rt->nworkers || lrs_in(s, k->it))
+            continue;
+        pos += (size_t)snprintf(buf + pos, len - pos, "%sthe learning rates of iteration %llu from",
+                                pos ? "; " : "", (unsigned long long)k->it);
+        for (int w = 0; w < s->rt->nworkers && pos + 80 < len; w++)
+            if (sl->it != k->it || !sl->have[w])
+                pos +=
+                    (size_t)snprintf(buf + pos, len - pos, " r%d (%s)", w, pc_rt__host(s->rt, w));
+        break; /* one iteration's: the same for every chunk of it */
     }
     if (!buf[0]) {
         pos = (size_t)snprintf(buf, len, "any gradient from the workers");
@@ -828,7 +1003,8 @@ static int on_message(server_t *s, MPI_Message *m, const MPI_Status *st, char *e
         return rc;
     }
     int tag = st->MPI_TAG;
-    if (src >= rt->nworkers || (tag != TAG_GRAD && tag != TAG_DONE && tag != TAG_CKPT)) {
+    if (src >= rt->nworkers ||
+        (tag != TAG_GRAD && tag != TAG_DONE && tag != TAG_CKPT && !(tag == TAG_LR && s->ngroups))) {
         free(buf);
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "server r%d: rejected message with tag %d from rank r%d (not a "
@@ -845,6 +1021,8 @@ static int on_message(server_t *s, MPI_Message *m, const MPI_Status *st, char *e
                             "server r%d: rejected message from worker r%d after it finished",
                             rt->rank, src);
     }
+    if (tag == TAG_LR)
+        return on_lr(s, src, buf, len, err, errlen);
     return on_grad(s, src, buf, len, err, errlen);
 }
 

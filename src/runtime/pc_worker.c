@@ -974,12 +974,17 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
     pc_runtime_t *rt = w->rt;
     if (!w->started || w->finished)
         return WFAIL(rt, &w->main, PC_ESTATE, "iteration_end before start or after finish");
+    if (w->ngroups && !w->lrs_sent) /* the servers wait for them to step */
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "iteration %llu ended without its learning rates (pc_worker_set_lrs)",
+                     (unsigned long long)w->iter);
     int64_t t_end_call = pc_time_ns();
     int rc = wait_releases(w);
     if (rc != PC_OK)
         return rc;
     pc_rt__w_close_iteration(w, t_end_call);
     w->iter++;
+    w->lrs_sent = false;
     bool want_stop;
     if ((rc = agree_stop(w, &want_stop)) != PC_OK)
         return rc;

@@ -124,12 +124,20 @@ static inline bool pc_rt__chunk_plain(const pc_runtime_t *rt, size_t rows, size_
  * chunks these are (pc_rt__chunk_dense). The workers step powersgd's matrices with it as
  * their servers do. Adam(W) has no such case (pc_config_check refuses a codec with momentum
  * correction). Thread-safe. */
-static inline pc_optim_cfg_t pc_rt__chunk_optim(const pc_runtime_t *rt, size_t n)
+static inline pc_optim_cfg_t pc_rt__chunk_optim_from(const pc_runtime_t *rt,
+                                                     const pc_optim_cfg_t *base, size_t n)
 {
-    pc_optim_cfg_t o = rt->optim;
+    pc_optim_cfg_t o = *base;
     if (o.kind == PC_OPTIM_SGD && o.momentum == 0 && pc_rt__chunk_dense(rt, n))
         o.momentum = pc_codec_worker_momentum(&rt->spec);
     return o;
+}
+
+/* pc_rt__chunk_optim_from with the run's rule (rt->optim); base: a parameter group's rule
+ * (pc_worker_set_optimizer) instead. Thread-safe. */
+static inline pc_optim_cfg_t pc_rt__chunk_optim(const pc_runtime_t *rt, size_t n)
+{
+    return pc_rt__chunk_optim_from(rt, &rt->optim, n);
 }
 
 /* The run's two codecs, which every chunk uses one of: the --compress codec (rt->spec) and

@@ -3,6 +3,7 @@
  * codecs. */
 #include "config.h"
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "codec/codec_internal.h"
 #include "pipecompress/pc_config.h"
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_optim.h"
 #include "runtime_proto.h"
 
 /* Whether any of n little-endian binary32 values at src is NaN or infinite: one
@@ -471,4 +473,180 @@ int pc_rt__queue_pop(rt_queue_t *q)
     if (n)
         q->slot[i] = last;
     return top;
+}
+
+/* ---- groups and lr ------------------------------------------------------------------------ */
+
+/* binary64 as its little-endian bytes (the host's double is IEEE 754). */
+static void put_f64(uint8_t *p, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof(u));
+    pc_wire_put_u64(p, u);
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t u = pc_wire_get_u64(p);
+    double v;
+    memcpy(&v, &u, sizeof(v));
+    return v;
+}
+
+/* Finite and >= 0 (NaN fails). */
+static bool nonneg(double v)
+{
+    return v >= 0 && v <= DBL_MAX;
+}
+
+int pc_rt__group_check(const pc_optim_cfg_t *g, char *err, size_t errlen)
+{
+    if (!nonneg(g->lr))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "lr %g is not a finite number >= 0", g->lr);
+    if (!nonneg(g->weight_decay))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "weight_decay %g is not a finite number >= 0",
+                            g->weight_decay);
+    if (!nonneg(g->momentum))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "momentum %g is not a finite number >= 0",
+                            g->momentum);
+    if (g->kind == PC_OPTIM_SGD) {
+        if (g->nesterov && g->momentum == 0)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "nesterov needs a momentum (torch's rule)");
+        if (g->amsgrad)
+            return pc_error_fmt(PC_EINVAL, err, errlen, "amsgrad is Adam's, not SGD's");
+        return PC_OK;
+    }
+    if (g->kind != PC_OPTIM_ADAM && g->kind != PC_OPTIM_ADAMW)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "optimizer %d is not sgd, adam or adamw",
+                            (int)g->kind);
+    if (g->momentum != 0 || g->nesterov)
+        return pc_error_fmt(PC_EINVAL, err, errlen, "momentum and nesterov are SGD's, not %s's",
+                            g->kind == PC_OPTIM_ADAM ? "adam" : "adamw");
+    if (!(g->beta1 >= 0 && g->beta1 < 1) || !(g->beta2 >= 0 && g->beta2 < 1))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "betas (%g, %g) are not each in [0, 1)",
+                            g->beta1, g->beta2);
+    if (!(g->eps > 0 && g->eps <= DBL_MAX))
+        return pc_error_fmt(PC_EINVAL, err, errlen, "eps %g is not a finite number > 0", g->eps);
+    return PC_OK;
+}
+
+void pc_rt__groups_encode(uint8_t *buf, int kind, const pc_optim_cfg_t *groups, uint32_t ngroups,
+                          const uint32_t *chunk_group, uint32_t nchunks)
+{
+    pc_wire_put_u32(buf, PC_RT_GROUPS_MAGIC);
+    pc_wire_put_u32(buf + 4, (uint32_t)kind);
+    pc_wire_put_u32(buf + 8, ngroups);
+    pc_wire_put_u32(buf + 12, nchunks);
+    uint8_t *e = buf + PC_RT_GROUPS_HEAD_BYTES;
+    for (uint32_t i = 0; i < ngroups; i++, e += PC_RT_GROUP_BYTES) {
+        const pc_optim_cfg_t *g = &groups[i];
+        put_f64(e, g->lr);
+        put_f64(e + 8, g->weight_decay);
+        put_f64(e + 16, g->momentum);
+        put_f64(e + 24, g->beta1);
+        put_f64(e + 32, g->beta2);
+        put_f64(e + 40, g->eps);
+        pc_wire_put_u32(e + 48, (g->nesterov ? PC_RT_GROUP_F_NESTEROV : 0u) |
+                                    (g->amsgrad ? PC_RT_GROUP_F_AMSGRAD : 0u));
+        pc_wire_put_u32(e + 52, 0);
+    }
+    for (uint32_t c = 0; c < nchunks; c++)
+        pc_wire_put_u32(e + 4 * (size_t)c, chunk_group[c]);
+}
+
+/* Group i of the message at e (validated fields or not), kind given. */
+static void group_read(const uint8_t *e, int kind, pc_optim_cfg_t *g)
+{
+    uint32_t f = pc_wire_get_u32(e + 48);
+    *g = (pc_optim_cfg_t){.lr = get_f64(e),
+                          .weight_decay = get_f64(e + 8),
+                          .momentum = get_f64(e + 16),
+                          .beta1 = get_f64(e + 24),
+                          .beta2 = get_f64(e + 32),
+                          .eps = get_f64(e + 40),
+                          .nesterov = (f & PC_RT_GROUP_F_NESTEROV) != 0,
+                          .amsgrad = (f & PC_RT_GROUP_F_AMSGRAD) != 0,
+                          .kind = (pc_optim_kind_t)kind,
+                          .schedule = PC_LR_CONSTANT};
+}
+
+int pc_rt__groups_parse(const uint8_t *msg, size_t len, rt_groups_t *out, char *err, size_t errlen)
+{
+    if (len < PC_RT_GROUPS_HEAD_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "groups message of %zu bytes, under %d", len,
+                            PC_RT_GROUPS_HEAD_BYTES);
+    if (pc_wire_get_u32(msg) != PC_RT_GROUPS_MAGIC)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "groups message with bad magic 0x%08x",
+                            pc_wire_get_u32(msg));
+    uint32_t kind = pc_wire_get_u32(msg + 4), ng = pc_wire_get_u32(msg + 8),
+             nc = pc_wire_get_u32(msg + 12);
+    if (kind > PC_OPTIM_ADAMW)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "groups message names optimizer %u", kind);
+    if (ng < 1 || ng > PC_RT_MAX_GROUPS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "groups message of %u groups, not 1..%u", ng,
+                            PC_RT_MAX_GROUPS);
+    if (nc > PC_RT_MAX_CHUNKS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "groups message of %u chunks, over %u", nc,
+                            PC_RT_MAX_CHUNKS);
+    if (len != pc_rt__groups_bytes(ng, nc))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "groups message of %zu bytes, %zu expected for %u groups and %u chunks",
+                            len, pc_rt__groups_bytes(ng, nc), ng, nc);
+    const uint8_t *e = msg + PC_RT_GROUPS_HEAD_BYTES;
+    char why[160];
+    for (uint32_t i = 0; i < ng; i++, e += PC_RT_GROUP_BYTES) {
+        pc_optim_cfg_t g;
+        group_read(e, (int)kind, &g);
+        uint32_t f = pc_wire_get_u32(e + 48);
+        if ((f & ~(PC_RT_GROUP_F_NESTEROV | PC_RT_GROUP_F_AMSGRAD)) || pc_wire_get_u32(e + 52))
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "group %u has unknown flags", i);
+        if (pc_rt__group_check(&g, why, sizeof(why)) != PC_OK)
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "group %u: %s", i, why);
+    }
+    for (uint32_t c = 0; c < nc; c++)
+        if (pc_wire_get_u32(e + 4 * (size_t)c) >= ng)
+            return pc_error_fmt(PC_EFORMAT, err, errlen, "chunk %u names group %u of %u", c,
+                                pc_wire_get_u32(e + 4 * (size_t)c), ng);
+    *out = (rt_groups_t){.kind = (int)kind,
+                         .ngroups = ng,
+                         .nchunks = nc,
+                         .groups = msg + PC_RT_GROUPS_HEAD_BYTES,
+                         .chunk = e};
+    return PC_OK;
+}
+
+void pc_rt__groups_get(const rt_groups_t *g, uint32_t i, pc_optim_cfg_t *out)
+{
+    group_read(g->groups + PC_RT_GROUP_BYTES * (size_t)i, g->kind, out);
+}
+
+void pc_rt__lr_encode(uint8_t *buf, uint64_t it, const double *lrs, uint32_t ngroups)
+{
+    pc_wire_put_u64(buf, it);
+    pc_wire_put_u32(buf + 8, ngroups);
+    for (uint32_t i = 0; i < ngroups; i++)
+        put_f64(buf + PC_RT_LR_HEAD_BYTES + 8 * (size_t)i, lrs[i]);
+}
+
+int pc_rt__lr_parse(const uint8_t *msg, size_t len, uint32_t ngroups, uint64_t *it, double *lrs,
+                    char *err, size_t errlen)
+{
+    if (len != pc_rt__lr_bytes(ngroups))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "learning-rate message of %zu bytes, expected %zu (%u groups)", len,
+                            pc_rt__lr_bytes(ngroups), ngroups);
+    if (pc_wire_get_u32(msg + 8) != ngroups)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "learning-rate message of %u groups, the run has %u",
+                            pc_wire_get_u32(msg + 8), ngroups);
+    for (uint32_t i = 0; i < ngroups; i++) {
+        double v = get_f64(msg + PC_RT_LR_HEAD_BYTES + 8 * (size_t)i);
+        if (!nonneg(v))
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "learning rate of group %u is %g, not a finite number >= 0", i, v);
+    }
+    for (uint32_t i = 0; i < ngroups; i++)
+        lrs[i] = get_f64(msg + PC_RT_LR_HEAD_BYTES + 8 * (size_t)i);
+    *it = pc_wire_get_u64(msg);
+    return PC_OK;
 }

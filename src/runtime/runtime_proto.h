@@ -30,6 +30,16 @@
  *   TAG_DONE       worker -> every server, once at the end  4: u32 stop signal (0: none)
  *   TAG_CKPT       worker -> every server, at a checkpoint  8: u64 iteration N
  *                  boundary N
+ *   TAG_GROUPS     worker 0 -> each server, once at start,  16 + 56 G + 4 C: u32 magic
+ *                  before TAG_LAYOUT, only when the         "PPG1", u32 optimizer kind,
+ *                  optimizer's parameter groups were set    u32 G groups, u32 C chunks; per
+ *                  (pc_worker_set_optimizer)                group f64 lr, weight decay,
+ *                                                           momentum, beta1, beta2, eps, u32
+ *                                                           flags (1 nesterov, 2 amsgrad),
+ *                                                           u32 0; per chunk u32 its group
+ *   TAG_LR         worker -> every server, once per         12 + 8 G: u64 iteration, u32 G,
+ *                  iteration of a run with groups           per group f64 learning rate
+ *                  (pc_worker_set_lrs)
  *
  * Receiving is always: validate the whole message, then touch the receiver's memory. Each
  * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
@@ -49,6 +59,7 @@
 #include <stdint.h>
 
 #include "pipecompress/pc_codec.h"
+#include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_wire.h"
 
@@ -63,6 +74,8 @@ enum {
     TAG_GRAD = 3,
     TAG_DONE = 4,
     TAG_CKPT = 5,
+    TAG_GROUPS = 6,
+    TAG_LR = 7,
     TAG_PULL = 100, /* + chunk id */
 };
 
@@ -268,6 +281,84 @@ size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint
 int pc_rt__pull_lowrank_read(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n,
                              uint64_t it, bool dense, size_t nv, const uint8_t **values,
                              uint64_t *server_ns, char *err, size_t errlen);
+
+/* ---- groups: the optimizer's parameter groups, once at start ------------------------
+ * A run whose optimizer was given per parameter group (the binding's DistributedOptimizer:
+ * torch's param_groups) takes each chunk's rule from its group instead of the run's flags,
+ * and each iteration's learning rates from TAG_LR instead of the runtime's schedule. The
+ * plan never puts tensors of two groups in one chunk (pc_worker_start), so a chunk has one
+ * group. */
+
+#define PC_RT_GROUPS_MAGIC      0x31475050u /* "PPG1" as little-endian bytes */
+#define PC_RT_GROUPS_HEAD_BYTES 16
+#define PC_RT_GROUP_BYTES       56
+/* Most groups a run may have: torch scripts have a handful (decay, no decay, per-layer
+ * rates); 65536 keeps the message and the server's per-worker tables small. */
+#define PC_RT_MAX_GROUPS       65536u
+#define PC_RT_GROUP_F_NESTEROV 0x1u
+#define PC_RT_GROUP_F_AMSGRAD  0x2u
+
+/* A validated groups message: a view into the message it was parsed from. */
+typedef struct rt_groups {
+    int kind; /* pc_optim_kind_t */
+    uint32_t ngroups, nchunks;
+    const uint8_t *groups; /* ngroups entries of PC_RT_GROUP_BYTES, borrowed */
+    const uint8_t *chunk;  /* nchunks u32 group indices, borrowed */
+} rt_groups_t;
+
+/* Bytes of the groups message of ngroups groups and nchunks chunks. */
+static inline size_t pc_rt__groups_bytes(size_t ngroups, size_t nchunks)
+{
+    return PC_RT_GROUPS_HEAD_BYTES + PC_RT_GROUP_BYTES * ngroups + 4 * nchunks;
+}
+
+/* Whether g (its kind, lr, weight_decay, momentum, nesterov, beta1, beta2, eps, amsgrad;
+ * the schedule fields ignored) is a rule the servers can step: lr, weight decay and
+ * momentum finite and >= 0, nesterov only with momentum (torch.optim.SGD's rule); SGD
+ * without amsgrad, Adam(W) without momentum or nesterov, betas in [0, 1) and eps finite
+ * and > 0. PC_OK, or PC_EINVAL with a one-line reason naming the field. Pure. */
+int pc_rt__group_check(const pc_optim_cfg_t *g, char *err, size_t errlen);
+
+/* Encode the groups (each a pc_optim_cfg_t whose kind is ignored: kind is the run's) and
+ * chunk_group[0..nchunks) into buf[0..pc_rt__groups_bytes(ngroups, nchunks)). */
+void pc_rt__groups_encode(uint8_t *buf, int kind, const pc_optim_cfg_t *groups, uint32_t ngroups,
+                          const uint32_t *chunk_group, uint32_t nchunks);
+
+/* Validate a groups message: length, magic, a known kind, 1..PC_RT_MAX_GROUPS groups each
+ * passing pc_rt__group_check, at most PC_RT_MAX_CHUNKS chunks each naming a group < G. On
+ * PC_OK *out views msg; on PC_EFORMAT *out is untouched. */
+int pc_rt__groups_parse(const uint8_t *msg, size_t len, rt_groups_t *out, char *err, size_t errlen);
+
+/* Group i (< g->ngroups) of a validated message as a rule: its fields, the message's kind,
+ * the constant schedule (the lr is each iteration's TAG_LR value). */
+void pc_rt__groups_get(const rt_groups_t *g, uint32_t i, pc_optim_cfg_t *out);
+
+/* Chunk c's group (c < g->nchunks). */
+static inline uint32_t pc_rt__groups_chunk(const rt_groups_t *g, uint32_t c)
+{
+    return pc_wire_get_u32(g->chunk + 4 * (size_t)c);
+}
+
+/* ---- lr: the groups' learning rates of one iteration ---------------------------------- */
+
+#define PC_RT_LR_HEAD_BYTES 12
+
+/* Bytes of the lr message of ngroups groups. */
+static inline size_t pc_rt__lr_bytes(size_t ngroups)
+{
+    return PC_RT_LR_HEAD_BYTES + 8 * ngroups;
+}
+
+/* Encode iteration it's learning rates lrs[0..ngroups) into
+ * buf[0..pc_rt__lr_bytes(ngroups)). */
+void pc_rt__lr_encode(uint8_t *buf, uint64_t it, const double *lrs, uint32_t ngroups);
+
+/* Validate an lr message of a run with ngroups groups (exactly pc_rt__lr_bytes(ngroups)
+ * bytes, its count ngroups, every rate finite and >= 0); on PC_OK *it gets the iteration and
+ * lrs[0..ngroups) the rates, on PC_EFORMAT both are untouched. Whether the iteration is the
+ * one expected from that worker is the server's check. */
+int pc_rt__lr_parse(const uint8_t *msg, size_t len, uint32_t ngroups, uint64_t *it, double *lrs,
+                    char *err, size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

@@ -311,6 +311,15 @@ struct pc_worker {
     int64_t wait_release, wait_backpressure, wait_compress, wait_network, wait_server;
     int64_t compress_inline;
     double loss, accuracy; /* reported for the current iteration */
+    /* pc_worker_set_optimizer (before start): the optimizer's parameter groups (ngroups 0:
+     * none, the run's own rule and schedule); groups[g] the rule of group g (kind
+     * included), tensor_group[t] tensor t's group, for the groups_ntensors tensors
+     * registered then. lrs_sent: pc_worker_set_lrs ran in this iteration. */
+    uint32_t ngroups;
+    pc_optim_cfg_t *groups;
+    int *tensor_group;
+    int groups_ntensors;
+    bool lrs_sent;
     uint32_t hwm;
     uint64_t released;
     uint8_t *rel_seen; /* per tensor: released in this iteration (released counts them) */

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <assert.h>
+#include <float.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -177,6 +178,114 @@ int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration)
     return PC_OK;
 }
 
+int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int ngroups,
+                            const int *tensor_group)
+{
+    pc_runtime_t *rt = w->rt;
+    if (w->started || w->ngroups)
+        return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_set_optimizer called %s",
+                     w->started ? "after pc_worker_start" : "twice");
+    if (!w->ops->servers || rt->spec.id == PC_CODEC_POWERSGD)
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "parameter groups need --mode ps and a codec other than powersgd (this "
+                     "run: --mode %s, --compress %s)",
+                     w->ops->name, pc_codec_name(rt->spec.id));
+    if (!hparams || !tensor_group || ngroups < 1 || (uint32_t)ngroups > PC_RT_MAX_GROUPS)
+        return WFAIL(rt, &w->main, PC_EINVAL, "pc_worker_set_optimizer: %d groups, not 1..%u",
+                     ngroups, PC_RT_MAX_GROUPS);
+    pc_optim_cfg_t *g = calloc((size_t)ngroups, sizeof(*g));
+    int *tg = malloc(sizeof(int) * (size_t)(w->ntensors ? w->ntensors : 1));
+    if (!g || !tg) {
+        free(g);
+        free(tg);
+        return WFAIL(rt, &w->main, PC_ENOMEM, "out of memory");
+    }
+    char why[160];
+    double mc = pc_codec_worker_momentum(&rt->spec);
+    for (int i = 0; i < ngroups; i++) {
+        const double *h = hparams + (size_t)i * PC_GROUP_FIELDS;
+        g[i] = (pc_optim_cfg_t){.kind = (pc_optim_kind_t)kind,
+                                .schedule = PC_LR_CONSTANT,
+                                .lr = h[PC_GROUP_LR],
+                                .weight_decay = h[PC_GROUP_WEIGHT_DECAY],
+                                .momentum = h[PC_GROUP_MOMENTUM],
+                                .nesterov = h[PC_GROUP_NESTEROV] != 0,
+                                .beta1 = h[PC_GROUP_BETA1],
+                                .beta2 = h[PC_GROUP_BETA2],
+                                .eps = h[PC_GROUP_EPS],
+                                .amsgrad = h[PC_GROUP_AMSGRAD] != 0};
+        int rc = pc_rt__group_check(&g[i], why, sizeof(why));
+        if (rc == PC_OK && mc != 0 && (kind != PC_OPTIM_SGD || g[i].momentum != 0))
+            rc = pc_error_fmt(PC_EINVAL, why, sizeof(why),
+                              "--compress %s corrects momentum on the workers: the servers "
+                              "step plain SGD without momentum",
+                              pc_codec_name(rt->spec.id));
+        if (rc != PC_OK) {
+            free(g);
+            free(tg);
+            return WFAIL(rt, &w->main, PC_EINVAL, "parameter group %d: %s", i, why);
+        }
+    }
+    for (int t = 0; t < w->ntensors; t++) {
+        if (tensor_group[t] < 0 || tensor_group[t] >= ngroups) {
+            int bad = tensor_group[t];
+            free(g);
+            free(tg);
+            return WFAIL(rt, &w->main, PC_EINVAL, "tensor '%s': group %d of %d", w->tensors[t].name,
+                         bad, ngroups);
+        }
+        tg[t] = tensor_group[t];
+    }
+    w->groups = g;
+    w->tensor_group = tg;
+    w->groups_ntensors = w->ntensors;
+    w->ngroups = (uint32_t)ngroups;
+    /* The run's optimizer is the groups' (checkpoint identity, the metrics): set before
+     * the start, when no other thread reads rt. */
+    rt->optim.kind = (pc_optim_kind_t)kind;
+    return PC_OK;
+}
+
+int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->ngroups || !w->started || w->finished || w->lrs_sent)
+        return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_set_lrs: %s",
+                     !w->ngroups   ? "no parameter groups (pc_worker_set_optimizer)"
+                     : !w->started ? "called before pc_worker_start"
+                     : w->finished ? "called after pc_worker_finish"
+                                   : "called twice in one iteration");
+    if (!lrs || ngroups != (int)w->ngroups)
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "pc_worker_set_lrs: %d learning rates for %u parameter groups", ngroups,
+                     w->ngroups);
+    for (int i = 0; i < ngroups; i++)
+        if (!(lrs[i] >= 0 && lrs[i] <= DBL_MAX))
+            return WFAIL(rt, &w->main, PC_EINVAL,
+                         "parameter group %d's learning rate %g is not a finite number >= 0", i,
+                         lrs[i]);
+    uint8_t buf[PC_RT_LR_HEAD_BYTES + 8 * 64], *msg = buf;
+    size_t len = pc_rt__lr_bytes((size_t)ngroups);
+    if (len > sizeof(buf) && !(msg = malloc(len)))
+        return WFAIL(rt, &w->main, PC_ENOMEM, "out of memory");
+    pc_rt__lr_encode(msg, w->iter, lrs, w->ngroups);
+    char why[256] = "";
+    int rc = PC_OK;
+    /* A blocking send of a small message from the backprop thread (MPI_THREAD_MULTIPLE):
+     * the servers receive it whenever they look; they wait for it only to step. */
+    for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
+        int server = pc_rt__server_rank(rt, s);
+        rc = PC_MPI_CHECK_PEER(MPI_Send(msg, (int)len, MPI_BYTE, server, TAG_LR, rt->comm), server,
+                               why, sizeof(why));
+    }
+    if (msg != buf)
+        free(msg);
+    if (rc != PC_OK)
+        return WFAIL(rt, &w->main, rc, "sending the learning rates: %s", why);
+    w->lrs_sent = true;
+    return PC_OK;
+}
+
 /* ---- the steps of pc_worker_start ---------------------------------------------------- */
 
 static uint64_t fnv(uint64_t h, uint64_t v)
@@ -209,6 +318,10 @@ static int plan_chunks(pc_worker_t *w)
         /* A powersgd matrix stays whole: its factors need all of its rows. */
         pt[t] = (pc_plan_tensor_t){k->n, k->dp ? k->dp : k->p, k->dg ? k->dg : k->g,
                                    pc_rt__chunk_lowrank(rt, k->rows, k->n) ? k->rows : 0};
+        /* Parameter groups: a chunk has one group's rule, so a tensor that starts another
+         * group never joins its predecessor's chunk (no buffers: never grouped). */
+        if (w->ngroups && t > 0 && w->tensor_group[t] != w->tensor_group[t - 1])
+            pt[t].param = pt[t].grad = NULL;
     }
     size_t chunk_elems = (size_t)rt->cfg.chunk_bytes / sizeof(float);
     int rc =
@@ -343,14 +456,33 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     if (rt->rank != 0)
         return PC_OK;
     size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
-    uint8_t *lay = malloc(lay_len);
-    if (!lay)
+    /* Parameter groups go first: a server takes worker 0's first message with any tag. */
+    size_t grp_len = w->ngroups ? pc_rt__groups_bytes(w->ngroups, (size_t)w->nchunks) : 0;
+    uint8_t *lay = malloc(lay_len + grp_len);
+    uint32_t *cg = w->ngroups ? malloc(sizeof(uint32_t) * (size_t)w->nchunks + 1) : NULL;
+    if (!lay || (w->ngroups && !cg)) {
+        free(lay);
+        free(cg);
         return WFAIL(rt, me, PC_ENOMEM, "out of memory");
+    }
     pc_rt__layout_encode(lay, w->plan, resume);
+    if (w->ngroups) {
+        for (int ci = 0; ci < w->nchunks; ci++) /* one group a chunk (plan_chunks) */
+            cg[ci] = (uint32_t)w->tensor_group[w->chunks[ci].first_tensor];
+        pc_rt__groups_encode(lay + lay_len, (int)rt->optim.kind, w->groups, w->ngroups, cg,
+                             (uint32_t)w->nchunks);
+    }
+    free(cg);
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
-        rc = PC_MPI_CHECK_PEER(MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm),
-                               server, why, sizeof(why));
+        if (grp_len)
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(lay + lay_len, (int)grp_len, MPI_BYTE, server, TAG_GROUPS, rt->comm),
+                server, why, sizeof(why));
+        if (rc == PC_OK)
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(lay, (int)lay_len, MPI_BYTE, server, TAG_LAYOUT, rt->comm), server, why,
+                sizeof(why));
     }
     free(lay);
     /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
@@ -575,6 +707,10 @@ int pc_worker_start(pc_worker_t *w)
         return WFAIL(w->rt, &w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)
         return WFAIL(w->rt, &w->main, PC_EINVAL, "no tensor registered before pc_worker_start");
+    if (w->ngroups && w->groups_ntensors != w->ntensors)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "%d tensors registered after pc_worker_set_optimizer gave %d their groups",
+                     w->ntensors - w->groups_ntensors, w->groups_ntensors);
     if ((rc = plan_chunks(w)) != PC_OK || (rc = check_same_model(w)) != PC_OK ||
         (rc = pc_rt__w_choose_resume(w, &resume)) != PC_OK || (rc = check_tag_range(w)) != PC_OK)
         goto fail;
@@ -612,5 +748,7 @@ void pc_worker_destroy(pc_worker_t *w)
         pc_rt__w_abort_requests(w);
     release_started(w);
     free(w->tensors);
+    free(w->groups);
+    free(w->tensor_group);
     free(w);
 }

@@ -1,11 +1,12 @@
 /* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
  * layout, init, gradient, pull dense and sparse, powersgd's P^ and matrix update, done,
- * checkpoint request).
+ * checkpoint request, parameter groups, learning rates).
  *
  * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
  * number of servers, the receiver's codec, ...); the rest is the message:
  *   0 layout   1 init   2 gradient   3 pull (dense, sparse, P^ or a matrix's update, by the
- *   header's codec byte)   4 done   5 checkpoint request
+ *   header's codec byte)   4 by the parameter mod 4: done (0), parameter groups (1), learning
+ *   rates of 1 + parameter / 4 groups (2, 3)   5 checkpoint request
  *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte; a pull: one of the four
  *     server codecs), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
@@ -24,6 +25,10 @@
  *   - every receiver's buffer is allocated with exactly the chunk's n elements, so that
  *     ASan sees a write one past its end (a static buffer of MAX_N hid one: an index check
  *     of `ix > n` for `ix >= n` passed every run);
+ *   - accepted parameter groups re-encode to the same bytes, and every group passes
+ *     pc_rt__group_check and every chunk names a group below their count; accepted learning
+ *     rates re-encode to the same bytes and are finite and >= 0; a rejected message of either
+ *     leaves the outputs untouched;
  *   - a P^ or a matrix's update that is accepted re-encodes to the same bytes with finite
  *     values; a rejected one leaves P^, the values' view and the server time untouched;
  *   - a gradient is accepted by pc_rt__grad_read + pc_rt__grad_check exactly when
@@ -368,6 +373,65 @@ static void fuzz_done(const uint8_t *msg, size_t len)
         abort();
 }
 
+static void fuzz_groups(const uint8_t *msg, size_t len)
+{
+    rt_groups_t g = {.ngroups = 12345}, untouched = g;
+    char err[256] = "";
+    int rc = pc_rt__groups_parse(msg, len, &g, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (memcmp(&g, &untouched, sizeof(g)) != 0)
+            abort();
+        return;
+    }
+    if (g.ngroups < 1 || g.ngroups > PC_RT_MAX_GROUPS ||
+        len != pc_rt__groups_bytes(g.ngroups, g.nchunks))
+        abort();
+    pc_optim_cfg_t *cfg = malloc(sizeof(*cfg) * g.ngroups);
+    uint32_t *cg = malloc(sizeof(uint32_t) * (g.nchunks ? g.nchunks : 1));
+    uint8_t *again = malloc(len);
+    if (!cfg || !cg || !again)
+        abort();
+    for (uint32_t i = 0; i < g.ngroups; i++) {
+        pc_rt__groups_get(&g, i, &cfg[i]);
+        if (pc_rt__group_check(&cfg[i], NULL, 0) != PC_OK || (int)cfg[i].kind != g.kind)
+            abort();
+    }
+    for (uint32_t c = 0; c < g.nchunks; c++)
+        if ((cg[c] = pc_rt__groups_chunk(&g, c)) >= g.ngroups)
+            abort();
+    pc_rt__groups_encode(again, g.kind, cfg, g.ngroups, cg, g.nchunks);
+    if (memcmp(again, msg, len) != 0)
+        abort();
+    free(cfg);
+    free(cg);
+    free(again);
+}
+
+static void fuzz_lr(const uint8_t *msg, size_t len, uint32_t ngroups)
+{
+    double lrs[8], before[8];
+    uint64_t it = 777;
+    for (int i = 0; i < 8; i++)
+        lrs[i] = before[i] = -1.5;
+    char err[256] = "";
+    int rc = pc_rt__lr_parse(msg, len, ngroups, &it, lrs, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (it != 777 || memcmp(lrs, before, sizeof(lrs)) != 0)
+            abort();
+        return;
+    }
+    for (uint32_t i = 0; i < ngroups; i++)
+        if (!(lrs[i] >= 0 && isfinite(lrs[i])))
+            abort();
+    uint8_t again[PC_RT_LR_HEAD_BYTES + 8 * 8];
+    pc_rt__lr_encode(again, it, lrs, ngroups);
+    if (len != pc_rt__lr_bytes(ngroups) || memcmp(again, msg, len) != 0 ||
+        memcmp(lrs + ngroups, before + ngroups, sizeof(double) * (8 - ngroups)) != 0)
+        abort();
+}
+
 static void fuzz_ckpt(const uint8_t *msg, size_t len)
 {
     uint64_t it = 77;
@@ -448,7 +512,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_pull(msg, len);
         break;
     case 4:
-        fuzz_done(msg, len);
+        if (param % 4 == 0)
+            fuzz_done(msg, len);
+        else if (param % 4 == 1)
+            fuzz_groups(msg, len);
+        else
+            fuzz_lr(msg, len, 1 + param / 4 % 8);
         break;
     case 5:
         fuzz_ckpt(msg, len);

@@ -1,8 +1,8 @@
 /* test_runtime: the runtime's pure parts: flag combinations (pc_runtime_check_config) and
  * every runtime message (runtime_proto: layout, init, gradient, pull dense and sparse,
- * done, checkpoint request): byte layout, round trips, and rejection of malformed ones
- * without writing; the order of the worker's chunk queue (--priority). The MPI behaviour is
- * tested by tests/mpi/test_runtime.sh. */
+ * done, checkpoint request, parameter groups, learning rates): byte layout, round trips, and
+ * rejection of malformed ones without writing; the order of the worker's chunk queue (--priority).
+ * The MPI behaviour is tested by tests/mpi/test_runtime.sh. */
 #include <math.h>
 #include <stdlib.h>
 #include <setjmp.h>
@@ -803,6 +803,120 @@ static void test_done_and_ckpt(void **state)
     assert_true(it == 5);
 }
 
+/* Parameter groups (TAG_GROUPS) and a step's learning rates (TAG_LR): bytes, round trips,
+ * every rejection with its reason and nothing written. */
+static void test_groups_and_lr(void **state)
+{
+    (void)state;
+    char err[256];
+    pc_optim_cfg_t g[2] = {
+        {.kind = PC_OPTIM_ADAMW,
+         .lr = 1e-3,
+         .weight_decay = 0.05,
+         .beta1 = 0.9,
+         .beta2 = 0.999,
+         .eps = 1e-8},
+        {.kind = PC_OPTIM_ADAMW,
+         .lr = 1e-3,
+         .beta1 = 0.9,
+         .beta2 = 0.999,
+         .eps = 1e-8,
+         .amsgrad = true},
+    };
+    const uint32_t cg[3] = {0, 1, 0};
+    size_t len = pc_rt__groups_bytes(2, 3);
+    assert_int_equal(len, 16 + 2 * 56 + 3 * 4);
+    uint8_t *buf = malloc(len + 8);
+    assert_non_null(buf);
+    pc_rt__groups_encode(buf, PC_OPTIM_ADAMW, g, 2, cg, 3);
+    assert_memory_equal(buf, "PPG1", 4);
+    assert_int_equal(pc_wire_get_u32(buf + 4), PC_OPTIM_ADAMW);
+    assert_int_equal(pc_wire_get_u32(buf + 16 + 56 + 48), PC_RT_GROUP_F_AMSGRAD);
+    rt_groups_t v = {0};
+    assert_int_equal(pc_rt__groups_parse(buf, len, &v, err, sizeof(err)), PC_OK);
+    assert_int_equal(v.kind, PC_OPTIM_ADAMW);
+    assert_int_equal(v.ngroups, 2);
+    assert_int_equal(v.nchunks, 3);
+    pc_optim_cfg_t back;
+    pc_rt__groups_get(&v, 0, &back);
+    assert_true(back.lr == 1e-3 && back.weight_decay == 0.05 && back.beta2 == 0.999 &&
+                back.eps == 1e-8 && !back.amsgrad && back.kind == PC_OPTIM_ADAMW &&
+                back.schedule == PC_LR_CONSTANT);
+    pc_rt__groups_get(&v, 1, &back);
+    assert_true(back.weight_decay == 0 && back.amsgrad);
+    assert_int_equal(pc_rt__groups_chunk(&v, 1), 1);
+    assert_int_equal(pc_rt__groups_chunk(&v, 2), 0);
+
+    rt_groups_t untouched = {.ngroups = 99}, w = untouched;
+    assert_int_equal(pc_rt__groups_parse(buf, len - 1, &w, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "groups message of 139 bytes, 140 expected for 2 groups and 3 chunks");
+    pc_wire_put_u32(buf + 16 + 56 + 56 + 8, 2); /* chunk 2 names group 2 of 2 */
+    assert_int_equal(pc_rt__groups_parse(buf, len, &w, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "chunk 2 names group 2 of 2");
+    pc_rt__groups_encode(buf, PC_OPTIM_ADAMW, g, 2, cg, 3);
+    g[1].eps = 0;
+    pc_rt__groups_encode(buf, PC_OPTIM_ADAMW, g, 2, cg, 3);
+    assert_int_equal(pc_rt__groups_parse(buf, len, &w, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "group 1: eps 0 is not a finite number > 0");
+    g[1].eps = 1e-8;
+    pc_rt__groups_encode(buf, 3, g, 2, cg, 3);
+    assert_int_equal(pc_rt__groups_parse(buf, len, &w, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "groups message names optimizer 3");
+    pc_rt__groups_encode(buf, PC_OPTIM_ADAMW, g, 2, cg, 3);
+    buf[0] ^= 1;
+    assert_int_equal(pc_rt__groups_parse(buf, len, &w, err, sizeof(err)), PC_EFORMAT);
+    pc_rt__groups_encode(buf, PC_OPTIM_ADAMW, g, 2, cg, 3);
+    pc_wire_put_u32(buf + 16 + 52, 1); /* the reserved word */
+    assert_int_equal(pc_rt__groups_parse(buf, len, &w, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "group 0 has unknown flags");
+    assert_memory_equal(&w, &untouched, sizeof(w));
+    free(buf);
+
+    /* The rule checks, one field each (torch's own rules for SGD's nesterov). */
+    pc_optim_cfg_t sgd = {.kind = PC_OPTIM_SGD, .lr = 0.1, .momentum = 0.9, .nesterov = true};
+    assert_int_equal(pc_rt__group_check(&sgd, err, sizeof(err)), PC_OK);
+    sgd.momentum = 0;
+    assert_int_equal(pc_rt__group_check(&sgd, err, sizeof(err)), PC_EINVAL);
+    assert_string_equal(err, "nesterov needs a momentum (torch's rule)");
+    sgd = (pc_optim_cfg_t){.kind = PC_OPTIM_SGD, .lr = NAN};
+    assert_int_equal(pc_rt__group_check(&sgd, err, sizeof(err)), PC_EINVAL);
+    sgd = (pc_optim_cfg_t){.kind = PC_OPTIM_SGD, .lr = 0.1, .weight_decay = -1};
+    assert_int_equal(pc_rt__group_check(&sgd, err, sizeof(err)), PC_EINVAL);
+    assert_string_equal(err, "weight_decay -1 is not a finite number >= 0");
+    pc_optim_cfg_t adam = g[0];
+    adam.momentum = 0.5;
+    assert_int_equal(pc_rt__group_check(&adam, err, sizeof(err)), PC_EINVAL);
+    assert_string_equal(err, "momentum and nesterov are SGD's, not adamw's");
+    adam = g[0];
+    adam.beta1 = 1;
+    assert_int_equal(pc_rt__group_check(&adam, err, sizeof(err)), PC_EINVAL);
+    assert_string_equal(err, "betas (1, 0.999) are not each in [0, 1)");
+
+    /* Learning rates: u64 iteration, u32 count, binary64 each. */
+    const double lrs[2] = {0.001, 0.0005};
+    uint8_t lb[PC_RT_LR_HEAD_BYTES + 16];
+    assert_int_equal(pc_rt__lr_bytes(2), sizeof(lb));
+    pc_rt__lr_encode(lb, 41, lrs, 2);
+    assert_true(pc_wire_get_u64(lb) == 41);
+    assert_int_equal(pc_wire_get_u32(lb + 8), 2);
+    double got[2] = {-1, -1};
+    uint64_t it = 0;
+    assert_int_equal(pc_rt__lr_parse(lb, sizeof(lb), 2, &it, got, err, sizeof(err)), PC_OK);
+    assert_true(it == 41 && got[0] == 0.001 && got[1] == 0.0005);
+    got[0] = got[1] = -1;
+    it = 7;
+    assert_int_equal(pc_rt__lr_parse(lb, sizeof(lb), 3, &it, got, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "learning-rate message of 28 bytes, expected 36 (3 groups)");
+    pc_wire_put_u32(lb + 8, 3);
+    assert_int_equal(pc_rt__lr_parse(lb, sizeof(lb), 2, &it, got, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "learning-rate message of 3 groups, the run has 2");
+    const double bad[2] = {0.001, INFINITY};
+    pc_rt__lr_encode(lb, 41, bad, 2);
+    assert_int_equal(pc_rt__lr_parse(lb, sizeof(lb), 2, &it, got, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "learning rate of group 1 is inf, not a finite number >= 0");
+    assert_true(it == 7 && got[0] == -1 && got[1] == -1);
+}
+
 /* The pull header's bytes: a pc_wire header with the pull codec ids. */
 static void test_pull_bytes(void **state)
 {
@@ -1369,6 +1483,7 @@ int main(void)
         cmocka_unit_test(test_grad),
         cmocka_unit_test(test_sparse_step),
         cmocka_unit_test(test_done_and_ckpt),
+        cmocka_unit_test(test_groups_and_lr),
         cmocka_unit_test(test_queue_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
