@@ -38,6 +38,7 @@ int bench_engine_model(int model, int batch, bool cuda, const pc_dataset_t *ds, 
 int bench_engine_throughput(int model, int batch, int iters, bool cuda, const char *json);
 int bench_spsc_main(int argc, char **argv);
 int bench_topo_main(int argc, char **argv);
+int bench_server_main(int argc, char **argv);
 
 /* The --reps row the timing benchmarks' flag tables share; TYPE is the options struct
  * with an int field reps. */

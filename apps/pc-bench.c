@@ -9,6 +9,8 @@
  *   pc-bench engine [flags]  the training engine's throughput alone (one process)
  *   pc-bench link [flags]    (under mpirun, N even) what the links carry: rank 2i streams to
  *                            rank 2i+1, every pair at once
+ *   pc-bench server [flags]  one server's CPU work per message and per iteration for W
+ *                            workers' compressed gradients of a traced model (no MPI)
  * This file only dispatches: the subcommands are apps/bench_<name>.c, the helpers they
  * share apps/bench.c. */
 #include "config.h"
@@ -33,7 +35,9 @@ static void usage(FILE *out)
             "  engine    the training engine's throughput alone: forward+backward passes of one\n"
             "            batch on the CPU or a CUDA device, one JSON line\n"
             "  link      under mpirun (an even number of ranks): rank 2i streams to rank 2i+1,\n"
-            "            every pair at once; each flow's and the total Gbit/s, one JSON line\n");
+            "            every pair at once; each flow's and the total Gbit/s, one JSON line\n"
+            "  server    one server's CPU work (validate, aggregate, step, pull) per message and\n"
+            "            per iteration for W workers' compressed gradients of a traced model\n");
 }
 
 int main(int argc, char **argv)
@@ -64,9 +68,11 @@ int main(int argc, char **argv)
         return bench_engine_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "link") == 0)
         return bench_link_main(argc - 1, argv + 1);
-    fprintf(
-        stderr,
-        "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model, engine, link)\n",
-        argv[1]);
+    if (strcmp(argv[1], "server") == 0)
+        return bench_server_main(argc - 1, argv + 1);
+    fprintf(stderr,
+            "pc-bench: unknown benchmark '%s' (compress, spsc, handoff, topo, model, engine, link, "
+            "server)\n",
+            argv[1]);
     return BENCH_EXIT_USAGE;
 }

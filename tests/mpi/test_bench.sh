@@ -118,6 +118,32 @@ else
     bad "pc-bench handoff"; tail -8 "$tmp/h.out"
 fi
 
+# pc-bench server on the tiny replay trace (well under a second): a row per codec and W
+# with positive times, the sparse path taken for top-k's chunks and never for qsgd; bad
+# lists, specs and paths refused (2) in one line, before anything is printed.
+trace="$PC_SRCDIR/tests/data/replay-tiny.json"
+if "$bench" server --trace "$trace" --reps 1 --workers 2,4 \
+    --codecs 'topk:ratio=0.01;qsgd:levels=16' --compress-min-bytes 64 >"$tmp/srv.out" 2>&1 &&
+    grep -qE '^codec +W +sparse +msgs .* total ms +us/msg +of iter +S 1x$' "$tmp/srv.out" &&
+    [ "$(grep -cE '^(topk:ratio=0.01|qsgd:levels=16) +[24] +[0-9]+/[0-9]+ +[0-9]+( +[0-9.]+){7} +[0-9.]+% +[0-9]+$' "$tmp/srv.out")" = 4 ] &&
+    grep -E '^topk:ratio=0.01 ' "$tmp/srv.out" | awk '{split($3, s, "/"); if (!(s[1] > 0)) bad = 1} END {exit bad}' &&
+    grep -E '^qsgd:levels=16 ' "$tmp/srv.out" | awk '{split($3, s, "/"); if (s[1] != 0 || !($10 > 0)) bad = 1} END {exit bad}'; then
+    ok "pc-bench server: $(grep -m1 '^qsgd' "$tmp/srv.out" | tr -s ' ')"
+else
+    bad "pc-bench server"; cat "$tmp/srv.out"
+fi
+for args in "--workers 0" "--workers 4,x" "--codecs ;" "--codecs bogus" "--codecs powersgd" \
+            "--trace $tmp/none.json"; do
+    # shellcheck disable=SC2086
+    "$bench" server --trace "$trace" --reps 1 $args >"$tmp/srvbad.out" 2>&1
+    rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$tmp/srvbad.out")" = 1 ] && grep -q '^pc-bench: ' "$tmp/srvbad.out"; then
+        ok "pc-bench server $args: refused (2): $(cat "$tmp/srvbad.out")"
+    else
+        bad "pc-bench server $args: rc $rc"; cat "$tmp/srvbad.out"
+    fi
+done
+
 out=$("$bench" spsc --reps 0 2>&1)
 rc=$?
 [ $rc = 2 ] && grep -q -- '--reps' <<<"$out" && ok "pc-bench spsc --reps 0: usage error naming the flag" \
