@@ -42,6 +42,12 @@ extern "C" {
  * host memory chunk by chunk and compressed on the compressor thread's core. */
 #define PC_CONFIG_DEVICE_TABLE(X)      X(CPU, "cpu") X(CUDA, "cuda") X(EMULATE, "emulate")
 #define PC_CONFIG_COMPRESS_ON_TABLE(X) X(GPU, "gpu") X(CPU, "cpu")
+/* --update (--mode ps): where the optimizer steps. SERVERS: each server steps its chunks and
+ * pushes the parameters back; WORKERS: the servers only sum (the mean gradient, as their
+ * step would have used it) and push that back, and every worker steps its whole model with
+ * the same pc_optim_step (bitwise the parameters of SERVERS; no optimizer state on the
+ * servers). */
+#define PC_CONFIG_UPDATE_TABLE(X) X(SERVERS, "servers") X(WORKERS, "workers")
 /* Longest --gpu value kept, and most devices it may list. */
 #define PC_CONFIG_GPU_LEN 256
 #define PC_CONFIG_GPU_MAX 64
@@ -75,6 +81,12 @@ typedef enum pc_config_compress_on {
     PC_CONFIG_COMPRESS_ON_TABLE(PC_CONFIG_COMPRESS_ON_ENUM)
 #undef PC_CONFIG_COMPRESS_ON_ENUM
 } pc_config_compress_on_t;
+
+typedef enum pc_config_update {
+#define PC_CONFIG_UPDATE_ENUM(name, text) PC_UPDATE_##name,
+    PC_CONFIG_UPDATE_TABLE(PC_CONFIG_UPDATE_ENUM)
+#undef PC_CONFIG_UPDATE_ENUM
+} pc_config_update_t;
 
 typedef struct pc_config {
     int servers;                       /* --servers S: ranks acting as parameter servers */
@@ -116,6 +128,7 @@ typedef struct pc_config {
                                   * piece of the runtime's CPU work on the critical path
                                   * is followed by a sleep of (K - 1) times its measured
                                   * duration (doc/design.md, "Time dilation") */
+    int update;                  /* --update servers|workers: a pc_config_update_t */
     uint64_t given;              /* bit i: row i of pc_config_options() was on the command
                                   * line (pc_config_group records it); the runtime's
                                   * defaults that depend on other flags use it */
@@ -157,9 +170,11 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * --compress or --servers with --mode allreduce (which sends every gradient dense and has
  * no servers), and --momentum given with a sparsifier's own momentum (dgc, topk, randomk
  * with momentum > 0: momentum applied twice), and --dilate outside 1..1000 or not finite
- * (a cfg filled by hand); --betas, --eps or --amsgrad with --optimizer sgd, and with adam
- * or adamw: bad --betas or --eps, --momentum or --nesterov given, or a codec with momentum
- * correction (its momentum would feed Adam's moments). Fills in: with adam or adamw,
+ * (a cfg filled by hand); --update workers with --mode allreduce (whose workers step
+ * already) or --compress powersgd (its matrices' step is already the workers'); --betas,
+ * --eps or --amsgrad with --optimizer sgd, and with adam or adamw: bad --betas or --eps,
+ * --momentum or --nesterov given, or a codec with momentum correction (its momentum would
+ * feed Adam's moments). Fills in: with adam or adamw,
  * --momentum 0 (SGD's default 0.9 does not apply); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and

@@ -28,7 +28,8 @@
  * - parameter buffers: after grad_ready(t) the runtime may overwrite t's parameters with the
  *   iteration's update at any time; the caller must not read them until
  *   pc_worker_param_wait(t) returns in the next iteration (it returns as soon as t's update
- *   is in).
+ *   is in). With --update workers the update is the worker's own step on the mean gradient
+ *   (pc_worker_set_user_step: the caller's step, and other rules for the gradients).
  * Checkpoints (--checkpoint-dir, --checkpoint-every, --resume; files in pc_ckpt.h): at an
  * iteration boundary every worker waits for the last updates, then servers write their
  * shards (parameters, optimizer momentum) and workers their codec state (error-feedback
@@ -104,8 +105,9 @@ void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag);
 int pc_runtime_stop_signal(const pc_runtime_t *rt);
 
 /* The server loop: receive, validate and aggregate the workers' compressed gradients, step
- * the optimizer on this server's chunks, push the updated parameters back, until every
- * worker has finished. Returns PC_OK, or an error with a message (a malformed message
+ * the optimizer on this server's chunks, push the updated parameters back (--update
+ * workers: no step, the mean gradient pushed back instead), until every worker has
+ * finished. Returns PC_OK, or an error with a message (a malformed message
  * names its sender; PC_ETIMEDOUT names what was awaited). Server ranks only. */
 int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen);
 
@@ -217,8 +219,37 @@ int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups);
 int pc_worker_start(pc_worker_t *w);
 
 /* Block until tensor t holds this iteration's parameters (immediately in iteration 0).
- * Waits longer than --timeout fail with PC_ETIMEDOUT. */
+ * Waits longer than --timeout fail with PC_ETIMEDOUT. With --update workers "holds" means
+ * that the mean gradient of t's chunks arrived and the runtime stepped them (on the thread
+ * that applies updates: the compressor thread, or this one with --pipeline off): the same
+ * call, the same per-layer overlap of the step with the forward pass. */
 int pc_worker_param_wait(pc_worker_t *w, int tensor);
+
+/* --update workers only: the caller steps the optimizer itself (a torch optimizer's
+ * step() on every worker): the runtime then runs no step and keeps no optimizer state;
+ * each chunk's mean gradient (the servers' dense average, exactly what the runtime's step
+ * would have used) is written into the registered gradient buffer (so a binding whose
+ * buffers are p.grad gets it there without a copy), and pc_worker_grad_wait says when.
+ * Host tensors only. The gradient buffers' lifetime changes: after grad_ready(t) the
+ * runtime also writes t's gradient buffer, until pc_worker_grad_wait(t) returns (or
+ * pc_worker_iteration_end, which waits for every mean gradient in this mode); the
+ * parameters are never written by the runtime (param_wait returns at once), and the caller
+ * steps them after grad_wait and before its next forward pass, alike on every worker.
+ * Checkpoints save the parameters, not the caller's optimizer state. user false: the
+ * runtime's step (the default). Before pc_worker_start, or after it until the first
+ * gradient is handed over (a wrapper made after the model is attached; the runtime's step
+ * state is freed then; a --resume from a checkpoint of the user's step needs the switch
+ * before the first gradient, grad_ready fails without it). PC_ESTATE without --update
+ * workers, with device tensors, back to false after start, or after a gradient was handed
+ * over. Backprop thread. */
+int pc_worker_set_user_step(pc_worker_t *w, bool user);
+
+/* With pc_worker_set_user_step: block until tensor t's gradient buffer holds the mean
+ * gradient of the current iteration (the one whose gradients were handed over, before
+ * pc_worker_iteration_end), all its chunks. Call it after grad_ready(t) (before, it waits
+ * for a gradient that was not sent and fails after --timeout). PC_ESTATE without the
+ * user's step; PC_ETIMEDOUT after --timeout. Backprop thread. */
+int pc_worker_grad_wait(pc_worker_t *w, int tensor);
 
 /* Tensor t's gradient for this iteration is complete (whole tensor, or [begin, end) of it
  * for a big layer handed over in pieces, in any order; every element exactly once per

@@ -322,6 +322,12 @@ static const pc_flags_t config_opts[] = {
      .type = PC_FLAGS_FLAG,
      .offset = offsetof(pc_config_t, amsgrad),
      .help = "adam, adamw: divide by the largest running mean of the square so far"},
+    {.name = "update",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(pc_config_t, update),
+     .choices = PC_CONFIG_UPDATE_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
+     .help = "--mode ps: where the optimizer steps: on the servers (they push parameters), or "
+             "on every worker (the servers only sum and push the mean gradient)"},
 };
 
 /* pc_config_t.given keeps one bit per row. */
@@ -425,6 +431,34 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
     return PC_OK;
 }
 
+/* --update: workers needs servers that would otherwise step (--mode ps), and a codec whose
+ * server step is the plain one on the mean gradient: powersgd's matrices are stepped on the
+ * workers already (from P^ and Q), and its server's rounds are its own. */
+static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
+                        size_t errlen)
+{
+    if (cfg->update != PC_UPDATE_SERVERS && cfg->update != PC_UPDATE_WORKERS)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--update %d: not one of servers|workers",
+                            cfg->update);
+    if (cfg->update == PC_UPDATE_SERVERS)
+        return PC_OK;
+    if (cfg->mode == PC_MODE_ALLREDUCE)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--update workers has no effect with --mode allreduce (its workers "
+                            "step already, there are no servers); drop it");
+    if (spec->id == PC_CODEC_POWERSGD)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--update workers with --compress %s: its matrices are stepped on "
+                            "the workers from P^ and Q already, and its servers' rounds cannot "
+                            "send a mean gradient; drop --update workers",
+                            cfg->compress);
+    if (pc_config_given(cfg, "pull"))
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--pull has no effect with --update workers (the servers push the "
+                            "mean gradient dense, no parameters); drop it");
+    return PC_OK;
+}
+
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
@@ -451,7 +485,8 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         snprintf(cfg->compress, sizeof(cfg->compress), "none");
         cfg->servers = 0;
     }
-    if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK)
+    if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK ||
+        (rc = check_update(cfg, &spec, err, errlen)) != PC_OK)
         return rc;
     if (cfg->mode == PC_MODE_PS) {
         if (world_size < 2)
@@ -556,6 +591,7 @@ void pc_config_defaults(pc_config_t *cfg)
     snprintf(cfg->gpu, sizeof(cfg->gpu), "auto");
     cfg->compress_on = PC_COMPRESS_ON_GPU;
     cfg->dilate = 1;
+    cfg->update = PC_UPDATE_SERVERS;
 }
 
 const pc_flags_t *pc_config_options(size_t *nopts)

@@ -31,7 +31,12 @@
  *   step all n entries. The metrics line says which: "touched" entries aggregated and
  *   stepped, "changed" parameters.
  * - Pushback (--pull): dense parameters, or only the entries that changed when they are
- *   few (plain SGD on sparse gradients); workers end up bitwise identical either way. */
+ *   few (plain SGD on sparse gradients); workers end up bitwise identical either way.
+ * - --update workers: the server only sums. It holds no parameters and no optimizer state
+ *   (no initial parameters are sent to it, its checkpoint files hold no records): each
+ *   chunk's aggregate is the dense path's mean gradient, bit for bit the one its step would
+ *   have used, and goes back to every worker dense (pc_rt__pull_lowrank_encode's dense
+ *   form, the powersgd warm-up's message); the workers step with pc_optim_step. */
 #include "config.h"
 
 #include <assert.h>
@@ -124,6 +129,13 @@ typedef struct server {
     uint64_t *lr_next; /* per worker: the iteration its next TAG_LR must carry */
     lrslot_t lrslot[2];
 } server_t;
+
+/* Whether this run's servers step the optimizer (--update servers), or only sum and push
+ * the mean gradient (--update workers: no parameters, no optimizer state here). */
+static bool server_steps(const server_t *s)
+{
+    return s->rt->cfg.update == PC_UPDATE_SERVERS;
+}
 
 static void server_free(server_t *s)
 {
@@ -244,11 +256,12 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
     int rc = lowrank_setup(s, k, rows, err, errlen);
     if (rc != PC_OK)
         return rc;
-    k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
-    k->p = malloc(sizeof(float) * n);
-    int orc = pc_optim_state_alloc(&k->optim, n, &k->st);
+    bool steps = server_steps(s); /* --update workers: agg, messages and the pull only */
+    k->sparse = steps && pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
+    k->p = steps ? malloc(sizeof(float) * n) : NULL;
+    int orc = steps ? pc_optim_state_alloc(&k->optim, n, &k->st) : PC_OK;
     k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
-    k->changed = k->sparse ? NULL : malloc(sizeof(uint32_t) * n);
+    k->changed = k->sparse || !steps ? NULL : malloc(sizeof(uint32_t) * n);
     k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
     k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
     /* A matrix's update: Q, or in the warm-up its n-float mean gradient. */
@@ -256,8 +269,8 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
                                       rt->spec.warmup > 0 ? n : k->cols * (size_t)rt->spec.rank)
                                 : pc_rt__pull_max_bytes(n));
     k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
-    if (!k->p || orc != PC_OK || !k->agg || (!k->sparse && !k->changed) || !k->msgs || !k->grads ||
-        !k->pull || !k->sends)
+    if ((steps && !k->p) || orc != PC_OK || !k->agg || (steps && !k->sparse && !k->changed) ||
+        !k->msgs || !k->grads || !k->pull || !k->sends)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory for chunk %u",
                             rt->rank, c);
     for (int w = 0; w < rt->nworkers; w++)
@@ -269,7 +282,8 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
  * keep their order): from worker 0 on a fresh start; resuming, from the checkpointed shard
  * to worker 0. Each passes through the chunk's aggregate (n floats, pc_rt__init_bytes(n)),
  * unused until the first aggregation and zeroed after (the sparse path keeps it all zero
- * between iterations): a powersgd matrix's pull buffer holds Q only. */
+ * between iterations): a powersgd matrix's pull buffer holds Q only. --update workers: none
+ * (the parameters are the workers' alone; resuming restores only the iteration). */
 static int initial_params(server_t *s, uint64_t resume, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
@@ -277,6 +291,8 @@ static int initial_params(server_t *s, uint64_t resume, char *err, size_t errlen
     char why[256];
     if (resume && (rc = server_load(s, resume, err, errlen)) != PC_OK)
         return rc;
+    if (!server_steps(s))
+        return PC_OK;
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         uint8_t *buf = (uint8_t *)k->agg;
@@ -433,10 +449,13 @@ static int server_load(server_t *s, uint64_t it, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     pc_ckpt_reader_t *r;
-    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)s->nmine, &r, err, errlen);
+    int nrec = server_steps(s) ? s->nmine : 0; /* --update workers: nothing but the iteration */
+    int rc = pc_rt__ckpt_open(rt, it, (uint32_t)nrec, &r, err, errlen);
     if (rc != PC_OK)
         return rc;
-    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+    for (int i = nrec; i < s->nmine; i++)
+        s->mine[i].it = it;
+    for (int i = 0; i < nrec && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         srec_t rec;
         if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
@@ -479,8 +498,9 @@ static int server_checkpoint(server_t *s, uint64_t it, char *err, size_t errlen)
                                 (unsigned long long)s->mine[i].it);
     char why[512] = "";
     pc_ckpt_writer_t *cw = NULL;
-    int rc = pc_rt__ckpt_begin(rt, it, (uint32_t)s->nmine, &cw, why, sizeof(why));
-    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+    int nrec = server_steps(s) ? s->nmine : 0; /* --update workers: a file of no records */
+    int rc = pc_rt__ckpt_begin(rt, it, (uint32_t)nrec, &cw, why, sizeof(why));
+    for (int i = 0; i < nrec && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         srec_t rec = {.id = k->id, .n = (uint32_t)k->n, .arrays = state_mask(&k->st)};
         pc_ckpt_writer_write(cw, &rec, sizeof(rec));
@@ -525,7 +545,8 @@ static int sum_messages(server_t *s, schunk_t *k, float scale, float *sum, char 
     return PC_OK;
 }
 
-/* The dense path: clear the aggregate, decode every message into it, step all n. */
+/* The dense path: clear the aggregate, decode every message into it, step all n
+ * (--update workers: no step; agg is the mean gradient the workers step with). */
 static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int64_t *t1, char *err,
                       size_t errlen)
 {
@@ -534,6 +555,8 @@ static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
+    if (!server_steps(s))
+        return PC_OK;
     k->st.steps++;
     *nchanged = pc_optim_step(&k->optim, lr, k->p, &k->st, k->agg, k->n, k->changed);
     return PC_OK;
@@ -721,14 +744,16 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
      * push being posted. A duration on this host's clock: hosts need no common clock. */
     uint64_t server_ns = (uint64_t)(pc_time_ns() - t0 + (rounds ? k->round1_ns : 0));
     /* A powersgd matrix's update is what the workers step their copies with: Q (P^ they
-     * have), or in the warm-up the mean gradient; any other chunk's, its parameters. */
+     * have), or in the warm-up the mean gradient; with --update workers any chunk's is its
+     * mean gradient in that form; any other chunk's, its parameters. */
+    bool mean = !rounds && (k->lowrank || !server_steps(s));
     size_t len =
         rounds ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, false, k->qagg,
                                             k->cols * (size_t)rt->spec.rank, server_ns)
-        : k->lowrank ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, true,
-                                                  k->agg, k->n, server_ns)
-                     : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
-                                          rt->cfg.pull, server_ns);
+        : mean ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, true, k->agg,
+                                            k->n, server_ns)
+               : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
+                                    rt->cfg.pull, server_ns);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
                                          rt->comm, &k->sends[w]),

@@ -392,6 +392,37 @@ static int ps_round2(pc_worker_t *w, wchunk_t *c, size_t len, wthread_t *me)
     return PC_OK;
 }
 
+/* ps, --update workers: chunk c's update (len bytes in c->recvbuf) is its mean gradient
+ * (the powersgd warm-up's dense form): validate it whole, then either the optimizer's step
+ * on c's parameters with c's own state, the step its server would have taken (the same
+ * pc_optim_step on the same mean gradient, at the same iteration's rate: bitwise the
+ * parameters of --update servers), or, when the step is the user's (pc_worker_set_user_step),
+ * the mean gradient into c's part of the gradient buffers (c->g), for pc_worker_grad_wait.
+ * PC_EFORMAT with the reason in why. MPI thread, from ps_progress: the step runs on the
+ * thread that applies every update, as soon as the chunk's gradient is in, and before the
+ * version store that param_wait acquires; it is element by element on the chunk's own
+ * parameters and state, so the order in which chunks arrive changes no bit. */
+static int ps_mean_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server_ns, char *why,
+                          size_t whylen)
+{
+    pc_runtime_t *rt = w->rt;
+    const uint8_t *v;
+    int rc = pc_rt__pull_lowrank_read(c->recvbuf, len, c->id, (uint32_t)c->n, c->recv_it, true,
+                                      c->n, &v, server_ns, why, whylen);
+    if (rc != PC_OK)
+        return rc;
+    if (w->user_step) {
+        pc_wire_get_f32s(c->g, v, c->n);
+        return PC_OK;
+    }
+    pc_wire_get_f32s(c->mean, v, c->n);
+    pc_optim_cfg_t o = pc_rt__chunk_optim(rt, c->n);
+    c->opt.steps++; /* torch's step_t += 1 first, as the server's step_dense */
+    pc_optim_step(&o, pc_optim_lr(&rt->optim, (int64_t)c->recv_it), c->p, &c->opt, c->mean, c->n,
+                  NULL);
+    return PC_OK;
+}
+
 /* ps: apply every update that has arrived: validate, write the parameters, publish the
  * chunk's version. *got counts them. */
 static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
@@ -430,9 +461,10 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
         uint64_t server_ns = 0;
         if (w->device && (rc = pc_rt__w_dev_before_write(w, c, me)) != PC_OK)
             return rc;
-        rc = c->lowrank ? pc_rt__w_lr_update(w, c, len, &server_ns, why, sizeof(why))
-                        : pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n,
-                                            &server_ns, why, sizeof(why));
+        rc = c->lowrank          ? pc_rt__w_lr_update(w, c, len, &server_ns, why, sizeof(why))
+             : w->update_workers ? ps_mean_update(w, c, len, &server_ns, why, sizeof(why))
+                                 : pc_rt__pull_apply(c->recvbuf, len, c->id, c->recv_it, c->p, c->n,
+                                                     &server_ns, why, sizeof(why));
         if (rc == PC_OK && w->device && (rc = pc_rt__w_dev_params_out(w, c, me)) != PC_OK)
             return rc;
         int64_t t1 = pc_time_ns();
@@ -472,7 +504,9 @@ static int ps_done(pc_worker_t *w, wthread_t *me)
 
 /* ps: a chunk's checkpointed state is its codec's (residual, momentum correction; a
  * powersgd matrix: residual, Q, the warm start, and the optimizer's state, SGD's momentum
- * or Adam's m, v, vmax, which the worker keeps alike with its server's). */
+ * or Adam's m, v, vmax, which the worker keeps alike with its server's). --update workers:
+ * also the optimizer's state (none when the step is the user's) and the parameters, which
+ * no server keeps. */
 static void ps_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT_ARRAYS])
 {
     for (int i = 0; i < CKPT_ARRAYS; i++) {
@@ -485,6 +519,9 @@ static void ps_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT
         arr[1] = pc_codec_state_lowrank_q(c->st);
         len[1] = c->n / c->rows * (size_t)pc_codec_spec(c->codec)->rank;
         pc_optim_state_arrays(&c->opt, arr + 2);
+    } else if (c->params_here) {
+        pc_optim_state_arrays(&c->opt, arr + 2);
+        arr[5] = c->p;
     }
 }
 
@@ -702,6 +739,11 @@ static int hand_over(pc_worker_t *w, int tensor, size_t begin, size_t end, const
     if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
         return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_ready(%d): no such tensor, or not started",
                      tensor);
+    if (w->resumed_user_step && !w->user_step)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "resumed from a checkpoint of the user's step (no optimizer state of the "
+                     "runtime's): call pc_worker_set_user_step before the first gradient");
+    w->handed = true;
     const wtensor_t *t = &w->tensors[tensor];
     if (begin >= end || end > t->n)
         return WFAIL(w->rt, &w->main, PC_EINVAL,
@@ -803,11 +845,12 @@ static int update_timeout(pc_worker_t *w, const wchunk_t *c, const char *tensor,
                  (unsigned long long)(want - 1));
 }
 
-/* Wait until chunk c holds this iteration's parameters; inline, this thread applies the
+/* Wait until chunk c's version reaches want, the update of iteration want - 1 applied
+ * (param_wait: w->iter, this iteration's parameters; grad_wait and the user's step: w->iter
+ * + 1, the mean gradient of the iteration in progress); inline, this thread applies the
  * updates itself meanwhile. */
-static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
+static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor, uint64_t want)
 {
-    uint64_t want = w->iter;
     /* Acquire pairs with the MPI thread's release store after writing the parameters. */
     if (atomic_load_explicit(&c->version, memory_order_acquire) >= want)
         return PC_OK;
@@ -821,7 +864,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
             return update_timeout(w, c, tensor, want);
         if (rc != PC_OK)
             return rc;
-        pc_rt__w_account_update_wait(w, c, start, pc_time_ns());
+        pc_rt__w_account_update_wait(w, c, want - 1, start, pc_time_ns());
         return PC_OK;
     }
     /* Inline: this thread polls MPI itself between naps. */
@@ -839,7 +882,7 @@ static int wait_chunk(pc_worker_t *w, const wchunk_t *c, const char *tensor)
             return update_timeout(w, c, tensor, want);
         pc_backoff_pause(&b);
     }
-    pc_rt__w_account_update_wait(w, c, start, pc_time_ns());
+    pc_rt__w_account_update_wait(w, c, want - 1, start, pc_time_ns());
     return PC_OK;
 }
 
@@ -850,11 +893,30 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor)
                      tensor);
     const wtensor_t *t = &w->tensors[tensor];
     for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
-        int rc = wait_chunk(w, &w->chunks[ci], t->name);
+        int rc = wait_chunk(w, &w->chunks[ci], t->name, w->iter);
         /* Device tensors: the caller's stream waits for the parameters' copy, not this
          * thread (the version acquire above ordered the event's record before this). */
         if (rc == PC_OK && w->device)
             rc = pc_rt__w_dev_param_wait(w, &w->chunks[ci]);
+        if (rc != PC_OK)
+            return rc;
+    }
+    return PC_OK;
+}
+
+int pc_worker_grad_wait(pc_worker_t *w, int tensor)
+{
+    if (!w->started || w->finished || tensor < 0 || tensor >= w->ntensors)
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "grad_wait(%d): no such tensor, or not started",
+                     tensor);
+    if (!w->user_step)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "grad_wait: the mean gradient goes to the gradient buffers only with "
+                     "--update workers and pc_worker_set_user_step");
+    const wtensor_t *t = &w->tensors[tensor];
+    for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
+        /* The version acquire orders the MPI thread's write of c->g before our reads. */
+        int rc = wait_chunk(w, &w->chunks[ci], t->name, w->iter + 1);
         if (rc != PC_OK)
             return rc;
     }
@@ -982,6 +1044,13 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
     int rc = wait_releases(w);
     if (rc != PC_OK)
         return rc;
+    /* The user's step: every mean gradient of this iteration is in the gradient buffers
+     * before the iteration ends, so that the caller may write them again (the binding
+     * zeroes them) without racing the MPI thread's writes. */
+    for (int ci = 0; w->user_step && ci < w->nchunks; ci++)
+        if ((rc = wait_chunk(w, &w->chunks[ci], w->tensors[w->chunks[ci].first_tensor].name,
+                             w->iter + 1)) != PC_OK)
+            return rc;
     pc_rt__w_close_iteration(w, t_end_call);
     w->iter++;
     w->lrs_sent = false;

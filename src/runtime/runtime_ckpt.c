@@ -24,14 +24,17 @@ void pc_rt__ckpt_meta(const pc_runtime_t *rt, uint64_t it, pc_ckpt_meta_t *m)
     /* What the files' layout and meaning depend on, besides the model: the codec state
      * (mode, --compress, which chunks go dense), the data order (--seed) and the
      * optimizer's state (adam(w): m, v and vmax instead of SGD's momentum; nothing is added
-     * for sgd, whose checkpoints keep the identity they had before --optimizer existed). */
+     * for sgd, whose checkpoints keep the identity they had before --optimizer existed) and
+     * where it lives (--update workers: on the workers, with the parameters; nothing is
+     * added for servers, likewise). */
     const pc_optim_cfg_t *o = &rt->optim;
-    snprintf(m->config, sizeof(m->config), "%s %s min-bytes=%lld seed=%lld%s%s%s",
+    snprintf(m->config, sizeof(m->config), "%s %s min-bytes=%lld seed=%lld%s%s%s%s",
              rt->cfg.mode == PC_MODE_ALLREDUCE ? "allreduce" : "ps", rt->cfg.compress,
              (long long)rt->cfg.compress_min_bytes, (long long)rt->cfg.seed,
              o->kind != PC_OPTIM_SGD ? " optimizer=" : "",
              o->kind != PC_OPTIM_SGD ? pc_optim_kind_name(o->kind) : "",
-             o->kind != PC_OPTIM_SGD && o->amsgrad ? "+amsgrad" : "");
+             o->kind != PC_OPTIM_SGD && o->amsgrad ? "+amsgrad" : "",
+             rt->cfg.update == PC_UPDATE_WORKERS ? " update=workers" : "");
 }
 
 int pc_rt__ckpt_begin(pc_runtime_t *rt, uint64_t it, uint32_t records, pc_ckpt_writer_t **w,

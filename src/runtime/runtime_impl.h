@@ -202,9 +202,10 @@ int pc_rt__metrics_write(pc_runtime_t *rt, char *err, size_t errlen);
 #define CKPT_MAGIC "PCCKRANK"
 /* 2: a worker's chunk record names up to CKPT_ARRAYS arrays by a mask (1: two flags). The
  * mask has room for more: 5 (Adam's m, v, vmax after a powersgd matrix's residual and Q)
- * kept SGD's records as they were, in version 2. */
+ * kept SGD's records as they were, in version 2, and so did 6 (--update workers: a ps
+ * chunk's parameters after its optimizer state). */
 #define CKPT_VERSION 2u
-#define CKPT_ARRAYS  5
+#define CKPT_ARRAYS  6
 /* The size of one rank's outcome record in pc_rt__ckpt_finish (rt->ckpt_outcomes). */
 #define CKPT_OUTCOME_BYTES 256
 

@@ -239,7 +239,8 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
  * (entries rows x rank, no server time, flags 0, scale 0); PULL_LOWRANK, the update of a
  * matrix: u64 server time, then the values every worker steps its copy with: Q (cols x
  * rank binary32; the workers have P^), or with flag LOWRANK_F_DENSE, in the warm-up, the
- * mean gradient (n binary32); entries: the values' count. */
+ * mean gradient (n binary32); entries: the values' count. With --update workers every
+ * chunk's update is that dense form: its mean gradient, which the workers step with. */
 #define PC_RT_PULL_PHAT       0xF4
 #define PC_RT_PULL_LOWRANK    0xF5
 #define PC_RT_LOWRANK_F_DENSE 0x0001u

@@ -110,7 +110,7 @@ static void ar_ckpt_arrays(wchunk_t *c, float *arr[CKPT_ARRAYS], size_t len[CKPT
 {
     arr[0] = c->p;
     pc_optim_state_arrays(&c->opt, arr + 1);
-    arr[4] = NULL;
+    arr[4] = arr[5] = NULL;
     for (int i = 0; i < CKPT_ARRAYS; i++)
         len[i] = c->n;
 }

@@ -118,7 +118,18 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         wrec_t rec;
         if ((rc = pc_ckpt_reader_read(r, &rec, sizeof(rec))) != PC_OK)
             break;
-        if (rec.id != c->id || rec.n != c->n || rec.arrays != arrays_mask(arr) || rec.reserved) {
+        /* --update workers: a file of the user's step (pc_worker_set_user_step) has no
+         * optimizer state; it resumes a worker whose step the caller switches to theirs
+         * after start, before its first gradient (hand_over checks). */
+        uint32_t want = arrays_mask(arr), opt_bits = 0x1cu; /* arrays 2..4 */
+        bool opt_in_file = true;
+        if (c->params_here && (want & opt_bits) && rec.arrays == (want & ~opt_bits)) {
+            arr[2] = arr[3] = arr[4] = NULL;
+            want = rec.arrays;
+            opt_in_file = false;
+            w->resumed_user_step = true;
+        }
+        if (rec.id != c->id || rec.n != c->n || rec.arrays != want || rec.reserved) {
             pc_ckpt_reader_close(r, NULL, 0);
             return WFAIL(rt, me, PC_EFORMAT,
                          "checkpoint of iteration %llu: chunk %d's record does not "
@@ -128,7 +139,7 @@ int pc_rt__w_load(pc_worker_t *w, uint64_t it)
         for (int i = 0; i < CKPT_ARRAYS && rc == PC_OK; i++)
             if (arr[i])
                 rc = pc_ckpt_reader_read(r, arr[i], sizeof(float) * len[i]);
-        if (rc == PC_OK && c->opt.v) /* Adam's step count (pc_optim_state_t) */
+        if (rc == PC_OK && opt_in_file && c->opt.v) /* Adam's steps (pc_optim_state_t) */
             rc = pc_ckpt_reader_read(r, &c->opt.steps, sizeof(c->opt.steps));
         if (c->st)
             pc_codec_state_set_steps(c->st, rec.steps);

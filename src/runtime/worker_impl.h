@@ -169,8 +169,15 @@ typedef struct wchunk {
     uint64_t fold_it;     /* iteration of the folded, not yet compressed gradient */
     float *sum;           /* allreduce mode */
     pc_optim_state_t opt; /* the optimizer's state where this worker steps: allreduce, every
-                             chunk's; ps, a powersgd matrix's (its server's, kept alike);
-                             pc_optim_state_alloc's arrays, else all NULL */
+                             chunk's; ps, a powersgd matrix's (its server's, kept alike), and
+                             with --update workers every chunk's (unless the step is the
+                             user's: pc_worker_set_user_step); pc_optim_state_alloc's arrays,
+                             else all NULL */
+    float *mean;          /* ps, --update workers, the runtime's step: the mean gradient the
+                             server pushed, which the step reads (n floats; the MPI thread's).
+                             With the user's step it goes into g instead: NULL */
+    bool params_here;     /* ps, --update workers: no server keeps the parameters, so the
+                             chunk's checkpoint record does (set at start) */
     ctimes_t tm[2];       /* lifecycle of iteration it in tm[it & 1] (ctimes_t) */
     /* Device tensors (worker_device.c; MPI thread, except where said): */
     float *dp, *dg;           /* into the first tensor's device buffers */
@@ -258,6 +265,12 @@ struct pc_worker {
     bool device_step;
     int64_t device_step_ns;
     size_t total_n; /* every tensor's elements (the split's denominator; set at start) */
+    /* --update workers (ps): the servers push the mean gradient and this worker steps
+     * (update_workers); with user_step (pc_worker_set_user_step) it does not step, but
+     * writes the mean gradient into the tensors' gradient buffers for the caller's own
+     * optimizer (pc_worker_grad_wait). */
+    bool update_workers;
+    bool user_step;
 
     /* ---- shared between the threads: the queues, the wake-ups, the atomics */
     pc_spsc_t *q_ready, *q_back; /* descriptors down, releases back (pc_spsc: one producer,
@@ -303,6 +316,9 @@ struct pc_worker {
     wthread_t main;  /* its context; pc_worker_error reads main.err */
     bool err_agreed; /* main.err is every worker's (pc_worker_error_agreed) */
     bool started, finished;
+    bool handed;            /* a gradient was handed over since start (set_user_step's check) */
+    bool resumed_user_step; /* --resume read a checkpoint of the user's step: the caller must
+                               switch to it (pc_worker_set_user_step) before handing over */
     uint64_t iter;
     pthread_t thread;
     bool thread_started; /* between pthread_create and pthread_join */
@@ -439,11 +455,12 @@ extern const worker_ops_t pc_rt__worker_allreduce;
 /* ---- worker_metrics.c ----------------------------------------------------------------- */
 
 /* The backprop thread waited from start to end (pc_time_ns) in param_wait for chunk c's
- * update of iteration w->iter - 1, and has acquired it (so c's times of that iteration are
- * readable): split the wait into compression (before the chunk was sent), server (the
- * server's time, at most the rest) and network (the remainder), add each to the
- * iteration's waits and record them on the timeline. Backprop thread. */
-void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end);
+ * update of iteration it (w->iter - 1; grad_wait: w->iter), and has acquired it (so c's
+ * times of that iteration are readable): split the wait into compression (before the chunk
+ * was sent), server (the server's time, at most the rest) and network (the remainder), add
+ * each to the iteration's waits and record them on the timeline. Backprop thread. */
+void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, uint64_t it, int64_t start,
+                                  int64_t end);
 
 /* Record the previous iteration's metrics line if one is pending (its compressor-side
  * counters are complete once every update that followed them was acquired). Backprop

@@ -114,12 +114,12 @@ void pc_rt__w_close_iteration(pc_worker_t *w, int64_t t_end_call)
     w->t_start = now;
 }
 
-void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, int64_t start, int64_t end)
+void pc_rt__w_account_update_wait(pc_worker_t *w, const wchunk_t *c, uint64_t it, int64_t start,
+                                  int64_t end)
 {
-    /* The caller acquired c's version >= w->iter: iteration w->iter - 1's times are
-     * written (ctimes_t), and the MPI thread writes only the other slot meanwhile. A wait
-     * happens only when that version was missing, so w->iter >= 1. */
-    const ctimes_t *tm = &c->tm[(w->iter - 1) & 1];
+    /* The caller acquired c's version >= it + 1: iteration it's times are written
+     * (ctimes_t), and the MPI thread writes only the other slot meanwhile. */
+    const ctimes_t *tm = &c->tm[it & 1];
     int64_t total = end > start ? end - start : 0;
     /* Before the chunk was sent: compression (queued, folded, compressed). Inline, it was
      * sent inside grad_ready, before any wait. */

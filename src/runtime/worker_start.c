@@ -32,6 +32,7 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
     w->rt = rt;
     w->ops = rt->cfg.mode == PC_MODE_ALLREDUCE ? &pc_rt__worker_allreduce : &pc_rt__worker_ps;
     w->pipelined = rt->cfg.pipeline != 0;
+    w->update_workers = w->ops == &pc_rt__worker_ps && rt->cfg.update == PC_UPDATE_WORKERS;
     w->main.track = TRACK_MAIN;
     w->comp.track = TRACK_COMPRESSOR;
     atomic_init(&w->thread_rc, PC_OK);
@@ -190,6 +191,11 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
                      "parameter groups need --mode ps and a codec other than powersgd (this "
                      "run: --mode %s, --compress %s)",
                      w->ops->name, pc_codec_name(rt->spec.id));
+    if (w->update_workers) /* the servers run no step to give the groups to */
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "parameter groups need --update servers: with --update workers the "
+                     "workers step (the run's flags, or the caller's own optimizer: "
+                     "pc_worker_set_user_step)");
     if (!hparams || !tensor_group || ngroups < 1 || (uint32_t)ngroups > PC_RT_MAX_GROUPS)
         return WFAIL(rt, &w->main, PC_EINVAL, "pc_worker_set_optimizer: %d groups, not 1..%u",
                      ngroups, PC_RT_MAX_GROUPS);
@@ -283,6 +289,36 @@ int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups)
     if (rc != PC_OK)
         return WFAIL(rt, &w->main, rc, "sending the learning rates: %s", why);
     w->lrs_sent = true;
+    return PC_OK;
+}
+
+int pc_worker_set_user_step(pc_worker_t *w, bool user)
+{
+    if (w->started && (w->handed || w->finished || !user))
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_user_step(%s) after pc_worker_start: only to the user's "
+                     "step, before the first gradient is handed over",
+                     user ? "true" : "false");
+    if (user && !w->update_workers)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_user_step needs --update workers (with --update servers "
+                     "the servers step, and --mode allreduce's workers step themselves)");
+    if (user && w->device)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_user_step: device tensors have no host gradient buffer to "
+                     "receive the mean gradient; register host tensors");
+    /* After start no update is outstanding (nothing was sent) and the MPI thread reads
+     * user_step only for an update, after popping a descriptor pushed after this store
+     * (pc_spsc's release and acquire order it); the runtime's step state goes. */
+    for (int ci = 0; w->started && ci < w->nchunks; ci++) {
+        wchunk_t *c = &w->chunks[ci];
+        if (!c->lowrank) {
+            free(c->mean);
+            c->mean = NULL;
+            pc_optim_state_free(&c->opt);
+        }
+    }
+    w->user_step = user;
     return PC_OK;
 }
 
@@ -431,11 +467,18 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     c->sendbuf = malloc(c->send_cap);
     c->recvbuf = malloc(c->recv_cap);
     int orc = PC_OK;
+    pc_optim_cfg_t o = pc_rt__chunk_optim(rt, c->n);
     if (c->lowrank) {
-        pc_optim_cfg_t o = pc_rt__chunk_optim(rt, c->n);
         c->lr_q = malloc(sizeof(float) * qn);
         c->lr_row = malloc(sizeof(float) * cols);
         orc = pc_optim_state_alloc(&o, c->n, &c->opt);
+    }
+    c->params_here = w->update_workers;
+    if (!c->lowrank && w->update_workers && !w->user_step) {
+        /* --update workers: the update is the mean gradient (pull_max_bytes(n) holds its
+         * pc_rt__pull_lowrank_bytes(n)); this worker steps with its server's rule. */
+        c->mean = malloc(sizeof(float) * c->n);
+        orc = c->mean ? pc_optim_state_alloc(&o, c->n, &c->opt) : PC_ENOMEM;
     }
     rc = c->lowrank ? pc_codec_state_create_matrix(c->codec, c->id, c->rows, c->n, &c->st)
                     : pc_codec_state_create(c->codec, c->id, c->n, &c->st);
@@ -485,6 +528,10 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
                 sizeof(why));
     }
     free(lay);
+    /* --update workers: the servers hold no parameters (resuming, this worker's own
+     * checkpoint file has them: pc_rt__w_load). */
+    if (w->update_workers && rc == PC_OK)
+        return PC_OK;
     /* Init messages pass through the chunk's update buffer (pc_rt__pull_max_bytes(n) >=
      * pc_rt__init_bytes(n)), unused until the first update is posted; a powersgd matrix's
      * holds Q only, and its send buffer (pc_codec_max_bytes: 40 + 4 n) serves instead. */
@@ -652,6 +699,7 @@ static void release_started(pc_worker_t *w)
         pc_codec_state_destroy(k->st);
         free(k->lr_q);
         free(k->lr_row);
+        free(k->mean);
         free(k->sendbuf);
         free(k->recvbuf);
         free(k->sum);
@@ -707,6 +755,10 @@ int pc_worker_start(pc_worker_t *w)
         return WFAIL(w->rt, &w->main, PC_ESTATE, "pc_worker_start called twice");
     if (w->ntensors == 0)
         return WFAIL(w->rt, &w->main, PC_EINVAL, "no tensor registered before pc_worker_start");
+    if (w->user_step && w->device)
+        return WFAIL(w->rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_user_step: device tensors have no host gradient buffer to "
+                     "receive the mean gradient; register host tensors");
     if (w->ngroups && w->groups_ntensors != w->ntensors)
         return WFAIL(w->rt, &w->main, PC_ESTATE,
                      "%d tensors registered after pc_worker_set_optimizer gave %d their groups",
