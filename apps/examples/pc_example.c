@@ -7,7 +7,8 @@
  *   mpirun -np 3 pc_example --servers 1 --compress topk:ratio=0.01 --iters 200
  *
  * It is also the runtime's test workload: its loss must fall, --pipeline on and off must
- * save bitwise-identical parameters (--save FILE), and --metrics shows the exposed
+ * save bitwise-identical parameters (--save FILE; before writing it, every worker's
+ * parameters are checked bit for bit against worker 0's), and --metrics shows the exposed
  * compression time. Every runtime flag works here (--help). */
 #include <math.h>
 #include <signal.h>
@@ -228,6 +229,25 @@ static void backward(mlp_t *n, pc_worker_t *w)
     ready2(w, n->tid[1], n->tid[0]);
 }
 
+/* Whether this worker's parameters are bitwise worker 0's, after the last update: an
+ * FNV-1a hash of their bits, worker 0's broadcast (collective over the workers). */
+static bool same_as_worker0(pc_worker_t *w, const mlp_t *n)
+{
+    for (int i = 0; i < 6; i++)
+        if (pc_worker_param_wait(w, n->tid[i]) != PC_OK)
+            die("param_wait", pc_worker_error(w));
+    uint64_t h = 0xcbf29ce484222325ull, h0;
+    for (size_t i = 0; i < n->total; i++) {
+        uint32_t bits;
+        memcpy(&bits, &n->params[i], sizeof(bits));
+        h = (h ^ bits) * 0x100000001b3ull;
+    }
+    h0 = h;
+    if (pc_worker_broadcast(w, &h0, sizeof(h0)) != PC_OK)
+        die("broadcast", pc_worker_error(w));
+    return h == h0;
+}
+
 /* A worker's run: the model, its tensors registered, the iterations; returns whether an
  * agreed stop ended it. */
 static bool run_worker(pc_runtime_t *rt, const pc_config_t *cfg, const opts_t *o, int rank)
@@ -280,6 +300,11 @@ static bool run_worker(pc_runtime_t *rt, const pc_config_t *cfg, const opts_t *o
                 m.t_compress * 1e3, m.t_exposed * 1e3, (unsigned long long)m.bytes_sent);
             fflush(stdout);
         }
+    }
+    if (o->save[0] && !same_as_worker0(w, &n)) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "worker r%d's parameters differ from worker r0's", rank);
+        die("--save", msg);
     }
     if (pc_worker_finish(w) != PC_OK)
         die("finish", pc_worker_error(w));

@@ -12,7 +12,9 @@
 #  - a checkpoint of another model or world size is never loaded;
 #  - --optimizer adamw and adam: the servers' (and allreduce's workers', powersgd's
 #    workers') m, v, vmax and step counts come back bitwise (the uninterrupted model
-#    again); a checkpoint written with another optimizer is refused in one line.
+#    again); a checkpoint written with another optimizer is refused in one line;
+#  - --update workers (adamw, top-k with error feedback): the workers' parameters, m, v and
+#    steps come back bitwise from the workers' files, the servers' hold no records.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
 run="$PC_SRCDIR/scripts/pc-mpirun.sh"
@@ -103,6 +105,26 @@ if [ $rc -ne 0 ] && [ "$(grep -c "holds checkpoints of another job (iteration [0
     ok "sgd's checkpoint resumed with adamw: refused in one line (status $rc)"
 else
     bad "sgd's checkpoint resumed with adamw: status $rc"; grep -i checkpoint <<<"$out" | head -5
+fi
+
+# --update workers: the workers checkpoint the parameters and the optimizer's state, the
+# servers nothing but their header. The newest checkpoint removed, --resume from the one
+# before it ends bitwise where the run that wrote them ended.
+ck="$tmp/upd-ck"
+upd=(--data synthetic --synthetic-samples 3000 --batch 16 --iters 40 --lr 0.003 --log-level warn
+    --update workers --compress topk:ratio=0.01,momentum=0 --compress-min-bytes 0
+    --optimizer adamw --weight-decay 0.01 --checkpoint-dir "$ck" --checkpoint-every 20)
+"$run" -t 120 -np 3 "$train" "${upd[@]}" --save-model "$tmp/u-ref.pcm" >"$tmp/u-ref.log" 2>&1 ||
+    bad "update workers: first run failed"
+srv=$(stat -c %s "$ck/ckpt-000000000020/rank-2.bin" 2>/dev/null)
+rm -rf "$ck/ckpt-000000000040"
+"$run" -t 120 -np 3 "$train" "${upd[@]}" --resume --log-level info --save-model "$tmp/u-res.pcm" \
+    >"$tmp/u-res.log" 2>&1 || bad "update workers: resume run failed"
+if grep -q 'resuming from the checkpoint of iteration 20' "$tmp/u-res.log" && [ "$srv" = 32 ] &&
+    cmp -s "$tmp/u-ref.pcm" "$tmp/u-res.pcm"; then
+    ok "--update workers: resumed at iteration 20 bitwise (the server's file: its 32-byte header)"
+else
+    bad "--update workers resume: server file '$srv' bytes"; tail -3 "$tmp/u-res.log"
 fi
 
 # A corrupted newest checkpoint: reported, the previous one used, same final model.

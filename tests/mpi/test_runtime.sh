@@ -6,6 +6,10 @@
 #    4 workers);
 #  - --pull dense and sparse give bitwise-identical parameters;
 #  - --priority forward and fifo give bitwise-identical parameters;
+#  - --update workers (the servers only sum, every worker steps) gives bitwise the model of
+#    --update servers: SGD with momentum and AdamW, --compress none and topk (error
+#    feedback), pipelined and inline, every worker's parameters checked against worker 0's
+#    (pc_example --save); exact aggregation with it, 3 workers, 2 servers;
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
 #  - metrics: one line per worker and server iteration; inline exposed == compress time;
@@ -132,6 +136,31 @@ prio() { # NAME NP FLAGS...
 }
 prio "topk, 3 workers, 2 servers, 4 KiB chunks" 5 --servers 2 --chunk-bytes 4K --compress topk:ratio=0.01
 prio "dgc, 2 workers, inline" 3 --chunk-bytes 4K --compress dgc:ratio=0.01 --pipeline off
+
+# --update workers: pc_optim_step on the workers on the mean gradient the servers pushed, the
+# servers' own step on it otherwise: the same bits. pc_example --save first checks every
+# worker's parameters against worker 0's. One pipeline setting each (the servers' side is
+# checked on and off above); 3 workers, so that the summation order shows.
+upd() { # NAME PIPELINE FLAGS...
+    local name=$1 pipe=$2; shift 2
+    for u in servers workers; do
+        "$run" -t 120 -np 4 "$ex" --iters 10 "$@" --update "$u" --pipeline "$pipe" \
+            --save "$tmp/u-$u.bin" >"$tmp/u-$u.log" 2>&1 || { bad "--update $u $name: failed"; tail -n 3 "$tmp/u-$u.log"; return; }
+    done
+    cmp -s "$tmp/u-servers.bin" "$tmp/u-workers.bin" \
+        && ok "--update workers == servers, $name, --pipeline $pipe, every worker alike" \
+        || bad "--update workers != servers, $name, --pipeline $pipe"
+}
+upd "sgd momentum 0.9, none" on --compress none --momentum 0.9 --weight-decay 0.001
+upd "topk (error feedback, momentum correction)" off --compress topk:ratio=0.01
+upd "adamw, none" off --compress none --optimizer adamw --lr 0.003 --weight-decay 0.01
+upd "adamw, topk (error feedback)" on --compress topk:ratio=0.01,momentum=0 --optimizer adamw --lr 0.003
+if out=$("$run" -t 60 -np 5 "$mpi" exact --servers 2 --chunk-bytes 256 --update workers \
+         --compress none --momentum 0 --lr 0.5 2>&1) && grep -q 'match bit for bit' <<<"$out"; then
+    ok "exact aggregation, --update workers, 3 workers, 2 servers"
+else
+    bad "exact aggregation, --update workers"; echo "$out" | tail -5
+fi
 
 # --compress-min-bytes: chunks under it travel uncompressed. With a bound above every
 # chunk, top-k never runs: the result is the uncompressed run's (servers' momentum 0.9),
