@@ -48,6 +48,14 @@ extern "C" {
  * the same pc_optim_step (bitwise the parameters of SERVERS; no optimizer state on the
  * servers). */
 #define PC_CONFIG_UPDATE_TABLE(X) X(SERVERS, "servers") X(WORKERS, "workers")
+/* --compressors N|auto: the longest value kept; the most compressor threads a worker may
+ * run (64: far past the cores near one GPU on any machine we know, and each thread costs a
+ * placement slot, PC_TOPO_MAX_THREADS); auto's cap (8: where the ResNet-50 and BERT-base
+ * estimates of issue 46 stop needing more on one GPU, and what a socket's share of cores
+ * per GPU is on today's 8-GPU nodes). */
+#define PC_CONFIG_COMPRESSORS_LEN      16
+#define PC_CONFIG_COMPRESSORS_MAX      64
+#define PC_CONFIG_COMPRESSORS_AUTO_CAP 8
 /* Longest --gpu value kept, and most devices it may list. */
 #define PC_CONFIG_GPU_LEN 256
 #define PC_CONFIG_GPU_MAX 64
@@ -132,6 +140,8 @@ typedef struct pc_config {
     uint64_t given;              /* bit i: row i of pc_config_options() was on the command
                                   * line (pc_config_group records it); the runtime's
                                   * defaults that depend on other flags use it */
+    /* --compressors N|auto: compressor threads per worker (pc_config_compressors_parse) */
+    char compressors[PC_CONFIG_COMPRESSORS_LEN];
 } pc_config_t;
 
 /* Parse a --gpu value: "auto" (*n = 0: node-local worker i takes device i modulo the
@@ -139,6 +149,12 @@ typedef struct pc_config {
  * each 0..1023): node-local worker i takes list[i % n]. PC_OK, or PC_EUSAGE with a message
  * (without the flag's name) in err; list and *n are written only on success. Thread-safe. */
 int pc_config_gpu_parse(const char *text, int *list, int *n, char *err, size_t errlen);
+
+/* Parse a --compressors value: "auto" (*n = 0: resolved at start from the cores hwloc finds
+ * free near the worker, pc_runtime.c) or a whole number 1..PC_CONFIG_COMPRESSORS_MAX.
+ * PC_OK, or PC_EUSAGE with a one-line message (without the flag's name) in err; *n is
+ * written only on success. Thread-safe. */
+int pc_config_compressors_parse(const char *text, int *n, char *err, size_t errlen);
 
 /* The flag spelling of a --device value ("cuda"), or "?" outside the table. Static string;
  * thread-safe. */

@@ -66,6 +66,17 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
 /* Free plan (NULL is accepted). */
 void pc_plan_destroy(pc_plan_t *plan);
 
+/* Deal the plan's chunks to nthreads compressor threads (1..PC_PLAN_DEAL_MAX), the rule a
+ * worker's pool uses (--compressors): in chunk order, balancing elements, chunk i, whose
+ * elements are [S_i, S_i + n_i) of the plan's T, goes to thread
+ * min(nthreads - 1, floor(nthreads (2 S_i + n_i) / 2T)): the thread whose share of T holds
+ * the chunk's midpoint. The threads' chunks are contiguous ranges in order (a thread's may
+ * be empty: more threads than chunks, or a chunk bigger than a share). lane[i] (nchunks
+ * entries, the caller's) gets chunk i's thread. PC_OK, or PC_EINVAL (nthreads out of range,
+ * NULL arguments). Deterministic; thread-safe. */
+#define PC_PLAN_DEAL_MAX 1024
+int pc_plan_deal(const pc_plan_t *plan, int nthreads, int *lane);
+
 /* Print the plan, one line per chunk and a per-server summary, each line prefixed. */
 void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, const char *prefix);
 

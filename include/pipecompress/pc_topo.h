@@ -70,9 +70,10 @@ typedef struct pc_bind {
  * success. Thread-safe. */
 int pc_topo_bind_parse(const char *text, pc_bind_t *out, char *err, size_t errlen);
 
-/* Threads one rank may place: backprop + compressor today, room for a communication
- * thread and a CUDA-stream feeder later. */
-#define PC_TOPO_MAX_THREADS 4
+/* Threads one rank may place: backprop + up to 64 compressor threads (--compressors,
+ * PC_CONFIG_COMPRESSORS_MAX), room for a communication thread and a CUDA-stream feeder
+ * later. */
+#define PC_TOPO_MAX_THREADS 67
 /* A cpuset in hwloc list syntax ("0-3,8,10-11"); 256 characters cover any realistic
  * node's allowed set. */
 #define PC_TOPO_CPUSET_LEN 256
@@ -108,6 +109,10 @@ int pc_topo_ncores(const pc_topo_t *topo);
 int pc_topo_npus(const pc_topo_t *topo);
 /* True for a topology of this machine (binding is possible), false for a synthetic one. */
 bool pc_topo_is_real(const pc_topo_t *topo);
+
+/* Cores of the topology with a PU in cpuset (hwloc list syntax; "" or NULL: the whole
+ * machine); 0 for a cpuset that does not parse. Reads the topology only: thread-safe. */
+int pc_topo_cores_in(const pc_topo_t *topo, const char *cpuset);
 
 /* Fill *me for the calling process: its current CPU binding (the launcher's cpuset) and
  * the given thread names (nthreads of them, each cut to PC_TOPO_NAME_LEN - 1); near and

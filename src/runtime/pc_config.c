@@ -63,6 +63,39 @@ const char *pc_config_device_name(int device)
     return device >= 0 && (size_t)device < sizeof(names) / sizeof(names[0]) ? names[device] : "?";
 }
 
+int pc_config_compressors_parse(const char *text, int *n, char *err, size_t errlen)
+{
+    if (strcmp(text, "auto") == 0) {
+        *n = 0;
+        return PC_OK;
+    }
+    const char *p = text + (*text == '-');
+    long v = 0;
+    bool digits = *p >= '0' && *p <= '9';
+    while (*p >= '0' && *p <= '9' && v <= PC_CONFIG_COMPRESSORS_MAX)
+        v = v * 10 + (*p++ - '0');
+    while (*p >= '0' && *p <= '9') /* past the cap: the value only needs to read as large */
+        p++;
+    if (!digits || *p != '\0')
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "'%s': expected a number of compressor threads (1 to %d) or auto", text,
+                            PC_CONFIG_COMPRESSORS_MAX);
+    if (*text == '-' || v == 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "'%s': a worker needs at least 1 compressor thread (or auto)", text);
+    if (v > PC_CONFIG_COMPRESSORS_MAX)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "'%s': more than %d compressor threads", text,
+                            PC_CONFIG_COMPRESSORS_MAX);
+    *n = (int)v;
+    return PC_OK;
+}
+
+static int check_compressors(const void *value, char *err, size_t errlen)
+{
+    int n;
+    return pc_config_compressors_parse((const char *)value, &n, err, errlen) == PC_OK ? 0 : 1;
+}
+
 static int check_gpu(const void *value, char *err, size_t errlen)
 {
     int list[PC_CONFIG_GPU_MAX], n;
@@ -322,6 +355,14 @@ static const pc_flags_t config_opts[] = {
      .type = PC_FLAGS_FLAG,
      .offset = offsetof(pc_config_t, amsgrad),
      .help = "adam, adamw: divide by the largest running mean of the square so far"},
+    {.name = "compressors",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(pc_config_t, compressors),
+     .size = PC_CONFIG_COMPRESSORS_LEN,
+     .metavar = "N|auto",
+     .help = "pinned compressor threads per worker, each folding and compressing its own "
+             "chunks (auto: the cores free near the worker's GPU or socket, at most 8)",
+     .check = check_compressors},
     {.name = "update",
      .type = PC_FLAGS_CHOICE,
      .offset = offsetof(pc_config_t, update),
@@ -547,6 +588,26 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
                             "--compress %s has no CUDA kernels: its products run on the "
                             "compressor thread's core; add --compress-on cpu",
                             cfg->compress);
+    int ncomp;
+    if (pc_config_compressors_parse(cfg->compressors, &ncomp, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--compressors: %s", why);
+    if (ncomp != 1) { /* a pool, or auto */
+        if (!cfg->pipeline)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--compressors %s needs --pipeline on (--pipeline off compresses "
+                                "inline on the backprop thread)",
+                                cfg->compressors);
+        if (cfg->mode == PC_MODE_ALLREDUCE)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--compressors %s has no effect with --mode allreduce (nothing "
+                                "is compressed; its collectives keep one thread); drop it",
+                                cfg->compressors);
+        if (cfg->device != PC_DEVICE_CPU)
+            return pc_error_fmt(PC_EUSAGE, err, errlen,
+                                "--compressors %s needs host tensors (--device cpu): device "
+                                "tensors' copies and streams are one compressor thread's",
+                                cfg->compressors);
+    }
     return PC_OK;
 }
 
@@ -558,6 +619,7 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->log_level = PC_LOG_INFO;
     snprintf(cfg->compress, sizeof(cfg->compress), "topk:ratio=0.01");
     cfg->pipeline = 1;
+    snprintf(cfg->compressors, sizeof(cfg->compressors), "1");
     cfg->mode = PC_MODE_PS;
     cfg->chunk_bytes = 4 << 20; /* 4 MiB: ~1 ms on a 40 Gbit/s link, many chunks per big layer */
     /* Small layers (biases, a classifier's last layer) are a sliver of the bytes but lose

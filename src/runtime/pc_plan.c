@@ -141,3 +141,22 @@ void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, c
         fprintf(out, "%sserver %d: %zu elements (%.1f MiB)\n", prefix, s, plan->server_elems[s],
                 (double)plan->server_elems[s] * 4.0 / 1048576.0);
 }
+
+int pc_plan_deal(const pc_plan_t *plan, int nthreads, int *lane)
+{
+    if (!plan || !lane || nthreads < 1 || nthreads > PC_PLAN_DEAL_MAX)
+        return PC_EINVAL;
+    uint64_t total = 0, before = 0;
+    for (int i = 0; i < plan->nchunks; i++)
+        total += plan->chunks[i].n;
+    for (int i = 0; i < plan->nchunks; i++) {
+        /* 2 S_i + n_i < 2T <= 2^41 (PC_CODEC_MAX_N elements per tensor, at most 2^31
+         * tensors is far beyond; any real model's T is under 2^40), times nthreads <= 2^10:
+         * no overflow. */
+        uint64_t n = plan->chunks[i].n;
+        uint64_t k = (2 * before + n) * (uint64_t)nthreads / (2 * total);
+        lane[i] = k < (uint64_t)nthreads ? (int)k : nthreads - 1;
+        before += n;
+    }
+    return PC_OK;
+}

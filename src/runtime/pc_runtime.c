@@ -152,19 +152,78 @@ static int open_worker_comms(pc_runtime_t *rt, char *err, size_t errlen)
     return PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers_ctl, MPI_ERRORS_RETURN), err, errlen);
 }
 
-/* Placement: a worker's backprop thread (this one) and compressor thread; a server's one
- * thread (in allreduce mode the second thread carries the allreduces), planned over the
- * node's ranks (pc_comm_plan_node) near the rank's GPU if it has one; node rank 0 logs
- * the plan. Collective over rt->comm. */
+/* --compressors auto: the cores free near this worker, shared with the ranks of its node
+ * that count the same cores (their GPU's cpuset, else their launcher's cpuset, the same as
+ * this worker's), less one per server and one per worker's backprop thread there, split
+ * over those workers; at least 1, at most PC_CONFIG_COMPRESSORS_AUTO_CAP. Servers take
+ * part (0 threads). Collective over rt->comm (a split by node and an allgather). */
+static int compressors_auto(pc_runtime_t *rt, const char *near, int *n, char *err, size_t errlen)
+{
+    bool worker = rt->role == PC_ROLE_WORKER;
+    pc_topo_rank_t self;
+    const char *const names[] = {"backprop"};
+    char cpuset[PC_TOPO_CPUSET_LEN] = "";
+    if (pc_topo_self(rt->topo, rt->rank, 1, names, &self) == PC_OK)
+        snprintf(cpuset, sizeof(cpuset), "%s", self.cpuset);
+    const char *mine = near && near[0] ? near : cpuset;
+    /* Which cores: a hash of the cpuset's text (FNV-1a), equal for equal sets. */
+    uint32_t key = 2166136261u;
+    for (const char *p = mine; *p; p++)
+        key = (key ^ (uint8_t)*p) * 16777619u;
+    int me[2] = {worker, (int)key}, lsize = 0, rc;
+    MPI_Comm node = MPI_COMM_NULL;
+    int *all = NULL;
+    rc = PC_MPI_CHECK(
+        MPI_Comm_split_type(rt->comm, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &node), err,
+        errlen);
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Comm_size(node, &lsize), err, errlen);
+    if (rc == PC_OK && !(all = malloc(sizeof(int) * 2 * (size_t)lsize)))
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
+    /* A rank out of memory still joins the allgather (into a buffer of one rank's size it
+     * could not hold): all ranks fail alike below. */
+    int fail = rc != PC_OK;
+    if (node != MPI_COMM_NULL &&
+        PC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fail, 1, MPI_INT, MPI_MAX, node), err, errlen) ==
+            PC_OK &&
+        !fail)
+        rc = PC_MPI_CHECK(MPI_Allgather(me, 2, MPI_INT, all, 2, MPI_INT, node), err, errlen);
+    else if (rc == PC_OK)
+        rc = pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory on another rank of this node");
+    int workers = 0, servers = 0;
+    for (int i = 0; rc == PC_OK && i < lsize; i++)
+        if (all[2 * i + 1] == me[1]) {
+            workers += all[2 * i] != 0;
+            servers += all[2 * i] == 0;
+        }
+    free(all);
+    if (node != MPI_COMM_NULL)
+        MPI_Comm_free(&node);
+    if (rc != PC_OK)
+        return rc;
+    int cores = pc_topo_cores_in(rt->topo, mine);
+    int k = workers > 0 ? (cores - servers - workers) / workers : 1;
+    *n = k < 1 ? 1 : k > PC_CONFIG_COMPRESSORS_AUTO_CAP ? PC_CONFIG_COMPRESSORS_AUTO_CAP : k;
+    return PC_OK;
+}
+
+/* Placement: a worker's backprop thread (this one) and its compressor threads
+ * (--compressors: rt->ncomp, resolved here when auto); a server's one thread (in allreduce
+ * mode the second thread carries the allreduces), planned over the node's ranks
+ * (pc_comm_plan_node) near the rank's GPU if it has one; node rank 0 logs the plan, and a
+ * worker with more than one compressor thread logs where each went. Collective over
+ * rt->comm. */
 static int plan_placement(pc_runtime_t *rt, char *err, size_t errlen)
 {
-    static const char *const worker_names[] = {"backprop", "compressor"};
     static const char *const server_names[] = {"server"};
+    char comp_names[PC_CONFIG_COMPRESSORS_MAX][PC_TOPO_NAME_LEN];
+    const char *worker_names[1 + PC_CONFIG_COMPRESSORS_MAX] = {"backprop"};
     bool server = rt->role == PC_ROLE_SERVER;
-    int nthreads = server ? 1 : (rt->cfg.pipeline ? 2 : 1), rc;
+    int rc, ncomp = 0;
     pc_bind_t bind;
     if ((rc = pc_topo_bind_parse(rt->cfg.bind, &bind, err, errlen)) != PC_OK ||
-        (rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK)
+        (rc = pc_topo_create(NULL, &rt->topo, err, errlen)) != PC_OK ||
+        (rc = pc_config_compressors_parse(rt->cfg.compressors, &ncomp, err, errlen)) != PC_OK)
         return rc;
     /* A worker with a GPU: its name for the placement line, and the cores near it (where
      * the topology knows the device; otherwise no preference). */
@@ -176,6 +235,21 @@ static int plan_placement(pc_runtime_t *rt, char *err, size_t errlen)
     } else if (rt->gpu) {
         snprintf(gpu, sizeof(gpu), "emulated");
     }
+    /* auto is resolved on every rank or none (pc_config_check: every rank's flags are the
+     * same), so the collective is everyone's. */
+    if (ncomp == 0 && (rc = compressors_auto(rt, near, &ncomp, err, errlen)) != PC_OK)
+        return rc;
+    rt->ncomp = server || !rt->cfg.pipeline ? 0 : ncomp;
+    for (int k = 0; k < rt->ncomp; k++) {
+        /* One thread keeps today's name; a pool's are numbered. */
+        if (rt->ncomp == 1)
+            snprintf(comp_names[k], sizeof(comp_names[k]), "compressor");
+        else
+            /* k < PC_CONFIG_COMPRESSORS_MAX = 64: the mask only shows the compiler it fits */
+            snprintf(comp_names[k], sizeof(comp_names[k]), "compressor%d", k & 63);
+        worker_names[1 + k] = comp_names[k];
+    }
+    int nthreads = server ? 1 : 1 + rt->ncomp;
     rc =
         pc_comm_plan_node(rt->comm, rt->topo, &bind, nthreads, server ? server_names : worker_names,
                           near, gpu, &rt->place, &rt->local_rank, err, errlen);
@@ -187,6 +261,20 @@ static int plan_placement(pc_runtime_t *rt, char *err, size_t errlen)
         /* The node's name: on several nodes, which placement is whose. */
         pc_log_write(rt->log, pc_topo_plan_nshared(rt->place) ? PC_LOG_WARN : PC_LOG_INFO, NULL,
                      "%s: %s", pc_rt__host(rt, rt->rank), d);
+    }
+    if (rt->ncomp > 1) {
+        /* One line per worker: where each compressor thread of its pool went. */
+        char line[8 * (1 + PC_CONFIG_COMPRESSORS_MAX)];
+        size_t at = 0;
+        for (int k = 0; k < rt->ncomp && at < sizeof(line); k++) {
+            int core = pc_topo_plan_core(rt->place, rt->local_rank, 1 + k);
+            int m = core >= 0 ? snprintf(line + at, sizeof(line) - at, "%s%d", k ? "," : "", core)
+                              : snprintf(line + at, sizeof(line) - at, "%s-", k ? "," : "");
+            at += m > 0 ? (size_t)m : 0;
+        }
+        pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                     "worker r%d: %d compressor threads on cores %s (backprop on %d; -: unbound)",
+                     rt->rank, rt->ncomp, line, pc_topo_plan_core(rt->place, rt->local_rank, 0));
     }
     return PC_OK;
 }
@@ -204,8 +292,12 @@ static int open_timeline(pc_runtime_t *rt, char *err, size_t errlen)
     if (pc_timeline_create(rt->rank, pc_time_ns(), &rt->tl) != PC_OK)
         return pc_error_fmt(PC_ENOMEM, err, errlen, "out of memory");
     pc_timeline_track(rt->tl, server ? "server" : "backprop");
-    if (!server && rt->cfg.pipeline)
-        pc_timeline_track(rt->tl, "compressor");
+    /* Tracks TRACK_COMPRESSOR + k, in order: one writer each. */
+    for (int k = 0; !server && k < rt->ncomp; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), rt->ncomp == 1 ? "compressor" : "compressor %d", k);
+        pc_timeline_track(rt->tl, name);
+    }
     return PC_OK;
 }
 

@@ -1,4 +1,7 @@
 /* pc_worker: the worker pipeline, the hand-off from backprop to the network in one place.
+ * The drawing shows one compressor thread; with --compressors N each of N threads runs the
+ * right-hand column for its own lane of chunks, with its own q_ready and q_back
+ * (worker_impl.h, wthread_t: the dealing rule and the SPSC argument).
  *
  *   backprop thread                          compressor thread (pinned to its own core)
  *   ---------------                          ------------------------------------------
@@ -61,19 +64,28 @@ static void wake_main(pc_worker_t *w)
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
 
+/* A tensor's owners: the lanes that release its gradient buffer (wthread_t). */
+static int owners(const pc_worker_t *w, int t)
+{
+    return w->tensors[t].last_lane - w->tensors[t].first_lane + 1;
+}
+
 /* Whether release r is expected: a tensor of the current iteration, not yet released in
- * it. Backprop thread (the MPI thread too with --pipeline off). */
+ * it by all its owners. Backprop thread (the MPI thread too with --pipeline off). */
 static bool release_expected(const pc_worker_t *w, const rel_t *r)
 {
     return r->tensor >= 0 && r->tensor < w->ntensors && r->iteration == w->iter &&
-           !w->rel_seen[r->tensor];
+           w->rel_seen[r->tensor] < owners(w, r->tensor);
 }
 
-/* Count release r (release_expected). Backprop thread. */
+/* Count release r (release_expected): the tensor's buffer is back with its last owner's.
+ * Backprop thread. (A lane releases a tensor once per iteration, so a second release
+ * from one lane shows as one too many in total, or as the next iteration's.) */
 static void take_release(pc_worker_t *w, const rel_t *r)
 {
+    if (++w->rel_seen[r->tensor] < owners(w, r->tensor))
+        return;
     assert(w->released < (uint64_t)w->ntensors); /* release_expected: each tensor once */
-    w->rel_seen[r->tensor] = 1;
     w->released++;
 }
 
@@ -89,8 +101,8 @@ static int bad_release(pc_worker_t *w, const rel_t *r)
                  known && r->iteration == w->iter ? " (released twice)" : "");
 }
 
-/* Give tensor t's gradient buffer back to the backprop thread. */
-static void release_tensor(pc_worker_t *w, int t, uint64_t it)
+/* Lane me is done with tensor t's gradient buffer: give it back to the backprop thread. */
+static void release_tensor(pc_worker_t *w, int t, uint64_t it, wthread_t *me)
 {
     rel_t r = {.tensor = t, .iteration = it};
     if (!w->pipelined) {
@@ -106,20 +118,28 @@ static void release_tensor(pc_worker_t *w, int t, uint64_t it)
     }
     /* q_back holds four iterations of releases and the backprop thread drains it every
      * iteration: the push cannot wait for long. */
-    pc_spsc_push_wait(w->q_back, &r, -1, NULL);
+    pc_spsc_push_wait(me->q_back, &r, -1, NULL);
     wake_main(w); /* the end of the iteration may be waiting for it */
 }
 
-/* Chunk c of iteration it is folded (or reduced): count it off its tensors, releasing each
- * tensor whose chunks are all done. MPI thread. */
-static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
+/* Tensor t's chunks in lane me. */
+static int lane_chunks(const pc_worker_t *w, int t, const wthread_t *me)
+{
+    int a = w->tensors[t].first_chunk > me->lo ? w->tensors[t].first_chunk : me->lo;
+    int b = w->tensors[t].last_chunk < me->hi - 1 ? w->tensors[t].last_chunk : me->hi - 1;
+    return b >= a ? b - a + 1 : 0;
+}
+
+/* Chunk c of iteration it is folded (or reduced): count it off its tensors in lane me,
+ * releasing each tensor whose chunks in the lane are all done. MPI thread (me). */
+static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it, wthread_t *me)
 {
     for (int t = c->first_tensor; t <= c->last_tensor; t++) {
         /* Every chunk of t is folded once per iteration: its count never goes below 0. */
-        assert(w->tensor_pending[t] > 0);
-        if (--w->tensor_pending[t] == 0) {
-            w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
-            release_tensor(w, t, it);
+        assert(me->tensor_pending[t] > 0);
+        if (--me->tensor_pending[t] == 0) {
+            me->tensor_pending[t] = lane_chunks(w, t, me);
+            release_tensor(w, t, it, me);
         }
     }
 }
@@ -127,18 +147,19 @@ static void chunk_done(pc_worker_t *w, const wchunk_t *c, uint64_t it)
 /* Where chunk c's fold reads this iteration's gradient (c->gin), once it may be read: sleep
  * until its tensors' not_before (a modelled copy to the host), then point at the registered
  * buffer, the tensor's view, or, for a grouped chunk whose tensors' gradients do not
- * continue each other, a copy of them end to end in w->gather (a copy, not counted as
- * compression: a real trainer's copy engine writes them there). Without views and times
- * (pc_worker_grad_ready), c->g: today's path. MPI thread. */
+ * continue each other, a copy of them end to end in the lane's gather buffer (a copy, not
+ * counted as compression: a real trainer's copy engine writes them there). The views and
+ * times are the lane's copies from the tensors' latest descriptors (me->view,
+ * me->not_before). Without views and times (pc_worker_grad_ready), c->g: today's path.
+ * MPI thread (me). */
 static int chunk_input(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
     int64_t not_before = 0;
     bool views = false;
     for (int t = c->first_tensor; t <= c->last_tensor; t++) {
-        const wtensor_t *k = &w->tensors[t];
-        views |= k->view != NULL;
-        if (k->not_before > not_before)
-            not_before = k->not_before;
+        views |= me->view[t] != NULL;
+        if (me->not_before[t] > not_before)
+            not_before = me->not_before[t];
     }
     if (not_before > 0) {
         int64_t t0 = pc_time_ns();
@@ -150,42 +171,40 @@ static int chunk_input(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     c->gin = c->g;
     if (!views)
         return PC_OK;
-    const wtensor_t *first = &w->tensors[c->first_tensor];
-    const float *src = first->view ? first->view : first->g;
+#define VIEW(t) (me->view[t] ? me->view[t] : w->tensors[t].g)
+    const float *src = VIEW(c->first_tensor);
     if (c->first_tensor == c->last_tensor) { /* a whole tensor or a piece of one */
         c->gin = src + c->offset;
         return PC_OK;
     }
     /* A grouped chunk: whole tensors (offset 0, pc_plan.h). */
     bool contiguous = true;
-    for (int t = c->first_tensor + 1; t <= c->last_tensor && contiguous; t++) {
-        const wtensor_t *a = &w->tensors[t - 1], *b = &w->tensors[t];
-        contiguous = (a->view ? a->view : a->g) + a->n == (b->view ? b->view : b->g);
-    }
+    for (int t = c->first_tensor + 1; t <= c->last_tensor && contiguous; t++)
+        contiguous = VIEW(t - 1) + w->tensors[t - 1].n == VIEW(t);
     if (contiguous) {
         c->gin = src;
         return PC_OK;
     }
-    if (w->gather_cap < c->n) {
-        float *g = realloc(w->gather, sizeof(float) * c->n);
+    if (me->gather_cap < c->n) {
+        float *g = realloc(me->gather, sizeof(float) * c->n);
         if (!g)
             return WFAIL(w->rt, me, PC_ENOMEM, "out of memory gathering chunk %u's gradients",
                          c->id);
-        w->gather = g;
-        w->gather_cap = c->n;
+        me->gather = g;
+        me->gather_cap = c->n;
     }
     size_t at = 0;
     for (int t = c->first_tensor; t <= c->last_tensor; t++) {
-        const wtensor_t *k = &w->tensors[t];
-        memcpy(w->gather + at, k->view ? k->view : k->g, sizeof(float) * k->n);
-        at += k->n;
+        memcpy(me->gather + at, VIEW(t), sizeof(float) * w->tensors[t].n);
+        at += w->tensors[t].n;
     }
-    c->gin = w->gather;
+#undef VIEW
+    c->gin = me->gather;
     return PC_OK;
 }
 
-/* One hand-over: account tensor t's elements [begin, end) to its chunks, and pass each
- * chunk now complete through the mode's fold (once its gradient may be read:
+/* One hand-over: account tensor t's elements [begin, end) to its chunks in lane me, and
+ * pass each chunk now complete through the mode's fold (once its gradient may be read:
  * chunk_input), the release of the tensors it completes, and the mode's step
  * (worker_ops_t). ps's step only queues the chunk: every fold of this hand-over comes
  * before any compression (send_one runs after this returns), so gradient buffers go back
@@ -193,10 +212,13 @@ static int chunk_input(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
 {
     wtensor_t *t = &w->tensors[d->tensor];
-    t->view = d->grad;
-    t->not_before = d->not_before;
-    int n = 0;
-    for (int ci = t->first_chunk; ci <= t->last_chunk; ci++) {
+    /* The lane's own copies (each lane of the tensor got the descriptor). */
+    me->view[d->tensor] = d->grad;
+    me->not_before[d->tensor] = d->not_before;
+    int n = 0, *ready = w->ready_list + me->lo; /* the lane's slots */
+    int c0 = t->first_chunk > me->lo ? t->first_chunk : me->lo;
+    int c1 = t->last_chunk < me->hi - 1 ? t->last_chunk : me->hi - 1;
+    for (int ci = c0; ci <= c1; ci++) {
         wchunk_t *c = &w->chunks[ci];
         /* This chunk's part of the tensor: all of it when the chunk groups whole tensors. */
         size_t lo = c->first_tensor == c->last_tensor ? c->offset : 0;
@@ -214,18 +236,18 @@ static int on_ready(pc_worker_t *w, const desc_t *d, wthread_t *me)
             c->remaining = c->n;
             /* Its lifecycle slot starts afresh (ctimes_t: read only after its version). */
             c->tm[d->iteration & 1] = (ctimes_t){.handed = d->t_ready};
-            w->ready_list[n++] = ci;
+            ready[n++] = ci;
         }
     }
     if (n == 0)
         return PC_OK;
-    int rc = w->device ? pc_rt__w_dev_grads_in(w, w->ready_list, n, me) : PC_OK;
+    int rc = w->device ? pc_rt__w_dev_grads_in(w, ready, n, me) : PC_OK;
     for (int j = 0; j < n && rc == PC_OK; j++) {
-        wchunk_t *c = &w->chunks[w->ready_list[j]];
+        wchunk_t *c = &w->chunks[ready[j]];
         if ((rc = chunk_input(w, c, me)) != PC_OK ||
             (rc = w->ops->fold(w, c, d->iteration, me)) != PC_OK)
             break;
-        chunk_done(w, c, d->iteration);
+        chunk_done(w, c, d->iteration, me);
         rc = w->ops->step(w, c, d->iteration, me);
     }
     return rc;
@@ -260,8 +282,8 @@ static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
  * later hand-overs may overtake compressions). */
 static int ps_step(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
 {
-    (void)it, (void)me;
-    pc_rt__queue_push(&w->queue, (int)(c - w->chunks));
+    (void)it;
+    pc_rt__queue_push(&me->queue, (int)(c - w->chunks));
     return PC_OK;
 }
 
@@ -278,8 +300,8 @@ static int settle_send(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     if (rc != PC_OK)
         return WFAIL(rt, me, rc, "chunk %u: %s", c->id, why);
     if (pending) {
-        assert(w->inflight[c->server] >= c->send_len); /* counted when posted */
-        w->inflight[c->server] -= c->send_len;
+        assert(me->inflight[c->server] >= c->send_len); /* counted when posted */
+        me->inflight[c->server] -= c->send_len;
     }
     return PC_OK;
 }
@@ -303,7 +325,7 @@ static int post(pc_worker_t *w, wchunk_t *c, uint64_t it, size_t len, wthread_t 
     if (rc != PC_OK)
         return WFAIL(rt, me, rc, "chunk %u: %s", c->id, why);
     c->send_len = len;
-    w->inflight[c->server] += len;
+    me->inflight[c->server] += len;
     atomic_fetch_add_explicit(&w->sent_bytes[it % RING], len, memory_order_relaxed);
     return PC_OK;
 }
@@ -316,9 +338,9 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
     pc_runtime_t *rt = w->rt;
     char why[256];
     *did = false;
-    if (w->queue.n == 0)
+    if (me->queue.n == 0)
         return PC_OK;
-    wchunk_t *c = &w->chunks[pc_rt__queue_peek(&w->queue)];
+    wchunk_t *c = &w->chunks[pc_rt__queue_peek(&me->queue)];
     int rc;
     /* The send window (worker_impl.h, inflight), kept by the compressor thread only: it
      * polls again soon (updates are outstanding). Inline (--pipeline off) nothing would
@@ -326,23 +348,24 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
      * sends each chunk at once. The sends completed since are looked for only when the
      * window looks full. */
     size_t window = SEND_WINDOW_CHUNKS * (size_t)rt->cfg.chunk_bytes;
-    if (w->pipelined && w->inflight[c->server] >= window) {
-        int outcount = 0;
+    if (w->pipelined && me->inflight[c->server] >= window) {
+        /* The lane's sends only (its chunks' slots [lo, hi): no other thread's requests). */
+        int outcount = 0, *idx = w->done_idx + me->lo;
         rc = PC_MPI_CHECK(
-            MPI_Testsome(w->nchunks, w->sends, &outcount, w->done_idx, MPI_STATUSES_IGNORE), why,
-            sizeof(why));
+            MPI_Testsome(me->hi - me->lo, w->sends + me->lo, &outcount, idx, MPI_STATUSES_IGNORE),
+            why, sizeof(why));
         if (rc != PC_OK)
             return WFAIL(rt, me, rc, "completing gradient sends: %s", why);
         for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; j++) {
-            const wchunk_t *d = &w->chunks[w->done_idx[j]];
-            assert(w->inflight[d->server] >= d->send_len); /* counted when posted */
-            w->inflight[d->server] -= d->send_len;
+            const wchunk_t *d = &w->chunks[me->lo + idx[j]];
+            assert(me->inflight[d->server] >= d->send_len); /* counted when posted */
+            me->inflight[d->server] -= d->send_len;
         }
-        if (w->inflight[c->server] >= window)
+        if (me->inflight[c->server] >= window)
             return PC_OK;
     }
     *did = true;
-    pc_rt__queue_pop(&w->queue);
+    pc_rt__queue_pop(&me->queue);
     uint64_t it = c->fold_it;
     /* The previous send from this buffer completed long ago (its update came back). */
     if ((rc = settle_send(w, c, me)) != PC_OK)
@@ -430,14 +453,16 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
     pc_runtime_t *rt = w->rt;
     char why[256];
     *got = 0;
-    int outcount = 0;
-    int rc = PC_MPI_CHECK(MPI_Testsome(w->nchunks, w->recvs, &outcount, w->done_idx, w->statuses),
-                          why, sizeof(why));
+    /* The lane's receives only (its chunks' slots [lo, hi)). */
+    int outcount = 0, *idx = w->done_idx + me->lo;
+    MPI_Status *st = w->statuses + me->lo;
+    int rc = PC_MPI_CHECK(MPI_Testsome(me->hi - me->lo, w->recvs + me->lo, &outcount, idx, st), why,
+                          sizeof(why));
     /* MPI_ERR_IN_STATUS: say which receive failed, and how (a truncation, ...). */
     for (int j = 0; rc != PC_OK && outcount != MPI_UNDEFINED && j < outcount; j++) {
-        wchunk_t *c = &w->chunks[w->done_idx[j]];
+        wchunk_t *c = &w->chunks[me->lo + idx[j]];
         int server = pc_rt__server_rank(rt, c->server);
-        if (PC_MPI_CHECK_PEER(w->statuses[j].MPI_ERROR, server, why, sizeof(why)) != PC_OK)
+        if (PC_MPI_CHECK_PEER(st[j].MPI_ERROR, server, why, sizeof(why)) != PC_OK)
             return WFAIL(rt, me, rc, "awaiting updates: chunk %u: %s", c->id, why);
     }
     if (rc != PC_OK)
@@ -445,10 +470,9 @@ static int ps_progress(pc_worker_t *w, int *got, wthread_t *me)
     if (outcount == MPI_UNDEFINED)
         return PC_OK;
     for (int j = 0; j < outcount; j++) {
-        wchunk_t *c = &w->chunks[w->done_idx[j]];
+        wchunk_t *c = &w->chunks[me->lo + idx[j]];
         int server = pc_rt__server_rank(rt, c->server), count = 0;
-        rc = PC_MPI_CHECK_PEER(MPI_Get_count(&w->statuses[j], MPI_BYTE, &count), server, why,
-                               sizeof(why));
+        rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st[j], MPI_BYTE, &count), server, why, sizeof(why));
         if (rc != PC_OK)
             return WFAIL(rt, me, rc, "update of chunk %u: %s", c->id, why);
         size_t len = count > 0 ? (size_t)count : 0;
@@ -536,10 +560,11 @@ const worker_ops_t pc_rt__worker_ps = {
     .ckpt_arrays = ps_ckpt_arrays,
 };
 
-/* Whether update receives are posted and not yet complete. MPI thread. */
-static bool updates_outstanding(const pc_worker_t *w)
+/* Whether update receives of lane me's chunks are posted and not yet complete. MPI
+ * thread (me). */
+static bool updates_outstanding(const pc_worker_t *w, const wthread_t *me)
 {
-    for (int c = 0; c < w->nchunks; c++)
+    for (int c = me->lo; c < me->hi; c++)
         if (w->recvs[c] != MPI_REQUEST_NULL)
             return true;
     return false;
@@ -547,19 +572,22 @@ static bool updates_outstanding(const pc_worker_t *w)
 
 /* ---- the compressor thread ----------------------------------------------------------- */
 
-/* The compressor thread's re-test before it parks: a descriptor to pop, or abort. Acquire:
- * pairs with the backprop thread's release of the push (pc_spsc) and of the abort store. */
+/* A compressor thread's re-test before it parks: a descriptor in its q_ready, or abort.
+ * Acquire: pairs with the backprop thread's release of the push (pc_spsc) and of the abort
+ * store. */
 static bool comp_has_work(void *arg)
 {
-    pc_worker_t *w = arg;
-    return pc_spsc_can_pop(w->q_ready) || atomic_load_explicit(&w->abort, memory_order_acquire);
+    wthread_t *me = arg;
+    return pc_spsc_can_pop(me->q_ready) ||
+           atomic_load_explicit(&me->w->abort, memory_order_acquire);
 }
 
 void *pc_rt__w_compressor_main(void *arg)
 {
-    pc_worker_t *w = arg;
-    wthread_t *me = &w->comp;
-    int rc = pc_rt__bind(w->rt, 1, "compressor");
+    wthread_t *me = arg;
+    pc_worker_t *w = me->w;
+    int slot = 1 + me->index; /* its placement slot (plan_placement: backprop is 0) */
+    int rc = pc_rt__bind(w->rt, slot, "compressor");
     if (rc != PC_OK)
         WFAIL(w->rt, me, rc, "cannot bind the compressor thread");
     /* Device tensors: this thread works on the rank's device (pc_gpu_use). */
@@ -571,8 +599,8 @@ void *pc_rt__w_compressor_main(void *arg)
     int idle = 0; /* passes without work since the last work: the spin before parking */
     /* The spin window: only on a core of our own (SPIN_WINDOW_NS). */
     pc_runtime_t *rt = w->rt;
-    int64_t window = pc_topo_plan_core(rt->place, rt->local_rank, 1) >= 0 &&
-                             !pc_topo_plan_shared(rt->place, rt->local_rank, 1)
+    int64_t window = pc_topo_plan_core(rt->place, rt->local_rank, slot) >= 0 &&
+                             !pc_topo_plan_shared(rt->place, rt->local_rank, slot)
                          ? SPIN_WINDOW_NS
                          : 0;
     int64_t last_work = pc_time_ns();
@@ -580,7 +608,7 @@ void *pc_rt__w_compressor_main(void *arg)
         /* Acquire pairs with pc_worker_destroy's release store: stop without draining. */
         if (atomic_load_explicit(&w->abort, memory_order_acquire))
             break;
-        size_t n = pc_spsc_try_pop_burst(w->q_ready, batch, 32);
+        size_t n = pc_spsc_try_pop_burst(me->q_ready, batch, 32);
         if (n)
             wake_main(w); /* queue space: grad_ready may be parked on a full q_ready */
         for (size_t i = 0; i < n && rc == PC_OK; i++) {
@@ -598,10 +626,10 @@ void *pc_rt__w_compressor_main(void *arg)
             rc = w->ops->progress(w, &got, me);
         if (rc != PC_OK)
             break;
-        if (stopping && !w->queue.n && !updates_outstanding(w)) {
-            rc = w->ops->done(w, me);
+        /* Drained: the backprop thread sends the servers' end message once every thread
+         * of the pool is joined (pc_worker_finish). */
+        if (stopping && !me->queue.n && !updates_outstanding(w, me))
             break;
-        }
         if (n || got || did) {
             idle = 0;
             if (window)
@@ -624,13 +652,14 @@ void *pc_rt__w_compressor_main(void *arg)
                 sched_yield(); /* why before parking: PC_EVENT_YIELDS */
             continue;
         }
-        int64_t park_ns = updates_outstanding(w) ? POLL_SLEEP_NS : IDLE_PARK_NS;
+        int64_t park_ns = updates_outstanding(w, me) ? POLL_SLEEP_NS : IDLE_PARK_NS;
         /* pc_event_park re-tests after announcing: a descriptor pushed, or abort stored,
          * before our announcement is seen there; one after it notifies. */
-        pc_event_park(w->ev_comp, comp_has_work, w, park_ns);
+        pc_event_park(me->ev, comp_has_work, me, park_ns);
     }
-    /* Release pairs with pc_rt__w_check_thread's acquire load: comp.err is written. */
-    atomic_store_explicit(&w->thread_rc, rc, memory_order_release);
+    /* Release pairs with pc_rt__w_check_thread's (and main_test's) acquire load: me->err
+     * is written. */
+    atomic_store_explicit(&me->rc, rc, memory_order_release);
     /* A backprop thread parked on a queue, a release or an update learns of the failure
      * (or of the normal end) now, not at its next re-check. */
     pc_event_notify(w->ev_main);
@@ -657,9 +686,12 @@ static bool main_test(void *arg)
     main_test_t *t = arg;
     if ((t->done = t->fn(t->w, t->arg)))
         return true;
-    /* Acquire: pairs with the compressor thread's release store of thread_rc, as in
+    /* Acquire: pairs with each compressor thread's release store of its rc, as in
      * pc_rt__w_check_thread. */
-    return atomic_load_explicit(&t->w->thread_rc, memory_order_acquire) != PC_OK;
+    for (int k = 0; k < t->w->ncomp; k++)
+        if (atomic_load_explicit(&t->w->comp[k].rc, memory_order_acquire) != PC_OK)
+            return true;
+    return false;
 }
 
 /* Pipelined, backprop thread: until fn(w, arg) holds, the compressor thread fails, or
@@ -705,16 +737,30 @@ static int main_await(pc_worker_t *w, await_fn fn, void *arg, int64_t limit_ns, 
     return rc;
 }
 
-/* await_fn: push the descriptor arg into q_ready. */
+/* push_desc's argument: a descriptor for one lane. */
+typedef struct lane_desc {
+    wthread_t *lane;
+    const desc_t *d;
+} lane_desc_t;
+
+/* await_fn: push the descriptor arg->d into lane arg->lane's q_ready (its single producer:
+ * this, the backprop thread). */
 static bool push_desc(pc_worker_t *w, void *arg)
 {
-    return pc_spsc_try_push(w->q_ready, arg);
+    (void)w;
+    const lane_desc_t *a = arg;
+    return pc_spsc_try_push(a->lane->q_ready, a->d);
 }
 
-/* await_fn: pop a release from q_back into arg. */
+/* await_fn: pop a release into arg from the first lane's q_back that has one, in lane
+ * order (the backprop thread is every q_back's single consumer; the order does not matter:
+ * take_release counts). */
 static bool pop_release(pc_worker_t *w, void *arg)
 {
-    return pc_spsc_try_pop(w->q_back, arg);
+    for (int k = 0; k < w->ncomp; k++)
+        if (pc_spsc_try_pop(w->comp[k].q_back, arg))
+            return true;
+    return false;
 }
 
 typedef struct version_wait {
@@ -782,21 +828,25 @@ static int hand_over(pc_worker_t *w, int tensor, size_t begin, size_t end, const
     int rc = pc_rt__w_check_thread(w);
     if (rc != PC_OK)
         return rc;
-    int64_t waited = 0;
-    rc = main_await(w, push_desc, &d, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);
-    if (waited > 0) {
-        w->wait_backpressure += waited;
-        pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", now, now + waited);
+    /* Every lane that owns a chunk of the tensor gets the descriptor (its own copy). */
+    for (int k = t->first_lane; k <= t->last_lane; k++) {
+        lane_desc_t a = {&w->comp[k], &d};
+        int64_t waited = 0, t0 = pc_time_ns();
+        rc = main_await(w, push_desc, &a, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);
+        if (waited > 0) {
+            w->wait_backpressure += waited;
+            pc_rt__trace(w->rt, TRACK_MAIN, "wait back-pressure", t0, t0 + waited);
+        }
+        if (rc == PC_ETIMEDOUT)
+            return WFAIL(w->rt, &w->main, rc, "compressor thread %d took no descriptor for %g s", k,
+                         w->rt->cfg.timeout);
+        if (rc != PC_OK)
+            return rc; /* a compressor thread's failure, its message in main.err */
+        pc_event_notify(w->comp[k].ev);
+        uint32_t depth = (uint32_t)pc_spsc_size_approx(w->comp[k].q_ready);
+        if (depth > w->hwm)
+            w->hwm = depth;
     }
-    if (rc == PC_ETIMEDOUT)
-        return WFAIL(w->rt, &w->main, rc, "the compressor thread took no descriptor for %g s",
-                     w->rt->cfg.timeout);
-    if (rc != PC_OK)
-        return rc; /* the compressor thread's failure, its message in main.err */
-    pc_event_notify(w->ev_comp);
-    uint32_t depth = (uint32_t)pc_spsc_size_approx(w->q_ready);
-    if (depth > w->hwm)
-        w->hwm = depth;
     return PC_OK;
 }
 
@@ -1071,24 +1121,49 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
 
 int pc_rt__w_stop_thread(pc_worker_t *w, bool abort)
 {
-    if (!w->thread_started)
+    bool any = false;
+    for (int k = 0; k < w->ncomp; k++)
+        any |= w->comp[k].started;
+    if (!any)
         return PC_OK;
     if (abort) {
-        /* Release pairs with the compressor thread's acquire load of abort. */
+        /* Release pairs with every compressor thread's acquire load of abort. */
         atomic_store_explicit(&w->abort, true, memory_order_release);
-        pc_event_notify(w->ev_comp);
+        for (int k = 0; k < w->ncomp; k++)
+            if (w->comp[k].started)
+                pc_event_notify(w->comp[k].ev);
     } else {
-        /* No limit (the compressor thread drains q_ready), but a failed compressor thread
-         * ends the wait: it is joined below and its error returned. */
+        /* No limit (each compressor thread drains its q_ready), but a failed compressor
+         * thread ends the wait: every thread is stopped (abort) and joined below, and the
+         * failure returned. */
         desc_t d = {.kind = D_STOP};
-        int64_t waited;
-        if (main_await(w, push_desc, &d, -1, &waited) == PC_OK)
-            pc_event_notify(w->ev_comp);
+        for (int k = 0; k < w->ncomp; k++) {
+            lane_desc_t a = {&w->comp[k], &d};
+            int64_t waited;
+            if (!w->comp[k].started)
+                continue;
+            if (main_await(w, push_desc, &a, -1, &waited) != PC_OK) {
+                /* Release pairs with every compressor thread's acquire load of abort. */
+                atomic_store_explicit(&w->abort, true, memory_order_release);
+                for (int j = 0; j < w->ncomp; j++)
+                    if (w->comp[j].started)
+                        pc_event_notify(w->comp[j].ev);
+                break;
+            }
+            pc_event_notify(w->comp[k].ev);
+        }
     }
-    int jrc = pthread_join(w->thread, NULL);
-    w->thread_started = false;
+    int jrc = 0;
+    for (int k = 0; k < w->ncomp; k++) {
+        if (!w->comp[k].started)
+            continue;
+        int r = pthread_join(w->comp[k].thread, NULL);
+        w->comp[k].started = false;
+        if (r != 0 && jrc == 0)
+            jrc = r;
+    }
     if (jrc != 0)
-        return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot join the compressor thread: %s",
+        return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot join a compressor thread: %s",
                      strerror(jrc));
     return pc_rt__w_check_thread(w);
 }
@@ -1160,9 +1235,9 @@ int pc_worker_finish(pc_worker_t *w)
         (rc = pc_rt__w_checkpoint(w)) != PC_OK)
         return rc;
     w->finished = true;
-    /* Pipelined, the compressor thread sends the end message once its updates are in. */
-    rc = w->pipelined ? pc_rt__w_stop_thread(w, false) : w->ops->done(w, &w->main);
-    if (rc != PC_OK)
+    /* Pipelined, the compressor threads stop once their updates are in; then (all joined,
+     * so no other thread uses MPI for this worker) this thread sends the end message. */
+    if ((rc = pc_rt__w_stop_thread(w, false)) != PC_OK || (rc = w->ops->done(w, &w->main)) != PC_OK)
         return rc;
     for (int c = 0; c < w->nchunks; c++) {
         int server = w->ops->servers ? pc_rt__server_rank(rt, w->chunks[c].server) : -1;

@@ -45,13 +45,15 @@ struct pc_runtime {
     pc_log_t *own_log; /* created when the caller gave none */
     pc_topo_t *topo;
     pc_topo_plan_t *place;
+    int ncomp; /* workers: compressor threads (--compressors, auto resolved at placement);
+                  placement slots 1..ncomp; 0 with --pipeline off and on servers */
     int local_rank;
     pc_gpu_t *gpu; /* workers with --device cuda|emulate: this rank's device (its streams
                       and events are the worker's); NULL otherwise */
     volatile sig_atomic_t *stop_flag;
     char *metrics; /* JSON lines of this rank */
     size_t metrics_len, metrics_cap;
-    pc_timeline_t *tl;   /* --timeline: tracks 0 (backprop or server) and 1 (compressor) */
+    pc_timeline_t *tl;   /* --timeline: tracks 0 (backprop or server) and 1.. (compressors) */
     uint64_t model_hash; /* workers: hash of the tensors and chunk plan (checkpoint manifests) */
     /* Receive buffers of the rank-wide collectives, rt->size entries each, allocated at
      * creation so that no rank can run out of memory and skip a collective the others are
@@ -65,14 +67,14 @@ struct pc_runtime {
      * after creation: any thread. */
     char *hosts;
     int stop_signal; /* the signal all ranks agreed to stop on (0: none); workers: set by
-                        the backprop thread in iteration_end before the compressor thread
-                        sends TAG_DONE (ordered by the q_ready push/pop); servers: from
+                        the backprop thread in iteration_end, which also sends TAG_DONE
+                        (finish, after joining the compressor threads); servers: from
                         TAG_DONE */
 };
 
 /* Timeline tracks. */
 #define TRACK_MAIN       0
-#define TRACK_COMPRESSOR 1
+#define TRACK_COMPRESSOR 1 /* compressor thread k's: TRACK_COMPRESSOR + k */
 
 /* Record an event on a track (no-op without --timeline); name is copied. Only the track's
  * thread may call it (pc_timeline_event). */

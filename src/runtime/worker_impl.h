@@ -16,15 +16,16 @@
  *   worker_metrics.c     an iteration's metrics, the breakdown, the workers' collectives
  *   worker_device.c      device tensors: mirrors, streams, copies
  *
- * Threads and errors. Two threads touch a worker: the backprop thread (the caller of every
- * pc_worker_* function) and, with --pipeline on, the compressor thread the worker owns.
- * Each has a context of its own (wthread_t: its error message and its timeline track);
- * every function that may run on either thread takes the caller's context as an argument
- * and reports errors into it. The function never asks which thread it runs on: with
- * --pipeline off the backprop thread passes w->main, the compressor thread always passes
- * w->comp. The backprop thread learns of a compressor failure through w->thread_rc and
- * copies w->comp.err into w->main.err (pc_rt__w_check_thread), so pc_worker_error always
- * reads w->main.err. */
+ * Threads and errors. The backprop thread (the caller of every pc_worker_* function) and,
+ * with --pipeline on, the worker's compressor threads (--compressors N, a pool: each owns
+ * a lane of chunks, wthread_t) touch a worker. Each has a context of its own (wthread_t:
+ * its error message, its timeline track, its lane); every function that may run on either
+ * kind of thread takes the caller's context as an argument and reports errors into it.
+ * The function never asks which thread it runs on: with --pipeline off the backprop thread
+ * passes w->main (whose lane is every chunk), compressor thread k always passes
+ * &w->comp[k]. The backprop thread learns of a compressor failure through that thread's
+ * rc and copies its err into w->main.err (pc_rt__w_check_thread), so pc_worker_error
+ * always reads w->main.err. */
 #ifndef PC_WORKER_IMPL_H
 #define PC_WORKER_IMPL_H
 
@@ -117,11 +118,8 @@ typedef struct wtensor {
     size_t n;
     size_t rows; /* pc_worker_set_rows: a matrix's first dimension; 0: not a matrix */
     int first_chunk, last_chunk;
-    /* The MPI thread's, from the tensor's latest descriptor (desc_t; the backprop thread
-     * never touches them while started): this iteration's gradient (NULL: g) and the time
-     * before which it may not be read (0: none). */
-    const float *view;
-    int64_t not_before;
+    int first_lane, last_lane; /* the lanes of its chunks (wthread_t): owners of it */
+    /* (Its latest descriptor's gradient view and not_before are per lane: wthread_t.) */
 } wtensor_t;
 
 /* Breakdown: how many iterations of metrics a worker keeps for pc_worker_breakdown (its
@@ -149,6 +147,7 @@ typedef struct ctimes {
 
 typedef struct wchunk {
     uint32_t id;
+    int lane; /* the lane (wthread_t) that owns it: set at start */
     int server;
     int first_tensor, last_tensor;
     size_t offset, n;
@@ -199,13 +198,51 @@ typedef struct wchunk {
     float *lr_row; /* cols: one row of the warm-up's mean gradient */
 } wchunk_t;
 
-/* One thread's context: where its errors go and which timeline track it records on. */
+typedef struct pc_worker pc_worker_t;
+
+/* One thread's context: where its errors go and which timeline track it records on; and,
+ * for an MPI thread (a compressor thread of the pool, or the backprop thread with
+ * --pipeline off), its lane: the chunks it owns and everything it keeps for them.
+ *
+ * The pool (--compressors N, pipelined). Chunks are dealt to N lanes once at start, in
+ * chunk order, balancing elements: chunk i, whose elements are [S_i, S_i + n_i) of the
+ * worker's T, goes to lane floor(N (2 S_i + n_i) / 2T) (its midpoint's share; capped at
+ * N - 1), so a lane's chunks are a contiguous range [lo, hi) (possibly empty). A lane owns
+ * its chunks' codec states (error-feedback residuals), buffers and MPI requests, its own
+ * codec objects (scratch: one thread at a time per codec, pc_codec.h) and queues: no chunk
+ * is touched by two compressor threads. Each lane has its own q_ready (descriptors, the
+ * backprop thread the single producer, this lane's thread the single consumer) and q_back
+ * (releases, this lane's thread the single producer, the backprop thread the single
+ * consumer): SPSC holds because the backprop thread is the only thread that pushes into
+ * any q_ready and pops from any q_back, and each lane's thread is the only one that pops
+ * its q_ready and pushes its q_back. A tensor whose chunks span lanes [first_lane,
+ * last_lane] gets its descriptor in each of those lanes' q_ready, and its gradient buffer
+ * goes back once each of them released it (wtensor_t.owners releases). */
 typedef struct wthread {
     char err[WERR_LEN];
-    int track; /* TRACK_MAIN or TRACK_COMPRESSOR */
+    int track; /* TRACK_MAIN, or TRACK_COMPRESSOR + index */
+    /* ---- the lane (MPI threads): set at start (backprop thread), then the lane's thread's */
+    pc_worker_t *w;
+    int index;           /* 0..N-1: its placement slot is 1 + index (thread 0: backprop) */
+    int lo, hi;          /* its chunks [lo, hi) */
+    rt_queue_t queue;    /* its folded chunks awaiting compression (--priority order) */
+    size_t *inflight;    /* per server: its gradient bytes in flight (the send window) */
+    int *tensor_pending; /* per tensor: its chunks of it not yet folded this iteration */
+    float *gather;       /* chunk_input's copy of a grouped chunk's views (gather_cap floats) */
+    const float **view;  /* per tensor: the gradient view of its latest descriptor (NULL: g) */
+    int64_t *not_before; /* per tensor: its latest descriptor's not_before (0: none) */
+    size_t gather_cap;
+    pc_codec_t *codec, *codec_dense; /* its codecs: lane 0's are w->codec and w->codec_dense
+                                        (not owned), the others' its own */
+    /* ---- pipelined: shared with the backprop thread */
+    pc_spsc_t *q_ready, *q_back; /* descriptors down, releases back (SPSC: above) */
+    pc_event_t *ev;              /* it parks on it; notified after a push into q_ready (a
+                                    descriptor or stop) and after the abort store */
+    _Atomic int rc;              /* its error: stored (release) after writing err, loaded
+                                    (acquire) by pc_rt__w_check_thread and main_test */
+    pthread_t thread;
+    bool started; /* between pthread_create and pthread_join (backprop thread's) */
 } wthread_t;
-
-typedef struct pc_worker pc_worker_t;
 
 /* What the pipeline does differently in the parameter-server mode (pc_worker.c) and in
  * --mode allreduce (worker_allreduce.c). Every function runs on the MPI thread (the
@@ -272,25 +309,23 @@ struct pc_worker {
     bool update_workers;
     bool user_step;
 
-    /* ---- shared between the threads: the queues, the wake-ups, the atomics */
-    pc_spsc_t *q_ready, *q_back; /* descriptors down, releases back (pc_spsc: one producer,
-                                    one consumer each) */
-    /* Wake-ups (pc_event; the condition is always in the queues or atomics, the event only
-     * ends a park). ev_comp: the compressor thread parks on it; notified after grad_ready's
-     * push, the stop descriptor's push, and the abort store. ev_main: the backprop thread
-     * parks on it; notified by the compressor thread after it pops descriptors (queue
-     * space), hands a descriptor to the mode (allreduce publishes versions there), pushes a
-     * release, stores a chunk's version, and stores thread_rc on exit. */
-    pc_event_t *ev_comp, *ev_main;
-    _Atomic int thread_rc; /* the compressor thread's error: stored (release) after writing
-                              comp.err, loaded (acquire) by pc_rt__w_check_thread */
-    _Atomic bool abort;    /* destroy before finish: stored (release) by pc_worker_destroy,
-                              loaded (acquire) by the compressor thread, which then returns
-                              at once */
-    /* metrics: MPI thread adds (relaxed), backprop thread takes (after a version acquire) */
+    /* ---- shared between the threads: the lanes, the wake-ups, the atomics */
+    /* The pool: ncomp compressor threads (--compressors; pipelined, else none), each with
+     * its lane, its queues and its wake-up (wthread_t says who owns what). Each one's
+     * context is written by it and read by the backprop thread after its rc's acquire. */
+    wthread_t *comp;
+    int ncomp;
+    /* ev_main: the backprop thread parks on it (pc_event; the condition is always in the
+     * queues or atomics, the event only ends a park); notified by a compressor thread after
+     * it pops descriptors (queue space), hands a descriptor to the mode (allreduce publishes
+     * versions there), pushes a release, stores a chunk's version, and stores its rc on
+     * exit. Any number of notifiers (pc_event_notify is thread-safe). */
+    pc_event_t *ev_main;
+    _Atomic bool abort; /* destroy before finish: stored (release) by pc_worker_destroy,
+                           loaded (acquire) by every compressor thread, which then returns
+                           at once */
+    /* metrics: MPI threads add (relaxed), backprop thread takes (after a version acquire) */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
-    wthread_t comp; /* the compressor thread's context (--pipeline on): written by it, read
-                       by the backprop thread after thread_rc's acquire */
 
     /* ---- the MPI thread's */
     MPI_Request *sends, *recvs; /* per chunk; MPI_REQUEST_NULL when none is pending */
@@ -298,18 +333,13 @@ struct pc_worker {
      * the pipeline a chunk is sent only while its server's is under the send window
      * (SEND_WINDOW_CHUNKS x --chunk-bytes; one send at least), so that the chunks the next
      * forward needs first cross the link first instead of sharing it with every other. */
-    size_t *inflight;
+    /* (inflight: per lane, wthread_t.) Per chunk, each lane using the slots of its
+     * chunks [lo, hi) only: */
     MPI_Status *statuses;
     int *done_idx;
-    int *tensor_pending; /* per tensor: covering chunks not yet folded this iteration */
     int *ready_list;
-    /* Folded chunks awaiting compression, in --priority order (runtime_proto.h); its slots
-     * (nchunks) are owned by the worker. */
-    rt_queue_t queue;
-    /* A grouped chunk's views copied end to end (pc_worker_grad_ready_view with views that
-     * do not continue each other): allocated at the first need, gather_cap floats. */
-    float *gather;
-    size_t gather_cap;
+    /* (The queue of folded chunks awaiting compression, in --priority order, and the
+     * gather buffer of a grouped chunk's views: per lane, wthread_t.) */
     int64_t step_deadline; /* device_step: the end of the last hold (pc_time_ns) */
 
     /* ---- the backprop thread's */
@@ -320,8 +350,6 @@ struct pc_worker {
     bool resumed_user_step; /* --resume read a checkpoint of the user's step: the caller must
                                switch to it (pc_worker_set_user_step) before handing over */
     uint64_t iter;
-    pthread_t thread;
-    bool thread_started; /* between pthread_create and pthread_join */
     /* this iteration's waits (ns; the breakdown of pc_runtime.h) */
     int64_t t_start, t_first_ready;
     int64_t wait_release, wait_backpressure, wait_compress, wait_network, wait_server;
@@ -338,7 +366,8 @@ struct pc_worker {
     bool lrs_sent;
     uint32_t hwm;
     uint64_t released;
-    uint8_t *rel_seen; /* per tensor: released in this iteration (released counts them) */
+    uint8_t *rel_seen; /* per tensor: releases seen in this iteration, of its owners (its
+                          lanes); released counts the tensors with all of them */
     rel_t bad_rel;     /* --pipeline off: the first release that was not expected */
     bool have_bad_rel;
     pc_worker_metrics_t pending; /* the previous iteration, compressor side still open */
@@ -375,14 +404,17 @@ static inline int pc_rt__w_fail(const pc_runtime_t *rt, char *err, size_t errlen
     return pc_error_fmt(code, err, errlen, "worker r%d: %s", rt->rank, msg);
 }
 
-/* The backprop thread's view of a compressor failure: PC_OK, or its code with its message
- * copied into w->main.err. Backprop thread. Acquire: pairs with the compressor thread's
- * release store of thread_rc after writing comp.err. */
+/* The backprop thread's view of a compressor failure: PC_OK, or the failed thread's code
+ * (the lowest index's, if several failed) with its message copied into w->main.err.
+ * Backprop thread. Acquire: pairs with each compressor thread's release store of its rc
+ * after writing its err. */
 static inline int pc_rt__w_check_thread(pc_worker_t *w)
 {
-    int rc = atomic_load_explicit(&w->thread_rc, memory_order_acquire);
-    if (rc != PC_OK) /* comp.err is a WFAIL message already: copied, not prefixed again */
-        return pc_error_fmt(rc, w->main.err, sizeof(w->main.err), "%s", w->comp.err);
+    for (int k = 0; k < w->ncomp; k++) {
+        int rc = atomic_load_explicit(&w->comp[k].rc, memory_order_acquire);
+        if (rc != PC_OK) /* err is a WFAIL message already: copied, not prefixed again */
+            return pc_error_fmt(rc, w->main.err, sizeof(w->main.err), "%s", w->comp[k].err);
+    }
     return PC_OK;
 }
 
@@ -392,12 +424,13 @@ static inline int pc_rt__w_check_thread(pc_worker_t *w)
 
 /* ---- pc_worker.c: the pipeline ---------------------------------------------------- */
 
-/* The compressor thread's body (pthread_create's start routine; arg is the worker). */
+/* A compressor thread's body (pthread_create's start routine; arg is its context, a
+ * wthread_t of w->comp). */
 void *pc_rt__w_compressor_main(void *arg);
 
-/* Stop the compressor thread (if running) and join it; abort: without draining (destroy),
- * otherwise after the last updates and the servers' end message (finish). Backprop
- * thread. Returns the thread's result. */
+/* Stop the compressor threads (those running) and join every one; abort: without draining
+ * (destroy), otherwise after their last updates (finish, which then sends the servers'
+ * end message). Backprop thread. Returns the threads' result (pc_rt__w_check_thread). */
 int pc_rt__w_stop_thread(pc_worker_t *w, bool abort);
 
 /* After the compressor thread is gone (or never ran), before the buffers are freed:

@@ -34,8 +34,8 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
     w->pipelined = rt->cfg.pipeline != 0;
     w->update_workers = w->ops == &pc_rt__worker_ps && rt->cfg.update == PC_UPDATE_WORKERS;
     w->main.track = TRACK_MAIN;
-    w->comp.track = TRACK_COMPRESSOR;
-    atomic_init(&w->thread_rc, PC_OK);
+    w->main.w = w;
+    atomic_init(&w->main.rc, PC_OK);
     atomic_init(&w->abort, false);
     w->loss = w->accuracy = NAN;
     for (int i = 0; i < RING; i++) {
@@ -452,10 +452,20 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
 {
     pc_runtime_t *rt = w->rt;
     int rc;
-    /* The first chunk creates the run's two codecs. */
+    /* The first chunk creates the run's two codecs (lane 0's), the first chunk of every
+     * other lane that lane's own (one thread at a time per codec: pc_codec.h). */
+    wthread_t *lane = w->pipelined ? &w->comp[c->lane] : &w->main;
     if (!w->codec && (rc = pc_rt__codecs_create(rt, &w->codec, &w->codec_dense)) != PC_OK)
         return WFAIL(rt, me, rc, "cannot create the codec: %s", pc_strerror(rc));
-    c->codec = pc_rt__chunk_plain(rt, c->rows, c->n) ? w->codec_dense : w->codec;
+    if (!lane->codec && lane->index == 0) {
+        lane->codec = w->codec;
+        lane->codec_dense = w->codec_dense;
+    } else if (!lane->codec &&
+               (rc = pc_rt__codecs_create(rt, &lane->codec, &lane->codec_dense)) != PC_OK) {
+        return WFAIL(rt, me, rc, "cannot create compressor thread %d's codec: %s", lane->index,
+                     pc_strerror(rc));
+    }
+    c->codec = pc_rt__chunk_plain(rt, c->rows, c->n) ? lane->codec_dense : lane->codec;
     c->lowrank = pc_rt__chunk_lowrank(rt, c->rows, c->n);
     size_t cols = c->lowrank ? c->n / c->rows : 0, qn = cols * (size_t)rt->spec.rank;
     c->send_cap = pc_codec_max_bytes(c->codec, c->n);
@@ -573,8 +583,101 @@ static int ar_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     return PC_OK;
 }
 
-/* The per-chunk arrays and each chunk's fields from the plan; the mode's chunk init
- * (ps_chunk_init, ar_chunk_init) allocates the rest. */
+/* Lane me's arrays (wthread_t) for its chunks [lo, hi): its queue, send window, pending
+ * counts, views. PC_ENOMEM, or PC_OK. Backprop thread, at start. */
+static int lane_alloc(pc_worker_t *w, wthread_t *me, int lo, int hi)
+{
+    me->w = w;
+    me->lo = lo;
+    me->hi = hi;
+    me->queue = (rt_queue_t){.slot = malloc(sizeof(int) * (size_t)(hi > lo ? hi - lo : 1)),
+                             .cap = (size_t)(hi - lo),
+                             .forward = w->rt->cfg.priority == PC_PRIORITY_FORWARD};
+    me->inflight = calloc((size_t)(w->rt->nservers > 0 ? w->rt->nservers : 1), sizeof(size_t));
+    me->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
+    me->view = calloc((size_t)w->ntensors, sizeof(*me->view));
+    me->not_before = calloc((size_t)w->ntensors, sizeof(*me->not_before));
+    if (!me->queue.slot || !me->inflight || !me->tensor_pending || !me->view || !me->not_before)
+        return PC_ENOMEM;
+    return PC_OK;
+}
+
+/* Free lane me's arrays and its own codecs (lane_alloc, ps_chunk_init), its queues and
+ * event; its thread is joined. */
+static void lane_free(wthread_t *me)
+{
+    free(me->queue.slot);
+    free(me->inflight);
+    free(me->tensor_pending);
+    free(me->view);
+    free(me->not_before);
+    free(me->gather);
+    if (me->index > 0) { /* lane 0's codecs are the worker's */
+        pc_codec_destroy(me->codec);
+        pc_codec_destroy(me->codec_dense);
+    }
+    pc_spsc_destroy(me->q_ready);
+    pc_spsc_destroy(me->q_back);
+    pc_event_destroy(me->ev);
+    /* Its err, track, index and rc stay (w->main's err may hold start's failure). */
+    me->queue = (rt_queue_t){0};
+    me->inflight = NULL;
+    me->tensor_pending = NULL;
+    me->view = NULL;
+    me->not_before = NULL;
+    me->gather = NULL;
+    me->gather_cap = 0;
+    me->codec = me->codec_dense = NULL;
+    me->q_ready = me->q_back = NULL;
+    me->ev = NULL;
+    me->lo = me->hi = 0;
+}
+
+/* Deal the chunks to the lanes (pc_plan_deal: chunk i to lane floor(N (2 S_i + n_i) / 2T),
+ * so each lane's chunks are contiguous) and allocate each lane's arrays: w->comp[0..ncomp)
+ * pipelined, else the backprop thread's w->main takes every chunk. Backprop thread. */
+static int setup_lanes(pc_worker_t *w)
+{
+    int nl = w->pipelined ? w->rt->ncomp : 1;
+    if (w->pipelined) {
+        w->comp = calloc((size_t)nl, sizeof(wthread_t));
+        if (!w->comp)
+            return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory");
+        w->ncomp = nl;
+        for (int k = 0; k < nl; k++) {
+            w->comp[k].index = k;
+            w->comp[k].track = TRACK_COMPRESSOR + k;
+            atomic_init(&w->comp[k].rc, PC_OK);
+        }
+    }
+    /* The deal (pc_plan_deal) into ready_list, free until the pipeline runs. */
+    if (pc_plan_deal(w->plan, nl, w->ready_list) != PC_OK)
+        return WFAIL(w->rt, &w->main, PC_EINVAL, "cannot deal the chunks to %d threads", nl);
+    int lo = 0;
+    for (int k = 0; k < nl; k++) {
+        int hi = lo;
+        while (hi < w->nchunks && w->ready_list[hi] == k) /* contiguous, in order */
+            w->chunks[hi++].lane = k;
+        wthread_t *me = w->pipelined ? &w->comp[k] : &w->main;
+        if (lane_alloc(w, me, lo, hi) != PC_OK)
+            return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory");
+        for (int t = 0; t < w->ntensors; t++) {
+            int a = w->tensors[t].first_chunk > lo ? w->tensors[t].first_chunk : lo;
+            int b = w->tensors[t].last_chunk < hi - 1 ? w->tensors[t].last_chunk : hi - 1;
+            me->tensor_pending[t] = b >= a ? b - a + 1 : 0;
+        }
+        lo = hi;
+    }
+    assert(lo == w->nchunks); /* the last lane's share ends at T */
+    for (int t = 0; t < w->ntensors; t++) {
+        w->tensors[t].first_lane = w->chunks[w->tensors[t].first_chunk].lane;
+        w->tensors[t].last_lane = w->chunks[w->tensors[t].last_chunk].lane;
+    }
+    return PC_OK;
+}
+
+/* The per-chunk arrays and each chunk's fields from the plan, the lanes (setup_lanes); the
+ * mode's chunk init (ps_chunk_init, ar_chunk_init) allocates the rest. */
 static int setup_chunks(pc_worker_t *w)
 {
     size_t nc = (size_t)w->plan->nchunks;
@@ -584,12 +687,7 @@ static int setup_chunks(pc_worker_t *w)
     w->recvs = malloc(sizeof(MPI_Request) * nc);
     w->done_idx = malloc(sizeof(int) * nc);
     w->statuses = malloc(sizeof(MPI_Status) * nc);
-    w->inflight = calloc((size_t)(w->rt->nservers > 0 ? w->rt->nservers : 1), sizeof(size_t));
     w->ready_list = malloc(sizeof(int) * nc);
-    w->queue = (rt_queue_t){.slot = malloc(sizeof(int) * nc),
-                            .cap = nc,
-                            .forward = w->rt->cfg.priority == PC_PRIORITY_FORWARD};
-    w->tensor_pending = malloc(sizeof(int) * (size_t)w->ntensors);
     w->rel_seen = calloc((size_t)w->ntensors, 1);
     /* pc_worker_breakdown's gather (and, after it, a scratch column for the medians):
      * allocated here so that the collective never fails on one rank alone. */
@@ -598,17 +696,18 @@ static int setup_chunks(pc_worker_t *w)
     w->released = 0;
     w->have_bad_rel = false;
     w->nhist = 0;
-    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->inflight ||
-        !w->ready_list || !w->queue.slot || !w->tensor_pending || !w->rel_seen || !w->bd_send ||
-        !w->bd_all)
+    if (!w->chunks || !w->sends || !w->recvs || !w->done_idx || !w->statuses || !w->ready_list ||
+        !w->rel_seen || !w->bd_send || !w->bd_all)
         return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory");
     for (int ci = 0; ci < w->nchunks; ci++)
         w->sends[ci] = w->recvs[ci] = MPI_REQUEST_NULL;
     for (int t = 0; t < w->ntensors; t++) {
         w->tensors[t].first_chunk = w->plan->tensor_first_chunk[t];
         w->tensors[t].last_chunk = w->plan->tensor_last_chunk[t];
-        w->tensor_pending[t] = w->tensors[t].last_chunk - w->tensors[t].first_chunk + 1;
     }
+    int lrc = setup_lanes(w);
+    if (lrc != PC_OK)
+        return lrc;
     w->total_n = 0;
     for (int t = 0; t < w->ntensors; t++)
         w->total_n += w->tensors[t].n;
@@ -667,33 +766,47 @@ static void set_iteration(pc_worker_t *w, uint64_t resume)
     }
 }
 
-/* --pipeline on: the two queues and the compressor thread (the last step: nothing after
- * it can fail). */
+/* --pipeline on: each lane's two queues and wake-up, then the compressor threads (the
+ * last step: if a thread cannot be created, those already running are stopped and joined
+ * by start's cleanup, release_started). */
 static int start_pipeline(pc_worker_t *w)
 {
     if (!w->pipelined)
         return PC_OK;
     size_t cap = pow2_at_least(4 * (size_t)(w->ntensors + w->nchunks));
-    if (pc_spsc_create(cap, sizeof(desc_t), &w->q_ready) != PC_OK ||
-        pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &w->q_back) != PC_OK)
-        return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory for the queues");
-    int rc = pc_event_create(&w->ev_comp);
-    if (rc == PC_OK)
-        rc = pc_event_create(&w->ev_main);
+    int rc = pc_event_create(&w->ev_main);
     if (rc != PC_OK)
         return WFAIL(w->rt, &w->main, rc, "cannot create the pipeline's wake-up events: %s",
                      pc_strerror(rc));
-    if (pthread_create(&w->thread, NULL, pc_rt__w_compressor_main, w) != 0)
-        return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot start the compressor thread");
-    w->thread_started = true;
+    for (int k = 0; k < w->ncomp; k++) {
+        wthread_t *me = &w->comp[k];
+        if (pc_spsc_create(cap, sizeof(desc_t), &me->q_ready) != PC_OK ||
+            pc_spsc_create(pow2_at_least(4 * (size_t)w->ntensors), sizeof(rel_t), &me->q_back) !=
+                PC_OK)
+            return WFAIL(w->rt, &w->main, PC_ENOMEM, "out of memory for the queues");
+        if ((rc = pc_event_create(&me->ev)) != PC_OK)
+            return WFAIL(w->rt, &w->main, rc, "cannot create the pipeline's wake-up events: %s",
+                         pc_strerror(rc));
+    }
+    for (int k = 0; k < w->ncomp; k++) {
+        if (pthread_create(&w->comp[k].thread, NULL, pc_rt__w_compressor_main, &w->comp[k]) != 0)
+            return WFAIL(w->rt, &w->main, PC_ETHREAD, "cannot start compressor thread %d", k);
+        w->comp[k].started = true;
+    }
     return PC_OK;
 }
 
-/* Free what pc_worker_start built (the compressor thread is not running and no request is
+/* Free what pc_worker_start built (no compressor thread is running and no request is
  * pending), leaving a registered worker. Start's cleanup path, and destroy's. */
 static void release_started(pc_worker_t *w)
 {
     pc_rt__w_dev_release(w);
+    for (int k = 0; k < w->ncomp; k++)
+        lane_free(&w->comp[k]);
+    free(w->comp);
+    w->comp = NULL;
+    w->ncomp = 0;
+    lane_free(&w->main); /* --pipeline off: its lane */
     for (int c = 0; c < w->nchunks; c++) {
         wchunk_t *k = &w->chunks[c];
         pc_codec_state_destroy(k->st);
@@ -710,36 +823,24 @@ static void release_started(pc_worker_t *w)
     free(w->recvs);
     free(w->done_idx);
     free(w->statuses);
-    free(w->inflight);
     free(w->ready_list);
-    free(w->queue.slot);
-    free(w->tensor_pending);
     free(w->rel_seen);
     free(w->bd_send);
     free(w->bd_all);
-    free(w->gather);
     pc_plan_destroy(w->plan);
     pc_codec_destroy(w->codec);
     pc_codec_destroy(w->codec_dense);
-    pc_spsc_destroy(w->q_ready);
-    pc_spsc_destroy(w->q_back);
-    pc_event_destroy(w->ev_comp);
     pc_event_destroy(w->ev_main);
     w->chunks = NULL;
     w->sends = w->recvs = NULL;
     w->statuses = NULL;
-    w->inflight = NULL;
-    w->done_idx = w->ready_list = w->tensor_pending = NULL;
-    w->queue = (rt_queue_t){0};
+    w->done_idx = w->ready_list = NULL;
     w->rel_seen = NULL;
     w->bd_send = w->bd_all = NULL;
-    w->gather = NULL;
-    w->gather_cap = 0;
     w->nchunks = 0;
     w->plan = NULL;
     w->codec = w->codec_dense = NULL;
-    w->q_ready = w->q_back = NULL;
-    w->ev_comp = w->ev_main = NULL;
+    w->ev_main = NULL;
 }
 
 int pc_worker_start(pc_worker_t *w)
@@ -773,8 +874,10 @@ int pc_worker_start(pc_worker_t *w)
         (rc = broadcast_params(w)) != PC_OK || (rc = pc_rt__w_dev_params_up(w)) != PC_OK)
         goto fail;
     set_iteration(w, resume);
-    if ((rc = start_pipeline(w)) != PC_OK)
+    if ((rc = start_pipeline(w)) != PC_OK) {
+        pc_rt__w_stop_thread(w, true); /* those started: nothing was handed over */
         goto fail;
+    }
     w->t_start = pc_time_ns();
     w->t_first_ready = 0;
     w->started = true;

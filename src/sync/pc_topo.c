@@ -102,6 +102,23 @@ int pc_topo_ncores(const pc_topo_t *topo)
     return topo->ncores;
 }
 
+int pc_topo_cores_in(const pc_topo_t *topo, const char *cpuset)
+{
+    if (!cpuset || !cpuset[0])
+        return topo->ncores;
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return 0;
+    int n = 0;
+    if (hwloc_bitmap_list_sscanf(set, cpuset) == 0)
+        for (int c = 0; c < topo->ncores; c++) {
+            hwloc_obj_t core = hwloc_get_obj_by_type(topo->h, HWLOC_OBJ_CORE, (unsigned)c);
+            n += core && hwloc_bitmap_intersects(core->cpuset, set);
+        }
+    hwloc_bitmap_free(set);
+    return n;
+}
+
 int pc_topo_npus(const pc_topo_t *topo)
 {
     return topo->npus;

@@ -3,7 +3,9 @@
 # under ThreadSanitizer: pc_example from the TSan build, 1 worker + 1 server and 2 + 1,
 # pipelined, writing a checkpoint every 7 iterations (the backprop thread then reads codec
 # state the compressor thread wrote). Any data race in PipeCompress's code fails the run
-# (halt_on_error). Also the device-tensor path, --device emulate, and test_runtime_mpi's
+# (halt_on_error). 2 + 1 runs a pool of two compressor threads per worker (--compressors 2,
+# 4 KiB chunks, all compressed: tensors span both threads' lanes, whose releases, queues
+# and MPI requests are each the lane's). Also the device-tensor path, --device emulate, and test_runtime_mpi's
 # view and devstep modes (gradients as views, --dilate, the device step).
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -13,10 +15,12 @@ export TSAN_OPTIONS="suppressions=$PC_SRCDIR/tests/mpi/tsan.supp halt_on_error=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for np in 2 3; do
-    out=$("$run" -t 300 -np "$np" "$ex" --iters 30 --hidden 64 --compress topk:ratio=0.05 \
+    pool=()
+    [ "$np" = 3 ] && pool=(--compressors 2 --chunk-bytes 4K --compress-min-bytes 0)
+    out=$("$run" -t 300 -np "$np" "$ex" --iters 30 --hidden 64 --compress topk:ratio=0.05 "${pool[@]}" \
         --checkpoint-dir "$tmp/ck$np" --checkpoint-every 7 2>&1); rc=$?
     if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && [ -e "$tmp/ck$np/ckpt-000000000028/MANIFEST" ]; then
-        ok "pipelined runtime with checkpoints, np $np: no data race"
+        ok "pipelined runtime with checkpoints, np $np ${pool[*]}: no data race"
     else
         bad "np $np (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
     fi

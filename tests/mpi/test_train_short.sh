@@ -6,7 +6,10 @@
 #  - the same seed saves bitwise the same model with --pipeline on and off;
 #  - --eval-model reads the saved model back and reports the accuracy training printed;
 #  - --optimizer adamw on the servers (top-k without momentum correction: the dense step):
-#    the loss falls, and --pipeline on and off save bitwise the same model.
+#    the loss falls, and --pipeline on and off save bitwise the same model;
+#  - a pool of compressor threads (--compressors 4, small chunks so that tensors span
+#    threads, every chunk top-k) saves bitwise the model of --pipeline off, and so does a
+#    run resumed with --compressors 2 from its checkpoint of iteration 20 (about 9 s).
 # tests/mpi/test_train.sh checks the same and much more on longer runs.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -54,5 +57,27 @@ else
 fi
 cmp -s "$tmp/adamw-on.pcm" "$tmp/adamw-off.pcm" && ok "adamw: --pipeline on and off save identical models" ||
     bad "adamw: --pipeline on and off saved different models"
+
+# The compressor pool: 16 KiB chunks, all compressed (the mlp's tensors are split over the
+# threads); --pipeline off is the reference, one thread inline.
+pool=("${common[@]}" --chunk-bytes 16K --compress-min-bytes 0)
+"$run" -t 120 -np 3 "$train" "${pool[@]}" --pipeline off --save-model "$tmp/pool-off.pcm" \
+    >"$tmp/pool-off.log" 2>&1 || { bad "pool reference (--pipeline off): the run failed"; tail -5 "$tmp/pool-off.log"; }
+"$run" -t 120 -np 3 "$train" "${pool[@]}" --compressors 4 --checkpoint-dir "$tmp/pool-ck" \
+    --checkpoint-every 20 --save-model "$tmp/pool-4.pcm" >"$tmp/pool-4.log" 2>&1 ||
+    { bad "--compressors 4: the run failed"; tail -5 "$tmp/pool-4.log"; }
+grep -q 'worker r0: 4 compressor threads on cores' "$tmp/pool-4.log" &&
+    cmp -s "$tmp/pool-4.pcm" "$tmp/pool-off.pcm" &&
+    ok "--compressors 4 saves the model of --pipeline off, and says where its threads went" ||
+    { bad "--compressors 4: another model, or no placement line"; grep 'compressor threads' "$tmp/pool-4.log"; }
+# Resume from iteration 20 with another pool size (the final checkpoint removed).
+rm -rf "$tmp/pool-ck/ckpt-000000000040"
+"$run" -t 120 -np 3 "$train" "${pool[@]}" --compressors 2 --checkpoint-dir "$tmp/pool-ck" --resume \
+    --save-model "$tmp/pool-2r.pcm" >"$tmp/pool-2r.log" 2>&1 ||
+    { bad "--compressors 2 --resume: the run failed"; tail -5 "$tmp/pool-2r.log"; }
+grep -q 'resuming from the checkpoint of iteration 20' "$tmp/pool-2r.log" &&
+    cmp -s "$tmp/pool-2r.pcm" "$tmp/pool-off.pcm" &&
+    ok "--compressors 2 resumed from --compressors 4's checkpoint: the model of --pipeline off" ||
+    { bad "--compressors 2 --resume: another model, or not resumed"; tail -3 "$tmp/pool-2r.log"; }
 
 pc_done

@@ -476,6 +476,49 @@ static int parse_check(pc_config_t *cfg, int argc, char **argv, char *err, size_
 }
 #define CHECK(cfg, err, ...) parse_check(cfg, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), err, 256)
 
+/* --compressors N|auto: the parser's values and one-line refusals, and the combinations
+ * pc_config_check refuses (--pipeline off, --mode allreduce, device tensors). */
+static void test_compressors(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    int n = -1;
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "4"), PC_OK);
+    assert_int_equal(pc_config_compressors_parse(cfg.compressors, &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 4);
+    pc_config_defaults(&cfg);
+    assert_int_equal(pc_config_compressors_parse(cfg.compressors, &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 1); /* the default: one thread, as before */
+    assert_int_equal(pc_config_compressors_parse("auto", &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(pc_config_compressors_parse("64", &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, 64);
+    const char *bad[] = {"0",  "-1", "-0",  "65",   "100000000000000000000", "x", "2x", "",
+                         " 2", "+2", "2.0", "auto2"};
+    const char *why[] = {"at least 1",   "at least 1", "at least 1", "more than 64",
+                         "more than 64", "expected",   "expected",   "expected",
+                         "expected",     "expected",   "expected",   "expected"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        n = -1;
+        assert_int_equal(pc_config_compressors_parse(bad[i], &n, err, sizeof(err)), PC_EUSAGE);
+        assert_int_equal(n, -1); /* untouched */
+        assert_non_null(strstr(err, why[i]));
+        assert_null(strchr(err, '\n'));
+    }
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "0"), PC_EUSAGE);
+    assert_string_equal(err, "--compressors: '0': a worker needs at least 1 compressor thread "
+                             "(or auto)");
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "2", "--pipeline", "off"), PC_EUSAGE);
+    assert_non_null(strstr(err, "needs --pipeline on"));
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "auto", "--pipeline", "off"), PC_EUSAGE);
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "1", "--pipeline", "off"), PC_OK);
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "3", "--mode", "allreduce"), PC_EUSAGE);
+    assert_non_null(strstr(err, "--mode allreduce"));
+    assert_int_equal(CHECK(&cfg, err, "--compressors", "2", "--device", "emulate"), PC_EUSAGE);
+    assert_non_null(strstr(err, "host tensors"));
+}
+
 /* --optimizer sgd|adam|adamw, --betas, --eps, --amsgrad: defaults (sgd: everything as
  * before), values, and every refusal in one line naming the flag. */
 static void test_optimizer_flags(void **state)
@@ -637,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_check_combinations),
         cmocka_unit_test(test_dilate),
         cmocka_unit_test(test_optimizer_flags),
+        cmocka_unit_test(test_compressors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
