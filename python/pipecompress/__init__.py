@@ -17,6 +17,25 @@ A training script under `mpirun -np N python3 train.py --servers 1 --compress to
             break                            # stopped by SIGINT/SIGTERM on some worker
     sys.exit(pc.finish())
 
+With the script's own torch optimizer (SGD, Adam or AdamW; its parameter groups and any
+torch.optim.lr_scheduler), the loop keeps torch's shape::
+
+    model = Net()
+    pc.attach(model)
+    opt = pc.DistributedOptimizer(torch.optim.AdamW(groups, lr=1e-3, weight_decay=0.05))
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=iters)
+    for x, y in batches:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()                           # sends the groups' lrs, ends the iteration
+        sched.step()
+        if opt.should_stop:                  # or pc.stopped(): a signal on some worker
+            break
+    sys.exit(pc.finish())
+
+The servers run that optimizer with each group's hyperparameters and the lrs that step()
+sends; the runtime's --lr and schedule are not used (doc/python.md, "Your optimizer").
+
 What happens underneath (doc/python.md says it in full):
 - parameters are registered zero-copy: the runtime reads gradients from, and writes
   updates into, the tensors' own memory (CPU, float32, contiguous; anything else is refused
@@ -43,7 +62,8 @@ from .session import (choosing, config, finish, init, is_server, is_worker, rank
 
 __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers", "servers",
            "config", "choosing", "probe", "run_server", "attach", "iteration", "iteration_end", "report",
-           "synchronize", "lowrank_q", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data"]
+           "synchronize", "lowrank_q", "metrics_note", "finish", "stop_signal", "set_blas_threads", "data",
+           "DistributedOptimizer", "lr", "stopped"]
 
 # hooks.py imports torch at its top, so it is imported at the first use of one of its names
 # (pc.attach, ...), not here: `import pipecompress` works without torch (servers, pc.init,
@@ -51,16 +71,17 @@ __all__ = ["Error", "init", "is_server", "is_worker", "rank", "size", "workers",
 # import torch in the functions that need it.
 _HOOKS = ("attach", "iteration", "iteration_end", "lowrank_q", "metrics_note", "report",
           "synchronize")
+_OPTIM = ("DistributedOptimizer", "lr", "stopped")  # optim.py, which imports torch too
 
 
 def __getattr__(name):
-    if name in _HOOKS:
-        from . import hooks
-        value = getattr(hooks, name)
+    if name in _HOOKS or name in _OPTIM:
+        from . import hooks, optim
+        value = getattr(hooks if name in _HOOKS else optim, name)
         globals()[name] = value  # once: later lookups find it without this function
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_HOOKS))
+    return sorted(set(globals()) | set(_HOOKS) | set(_OPTIM))

@@ -25,8 +25,11 @@ from .session import _attached, _worker
 class _Attached:
     """One model's registration and hooks on a worker (pc.attach). __init__ runs the steps
     below in order, as Horovod's DistributedOptimizer splits its __init__ from
-    _register_hooks: check (nothing collective yet), register and start (collective),
-    compare with worker 0's model and take its shared tensors (collective), hook."""
+    _register_hooks: check (nothing collective yet), register, hook. start() runs once,
+    later: at pc.DistributedOptimizer (which gives the runtime the optimizer's parameter
+    groups first: they travel with the chunk plan), or at the first forward pass or call
+    that needs the runtime running; it starts the runtime (collective), compares with
+    worker 0's model and takes its shared tensors (collective)."""
 
     def __init__(self, s, model, backward_passes_per_step, device_step=None):
         self.s = s
@@ -44,8 +47,10 @@ class _Attached:
         self.outside = [False] * n  # read outside its own module's forward (first iteration)
         self.first = True  # the first iteration since attach (0, or --resume's)
         self._register_tensors()
-        self._check_same_model(shared)
-        self._broadcast_shared(shared)
+        self.shared = shared
+        self.started = False
+        self.optimizer = None  # the pc.DistributedOptimizer, once made
+        self.stopped = False  # what the last end() returned (pc.stopped())
         self.timeline = bool(s.config.get("timeline"))
         self.t_mark = 0
         self._install_hooks()
@@ -76,8 +81,8 @@ class _Attached:
         return shared
 
     def _register_tensors(self):
-        """Register the parameters with the runtime, zero-copy, and start it (collective
-        with the servers and the other workers); fails the job (s.fail) on an error.
+        """Register the parameters with the runtime, zero-copy (start() starts it); fails
+        the job (s.fail) on an error.
 
         The parameters move into one block, in registration order (values kept), and the
         gradient buffers are pieces of one more: the runtime's chunk plan groups a small
@@ -116,9 +121,21 @@ class _Attached:
             rc = lib.pc_worker_set_device_step(w, round(self.device_step * 1e9))
             if rc != 0:
                 s.fail("attach: device_step", rc)
-        rc = lib.pc_worker_start(w)
+
+    def start(self):
+        """Start the runtime (collective with the servers and the other workers), compare
+        the model with worker 0's and take its shared tensors; once, at the first forward
+        pass or call that needs it (pc.DistributedOptimizer configures the optimizer
+        before). Fails the job (s.fail) on an error."""
+        if self.started:
+            return
+        self.started = True
+        s = self.s
+        rc = s.lib.pc_worker_start(s.w)
         if rc != 0:
             s.fail("attach: start", rc)
+        self._check_same_model(self.shared)
+        self._broadcast_shared(self.shared)
 
     def _check_same_model(self, shared):
         """Compare this worker's model with worker 0's (collective): the runtime compares
@@ -184,6 +201,7 @@ class _Attached:
         raise err
 
     def wait(self, t):
+        self.start()  # a module called without the root's forward (a ModuleDict's parts)
         s = self.s
         rc = s.lib.pc_worker_param_wait(s.w, t)
         if rc != 0:
@@ -195,6 +213,7 @@ class _Attached:
             self.fail_later(Error("forward pass of the model on another thread than "
                                   "pc.init's (every call and the training loop run on that "
                                   "thread)"))
+        self.start()
         for t, out in enumerate(self.outside):
             if out and not self.waited[t]:
                 self.wait(t)
@@ -273,6 +292,9 @@ class _Attached:
         s = self.s
         if s.pending is not None:
             raise s.pending
+        self.start()
+        if self.optimizer is not None:  # this iteration's rates, before the servers step
+            self.optimizer._send_lrs()
         for t in range(len(self.params)):
             if self.ready[t] < self.bpps:
                 # No gradient this iteration (an unused parameter) or fewer backward passes:
@@ -299,9 +321,11 @@ class _Attached:
         self.ready = [0] * n
         self.waited = [False] * n
         self.first = False
-        return bool(stop.value)
+        self.stopped = bool(stop.value)
+        return self.stopped
 
     def sync(self):
+        self.start()
         for t in range(len(self.params)):
             if not self.waited[t]:
                 self.wait(t)
@@ -359,8 +383,11 @@ def _check_disjoint(named):
 
 
 def attach(model, backward_passes_per_step=1, device_step=None):
-    """Workers: register model's parameters with the runtime and start it (collective with
-    the servers and the other workers, which must attach the same architecture).
+    """Workers: register model's parameters with the runtime. The runtime starts (collective
+    with the servers and the other workers, which must attach the same architecture) right
+    after, at the first forward pass or call that needs it (pc.iteration(), ...), or at
+    pc.DistributedOptimizer, which gives it the optimizer's parameter groups first and so
+    must come before those.
 
     Every parameter that requires a gradient is registered in model.named_parameters()
     order (tied parameters once), zero-copy: CPU, float32, contiguous, disjoint, or a
@@ -407,12 +434,14 @@ def iteration():
     """Iterations completed (after pc.attach with --resume: where the checkpoint left off,
     so the script can continue its data order from there)."""
     a = _attached()
+    a.start()
     return a.s.lib.pc_worker_iteration(a.s.w)
 
 
 def report(loss, accuracy=None):
     """This iteration's training loss (and batch accuracy, 0..1) for --metrics."""
     a = _attached()
+    a.start()
     acc = math.nan if accuracy is None else float(accuracy)
     a.s.lib.pc_worker_report(a.s.w, float(loss), acc)
 
@@ -428,6 +457,7 @@ def metrics_note(obj):
         text = json.dumps(parsed, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise Error(f"metrics_note: not a JSON object: {e}") from None
+    a.start()
     a.s.lib.pc_worker_metrics_note(a.s.w, text.encode())
 
 

@@ -38,6 +38,7 @@ class _Session:
         self.pending = None  # an Error raised on another thread, re-raised on this one
         self.length_fn = None  # pc_embed_create's length callback: called again by choose
         self.auto_flags = None  # what --mode auto chose (pc.probe), as fixed flags
+        self.words = []  # the flags pc.init was given (init sets them)
         self.bind()
 
     def bind(self):
@@ -232,6 +233,7 @@ def init(argv=None, prog=None, run_length=None, **flags):
         lib.pc_embed_abort(1)
         raise SystemExit(1)
     _S = _Session(lib, handle.value, prog)
+    _S.words = words[1:]  # the flags as given (pc.DistributedOptimizer: which were given)
     _S.length_fn = fn  # --mode auto: the library calls it again in pc.probe
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,7 +5,10 @@
 #   set to None before each iteration so that the binding must copy the new p.grad into
 #   its buffer): the parameters and each iteration's step (a lost gradient fails this);
 #   and --optimizer adamw, adam (amsgrad): every iteration bitwise torch.optim.AdamW's,
-#   Adam's;
+#   Adam's; pc.DistributedOptimizer (2 workers: AdamW's two groups, warm-up + cosine from
+#   torch.optim.lr_scheduler, the scheduler on either object) bitwise torch.optim.AdamW's
+#   on the averaged gradient, and its refusals (another class, a disagreeing flag, a
+#   parameter in no group, the wrapped step, a scheduler stepped on one worker only);
 # - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
 #   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
 #   what must hold), with top-k and with --mode allreduce;
@@ -64,6 +67,31 @@ adam_case() { # adam_case NAME FLAGS...
 adam_case adamw-none --optimizer adamw --weight-decay 0.01 --lr 0.01
 adam_case adam-none+amsgrad --optimizer adam --weight-decay 0.01 --lr 0.01 --amsgrad \
     --betas 0.8,0.99 --eps 1e-6
+
+# pc.DistributedOptimizer (python/pipecompress/optim.py), 2 workers: AdamW with a decay and
+# a no-decay group under LinearLR then CosineAnnealingLR, every iteration bitwise
+# torch.optim.AdamW's on the averaged gradient; the scheduler given the wrapped optimizer
+# (groups) or the wrapper (groups-wrap, which first tries the refusals below, each one line).
+for c in groups groups-wrap; do
+    if job "$c" 3 "$cases" "$c" "$tmp/$c" --compress none --iters 8 --weight-decay 0.05 &&
+        grep -qE '^groups: 8 iterations, 2 workers, .*: every parameter bitwise equal to torch.optim.AdamW.s on the averaged gradient after every iteration$' "$tmp/$c.out"; then
+        ok "$c: the scheduler $(grep -o 'on the wrap[a-z ]*[a-z]' "$tmp/$c.out"), every iteration bitwise torch.optim.AdamW's"
+    else
+        bad "$c:"; tail -n 20 "$tmp/$c.out"
+    fi
+done
+while IFS= read -r want; do
+    if grep -qxF "refused: $want" "$tmp/groups-wrap.out"; then
+        ok "DistributedOptimizer refuses: '$want'"
+    else
+        bad "DistributedOptimizer did not refuse with: '$want'"
+    fi
+done <<'EOF2'
+DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW); update='workers' (issue 47 item 4, not built yet) will run any torch optimizer
+DistributedOptimizer: --weight-decay 0.05 given to pc.init disagrees with the AdamW's weight_decay 0.025: drop the flag (the optimizer's values are used) or make them equal
+DistributedOptimizer: parameter 2.weight is attached but in no parameter group of the AdamW: add it to a group, or set requires_grad=False before pc.attach
+the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
+EOF2
 
 zoo() { # zoo NAME RANKS FLAGS...: the zoo case, then its checks
     local name=$1 np=$2
@@ -226,6 +254,9 @@ refuse bad-note 3 x '^torch_cases.py: metrics_note: not a JSON object: ' "$cases
 refuse other-model 3 x "^torch_cases.py: attach: worker 1's model differs from worker 0's " "$cases" mismatch "$tmp/x" --iters 3
 refuse other-thread 3 x '^torch_cases.py: forward pass of the model on another thread than pc.init.s ' "$cases" thread "$tmp/x" --iters 3
 refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list of words" "$cases" initstr "$tmp/x" --iters 3
+# A scheduler stepped on one worker only (pc.DistributedOptimizer): the servers refuse.
+refuse groups-skew 3 x "^torch_cases.py: server r2: worker r1's learning rate of parameter group 0 at iteration 3 is 0\.0090450849718747[0-9]*, worker r0's 0\.01: every worker must step the same schedule \(a scheduler stepped on one worker only\?\)$" \
+    "$cases" groups-skew "$tmp/x" --compress none --iters 8
 # The example's data files: a missing training set (before MPI starts), a test set missing
 # beside the training set (rank 0 reads it: after pc.init through the parameter server,
 # before the rendezvous under DDP): one line each, no traceback.
@@ -251,7 +282,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"

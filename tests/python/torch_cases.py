@@ -12,6 +12,13 @@ sgd       1 worker: each iteration through PipeCompress (--compress none) equals
           accumulated). sgd-none, sgd2-none: the same with model.zero_grad(set_to_none=True)
           before every iteration's backward (autograd then puts each gradient in a new
           p.grad, which the binding must copy into the registered buffer).
+groups, groups-wrap, groups-skew
+          2 workers, --compress none: pc.DistributedOptimizer(torch.optim.AdamW) with a decay
+          and a no-decay group and warm-up + cosine (SequentialLR) is bitwise
+          torch.optim.AdamW's on the averaged gradient after every iteration; groups-wrap
+          gives the scheduler the wrapper (groups: the wrapped optimizer) and first prints
+          the refusals ("refused: LINE"); groups-skew steps worker 1's scheduler once more,
+          which the servers refuse.
 adam-none, adamw-none
           1 worker, --compress none, --optimizer adam or adamw (the flags say which, with
           --betas, --eps, --amsgrad, --weight-decay): after every iteration every parameter
@@ -22,7 +29,8 @@ zoo       a model with every kind of parameter the binding defines a behaviour f
           outside its own module, dropout. Every worker builds it from a different seed
           (worker 0's must win); after each iteration every worker writes the hash of its
           parameters to OUTDIR/hash-rRANK.txt; at the end OUTDIR/final-rRANK.pt holds the
-          state and OUTDIR/init-rRANK.pt the state right after attach. Data and dropout
+          state and OUTDIR/init-rRANK.pt the state once the runtime started (pc.synchronize()
+          right after attach). Data and dropout
           derive from (iteration, rank), so the run resumes exactly (--resume).
 arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, vit, cnn,
           lstm) through the binding, batch $PC_BATCH (default 4) per worker. Every worker
@@ -33,8 +41,9 @@ arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, 
           forward after it, bitwise (the binding's waits alone order it after the update);
           then every worker appends "IT LOSS DIGEST" (the digest of its parameters) to
           OUTDIR/hash-rRANK.txt. OUTDIR/init-rRANK.txt: the digest of parameters, then of
-          buffers, right after attach. Prints the parameters waited for at the model's start
-          (read outside their module's forward), "none" when none.
+          buffers, once the runtime started (pc.synchronize() right after attach). Prints
+          the parameters waited for at the model's start (read outside their module's
+          forward), "none" when none.
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
@@ -50,6 +59,7 @@ import hashlib
 import math
 import os
 import sys
+import warnings
 
 import torch
 import torch.nn as nn
@@ -178,6 +188,129 @@ def case_adam(out, flags):
     return status
 
 
+def _groups(model, wd):
+    """timm's split: weights decay, biases (1-d) do not."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _schedule(opt, iters):
+    """Warm-up (LinearLR) then cosine (CosineAnnealingLR) through SequentialLR."""
+    warm = 3
+    return torch.optim.lr_scheduler.SequentialLR(
+        opt, [torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=warm),
+              torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=iters - warm)],
+        milestones=[warm])
+
+
+def _refusals(model, flags_wd):
+    """pc.DistributedOptimizer's refusals that leave the session usable: each prints its
+    one line as 'refused: LINE' (tests/mpi/test_torch.sh matches them)."""
+    tries = [
+        lambda: torch.optim.Adagrad(model.parameters(), lr=0.01),
+        lambda: torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=flags_wd / 2),
+        lambda: torch.optim.AdamW([model[0].weight, model[0].bias], lr=0.01,
+                                  weight_decay=flags_wd),
+    ]
+    for make in tries:
+        try:
+            pc.DistributedOptimizer(make())
+        except pc.Error as e:
+            if pc.rank() == 0:
+                print(f"refused: {e}", flush=True)
+        else:
+            raise pc.Error("a DistributedOptimizer that must be refused was made")
+
+
+def case_groups(out, flags, on_wrapper, skew):
+    """2 workers, --compress none: pc.DistributedOptimizer(AdamW with a decay and a
+    no-decay group) under warm-up + cosine from torch.optim.lr_scheduler, against
+    torch.optim.AdamW (foreach=False) with the same groups and scheduler, stepped on the
+    workers' averaged gradient: every parameter bitwise equal after every iteration. (The
+    mean of two gradients is exact to compare: the servers add 0.5 g0 then 0.5 g1, both
+    products exact, as torch's (g0 * 0.5) + (g1 * 0.5), fused or not.) on_wrapper: the
+    scheduler gets the wrapper (else the wrapped optimizer), and the refusals are tried
+    first (_refusals) and after the start the wrapped optimizer's own step(). skew: worker
+    1 steps its scheduler once more at iteration 2, which the servers must refuse."""
+    # torch 1.13's SequentialLR passes an epoch to its first scheduler's step() itself and
+    # warns about it: not ours to see.
+    warnings.filterwarnings("ignore", message="The epoch parameter")
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    cfg = pc.config()
+    iters, W = int(cfg["iters"]), pc.workers()
+    wd = float(cfg["weight-decay"]) if "--weight-decay" in flags else 0.05
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.AdamW(_groups(ref, wd), lr=0.01, foreach=False)
+    ref_sched = _schedule(ref_opt, iters)
+    pc.attach(model)
+    if on_wrapper:
+        _refusals(model, wd)
+    torch_opt = torch.optim.AdamW(_groups(model, wd), lr=0.01, weight_decay=wd)
+    opt = pc.DistributedOptimizer(torch_opt)
+    sched = _schedule(opt if on_wrapper else torch_opt, iters)
+    if on_wrapper:
+        try:
+            torch_opt.step()
+        except pc.Error as e:
+            if pc.rank() == 0:
+                print(f"refused: {e}", flush=True)
+        else:
+            raise pc.Error("the wrapped optimizer's own step() ran")
+    init = [p.detach().clone() for p in model.parameters()]
+    lrs = []
+    for it in range(iters):
+        batches = []
+        for r in range(W):
+            g = torch.Generator().manual_seed(1000 * it + r)
+            batches.append((torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)))
+        x, y = batches[pc.rank()]
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        grads = []
+        for bx, by in batches:  # each worker's gradient on the reference
+            ref_opt.zero_grad(set_to_none=True)
+            F.cross_entropy(ref(bx), by).backward()
+            grads.append([q.grad.clone() for q in ref.parameters()])
+        for j, q in enumerate(ref.parameters()):
+            q.grad = grads[0][j] * (1.0 / W)
+            for w in range(1, W):
+                q.grad = q.grad + grads[w][j] * (1.0 / W)
+        lrs.append(pc.lr())
+        if not skew and lrs[-1] != [g["lr"] for g in ref_opt.param_groups]:
+            raise pc.Error(f"iteration {it}: pc.lr() {lrs[-1]} is not the reference's")
+        opt.step()
+        ref_opt.step()
+        sched.step()
+        ref_sched.step()
+        if skew and it == 2 and pc.rank() == 1:
+            sched.step()  # a scheduler stepped on one worker only
+        if opt.should_stop or pc.stopped():
+            raise pc.Error("stopped without a signal")
+        pc.synchronize()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            if not torch.equal(p.detach(), q.detach()):
+                d = (p.detach() - q.detach()).abs().max().item()
+                n = int((p.detach() != q.detach()).sum().item())
+                raise pc.Error(f"iteration {it}: {name} differs from torch.optim.AdamW in {n} "
+                               f"of {p.numel()} elements (largest difference {d:.3g})")
+    for (name, p), p0 in zip(model.named_parameters(), init):
+        if torch.equal(p.detach(), p0):
+            raise pc.Error(f"{name} did not move in {iters} iterations")
+    status = pc.finish()
+    if pc.rank() == 0:
+        print(f"groups: {iters} iterations, {W} workers, AdamW decay {wd} / no-decay 0, "
+              f"LinearLR then CosineAnnealingLR on the {'wrapper' if on_wrapper else 'wrapped optimizer'} "
+              f"(lr {lrs[0][0]:.4g} .. {max(l[0] for l in lrs):.4g} .. {lrs[-1][0]:.4g}): every "
+              "parameter bitwise equal to torch.optim.AdamW's on the averaged gradient after "
+              "every iteration", flush=True)
+    return status
+
+
 class Zoo(nn.Module):
     def __init__(self):
         super().__init__()
@@ -209,6 +342,7 @@ def case_zoo(out, flags):
     torch.manual_seed(100 + rank)  # different on every worker: worker 0's must win
     model = Zoo()
     pc.attach(model)
+    pc.synchronize()  # the runtime starts (pc.attach defers it): worker 0's state is everyone's
     torch.save(model.state_dict(), os.path.join(out, f"init-r{rank}.pt"))
     hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "a")
     # PC_ZOO_SYNC=0: no pc.synchronize() between iterations (nor hashes), so that only the
@@ -254,6 +388,7 @@ def case_arch(out, flags, arch):
             if b.is_floating_point():
                 b.add_(rank)
     pc.attach(model)
+    pc.synchronize()  # the runtime starts (pc.attach defers it): worker 0's state is everyone's
     with open(os.path.join(out, f"init-r{rank}.txt"), "w") as f:
         print(digest(model.parameters()), digest(model.buffers()), file=f)
     hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "w")
@@ -354,6 +489,8 @@ def main():
         return case_sgd(out, flags, 2 if case.startswith("sgd2") else 1, case.endswith("-none"))
     if case in ("adam-none", "adamw-none"):
         return case_adam(out, flags)
+    if case in ("groups", "groups-wrap", "groups-skew"):
+        return case_groups(out, flags, case == "groups-wrap", case == "groups-skew")
     if case == "zoo":
         return case_zoo(out, flags)
     if case.startswith("arch:"):
