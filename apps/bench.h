@@ -23,6 +23,10 @@ int bench_compress_main(int argc, char **argv);
 int bench_lowrank_cpu(const char *matrices, int reps);
 /* The list's check alone, before anything is measured: 0 or BENCH_EXIT_USAGE (said). */
 int bench_lowrank_check(const char *matrices);
+/* pc-bench compress --threads N (bench_pool.c): the compressor pool on ResNet-50's tensors
+ * with each of the nspecs codec specs, N threads beside 1; median of reps. 0, or
+ * BENCH_EXIT_FAIL with a message on stderr. */
+int bench_pool_cpu(int threads, int reps, const char *const *specs, int nspecs);
 int bench_handoff_main(int argc, char **argv);
 int bench_link_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);

@@ -42,6 +42,7 @@ typedef struct opts {
     char device[16];
     char matrices[128];
     int powersgd_only;
+    int threads;
 } opts_t;
 
 static const pc_flags_t compress_opts[] = {
@@ -89,6 +90,14 @@ static const pc_flags_t compress_opts[] = {
      .type = PC_FLAGS_FLAG,
      .offset = offsetof(opts_t, powersgd_only),
      .help = "--device cpu: only the powersgd section"},
+    {.name = "threads",
+     .type = PC_FLAGS_INT,
+     .offset = offsetof(opts_t, threads),
+     .min = 1,
+     .max = 64,
+     .metavar = "N",
+     .help = "instead of the tables: the compressor pool on ResNet-50's tensors, N threads "
+             "dealt as a worker deals them, beside 1 thread (bench_pool.c)"},
 };
 
 /* Parse "a,b,c" of positive numbers into out (at most max); 0 on a bad list. */
@@ -890,6 +899,15 @@ int bench_compress_main(int argc, char **argv)
     if (!lowrank && o.powersgd_only) {
         fprintf(stderr, "pc-bench: --powersgd-only with --matrices none measures nothing\n");
         return BENCH_EXIT_USAGE;
+    }
+    if (o.threads > 0) {
+        if (cuda) {
+            fprintf(stderr, "pc-bench: --threads: the compressor pool runs on the CPU (--device "
+                            "cpu)\n");
+            return BENCH_EXIT_USAGE;
+        }
+        static const char *const pool_specs[] = {"topk:ratio=0.01", "fp16"};
+        return bench_pool_cpu(o.threads, o.reps, pool_specs, 2);
     }
     if (cuda)
         return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);

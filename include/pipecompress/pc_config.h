@@ -198,7 +198,9 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * Which flags were given comes from cfg->given (pc_config_group); a cfg not parsed that
  * way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a one-line
  * message naming the flag (cfg may then be partly filled). Thread-safe on distinct cfgs.
- * pc_runtime_check_config (pc_runtime.h) is the same function under its 0.1 name. */
+ * pc_runtime_check_config (pc_runtime.h) is the same function under its 0.1 name. Also
+ * refused: a bad --compressors, and a pool or auto (anything but 1) with --pipeline off,
+ * --mode allreduce or device tensors. */
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -39,6 +39,21 @@ else
     bad "pc-bench compress: the memory-bound columns"; grep -E '^(codec|fp16)' "$tmp/c.out"
 fi
 
+# The compressor pool (--threads N): ResNet-50's chunks dealt to 2 threads beside 1, a row
+# per codec with its speed-up column (positive); the figure itself is the quiet machine's
+# to judge. About a second.
+if "$bench" compress --threads 2 --reps 1 >"$tmp/pool.out" 2>&1 &&
+    grep -q '^codec .*speed-up$' "$tmp/pool.out" &&
+    [ "$(grep -cE '^(topk:ratio=0.01|fp16) +2 +[0-9.]+ +[0-9.]+ +[0-9.]+x$' "$tmp/pool.out")" = 2 ] &&
+    grep -q "ResNet-50's 161 tensors (25557032 elements)" "$tmp/pool.out"; then
+    ok "pc-bench compress --threads 2: $(grep -m1 '^topk' "$tmp/pool.out" | tr -s ' ')"
+else
+    bad "pc-bench compress --threads 2"; tail -5 "$tmp/pool.out"
+fi
+"$bench" compress --threads 0 >"$tmp/pool0.out" 2>&1
+[ $? = 2 ] && grep -q '^pc-bench: --threads' "$tmp/pool0.out" && ok "pc-bench compress --threads 0: refused (2)" ||
+    { bad "pc-bench compress --threads 0 was not refused"; cat "$tmp/pool0.out"; }
+
 # powersgd's section: a row per matrix and rank (1, 2, 4) with its step over its GEMMs and
 # bytes; after the table the 4096x4096 target line, only for that matrix; bad lists refused (2).
 if "$bench" compress --powersgd-only --matrices 64x48,4096x4096 --reps 1 >"$tmp/lr.out" 2>&1 &&
