@@ -125,14 +125,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
     raises from now on (a second update on the workers would make them diverge).
 
     Refused, each with a one-line pipecompress.Error: another class (the servers run
-    these three; """ + WORKERS + """ will run any), a parameter in a group that
-    pc.attach did not register, an attached parameter in no group, dampening != 0,
-    maximize=True, a hyperparameter flag given to pc.init that disagrees with the object's
-    default (--optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps,
-    --amsgrad: the object's values are used when the flag is absent), the runtime's
-    schedule flags (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than
-    ps, --compress powersgd, a codec with momentum correction with momentum or Adam, and
-    creation after the runtime started (the first forward pass, pc.iteration(), ...).
+    these three; update='workers', issue 47 item 4, not built yet, will run any), a
+    parameter in a group that pc.attach did not register, an attached parameter in no
+    group, dampening != 0, maximize=True, a hyperparameter flag given to pc.init that
+    disagrees with the object's default (--optimizer, --lr, --weight-decay, --momentum,
+    --nesterov, --betas, --eps, --amsgrad: the object's values are used when the flag is
+    absent), the runtime's schedule flags (--lr-schedule, --lr-step, --lr-gamma,
+    --lr-warmup), --mode other than ps, --update workers, --compress powersgd, a codec with
+    momentum correction with momentum or Adam, and creation after the runtime started (the
+    first forward pass, pc.iteration(), ...).
     foreach, fused, capturable and differentiable are ignored (they choose torch's kernel,
     not the arithmetic). The optimizer's state (momentum, m, v) lives on the servers:
     checkpoints are --checkpoint-dir's, and state_dict() is refused."""
@@ -165,6 +166,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.config.get("mode") != "ps":
             raise Error(f"DistributedOptimizer: --mode {s.config.get('mode')}: the servers "
                         "step only with --mode ps")
+        if s.config.get("update", "servers") != "servers":
+            raise Error(f"DistributedOptimizer: --update {s.config.get('update')}: "
+                        "update='servers' needs --update servers (the servers step); "
+                        f"{WORKERS}")
         group_of = [None] * len(a.params)
         for i, g in enumerate(optimizer.param_groups):
             for p in g["params"]:

@@ -267,7 +267,8 @@ def case_groups(out, flags, on_wrapper, skew):
         batches = []
         for r in range(W):
             g = torch.Generator().manual_seed(1000 * it + r)
-            batches.append((torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)))
+            batches.append((torch.randn(8, 20, generator=g),
+                            torch.randint(0, 3, (8,), generator=g)))
         x, y = batches[pc.rank()]
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
@@ -303,8 +304,9 @@ def case_groups(out, flags, on_wrapper, skew):
             raise pc.Error(f"{name} did not move in {iters} iterations")
     status = pc.finish()
     if pc.rank() == 0:
+        on = "wrapper" if on_wrapper else "wrapped optimizer"
         print(f"groups: {iters} iterations, {W} workers, AdamW decay {wd} / no-decay 0, "
-              f"LinearLR then CosineAnnealingLR on the {'wrapper' if on_wrapper else 'wrapped optimizer'} "
+              f"LinearLR then CosineAnnealingLR on the {on} "
               f"(lr {lrs[0][0]:.4g} .. {max(l[0] for l in lrs):.4g} .. {lrs[-1][0]:.4g}): every "
               "parameter bitwise equal to torch.optim.AdamW's on the averaged gradient after "
               "every iteration", flush=True)
