@@ -94,6 +94,10 @@ def _load():
         "pc_worker_set_lrs": (c_int, [c_void_p, _c.POINTER(c_double), c_int]),
         "pc_worker_start": (c_int, [c_void_p]),
         "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
+        # --update workers with the user's own optimizer (pc.DistributedOptimizer's
+        # update="workers"): switch, then wait for each tensor's mean gradient in p.grad.
+        "pc_worker_set_user_step": (c_int, [c_void_p, _c.c_bool]),
+        "pc_worker_grad_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),
         "pc_worker_iteration_end": (c_int, [c_void_p, _c.POINTER(_c.c_bool)]),
         "pc_worker_broadcast": (c_int, [c_void_p, c_void_p, c_size_t]),

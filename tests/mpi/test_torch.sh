@@ -65,6 +65,21 @@ adam_case() { # adam_case NAME FLAGS...
     fi
 }
 adam_case adamw-none --optimizer adamw --weight-decay 0.01 --lr 0.01
+
+# --update workers, 2 workers: the runtime's AdamW on the workers, and the user's
+# torch.optim.SGD on the mean gradient in p.grad (pc_worker_set_user_step,
+# pc_worker_grad_wait), each bitwise torch.optim's on the mean gradient every iteration.
+for c in "update --optimizer adamw --weight-decay 0.01 --lr 0.01" \
+         "update-user --lr 0.1 --momentum 0.9 --weight-decay 0.001"; do
+    read -r name rest <<<"$c"
+    # shellcheck disable=SC2086 # rest: the case's flags, split
+    if job "$name" 3 "$cases" "$name" "$tmp/$name" --compress none --iters 6 --update workers $rest &&
+        grep -qE '^update: 6 iterations, 2 workers, .* every parameter bitwise torch.optim' "$tmp/$name.out"; then
+        ok "$name: $rest: $(grep -o "the step.*worker" "$tmp/$name.out"), bitwise torch.optim's"
+    else
+        bad "$name:"; tail -n 20 "$tmp/$name.out"
+    fi
+done
 adam_case adam-none+amsgrad --optimizer adam --weight-decay 0.01 --lr 0.01 --amsgrad \
     --betas 0.8,0.99 --eps 1e-6
 

@@ -19,6 +19,14 @@ groups, groups-wrap, groups-skew
           gives the scheduler the wrapper (groups: the wrapped optimizer) and first prints
           the refusals ("refused: LINE"); groups-skew steps worker 1's scheduler once more,
           which the servers refuse.
+update, update-user
+          2 workers, --compress none, --update workers (update) and with the user's step
+          (update-user: pc_worker_set_user_step after attach, pc_worker_grad_wait on every
+          parameter, then torch.optim.SGD or AdamW (foreach=False; the flags' --optimizer,
+          --lr, --momentum, --weight-decay) steps on the mean gradient in p.grad): after every
+          iteration every parameter on every worker is bitwise torch.optim's step on the mean
+          of both workers' gradients, computed in-process (with 2 workers the mean is exact in
+          any order); the runtime's own SGD within 1e-5 (torch fuses p - lr * m).
 adam-none, adamw-none
           1 worker, --compress none, --optimizer adam or adamw (the flags say which, with
           --betas, --eps, --amsgrad, --weight-decay): after every iteration every parameter
@@ -334,6 +342,80 @@ class Zoo(nn.Module):
         return self.head(h) + s.sum(1, keepdim=True)
 
 
+def case_update(out, flags, user):
+    """--update workers: the runtime's step on the workers, or the user's torch optimizer on
+    the mean gradient the runtime writes into p.grad, both against torch.optim in-process."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    from pipecompress.session import _worker
+    cfg = pc.config()
+    kind, W = cfg["optimizer"], pc.workers()
+    lr, wd = float(cfg["lr"]), float(cfg["weight-decay"])
+
+    def make(params):
+        if kind == "adamw":
+            return torch.optim.AdamW(params, lr=lr, weight_decay=wd, foreach=False,
+                                     betas=tuple(float(b) for b in cfg["betas"].split(",")),
+                                     eps=float(cfg["eps"]))
+        return torch.optim.SGD(params, lr=lr, momentum=float(cfg["momentum"]), weight_decay=wd,
+                               foreach=False)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    ropt = make(ref.parameters())
+    pc.attach(model)
+    s = _worker()
+    params = list(model.parameters())
+    if user:
+        if s.lib.pc_worker_set_user_step(s.w, True) != 0:
+            s.fail("pc_worker_set_user_step", -1)
+        uopt = make(params)
+    init = [p.detach().clone() for p in params]
+    for it in range(int(cfg["iters"])):
+        batches = []
+        for k in range(W):  # every worker's batch, from (iteration, worker)
+            g = torch.Generator().manual_seed(1000 * it + k)
+            batches.append((torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)))
+        x, y = batches[pc.rank()]
+        F.cross_entropy(model(x), y).backward()
+        if user:
+            for t in range(len(params)):
+                rc = s.lib.pc_worker_grad_wait(s.w, t)
+                if rc != 0:
+                    s.fail(f"grad_wait({t})", rc)
+            uopt.step()
+        pc.iteration_end()
+        pc.synchronize()
+        grads = []
+        for xk, yk in batches:
+            ref.zero_grad(set_to_none=True)
+            F.cross_entropy(ref(xk), yk).backward()
+            grads.append([q.grad.clone() for q in ref.parameters()])
+        for j, q in enumerate(ref.parameters()):
+            q.grad = sum(((1.0 / W) * gk[j] for gk in grads), torch.zeros_like(q))
+        ropt.step()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            # The runtime's SGD rounds p - lr * m twice, torch's fuses it (a multiply-add):
+            # within float tolerance (as case_sgd). Everything else bitwise.
+            if (not torch.equal(p.detach(), q.detach()) and
+                    (user or kind == "adamw" or _rel(p.detach(), q.detach()) > 1e-5)):
+                d = (p.detach() - q.detach()).abs().max().item()
+                raise pc.Error(f"iteration {it}: worker {pc.rank()}: {name} differs from "
+                               f"torch.optim's step on the mean gradient by up to {d:.3g}")
+    for (name, p), p0 in zip(model.named_parameters(), init):
+        if torch.equal(p.detach(), p0):
+            raise pc.Error(f"{name} did not move in {cfg['iters']} iterations")
+    rank = pc.rank()
+    status = pc.finish()
+    exact = "bitwise" if user or kind == "adamw" else "within 1e-5 (relative) of"
+    if rank == 0:
+        print(f"update: {cfg['iters']} iterations, {W} workers, --optimizer {kind}, the step "
+              f"{'torch.optim' if user else 'the runtime'}'s on every worker: every parameter "
+              f"{exact} torch.optim's on the mean gradient after every iteration", flush=True)
+    return status
+
+
 def case_zoo(out, flags):
     pc.init(flags)
     if pc.is_server():
@@ -491,6 +573,8 @@ def main():
         return case_sgd(out, flags, 2 if case.startswith("sgd2") else 1, case.endswith("-none"))
     if case in ("adam-none", "adamw-none"):
         return case_adam(out, flags)
+    if case in ("update", "update-user"):
+        return case_update(out, flags, case == "update-user")
     if case in ("groups", "groups-wrap", "groups-skew"):
         return case_groups(out, flags, case == "groups-wrap", case == "groups-skew")
     if case == "zoo":
