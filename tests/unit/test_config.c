@@ -614,6 +614,39 @@ static void test_optimizer_flags(void **state)
 /* --dilate K: default 1 (no dilation), any finite K from 1 to 1000; less than 1, not a
  * number or infinite refused in one line naming the flag, on the command line and by
  * pc_config_check for a cfg filled by hand; the effective configuration prints it. */
+/* --update servers|workers: the default, and what pc_config_check refuses in one line. */
+static void test_update(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    pc_config_defaults(&cfg);
+    assert_int_equal(cfg.update, PC_UPDATE_SERVERS);
+    assert_int_equal(PARSE(&cfg, err, "--update", "workers", "--optimizer", "adamw", "--compress",
+                           "topk:ratio=0.01,momentum=0"),
+                     PC_OK);
+    assert_int_equal(cfg.update, PC_UPDATE_WORKERS);
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK);
+    assert_int_equal(PARSE(&cfg, err, "--update", "both"), PC_EUSAGE);
+    assert_string_equal(err, "--update: 'both' is not one of servers|workers");
+    char *bad[][2] = {
+        {"--mode", "allreduce"}, {"--compress", "powersgd:rank=2"}, {"--pull", "dense"}};
+    const char *const why[] = {"--update workers has no effect with --mode allreduce",
+                               "--update workers with --compress powersgd:rank=2: ",
+                               "--pull has no effect with --update workers"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(PARSE(&cfg, err, "--update", "workers", bad[i][0], bad[i][1]), PC_OK);
+        pc_config_set_given(&cfg, bad[i][0] + 2, 1); /* PARSE records no given flags */
+        assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+        assert_non_null(strstr(err, why[i]));
+        assert_null(strchr(err, '\n'));
+    }
+    pc_config_defaults(&cfg); /* a cfg filled by hand */
+    cfg.update = 7;
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--update 7: not one of servers|workers");
+}
+
 static void test_dilate(void **state)
 {
     (void)state;
@@ -679,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_usage_and_print),
         cmocka_unit_test(test_check_combinations),
         cmocka_unit_test(test_dilate),
+        cmocka_unit_test(test_update),
         cmocka_unit_test(test_optimizer_flags),
         cmocka_unit_test(test_compressors),
     };
