@@ -142,6 +142,110 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One thread's pass over every chunk (share 0), the others' ranges empty. */
+static int deal_one(pool_t *p, int threads, int *lane)
+{
+    if (deal(p, 1, lane) != PC_OK)
+        return PC_EINVAL;
+    for (int k = 1; k < threads; k++)
+        p->share[k].lo = p->share[k].hi = 0;
+    p->nthreads = threads; /* every thread meets both barriers (an empty range at once) */
+    return PC_OK;
+}
+
+/* Each thread's codecs (spec, and none for the chunks under 64 KiB) and each chunk's state
+ * and message buffer. false: out of memory or a codec refused (pool_teardown frees what
+ * was made). */
+static bool pool_setup(pool_t *p, int threads, const pc_codec_spec_t *spec,
+                       const pc_codec_spec_t *none)
+{
+    const pc_plan_t *plan = p->plan;
+    p->st = calloc((size_t)plan->nchunks, sizeof(*p->st));
+    p->buf = calloc((size_t)plan->nchunks, sizeof(*p->buf));
+    p->cap = calloc((size_t)plan->nchunks, sizeof(*p->cap));
+    bool ok = p->st && p->buf && p->cap;
+    for (int k = 0; k < threads; k++)
+        p->share[k] = (share_t){.p = p};
+    for (int k = 0; k < threads && ok; k++)
+        ok = pc_codec_create(spec, &p->share[k].codec) == PC_OK &&
+             pc_codec_create(none, &p->share[k].dense) == PC_OK;
+    for (int i = 0; i < plan->nchunks && ok; i++) {
+        pc_codec_t *c =
+            plan->chunks[i].n * sizeof(float) < DENSE_BELOW ? p->share[0].dense : p->share[0].codec;
+        p->cap[i] = pc_codec_max_bytes(c, plan->chunks[i].n);
+        ok = (p->buf[i] = malloc(p->cap[i])) &&
+             pc_codec_state_create(c, plan->chunks[i].id, plan->chunks[i].n, &p->st[i]) == PC_OK;
+    }
+    return ok;
+}
+
+/* Free what pool_setup made. */
+static void pool_teardown(pool_t *p, int threads)
+{
+    for (int i = 0; i < p->plan->nchunks; i++) {
+        if (p->st)
+            pc_codec_state_destroy(p->st[i]);
+        if (p->buf)
+            free(p->buf[i]);
+    }
+    for (int k = 0; k < threads; k++) {
+        pc_codec_destroy(p->share[k].codec);
+        pc_codec_destroy(p->share[k].dense);
+    }
+    free(p->st);
+    free(p->buf);
+    free(p->cap);
+    p->st = NULL;
+    p->buf = NULL;
+    p->cap = NULL;
+}
+
+/* Start threads - 1 threads, two untimed passes (the states' and buffers' first touch:
+ * page faults, seconds at this size, are no compression; then share 0's codec scratch
+ * grown to every chunk), then reps pairs of timed passes, 1 thread then N, into s1 and
+ * sn; stop and join the threads. false: a pass failed. */
+static bool pool_run(pool_t *p, int threads, int reps, int *lane, double *s1, double *sn)
+{
+    bool barriers = false;
+    if (pthread_barrier_init(&p->start, NULL, (unsigned)threads) == 0) {
+        if (pthread_barrier_init(&p->end, NULL, (unsigned)threads) == 0)
+            barriers = true;
+        else
+            pthread_barrier_destroy(&p->start);
+    }
+    if (!barriers)
+        return false;
+    pthread_t tid[POOL_MAX_THREAD];
+    p->quit = 0;
+    for (int k = 1; k < threads; k++)
+        if (pthread_create(&tid[k], NULL, worker, &p->share[k]) != 0) {
+            /* Those started wait at a barrier that can no longer open: a program may stop
+             * here, and says why. */
+            fprintf(stderr, "pc-bench: --threads %d: cannot start thread %d\n", threads, k);
+            exit(BENCH_EXIT_FAIL);
+        }
+    bool ok = deal(p, threads, lane) == PC_OK;
+    if (ok)
+        timed(p);
+    if (ok && (ok = deal_one(p, threads, lane) == PC_OK))
+        timed(p);
+    for (int rep = 0; rep < reps && ok; rep++) {
+        ok = deal_one(p, threads, lane) == PC_OK;
+        s1[rep] = timed(p);
+        ok = ok && deal(p, threads, lane) == PC_OK;
+        sn[rep] = timed(p);
+        for (int k = 0; k < threads; k++)
+            ok = ok && p->share[k].rc == PC_OK;
+    }
+    p->quit = 1;
+    pthread_barrier_wait(&p->start);
+    for (int k = 1; k < threads; k++)
+        pthread_join(tid[k], NULL);
+    pthread_barrier_destroy(&p->start);
+    pthread_barrier_destroy(&p->end);
+    return ok;
+}
+
 int bench_pool_cpu(int threads, int reps, const char *const *specs, int nspecs)
 {
     pc_plan_tensor_t tens[NTENSORS];
@@ -190,87 +294,8 @@ int bench_pool_cpu(int threads, int reps, const char *const *specs, int nspecs)
             fprintf(stderr, "pc-bench: %s: %s\n", specs[si], why);
             goto out;
         }
-        p->st = calloc((size_t)plan->nchunks, sizeof(*p->st));
-        p->buf = calloc((size_t)plan->nchunks, sizeof(*p->buf));
-        p->cap = calloc((size_t)plan->nchunks, sizeof(*p->cap));
-        bool ok = p->st && p->buf && p->cap;
-        for (int k = 0; k < threads && ok; k++) {
-            p->share[k] = (share_t){.p = p};
-            ok = pc_codec_create(&spec, &p->share[k].codec) == PC_OK &&
-                 pc_codec_create(&none, &p->share[k].dense) == PC_OK;
-        }
-        for (int i = 0; i < plan->nchunks && ok; i++) {
-            pc_codec_t *c = plan->chunks[i].n * sizeof(float) < DENSE_BELOW ? p->share[0].dense
-                                                                            : p->share[0].codec;
-            p->cap[i] = pc_codec_max_bytes(c, plan->chunks[i].n);
-            ok =
-                (p->buf[i] = malloc(p->cap[i])) &&
-                pc_codec_state_create(c, plan->chunks[i].id, plan->chunks[i].n, &p->st[i]) == PC_OK;
-        }
-        /* Every thread meets both barriers on every pass (an empty range passes at once). */
-        bool barriers = false;
-        if (ok && pthread_barrier_init(&p->start, NULL, (unsigned)threads) == 0) {
-            if (pthread_barrier_init(&p->end, NULL, (unsigned)threads) == 0)
-                barriers = true;
-            else
-                pthread_barrier_destroy(&p->start);
-        }
-        ok = ok && barriers;
-        pthread_t tid[POOL_MAX_THREAD];
-        p->quit = 0;
-        for (int k = 1; k < threads && ok; k++)
-            if (pthread_create(&tid[k], NULL, worker, &p->share[k]) != 0) {
-                /* Those started wait at a barrier that can no longer open: a program may
-                 * stop here, and says why. */
-                fprintf(stderr, "pc-bench: --threads %d: cannot start thread %d\n", threads, k);
-                exit(BENCH_EXIT_FAIL);
-            }
-        /* A pass untimed first: the states' and buffers' first touch (page faults, seconds
-         * at this size) is no compression. */
-        if (ok && (ok = deal(p, threads, lane) == PC_OK))
-            timed(p);
-        if (ok && (ok = deal(p, 1, lane) == PC_OK)) { /* share 0's codec scratch, grown */
-            for (int k = 1; k < threads; k++)
-                p->share[k].lo = p->share[k].hi = 0;
-            p->nthreads = threads;
-            timed(p);
-        }
-        for (int rep = 0; rep < reps && ok; rep++) {
-            /* One thread: share 0 takes every chunk, the others none. */
-            ok = deal(p, 1, lane) == PC_OK;
-            for (int k = 1; k < threads; k++)
-                p->share[k].lo = p->share[k].hi = 0;
-            p->nthreads = threads;
-            s1[rep] = timed(p);
-            ok = ok && deal(p, threads, lane) == PC_OK;
-            sn[rep] = timed(p);
-            for (int k = 0; k < threads; k++)
-                ok = ok && p->share[k].rc == PC_OK;
-        }
-        if (barriers) {
-            p->quit = 1;
-            pthread_barrier_wait(&p->start);
-            for (int k = 1; k < threads; k++)
-                pthread_join(tid[k], NULL);
-            pthread_barrier_destroy(&p->start);
-            pthread_barrier_destroy(&p->end);
-        }
-        for (int i = 0; i < plan->nchunks; i++) {
-            if (p->st)
-                pc_codec_state_destroy(p->st[i]);
-            if (p->buf)
-                free(p->buf[i]);
-        }
-        for (int k = 0; k < threads; k++) {
-            pc_codec_destroy(p->share[k].codec);
-            pc_codec_destroy(p->share[k].dense);
-        }
-        free(p->st);
-        free(p->buf);
-        free(p->cap);
-        p->st = NULL;
-        p->buf = NULL;
-        p->cap = NULL;
+        bool ok = pool_setup(p, threads, &spec, &none) && pool_run(p, threads, reps, lane, s1, sn);
+        pool_teardown(p, threads);
         if (!ok) {
             fprintf(stderr, "pc-bench: --threads %d, %s: out of memory or a codec failed\n",
                     threads, specs[si]);

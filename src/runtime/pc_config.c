@@ -500,6 +500,35 @@ static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, cha
     return PC_OK;
 }
 
+/* --compressors: its value (a cfg filled by hand bypasses the parser's check), and a pool
+ * (or auto) only where it can run: pipelined, --mode ps (allreduce's collectives are one
+ * stream), host tensors (device tensors' copies and streams are one thread's). */
+static int check_pool(const pc_config_t *cfg, char *err, size_t errlen)
+{
+    char why[256];
+    int ncomp;
+    if (pc_config_compressors_parse(cfg->compressors, &ncomp, why, sizeof(why)) != PC_OK)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--compressors: %s", why);
+    if (ncomp == 1) /* one thread, as always */
+        return PC_OK;
+    if (!cfg->pipeline)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compressors %s needs --pipeline on (--pipeline off compresses "
+                            "inline on the backprop thread)",
+                            cfg->compressors);
+    if (cfg->mode == PC_MODE_ALLREDUCE)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compressors %s has no effect with --mode allreduce (nothing "
+                            "is compressed; its collectives keep one thread); drop it",
+                            cfg->compressors);
+    if (cfg->device != PC_DEVICE_CPU)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--compressors %s needs host tensors (--device cpu): device "
+                            "tensors' copies and streams are one compressor thread's",
+                            cfg->compressors);
+    return PC_OK;
+}
+
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
 {
     pc_codec_spec_t spec;
@@ -588,27 +617,7 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
                             "--compress %s has no CUDA kernels: its products run on the "
                             "compressor thread's core; add --compress-on cpu",
                             cfg->compress);
-    int ncomp;
-    if (pc_config_compressors_parse(cfg->compressors, &ncomp, why, sizeof(why)) != PC_OK)
-        return pc_error_fmt(PC_EUSAGE, err, errlen, "--compressors: %s", why);
-    if (ncomp != 1) { /* a pool, or auto */
-        if (!cfg->pipeline)
-            return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "--compressors %s needs --pipeline on (--pipeline off compresses "
-                                "inline on the backprop thread)",
-                                cfg->compressors);
-        if (cfg->mode == PC_MODE_ALLREDUCE)
-            return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "--compressors %s has no effect with --mode allreduce (nothing "
-                                "is compressed; its collectives keep one thread); drop it",
-                                cfg->compressors);
-        if (cfg->device != PC_DEVICE_CPU)
-            return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "--compressors %s needs host tensors (--device cpu): device "
-                                "tensors' copies and streams are one compressor thread's",
-                                cfg->compressors);
-    }
-    return PC_OK;
+    return check_pool(cfg, err, errlen);
 }
 
 void pc_config_defaults(pc_config_t *cfg)

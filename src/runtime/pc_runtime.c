@@ -197,8 +197,12 @@ static int compressors_auto(pc_runtime_t *rt, const char *near, int *n, char *er
             servers += all[2 * i] == 0;
         }
     free(all);
-    if (node != MPI_COMM_NULL)
-        MPI_Comm_free(&node);
+    if (node != MPI_COMM_NULL) {
+        int frc =
+            PC_MPI_CHECK(MPI_Comm_free(&node), rc == PC_OK ? err : NULL, rc == PC_OK ? errlen : 0);
+        if (rc == PC_OK)
+            rc = frc; /* the first failure's message stays */
+    }
     if (rc != PC_OK)
         return rc;
     int cores = pc_topo_cores_in(rt->topo, mine);
