@@ -193,11 +193,6 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
                      "powersgd (this run: --mode %s, --update %s, --compress %s)",
                      w->ops->name, rt->cfg.update == PC_UPDATE_SERVERS ? "servers" : "workers",
                      pc_codec_name(rt->spec.id));
-    if (w->update_workers) /* the servers run no step to give the groups to */
-        return WFAIL(rt, &w->main, PC_ESTATE,
-                     "parameter groups need --update servers: with --update workers the "
-                     "workers step (the run's flags, or the caller's own optimizer: "
-                     "pc_worker_set_user_step)");
     if (!hparams || !tensor_group || ngroups < 1 || (uint32_t)ngroups > PC_RT_MAX_GROUPS)
         return WFAIL(rt, &w->main, PC_EINVAL, "pc_worker_set_optimizer: %d groups, not 1..%u",
                      ngroups, PC_RT_MAX_GROUPS);
