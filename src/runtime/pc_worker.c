@@ -64,10 +64,24 @@ static void wake_main(pc_worker_t *w)
 
 /* ---- the MPI thread: hand-over, fold, compress and send, updates ------------------ */
 
-/* A tensor's owners: the lanes that release its gradient buffer (wthread_t). */
+/* Whether lane k of the pool owns chunks: a lane may be empty (pc_plan_deal), even one
+ * between two lanes of one tensor (its chunks bigger than a thread's share); it gets no
+ * descriptor and releases nothing. Any thread (set at start). */
+static bool lane_owns(const pc_worker_t *w, int k)
+{
+    return w->comp[k].lo < w->comp[k].hi;
+}
+
+/* A tensor's owners: the lanes that release its gradient buffer (wthread_t), those of its
+ * lane range that own chunks; inline, the backprop thread's. */
 static int owners(const pc_worker_t *w, int t)
 {
-    return w->tensors[t].last_lane - w->tensors[t].first_lane + 1;
+    if (!w->pipelined)
+        return 1;
+    int n = 0;
+    for (int k = w->tensors[t].first_lane; k <= w->tensors[t].last_lane; k++)
+        n += lane_owns(w, k);
+    return n;
 }
 
 /* Whether release r is expected: a tensor of the current iteration, not yet released in
@@ -830,6 +844,8 @@ static int hand_over(pc_worker_t *w, int tensor, size_t begin, size_t end, const
         return rc;
     /* Every lane that owns a chunk of the tensor gets the descriptor (its own copy). */
     for (int k = t->first_lane; k <= t->last_lane; k++) {
+        if (!lane_owns(w, k)) /* an empty lane between two of the tensor's */
+            continue;
         lane_desc_t a = {&w->comp[k], &d};
         int64_t waited = 0, t0 = pc_time_ns();
         rc = main_await(w, push_desc, &a, (int64_t)(w->rt->cfg.timeout * 1e9), &waited);

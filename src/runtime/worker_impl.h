@@ -216,8 +216,9 @@ typedef struct pc_worker pc_worker_t;
  * consumer): SPSC holds because the backprop thread is the only thread that pushes into
  * any q_ready and pops from any q_back, and each lane's thread is the only one that pops
  * its q_ready and pushes its q_back. A tensor whose chunks span lanes [first_lane,
- * last_lane] gets its descriptor in each of those lanes' q_ready, and its gradient buffer
- * goes back once each of them released it (wtensor_t.owners releases). */
+ * last_lane] gets its descriptor in the q_ready of each of those lanes that owns chunks (a
+ * lane between two may be empty: chunks bigger than a share), and its gradient buffer
+ * goes back once each of them released it (pc_worker.c's owners). */
 typedef struct wthread {
     char err[WERR_LEN];
     int track; /* TRACK_MAIN, or TRACK_COMPRESSOR + index */

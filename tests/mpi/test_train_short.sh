@@ -70,6 +70,13 @@ grep -q 'worker r0: 4 compressor threads on cores' "$tmp/pool-4.log" &&
     cmp -s "$tmp/pool-4.pcm" "$tmp/pool-off.pcm" &&
     ok "--compressors 4 saves the model of --pipeline off, and says where its threads went" ||
     { bad "--compressors 4: another model, or no placement line"; grep 'compressor threads' "$tmp/pool-4.log"; }
+# Chunks bigger than a thread's share: fc1.weight (200704 elements of 235146) in two chunks
+# of 100352 dealt to threads 0 and 2 of 4; thread 1, between them, owns nothing, gets no
+# descriptor and releases nothing (3 iterations; a hang here times out after 5 s).
+"$run" -t 60 -np 3 "$train" "${common[@]}" --iters 3 --chunk-bytes 401408 --compressors 4 \
+    --timeout 5 >"$tmp/pool-gap.log" 2>&1 && grep -q '^done: 3 iterations' "$tmp/pool-gap.log" &&
+    ok "--compressors 4 with an empty thread between two of a tensor's: 3 iterations" ||
+    { bad "--compressors 4, an empty thread inside a tensor's range"; grep -m2 'timed out' "$tmp/pool-gap.log"; }
 # Resume from iteration 20 with another pool size (the final checkpoint removed).
 rm -rf "$tmp/pool-ck/ckpt-000000000040"
 "$run" -t 120 -np 3 "$train" "${pool[@]}" --compressors 2 --checkpoint-dir "$tmp/pool-ck" --resume \
