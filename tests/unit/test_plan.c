@@ -123,6 +123,58 @@ static void test_more_servers_than_chunks_and_errors(void **state)
     assert_null(plan);
 }
 
+/* pc_plan_deal against its rule computed naively here (each chunk's midpoint share, in
+ * double: exact at these sizes), and what the pool relies on: contiguous ranges in order,
+ * one thread takes everything, an empty thread between two of one tensor's, bad
+ * arguments refused. */
+static void test_deal(void **state)
+{
+    (void)state;
+    /* 10 tensors of assorted sizes, 1000-element chunks: 2500 is cut in three. */
+    const size_t sizes[] = {2500, 30, 700, 1000, 5, 4000, 64, 999, 1, 3000};
+    enum { NT = sizeof(sizes) / sizeof(sizes[0]) };
+    pc_plan_tensor_t t[NT];
+    for (int i = 0; i < NT; i++)
+        t[i] = (pc_plan_tensor_t){.n = sizes[i]};
+    pc_plan_t *plan;
+    assert_int_equal(pc_plan_create(t, NT, 1000, 2, &plan), PC_OK);
+    int lane[64];
+    assert_true(plan->nchunks <= 64);
+    double total = 0;
+    for (int i = 0; i < plan->nchunks; i++)
+        total += (double)plan->chunks[i].n;
+    for (int n = 1; n <= 9; n++) {
+        assert_int_equal(pc_plan_deal(plan, n, lane), PC_OK);
+        double before = 0;
+        for (int i = 0; i < plan->nchunks; i++) {
+            double mid = before + (double)plan->chunks[i].n / 2;
+            int want = (int)(mid * n / total);
+            assert_int_equal(lane[i], want < n ? want : n - 1);
+            if (i > 0)
+                assert_true(lane[i] >= lane[i - 1]); /* contiguous ranges, in order */
+            before += (double)plan->chunks[i].n;
+        }
+        if (n == 1)
+            for (int i = 0; i < plan->nchunks; i++)
+                assert_int_equal(lane[i], 0);
+    }
+    /* One tensor in two big chunks over 4 threads: threads 1 and 3, thread 2 empty
+     * between them (the case the worker skips), thread 0 empty at the start. */
+    pc_plan_tensor_t big = {.n = 2000};
+    pc_plan_t *two;
+    assert_int_equal(pc_plan_create(&big, 1, 1000, 1, &two), PC_OK);
+    assert_int_equal(two->nchunks, 2);
+    assert_int_equal(pc_plan_deal(two, 4, lane), PC_OK);
+    assert_int_equal(lane[0], 1); /* midpoint 500 of 2000: share 1 of 4 */
+    assert_int_equal(lane[1], 3); /* midpoint 1500: share 3 */
+    assert_int_equal(pc_plan_deal(two, 0, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, PC_PLAN_DEAL_MAX + 1, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(NULL, 2, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, 2, NULL), PC_EINVAL);
+    pc_plan_destroy(two);
+    pc_plan_destroy(plan);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -130,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_not_adjacent_not_grouped),
         cmocka_unit_test(test_near_equal_pieces_and_determinism),
         cmocka_unit_test(test_more_servers_than_chunks_and_errors),
+        cmocka_unit_test(test_deal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
