@@ -7,8 +7,8 @@
 #  - --pull dense and sparse give bitwise-identical parameters;
 #  - --priority forward and fifo give bitwise-identical parameters;
 #  - --update workers (the servers only sum, every worker steps) gives bitwise the model of
-#    --update servers: SGD with momentum and AdamW, --compress none and topk (error
-#    feedback), pipelined and inline, every worker's parameters checked against worker 0's
+#    --update servers: SGD with momentum (--compress none), topk with error feedback
+#    (inline) and AdamW with it, every worker's parameters checked against worker 0's
 #    (pc_example --save); exact aggregation with it, 3 workers, 2 servers;
 #  - --compress none in PS mode matches --mode allreduce within 1e-5 relative;
 #  - ratio 0 (empty messages) completes;
@@ -153,8 +153,8 @@ upd() { # NAME PIPELINE FLAGS...
 }
 upd "sgd momentum 0.9, none" on --compress none --momentum 0.9 --weight-decay 0.001
 upd "topk (error feedback, momentum correction)" off --compress topk:ratio=0.01
-upd "adamw, none" off --compress none --optimizer adamw --lr 0.003 --weight-decay 0.01
-upd "adamw, topk (error feedback)" on --compress topk:ratio=0.01,momentum=0 --optimizer adamw --lr 0.003
+upd "adamw, topk (error feedback)" on --compress topk:ratio=0.01,momentum=0 --optimizer adamw \
+    --lr 0.003 --weight-decay 0.01
 if out=$("$run" -t 60 -np 5 "$mpi" exact --servers 2 --chunk-bytes 256 --update workers \
          --compress none --momentum 0 --lr 0.5 2>&1) && grep -q 'match bit for bit' <<<"$out"; then
     ok "exact aggregation, --update workers, 3 workers, 2 servers"
