@@ -104,6 +104,13 @@ void pc_runtime_set_stop_flag(pc_runtime_t *rt, volatile sig_atomic_t *flag);
  * from the workers' end messages), so every rank can exit with 128 + N. */
 int pc_runtime_stop_signal(const pc_runtime_t *rt);
 
+/* The run's own learning-rate schedule at iteration t (0-based; pc_optim_lr of --lr,
+ * --lr-schedule, --lr-step, --lr-gamma, --lr-warmup and --iters): the rate iteration t's
+ * step uses unless pc_worker_set_optimizer gave parameter groups (whose rates come from
+ * pc_worker_set_lrs). The binding's pc.lr() without a pc.DistributedOptimizer. Reads only
+ * what create fixed: thread-safe, any rank. */
+double pc_runtime_lr(const pc_runtime_t *rt, int64_t t);
+
 /* The server loop: receive, validate and aggregate the workers' compressed gradients, step
  * the optimizer on this server's chunks, push the updated parameters back (--update
  * workers: no step, the mean gradient pushed back instead), until every worker has

@@ -449,6 +449,12 @@ int pc_runtime_stop_signal(const pc_runtime_t *rt)
     return rt->stop_signal;
 }
 
+double pc_runtime_lr(const pc_runtime_t *rt, int64_t t)
+{
+    /* The schedule's fields are create's; pc_worker_set_optimizer writes only the kind. */
+    return pc_optim_lr(&rt->optim, t);
+}
+
 int pc_rt__bind(pc_runtime_t *rt, int t, const char *who)
 {
     char err[256];
