@@ -394,13 +394,13 @@ static void print_breakdown(double samples, const pc_worker_breakdown_t *b, cons
 {
     printf("%.0f samples/s | median of %d iters x %d workers: iter %.2f ms, compute %.2f, wait "
            "release %.2f, back-pressure %.2f, compress %.2f, network %.2f, server %.2f, inline "
-           "compress %.2f | compress %.2f ms exposed %.2f ms | slowest r%d compute %.2f ms | "
-           "%.1f KB/iter sent | ETA %s\n",
+           "compress %.2f | compress %.2f ms (busiest thread %.2f) exposed %.2f ms | slowest r%d "
+           "compute %.2f ms | %.1f KB/iter sent | ETA %s\n",
            samples, b->window, b->workers, b->t_iteration * 1e3, b->t_compute * 1e3,
            b->t_wait_release * 1e3, b->t_wait_backpressure * 1e3, b->t_wait_compress * 1e3,
            b->t_wait_network * 1e3, b->t_wait_server * 1e3, b->t_compress_inline * 1e3,
-           b->t_compress * 1e3, b->t_exposed * 1e3, b->slowest, b->slowest_compute * 1e3,
-           b->bytes_sent / 1024, eta);
+           b->t_compress * 1e3, b->t_compress_busy * 1e3, b->t_exposed * 1e3, b->slowest,
+           b->slowest_compute * 1e3, b->bytes_sent / 1024, eta);
     fflush(stdout);
 }
 

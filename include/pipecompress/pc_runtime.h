@@ -354,7 +354,13 @@ int64_t pc_worker_iteration(const pc_worker_t *w);
  * allreduces run inside grad_ready: part of compute. With --dilate K every time includes
  * the dilation's sleeps (t_compress is K times the CPU's compression, t_wait_server the
  * server's dilated time): the emulated machine's times, K times over. The fields from
- * t_wait_release on were added at the end of the struct (its size grew: rebuild callers). */
+ * t_wait_release on were added at the end of the struct (its size grew: rebuild callers).
+ *
+ * A pool (--compressors N): t_compress adds every thread's compression, the pool's CPU
+ * time; t_compress_busy is the busiest thread's alone (the maximum over the threads), the
+ * pool's wall view: the compressor is the bottleneck where t_compress_busy, not
+ * t_compress, approaches the iteration. t_compress_busy <= t_compress <= N t_compress_busy;
+ * with one thread (or --pipeline off) they are equal. */
 typedef struct pc_worker_metrics {
     int64_t iteration;
     double t_iteration;  /* iteration_end to iteration_end */
@@ -362,7 +368,8 @@ typedef struct pc_worker_metrics {
     double t_backward;   /* first grad_ready to iteration_end */
     double t_param_wait; /* in param_wait: waiting for updates (the three t_wait_update
                             parts below) */
-    double t_compress;   /* folding and compressing this iteration's chunks, any thread */
+    double t_compress;   /* folding and compressing this iteration's chunks, every
+                            thread's time summed (the pool's CPU time) */
     double t_exposed;    /* compression the backprop thread was exposed to (above) */
     uint64_t bytes_sent; /* compressed gradients (or allreduce payload) */
     uint64_t bytes_received;
@@ -376,6 +383,8 @@ typedef struct pc_worker_metrics {
     double t_wait_network;
     double t_wait_server;
     double t_compress_inline;
+    double t_compress_busy; /* t_compress of the busiest thread alone (above) */
+    int compressors;        /* the pool's threads (--compressors), 0 with --pipeline off */
 } pc_worker_metrics_t;
 
 /* Report this iteration's training loss and batch accuracy (before iteration_end); they
@@ -411,6 +420,7 @@ typedef struct pc_worker_breakdown {
     int slowest;       /* rank of the worker with the largest median compute: the one the
                           others wait for */
     double slowest_compute, slowest_iteration; /* its medians of t_compute, t_iteration */
+    double t_compress_busy; /* the busiest compressor thread's (pc_worker_metrics_t) */
 } pc_worker_breakdown_t;
 
 /* Collective over the workers (not the servers): every worker calls it at the same point

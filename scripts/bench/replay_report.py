@@ -11,9 +11,12 @@ figure is the emulated machine's: measured under dilation K, divided by K. Per r
                network and compression cost nothing);
   x best peer  the best DDP variant's iteration (at its best case: the hooks' CPU work that
                a GPU would do removed) over this one's: above 1, this setting is faster;
-  comp busy    PipeCompress: the compressor's busy time per iteration (t_compress, or
-               t_compress_inline inline) over the iteration, workers' mean from the metrics
-               (above 1: compression alone is longer than the iteration);
+  comp busy    PipeCompress: the compressor's busy time per iteration over the iteration,
+               workers' mean from the metrics (above 1: compression alone is longer than
+               the iteration): with a pool (--compressors N) the busiest thread's
+               (t_compress_busy), the one the iteration waits for; inline, the backprop
+               thread's (t_compress_inline); older metrics without t_compress_busy:
+               t_compress;
   hidden       a pipelined setting: (its inline counterpart's iteration - its own) over its
                compression time per iteration: 1 = all hidden, 0 = none, below 0 = slower;
                above 1, pipelining hid more than the compression: inline, the backprop
@@ -21,7 +24,8 @@ figure is the emulated machine's: measured under dilation K, divided by K. Per r
                round trip of P, the sends);
   MB out, in   bytes a worker sent and received per iteration (the metrics' bytes_sent and
                bytes_received; DDP: not counted);
-  cores        the workers' compression work (real CPU seconds: the busy time / K) over
+  cores        the workers' compression work (real CPU seconds: every compressor thread's
+               summed, t_compress (+ t_compress_inline), / K) over
                what the machine's cores give in a dilated iteration: the share of the
                shared cores that compression alone takes (servers, MPI and the kernel's
                networking come on top); near 1, the emulated nodes compete for cores that
@@ -50,8 +54,9 @@ def fail(msg):
 
 
 def read_metrics(path, warmup):
-    """Workers' mean per iteration after the warm-up: busy compressing, iteration, bytes."""
-    busy, it, sent, recv = [], [], [], []
+    """Workers' mean per iteration after the warm-up: the busiest compressor thread's
+    time (busy_s), every thread's summed (cpu_s), iteration, bytes."""
+    busy, cpu, it, sent, recv = [], [], [], [], []
     try:
         with open(path) as fh:
             for line in fh:
@@ -61,7 +66,15 @@ def read_metrics(path, warmup):
                     continue
                 if r.get("role") != "worker" or r.get("iteration", 0) < warmup:
                     continue
-                busy.append(r.get("t_compress", 0.0) + r.get("t_compress_inline", 0.0))
+                inl = r.get("t_compress_inline", 0.0)
+                summed = r.get("t_compress", 0.0)
+                # inline, t_compress is t_compress_inline: count it once
+                if r.get("compressors", 1) == 0 or r.get("pipeline") is False:
+                    busy.append(inl)
+                    cpu.append(inl)
+                else:
+                    busy.append(r.get("t_compress_busy", summed) + inl)
+                    cpu.append(summed + inl)
                 it.append(r.get("t_iteration", 0.0))
                 sent.append(r.get("bytes_sent", 0))
                 recv.append(r.get("bytes_received", 0))
@@ -69,7 +82,8 @@ def read_metrics(path, warmup):
         return None
     if not it:
         return None
-    return {"busy_s": st.mean(busy), "iter_s": st.mean(it), "bytes": st.mean(sent),
+    return {"busy_s": st.mean(busy), "cpu_s": st.mean(cpu), "iter_s": st.mean(it),
+            "bytes": st.mean(sent),
             "bytes_in": st.mean(recv)}
 
 
@@ -100,7 +114,8 @@ def read_cell(out, model, rate, k, link):
             met = read_metrics(os.path.join(runs, name + ".metrics.jsonl"), meta["warmup"])
             if met:
                 r["busy"] = met["busy_s"] / met["iter_s"] if met["iter_s"] > 0 else None
-                r["comp_ms"] = met["busy_s"] * 1e3 / k
+                r["comp_ms"] = met["busy_s"] * 1e3 / k  # the busiest thread's
+                r["comp_cpu_ms"] = met["cpu_s"] * 1e3 / k  # every thread's
                 r["mb_per_worker"] = met["bytes"] / 1e6
                 r["mb_in_per_worker"] = met["bytes_in"] / 1e6
         res[(meta["workers"], meta["setting"])] = r
@@ -152,10 +167,10 @@ def main():
                     r["x_limit"] = it / limit
                 if it and best_peer:
                     r["x_best_peer"] = peers[best_peer] / it
-                if it and r.get("comp_ms") is not None:
-                    # the workers' compression, CPU work in real seconds, over what the
-                    # machine's cores give in a dilated iteration (K x it)
-                    r["cores"] = w * r["comp_ms"] / (k * it * NCORES)
+                if it and r.get("comp_cpu_ms") is not None:
+                    # the workers' compression, CPU work in real seconds (every thread's),
+                    # over what the machine's cores give in a dilated iteration (K x it)
+                    r["cores"] = w * r["comp_cpu_ms"] / (k * it * NCORES)
                 inl = row.get(s + "-inline", {}).get("iter_ms")
                 if it and inl and r.get("comp_ms"):
                     r["hidden"] = (inl - it) / r["comp_ms"]

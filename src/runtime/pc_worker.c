@@ -282,6 +282,7 @@ static int ps_fold(pc_worker_t *w, wchunk_t *c, uint64_t it, wthread_t *me)
     c->tm[it & 1].fold0 = t0;
     c->tm[it & 1].fold1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&me->busy_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     pc_rt__tracef(rt, me->track, t0, t1, "fold chunk %u", c->id);
     if (rc != PC_OK)
         return WFAIL(rt, me, rc, "chunk %u (tensor '%s') of iteration %llu: %s", c->id,
@@ -398,6 +399,7 @@ static int ps_send_one(pc_worker_t *w, bool *did, wthread_t *me)
         t1 = pc_rt__dilate(rt, t0, t1);
     c->tm[it & 1].comp1 = t1;
     atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&me->busy_ns[it % RING], (uint64_t)(t1 - t0), memory_order_relaxed);
     if (rc != PC_OK)
         return WFAIL(rt, me, rc, "compressing chunk %u: %s", c->id,
                      pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec) : pc_strerror(rc));

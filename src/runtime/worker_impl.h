@@ -127,7 +127,7 @@ typedef struct wtensor {
  * but a median over 64 iterations is already steady, and the gather moves W * 64 rows. */
 #define BD_RING 64
 /* Figures per iteration that pc_worker_breakdown gathers (worker_metrics.c lists them). */
-#define BD_FIELDS 12
+#define BD_FIELDS 13
 
 /* One chunk's lifecycle in one iteration: pc_time_ns on this host (0: not reached), except
  * server_ns, a duration on the server's clock (hosts need no common clock). Written by the
@@ -241,6 +241,11 @@ typedef struct wthread {
                                     descriptor or stop) and after the abort store */
     _Atomic int rc;              /* its error: stored (release) after writing err, loaded
                                     (acquire) by pc_rt__w_check_thread and main_test */
+    /* Its share of w->comp_ns: the ns this thread spent folding and compressing iteration
+     * i's chunks, in slot i % RING; it adds (relaxed), the backprop thread takes them with
+     * comp_ns (after a version acquire: worker_metrics.c's take_ring), whose maximum over the
+     * threads is t_compress_busy. */
+    _Atomic uint64_t busy_ns[RING];
     pthread_t thread;
     bool started; /* between pthread_create and pthread_join (backprop thread's) */
 } wthread_t;
@@ -325,7 +330,9 @@ struct pc_worker {
     _Atomic bool abort; /* destroy before finish: stored (release) by pc_worker_destroy,
                            loaded (acquire) by every compressor thread, which then returns
                            at once */
-    /* metrics: MPI threads add (relaxed), backprop thread takes (after a version acquire) */
+    /* metrics: MPI threads add (relaxed), backprop thread takes (after a version acquire);
+     * comp_ns is every thread's compression summed (the pool's CPU time), each thread's
+     * own share in its wthread_t's busy_ns */
     _Atomic uint64_t comp_ns[RING], sent_bytes[RING], recv_bytes[RING];
 
     /* ---- the MPI thread's */

@@ -81,8 +81,9 @@ int pc_rt__w_lr_round2(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wth
                      rc == PC_ERANGE         ? "a product is NaN or infinite (training diverged)"
                      : pc_rt__w_dev_codec(c) ? pc_devcodec_error(w->dcodec)
                                              : pc_strerror(rc));
-    atomic_fetch_add_explicit(&w->comp_ns[it % RING], (uint64_t)(pc_time_ns() - t0),
-                              memory_order_relaxed);
+    uint64_t took = (uint64_t)(pc_time_ns() - t0);
+    atomic_fetch_add_explicit(&w->comp_ns[it % RING], took, memory_order_relaxed);
+    atomic_fetch_add_explicit(&me->busy_ns[it % RING], took, memory_order_relaxed);
     c->lr_round = 2; /* the next answer is the update (the caller posts its receive) */
     return PC_OK;
 }

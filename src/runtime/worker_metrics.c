@@ -20,12 +20,22 @@
 #include "worker_impl.h"
 
 /* Take the compressor-side counters of iteration m->iteration (their ring slot is then
- * reused). Relaxed: the caller's version acquires ordered the adds before. */
+ * reused): the compression summed over the threads (t_compress, the pool's CPU time) and
+ * the busiest thread's (t_compress_busy, the pool's wall view: the backprop thread with
+ * --pipeline off, else the compressor thread that compressed longest). Relaxed: the
+ * caller's version acquires ordered the adds before. */
 static void take_ring(pc_worker_t *w, pc_worker_metrics_t *m)
 {
     int s = (int)(m->iteration % RING);
     m->t_compress =
         (double)atomic_exchange_explicit(&w->comp_ns[s], 0, memory_order_relaxed) * 1e-9;
+    uint64_t busiest = atomic_exchange_explicit(&w->main.busy_ns[s], 0, memory_order_relaxed);
+    for (int k = 0; k < w->ncomp; k++) {
+        uint64_t b = atomic_exchange_explicit(&w->comp[k].busy_ns[s], 0, memory_order_relaxed);
+        busiest = b > busiest ? b : busiest;
+    }
+    m->t_compress_busy = (double)busiest * 1e-9;
+    m->compressors = w->pipelined ? w->ncomp : 0;
     m->bytes_sent = atomic_exchange_explicit(&w->sent_bytes[s], 0, memory_order_relaxed);
     m->bytes_received = atomic_exchange_explicit(&w->recv_bytes[s], 0, memory_order_relaxed);
 }
@@ -55,13 +65,15 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
         "\"compression_ratio\": %.3f, \"queue_high_water\": %u, \"pipeline\": %s, "
         "\"mode\": \"%s\", \"t_wait_release\": %.6f, \"t_wait_backpressure\": %.6f, "
         "\"t_wait_compress\": %.6f, \"t_wait_network\": %.6f, "
-        "\"t_wait_server\": %.6f, \"t_compress_inline\": %.6f%s}",
+        "\"t_wait_server\": %.6f, \"t_compress_inline\": %.6f, \"t_compress_busy\": %.6f, "
+        "\"compressors\": %d%s}",
         w->rt->rank, (long long)m->iteration, m->t_iteration, m->t_forward, m->t_backward,
         m->t_param_wait, m->t_compress, m->t_exposed, (unsigned long long)m->bytes_sent,
         (unsigned long long)m->bytes_received, (unsigned long long)m->dense_bytes,
         m->bytes_sent ? (double)m->dense_bytes / (double)m->bytes_sent : 0.0, m->queue_high_water,
         w->pipelined ? "true" : "false", w->ops->name, m->t_wait_release, m->t_wait_backpressure,
-        m->t_wait_compress, m->t_wait_network, m->t_wait_server, m->t_compress_inline, extra);
+        m->t_wait_compress, m->t_wait_network, m->t_wait_server, m->t_compress_inline,
+        m->t_compress_busy, m->compressors, extra);
 }
 
 void pc_rt__w_metrics_flush(pc_worker_t *w)
@@ -226,6 +238,7 @@ enum {
     F_NETWORK,
     F_SERVER,
     F_COMPRESS,
+    F_COMPRESS_BUSY,
     F_INLINE,
     F_EXPOSED,
     F_BYTES,
@@ -267,6 +280,7 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
         r[F_NETWORK] = m->t_wait_network;
         r[F_SERVER] = m->t_wait_server;
         r[F_COMPRESS] = m->t_compress;
+        r[F_COMPRESS_BUSY] = m->t_compress_busy;
         r[F_INLINE] = m->t_compress_inline;
         r[F_EXPOSED] = m->t_exposed;
         r[F_BYTES] = (double)m->bytes_sent;
@@ -310,6 +324,7 @@ int pc_worker_breakdown(pc_worker_t *w, int window, pc_worker_breakdown_t *out)
         .t_wait_network = med[F_NETWORK],
         .t_wait_server = med[F_SERVER],
         .t_compress = med[F_COMPRESS],
+        .t_compress_busy = med[F_COMPRESS_BUSY],
         .t_compress_inline = med[F_INLINE],
         .t_exposed = med[F_EXPOSED],
         .bytes_sent = med[F_BYTES],

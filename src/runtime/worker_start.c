@@ -40,6 +40,7 @@ int pc_worker_create(pc_runtime_t *rt, pc_worker_t **out, char *err, size_t errl
     w->loss = w->accuracy = NAN;
     for (int i = 0; i < RING; i++) {
         atomic_init(&w->comp_ns[i], 0);
+        atomic_init(&w->main.busy_ns[i], 0);
         atomic_init(&w->sent_bytes[i], 0);
         atomic_init(&w->recv_bytes[i], 0);
     }
@@ -645,6 +646,8 @@ static int setup_lanes(pc_worker_t *w)
             w->comp[k].index = k;
             w->comp[k].track = TRACK_COMPRESSOR + k;
             atomic_init(&w->comp[k].rc, PC_OK);
+            for (int i = 0; i < RING; i++)
+                atomic_init(&w->comp[k].busy_ns[i], 0);
         }
     }
     /* The deal (pc_plan_deal) into ready_list, free until the pipeline runs. */

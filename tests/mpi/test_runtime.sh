@@ -241,6 +241,8 @@ for r in workers:
     for k in keys:
         assert r[k] >= 0, (k, r)
     assert r["t_exposed"] <= r["t_compress"], r  # never more than the compression it measures
+    # one compressor thread (or none, inline): the busiest thread's is the sum
+    assert r["compressors"] == (0 if inline else 1) and r["t_compress_busy"] == r["t_compress"], r
     parts = r["t_wait_compress"] + r["t_wait_network"] + r["t_wait_server"]
     assert abs(parts - r["t_param_wait"]) <= 2e-6, r
     waits = r["t_param_wait"] + r["t_wait_release"] + r["t_wait_backpressure"] + r["t_compress_inline"]

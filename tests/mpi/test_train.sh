@@ -150,7 +150,7 @@ then ok "--timeline: tracks for every thread of every rank, waits named by cause
 num='[0-9]+\.[0-9]{2}'
 if [ "$(grep -c 'median of' "$tmp/tl.log")" = 1 ] \
     && grep -Eq '^epoch 1/[0-9]+ iter 1/10 loss [0-9.]+ acc [0-9.]+% \| ETA ' "$tmp/tl.log" \
-    && grep -Eq "iter 10/10 .*\| median of 9 iters x 2 workers: iter $num ms, compute $num, wait release $num, back-pressure $num, compress $num, network $num, server $num, inline compress $num \| compress $num ms exposed $num ms \| slowest r[01] compute $num ms \| [0-9.]+ KB/iter sent \| ETA" "$tmp/tl.log"; then
+    && grep -Eq "iter 10/10 .*\| median of 9 iters x 2 workers: iter $num ms, compute $num, wait release $num, back-pressure $num, compress $num, network $num, server $num, inline compress $num \| compress $num ms \(busiest thread $num\) exposed $num ms \| slowest r[01] compute $num ms \| [0-9.]+ KB/iter sent \| ETA" "$tmp/tl.log"; then
     ok "pc-train progress line: medians of the last iterations over all workers, the slowest named"
 else bad "pc-train progress line"; grep 'iter ' "$tmp/tl.log" | tail -3; fi
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then

@@ -9,7 +9,8 @@
 #    the loss falls, and --pipeline on and off save bitwise the same model;
 #  - a pool of compressor threads (--compressors 4, small chunks so that tensors span
 #    threads, every chunk top-k) saves bitwise the model of --pipeline off, and so does a
-#    run resumed with --compressors 2 from its checkpoint of iteration 20 (about 9 s).
+#    run resumed with --compressors 2 from its checkpoint of iteration 20 (about 9 s); its
+#    metrics' busiest thread's compression lies between the pool's sum / 4 and the sum.
 # tests/mpi/test_train.sh checks the same and much more on longer runs.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -64,12 +65,29 @@ pool=("${common[@]}" --chunk-bytes 16K --compress-min-bytes 0)
 "$run" -t 120 -np 3 "$train" "${pool[@]}" --pipeline off --save-model "$tmp/pool-off.pcm" \
     >"$tmp/pool-off.log" 2>&1 || { bad "pool reference (--pipeline off): the run failed"; tail -5 "$tmp/pool-off.log"; }
 "$run" -t 120 -np 3 "$train" "${pool[@]}" --compressors 4 --checkpoint-dir "$tmp/pool-ck" \
-    --checkpoint-every 20 --save-model "$tmp/pool-4.pcm" >"$tmp/pool-4.log" 2>&1 ||
+    --checkpoint-every 20 --save-model "$tmp/pool-4.pcm" --metrics "$tmp/pool-4.jsonl" \
+    >"$tmp/pool-4.log" 2>&1 ||
     { bad "--compressors 4: the run failed"; tail -5 "$tmp/pool-4.log"; }
 grep -q 'worker r0: 4 compressor threads on cores' "$tmp/pool-4.log" &&
     cmp -s "$tmp/pool-4.pcm" "$tmp/pool-off.pcm" &&
     ok "--compressors 4 saves the model of --pipeline off, and says where its threads went" ||
     { bad "--compressors 4: another model, or no placement line"; grep 'compressor threads' "$tmp/pool-4.log"; }
+# Its metrics: the busiest thread's compression (t_compress_busy) and the pool's sum
+# (t_compress), max <= sum <= N max (printed with 6 decimals: within their rounding), and
+# the pool really shared the work (max < sum somewhere).
+if python3 - "$tmp/pool-4.jsonl" <<'PY'
+import sys, json
+rows = [json.loads(l) for l in open(sys.argv[1])]
+w = [r for r in rows if r.get("role") == "worker" and "t_compress" in r]
+assert len(w) == 2 * 40, len(w)
+for r in w:
+    assert r["compressors"] == 4, r
+    assert r["t_compress_busy"] <= r["t_compress"] + 1e-6, r
+    assert r["t_compress_busy"] >= r["t_compress"] / 4 - 1e-6, r
+assert any(r["t_compress_busy"] < r["t_compress"] for r in w), "no iteration shared"
+PY
+then ok "--compressors 4: metrics' busiest thread <= the pool's sum <= 4 x busiest"
+else bad "--compressors 4: t_compress_busy against t_compress"; fi
 # Chunks bigger than a thread's share: fc1.weight (200704 elements of 235146) in two chunks
 # of 100352 dealt to threads 0 and 2 of 4; thread 1, between them, owns nothing, gets no
 # descriptor and releases nothing (3 iterations; a hang here times out after 5 s).
