@@ -24,7 +24,13 @@
  * the ranks) parameter servers without compression, with top-k 1 % or DGC 0.1 %
  * pipelined, top-k 1 % with momentum on the servers, and PowerSGD rank 2 pipelined (its
  * matrices: the probe's tensors with whole_rows set, as pc_worker_set_rows gives the
- * runtime). Rank 0 predicts and chooses; the
+ * runtime). With --compressors N (above 1) the pipelined parameter-server modes are
+ * predicted with a pool of N compressor threads (pc_cost_predict_pool); with --compressors
+ * auto each of them with the least pool whose predicted compression fits under the backward
+ * pass (pc_cost_pool_size), at most the cores free on the most crowded machine
+ * (pc_auto_pool_cap); the pool is assumed to divide the work perfectly (nothing measures
+ * its efficiency here). A choice without a pool (the allreduce) sets --compressors 1, with
+ * a one-line note where N or auto was given. Rank 0 predicts and chooses; the
  * choice and the figures are broadcast, so every rank resolves cfg alike. The choice
  * depends on timings: the run is reproducible with the flags result.flags names (a
  * checkpoint's too: --mode auto refuses --resume). */
@@ -174,7 +180,9 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
 /* The shared cores' bound on an iteration of `mode` predicted as *pred on m's machines
  * (the allreduce: every rank a worker; the other modes: m->servers servers, the job's last
  * ranks): the largest, over the kinds of machine whose threads outnumber their cores
- * (two per worker, one per server), of every thread's CPU time in one iteration over the
+ * (1 + N per worker, N = pred->compressors, at least 1: its backprop thread and its
+ * compressor or communication threads; one per server), of every thread's CPU time in one
+ * iteration over the
  * cores C: (min(W, C) compute + W x + S y) / C for W workers and S servers there, where
  * compute is pred's (profiled with those W busy: W passes take min(W, C) cores' time), x
  * the worker's other work (pred->compress; the allreduce's also its communication thread,
@@ -182,6 +190,13 @@ int pc_auto_cost(const pc_auto_measured_t *m, const pc_auto_probe_t *probe, size
  * (pred->server_busy). 0 where every machine has a core per thread. Pure; thread-safe. */
 double pc_auto_cores_bound(const pc_auto_measured_t *m, pc_cost_mode_t mode,
                            const pc_cost_result_t *pred);
+
+/* The most compressor threads --compressors auto may give a worker on m's machines: on
+ * each kind of machine with workers (the parameter-server layout's: ranks less servers),
+ * its cores less one per server and one per worker's backprop thread, split over its
+ * workers (the runtime's rule for auto, pc_runtime.c); the least over the kinds, clamped
+ * to 1..PC_CONFIG_COMPRESSORS_AUTO_CAP. Pure; thread-safe. */
+int pc_auto_pool_cap(const pc_auto_measured_t *m);
 
 /* Bytes of a rank's machine key (pc_auto_group_machines): "boot:" and its kernel's boot
  * id, or "host:" and its host name where the boot id cannot be read; NUL-terminated. */
@@ -210,6 +225,10 @@ typedef struct pc_auto_result {
     double cores_bound[PC_COST_MODES];  /* pc_auto_cores_bound's (0: none) */
     char flags[2 * PC_CONFIG_SPEC_LEN]; /* the choice as fixed flags ("--mode ps --servers 1
                                          * --compress dgc:ratio=0.001,momentum=0.9 ...") */
+    int pool;                           /* --compressors: N, or 0 for auto */
+    int pool_cap;                       /* auto's most threads (pc_auto_pool_cap) */
+    int compressors[PC_COST_MODES];     /* each candidate's pool, as predicted (1: none) */
+    char note[PC_CONFIG_SPEC_LEN];      /* "" or a line: --compressors reset to 1 */
 } pc_auto_result_t;
 
 /* The flags --mode auto cannot take, checked before any measuring: --compress and
@@ -243,8 +262,9 @@ typedef enum pc_auto_crowding {
                           * others': only the worker counts told the modes apart */
 } pc_auto_crowding_t;
 
-/* Whether res's measurement found a machine crowded (two threads per worker rank, one per
- * server, against the cores its ranks may use) and, if so, the warning to print, one line
+/* Whether res's measurement found a machine crowded (1 + N threads per rank, N the chosen
+ * candidate's pool, at least 1, against the cores its ranks may use) and, if so, the
+ * warning to print, one line
  * without a newline, into line (len bytes; "" when roomy): the general warning (the
  * predictions share the cores by CPU time, a coarse model), or, when every candidate
  * predicted the same iteration, that the predictions cannot tell the modes apart and the
@@ -252,15 +272,19 @@ typedef enum pc_auto_crowding {
 pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, size_t len);
 
 /* Resolve an auto cfg to mode m as pc_auto_choose does, and write the fixed flags that
- * give the same configuration into flags (len bytes). PC_OK, or PC_EINVAL (cfg not in auto
- * mode, m out of range, no room) with cfg untouched. Thread-safe on distinct cfgs. */
+ * give the same configuration into flags (len bytes). cfg->compressors is kept for a mode
+ * with a pool (pc_cost_mode_pooled; "--compressors N" among the flags unless N is 1: the
+ * caller replaces auto by the N chosen first) and set to 1 otherwise. PC_OK, or PC_EINVAL
+ * (cfg not in auto mode, m out of range, no room) with cfg untouched. Thread-safe on
+ * distinct cfgs. */
 int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len);
 
 /* Print res as pc-train and the binding do on rank 0: the probe's time, the compute and
  * the link measured, pc_auto_crowding's warning if any, every candidate's predicted
- * iteration and samples per second (batch: samples per worker per iteration), the choice
- * and its fixed flags. Lines "auto: ..." to out, flushed. The caller owns out; thread-safe
- * on distinct streams. */
+ * iteration and samples per second (batch: samples per worker per iteration), the pool
+ * (with --compressors auto or N above 1: the chosen mode's N, its predicted compression
+ * and the backward pass) and res->note, the choice and its fixed flags. Lines "auto: ..." to out,
+ * flushed. The caller owns out; thread-safe on distinct streams. */
 void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out);
 
 #ifdef __cplusplus

@@ -40,6 +40,15 @@
  *     chunk's round 1 (a list-scheduling anomaly, up to 7 % slower on test_cost's model):
  *     the max-plus argument above covers the one-round modes only. Other chunks go dense, momentum
  * on the servers, as in ps-none.
+ *   - a pool of compressor threads (--compressors N; pc_cost_predict_pool): the pipelined
+ *     compressor stays one serial resource whose every duration (compression; powersgd's
+ *     round 2 and finish too) is divided by the pool's speed-up 1 + (N - 1) e, e the pool
+ *     efficiency (pc_cost_cfg_t.pool_efficiency: each thread beyond the first adds e of one
+ *     thread's speed; 1, perfect division, unless measured, e.g. from `pc-bench compress
+ *     --threads N`'s speed-up s as (s - 1) / (N - 1)). The runtime deals contiguous ranges
+ *     of chunks to the threads (pc_plan_deal), so a thread's chunks become ready together
+ *     and the division is an approximation: it assumes the pool is as busy as one faster
+ *     thread would be. The inline modes and the allreduce have no pool (N = 1).
  *
  * Pure: no MPI, no clock, no threads; pc_cost_predict allocates only its scratch. The
  * measuring helpers (pc_cost_measure_*, src/cost/cost_measure.c) run the real codecs, the
@@ -101,6 +110,8 @@ typedef enum pc_cost_codec {
 
 /* Largest worker or server count a prediction takes. */
 #define PC_COST_MAX_RANKS (1 << 20)
+/* Largest pool a prediction takes: the runtime's (PC_CONFIG_COMPRESSORS_MAX). */
+#define PC_COST_MAX_COMPRESSORS 64
 
 /* A link, the same for every rank (full duplex: each direction carries bandwidth). */
 typedef struct pc_cost_link {
@@ -170,22 +181,31 @@ typedef struct pc_cost_cfg {
     pc_cost_server_rate_t server;
     pc_cost_lowrank_t lowrank; /* the powersgd mode's matrices and rates */
     pc_cost_link_t link;       /* the default link of a prediction */
+    double pool_efficiency;    /* a pool's efficiency e (header comment), (0, 1]; 0: 1,
+                                * perfect division (assumed, not measured) */
 } pc_cost_cfg_t;
 
 /* A prediction for one mode, W workers and S servers. Times in seconds, per iteration. */
 typedef struct pc_cost_result {
-    double iter;        /* iteration time: compute + exposed */
-    double compute;     /* forward + backward */
-    double exposed;     /* what is not hidden: compression on the backprop thread (inline)
-                         * and the forward's waits for updates */
-    double compress;    /* the worker's compression, hidden or not (0: allreduce) */
-    double comm_busy;   /* the busiest link direction's transfer time (allreduce: the ring
-                         * transfers of all chunks, latency included) */
-    double server_busy; /* the busiest server thread's time (allreduce: the local steps) */
-    double bytes_up;    /* bytes one worker sends (allreduce: 2 (W-1)/W of the gradient) */
-    double bytes_down;  /* bytes one worker receives */
-    int nchunks;        /* chunks of the plan */
-    int servers_used;   /* servers that own a chunk (0: allreduce) */
+    double iter;          /* iteration time: compute + exposed */
+    double compute;       /* forward + backward */
+    double exposed;       /* what is not hidden: compression on the backprop thread (inline)
+                           * and the forward's waits for updates */
+    double compress;      /* the worker's compression, hidden or not (0: allreduce) */
+    double comm_busy;     /* the busiest link direction's transfer time (allreduce: the ring
+                           * transfers of all chunks, latency included) */
+    double server_busy;   /* the busiest server thread's time (allreduce: the local steps) */
+    double bytes_up;      /* bytes one worker sends (allreduce: 2 (W-1)/W of the gradient) */
+    double bytes_down;    /* bytes one worker receives */
+    int nchunks;          /* chunks of the plan */
+    int servers_used;     /* servers that own a chunk (0: allreduce) */
+    double compress_busy; /* the compressor's wall time: compress over the pool's speed-up
+                           * (pipelined), compress itself (inline; 0: allreduce); the
+                           * compressor keeps up where it is at most backward */
+    double backward;      /* the backward pass, every layer's bwd summed */
+    int compressors;      /* N of the prediction: 1 but for pc_cost_predict_pool's pools */
+    int keeps_up;         /* 1 where compress_busy <= backward, else 0 (an int: the struct
+                           * has no padding, results compare bytewise) */
 } pc_cost_result_t;
 
 typedef struct pc_cost pc_cost_t;
@@ -196,7 +216,8 @@ typedef struct pc_cost pc_cost_t;
  * caller's, to free with pc_cost_destroy. Returns PC_OK, PC_EINVAL (no layers or tensors,
  * a layer index out of range, a negative, NaN or infinite time or rate, a density outside
  * (0, 1], chunk_bytes < 4, a bad link, a tensor whose whole_rows does not divide it, a
- * powersgd spec's rank outside 1..8) or PC_ENOMEM. On error *out is untouched.
+ * powersgd spec's rank outside 1..8, a pool efficiency outside [0, 1]) or PC_ENOMEM. On
+ * error *out is untouched.
  * Thread-safe (no shared state). */
 int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out);
 /* Free c (NULL is accepted); no pc_cost_predict on c may be running. */
@@ -209,6 +230,30 @@ void pc_cost_destroy(pc_cost_t *c);
  * written on PC_OK only. c is not modified: thread-safe. */
 int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
                     const pc_cost_link_t *link, pc_cost_result_t *out);
+
+/* Whether mode compresses on a pipelined compressor thread, which a pool may replace
+ * (every parameter-server mode but ps-topk-inline). Pure. */
+bool pc_cost_mode_pooled(pc_cost_mode_t mode);
+
+/* The speed-up of a pool of n threads at efficiency e (0: 1): 1 + (n - 1) e; 1 for n <= 1.
+ * Pure. */
+double pc_cost_pool_speedup(int n, double efficiency);
+
+/* pc_cost_predict with a pool of `compressors` N threads (1..PC_COST_MAX_COMPRESSORS; above
+ * 1 only for pc_cost_mode_pooled modes, the runtime's rule): the pipelined compressor's
+ * durations divided by c's pool speed-up (pc_cost.h's header). N = 1 is pc_cost_predict,
+ * bit for bit. Returns PC_OK, pc_cost_predict's errors, or PC_EINVAL (N out of range, a
+ * pool for a mode without one); *out on PC_OK only. Thread-safe. */
+int pc_cost_predict_pool(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                         const pc_cost_link_t *link, int compressors, pc_cost_result_t *out);
+
+/* The pool a mode needs: the least N in 1..max whose predicted compress_busy fits under
+ * the backward pass (compress_busy <= backward: the compressor keeps up with the
+ * gradients), else max; 1 for a mode without a pool. *n gets N and *out its prediction.
+ * Returns PC_OK, or pc_cost_predict_pool's errors (max outside 1..PC_COST_MAX_COMPRESSORS:
+ * PC_EINVAL); *n and *out on PC_OK only. Thread-safe. */
+int pc_cost_pool_size(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                      const pc_cost_link_t *link, int max, int *n, pc_cost_result_t *out);
 
 /* Predictions of every candidate mode for one job, and the fastest. */
 typedef struct pc_cost_choice {

@@ -565,15 +565,30 @@ double pc_auto_cores_bound(const pc_auto_measured_t *m, pc_cost_mode_t mode,
     double x = pred->compress + (ar ? pred->comm_busy + pred->server_busy : 0);
     double y = ar ? 0 : pred->server_busy;
     double bound = 0;
+    int per_worker = 1 + (pred->compressors > 1 ? pred->compressors : 1); /* backprop + pool */
     for (int k = 0; k < m->nmachines; k++) {
         const pc_auto_machine_t *h = &m->machine[k];
         int S = ar ? 0 : h->servers, W = h->ranks - S, C = h->cores;
-        if (C < 1 || 2 * W + S <= C)
+        if (C < 1 || per_worker * W + S <= C)
             continue; /* a core per thread: the cost model's assumption holds */
         double busy = (W < C ? W : C) * pred->compute + W * x + S * y;
         bound = fmax(bound, busy / C);
     }
     return bound;
+}
+
+int pc_auto_pool_cap(const pc_auto_measured_t *m)
+{
+    int cap = PC_CONFIG_COMPRESSORS_AUTO_CAP;
+    for (int k = 0; m && k < m->nmachines; k++) {
+        const pc_auto_machine_t *h = &m->machine[k];
+        int W = h->ranks - h->servers;
+        if (W < 1)
+            continue; /* servers only: no pool there */
+        int free = (h->cores - h->servers - W) / W;
+        cap = free < cap ? free : cap;
+    }
+    return cap < 1 ? 1 : cap;
 }
 
 /* Predictions within this fraction of each other count as alike: a tenth of the spread
@@ -586,7 +601,12 @@ pc_auto_crowding_t pc_auto_crowding(const pc_auto_result_t *res, char *line, siz
     const pc_cost_choice_t *c = &res->choice;
     if (len)
         line[0] = '\0';
-    if (!(2 * me->crowded_ranks > me->crowded_cores)) /* a worker runs two threads */
+    /* A worker runs its backprop thread and its pool (the chosen candidate's N, at least one
+     * compressor or communication thread). */
+    int pool = c->best < PC_COST_MODES && c->pred[c->best].compressors > 1
+                   ? c->pred[c->best].compressors
+                   : 1;
+    if (!((1 + pool) * me->crowded_ranks > me->crowded_cores))
         return PC_AUTO_ROOMY;
     double lo = INFINITY, hi = 0;
     for (int k = 0; k < PC_COST_MODES; k++)
@@ -643,15 +663,20 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
         break;
     }
     snprintf(r.compress, sizeof(r.compress), "%s", spec);
-    char mtext[32];
+    if (!pc_cost_mode_pooled(m)) /* no pool: one thread (pc_config_check's rule) */
+        snprintf(r.compressors, sizeof(r.compressors), "1");
+    char mtext[32], pool[sizeof(r.compressors) + 16] = "";
     exact(mtext, sizeof(mtext), r.momentum);
+    if (strcmp(r.compressors, "1") != 0)
+        snprintf(pool, sizeof(pool), " --compressors %s", r.compressors);
     int n;
     if (m == PC_COST_ALLREDUCE) {
         r.servers = 0;
         n = snprintf(flags, len, "--mode allreduce --momentum %s", mtext);
     } else {
-        n = snprintf(flags, len, "--mode ps --servers %d --compress %s --pipeline %s --momentum %s",
-                     r.servers, spec, r.pipeline ? "on" : "off", mtext);
+        n = snprintf(flags, len,
+                     "--mode ps --servers %d --compress %s --pipeline %s --momentum %s%s",
+                     r.servers, spec, r.pipeline ? "on" : "off", mtext, pool);
     }
     if (n < 0 || (size_t)n >= len) {
         flags[0] = '\0';
@@ -662,13 +687,40 @@ int pc_auto_apply(pc_config_t *cfg, pc_cost_mode_t m, char *flags, size_t len)
     pc_config_set_given(&r, "compress", 0);
     pc_config_set_given(&r, "pipeline", 0);
     pc_config_set_given(&r, "momentum", 0);
+    if (!pc_cost_mode_pooled(m))
+        pc_config_set_given(&r, "compressors", 0);
     *cfg = r;
     return PC_OK;
 }
 
+/* The pipelined parameter-server candidates of *ch again with r->pool's compressor threads
+ * (N above 1), or with the least pool that keeps up (auto: pc_cost_pool_size, at most
+ * r->pool_cap); each candidate's N into r->compressors. */
+static int predict_pools(pc_auto_result_t *r, const pc_cost_t *cost, int servers,
+                         pc_cost_choice_t *ch)
+{
+    for (int k = 0; k < PC_COST_MODES; k++) {
+        r->compressors[k] = 1;
+        if (!ch->candidate[k] || !pc_cost_mode_pooled((pc_cost_mode_t)k) || r->pool == 1)
+            continue;
+        int n = r->pool, rc;
+        if (r->pool == 0)
+            rc = pc_cost_pool_size(cost, (pc_cost_mode_t)k, ch->workers[k], servers,
+                                   &r->measured.link, r->pool_cap, &n, &ch->pred[k]);
+        else
+            rc = pc_cost_predict_pool(cost, (pc_cost_mode_t)k, ch->workers[k], servers,
+                                      &r->measured.link, n, &ch->pred[k]);
+        if (rc != PC_OK)
+            return rc;
+        r->compressors[k] = n;
+    }
+    return PC_OK;
+}
+
 /* Every candidate's prediction into r->choice: the allreduce on the compute every rank
- * profiled, the parameter-server modes on their layout's (pc_auto_cost), each raised to
- * the cores' bound where that is longer; the best by samples per second. Pure. */
+ * profiled, the parameter-server modes on their layout's (pc_auto_cost) and r->pool's
+ * compressor threads (predict_pools), each raised to the cores' bound where that is
+ * longer; the best by samples per second. Pure. */
 static int predict_all(pc_auto_result_t *r, const pc_auto_probe_t *probe,
                        const pc_auto_measure_cfg_t *mc, int size, int servers, char *err,
                        size_t errlen)
@@ -688,6 +740,8 @@ static int predict_all(pc_auto_result_t *r, const pc_auto_probe_t *probe,
         }
         /* PC_EINVAL: no layout of these modes on these ranks (one rank has no servers). */
         int crc = pc_cost_choose(cost, want, size, servers, &r->measured.link, &part[ps]);
+        if (crc == PC_OK && ps)
+            crc = predict_pools(r, cost, servers, &part[ps]);
         pc_cost_destroy(cost);
         got[ps] = crc == PC_OK;
         if (crc != PC_OK && crc != PC_EINVAL)
@@ -736,17 +790,37 @@ int pc_auto_choose(pc_config_t *cfg, MPI_Comm comm, const pc_auto_probe_t *probe
                                 .link_bytes = PC_AUTO_LINK_BYTES,
                                 .reps = reps,
                                 .seed = (uint64_t)cfg->seed};
-    int size = 0, rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen);
+    /* --compressors, checked before the measurement (a bad value fails there, not after). */
+    char why[256];
+    int size = 0, rc = pc_config_compressors_parse(cfg->compressors, &r->pool, why, sizeof(why));
+    if (rc != PC_OK)
+        rc = pc_error_fmt(PC_EUSAGE, err, errlen, "--compressors: %s", why);
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK(MPI_Comm_size(comm, &size), err, errlen);
     if (rc == PC_OK)
         rc = pc_auto_measure(comm, &mc, probe, &r->measured, err, errlen);
     /* Every rank holds the same figures: the pure functions below decide alike. */
-    if (rc == PC_OK)
+    if (rc == PC_OK) {
+        r->pool_cap = pc_auto_pool_cap(&r->measured);
         rc = predict_all(r, probe, &mc, size, cfg->servers, err, errlen);
-    if (rc == PC_OK &&
-        (rc = pc_auto_apply(cfg, r->choice.best, r->flags, sizeof(r->flags))) != PC_OK)
-        pc_error_fmt(rc, err, errlen, "--mode auto: the chosen flags do not fit");
-    if (rc == PC_OK)
+    }
+    pc_config_t chosen = *cfg; /* cfg changes on success only */
+    if (rc == PC_OK) {
+        pc_cost_mode_t best = r->choice.best;
+        if (pc_cost_mode_pooled(best))
+            snprintf(chosen.compressors, sizeof(chosen.compressors), "%d", r->compressors[best]);
+        else if (strcmp(cfg->compressors, "1") != 0)
+            snprintf(r->note, sizeof(r->note),
+                     "auto: note: --compressors %s dropped: %s has no compressor pool; "
+                     "--compressors 1",
+                     cfg->compressors, pc_cost_mode_name(best));
+        if ((rc = pc_auto_apply(&chosen, best, r->flags, sizeof(r->flags))) != PC_OK)
+            pc_error_fmt(rc, err, errlen, "--mode auto: the chosen flags do not fit");
+    }
+    if (rc == PC_OK) {
+        *cfg = chosen;
         *out = *r;
+    }
     free(r);
     return rc;
 }
@@ -783,6 +857,24 @@ void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
                 pc_cost_mode_name(k), c->workers[k], c->pred[k].iter * 1e3, c->rate[k] * batch,
                 c->rate[k] / c->rate[c->best], k == (int)c->best ? "  <- chosen" : "", why);
     }
+    int b = (int)c->best;
+    if (res->pool != 1 && pc_cost_mode_pooled(c->best)) {
+        const pc_cost_result_t *p = &c->pred[b];
+        char why[96];
+        if (res->pool == 0)
+            snprintf(why, sizeof(why), "--compressors auto: the least that keeps up, at most %d",
+                     res->pool_cap);
+        else
+            snprintf(why, sizeof(why), "--compressors %d", res->pool);
+        fprintf(out,
+                "auto: compressors %d per worker for %s (%s): predicted compression %.2f ms "
+                "on the busiest thread (%.2f ms of CPU), backward %.2f ms; the pool assumed to "
+                "divide the work perfectly\n",
+                res->compressors[b], pc_cost_mode_name(b), why, p->compress_busy * 1e3,
+                p->compress * 1e3, p->backward * 1e3);
+    }
+    if (res->note[0])
+        fprintf(out, "%s\n", res->note);
     fprintf(out,
             "auto: chose %s: %s (these flags, in place of --mode auto and any --servers or "
             "--momentum given, run the same without the probe)\n",

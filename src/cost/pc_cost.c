@@ -10,7 +10,9 @@
  * max(ready, the resource's previous finish) + duration: only maxima and sums of
  * non-negative terms, so a worse rate can never make a prediction faster. (A resource that
  * re-picked by priority on every arrival could: a low-priority chunk arriving earlier
- * would start first and delay a high-priority one, a classic scheduling anomaly.) */
+ * would start first and delay a high-priority one, a classic scheduling anomaly.) A pool
+ * of compressor threads (pc_cost_predict_pool) stays that one resource, its durations
+ * divided by the pool's speed-up: still sums and maxima, the argument holds. */
 #include "config.h"
 
 #include <math.h>
@@ -48,6 +50,7 @@ struct pc_cost {
     pc_cost_server_rate_t server;
     pc_cost_lowrank_t lowrank;
     pc_cost_link_t link;
+    double pool_efficiency; /* cfg's, 0 made 1 */
 };
 
 /* What a mode is made of. */
@@ -182,7 +185,7 @@ int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
     for (int q = 0; q < PC_COST_CODECS; q++)
         if (!codec_ok(&cfg->codec[q]))
             return PC_EINVAL;
-    if (!lowrank_ok(&cfg->lowrank))
+    if (!lowrank_ok(&cfg->lowrank) || !(cfg->pool_efficiency >= 0 && cfg->pool_efficiency <= 1))
         return PC_EINVAL;
     pc_cost_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -202,6 +205,7 @@ int pc_cost_create(const pc_cost_cfg_t *cfg, pc_cost_t **out)
     c->server = cfg->server;
     c->lowrank = cfg->lowrank;
     c->link = cfg->link;
+    c->pool_efficiency = cfg->pool_efficiency > 0 ? cfg->pool_efficiency : 1.0;
     *out = c;
     return PC_OK;
 }
@@ -355,6 +359,7 @@ typedef struct sim {
     server_sim_t *srv;  /* per server */
     pc_plan_t *plan;    /* ps: the runtime's server assignment */
     pc_plan_tensor_t *pt;
+    double speed;              /* the compressor's speed-up: the pool's (pipelined), else 1 */
     double back_end;           /* when backward (and, inline, its compressions) ends */
     double up, down;           /* when the worker's uplink and downlink are next free */
     double up_busy, down_busy; /* their transfer times in all */
@@ -469,7 +474,7 @@ static void sim_compress(sim_t *m)
                 sim_ready(m, t, &next, &len);
             }
             int i = heap_pop(m->heap, &len);
-            t += m->cc[i].compress;
+            t += m->cc[i].compress / m->speed;
             m->sent[i] = t;
             m->order[j] = i;
         }
@@ -562,17 +567,17 @@ static void sim_lowrank(sim_t *m)
         sim_ready(m, t, &next, &len);
         int a = sim_answer(m, t);
         if (a >= 0 && m->stage[a] == 1) {
-            t += m->cc[a].round2;
+            t += m->cc[a].round2 / m->speed;
             m->due[a] = sim_pass(m, a, t, m->cc[a].push2, m->cc[a].server2, m->cc[a].pull2);
             m->stage[a] = 2;
         } else if (a >= 0) {
-            t += m->cc[a].finish;
+            t += m->cc[a].finish / m->speed;
             m->upd[a] = t;
             m->stage[a] = 3;
             done++;
         } else if (len > 0) {
             int i = heap_pop(m->heap, &len);
-            t += m->cc[i].compress;
+            t += m->cc[i].compress / m->speed;
             double back = sim_pass(m, i, t, m->cc[i].push, m->cc[i].server, m->cc[i].pull);
             m->stage[i] = m->ch[i].rows ? 1 : 3;
             done += m->ch[i].rows ? 0 : 1;
@@ -601,11 +606,32 @@ static double sim_forward(sim_t *m)
     return t;
 }
 
+_Static_assert(sizeof(pc_cost_result_t) == 12 * sizeof(double),
+               "no padding in pc_cost_result_t: predictions compare bytewise (test_cost)");
+
+bool pc_cost_mode_pooled(pc_cost_mode_t mode)
+{
+    return (int)mode >= 0 && mode < PC_COST_MODES && !modes[mode].allreduce &&
+           modes[mode].pipelined;
+}
+
+double pc_cost_pool_speedup(int n, double efficiency)
+{
+    return n <= 1 ? 1.0 : 1.0 + (double)(n - 1) * (efficiency > 0 ? efficiency : 1.0);
+}
+
 int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
                     const pc_cost_link_t *link, pc_cost_result_t *out)
 {
+    return pc_cost_predict_pool(c, mode, workers, servers, link, 1, out);
+}
+
+int pc_cost_predict_pool(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                         const pc_cost_link_t *link, int compressors, pc_cost_result_t *out)
+{
     if (!c || !out || (int)mode < 0 || mode >= PC_COST_MODES || workers < 1 ||
-        workers > PC_COST_MAX_RANKS)
+        workers > PC_COST_MAX_RANKS || compressors < 1 || compressors > PC_COST_MAX_COMPRESSORS ||
+        (compressors > 1 && !pc_cost_mode_pooled(mode)))
         return PC_EINVAL;
     const mode_def_t *def = &modes[mode];
     if (!def->allreduce && (servers < 1 || servers > PC_COST_MAX_RANKS))
@@ -620,7 +646,8 @@ int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int se
                .lk = lk,
                .L = c->nlayers,
                .nc = plan->n,
-               .W = workers};
+               .W = workers,
+               .speed = pc_cost_pool_speedup(compressors, c->pool_efficiency)};
     int rc = sim_alloc(&m, servers);
     if (rc == PC_OK) {
         pc_cost_result_t r = {.compute = sim_backward(&m), .nchunks = m.nc};
@@ -637,10 +664,38 @@ int pc_cost_predict(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int se
         }
         r.iter = sim_forward(&m);
         r.exposed = r.iter - r.compute;
+        r.compressors = compressors;
+        r.compress_busy = r.compress / m.speed;
+        for (int l = 0; l < c->nlayers; l++)
+            r.backward += c->layers[l].bwd;
+        r.keeps_up = r.compress_busy <= r.backward;
         *out = r;
     }
     sim_free(&m);
     return rc;
+}
+
+int pc_cost_pool_size(const pc_cost_t *c, pc_cost_mode_t mode, int workers, int servers,
+                      const pc_cost_link_t *link, int max, int *n, pc_cost_result_t *out)
+{
+    if (!n || max < 1 || max > PC_COST_MAX_COMPRESSORS)
+        return PC_EINVAL;
+    if (!pc_cost_mode_pooled(mode))
+        max = 1;
+    /* The least N that fits: compress_busy falls as N grows (the speed-up does), so the
+     * first that fits is the least; at most max predictions. */
+    pc_cost_result_t r;
+    int k = 1, rc;
+    for (;; k++) {
+        if ((rc = pc_cost_predict_pool(c, mode, workers, servers, link, k, &r)) != PC_OK)
+            return rc;
+        if (k == max || r.keeps_up)
+            break;
+    }
+    *n = k;
+    if (out)
+        *out = r;
+    return PC_OK;
 }
 
 int pc_cost_choose(const pc_cost_t *c, unsigned candidates, int ranks, int servers,

@@ -5,7 +5,8 @@
  * cases (one worker, more servers than workers or chunks, zero latency, chunks under
  * --compress-min-bytes), rejected input, the choice of --mode auto among candidates,
  * powersgd's two rounds (a matrix by hand; its plan keeps matrices whole; with no matrix it
- * predicts ps-none; round 2 ahead of another chunk's round 1), and the measuring helpers on
+ * predicts ps-none; round 2 ahead of another chunk's round 1), a pool of compressor threads
+ * (the speed-up, the busy time, the least pool that keeps up), and the measuring helpers on
  * small chunks (structure only: no timing is asserted). */
 #include <math.h>
 #include <setjmp.h>
@@ -842,6 +843,128 @@ static void test_measure_codecs(void **state)
     free(cp);
 }
 
+/* A pool of compressor threads (pc_cost_predict_pool): N = 1 is pc_cost_predict bit for bit;
+ * the pipelined compressor's time divides by the speed-up 1 + (N - 1) e (one chunk by hand:
+ * it leaves 1 ms earlier with two threads); more threads are never slower; the busy time
+ * and the CPU time; pc_cost_pool_size's least N that keeps up with the backward pass, at
+ * perfect and at half efficiency, capped; the refusals (N out of range, a pool for the
+ * inline mode or the allreduce, an efficiency outside [0, 1]). */
+static void test_pool(void **state)
+{
+    (void)state;
+    assert_close(pc_cost_pool_speedup(1, 0.5), 1.0);
+    assert_close(pc_cost_pool_speedup(4, 0), 4.0);
+    assert_close(pc_cost_pool_speedup(4, 0.5), 2.5);
+    assert_true(pc_cost_mode_pooled(PC_COST_PS_TOPK_PIPELINED) &&
+                pc_cost_mode_pooled(PC_COST_PS_POWERSGD_PIPELINED) &&
+                pc_cost_mode_pooled(PC_COST_PS_NONE));
+    assert_false(pc_cost_mode_pooled(PC_COST_PS_TOPK_INLINE) ||
+                 pc_cost_mode_pooled(PC_COST_ALLREDUCE) || pc_cost_mode_pooled(PC_COST_MODES));
+    double fwd = 0.010, bwd = 0.020;
+    size_t n = 1000000;
+    pc_cost_t *c = make(base_cfg(), 1, &fwd, &bwd, &n);
+    pc_cost_result_t one, r;
+    for (int m = 0; m < PC_COST_MODES; m++) { /* N = 1: the same prediction, bit for bit */
+        int W = 2, S = m == PC_COST_ALLREDUCE ? 0 : 1;
+        assert_int_equal(pc_cost_predict(c, (pc_cost_mode_t)m, W, S, NULL, &one), PC_OK);
+        assert_int_equal(pc_cost_predict_pool(c, (pc_cost_mode_t)m, W, S, NULL, 1, &r), PC_OK);
+        assert_true(one.iter == r.iter && one.compute == r.compute && one.exposed == r.exposed &&
+                    one.compress == r.compress && one.comm_busy == r.comm_busy &&
+                    one.server_busy == r.server_busy && one.bytes_up == r.bytes_up &&
+                    one.bytes_down == r.bytes_down && one.nchunks == r.nchunks &&
+                    one.servers_used == r.servers_used);
+        assert_int_equal(r.compressors, 1);
+        assert_true(r.compress_busy == r.compress && r.backward == bwd);
+    }
+    /* One chunk, top-k pipelined: 2 ms of compression after the 20 ms backward; two threads
+     * send it 1 ms earlier, and every later step follows. */
+    assert_int_equal(pc_cost_predict(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, &one), PC_OK);
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 2, &r), PC_OK);
+    assert_close(one.iter - r.iter, 1e-3);
+    assert_close(r.compress, 2e-3); /* the CPU time stays */
+    assert_close(r.compress_busy, 1e-3);
+    assert_int_equal(r.compressors, 2);
+    /* Refusals. */
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 0, &r),
+                     PC_EINVAL);
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL,
+                                          PC_COST_MAX_COMPRESSORS + 1, &r),
+                     PC_EINVAL);
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_PS_TOPK_INLINE, 2, 1, NULL, 2, &r), PC_EINVAL);
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_ALLREDUCE, 2, 0, NULL, 2, &r), PC_EINVAL);
+    pc_cost_destroy(c);
+
+    /* Three layers, several chunks each: more threads never slower (the one-round modes:
+     * powersgd's compressor picks by arrival, pc_cost.h), the busy time falls as 1/N,
+     * powersgd's rounds too. */
+    double f3[3] = {0.001, 0.002, 0.001}, b3[3] = {0.002, 0.003, 0.001};
+    size_t n3[3] = {3000000, 2000000, 1000000}, rows[3] = {3000, 0, 1000};
+    pc_cost_cfg_t cfg = base_cfg();
+    cfg.chunk_bytes = 4 << 20;
+    c = make_rows(cfg, 3, f3, b3, n3, rows);
+    const pc_cost_mode_t pooled[] = {PC_COST_PS_TOPK_PIPELINED, PC_COST_PS_DGC_PIPELINED,
+                                     PC_COST_PS_POWERSGD_PIPELINED, PC_COST_PS_NONE};
+    for (size_t i = 0; i < sizeof(pooled) / sizeof(pooled[0]); i++) {
+        double prev = INFINITY;
+        for (int N = 1; N <= 16; N *= 2) {
+            assert_int_equal(pc_cost_predict_pool(c, pooled[i], 2, 1, NULL, N, &r), PC_OK);
+            assert_true(r.iter <= prev || pooled[i] == PC_COST_PS_POWERSGD_PIPELINED);
+            assert_close(r.compress_busy, r.compress / N);
+            prev = r.iter;
+        }
+    }
+    pc_cost_destroy(c);
+
+    /* pc_cost_pool_size: 2 ms of compression against a 0.6 ms backward needs 4 threads
+     * (3 give 0.67 ms); at half efficiency 6 (speed-ups 3 and 3.5); capped at 2, it says 2;
+     * the inline mode 1. */
+    bwd = 0.0006;
+    c = make(base_cfg(), 1, &fwd, &bwd, &n);
+    int N = 0;
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 16, &N, &r),
+                     PC_OK);
+    assert_int_equal(N, 4);
+    assert_true(r.compress_busy <= r.backward && r.compressors == 4);
+    assert_int_equal(pc_cost_predict_pool(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 3, &one),
+                     PC_OK);
+    assert_true(one.compress_busy > one.backward);
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 2, &N, &r), PC_OK);
+    assert_int_equal(N, 2);
+    assert_true(r.compress_busy > r.backward);
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_INLINE, 2, 1, NULL, 16, &N, &r), PC_OK);
+    assert_int_equal(N, 1);
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 0, &N, &r),
+                     PC_EINVAL);
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 4, NULL, &r),
+                     PC_EINVAL);
+    pc_cost_destroy(c);
+    cfg = base_cfg();
+    cfg.pool_efficiency = 0.5;
+    c = make(cfg, 1, &fwd, &bwd, &n);
+    assert_int_equal(pc_cost_pool_size(c, PC_COST_PS_TOPK_PIPELINED, 2, 1, NULL, 16, &N, &r),
+                     PC_OK);
+    assert_int_equal(N, 6);
+    assert_close(r.compress_busy, 2e-3 / 3.5);
+    pc_cost_destroy(c);
+    /* An efficiency outside [0, 1] makes no model. */
+    pc_cost_layer_t layer = {fwd, bwd};
+    pc_plan_tensor_t t = {.n = n};
+    int tl = 0;
+    const double bad[] = {-0.1, 1.5, NAN};
+    for (int i = 0; i < 3; i++) {
+        cfg = base_cfg();
+        cfg.layers = &layer;
+        cfg.nlayers = 1;
+        cfg.tensors = &t;
+        cfg.tensor_layer = &tl;
+        cfg.ntensors = 1;
+        cfg.pool_efficiency = bad[i];
+        c = NULL;
+        assert_int_equal(pc_cost_create(&cfg, &c), PC_EINVAL);
+        assert_null(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -862,6 +985,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_measure),
         cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_pool),
         cmocka_unit_test(test_measure_codecs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

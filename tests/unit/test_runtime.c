@@ -1198,6 +1198,15 @@ static void test_auto_crowding(void **state)
     res->measured.crowded_cores = 1;
     assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
     assert_non_null(strstr(line, "may use 1 core: "));
+    /* A pool: the chosen mode's 3 compressor threads make a worker 4 threads, 3 ranks 12
+     * against 8 cores; with one compressor thread, 6 fit. */
+    res->measured.crowded_cores = 8;
+    res->choice.best = PC_COST_PS_DGC_PIPELINED;
+    res->choice.pred[PC_COST_PS_DGC_PIPELINED].compressors = 1;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_ROOMY);
+    res->choice.pred[PC_COST_PS_DGC_PIPELINED].compressors = 3;
+    assert_int_equal(pc_auto_crowding(res, line, sizeof(line)), PC_AUTO_CROWDED);
+    assert_non_null(strstr(line, "3 ranks on vm's machine may use 8 cores: "));
     free(res);
 }
 
@@ -1231,12 +1240,46 @@ static void test_auto_cores_bound(void **state)
     assert_true(pc_auto_cores_bound(m, PC_COST_PS_DGC_PIPELINED, &ps) == 0);
     assert_float_equal(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar), (5 * 3.7 + 5 * 0.62) / 9,
                        1e-12);
+    /* A pool of 3 compressor threads: 4 workers of 4 threads and the server, 17 on 9 cores;
+     * the pool's CPU work is the same (pred's compress), its threads crowd. */
+    pc_cost_result_t pool = ps;
+    pool.compressors = 3;
+    assert_float_equal(pc_auto_cores_bound(m, PC_COST_PS_DGC_PIPELINED, &pool),
+                       (4 * 3.0 + 4 * 0.06 + 0.1) / 9, 1e-12);
+    m->machine[0].cores = 17;
+    assert_true(pc_auto_cores_bound(m, PC_COST_PS_DGC_PIPELINED, &pool) == 0);
+    m->machine[0].cores = 9;
     /* The most crowded kind of machine decides: a second kind of 3 ranks on 1 core. */
     m->machine[0].cores = 16;
     m->nmachines = 2;
     m->machine[1] = (pc_auto_machine_t){.count = 4, .ranks = 3, .servers = 0, .cores = 1};
     assert_float_equal(pc_auto_cores_bound(m, PC_COST_ALLREDUCE, &ar), 1 * 3.7 + 3 * 0.62, 1e-12);
     assert_true(pc_auto_cores_bound(NULL, PC_COST_ALLREDUCE, &ar) == 0);
+    free(m);
+}
+
+/* pc_auto_pool_cap: per kind of machine with workers, its cores less a core per server and
+ * per worker's backprop thread, split over its workers; the least kind; 1 to the cap. */
+static void test_auto_pool_cap(void **state)
+{
+    (void)state;
+    pc_auto_measured_t *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    assert_int_equal(pc_auto_pool_cap(m), PC_CONFIG_COMPRESSORS_AUTO_CAP); /* no machine */
+    m->nmachines = 1;
+    m->machine[0] = (pc_auto_machine_t){.count = 1, .ranks = 5, .servers = 1, .cores = 16};
+    assert_int_equal(pc_auto_pool_cap(m), (16 - 1 - 4) / 4); /* 2 */
+    m->nmachines = 2; /* a roomier kind does not raise it; a servers-only kind has no pool */
+    m->machine[1] = (pc_auto_machine_t){.count = 2, .ranks = 3, .servers = 0, .cores = 64};
+    assert_int_equal(pc_auto_pool_cap(m), 2);
+    m->machine[1] = (pc_auto_machine_t){.count = 1, .ranks = 2, .servers = 2, .cores = 1};
+    assert_int_equal(pc_auto_pool_cap(m), 2);
+    m->machine[0].cores = 2; /* 5 ranks on 2 cores: no core free, still one thread */
+    assert_int_equal(pc_auto_pool_cap(m), 1);
+    m->nmachines = 1;
+    m->machine[0] = (pc_auto_machine_t){.count = 1, .ranks = 1, .servers = 0, .cores = 64};
+    assert_int_equal(pc_auto_pool_cap(m), PC_CONFIG_COMPRESSORS_AUTO_CAP);
+    assert_int_equal(pc_auto_pool_cap(NULL), PC_CONFIG_COMPRESSORS_AUTO_CAP);
     free(m);
 }
 
@@ -1418,10 +1461,14 @@ static void test_auto_apply(void **state)
 {
     (void)state;
     char err[512], flags[2 * PC_CONFIG_SPEC_LEN];
-    for (int m = 0; m < PC_COST_MODES; m++) {
+    for (int i = 0; i < 2 * PC_COST_MODES; i++) {
+        /* Twice: without --compressors, and with --compressors 3, which a mode with a pool
+         * keeps (and prints) and any other resets to 1. */
+        int m = i % PC_COST_MODES;
+        const char *pool = i < PC_COST_MODES ? "1" : "3";
         pc_config_t a, b;
         assert_int_equal(parse_only(&a, err, sizeof(err), "--mode", "auto", "--servers", "2",
-                                    "--momentum", "0.123456789012", NULL),
+                                    "--momentum", "0.123456789012", "--compressors", pool, NULL),
                          PC_OK);
         assert_int_equal(pc_auto_apply(&a, (pc_cost_mode_t)m, flags, sizeof(flags)), PC_OK);
         if (pc_runtime_check_config(&a, 5, err, sizeof(err)) != PC_OK)
@@ -1443,9 +1490,17 @@ static void test_auto_apply(void **state)
         assert_int_equal(a.pipeline, b.pipeline);
         assert_true(a.momentum == b.momentum);
         assert_int_equal(a.mode, m == PC_COST_ALLREDUCE ? PC_MODE_ALLREDUCE : PC_MODE_PS);
+        assert_string_equal(a.compressors, b.compressors);
+        bool pooled = pc_cost_mode_pooled((pc_cost_mode_t)m);
+        assert_string_equal(a.compressors, pooled ? pool : "1");
+        assert_true((strstr(flags, "--compressors") != NULL) == (pooled && i >= PC_COST_MODES));
         if (m == PC_COST_PS_POWERSGD_PIPELINED) { /* the run's momentum stays (the servers') */
-            assert_string_equal(flags, "--mode ps --servers 2 --compress powersgd:rank=2 "
-                                       "--pipeline on --momentum 0.123456789012");
+            assert_string_equal(flags, i < PC_COST_MODES
+                                           ? "--mode ps --servers 2 --compress powersgd:rank=2 "
+                                             "--pipeline on --momentum 0.123456789012"
+                                           : "--mode ps --servers 2 --compress powersgd:rank=2 "
+                                             "--pipeline on --momentum 0.123456789012 "
+                                             "--compressors 3");
         }
     }
     /* No room for the flags: refused, cfg untouched. */
@@ -1468,6 +1523,7 @@ int main(void)
         cmocka_unit_test(test_check_config_combinations),
         cmocka_unit_test(test_check_config_no_effect),
         cmocka_unit_test(test_auto_crowding),
+        cmocka_unit_test(test_auto_pool_cap),
         cmocka_unit_test(test_auto_cores_bound),
         cmocka_unit_test(test_auto_machines),
         cmocka_unit_test(test_auto_flags),
