@@ -15,6 +15,17 @@
  * prints one machine-readable line for one prediction instead of the tables (MODE "all":
  * a line for each mode, from the same measurements).
  *
+ * --trace FILE (one rank, no MPI measurement): the compressor pool a traced model needs. The
+ * trace's layers (their backward times, a GPU's) and tensors, chunked as the runtime does;
+ * --compress C timed here on one core (pc_cost_measure_codec on a synthetic gradient of up to
+ * SAMPLE_ELEMS elements of the compressed chunks; "none" for the chunks under
+ * --compress-min-bytes); then the cost model's predicted compression per iteration with
+ * N = 1, 2, 4, ... --compressors-max threads (pc_cost_predict_pool, pipelined, on an ideal
+ * network and server: only the compressor counts), whether it fits under the trace's
+ * backward pass, and the least N that does (pc_cost_pool_size). The pool divides the work
+ * at --pool-efficiency (perfect when not given: assumed, said so). Predictions, not
+ * measurements: the scaling to 8 and 16 cores of a machine this one is not.
+ *
  * --device cuda runs the model's layers on CUDA device 0 (pc_model_create_on): the
  * per-layer times are then the device's (the profile waits for the stream at each hook),
  * and the codecs are timed on a host copy of the gradient. --iters N is pc-bench engine's
@@ -42,6 +53,11 @@
 #include "pipecompress/pc_model.h"
 #include "pipecompress/pc_plan.h"
 #include "pipecompress/pc_time.h"
+#include "pipecompress/pc_trace.h"
+
+/* --trace: the elements of the synthetic gradient a codec is timed on (16 MiB of floats:
+ * past the last-level cache, as a model's gradient is, and a few milliseconds a pass). */
+#define SAMPLE_ELEMS ((size_t)4 << 20)
 
 /* Most --bandwidth values, and most layers and tensors of a built-in model. */
 #define MAX_BW      16
@@ -66,6 +82,10 @@ typedef struct opts {
     char json[512];
     int device; /* --device: 0 cpu, 1 cuda (device 0) */
     int iters;
+    char trace[512];        /* --trace: the pool a traced model needs (header) */
+    char compress[128];     /* --trace's codec */
+    int compressors_max;    /* --trace's largest pool */
+    double pool_efficiency; /* --trace's pool efficiency (0: perfect, assumed) */
 } opts_t;
 
 /* "10gbit" -> bytes per second; 0 when it is not a bandwidth. Units: gbit, mbit, kbit
@@ -280,6 +300,35 @@ static const pc_flags_t model_opts[] = {
      .metavar = "N",
      .help = "measure the engine's training throughput instead, as pc-bench engine does (kept "
              "for older scripts: use pc-bench engine)"},
+    {.name = "trace",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(opts_t, trace),
+     .size = 512,
+     .metavar = "FILE",
+     .help = "instead of the tables, one rank: the compressor threads a traced model (a "
+             "pc-train replay trace) needs, predicted for N = 1, 2, 4, ... --compressors-max"},
+    {.name = "compress",
+     .type = PC_FLAGS_STRING,
+     .offset = offsetof(opts_t, compress),
+     .size = 128,
+     .metavar = "SPEC",
+     .help = "--trace's codec (as pc-train's --compress), timed on one core here"},
+    {.name = "compressors-max",
+     .type = PC_FLAGS_INT,
+     .offset = offsetof(opts_t, compressors_max),
+     .min = 1,
+     .max = PC_COST_MAX_COMPRESSORS,
+     .metavar = "N",
+     .help = "--trace's largest pool of compressor threads"},
+    {.name = "pool-efficiency",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(opts_t, pool_efficiency),
+     .min = 0.01,
+     .max = 1,
+     .metavar = "E",
+     .help = "--trace: each thread beyond the first adds E of one thread's speed (pc-bench "
+             "compress --threads N's speed-up s gives (s - 1) / (N - 1); default: 1, perfect "
+             "division, assumed)"},
 };
 
 /* The model and its names; the figures are pc_auto_measure's. */
@@ -452,7 +501,7 @@ static void json_result(FILE *j, const pc_cost_result_t *r, double allreduce_ite
     fprintf(j,
             "{\"iter_ms\": %.6f, \"compute_ms\": %.6f, \"exposed_ms\": %.6f, "
             "\"compress_ms\": %.6f, \"comm_busy_ms\": %.6f, \"server_busy_ms\": %.6f, "
-            "\"bytes_up\": %.0f, \"bytes_down\": %.0f, \"servers_used\": %d, \"speedup\": %.6f}",
+            "\"bytes_up\": %.0f, \"bytes_down\": %.0f, \"servers_used\": %d, \"speedup\": %.9g}",
             r->iter * 1e3, r->compute * 1e3, r->exposed * 1e3, r->compress * 1e3,
             r->comm_busy * 1e3, r->server_busy * 1e3, r->bytes_up, r->bytes_down, r->servers_used,
             allreduce_iter / r->iter);
@@ -756,6 +805,237 @@ static int report(const opts_t *o, measured_t *m, const pc_auto_probe_t *probe, 
     return status;
 }
 
+/* --trace: the trace's tensors (registration order, one never-read slab so that the plan
+ * groups small tensors as the runtime's does), their layers and the layers' times. */
+typedef struct traced {
+    pc_trace_t *tr;
+    int nl, nt;
+    pc_cost_layer_t *layers;
+    pc_plan_tensor_t *tensors;
+    int *tensor_layer;
+    float *slab;
+} traced_t;
+
+static void traced_free(traced_t *t)
+{
+    free(t->layers);
+    free(t->tensors);
+    free(t->tensor_layer);
+    free(t->slab);
+    pc_trace_destroy(t->tr);
+}
+
+/* Load o->trace into *t. 0, BENCH_EXIT_USAGE (a bad trace, said in one line) or
+ * BENCH_EXIT_FAIL (out of memory, said). */
+static int traced_load(const opts_t *o, traced_t *t)
+{
+    char err[512];
+    *t = (traced_t){0};
+    if (pc_trace_load(o->trace, &t->tr, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: --trace: %s\n", err);
+        return BENCH_EXIT_USAGE;
+    }
+    t->nl = pc_trace_nlayers(t->tr);
+    for (int l = 0; l < t->nl; l++)
+        t->nt += pc_trace_nparams(t->tr, l);
+    size_t total = pc_trace_total_params(t->tr);
+    t->layers = calloc((size_t)t->nl, sizeof(*t->layers));
+    t->tensors = calloc((size_t)(t->nt ? t->nt : 1), sizeof(*t->tensors));
+    t->tensor_layer = calloc((size_t)(t->nt ? t->nt : 1), sizeof(int));
+    t->slab = malloc(sizeof(float) * (total ? total : 1)); /* addresses only: never touched */
+    if (!t->layers || !t->tensors || !t->tensor_layer || !t->slab) {
+        fprintf(stderr, "pc-bench: model: out of memory for %zu parameters\n", total);
+        traced_free(t);
+        return BENCH_EXIT_FAIL;
+    }
+    size_t off = 0;
+    for (int l = 0, i = 0; l < t->nl; l++) {
+        t->layers[l] = (pc_cost_layer_t){pc_trace_forward_ms(t->tr, l) * 1e-3,
+                                         pc_trace_backward_ms(t->tr, l) * 1e-3};
+        for (int j = 0; j < pc_trace_nparams(t->tr, l); j++, i++) {
+            t->tensors[i] = (pc_plan_tensor_t){.n = pc_trace_param_numel(t->tr, l, j),
+                                               .param = t->slab + off,
+                                               .grad = t->slab + off};
+            t->tensor_layer[i] = l;
+            off += t->tensors[i].n;
+        }
+    }
+    return 0;
+}
+
+/* Time spec on up to SAMPLE_ELEMS elements of a synthetic gradient cut into the plan's
+ * chunks (those at least min_bytes, when `big`; else those under it), the first ones in
+ * chunk order; *got the elements timed (0: no such chunk, *rate untouched). 0 or
+ * BENCH_EXIT_FAIL (said). */
+static int time_codec(const opts_t *o, const pc_plan_t *plan, const pc_codec_spec_t *spec,
+                      const char *name, bool big, pc_cost_codec_rate_t *rate, size_t *got)
+{
+    size_t *n = malloc(sizeof(size_t) * (size_t)(plan->nchunks ? plan->nchunks : 1));
+    if (!n) {
+        fprintf(stderr, "pc-bench: model: out of memory\n");
+        return BENCH_EXIT_FAIL;
+    }
+    size_t sum = 0;
+    int k = 0;
+    for (int i = 0; i < plan->nchunks && sum < SAMPLE_ELEMS; i++) {
+        size_t c = plan->chunks[i].n;
+        if ((c * sizeof(float) >= (size_t)o->compress_min_bytes) != big)
+            continue;
+        n[k] = c < SAMPLE_ELEMS - sum ? c : SAMPLE_ELEMS - sum;
+        sum += n[k++];
+    }
+    *got = sum;
+    int status = 0;
+    float *g = sum ? malloc(sizeof(float) * sum) : NULL;
+    if (sum && !g) {
+        fprintf(stderr, "pc-bench: model: out of memory for %zu elements\n", sum);
+        status = BENCH_EXIT_FAIL;
+    }
+    /* Heavy-tailed and deterministic: a product of two uniforms' spread, signs mixed. */
+    for (size_t i = 0; g && i < sum; i++) {
+        uint32_t h = (uint32_t)i * 2654435761u;
+        double u = (double)(h >> 8) / 16777216.0 - 0.5, v = (double)(h & 255) / 256.0;
+        g[i] = (float)(u * v * v * v * 1e-2);
+    }
+    char err[512];
+    if (g && pc_cost_measure_codec(spec, g, n, k, o->reps, rate, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: timing %s: %s\n", name, err);
+        status = BENCH_EXIT_FAIL;
+    }
+    free(g);
+    free(n);
+    return status;
+}
+
+/* --trace's table: the prediction for N = 1, 2, 4, ... and --compressors-max itself, then
+ * the least N that keeps up. 0 or BENCH_EXIT_FAIL (said). */
+static int pool_table(const opts_t *o, const pc_cost_t *cost)
+{
+    int status = 0;
+    /* N = 1, 2, 4, ... and --compressors-max itself. */
+    for (int N = 1; status == 0; N = 2 * N < o->compressors_max ? 2 * N : o->compressors_max) {
+        pc_cost_result_t r;
+        if (pc_cost_predict_pool(cost, PC_COST_PS_TOPK_PIPELINED, 1, 1, NULL, N, &r) != PC_OK) {
+            fprintf(stderr, "pc-bench: model: the prediction for %d threads failed\n", N);
+            status = BENCH_EXIT_FAIL;
+            break;
+        }
+        printf("%11d %10.2f %13.2f %9.2f %11.2f %5s %16.2f\n", N,
+               pc_cost_pool_speedup(N, o->pool_efficiency), r.compress_busy * 1e3, r.compress * 1e3,
+               r.backward * 1e3, r.keeps_up ? "yes" : "no", r.iter * 1e3);
+        if (N == o->compressors_max)
+            break;
+    }
+    int need = 0;
+    pc_cost_result_t r;
+    if (status == 0 && pc_cost_pool_size(cost, PC_COST_PS_TOPK_PIPELINED, 1, 1, NULL,
+                                         o->compressors_max, &need, &r) == PC_OK) {
+        if (r.keeps_up)
+            printf("needs: %d compressor thread%s (predicted: the least whose compression fits "
+                   "under the backward pass)\n",
+                   need, need == 1 ? "" : "s");
+        else
+            printf("needs: more than %d compressor threads (predicted: %d leave %.2f ms of "
+                   "compression against %.2f ms of backward)\n",
+                   o->compressors_max, o->compressors_max, r.compress_busy * 1e3, r.backward * 1e3);
+    }
+    return status;
+}
+
+/* --trace: the pool the trace's model needs (the header's comment). Rank 0 alone. */
+static int trace_pool(const opts_t *o)
+{
+    const char *text = o->compress[0] ? o->compress : "topk:ratio=0.01";
+    pc_codec_spec_t spec, none;
+    char err[512];
+    if (pc_codec_spec_parse(text, &spec, err, sizeof(err)) != PC_OK) {
+        fprintf(stderr, "pc-bench: model: --compress %s: %s\n", text, err);
+        return BENCH_EXIT_USAGE;
+    }
+    if (spec.id == PC_CODEC_POWERSGD) {
+        fprintf(stderr,
+                "pc-bench: model: --trace --compress %s: powersgd's rounds need the "
+                "matrices' rows, which a trace's pool table does not model; use an "
+                "element-wise codec\n",
+                text);
+        return BENCH_EXIT_USAGE;
+    }
+    pc_codec_spec_parse("none", &none, err, sizeof(err));
+    traced_t t;
+    int status = traced_load(o, &t);
+    if (status != 0)
+        return status;
+    pc_plan_t *plan = NULL;
+    if (pc_plan_create(t.tensors, t.nt, (size_t)o->chunk_bytes / sizeof(float), 1, &plan) !=
+        PC_OK) {
+        fprintf(stderr, "pc-bench: model: the trace's tensors make no plan\n");
+        traced_free(&t);
+        return BENCH_EXIT_FAIL;
+    }
+    /* The codec on the compressed chunks, "none" on the rest; a rate that has no chunk to
+     * serve is never used, but must be a valid one: none's, or the codec's. */
+    pc_cost_codec_rate_t rc_codec = {0}, rc_none = {0};
+    size_t n_codec = 0, n_none = 0;
+    status = time_codec(o, plan, &spec, text, true, &rc_codec, &n_codec);
+    if (status == 0)
+        status = time_codec(o, plan, &none, "none", false, &rc_none, &n_none);
+    int nchunks = plan->nchunks;
+    pc_plan_destroy(plan);
+    if (status == 0 && n_codec == 0)
+        rc_codec = rc_none;
+    if (status == 0 && n_none == 0)
+        rc_none = rc_codec;
+    pc_cost_t *cost = NULL;
+    if (status == 0) {
+        /* Only the compressor counts: an ideal network (no transfer time, no latency) and
+         * servers that take no time. The codec stands in top-k's slot of the pipelined mode. */
+        pc_cost_cfg_t cc = {.layers = t.layers,
+                            .nlayers = t.nl,
+                            .tensors = t.tensors,
+                            .tensor_layer = t.tensor_layer,
+                            .ntensors = t.nt,
+                            .chunk_bytes = (size_t)o->chunk_bytes,
+                            .compress_min_bytes = (size_t)o->compress_min_bytes,
+                            .link = {.bandwidth = INFINITY, .latency = 0},
+                            .pool_efficiency = o->pool_efficiency};
+        for (int q = 0; q < PC_COST_CODECS; q++)
+            cc.codec[q] = rc_none;
+        cc.codec[PC_COST_CODEC_TOPK] = rc_codec;
+        if (pc_cost_create(&cc, &cost) != PC_OK) {
+            fprintf(stderr, "pc-bench: model: the measured rates make no cost model\n");
+            status = BENCH_EXIT_FAIL;
+        }
+    }
+    if (status == 0) {
+        double bwd = 0;
+        for (int l = 0; l < t.nl; l++)
+            bwd += t.layers[l].bwd;
+        printf("pc-bench model --trace: %s on %s (batch %d, %s): %zu parameters in %d chunks "
+               "(--chunk-bytes %lld), backward %.2f ms per iteration (the trace's)\n",
+               pc_trace_model(t.tr), pc_trace_device(t.tr), pc_trace_batch(t.tr),
+               pc_trace_precision(t.tr), pc_trace_total_params(t.tr), nchunks,
+               (long long)o->chunk_bytes, bwd * 1e3);
+        printf("codec %s: %.1f Melem/s on one core of this machine (fold and compress, median "
+               "of %d passes over %zu elements); none (chunks under %lld bytes): %.1f Melem/s "
+               "(%zu elements)\n",
+               text, rc_codec.compress > 0 ? 1e-6 / rc_codec.compress : 0.0, o->reps, n_codec,
+               (long long)o->compress_min_bytes,
+               rc_none.compress > 0 ? 1e-6 / rc_none.compress : 0.0, n_none);
+        printf("predicted by the cost model, pipelined, ideal network and servers; a pool of N "
+               "threads %s:\n",
+               o->pool_efficiency > 0 ? "at the efficiency given"
+                                      : "dividing the work perfectly "
+                                        "(assumed)");
+        printf("%11s %10s %13s %9s %11s %5s %16s\n", "compressors", "speed-up", "compress ms",
+               "cpu ms", "backward ms", "fits", "iter ms (ideal)");
+    }
+    if (status == 0)
+        status = pool_table(o, cost);
+    pc_cost_destroy(cost);
+    traced_free(&t);
+    return status;
+}
+
 int bench_model_main(int argc, char **argv)
 {
     int provided, rank, size;
@@ -778,7 +1058,8 @@ int bench_model_main(int argc, char **argv)
                 .max_workers = 1024,
                 .at_workers = 8,
                 .link_bytes = 4 << 20,
-                .device = 0};
+                .device = 0,
+                .compressors_max = 16};
     pc_flags_group_t g = {"pc-bench model flags", model_opts,
                           sizeof(model_opts) / sizeof(model_opts[0]), &o, NULL};
     char err[512] = "";
@@ -801,6 +1082,11 @@ int bench_model_main(int argc, char **argv)
             MPI_Finalize();
             return BENCH_EXIT_FAIL;
         }
+    }
+    if (o.trace[0]) { /* the pool a traced model needs: rank 0, no MPI measurement */
+        int st = rank == 0 ? trace_pool(&o) : 0;
+        MPI_Finalize();
+        return st;
     }
     if (o.iters > 0) { /* pc-bench engine's measurement (this flag's older home): rank 0 */
         int st = rank == 0

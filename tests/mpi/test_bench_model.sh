@@ -5,7 +5,8 @@
 # the printed table is the JSON's, a faster link is never slower, --predict equals the
 # table's entry); with one rank it takes --bandwidth and --latency; bad flags fail with
 # status 2 and one line; pc-bench engine (and model --iters, its older spelling) prints the
-# engine's throughput as one JSON line; --device
+# engine's throughput as one JSON line; --trace prints the compressor pool a traced model
+# needs, predicted for N = 1..16 threads; --device
 # cuda without a usable device fails with status 1 and one line. No timing is asserted: the
 # machines are shared and noisy.
 set -uo pipefail
@@ -170,6 +171,44 @@ usage "pc-bench: --servers-ratio: 0 is out of range" --servers-ratio 0
 usage "pc-bench: --model: " --model resnet
 usage "one rank cannot measure the link: give --bandwidth and --latency" --bandwidth 1gbit
 usage "pc-bench: --device: 'gpu' is not one of cpu|cuda" --device gpu --iters 1
+usage "pc-bench: --compressors-max: 0 is out of range" --trace "$PC_SRCDIR/traces/resnet50-a100-amp.json" --compressors-max 0
+usage "pc-bench: model: --trace: " --trace "$tmp/no-such-trace.json"
+usage "pc-bench: model: --compress nonsense: " --trace "$PC_SRCDIR/traces/resnet50-a100-amp.json" --compress nonsense
+
+# --trace: the pool a traced model needs, predicted for N = 1, 2, 4, 8, 16 (one rank, no
+# link; about 1 s): every column of every row, the compression divided by each N (perfect
+# division assumed and said), the backward the trace's, and the least N that fits.
+if "$bench" model --trace "$PC_SRCDIR/traces/resnet50-a100-amp.json" --compress topk:ratio=0.01 \
+    --reps 1 --compressors-max 16 >"$tmp/pool.out" 2>&1 && python3 - "$tmp/pool.out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert re.search(r"^pc-bench model --trace: resnet50 on .*: 25557032 parameters in \d+ chunks "
+                 r".*backward ([0-9.]+) ms per iteration \(the trace's\)$", text, re.M), "head"
+assert re.search(r"^codec topk:ratio=0.01: [0-9.]+ Melem/s on one core", text, re.M), "codec"
+assert "dividing the work perfectly (assumed)" in text, "assumption"
+assert re.search(r"^compressors +speed-up +compress ms +cpu ms +backward ms +fits +iter ms "
+                 r"\(ideal\)$", text, re.M), "header"
+rows = re.findall(r"^ +(\d+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +(yes|no) +([0-9.]+)$",
+                  text, re.M)
+assert [int(r[0]) for r in rows] == [1, 2, 4, 8, 16], rows
+cpu = float(rows[0][3])
+for n, sp, busy, c, bwd, fits, it in rows:
+    n, sp, busy, c, bwd = int(n), float(sp), float(busy), float(c), float(bwd)
+    assert sp == n and abs(c - cpu) <= 0.01 and abs(busy - c / n) <= 0.01, (n, busy, c)
+    assert (fits == "yes") == (busy <= bwd + 0.005), (n, busy, bwd, fits)
+first = next((int(r[0]) for r in rows if r[5] == "yes"), None)
+m = re.search(r"^needs: (\d+) compressor threads? \(predicted", text, re.M)
+if first is not None:
+    # the least N that fits is at most the first power of two that does
+    assert m and int(m.group(1)) <= first, (m and m.group(1), first)
+else:
+    assert re.search(r"^needs: more than 16 compressor threads \(predicted", text, re.M)
+PY
+then
+    ok "model --trace resnet50: the pool table for N = 1..16 and the threads needed ($(grep '^needs:' "$tmp/pool.out"))"
+else
+    bad "model --trace resnet50: the pool table"; cat "$tmp/pool.out"
+fi
 
 # --iters: the engine's throughput alone, one JSON line (the CPU here; scripts/gpu-check.sh
 # runs it with --device cuda beside scripts/bench/torch_engine.py).
