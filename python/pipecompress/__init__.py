@@ -35,6 +35,12 @@ torch.optim.lr_scheduler), the loop keeps torch's shape::
 
 The servers run that optimizer with each group's hyperparameters and the lrs that step()
 sends; the runtime's --lr and schedule are not used (doc/python.md, "Your optimizer").
+Any other torch optimizer steps on the workers: pc.init(rest, update="workers") on every
+rank (the servers only sum), then pc.DistributedOptimizer(torch.optim.Adadelta(...)):
+opt.step() waits for the averaged gradients in p.grad and runs its step on every worker
+alike; opt.clip_grad_norm_(max_norm) clips them by their global norm before. A gradient
+written after backward handed it over (torch.nn.utils.clip_grad_norm_ after backward)
+raises at opt.step() / pc.iteration_end(): the runtime reads it from there.
 
 What happens underneath (doc/python.md says it in full):
 - parameters are registered zero-copy: the runtime reads gradients from, and writes

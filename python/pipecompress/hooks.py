@@ -45,6 +45,11 @@ class _Attached:
         self.ready = [0] * n  # gradient accumulations seen this iteration
         self.waited = [False] * n  # param_wait done this iteration
         self.outside = [False] * n  # read outside its own module's forward (first iteration)
+        # Each gradient's version counter when it was handed over this iteration
+        # (check_grads); synced: update='workers' waited for the averaged gradients in
+        # p.grad this iteration (DistributedOptimizer.receive), which are the script's then.
+        self.versions = [0] * n
+        self.synced = False
         self.first = True  # the first iteration since attach (0, or --resume's)
         self._register_tensors()
         self.shared = shared
@@ -102,7 +107,10 @@ class _Attached:
         off = 0
         with torch.no_grad():
             for name, p in zip(self.names, self.params):
-                g = gslab[off:off + p.numel()].view_as(p)
+                # A tensor of its own on the block's memory (set_, not a view: views share
+                # one version counter with their base, and check_grads reads each
+                # gradient's own to see a write after its hand-off).
+                g = torch.empty(0).set_(gslab.storage(), off, p.shape, p.stride())
                 off += p.numel()
                 p.grad = g
                 self.grads.append(g)
@@ -279,6 +287,7 @@ class _Attached:
                     else:
                         g.copy_(p.grad)
                 p.grad = g
+            self.versions[t] = g._version  # check_grads: no write from here on
             rc = s.lib.pc_worker_grad_ready(s.w, t)
             if rc != 0:
                 s.fail(f"handing over the gradient of {self.names[t]}", rc)
@@ -288,26 +297,61 @@ class _Attached:
                 self.t_mark = now
         return hook
 
-    def end(self):
+    def check_grads(self):
+        """Raise a one-line Error when a gradient handed over this iteration was written
+        since (in place: its version counter moved; torch.nn.utils.clip_grad_norm_ after
+        backward, p.grad.mul_, a zero_grad) or p.grad was replaced or set to None: the
+        runtime reads the registered buffer after the hand-off (the compressor thread,
+        maybe still now with the pipeline on: a data race that breaks determinism; or it
+        was sent already and the write is lost), and with update='workers' writes the
+        averaged gradient into it. Not after the averaged gradients were received
+        (self.synced): they are the script's then."""
+        if self.synced:
+            return
+        for t, (p, g) in enumerate(zip(self.params, self.grads)):
+            if self.ready[t] < self.bpps:
+                continue  # not handed over yet (hand_rest reads p.grad as it is)
+            if p.grad is None:
+                how = "p.grad was set to None"
+            elif p.grad.data_ptr() != self.gptr[t]:
+                how = "p.grad was replaced by another tensor"
+            elif g._version != self.versions[t]:
+                how = "written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ..."
+            else:
+                continue
+            raise Error(f"the gradient of {self.names[t]} was changed after backward handed "
+                        f"it to the runtime ({how}): the runtime reads it from there (with "
+                        "the pipeline on maybe still now: a data race), so the change is lost "
+                        "or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a "
+                        "pc.DistributedOptimizer(..., update='workers') instead")
+
+    def hand_rest(self):
+        """Hand over every gradient that did not come this iteration (an unused parameter,
+        fewer backward passes): the buffer holds what was accumulated, zeros if nothing."""
         s = self.s
-        if s.pending is not None:
-            raise s.pending
-        self.start()
-        if self.optimizer is not None:  # this iteration's rates, before the servers step
-            self.optimizer._send_lrs()
         for t in range(len(self.params)):
             if self.ready[t] < self.bpps:
-                # No gradient this iteration (an unused parameter) or fewer backward passes:
-                # the buffer holds what was accumulated, zeros if nothing.
                 if not self.waited[t]:
                     self.wait(t)
                 p, g = self.params[t], self.grads[t]
                 if p.grad is not None and p.grad.data_ptr() != self.gptr[t]:
                     with torch.no_grad():
                         g.copy_(p.grad)
+                self.ready[t] = self.bpps  # handed over: once (hand_rest may run twice)
+                self.versions[t] = g._version
                 rc = s.lib.pc_worker_grad_ready(s.w, t)
                 if rc != 0:
                     s.fail(f"handing over the gradient of {self.names[t]}", rc)
+
+    def end(self):
+        s = self.s
+        if s.pending is not None:
+            raise s.pending
+        self.start()
+        self.check_grads()
+        if self.optimizer is not None:  # this iteration's rates, before the servers step
+            self.optimizer._send_lrs()
+        self.hand_rest()
         stop = ctypes.c_bool(False)
         rc = s.lib.pc_worker_iteration_end(s.w, ctypes.byref(stop))
         if rc != 0:
@@ -320,6 +364,7 @@ class _Attached:
         n = len(self.params)
         self.ready = [0] * n
         self.waited = [False] * n
+        self.synced = False
         self.first = False
         self.stopped = bool(stop.value)
         return self.stopped

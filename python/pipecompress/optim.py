@@ -1,14 +1,22 @@
-"""pipecompress.optim: the script's own torch optimizer, stepped by the servers
-(pc.DistributedOptimizer).
+"""pipecompress.optim: the script's own torch optimizer (pc.DistributedOptimizer), stepped
+by the servers (update="servers") or by every worker on the averaged gradient
+(update="workers").
 
-The wrapper reads the optimizer's class (SGD, Adam, AdamW) and its param_groups once,
-before the runtime starts, and gives them to the runtime (pc_worker_set_optimizer): worker
-0 sends the table to the servers with the chunk plan, each tensor steps with its group's
-rule (weight decay 0 on a no-decay group), and the plan never puts two groups' tensors in
-one chunk. Every step() sends the groups' current learning rates (pc_worker_set_lrs) and
-ends the iteration, so any torch.optim.lr_scheduler, which writes param_groups[i]["lr"],
-drives the servers unchanged; the runtime's own schedule is not used. The servers use
-worker 0's rates and end the run when another worker's differ.
+update="servers": the wrapper reads the optimizer's class (SGD, Adam, AdamW) and its
+param_groups once, before the runtime starts, and gives them to the runtime
+(pc_worker_set_optimizer): worker 0 sends the table to the servers with the chunk plan,
+each tensor steps with its group's rule (weight decay 0 on a no-decay group), and the plan
+never puts two groups' tensors in one chunk. Every step() sends the groups' current
+learning rates (pc_worker_set_lrs) and ends the iteration, so any
+torch.optim.lr_scheduler, which writes param_groups[i]["lr"], drives the servers
+unchanged; the runtime's own schedule is not used. The servers use worker 0's rates and
+end the run when another worker's differ.
+
+update="workers" (the runtime started with --update workers): the servers only sum; the
+runtime writes each tensor's averaged gradient into p.grad (pc_worker_set_user_step) and
+step() waits for all of them (pc_worker_grad_wait), then runs the wrapped optimizer's own
+step() on every worker: the same inputs everywhere, so every worker's parameters stay
+bitwise equal. Any torch optimizer, its groups and schedulers are then torch's business.
 
 torch is imported here; the package imports this module at the first use of
 DistributedOptimizer, lr or stopped (pipecompress/__init__.py). Every call comes from the
@@ -31,7 +39,12 @@ _GROUP_FIELDS = 8  # PC_GROUP_FIELDS (pc_runtime.h): lr, weight decay, momentum,
 # beta1, beta2, eps, amsgrad
 # The runtime's schedule flags: with the wrapper the rates come from param_groups.
 _SCHEDULE_FLAGS = ("lr-schedule", "lr-step", "lr-gamma", "lr-warmup")
-WORKERS = "update='workers' (issue 47 item 4, not built yet)"
+# The runtime's optimizer flags: with update="workers" the torch optimizer steps, so a given
+# one would be silently unused.
+_OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "nesterov", "weight-decay", "betas", "eps",
+                    "amsgrad") + _SCHEDULE_FLAGS
+WORKERS = ("use update='workers' (with --update workers given to pc.init on every rank), "
+           "which runs any torch optimizer on the workers")
 
 
 def _given(words):
@@ -101,64 +114,154 @@ def _group_values(cls, kind, i, g):
 
 
 def _guarded_step(self, *args, **kwargs):
-    raise Error("the wrapped optimizer's own step() was called: with pc.DistributedOptimizer "
-                "the servers step the parameters, and a step here too would make the workers "
-                "diverge; call step() on the DistributedOptimizer")
+    if self._pc_update == "servers":
+        raise Error("the wrapped optimizer's own step() was called: with "
+                    "pc.DistributedOptimizer the servers step the parameters, and a step here "
+                    "too would make the workers diverge; call step() on the "
+                    "DistributedOptimizer")
+    raise Error("the wrapped optimizer's own step() was called: with pc.DistributedOptimizer"
+                "(update='workers') p.grad holds the averaged gradient only once its step() "
+                "waited for it (a step before would make the workers diverge); call step() on "
+                "the DistributedOptimizer")
+
+
+def _guarded_zero_grad(self, set_to_none=False):
+    return self._pc_wrapper.zero_grad(set_to_none)
+
+
+def _check_registered(a, optimizer, cls, need_all):
+    """The parameter groups' tensors as registered indices: every parameter a group holds
+    must be one pc.attach registered (its gradient is the averaged one), in one group only;
+    need_all: every registered one must be in a group (the servers step each tensor with its
+    group's rule). Returns each registered tensor's group (None: in none). Raises Error."""
+    group_of = [None] * len(a.params)
+    for i, g in enumerate(optimizer.param_groups):
+        for p in g["params"]:
+            t = a.ids.get(id(p))
+            if t is None:
+                name = next((n for n, q in a.model.named_parameters() if q is p), None)
+                what = (f"parameter {name} (not registered: it does not require a "
+                        "gradient)" if name else
+                        f"a parameter of shape {tuple(p.shape)} that is not in the "
+                        "attached model")
+                raise Error(f"DistributedOptimizer: {cls} parameter group {i} holds "
+                            f"{what}: every parameter it steps must be one pc.attach "
+                            "registered")
+            if group_of[t] is not None:
+                raise Error(f"DistributedOptimizer: parameter {a.names[t]} is in groups "
+                            f"{group_of[t]} and {i}")
+            group_of[t] = i
+    for t, g in enumerate(group_of):
+        if need_all and g is None:
+            raise Error(f"DistributedOptimizer: parameter {a.names[t]} is attached but in "
+                        f"no parameter group of the {cls}: add it to a group, or set "
+                        "requires_grad=False before pc.attach")
+    return group_of
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
-    """opt = pc.DistributedOptimizer(torch_optimizer, update="servers"), on every worker
-    right after pc.attach(model) and before the first forward pass: the servers run
-    torch_optimizer's update (torch.optim.SGD, Adam or AdamW, torch 1.13's arithmetic) with
-    each parameter group's lr, weight_decay, momentum and nesterov (SGD), betas, eps and
-    amsgrad (Adam, AdamW). The loop stays torch's:
+    """opt = pc.DistributedOptimizer(torch_optimizer, update=None), on every worker right
+    after pc.attach(model) and before the first forward pass. The loop stays torch's:
 
         loss.backward(); opt.step(); scheduler.step()
 
-    step() sends the groups' current learning rates (whatever a torch.optim.lr_scheduler
-    or the script wrote into param_groups) and ends the iteration (pc.iteration_end()); it
-    returns None as torch's does: a stop agreed by the workers (SIGINT or SIGTERM on some
-    worker) shows as opt.should_stop, or pc.stopped(), True from that step on: then call
-    pc.finish(). zero_grad() does nothing (the runtime zeroes the gradient buffers at every
-    iteration's end; set_to_none is harmless too). param_groups is the wrapped optimizer's
-    own list, so a scheduler may be given either object. The wrapped optimizer's own step()
-    raises from now on (a second update on the workers would make them diverge).
+    Two placements of the step (update=None: "workers" when pc.init got --update workers,
+    else "servers"):
 
-    Refused, each with a one-line pipecompress.Error: another class (the servers run
-    these three; update='workers', issue 47 item 4, not built yet, will run any), a
-    parameter in a group that pc.attach did not register, an attached parameter in no
-    group, dampening != 0, maximize=True, a hyperparameter flag given to pc.init that
-    disagrees with the object's default (--optimizer, --lr, --weight-decay, --momentum,
-    --nesterov, --betas, --eps, --amsgrad: the object's values are used when the flag is
-    absent), the runtime's schedule flags (--lr-schedule, --lr-step, --lr-gamma,
-    --lr-warmup), --mode other than ps, --update workers, --compress powersgd, a codec with
-    momentum correction with momentum or Adam, and creation after the runtime started (the
-    first forward pass, pc.iteration(), ...).
-    foreach, fused, capturable and differentiable are ignored (they choose torch's kernel,
-    not the arithmetic). The optimizer's state (momentum, m, v) lives on the servers:
-    checkpoints are --checkpoint-dir's, and state_dict() is refused."""
+    update="servers": the servers run torch_optimizer's update (torch.optim.SGD, Adam or
+    AdamW, torch 1.13's arithmetic) with each parameter group's lr, weight_decay, momentum
+    and nesterov (SGD), betas, eps and amsgrad (Adam, AdamW). The groups' current
+    learning rates (whatever a torch.optim.lr_scheduler or the script wrote into
+    param_groups) go to the servers before the iteration's first gradient leaves, and
+    step() refuses a change since; step() ends the iteration (pc.iteration_end()). The
+    optimizer's state
+    (momentum, m, v) lives on the servers: checkpoints are --checkpoint-dir's, and
+    state_dict() is refused. clip_grad_norm_ is refused (the averaged gradient exists on
+    the servers only; they do not clip): use update="workers".
 
-    def __init__(self, optimizer, update="servers"):  # noqa: D107 (no super().__init__:
+    update="workers" (pc.init got --update workers on every rank: the servers learn at
+    pc.init that they only sum): any torch optimizer. step() waits until p.grad holds the
+    averaged gradient of every parameter (the runtime writes it there), runs the wrapped
+    optimizer's own step() on every worker (the same inputs everywhere: every worker's
+    parameters stay bitwise equal), then ends the iteration. Groups, schedulers and the
+    optimizer's state (state_dict(), load_state_dict(), add_param_group()) are the torch
+    optimizer's own. clip_grad_norm_(max_norm, norm_type=2.0) after backward waits for the
+    averaged gradients and clips them with torch.nn.utils.clip_grad_norm_ (the norm is the
+    global norm of the averaged gradient of every attached parameter), returning the total
+    norm as torch does; step() then steps on the clipped gradients.
+
+    Both: step() returns None as torch's does; a stop agreed by the workers (SIGINT or
+    SIGTERM on some worker) shows as opt.should_stop, or pc.stopped(), True from that step
+    on: then call pc.finish(). zero_grad() (the wrapper's or the wrapped optimizer's) does
+    nothing (the runtime zeroes p.grad at every iteration's end), except that with
+    update="workers" between backward() and step() it raises (it would wipe the averaged
+    gradients: Horovod's guard). param_groups is the wrapped optimizer's own list, so a
+    scheduler may be given either object. The wrapped optimizer's own step() raises from
+    now on (a step the wrapper does not order would make the workers diverge). A gradient
+    changed after backward handed it over (torch.nn.utils.clip_grad_norm_ after backward:
+    a data race with the compressor) raises at step() (pc.iteration_end() too).
+
+    Refused, each with a one-line pipecompress.Error: update="servers" with another class
+    than those three (pointing at update="workers"), either placement without the runtime's
+    matching --update, a parameter in a group that pc.attach did not register; with
+    update="servers", an attached parameter in no group, dampening != 0, maximize=True, a
+    hyperparameter flag given to pc.init that disagrees with the object's default
+    (--optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps, --amsgrad:
+    the object's values are used when the flag is absent), the runtime's schedule flags
+    (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than ps, --compress
+    powersgd, a codec with momentum correction with momentum or Adam; with
+    update="workers", any of those optimizer and schedule flags given to pc.init (the torch
+    optimizer's own values step); creation after the runtime started (the first forward
+    pass, pc.iteration(), ...; update="workers": after the first gradient).
+    foreach, fused, capturable and differentiable are ignored by the servers (they choose
+    torch's kernel, not the arithmetic)."""
+
+    def __init__(self, optimizer, update=None):  # noqa: D107 (no super().__init__:
         # the wrapped optimizer's param_groups, defaults and state are shared, not copied)
         a = _attached()
         s = a.s
-        if update == "workers":
-            raise Error(f"DistributedOptimizer: {WORKERS}; update='servers' is the one "
-                        "placement")
-        if update != "servers":
-            raise Error(f"DistributedOptimizer: update={update!r} is not 'servers'")
+        runtime = s.config.get("update", "servers")
+        if update is None:
+            update = "workers" if runtime == "workers" else "servers"
+        if update not in ("servers", "workers"):
+            raise Error(f"DistributedOptimizer: update={update!r} is not 'servers' or "
+                        "'workers'")
         if isinstance(optimizer, DistributedOptimizer):
             raise Error("DistributedOptimizer: the optimizer is already a DistributedOptimizer")
         cls = type(optimizer).__name__
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise Error(f"DistributedOptimizer: {cls} is not a torch.optim.Optimizer")
         kind = _KINDS.get(type(optimizer))
-        if kind is None:
+        if update == "servers" and kind is None:
             raise Error(f"DistributedOptimizer: {cls} cannot run on the servers (they run "
-                        f"torch.optim.SGD, Adam and AdamW); {WORKERS} will run any torch "
-                        "optimizer")
+                        f"torch.optim.SGD, Adam and AdamW): {WORKERS}")
         if a.optimizer is not None:
             raise Error("DistributedOptimizer: the attached model has one already")
+        if update == "workers":
+            self._init_workers(a, s, optimizer, cls, runtime)
+        else:
+            self._init_servers(a, s, optimizer, cls, kind, runtime)
+        self._opt = optimizer
+        self._a = a
+        self._update = update
+        self.param_groups = optimizer.param_groups  # the same list: schedulers see one
+        self.defaults = optimizer.defaults
+        self.state = optimizer.state
+        self.should_stop = False
+        self._step_count = 0
+        self._lrs = (ctypes.c_double * len(optimizer.param_groups))()
+        # The wrapped step, as it is now (a scheduler made before may have wrapped it to
+        # count steps); from now on the attribute raises (_guarded_step).
+        self._inner_step = optimizer.step
+        optimizer._pc_update = update
+        optimizer._pc_wrapper = self
+        optimizer.step = types.MethodType(_guarded_step, optimizer)
+        optimizer.zero_grad = types.MethodType(_guarded_zero_grad, optimizer)
+        a.optimizer = self
+        a.start()
+
+    def _init_servers(self, a, s, optimizer, cls, kind, runtime):
+        """update="servers": check, then give the runtime the class and the groups."""
         if a.started:
             raise Error("DistributedOptimizer: create it right after pc.attach(model), before "
                         "the first forward pass or pc.iteration(): the servers learn the "
@@ -166,32 +269,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.config.get("mode") != "ps":
             raise Error(f"DistributedOptimizer: --mode {s.config.get('mode')}: the servers "
                         "step only with --mode ps")
-        if s.config.get("update", "servers") != "servers":
-            raise Error(f"DistributedOptimizer: --update {s.config.get('update')}: "
-                        "update='servers' needs --update servers (the servers step); "
-                        f"{WORKERS}")
-        group_of = [None] * len(a.params)
-        for i, g in enumerate(optimizer.param_groups):
-            for p in g["params"]:
-                t = a.ids.get(id(p))
-                if t is None:
-                    name = next((n for n, q in a.model.named_parameters() if q is p), None)
-                    what = (f"parameter {name} (not registered: it does not require a "
-                            "gradient)" if name else
-                            f"a parameter of shape {tuple(p.shape)} that is not in the "
-                            "attached model")
-                    raise Error(f"DistributedOptimizer: {cls} parameter group {i} holds "
-                                f"{what}: every parameter it steps must be one pc.attach "
-                                "registered")
-                if group_of[t] is not None:
-                    raise Error(f"DistributedOptimizer: parameter {a.names[t]} is in groups "
-                                f"{group_of[t]} and {i}")
-                group_of[t] = i
-        for t, g in enumerate(group_of):
-            if g is None:
-                raise Error(f"DistributedOptimizer: parameter {a.names[t]} is attached but in "
-                            f"no parameter group of the {cls}: add it to a group, or set "
-                            "requires_grad=False before pc.attach")
+        if runtime != "servers":
+            raise Error(f"DistributedOptimizer: --update {runtime}: update='servers' needs "
+                        "--update servers (the servers step); use update='workers' (the "
+                        "default with --update workers)")
+        group_of = _check_registered(a, optimizer, cls, need_all=True)
         values = []
         for i, g in enumerate(optimizer.param_groups):
             values += _group_values(cls, kind, i, g)
@@ -201,23 +283,36 @@ class DistributedOptimizer(torch.optim.Optimizer):
         ngroups = len(optimizer.param_groups)
         if s.lib.pc_worker_set_optimizer(s.w, kind, hp, ngroups, tg) != 0:
             s.fail("DistributedOptimizer")
-        self._opt = optimizer
-        self._a = a
-        self.param_groups = optimizer.param_groups  # the same list: schedulers see one
-        self.defaults = optimizer.defaults
-        self.state = optimizer.state
-        self.should_stop = False
-        self._step_count = 0
-        self._lrs = (ctypes.c_double * ngroups)()
-        optimizer.step = types.MethodType(_guarded_step, optimizer)
-        a.optimizer = self
-        a.start()
+
+    def _init_workers(self, a, s, optimizer, cls, runtime):
+        """update="workers": check, then switch the runtime to the user's step."""
+        if runtime != "workers":
+            how = ("pc.init got --update servers" if "update" in _given(s.words) else
+                   "pc.init got no --update (servers by default)")
+            raise Error(f"DistributedOptimizer: update='workers' needs --update workers given "
+                        f"to pc.init on every rank (the servers learn there that they only "
+                        f"sum), and {how}")
+        given = _given(s.words)
+        for f in _OPTIMIZER_FLAGS:
+            if f in given:
+                raise Error(f"DistributedOptimizer: --{f} given to pc.init: with "
+                            f"update='workers' the {cls} steps with its own hyperparameters "
+                            "and schedule (the flag would be silently unused); drop it")
+        if a.started and (any(a.ready) or s.lib.pc_worker_iteration(s.w) > 0):
+            raise Error("DistributedOptimizer: create it before the first backward pass: "
+                        "the runtime steps the gradients it was handed before")
+        _check_registered(a, optimizer, cls, need_all=False)
+        if s.lib.pc_worker_set_user_step(s.w, True) != 0:
+            s.fail("DistributedOptimizer")
 
     def __repr__(self):
-        return f"DistributedOptimizer({self._opt!r}, update='servers')"
+        return f"DistributedOptimizer({self._opt!r}, update={self._update!r})"
 
     def _send_lrs(self):
-        """This iteration's learning rates to the servers (pc_worker_set_lrs)."""
+        """This iteration's learning rates to the servers (pc_worker_set_lrs); nothing with
+        update="workers" (the wrapped optimizer reads its own)."""
+        if self._update == "workers":
+            return
         s = self._a.s
         if len(self.param_groups) != len(self._lrs):
             raise Error("DistributedOptimizer: param_groups changed after the start (the "
@@ -233,34 +328,105 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.lib.pc_worker_set_lrs(s.w, self._lrs, len(self._lrs)) != 0:
             s.fail("DistributedOptimizer.step")
 
-    def step(self, closure=None):
-        """Send the groups' current learning rates and end the iteration (the servers
-        step). Returns None; opt.should_stop says whether the workers agreed to stop."""
-        if closure is not None:
-            raise Error("DistributedOptimizer.step: a closure is not supported (the servers "
-                        "step once per iteration, after backward)")
+    def _receive(self):
+        """update="workers": wait until p.grad holds every parameter's averaged gradient of
+        this iteration (once per iteration). Checks first that no gradient was changed
+        since it was handed over (a.check_grads), and hands over those that did not come
+        (a.hand_rest: the runtime waits for every tensor's)."""
+        a = self._a
+        if a.synced:
+            return
+        a.check_grads()
+        a.hand_rest()
+        s = a.s
+        for t in range(len(a.params)):
+            rc = s.lib.pc_worker_grad_wait(s.w, t)
+            if rc != 0:
+                s.fail(f"waiting for the averaged gradient of {a.names[t]}", rc)
+        a.synced = True
+
+    def _check_call(self, what):
         a = _attached()
         if a is not self._a:
-            raise Error("DistributedOptimizer.step: not the attached model's optimizer")
-        # The wrapped optimizer counts steps too: a scheduler built on it checks the count.
-        self._opt._step_count = getattr(self._opt, "_step_count", 0) + 1
+            raise Error(f"DistributedOptimizer.{what}: not the attached model's optimizer")
+        if a.s.pending is not None:
+            raise a.s.pending
+        return a
+
+    def step(self, closure=None):
+        """End the iteration. update="servers": send the groups' current learning rates
+        (the servers step). update="workers": wait for every averaged gradient in p.grad,
+        then run the wrapped optimizer's step() (on every worker alike). Returns None;
+        opt.should_stop says whether the workers agreed to stop."""
+        if closure is not None:
+            raise Error("DistributedOptimizer.step: a closure is not supported (the gradients "
+                        "are averaged once per iteration, after backward)")
+        a = self._check_call("step")
+        inner = None
+        if self._update == "workers":
+            a.start()
+            self._receive()
+            self._inner_step()
+            inner = self._inner_step
+        else:
+            a.check_grads()  # before anything changes: a caught Error leaves the iteration
+        # The wrapped optimizer counts steps too: a scheduler built on it checks the count
+        # (a scheduler made before the wrapper counted them in the wrapped step itself).
+        if not getattr(inner, "_with_counter", False):
+            self._opt._step_count = getattr(self._opt, "_step_count", 0) + 1
         self.should_stop = a.end()
         return None
 
+    def clip_grad_norm_(self, max_norm, norm_type=2.0, error_if_nonfinite=False):
+        """update="workers", after backward(): wait for the averaged gradients in p.grad
+        (as step() would), clip them with torch.nn.utils.clip_grad_norm_ over every
+        attached parameter (the global norm of the averaged gradient, the same on every
+        worker) and return the total norm as torch does; step() then steps on them.
+        update="servers": refused (the averaged gradient exists only on the servers, which
+        do not clip)."""
+        if self._update == "servers":
+            raise Error("DistributedOptimizer.clip_grad_norm_: with update='servers' the "
+                        "averaged gradient exists only on the servers, which do not clip; "
+                        f"{WORKERS}, where it clips by the averaged gradient's global norm")
+        a = self._check_call("clip_grad_norm_")
+        if not any(a.ready):
+            raise Error("DistributedOptimizer.clip_grad_norm_: call it after backward() (no "
+                        "gradient of this iteration yet) and before step()")
+        self._receive()
+        return torch.nn.utils.clip_grad_norm_(a.params, max_norm, norm_type=norm_type,
+                                              error_if_nonfinite=error_if_nonfinite)
+
     def zero_grad(self, set_to_none=False):
         """Nothing to do: the runtime zeroes the gradient buffers at each iteration's end
-        (and a p.grad set to None is handled at the next backward)."""
+        (and a p.grad set to None is handled at the next backward). The wrapped optimizer's
+        zero_grad() comes here too. With update="workers", between backward() and step()
+        it raises: it would wipe the averaged gradients the runtime writes into p.grad."""
+        a = self._a
+        if self._update == "workers" and any(a.ready) and not a.s.finished:
+            raise Error("zero_grad() between backward() and step() of a pc.DistributedOptimizer"
+                        "(update='workers'): it would wipe the averaged gradients the runtime "
+                        "writes into p.grad (the workers would step on zeros); call it before "
+                        "backward(), or not at all (the runtime zeroes p.grad at each step)")
         return None
 
     def add_param_group(self, param_group):
+        if self._update == "workers":
+            raise Error("DistributedOptimizer: add_param_group after the start: add the group "
+                        "to the torch optimizer before wrapping it")
         raise Error("DistributedOptimizer: add_param_group after the start: the servers "
                     "step the groups they were given at the start")
 
     def state_dict(self):
+        """update="workers": the wrapped optimizer's (its state lives here)."""
+        if self._update == "workers":
+            return self._opt.state_dict()
         raise Error("DistributedOptimizer: the optimizer's state lives on the servers; save "
                     "and resume with --checkpoint-dir and --resume")
 
     def load_state_dict(self, state_dict):
+        """update="workers": into the wrapped optimizer (the same on every worker)."""
+        if self._update == "workers":
+            return self._opt.load_state_dict(state_dict)
         raise Error("DistributedOptimizer: the optimizer's state lives on the servers; save "
                     "and resume with --checkpoint-dir and --resume")
 

@@ -11,7 +11,10 @@
 #   parameter in no group, the wrapped step, a scheduler stepped on one worker only);
 #   --update workers with the user's step (2 workers: pc_worker_set_user_step, then
 #   pc_worker_grad_wait and torch.optim.SGD on p.grad): bitwise torch.optim.SGD's on the
-#   mean gradient after every iteration;
+#   mean gradient after every iteration; pc.DistributedOptimizer(update="workers") with
+#   Adadelta, StepLR and opt.clip_grad_norm_ likewise, both workers alike, and its guards
+#   (zero_grad between backward and step, a p.grad replaced after backward);
+#   torch.nn.utils.clip_grad_norm_ after backward with update="servers": refused;
 # - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
 #   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
 #   what must hold), with top-k and with --mode allreduce;
@@ -84,6 +87,30 @@ else
     bad "update-user:"; tail -n 20 "$tmp/update-user.out"
 fi
 
+# pc.DistributedOptimizer(torch.optim.Adadelta), update="workers" (the default with --update
+# workers), 2 workers: every iteration bitwise torch.optim.Adadelta's on the mean gradient,
+# clipped at odd iterations by opt.clip_grad_norm_ (the same total norm as torch's), a
+# StepLR on the wrapper; every worker's parameters alike after every iteration; and the
+# guards tried on the way, each one line.
+if job workers 3 "$cases" workers "$tmp/workers" --compress none --iters 6 --update workers &&
+    grep -qE '^workers: 6 iterations, 2 workers, torch.optim.Adadelta on every worker \(StepLR, clipped to 0.05 at 3 iterations\): every parameter bitwise' "$tmp/workers.out" &&
+    [ "$(wc -l <"$tmp/workers/hash-r0.txt")" = 6 ] && cmp -s "$tmp/workers/hash-r0.txt" "$tmp/workers/hash-r1.txt"; then
+    ok "update='workers': Adadelta, StepLR and clip_grad_norm_ bitwise torch.optim's on the mean gradient, both workers' parameters alike every iteration"
+else
+    bad "update='workers':"; tail -n 20 "$tmp/workers.out"
+fi
+while IFS= read -r want; do
+    if grep -qxF "refused: $want" "$tmp/workers.out"; then
+        ok "update='workers' refuses: '${want:0:90}...'"
+    else
+        bad "update='workers' did not refuse with: '$want'"
+    fi
+done <<'EOF2'
+DistributedOptimizer: Adadelta cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
+zero_grad() between backward() and step() of a pc.DistributedOptimizer(update='workers'): it would wipe the averaged gradients the runtime writes into p.grad (the workers would step on zeros); call it before backward(), or not at all (the runtime zeroes p.grad at each step)
+the gradient of 0.weight was changed after backward handed it to the runtime (p.grad was replaced by another tensor): the runtime reads it from there (with the pipeline on maybe still now: a data race), so the change is lost or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a pc.DistributedOptimizer(..., update='workers') instead
+EOF2
+
 # pc.DistributedOptimizer (python/pipecompress/optim.py), 2 workers: AdamW with a decay and
 # a no-decay group under LinearLR then CosineAnnealingLR, every iteration bitwise
 # torch.optim.AdamW's on the averaged gradient, the scheduler given the wrapper; the case
@@ -104,10 +131,11 @@ while IFS= read -r want; do
         bad "DistributedOptimizer did not refuse with: '$want'"
     fi
 done <<'EOF2'
-DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW); update='workers' (issue 47 item 4, not built yet) will run any torch optimizer
+DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
 DistributedOptimizer: --weight-decay 0.05 given to pc.init disagrees with the AdamW's weight_decay 0.025: drop the flag (the optimizer's values are used) or make them equal
 DistributedOptimizer: parameter 2.weight is attached but in no parameter group of the AdamW: add it to a group, or set requires_grad=False before pc.attach
 the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
+DistributedOptimizer.clip_grad_norm_: with update='servers' the averaged gradient exists only on the servers, which do not clip; use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers, where it clips by the averaged gradient's global norm
 EOF2
 
 zoo() { # zoo NAME RANKS FLAGS...: the zoo case, then its checks
@@ -271,6 +299,11 @@ refuse bad-note 3 x '^torch_cases.py: metrics_note: not a JSON object: ' "$cases
 refuse other-model 3 x "^torch_cases.py: attach: worker 1's model differs from worker 0's " "$cases" mismatch "$tmp/x" --iters 3
 refuse other-thread 3 x '^torch_cases.py: forward pass of the model on another thread than pc.init.s ' "$cases" thread "$tmp/x" --iters 3
 refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list of words" "$cases" initstr "$tmp/x" --iters 3
+# torch.nn.utils.clip_grad_norm_ after backward with update="servers" and the pipeline on:
+# a write into gradients the compressor thread may still read (issue 47 item 2), refused at
+# opt.step() naming the first parameter written.
+refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed after backward handed it to the runtime \(written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ...\): .* clip with opt.clip_grad_norm_\(max_norm\) of a pc.DistributedOptimizer\(..., update='workers'\) instead$" \
+    "$cases" clip-race "$tmp/x" --compress none --iters 4
 # A scheduler stepped on one worker only (pc.DistributedOptimizer): the servers refuse, at
 # iteration 3, after 3 iterations each bitwise torch.optim.AdamW's (any difference would
 # end the job before, with another line).
@@ -301,7 +334,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,clip-race}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"

@@ -16,9 +16,10 @@ groups, groups-wrap, groups-skew
           2 workers, --compress none: pc.DistributedOptimizer(torch.optim.AdamW) with a decay
           and a no-decay group and warm-up + cosine (SequentialLR) is bitwise
           torch.optim.AdamW's on the averaged gradient after every iteration; groups-wrap
-          gives the scheduler the wrapper (groups: the wrapped optimizer) and first prints
-          the refusals ("refused: LINE"); groups-skew steps worker 1's scheduler once more,
-          which the servers refuse.
+          gives the scheduler the wrapper (groups: the wrapped optimizer), first prints
+          the refusals ("refused: LINE") and calls the wrapped optimizer's zero_grad()
+          between backward and step at iteration 1 (harmless there); groups-skew steps
+          worker 1's scheduler once more, which the servers refuse.
 update, update-user
           2 workers, --compress none, --update workers (update) and with the user's step
           (update-user: pc_worker_set_user_step after attach, pc_worker_grad_wait on every
@@ -27,6 +28,20 @@ update, update-user
           iteration every parameter on every worker is bitwise torch.optim's step on the mean
           of both workers' gradients, computed in-process (with 2 workers the mean is exact in
           any order); the runtime's own SGD within 1e-5 (torch fuses p - lr * m).
+workers   2 workers, --compress none, --update workers: pc.DistributedOptimizer(
+          torch.optim.Adadelta) (the placement update="workers" by default there) under a
+          StepLR on the wrapper, opt.clip_grad_norm_ at every other iteration: after every
+          iteration every parameter is bitwise torch.optim.Adadelta's (foreach=False) on the
+          mean of both workers' gradients, computed in-process (clipped there with
+          torch.nn.utils.clip_grad_norm_, the same total norm returned), pc.lr() the
+          reference's; every worker appends "IT DIGEST" of its parameters to
+          OUTDIR/hash-rRANK.txt (test_torch.sh compares the workers'). Prints the refusals
+          tried on the way ("refused: LINE"): Adadelta with update="servers", the wrapped
+          optimizer's zero_grad() between backward and step, a p.grad replaced after
+          backward.
+clip-race 2 workers, update="servers" (SGD): torch.nn.utils.clip_grad_norm_ after backward
+          at iteration 1 (a write into gradients the compressor may still read) must end
+          every rank with one line at opt.step().
 adam-none, adamw-none
           1 worker, --compress none, --optimizer adam or adamw (the flags say which, with
           --betas, --eps, --amsgrad, --weight-decay): after every iteration every parameter
@@ -262,13 +277,14 @@ def case_groups(out, flags, on_wrapper, skew):
     opt = pc.DistributedOptimizer(torch_opt)
     sched = _schedule(opt if on_wrapper else torch_opt, iters)
     if on_wrapper:
-        try:
-            torch_opt.step()
-        except pc.Error as e:
-            if pc.rank() == 0:
-                print(f"refused: {e}", flush=True)
-        else:
-            raise pc.Error("the wrapped optimizer's own step() ran")
+        for call in (torch_opt.step, lambda: opt.clip_grad_norm_(1.0)):
+            try:
+                call()
+            except pc.Error as e:
+                if pc.rank() == 0:
+                    print(f"refused: {e}", flush=True)
+            else:
+                raise pc.Error("the wrapped optimizer's own step() or clip_grad_norm_ ran")
     init = [p.detach().clone() for p in model.parameters()]
     lrs = []
     for it in range(iters):
@@ -280,6 +296,11 @@ def case_groups(out, flags, on_wrapper, skew):
         x, y = batches[pc.rank()]
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
+        if on_wrapper and it == 1:
+            # update="servers": the wrapped optimizer's zero_grad between backward and step
+            # does nothing (the gradients left; the runtime zeroes them), so the check below
+            # stays bitwise (a real zeroing in place would be a write after the hand-off).
+            torch_opt.zero_grad()
         grads = []
         for bx, by in batches:  # each worker's gradient on the reference
             ref_opt.zero_grad(set_to_none=True)
@@ -414,6 +435,119 @@ def case_update(out, flags, user):
               f"{'torch.optim' if user else 'the runtime'}'s on every worker: every parameter "
               f"{exact} torch.optim's on the mean gradient after every iteration", flush=True)
     return status
+
+
+def case_workers(out, flags):
+    """pc.DistributedOptimizer(torch.optim.Adadelta), update="workers" by default with
+    --update workers: every iteration bitwise torch.optim.Adadelta's on the mean gradient,
+    clipped at odd iterations by opt.clip_grad_norm_, against torch's clip_grad_norm_ on
+    the reference; a StepLR on the wrapper; the guards tried on the way."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    rank, W, iters = pc.rank(), pc.workers(), int(pc.config()["iters"])
+    hp = dict(lr=0.5, rho=0.9, eps=1e-6, weight_decay=0.01, foreach=False)
+    max_norm = 0.05
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    ropt = torch.optim.Adadelta(ref.parameters(), **hp)
+    rsched = torch.optim.lr_scheduler.StepLR(ropt, step_size=2, gamma=0.5)
+    pc.attach(model)
+
+    def refused(call, what):
+        try:
+            call()
+        except pc.Error as e:
+            if rank == 0:
+                print(f"refused: {e}", flush=True)
+        else:
+            raise pc.Error(f"{what} was not refused")
+    refused(lambda: pc.DistributedOptimizer(torch.optim.Adadelta(model.parameters()),
+                                            update="servers"), "Adadelta on the servers")
+    torch_opt = torch.optim.Adadelta(model.parameters(), **hp)
+    opt = pc.DistributedOptimizer(torch_opt)
+    if repr(opt) != f"DistributedOptimizer({torch_opt!r}, update='workers')":
+        raise pc.Error(f"the default placement with --update workers: {opt!r}")
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "w")
+    init = [p.detach().clone() for p in model.parameters()]
+    clipped = 0
+    for it in range(iters):
+        batches = []
+        for k in range(W):  # every worker's batch, from (iteration, worker)
+            g = torch.Generator().manual_seed(1000 * it + k)
+            batches.append((torch.randn(8, 20, generator=g),
+                            torch.randint(0, 3, (8,), generator=g)))
+        x, y = batches[rank]
+        if pc.lr() != [g["lr"] for g in ropt.param_groups]:
+            raise pc.Error(f"iteration {it}: pc.lr() {pc.lr()} is not the reference's")
+        opt.zero_grad()  # before backward: allowed (nothing to do)
+        F.cross_entropy(model(x), y).backward()
+        if it == 1:  # Horovod's guard: it would wipe the averaged gradients
+            refused(torch_opt.zero_grad, "zero_grad between backward and step")
+        if it == 2:  # p.grad replaced after the hand-off: the step would read the local one
+            w = model[0].weight
+            kept = w.grad
+            w.grad = kept.clone()
+            refused(opt.step, "a p.grad replaced after backward")
+            w.grad = kept
+        norm = opt.clip_grad_norm_(max_norm) if it % 2 else None
+        opt.step()
+        sched.step()
+        grads = []
+        for xk, yk in batches:
+            ref.zero_grad(set_to_none=True)
+            F.cross_entropy(ref(xk), yk).backward()
+            grads.append([q.grad.clone() for q in ref.parameters()])
+        for j, q in enumerate(ref.parameters()):
+            q.grad = sum(((1.0 / W) * gk[j] for gk in grads), torch.zeros_like(q))
+        if norm is not None:
+            rnorm = torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm)
+            if not torch.equal(norm, rnorm) or not rnorm.item() > max_norm:
+                raise pc.Error(f"iteration {it}: clip_grad_norm_ returned {norm.item()!r}, "
+                               f"torch's {rnorm.item()!r} (max_norm {max_norm}: must clip)")
+            clipped += 1
+        ropt.step()
+        rsched.step()
+        if opt.should_stop or pc.stopped():
+            raise pc.Error("stopped without a signal")
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            if not torch.equal(p.detach(), q.detach()):
+                d = (p.detach() - q.detach()).abs().max().item()
+                raise pc.Error(f"iteration {it}: worker {rank}: {name} differs from "
+                               f"torch.optim.Adadelta's step on the mean gradient by up to "
+                               f"{d:.3g}")
+        print(it, digest(model.parameters()), file=hashes, flush=True)
+    for (name, p), p0 in zip(model.named_parameters(), init):
+        if torch.equal(p.detach(), p0):
+            raise pc.Error(f"{name} did not move in {iters} iterations")
+    status = pc.finish()
+    if rank == 0:
+        print(f"workers: {iters} iterations, {W} workers, torch.optim.Adadelta on every worker "
+              f"(StepLR, clipped to {max_norm} at {clipped} iterations): every parameter "
+              "bitwise torch.optim's on the mean gradient after every iteration", flush=True)
+    return status
+
+
+def case_clip_race(out, flags):
+    """update="servers": torch.nn.utils.clip_grad_norm_ after backward at iteration 1, a
+    write into gradients the compressor thread may still read: opt.step() must refuse."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    pc.attach(model)
+    opt = pc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    for it in range(int(pc.config()["iters"])):
+        g = torch.Generator().manual_seed(1000 * it + pc.rank())
+        x, y = torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)
+        F.cross_entropy(model(x), y).backward()
+        if it == 1:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)  # the race
+        opt.step()
+    return pc.finish()
 
 
 def case_zoo(out, flags):
@@ -573,6 +707,10 @@ def main():
         return case_sgd(out, flags, 2 if case.startswith("sgd2") else 1, case.endswith("-none"))
     if case in ("adam-none", "adamw-none"):
         return case_adam(out, flags)
+    if case == "workers":
+        return case_workers(out, flags)
+    if case == "clip-race":
+        return case_clip_race(out, flags)
     if case in ("update", "update-user"):
         return case_update(out, flags, case == "update-user")
     if case in ("groups", "groups-wrap", "groups-skew"):
