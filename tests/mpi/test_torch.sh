@@ -134,6 +134,7 @@ done <<'EOF2'
 DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
 DistributedOptimizer: --weight-decay 0.05 given to pc.init disagrees with the AdamW's weight_decay 0.025: drop the flag (the optimizer's values are used) or make them equal
 DistributedOptimizer: parameter 2.weight is attached but in no parameter group of the AdamW: add it to a group, or set requires_grad=False before pc.attach
+DistributedOptimizer: update='workers' needs --update workers given to pc.init on every rank (the servers learn there that they only sum), and pc.init got no --update (servers by default)
 the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
 DistributedOptimizer.clip_grad_norm_: with update='servers' the averaged gradient exists only on the servers, which do not clip; use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers, where it clips by the averaged gradient's global norm
 EOF2

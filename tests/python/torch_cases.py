@@ -235,10 +235,11 @@ def _refusals(model, flags_wd):
         lambda: torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=flags_wd / 2),
         lambda: torch.optim.AdamW([model[0].weight, model[0].bias], lr=0.01,
                                   weight_decay=flags_wd),
+        lambda: torch.optim.Adagrad(model.parameters(), lr=0.01),  # update="workers"
     ]
-    for make in tries:
-        try:
-            pc.DistributedOptimizer(make())
+    for i, make in enumerate(tries):
+        try:  # the last: update="workers" without --update workers given to pc.init
+            pc.DistributedOptimizer(make(), update="workers" if i == 3 else None)
         except pc.Error as e:
             if pc.rank() == 0:
                 print(f"refused: {e}", flush=True)
