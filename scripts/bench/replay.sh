@@ -17,6 +17,7 @@
 #                           [--rates "1 2.5 10 25"] [--carry GBPS] [--min-dilate K]
 #                           [--workers "2 4"] [--iters N] [--warmup N]
 #                           [--settings "ps-topk ps-topk-inline ..."] [--out DIR]
+#                           [--compressors N|auto]
 #
 # --traces: trace files (default: ResNet-50, VGG-16 and BERT-base on an A100 with AMP,
 # from traces/). --rates: per-node link rates in Gbit/s (default "1 2.5 10 25").
@@ -35,7 +36,9 @@
 # pull), our PowerSGD rank 4 (slower than our DGC everywhere), and the inline
 # counterparts but top-k's (its pair answers the pipelining question). PowerSGD rank 2,
 # either side, was never run: rank 4 stands for it. Any of them by name in --settings.
-# DDP fp32 always runs (every ratio's base). The library: $PIPECOMPRESS_LIB when set,
+# DDP fp32 always runs (every ratio's base). --compressors N|auto: compressor threads per
+# worker of PipeCompress's pipelined settings (torch-ddp.sh's flag, default 1; in
+# replay.txt and so in the summary's head). The library: $PIPECOMPRESS_LIB when set,
 # else build/ (built first, as torch-ddp.sh does). --out: the results
 # (default results/replay-DATE): one torch-ddp.sh directory per trace and rate
 # (MODEL-RATEg/), then DIR/summary.txt, DIR/summary.json and DIR/MODEL.png.
@@ -64,6 +67,7 @@ iters=6
 warmup=2
 settings="compute ddp-psgd4 ps-topk ps-topk-inline ps-dgc"
 out=""
+compressors=1
 while [ $# -gt 0 ]; do
     case $1 in
     --traces) need "$1" "${2:-}"; traces=$2; shift ;;
@@ -75,6 +79,7 @@ while [ $# -gt 0 ]; do
     --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
     --settings) need "$1" "${2:-}"; settings=$2; shift ;;
     --out) need "$1" "${2:-}"; out=$2; shift ;;
+    --compressors) need "$1" "${2:-}"; compressors=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
@@ -94,6 +99,11 @@ for w in $workers; do
     [ "$w" -gt "$most" ] && most=$w
 done
 [ "$most" -gt 0 ] || usage_error "--workers: no count"
+case $compressors in
+auto) ;;
+*[!0-9]*|""|0*) usage_error "--compressors: '$compressors' is not a number of threads (1 to 64) or auto" ;;
+*) [ "$compressors" -le 64 ] || usage_error "--compressors: $compressors is above 64" ;;
+esac
 [ "$(id -u)" = 0 ] || usage_error "needs root (the emulated nodes are network namespaces)"
 out=${out:-$PC_TOP/results/replay-$(date +%Y-%m-%d)}
 mkdir -p "$out"
@@ -110,7 +120,7 @@ start=$(date +%s)
     echo "replay.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "traces: $traces"
     echo "rates (Gbit/s): $rates; carry $carry; min dilation $min_dilate; workers $workers; iters $iters (warm-up $warmup)"
-    echo "settings: ddp $settings"
+    echo "settings: ddp $settings; --compressors $compressors (the pipelined server settings)"
     echo "machine: $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/replay.txt"
 for t in $traces; do
@@ -123,7 +133,8 @@ for t in $traces; do
         echo "$model $r $k $link" >>"$out/cells.txt"
         "$PC_TOP/scripts/bench/torch-ddp.sh" --arch "replay:$t" --dilate "$k" \
             --nodes $((most + 1)) --nets "node-$link" --workers "$workers" \
-            --iters "$iters" --warmup "$warmup" --settings "$settings" --out "$dir" ||
+            --iters "$iters" --warmup "$warmup" --settings "$settings" \
+            --compressors "$compressors" --out "$dir" ||
             failed=1
     done
 done

@@ -46,6 +46,7 @@
 #                              [--arch cnn|lstm|resnet18|resnet50|vgg16|vit|replay:PATH]
 #                              [--dilate K]
 #                              [--settings "allreduce ps-none ..."] [--repeat R]
+#                              [--compressors N|auto]
 #                              [--data DIR|synthetic] [--timeout SECONDS] [--out DIR]
 #
 # --nets: any of shm, 10gbit, 1gbit (default "shm 1gbit"); with --nodes, node-1gbit and
@@ -63,7 +64,11 @@
 # default 1): every replayed time x K, passed to every run (the runtime's --dilate K; the
 # DDP hooks' CPU work followed by (K - 1) x its duration of sleep); rates are then per
 # dilated second, and links should be shaped to rate / K (say so beside the figures).
-# --data: Fashion-MNIST's
+# --compressors N|auto: compressor threads per worker (the runtime's --compressors, default
+# 1), passed to every PipeCompress setting that can take a pool: the pipelined server
+# settings and auto (the allreduce and the inline settings have one thread, and the
+# runtime refuses a pool there); in the summary's header and JSON, and each run's
+# meta.json ("compressors": what that run got). --data: Fashion-MNIST's
 # IDX directory (default /usr/share/datasets/fashion-mnist), or synthetic (the example's;
 # for tests). --timeout: the limit of each run (default 300 + 4 s per iteration): a run
 # past it is reported failed, the others run.
@@ -121,6 +126,14 @@ flags_of() { setting_field "$1" 4 | sed "s/@PSSTART@/$((psgd_start - 1))/g"; }
 np_of() {
     case $(setting_field "$1" 2) in 1) echo 1 ;; w) echo "$2" ;; w+1) echo $(($2 + 1)) ;; esac
 }
+# pool_of SETTING: the --compressors SETTING runs with: --compressors' value where it can
+# take a pool (--mode ps --pipeline on, or --mode auto), else 1.
+pool_of() {
+    case $(flags_of "$1") in
+    "--mode ps "*"--pipeline on"* | "--mode auto"*) echo "$compressors" ;;
+    *) echo 1 ;;
+    esac
+}
 # The settings run by default besides ddp (which always runs), in the table's order: all
 # but the table's last six (EXTRA_SETTINGS: the inline and fp16 counterparts that
 # scripts/bench/replay.sh asks for by name).
@@ -140,6 +153,7 @@ repeat=1
 data=/usr/share/datasets/fashion-mnist
 limit=""
 out=""
+compressors=1
 while [ $# -gt 0 ]; do
     case $1 in
     --nets) need "$1" "${2:-}"; nets=$2; shift ;;
@@ -155,6 +169,7 @@ while [ $# -gt 0 ]; do
     --data) need "$1" "${2:-}"; data=$2; shift ;;
     --timeout) need "$1" "${2:-}"; limit=$2; shift ;;
     --out) need "$1" "${2:-}"; out=$2; shift ;;
+    --compressors) need "$1" "${2:-}"; compressors=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
@@ -210,6 +225,11 @@ replay:*)
 esac
 case $dilate in ''|*[!0-9.]*|*.*.*|.*|*.) usage_error "--dilate: '$dilate' is not a number" ;; esac
 awk -v k="$dilate" 'BEGIN { exit !(k >= 1 && k <= 1000) }' || usage_error "--dilate: $dilate is not in 1..1000"
+case $compressors in
+auto) ;;
+*[!0-9]*|""|0*) usage_error "--compressors: '$compressors' is not a number of threads (1 to 64) or auto" ;;
+*) [ "$compressors" -le 64 ] || usage_error "--compressors: $compressors is above 64" ;;
+esac
 count --iters "$iters" 1
 count --warmup "$warmup" 0
 count --threads "$threads" 1
@@ -337,6 +357,7 @@ run_one() {
     cmd=("$py" "$example" --arch "$arch" --data "$data" --eval none --iters "$iters"
          --warmup "$warmup" --threads "$threads" --batch 32 --seed 1 $(flags_of "$s"))
     [ "$dilate" = 1 ] || cmd+=(--dilate "$dilate")
+    [ "$(pool_of "$s")" = 1 ] || cmd+=(--compressors "$(pool_of "$s")")
     # A replay's PipeCompress runs keep the runtime's metrics (compression time, bytes) for
     # scripts/bench/replay_report.py.
     case $arch,$(flags_of "$s") in replay:*,--mode*) cmd+=(--metrics "$runs/$name.metrics.jsonl") ;; esac
@@ -369,16 +390,17 @@ run_one() {
     else
         printf '%5d s %s samples/s\n' $(( (t1 - t0) / 1000000000 )) "$rate"
     fi
-    "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": int(a[10]), "batch": int(a[21]), "dilate": float(a[22]), "seed": 1, "arch": a[11], "iters": int(a[12]), "warmup": int(a[13]), "threads": int(a[14]), "limit_s": int(a[15]), "wall_s": int(a[16]) / 1e9, "failed": a[17] or None, "command": a[18], "nodes": int(a[19]) if a[19] else None}, open(a[20], "w"), indent=1)' \
+    "$py" -c 'import json,sys; a=sys.argv; json.dump({"name": a[1], "net": a[2], "net_index": int(a[3]), "setting": a[4], "setting_index": int(a[5]), "repeat": int(a[6]), "label": a[7], "flags": a[8], "np": int(a[9]), "workers": int(a[10]), "batch": int(a[21]), "dilate": float(a[22]), "seed": 1, "arch": a[11], "iters": int(a[12]), "warmup": int(a[13]), "threads": int(a[14]), "limit_s": int(a[15]), "wall_s": int(a[16]) / 1e9, "failed": a[17] or None, "command": a[18], "nodes": int(a[19]) if a[19] else None, "compressors": a[23], "pool": a[24]}, open(a[20], "w"), indent=1)' \
         "$name" "$net" "$5" "$s" "$6" "$7" "$(label_of "$s")" "$(flags_of "$s")" "$np" "$w" \
         "$arch" "$iters" "$warmup" "$threads" "$limit" $((t1 - t0)) "$failed" "$line" \
-        "$nodes" "$runs/$name.meta.json" "$batch" "$dilate"
+        "$nodes" "$runs/$name.meta.json" "$batch" "$dilate" "$(pool_of "$s")" "$compressors"
 }
 
 failures=0
 start=$(date +%s)
 dil=""
 [ "$dilate" = 1 ] || dil=", dilation $dilate"
+[ "$compressors" = 1 ] || dil="$dil, --compressors $compressors (the pipelined server settings and auto)"
 pc_say "$arch, workers: $workers, batch $batch$dil, $iters iterations ($warmup warm-up), $threads torch thread(s) per rank, limit $limit s per run${nodes:+, one rank per emulated node ($nodes nodes)}; runs in $runs"
 netidx=0
 for net in $nets; do

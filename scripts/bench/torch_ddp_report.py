@@ -125,6 +125,13 @@ def main():
              % (first["arch"], ",".join(map(str, summary["workers"])), first["batch"],
                 first["iters"], first["warmup"], first["threads"], summary["rounds"])]
 
+    # --compressors N|auto: the pool of the pipelined server settings and auto (the run's
+    # meta.json "pool"; absent before the flag existed: 1).
+    summary["compressors"] = str(first.get("pool", "1"))
+    if summary["compressors"] != "1":
+        lines[0] += ("; PipeCompress's pipelined server settings and auto with --compressors "
+                     "%s (compressor threads per worker)" % summary["compressors"])
+
     if str(first["arch"]).startswith("replay:"):
         summary["dilate"] = first.get("dilate", 1)
         lines[0] += ("; GPU compute replayed from %s, dilation %g (network, compression and "

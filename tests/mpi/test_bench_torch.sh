@@ -190,6 +190,10 @@ usage "torch-ddp.sh: --workers: 'two' is not a number" --workers two
 # checks (refused further on, for the iterations)
 usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --nodes 3 --nets node-2500mbit --settings "ps-fp16 ps-topk-inline ps-psgd4-inline" --iters 5
 usage "torch-ddp.sh: --out needs a value" --out
+usage "torch-ddp.sh: --compressors: 'many' is not a number of threads (1 to 64) or auto" --compressors many
+usage "torch-ddp.sh: --compressors: 65 is above 64" --compressors 65
+# (a pool that passes: refused further on, for the iterations)
+usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --compressors auto --iters 5
 # Per-node links (root): one rank per emulated node, DDP's gloo and MPI over the nodes'
 # shaped links; the cluster is taken down afterwards.
 if [ "$root" = 1 ]; then
