@@ -320,20 +320,8 @@ static int measure(const opts_t *o, const char *spec_text, int W, const pc_plan_
     spec.seed = (uint64_t)cfg.seed;
     pc_codec_spec_t none;
     pc_codec_spec_parse("none", &none, NULL, 0);
-    pc_optim_cfg_t optim = {.lr = cfg.lr,
-                            .momentum = cfg.momentum,
-                            .nesterov = cfg.nesterov != 0,
-                            .weight_decay = cfg.weight_decay,
-                            .schedule = (pc_lr_schedule_t)cfg.lr_schedule,
-                            .step = cfg.lr_step,
-                            .gamma = cfg.lr_gamma,
-                            .warmup = cfg.lr_warmup,
-                            .total = cfg.iters,
-                            .kind = (pc_optim_kind_t)cfg.optimizer,
-                            .eps = cfg.eps,
-                            .amsgrad = cfg.amsgrad != 0};
-    if (pc_optim_betas_parse(cfg.betas, &optim.beta1, &optim.beta2, NULL, 0) != PC_OK)
-        optim.beta1 = optim.beta2 = 0;
+    pc_optim_cfg_t optim;
+    pc_config_optim(&cfg, &optim);
     pc_codec_t *codec = NULL, *dense = NULL;
     pc_plan_t *plan = NULL;
     bchunk_t *ks = NULL;
@@ -410,6 +398,35 @@ out:
     return status;
 }
 
+/* --codecs split at ';' into specs (pointers into list, a copy of o->codecs of its size),
+ * every spec checked as pc-train would configure it with W workers before anything is
+ * measured. Returns the count (>= 1), or minus the exit status after one line on stderr.
+ * Single-threaded. */
+static int parse_specs(const opts_t *o, char *list, char *specs[SERVER_MAX_CODECS], int W)
+{
+    int nc = 0;
+    strcpy(list, o->codecs);
+    for (char *save = NULL, *tok = strtok_r(list, ";", &save); tok;
+         tok = strtok_r(NULL, ";", &save)) {
+        if (nc == SERVER_MAX_CODECS) {
+            fprintf(stderr, "pc-bench: server: --codecs: more than %d specs\n", SERVER_MAX_CODECS);
+            return -BENCH_EXIT_USAGE;
+        }
+        specs[nc++] = tok;
+    }
+    if (nc == 0) {
+        fprintf(stderr, "pc-bench: server: --codecs: no spec given\n");
+        return -BENCH_EXIT_USAGE;
+    }
+    for (int c = 0; c < nc; c++) {
+        pc_config_t cfg;
+        int bad = run_config(o, specs[c], W, &cfg);
+        if (bad != 0)
+            return -bad;
+    }
+    return nc;
+}
+
 int bench_server_main(int argc, char **argv)
 {
     opts_t o = {.reps = 3,
@@ -437,27 +454,10 @@ int bench_server_main(int argc, char **argv)
         return BENCH_EXIT_USAGE;
     }
     char *specs[SERVER_MAX_CODECS];
-    int nc = 0;
     char list[sizeof(o.codecs)];
-    strcpy(list, o.codecs);
-    for (char *save = NULL, *tok = strtok_r(list, ";", &save); tok;
-         tok = strtok_r(NULL, ";", &save)) {
-        if (nc == SERVER_MAX_CODECS) {
-            fprintf(stderr, "pc-bench: server: --codecs: more than %d specs\n", SERVER_MAX_CODECS);
-            return BENCH_EXIT_USAGE;
-        }
-        specs[nc++] = tok;
-    }
-    if (nc == 0) {
-        fprintf(stderr, "pc-bench: server: --codecs: no spec given\n");
-        return BENCH_EXIT_USAGE;
-    }
-    for (int c = 0; c < nc; c++) { /* every spec checked before anything is measured */
-        pc_config_t cfg;
-        int bad = run_config(&o, specs[c], workers[0], &cfg);
-        if (bad != 0)
-            return bad;
-    }
+    int nc = parse_specs(&o, list, specs, workers[0]);
+    if (nc < 0)
+        return -nc;
     pc_trace_t *tr;
     if (pc_trace_load(o.trace, &tr, err, sizeof(err)) != PC_OK) {
         fprintf(stderr, "pc-bench: server: --trace: %s\n", err);

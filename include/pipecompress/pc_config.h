@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "pipecompress/pc_flags.h"
+#include "pipecompress/pc_optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -162,6 +163,12 @@ const char *pc_config_device_name(int device);
 
 /* Fill cfg with the defaults. */
 void pc_config_defaults(pc_config_t *cfg);
+
+/* The optimizer's configuration the flags of cfg name (--optimizer, --lr and its schedule
+ * over --iters, --momentum, --nesterov, --weight-decay, --betas, --eps, --amsgrad) into
+ * *out; betas that do not parse (refused by pc_config_check) give 0. The servers, the
+ * allreduce workers and pc-bench server build their step from it. Thread-safe. */
+void pc_config_optim(const pc_config_t *cfg, pc_optim_cfg_t *out);
 
 /* The option table for pc_config_t (static; do not free). */
 const pc_flags_t *pc_config_options(size_t *nopts);

@@ -620,6 +620,24 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
     return check_pool(cfg, err, errlen);
 }
 
+void pc_config_optim(const pc_config_t *cfg, pc_optim_cfg_t *out)
+{
+    *out = (pc_optim_cfg_t){.lr = cfg->lr,
+                            .momentum = cfg->momentum,
+                            .nesterov = cfg->nesterov != 0,
+                            .weight_decay = cfg->weight_decay,
+                            .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
+                            .step = cfg->lr_step,
+                            .gamma = cfg->lr_gamma,
+                            .warmup = cfg->lr_warmup,
+                            .total = cfg->iters,
+                            .kind = (pc_optim_kind_t)cfg->optimizer,
+                            .eps = cfg->eps,
+                            .amsgrad = cfg->amsgrad != 0};
+    if (pc_optim_betas_parse(cfg->betas, &out->beta1, &out->beta2, NULL, 0) != PC_OK)
+        out->beta1 = out->beta2 = 0;
+}
+
 void pc_config_defaults(pc_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));

@@ -327,21 +327,7 @@ static pc_runtime_t *runtime_alloc(const pc_config_t *checked, int size)
     const pc_config_t *cfg = &rt->cfg;
     pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked by the caller */
     rt->spec.seed = (uint64_t)cfg->seed;
-    rt->optim = (pc_optim_cfg_t){.lr = cfg->lr,
-                                 .momentum = cfg->momentum,
-                                 .nesterov = cfg->nesterov != 0,
-                                 .weight_decay = cfg->weight_decay,
-                                 .schedule = (pc_lr_schedule_t)cfg->lr_schedule,
-                                 .step = cfg->lr_step,
-                                 .gamma = cfg->lr_gamma,
-                                 .warmup = cfg->lr_warmup,
-                                 .total = cfg->iters,
-                                 .kind = (pc_optim_kind_t)cfg->optimizer,
-                                 .eps = cfg->eps,
-                                 .amsgrad = cfg->amsgrad != 0};
-    /* adam(w): checked by the caller (pc_config_check); sgd's are unused */
-    if (pc_optim_betas_parse(cfg->betas, &rt->optim.beta1, &rt->optim.beta2, NULL, 0) != PC_OK)
-        rt->optim.beta1 = rt->optim.beta2 = 0;
+    pc_config_optim(cfg, &rt->optim); /* adam(w)'s betas checked by pc_config_check */
     return rt;
 }
 
