@@ -187,8 +187,7 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
     if (w->started || w->ngroups)
         return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_set_optimizer called %s",
                      w->started ? "after pc_worker_start" : "twice");
-    if (!w->ops->servers || rt->spec.id == PC_CODEC_POWERSGD ||
-        rt->cfg.update != PC_UPDATE_SERVERS)
+    if (!w->ops->servers || rt->spec.id == PC_CODEC_POWERSGD || rt->cfg.update != PC_UPDATE_SERVERS)
         return WFAIL(rt, &w->main, PC_ESTATE,
                      "parameter groups need --mode ps, --update servers and a codec other than "
                      "powersgd (this run: --mode %s, --update %s, --compress %s)",
