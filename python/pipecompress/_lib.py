@@ -84,6 +84,7 @@ def _load():
         "pc_runtime_servers": (c_int, [c_void_p]),
         "pc_runtime_set_stop_flag": (None, [c_void_p, _c.POINTER(c_int)]),
         "pc_runtime_stop_signal": (c_int, [c_void_p]),
+        "pc_runtime_lr": (c_double, [c_void_p, c_int64]),
         "pc_worker_register": (c_int, [c_void_p, c_char_p, c_void_p, c_void_p, c_size_t]),
         "pc_worker_set_rows": (c_int, [c_void_p, c_int, c_size_t]),
         "pc_worker_lowrank_q": (c_int, [c_void_p, c_int, c_void_p, c_size_t]),

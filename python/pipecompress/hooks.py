@@ -56,6 +56,7 @@ class _Attached:
         self.started = False
         self.optimizer = None  # the pc.DistributedOptimizer, once made
         self.stopped = False  # what the last end() returned (pc.stopped())
+        self.lrs_sent = False  # this iteration's learning rates are out (send_lrs)
         self.timeline = bool(s.config.get("timeline"))
         self.t_mark = 0
         self._install_hooks()
@@ -144,6 +145,8 @@ class _Attached:
             s.fail("attach: start", rc)
         self._check_same_model(self.shared)
         self._broadcast_shared(self.shared)
+        if s.reporter is not None:
+            s.reporter.configuration(s, self)
 
     def _check_same_model(self, shared):
         """Compare this worker's model with worker 0's (collective): the runtime compares
@@ -225,8 +228,24 @@ class _Attached:
         for t, out in enumerate(self.outside):
             if out and not self.waited[t]:
                 self.wait(t)
+        rep = self.s.reporter
+        if rep is not None and module.training and torch.is_grad_enabled() and inputs:
+            x = inputs[0]  # a training pass: its samples count in the progress line's rate
+            if isinstance(x, torch.Tensor) and x.dim() > 0:
+                rep.forward(x.shape[0])
         if self.timeline:
             self.t_mark = self.s.lib.pc_time_ns()
+
+    def send_lrs(self):
+        """This iteration's learning rates to the servers (pc.DistributedOptimizer's
+        param_groups), once, before its first gradient leaves: a server steps a chunk only
+        once every worker's rates of the iteration are in, so rates sent at opt.step()
+        would hold every update back until backward ended (no overlap of the servers' step
+        with backward). The rates of iteration t are known at its start: a scheduler steps
+        after opt.step() of t - 1. end() checks that they did not change since."""
+        self.lrs_sent = True
+        if self.optimizer is not None:
+            self.optimizer._send_lrs()
 
     def _pre(self, own, mname):
         def pre(module, inputs):
@@ -288,6 +307,11 @@ class _Attached:
                         g.copy_(p.grad)
                 p.grad = g
             self.versions[t] = g._version  # check_grads: no write from here on
+            if not self.lrs_sent:  # the iteration's first gradient to leave
+                try:
+                    self.send_lrs()
+                except Error as e:
+                    self.fail_later(e)
             rc = s.lib.pc_worker_grad_ready(s.w, t)
             if rc != 0:
                 s.fail(f"handing over the gradient of {self.names[t]}", rc)
@@ -329,6 +353,8 @@ class _Attached:
         """Hand over every gradient that did not come this iteration (an unused parameter,
         fewer backward passes): the buffer holds what was accumulated, zeros if nothing."""
         s = self.s
+        if not self.lrs_sent and min(self.ready) < self.bpps:  # rates before gradients
+            self.send_lrs()
         for t in range(len(self.params)):
             if self.ready[t] < self.bpps:
                 if not self.waited[t]:
@@ -349,8 +375,10 @@ class _Attached:
             raise s.pending
         self.start()
         self.check_grads()
-        if self.optimizer is not None:  # this iteration's rates, before the servers step
-            self.optimizer._send_lrs()
+        if not self.lrs_sent:  # no gradient left yet: the rates go before the first
+            self.send_lrs()
+        elif self.optimizer is not None:  # sent at the first gradient: still the same?
+            self.optimizer._check_lrs()
         self.hand_rest()
         stop = ctypes.c_bool(False)
         rc = s.lib.pc_worker_iteration_end(s.w, ctypes.byref(stop))
@@ -366,7 +394,14 @@ class _Attached:
         self.waited = [False] * n
         self.synced = False
         self.first = False
+        self.lrs_sent = False
         self.stopped = bool(stop.value)
+        if s.reporter is not None:
+            it = s.lib.pc_worker_iteration(s.w)  # iterations completed
+            opt = self.optimizer  # the rates the iteration used
+            lrs = ([s.lib.pc_runtime_lr(s.rt, it - 1)] if opt is None else
+                   getattr(opt, "_sent", None) or [float(g["lr"]) for g in opt.param_groups])
+            s.reporter.iteration_done(s, it, lrs)
         return self.stopped
 
     def sync(self):
@@ -489,6 +524,8 @@ def report(loss, accuracy=None):
     a.start()
     acc = math.nan if accuracy is None else float(accuracy)
     a.s.lib.pc_worker_report(a.s.w, float(loss), acc)
+    if a.s.reporter is not None:
+        a.s.reporter.loss(float(loss))
 
 
 def metrics_note(obj):

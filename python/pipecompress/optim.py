@@ -6,9 +6,10 @@ update="servers": the wrapper reads the optimizer's class (SGD, Adam, AdamW) and
 param_groups once, before the runtime starts, and gives them to the runtime
 (pc_worker_set_optimizer): worker 0 sends the table to the servers with the chunk plan,
 each tensor steps with its group's rule (weight decay 0 on a no-decay group), and the plan
-never puts two groups' tensors in one chunk. Every step() sends the groups' current
-learning rates (pc_worker_set_lrs) and ends the iteration, so any
-torch.optim.lr_scheduler, which writes param_groups[i]["lr"], drives the servers
+never puts two groups' tensors in one chunk. Each iteration sends the groups' current
+learning rates (pc_worker_set_lrs) before its first gradient leaves (hooks.py; step()
+checks they did not change since) and step() ends it, so any torch.optim.lr_scheduler,
+which writes param_groups[i]["lr"], drives the servers
 unchanged; the runtime's own schedule is not used. The servers use worker 0's rates and
 end the run when another worker's differ.
 
@@ -327,6 +328,25 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._lrs[i] = float(lr)
         if s.lib.pc_worker_set_lrs(s.w, self._lrs, len(self._lrs)) != 0:
             s.fail("DistributedOptimizer.step")
+        self._sent = list(self._lrs)  # _check_lrs, and the progress line's rates
+
+    def _check_lrs(self):
+        """At the iteration's end: the rates sent before its first gradient left
+        (_send_lrs, from the gradient hook) must still be param_groups'. A rate set between
+        backward and step() would reach the servers one iteration late: one-line Error."""
+        sent = getattr(self, "_sent", None)
+        if sent is None:
+            return
+        for i, g in enumerate(self.param_groups):
+            lr = g["lr"]
+            lr = float(lr.item() if isinstance(lr, torch.Tensor) else lr)
+            if i < len(sent) and lr != sent[i]:
+                it = self._a.s.lib.pc_worker_iteration(self._a.s.w)
+                raise Error(f"DistributedOptimizer: parameter group {i}'s lr changed from "
+                            f"{sent[i]!r} to {lr!r} during iteration {it}, after its rates "
+                            "went to the servers with its first gradient (they step it with "
+                            f"{sent[i]!r}): set the lr before the forward pass, or step a "
+                            "torch.optim.lr_scheduler after opt.step()")
 
     def _receive(self):
         """update="workers": wait until p.grad holds every parameter's averaged gradient of
@@ -432,12 +452,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
 
 def lr():
-    """The current learning rate of each parameter group of the pc.DistributedOptimizer,
-    a list (what the next step() sends)."""
+    """The current learning rate, a list: with a pc.DistributedOptimizer each parameter
+    group's (param_groups' now: what this iteration's first gradient sends); without one,
+    [the runtime's own schedule's rate of the current iteration] (--lr, --lr-schedule,
+    --lr-warmup, ...: pc_runtime_lr at pc.iteration(), the iterations completed)."""
     a = _attached()
     if a.optimizer is None:
-        raise Error("pc.lr(): no pc.DistributedOptimizer: the rate is the runtime's own "
-                    "schedule (--lr, --lr-schedule; doc/python.md)")
+        a.start()
+        s = a.s
+        return [s.lib.pc_runtime_lr(s.rt, s.lib.pc_worker_iteration(s.w))]
     return [float(g["lr"]) for g in a.optimizer.param_groups]
 
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import _lib
+from . import _lib, console
 from .errors import Error
 
 _S = None  # the session of this process (one per process: MPI is per process)
@@ -39,6 +39,7 @@ class _Session:
         self.length_fn = None  # pc_embed_create's length callback: called again by choose
         self.auto_flags = None  # what --mode auto chose (pc.probe), as fixed flags
         self.words = []  # the flags pc.init was given (init sets them)
+        self.reporter = None  # rank 0's configuration and progress lines (console.py)
         self.bind()
 
     def bind(self):
@@ -171,7 +172,8 @@ def _at_exit():
     s.close()
 
 
-def init(argv=None, prog=None, run_length=None, **flags):
+def init(argv=None, prog=None, run_length=None, strict=False, verbose=True, progress_every=5.0,
+         **flags):
     """Start PipeCompress on this rank (collective over every rank of the mpirun job).
 
     argv: the runtime's flags as on pc-train's command line (a list of strings, e.g. what
@@ -183,7 +185,19 @@ def init(argv=None, prog=None, run_length=None, **flags):
     prints the flags and raises SystemExit(0). run_length: a function of the number of
     workers giving the run's length in iterations, used for --iters when the flags do not
     give it (a cosine schedule needs the length; the job's split is known only once MPI
-    runs). Any other failure prints one line and ends
+    runs).
+
+    A runtime flag on the command line (sys.argv) that is not among argv's words was taken
+    by the script's own parser (parse_known_args keeps the flags it defines: a script's
+    --lr or --seed shadows ours): rank 0 prints a warning line naming it and the value the
+    runtime runs with; strict=True refuses it instead (one line, every rank ends). verbose
+    (default True): rank 0 prints, each line starting "pipecompress: ", every runtime flag
+    received (one line each), the effective configuration once the runtime starts (mode,
+    workers and servers, codec, pipeline, compressors, the optimizer and its groups'
+    hyperparameters) and a progress line at an iteration's end every progress_every
+    seconds (0: every iteration): iteration, mean loss of pc.report since the last line,
+    samples/s (the root module's first input's first dimension, times the workers) and
+    the learning rate(s) of that iteration. Any other failure prints one line and ends
     the job (MPI_Abort). Called on the main thread, it installs handlers for SIGINT and
     SIGTERM (the workers then agree to stop at the next iteration boundary; a second signal
     acts as without them: doc/python.md says when); always a
@@ -196,6 +210,13 @@ def init(argv=None, prog=None, run_length=None, **flags):
         raise Error("pipecompress: finished in this process; MPI cannot start again")
     prog = prog or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "python3")
     try:
+        if not isinstance(strict, bool) or not isinstance(verbose, bool):
+            raise Error(f"pc.init: strict={strict!r}, verbose={verbose!r}: each is True or "
+                        "False")
+        if (isinstance(progress_every, bool) or not isinstance(progress_every, (int, float))
+                or not 0 <= progress_every < float("inf")):
+            raise Error(f"pc.init: progress_every={progress_every!r} is not a number of "
+                        "seconds >= 0")
         words = [prog] + _flag_words(argv, flags)
     except Error as e:  # a usage error, before MPI: as a bad flag
         sys.stderr.write(f"{prog}: {e}\n")
@@ -240,6 +261,9 @@ def init(argv=None, prog=None, run_length=None, **flags):
             signal.signal(sig, _on_signal)
     sys.excepthook = _excepthook
     atexit.register(_at_exit)
+    if verbose and _S.rank == 0:
+        _S.reporter = console.Reporter(float(progress_every))
+    console.check_flags(_S, [str(a) for a in sys.argv[1:]], strict)
 
 
 def _on_signal(sig, frame):

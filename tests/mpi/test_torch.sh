@@ -48,15 +48,33 @@ job() {
     "$run" -t 180 -np "$np" "$py" "$@" >"$tmp/$name.out" 2>&1
 }
 
+# sgd2 and sgd-none under the runtime's own schedules: the reference steps with torch's
+# LambdaLR of their documented equivalent, and pc.lr() must give its rate every iteration.
 for c in sgd sgd2 sgd-none sgd2-none; do
+    sched=()
+    [ "$c" = sgd2 ] && sched=(--lr-schedule step --lr-step 2 --lr-gamma 0.5)
+    [ "$c" = sgd-none ] && sched=(--lr-schedule cosine --lr-warmup 2)
     if job "$c" 2 "$cases" "$c" "$tmp/$c" --compress none --iters 6 --lr 0.1 --momentum 0.9 \
-        --weight-decay 0.001 &&
+        --weight-decay 0.001 "${sched[@]}" &&
         grep -qE '^sgd: 6 iterations, [12] backward passes each, p.grad (kept|set to None) before each, .*largest relative difference from torch.optim.SGD [0-9.e+-]+, of a step [0-9.e+-]+$' "$tmp/$c.out"; then
         ok "$c: every iteration equals torch.optim.SGD ($(grep -o 'difference.*' "$tmp/$c.out"))"
     else
         bad "$c:"; tail -n 20 "$tmp/$c.out"
     fi
 done
+# What rank 0 prints (pc.init's default verbose; the case asks for progress_every=0): the
+# flags received, the configuration, a progress line at every iteration.
+f="$tmp/sgd-none.out"
+if grep -qx 'pipecompress: received --lr-schedule cosine' "$f" &&
+    grep -qx 'pipecompress: received --lr 0.1' "$f" &&
+    grep -qE '^pipecompress: mode ps, 1 worker, 1 server, codec none, pipeline on, compressors [0-9]+, update servers, seed [0-9]+; model: 4 parameter tensors, 387 parameters$' "$f" &&
+    grep -qE '^pipecompress: optimizer sgd \(the servers step; the runtime.s flags\): lr 0.1, weight-decay 0.001, momentum 0.9, nesterov [a-z]+; schedule cosine \(over --iters 6\), warm-up 2 iterations$' "$f" &&
+    [ "$(grep -cE '^pipecompress: iteration [1-6] \| loss [0-9.]+ \| [0-9]+ samples/s \| lr [0-9.e-]+$' "$f")" = 6 ] &&
+    grep -qx 'pipecompress: iteration 1 | loss [0-9.]* | [0-9]* samples/s | lr 0.05' "$f"; then
+    ok "rank 0 prints the flags received, the configuration and a progress line an iteration ($(grep -m1 '^pipecompress: iteration 6' "$f"))"
+else
+    bad "the binding's configuration and progress lines:"; grep '^pipecompress' "$f" | head -n 12
+fi
 
 # The servers' Adam and AdamW against torch.optim's, bitwise after every iteration.
 adam_case() { # adam_case NAME FLAGS...
@@ -124,6 +142,13 @@ for c in groups-wrap; do
         bad "$c:"; tail -n 20 "$tmp/$c.out"
     fi
 done
+if grep -qx 'pipecompress: optimizer AdamW (pc.DistributedOptimizer; the servers step), 2 parameter groups; learning rates from param_groups at every iteration' "$tmp/groups-wrap.out" &&
+    grep -qE '^pipecompress: group 0: 2 tensors, weight_decay 0.05, lr 0.01, betas 0.9,0.999, eps 1e-08, amsgrad no$' "$tmp/groups-wrap.out" &&
+    grep -qE '^pipecompress: group 1: 2 tensors, .*weight_decay 0(,|$)' "$tmp/groups-wrap.out"; then
+    ok "the configuration names the wrapped optimizer and each group's hyperparameters"
+else
+    bad "the wrapper's configuration lines:"; grep '^pipecompress' "$tmp/groups-wrap.out" | head
+fi
 while IFS= read -r want; do
     if grep -qxF "refused: $want" "$tmp/groups-wrap.out"; then
         ok "DistributedOptimizer refuses: '$want'"
@@ -305,6 +330,29 @@ refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list 
 # opt.step() naming the first parameter written.
 refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed after backward handed it to the runtime \(written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ...\): .* clip with opt.clip_grad_norm_\(max_norm\) of a pc.DistributedOptimizer\(..., update='workers'\) instead$" \
     "$cases" clip-race "$tmp/x" --compress none --iters 4
+# A group's lr set between backward and step(): its rates went with the first gradient.
+refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]+ to 0\.00[0-9]+ during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]+\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \
+    "$cases" groups-late "$tmp/x" --compress none --iters 8
+# The script's own parser took --lr: pc.init(strict=True) refuses on every rank; without
+# strict rank 0 warns (console.py's check, run directly: no job needed).
+refuse shadow 2 x "^torch_cases.py: pc.init\(strict=True\): --lr is on the command line but did not reach pc.init \(the script's own argument parser took it\): PipeCompress runs with --lr 0.05; pass it on \(pc.init\(rest, lr=args.lr\)\) or rename the script's flag$" \
+    "$cases" shadow "$tmp/x" --lr 0.2 --iters 3
+"$py" - "$PC_SRCDIR/python" >"$tmp/warn.out" 2>&1 <<'PY'
+import sys, types
+sys.path.insert(0, sys.argv[1])
+from pipecompress import console as report
+s = types.SimpleNamespace(config={"lr": "0.05", "seed": "1", "servers": "1"}, rank=0,
+                          reporter=report.Reporter(5), words=["--servers=1", "-c", "none"])
+report.check_flags(s, ["--seed", "7", "--servers", "1", "--lr=0.2", "-v"], strict=False)
+PY
+if [ "$(grep -c 'pipecompress: warning: --seed is on the command line but did not reach pc.init .*runs with --seed 1; pass it on (pc.init(rest, seed=args.seed)) or rename the script.s flag (pc.init(strict=True) refuses this)$' "$tmp/warn.out")" = 1 ] &&
+    grep -q '^pipecompress: warning: --lr is on the command line' "$tmp/warn.out" &&
+    ! grep -q 'warning: --servers' "$tmp/warn.out" &&
+    grep -qx 'pipecompress: received --servers 1' "$tmp/warn.out"; then
+    ok "a runtime flag the script's parser kept: rank 0 warns, one line each ($(grep -c warning "$tmp/warn.out") lines)"
+else
+    bad "the shadowed flags' warning:"; cat "$tmp/warn.out"
+fi
 # A scheduler stepped on one worker only (pc.DistributedOptimizer): the servers refuse, at
 # iteration 3, after 3 iterations each bitwise torch.optim.AdamW's (any difference would
 # end the job before, with another line).
@@ -335,7 +383,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,clip-race}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"

@@ -11,7 +11,12 @@ sgd       1 worker: each iteration through PipeCompress (--compress none) equals
           backward_passes_per_step=2 when CASE is sgd2 (gradients of two half batches
           accumulated). sgd-none, sgd2-none: the same with model.zero_grad(set_to_none=True)
           before every iteration's backward (autograd then puts each gradient in a new
-          p.grad, which the binding must copy into the registered buffer).
+          p.grad, which the binding must copy into the registered buffer). With a schedule
+          (--lr-schedule, --lr-warmup) the reference steps under torch's LambdaLR of
+          doc/python.md's equivalent of the runtime's schedule (runtime_schedule), and
+          pc.lr() must equal its rate at every iteration. Prints (pc.init's default
+          verbose, progress_every=0) the flags received, the configuration and a progress
+          line at every iteration, with the loss given to pc.report.
 groups, groups-wrap, groups-skew
           2 workers, --compress none: pc.DistributedOptimizer(torch.optim.AdamW) with a decay
           and a no-decay group and warm-up + cosine (SequentialLR) is bitwise
@@ -19,7 +24,11 @@ groups, groups-wrap, groups-skew
           gives the scheduler the wrapper (groups: the wrapped optimizer), first prints
           the refusals ("refused: LINE") and calls the wrapped optimizer's zero_grad()
           between backward and step at iteration 1 (harmless there); groups-skew steps
-          worker 1's scheduler once more, which the servers refuse.
+          worker 1's scheduler once more, which the servers refuse; groups-late sets group
+          0's lr between backward and step() at iteration 2 (the rates left with the first
+          gradient): refused.
+shadow    the script's own argparse takes --lr (parse_known_args) and pc.init(rest,
+          strict=True) must refuse, on every rank, in one line.
 update, update-user
           2 workers, --compress none, --update workers (update) and with the user's step
           (update-user: pc_worker_set_user_step after attach, pc_worker_grad_wait on every
@@ -108,8 +117,28 @@ def _rel(a, b):
     return ((a - b).abs().max() / (b.abs().max() + 1e-30)).item()
 
 
+def runtime_schedule(cfg):
+    """The runtime's own schedule as a torch.optim.lr_scheduler.LambdaLR factor of the
+    iteration t (doc/python.md, "The runtime's schedules and torch's"): a warm-up of N
+    iterations ramps (t + 1) / N, then --lr-schedule step multiplies by gamma every S
+    iterations counted from 0, cosine is 0.5 (1 + cos(pi t / T)) over the whole run
+    (T = --iters, the warm-up included), 0 from T on."""
+    sched, warm, T = cfg["lr-schedule"], int(cfg["lr-warmup"]), int(cfg["iters"])
+    step, gamma = int(cfg["lr-step"]), float(cfg["lr-gamma"])
+
+    def factor(t):
+        if t < warm:
+            return (t + 1) / warm
+        if sched == "step" and step > 0:
+            return gamma ** (t // step)
+        if sched == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * t / T)) if t < T else 0.0
+        return 1.0
+    return factor
+
+
 def case_sgd(out, flags, bpps, set_to_none):
-    pc.init(flags)
+    pc.init(flags, progress_every=0)
     if pc.is_server():
         return pc.run_server()
     cfg = pc.config()
@@ -118,6 +147,7 @@ def case_sgd(out, flags, bpps, set_to_none):
     model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mu, weight_decay=wd)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, runtime_schedule(cfg))
     pc.attach(model, backward_passes_per_step=bpps)
     g = torch.Generator().manual_seed(5)
     worst = worst_step = 0.0
@@ -133,9 +163,16 @@ def case_sgd(out, flags, bpps, set_to_none):
             xs, ys = x[part::bpps], y[part::bpps]
             # The runtime averages the workers' gradients; one worker: its own, summed over
             # the backward passes (as .grad accumulates for the reference).
-            F.cross_entropy(model(xs), ys).backward()
+            loss = F.cross_entropy(model(xs), ys)
+            loss.backward()
             F.cross_entropy(ref(xs), ys).backward()
+        pc.report(loss.item())
+        want = opt.param_groups[0]["lr"]
+        if not abs(pc.lr()[0] - want) <= 1e-12 * want:
+            raise pc.Error(f"iteration {it}: pc.lr() {pc.lr()} is not the runtime schedule's "
+                           f"torch equivalent's {want!r}")
         opt.step()
+        sched.step()
         pc.iteration_end()
         pc.synchronize()
         for (name, p), q, p0, q0 in zip(model.named_parameters(), ref.parameters(), before,
@@ -158,8 +195,9 @@ def case_sgd(out, flags, bpps, set_to_none):
     status = pc.finish()
     print(f"sgd: {cfg['iters']} iterations, {bpps} backward passes each, p.grad "
           f"{'set to None' if set_to_none else 'kept'} before each, lr {lr} momentum {mu} "
-          f"weight decay {wd}: largest relative difference from torch.optim.SGD {worst:.3g}, "
-          f"of a step {worst_step:.3g}", flush=True)
+          f"weight decay {wd} schedule {cfg['lr-schedule']} warm-up {cfg['lr-warmup']} "
+          "(pc.lr() its LambdaLR's every iteration): largest relative difference from "
+          f"torch.optim.SGD {worst:.3g}, of a step {worst_step:.3g}", flush=True)
     return status
 
 
@@ -247,7 +285,7 @@ def _refusals(model, flags_wd):
             raise pc.Error("a DistributedOptimizer that must be refused was made")
 
 
-def case_groups(out, flags, on_wrapper, skew):
+def case_groups(out, flags, on_wrapper, skew, late=False):
     """2 workers, --compress none: pc.DistributedOptimizer(AdamW with a decay and a
     no-decay group) under warm-up + cosine from torch.optim.lr_scheduler, against
     torch.optim.AdamW (foreach=False) with the same groups and scheduler, stepped on the
@@ -256,7 +294,9 @@ def case_groups(out, flags, on_wrapper, skew):
     products exact, as torch's (g0 * 0.5) + (g1 * 0.5), fused or not.) on_wrapper: the
     scheduler gets the wrapper (else the wrapped optimizer), and the refusals are tried
     first (_refusals) and after the start the wrapped optimizer's own step(). skew: worker
-    1 steps its scheduler once more at iteration 2, which the servers must refuse."""
+    1 steps its scheduler once more at iteration 2, which the servers must refuse. late:
+    group 0's lr is halved between backward and step() at iteration 2, which step() must
+    refuse (the rates left with the iteration's first gradient)."""
     # torch 1.13's SequentialLR passes an epoch to its first scheduler's step() itself and
     # warns about it: not ours to see.
     warnings.filterwarnings("ignore", message="The epoch parameter")
@@ -314,6 +354,8 @@ def case_groups(out, flags, on_wrapper, skew):
         lrs.append(pc.lr())
         if not skew and lrs[-1] != [g["lr"] for g in ref_opt.param_groups]:
             raise pc.Error(f"iteration {it}: pc.lr() {lrs[-1]} is not the reference's")
+        if late and it == 2:
+            torch_opt.param_groups[0]["lr"] *= 0.5  # too late: the rates are out
         opt.step()
         ref_opt.step()
         sched.step()
@@ -714,8 +756,16 @@ def main():
         return case_clip_race(out, flags)
     if case in ("update", "update-user"):
         return case_update(out, flags, case == "update-user")
-    if case in ("groups", "groups-wrap", "groups-skew"):
-        return case_groups(out, flags, case == "groups-wrap", case == "groups-skew")
+    if case in ("groups", "groups-wrap", "groups-skew", "groups-late"):
+        return case_groups(out, flags, case == "groups-wrap", case == "groups-skew",
+                           case == "groups-late")
+    if case == "shadow":
+        import argparse
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--lr", type=float, default=0.5)  # the script's own: shadows ours
+        args, rest = ap.parse_known_args(flags)
+        pc.init(rest, strict=True)
+        raise pc.Error(f"pc.init(strict=True) let the script's --lr {args.lr} shadow ours")
     if case == "zoo":
         return case_zoo(out, flags)
     if case.startswith("arch:"):
