@@ -27,14 +27,15 @@ torch.optim.lr_scheduler), the loop keeps torch's shape::
     for x, y in batches:
         loss = F.cross_entropy(model(x), y)
         loss.backward()
-        opt.step()                           # sends the groups' lrs, ends the iteration
+        opt.step()                           # ends the iteration (its lrs left already)
         sched.step()
         if opt.should_stop:                  # or pc.stopped(): a signal on some worker
             break
     sys.exit(pc.finish())
 
-The servers run that optimizer with each group's hyperparameters and the lrs that step()
-sends; the runtime's --lr and schedule are not used (doc/python.md, "Your optimizer").
+The servers run that optimizer with each group's hyperparameters and the groups' lrs, sent
+before each iteration's first gradient (step() refuses a change after); the runtime's --lr
+and schedule are not used (doc/python.md, "Your optimizer").
 Any other torch optimizer steps on the workers: pc.init(rest, update="workers") on every
 rank (the servers only sum), then pc.DistributedOptimizer(torch.optim.Adadelta(...)):
 opt.step() waits for the averaged gradients in p.grad and runs its step on every worker
