@@ -474,9 +474,11 @@ def attach(model, backward_passes_per_step=1, device_step=None):
     one-line pipecompress.Error naming it. First they are moved into one block of memory
     (values kept, p.data a view of it; the Parameter objects stay), so that the chunk plan
     can group the small ones as pc-train's slabs. Worker 0's parameters, buffers and frozen
-    parameters become every worker's. From then on the servers own the optimizer step (their
-    --lr, --momentum, schedule): the script creates no optimizer and never zeroes
-    gradients. backward_passes_per_step: backward passes accumulated per iteration (a
+    parameters become every worker's. From then on the gradient buffers are the runtime's
+    (pc.iteration_end() zeroes them) and the step is the servers' (their --optimizer, --lr,
+    schedule), unless the script wraps its own torch optimizer in pc.DistributedOptimizer
+    (update="servers": the servers run its class and groups; update="workers": it steps
+    on every worker). backward_passes_per_step: backward passes accumulated per iteration (a
     gradient is handed over after that many). device_step (--mode allreduce only): the
     optimizer step runs on a device that the caller models, such as a replayed GPU
     (doc/replay.md): the runtime holds this many seconds an iteration instead of stepping
