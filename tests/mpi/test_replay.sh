@@ -133,4 +133,29 @@ else
     bad "one worker, --mode allreduce"; tail -5 "$tmp/one.log"
 fi
 
+# ---- scripts/bench/pool-replay.sh: a row per --compressors value, its bad flags ----
+pool=$PC_SRCDIR/scripts/bench/pool-replay.sh
+if PC_TRAIN=$train "$pool" --trace "$tiny" --compressors "1 2" --iters 8 --warmup 2 \
+    --out "$tmp/pool" >"$tmp/pool.out" 2>&1 &&
+    grep -q '^pool-replay: tiny-cnn on synthetic (REPLAYED: ' "$tmp/pool.out" &&
+    [ "$(grep -cE '^ +[12] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x$' "$tmp/pool.out")" = 2 ] &&
+    grep -qE '^ +1 .* 1\.00x$' "$tmp/pool.out" && [ -s "$tmp/pool/runs/2.jsonl" ]; then
+    ok "pool-replay.sh: a row for 1 and 2 compressor threads, the busiest against the first"
+else
+    bad "pool-replay.sh on the tiny trace"; cat "$tmp/pool.out"
+fi
+for args in "--compressors 0|--compressors: '0' is not a count from 1 to 64" \
+    "--iters 3 --warmup 5|--iters '3' must be an integer above --warmup '5'" \
+    "--trace /nonexistent|--trace: no file /nonexistent" "--bogus|unknown flag '--bogus'"; do
+    # shellcheck disable=SC2086
+    msg=$(PC_TRAIN=$train "$pool" ${args%%|*} 2>&1)
+    rc=$?
+    if [ $rc = 2 ] && { [ "$msg" = "pool-replay.sh: ${args#*|}" ] ||
+        [ "$msg" = "pool-replay.sh: ${args#*|} (see --help)" ]; }; then
+        ok "pool-replay.sh ${args%%|*}: refused in one line (status 2)"
+    else
+        bad "pool-replay.sh ${args%%|*}: status $rc: $msg"
+    fi
+done
+
 pc_done
