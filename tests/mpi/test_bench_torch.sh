@@ -330,7 +330,10 @@ for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus
         bad "torch-accuracy.sh ${args%%|*}: status $rc, got: $msg"
     fi
 done
-if /usr/bin/python3 "$report" --help | grep -q '^  torch_accuracy_report.py RUNS_DIR OUT_DIR'; then
+# The text captured whole: grep -q closing the pipe at its first match made the script's
+# later prints fail with a broken pipe (status 1 under pipefail) when grep won the race.
+if help_text=$(/usr/bin/python3 "$report" --help) &&
+    grep -q '^  torch_accuracy_report.py RUNS_DIR OUT_DIR' <<<"$help_text"; then
     ok "torch_accuracy_report.py --help: the usage, status 0"
 else
     bad "torch_accuracy_report.py --help"
