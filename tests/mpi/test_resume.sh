@@ -75,10 +75,10 @@ interrupted() {
 interrupted ps-topk KILL --compress topk:ratio=0.01 --compress-min-bytes 0
 interrupted allreduce KILL --mode allreduce --compress none
 interrupted ps-term TERM --compress dgc:ratio=0.01 --compress-min-bytes 0
-# powersgd: the residual and Q (the warm start) of every matrix come back from the file.
-interrupted ps-powersgd KILL --compress powersgd:rank=2,warmup=20
-# the same with M in the device codec's states (pc_devcodec's CPU path): their Q and residual
-# go to the checkpoint and back through pc_devcodec_state_get/_set(_q)
+# powersgd: the residual and Q (the warm start) of every matrix come back from the file:
+# with SGD here, M in the device codec's states (pc_devcodec's CPU path: their Q and residual
+# go to the checkpoint and back through pc_devcodec_state_get/_set(_q)); the host codec's
+# residual and Q with ps-powersgd-adamw below (a case of its own with SGD repeated both).
 interrupted ps-powersgd-dev KILL --compress powersgd:rank=2,warmup=20 --device emulate \
     --compress-on gpu
 # Adam's state: m, v, vmax and the step count on the servers (amsgrad), on the workers of
