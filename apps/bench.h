@@ -52,6 +52,24 @@ int bench_server_main(int argc, char **argv);
         .min = 1, .max = 101, .metavar = "R", .help = "repetitions; medians are reported"          \
     }
 
+/* The --chunk-bytes and --compress-min-bytes rows of the benchmarks that plan chunks as
+ * pc-train does (TYPE has int64_t chunk_bytes, compress_min_bytes; MIN_BYTES_MIN is the
+ * least --compress-min-bytes, -1 where it means "pc-train's default"; the helps say how the
+ * values relate to pc-train's). */
+#define BENCH_OPT_CHUNKING(TYPE, MIN_BYTES_MIN, CHUNK_HELP, MIN_BYTES_HELP)                        \
+    {.name = "chunk-bytes",                                                                        \
+     .type = PC_FLAGS_SIZE,                                                                        \
+     .offset = offsetof(TYPE, chunk_bytes),                                                        \
+     .min = 64,                                                                                    \
+     .max = 1073741824.0,                                                                          \
+     .metavar = "SIZE",                                                                            \
+     .help = CHUNK_HELP},                                                                          \
+    {                                                                                              \
+        .name = "compress-min-bytes", .type = PC_FLAGS_SIZE,                                       \
+        .offset = offsetof(TYPE, compress_min_bytes), .min = MIN_BYTES_MIN, .max = 1073741824.0,   \
+        .metavar = "SIZE", .help = MIN_BYTES_HELP                                                  \
+    }
+
 /* The --model and --batch rows the engine's benchmarks share (TYPE has int model, batch;
  * MODEL_HELP and BATCH_HELP say what they mean there). */
 #define BENCH_OPT_MODEL_BATCH(TYPE, MODEL_HELP, BATCH_HELP)                                        \

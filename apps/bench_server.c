@@ -80,20 +80,8 @@ static const pc_flags_t server_opts[] = {
      .max = 1024,
      .metavar = "S",
      .help = "servers the chunks are dealt to (pc-train's --servers); the busiest is timed"},
-    {.name = "chunk-bytes",
-     .type = PC_FLAGS_SIZE,
-     .offset = offsetof(opts_t, chunk_bytes),
-     .min = 64,
-     .max = 1073741824.0,
-     .metavar = "SIZE",
-     .help = "largest chunk of a tensor (default: pc-train's)"},
-    {.name = "compress-min-bytes",
-     .type = PC_FLAGS_SIZE,
-     .offset = offsetof(opts_t, compress_min_bytes),
-     .min = -1,
-     .max = 1073741824.0,
-     .metavar = "SIZE",
-     .help = "chunks smaller than this travel uncompressed (default: pc-train's)"},
+    BENCH_OPT_CHUNKING(opts_t, -1, "largest chunk of a tensor (default: pc-train's)",
+                       "chunks smaller than this travel uncompressed (default: pc-train's)"),
 };
 
 /* One chunk the timed server owns, with every worker's message of it. */
