@@ -108,6 +108,18 @@ if [ -n "$pydir" ] && grep -qx "LIBRARY = \"$prefix/lib/libpipecompress.so.0\"" 
 else
     bad "Python package: ${pydir:-not installed} ${out:-}"
 fi
+# Every module of the source package is installed (a new module left out of Makefile.am's
+# list breaks `import pipecompress` only after make install), and the whole package imports.
+missing="" out="not tried"
+for f in "$PC_SRCDIR"/python/pipecompress/*.py; do
+    [ -n "$pydir" ] && [ -e "$pydir/$(basename "$f")" ] || missing="$missing $(basename "$f")"
+done
+if [ -z "$missing" ] && out=$(cd "$tmp" && PYTHONPATH="$(dirname "$pydir")" \
+        PIPECOMPRESS_LIB="$libdir/libpipecompress.so.0" "$py" -c 'import pipecompress' 2>&1); then
+    ok "every module of python/pipecompress is installed, and import pipecompress works"
+else
+    bad "Python package: not installed:${missing:- none}; import pipecompress: $(tail -n 1 <<<"${out:-}")"
+fi
 
 # doc/api.md's build-and-run lines, as written there, in a scratch directory laid out like
 # the source tree. pkg-config finds the staged install through a copy of its .pc naming the
