@@ -906,8 +906,11 @@ int bench_compress_main(int argc, char **argv)
                             "cpu)\n");
             return BENCH_EXIT_USAGE;
         }
-        static const char *const pool_specs[] = {"topk:ratio=0.01", "fp16"};
-        return bench_pool_cpu(o.threads, o.reps, pool_specs, 2);
+        /* Every CPU codec but the copy, at the runtime's default ratios. */
+        static const char *const pool_specs[] = {"topk:ratio=0.01", "dgc:ratio=0.001", "fp16",
+                                                 "qsgd:levels=16",  "terngrad",        "efsign"};
+        return bench_pool_cpu(o.threads, o.reps, pool_specs,
+                              sizeof pool_specs / sizeof pool_specs[0]);
     }
     if (cuda)
         return bench_compress_cuda(&o, sizes, nsizes, ratios, nratios);
