@@ -110,6 +110,10 @@ typedef struct pc_codec_dgc_plan {
 } pc_codec_dgc_plan_t;
 void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_dgc_plan_t *p);
 size_t pc_codec__dgc_sample_index(size_t j, size_t n, size_t ns);
+/* out[j] = v[pc_codec__dgc_sample_index(j, n, ns)] for j < ns (ns <= n), without a division
+ * per sample (test_codec holds it to the index function). The caller owns both buffers;
+ * pure, thread-safe on distinct outputs. */
+void pc_codec__dgc_sample(const float *v, size_t n, size_t ns, float *out);
 size_t pc_codec__dgc_reaim(size_t ks, size_t k, size_t cnt, size_t ns);
 
 /* The h->entries indices of a message pc_codec__check accepted from a sparsifier

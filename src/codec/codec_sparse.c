@@ -390,6 +390,29 @@ size_t pc_codec__dgc_sample_index(size_t j, size_t n, size_t ns)
     return (size_t)(((uint64_t)j * n) / ns);
 }
 
+void pc_codec__dgc_sample(const float *v, size_t n, size_t ns, float *out)
+{
+    /* Element j * n / ns without a division per sample: with n = a ns + b (0 <= b < ns),
+     * floor(j n / ns) = j a + floor(j b / ns), and floor(j b / ns) (q, remainder r) grows by
+     * at most one a step, since b < ns. The same indices as pc_codec__dgc_sample_index. */
+    if (ns == 0)
+        return;
+    if (ns == n) {
+        memcpy(out, v, n * sizeof(*v));
+        return;
+    }
+    size_t a = n / ns, b = n % ns, base = 0, q = 0, r = 0;
+    for (size_t j = 0; j < ns; j++) {
+        out[j] = v[base + q];
+        base += a;
+        r += b;
+        if (r >= ns) {
+            r -= ns;
+            q++;
+        }
+    }
+}
+
 size_t pc_codec__dgc_reaim(size_t ks, size_t k, size_t cnt, size_t ns)
 {
     /* The sample rank that should give k, given the count ks gave. */
@@ -419,8 +442,7 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
     if (!done && k < n) {
         if (pc_codec__reserve_tmp(c, ns) != PC_OK)
             return PC_ENOMEM;
-        for (size_t j = 0; j < ns; j++)
-            c->tmp[j] = v[pc_codec__dgc_sample_index(j, n, ns)];
+        pc_codec__dgc_sample(v, n, ns, c->tmp);
         for (int attempt = 0; attempt < 2 && !done; attempt++) {
             float t;
             int rc = pc_select_kth_magnitude(c->sel, c->tmp, ns, ks, &t); /* 1 <= ks <= ns */

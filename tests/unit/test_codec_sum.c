@@ -3,7 +3,9 @@
  * clipping norm are the same bits on a CPU and on a GPU. Checked in double precision
  * against a reference written from the definition, on inputs where the order shows: the
  * same terms summed in plain sequence give other bits (checked too, so the comparison can
- * fail). The function is private: this program compiles the codec sources itself. */
+ * fail). The function is private: this program compiles the codec sources itself.
+ * Also dgc's sample gather (pc_codec__dgc_sample, codec_sparse.c), private too: the same
+ * elements as the index function it replaces, which divides per sample. */
 #include "config.h"
 
 #include <math.h>
@@ -119,11 +121,40 @@ static void test_edges(void **state)
                     (double)big[0] * big[0] + (double)big[1] * big[1]);
 }
 
+/* pc_codec__dgc_sample takes element pc_codec__dgc_sample_index(j, n, ns) for every j: the
+ * sizes cover ns == n, ns dividing n, b = n mod ns near 0 and near ns, and primes. Each
+ * element holds its own index, so a wrong pick shows as a wrong value. */
+static void test_dgc_sample(void **state)
+{
+    (void)state;
+    const size_t cases[][2] = {{1, 1},           {7, 7},       {10, 1},      {10, 3},
+                               {10, 9},          {1000, 999},  {1000, 501},  {1000, 500},
+                               {4099, 128},      {65536, 655}, {65537, 128}, {131071, 1279},
+                               {1048576, 128000}};
+    size_t maxn = 1048576;
+    float *v = malloc(maxn * sizeof(*v)), *out = malloc(maxn * sizeof(*out));
+    assert_non_null(v);
+    assert_non_null(out);
+    for (size_t i = 0; i < maxn; i++)
+        v[i] = (float)i; /* exact: i < 2^24 */
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        size_t n = cases[c][0], ns = cases[c][1];
+        pc_codec__dgc_sample(v, n, ns, out);
+        for (size_t j = 0; j < ns; j++)
+            if (out[j] != (float)pc_codec__dgc_sample_index(j, n, ns))
+                fail_msg("n %zu ns %zu: sample %zu is element %.0f, not %zu", n, ns, j,
+                         (double)out[j], pc_codec__dgc_sample_index(j, n, ns));
+    }
+    free(v);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_definition),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_dgc_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
