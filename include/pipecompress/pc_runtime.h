@@ -251,6 +251,19 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
  * over. Backprop thread. */
 int pc_worker_set_user_step(pc_worker_t *w, bool user);
 
+/* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),
+ * chosen by the workers instead of the flags' --update (the binding's
+ * DistributedOptimizer(update="workers") when pc.init got no --update). Every worker must
+ * choose the same: pc_worker_start compares the choices (a worker that did not call this
+ * has the flags') and fails on every worker, with one agreed message, when they differ;
+ * worker 0 tells the servers at start, before they set up their chunks (their own
+ * --update is the flags'). The same placement as the flags' is a no-op. PC_EINVAL (not a
+ * placement); PC_ESTATE after pc_worker_start or pc_worker_set_optimizer, when the flags
+ * gave --update explicitly, or a run --update workers refuses (--mode allreduce, --compress
+ * powersgd, --pull), or back to the servers after pc_worker_set_user_step. Backprop thread,
+ * before start. */
+int pc_worker_set_update(pc_worker_t *w, int update);
+
 /* With pc_worker_set_user_step: block until tensor t's gradient buffer holds the mean
  * gradient of the current iteration (the one whose gradients were handed over, before
  * pc_worker_iteration_end), all its chunks. Call it after grad_ready(t) (before, it waits

@@ -348,18 +348,34 @@ static int groups_setup(server_t *s, const rt_groups_t *g, uint64_t resume, char
     return PC_OK;
 }
 
-/* Receive the plan (and before it, with parameter groups, their table) and this server's
- * chunks' initial parameters from worker 0. */
+/* Receive the plan (and before it, when the workers chose the step's placement, that
+ * placement, then with parameter groups, their table) and this server's chunks' initial
+ * parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
     uint8_t *lay = NULL, *grp = NULL;
     int len = 0, glen = 0, tag = 0, rc;
-    /* Worker 0's first message: the groups (then the layout: one sender's messages keep
-     * their order) or the layout. */
+    /* Worker 0's first message: the placement, the groups (then the layout: one sender's
+     * messages keep their order) or the layout. */
     if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag, "the model layout from worker r0",
                             err, errlen)) != PC_OK)
         return rc;
+    if (tag == TAG_UPDATE) { /* the workers chose the placement: theirs, not our flags' */
+        char why[128];
+        int update;
+        rc = pc_rt__update_parse(lay, (size_t)len, &update, why, sizeof(why));
+        free(lay);
+        lay = NULL;
+        if (rc != PC_OK)
+            return pc_error_fmt(rc, err, errlen, "server r%d: malformed update message from r0: %s",
+                                rt->rank, why);
+        /* Read by this thread alone (the server has no other). */
+        rt->cfg.update = update;
+        if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag,
+                                "the model layout from worker r0", err, errlen)) != PC_OK)
+            return rc;
+    }
     if (tag == TAG_GROUPS) {
         grp = lay, glen = len, lay = NULL;
         if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag,
@@ -381,6 +397,9 @@ static int server_setup(server_t *s, char *err, size_t errlen)
             rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
                               "the groups name %u chunks, the layout %u", groups.nchunks,
                               layout.nchunks);
+        if (rc == PC_OK && !server_steps(s))
+            rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                              "parameter groups, but the step is on the workers");
     }
     if (rc != PC_OK) {
         free(lay);

@@ -414,6 +414,27 @@ int pc_rt__done_parse(const uint8_t *msg, size_t len, int *signal, char *err, si
     return PC_OK;
 }
 
+void pc_rt__update_encode(uint8_t *buf, int update)
+{
+    pc_wire_put_u32(buf, PC_RT_UPDATE_MAGIC);
+    pc_wire_put_u32(buf + 4, (uint32_t)update);
+}
+
+int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, size_t errlen)
+{
+    if (len != PC_RT_UPDATE_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "update message of %zu bytes, expected %d",
+                            len, PC_RT_UPDATE_BYTES);
+    if (pc_wire_get_u32(msg) != PC_RT_UPDATE_MAGIC)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "update message with bad magic 0x%08x",
+                            pc_wire_get_u32(msg));
+    uint32_t u = pc_wire_get_u32(msg + 4);
+    if (u != (uint32_t)PC_UPDATE_SERVERS && u != (uint32_t)PC_UPDATE_WORKERS)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "update message names placement %u", u);
+    *update = (int)u;
+    return PC_OK;
+}
+
 void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it)
 {
     pc_wire_put_u64(buf, it);

@@ -40,6 +40,10 @@
  *   TAG_LR         worker -> every server, once per         12 + 8 G: u64 iteration, u32 G,
  *                  iteration of a run with groups           per group f64 learning rate
  *                  (pc_worker_set_lrs)
+ *   TAG_UPDATE     worker 0 -> each server, once at start,  8: u32 magic "PPU1", u32 the
+ *                  first of its messages, only when the     placement (pc_config_update_t:
+ *                  workers chose the placement              1 workers)
+ *                  (pc_worker_set_update)
  *
  * Receiving is always: validate the whole message, then touch the receiver's memory. Each
  * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
@@ -76,6 +80,7 @@ enum {
     TAG_CKPT = 5,
     TAG_GROUPS = 6,
     TAG_LR = 7,
+    TAG_UPDATE = 8,
     TAG_PULL = 100, /* + chunk id */
 };
 
@@ -360,6 +365,22 @@ void pc_rt__lr_encode(uint8_t *buf, uint64_t it, const double *lrs, uint32_t ngr
  * one expected from that worker is the server's check. */
 int pc_rt__lr_parse(const uint8_t *msg, size_t len, uint32_t ngroups, uint64_t *it, double *lrs,
                     char *err, size_t errlen);
+
+/* ---- update: the placement of the step, once at start ---------------------------------
+ * The workers may choose where the step runs after pc_runtime_create parsed --update (the
+ * binding's DistributedOptimizer(update="workers") without the flag): worker 0 then tells
+ * the servers, first of all its messages, before they set up their chunks. A run whose
+ * placement is the flags' exchanges exactly what it did before. */
+
+#define PC_RT_UPDATE_MAGIC 0x31555050u /* "PPU1" as little-endian bytes */
+#define PC_RT_UPDATE_BYTES 8
+
+/* Encode the placement (a pc_config_update_t) into buf[0..PC_RT_UPDATE_BYTES). */
+void pc_rt__update_encode(uint8_t *buf, int update);
+
+/* Validate an update message (PC_RT_UPDATE_BYTES bytes, the magic, a known placement); on
+ * PC_OK *update gets it, on PC_EFORMAT it is untouched. */
+int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

@@ -314,6 +314,9 @@ struct pc_worker {
      * optimizer (pc_worker_grad_wait). */
     bool update_workers;
     bool user_step;
+    /* pc_worker_set_update chose the placement (not the flags): worker 0 tells the servers
+     * at start (TAG_UPDATE), and every worker's choice is compared (check_same_model). */
+    bool update_set;
 
     /* ---- shared between the threads: the lanes, the wake-ups, the atomics */
     /* The pool: ncomp compressor threads (--compressors; pipelined, else none), each with

@@ -319,6 +319,50 @@ int pc_worker_set_user_step(pc_worker_t *w, bool user)
     return PC_OK;
 }
 
+int pc_worker_set_update(pc_worker_t *w, int update)
+{
+    pc_runtime_t *rt = w->rt;
+    if (update != PC_UPDATE_SERVERS && update != PC_UPDATE_WORKERS)
+        return WFAIL(rt, &w->main, PC_EINVAL, "pc_worker_set_update(%d): not servers or workers",
+                     update);
+    if (w->started || w->ngroups)
+        return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_set_update called %s",
+                     w->started ? "after pc_worker_start (the servers set up their chunks there)"
+                                : "after pc_worker_set_optimizer");
+    const char *name = update == PC_UPDATE_WORKERS ? "workers" : "servers";
+    if (update == rt->cfg.update)
+        return PC_OK;
+    if (pc_config_given(&rt->cfg, "update"))
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "the step placement %s, but the flags gave --update %s explicitly", name,
+                     rt->cfg.update == PC_UPDATE_WORKERS ? "workers" : "servers");
+    /* --update workers' own rules (pc_config.c, check_update), for the run the flags made. */
+    if (update == PC_UPDATE_WORKERS) {
+        if (!w->ops->servers)
+            return WFAIL(rt, &w->main, PC_ESTATE,
+                         "the step on the workers needs --mode ps (--mode allreduce's workers "
+                         "step already; there are no servers)");
+        if (rt->spec.id == PC_CODEC_POWERSGD)
+            return WFAIL(rt, &w->main, PC_ESTATE,
+                         "the step on the workers with --compress %s: its matrices are stepped "
+                         "on the workers from P^ and Q already, and its servers' rounds cannot "
+                         "send a mean gradient",
+                         rt->cfg.compress);
+        if (pc_config_given(&rt->cfg, "pull"))
+            return WFAIL(rt, &w->main, PC_ESTATE,
+                         "--pull has no effect with the step on the workers (the servers push "
+                         "the mean gradient dense, no parameters); drop it");
+    }
+    if (w->user_step)
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "pc_worker_set_update(servers) after pc_worker_set_user_step");
+    /* Before the start no other thread reads rt or w (the compressor threads start there). */
+    rt->cfg.update = update;
+    w->update_workers = update == PC_UPDATE_WORKERS;
+    w->update_set = true;
+    return PC_OK;
+}
+
 /* ---- the steps of pc_worker_start ---------------------------------------------------- */
 
 static uint64_t fnv(uint64_t h, uint64_t v)
@@ -382,16 +426,25 @@ static int check_same_model(pc_worker_t *w)
         if (w->plan->chunks[c].rows) /* powersgd's matrices (0 elsewhere: hashes kept) */
             h = fnv(h, w->plan->chunks[c].rows);
     }
-    uint64_t lo = h, hi = h;
-    if ((rc = PC_MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, rt->workers), why,
+    /* The step's placement rides along (pc_worker_set_update: each worker chose it; the
+     * servers learn worker 0's): outside the hash, which is the checkpoints' model id. */
+    uint64_t mine[2] = {h, (uint64_t)rt->cfg.update}, lo[2], hi[2];
+    if ((rc = PC_MPI_CHECK(MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, rt->workers), why,
                            sizeof(why))) != PC_OK ||
-        (rc = PC_MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, rt->workers), why,
+        (rc = PC_MPI_CHECK(MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, rt->workers), why,
                            sizeof(why))) != PC_OK)
         return WFAIL(rt, &w->main, rc, "%s", why);
-    if (lo != hi) { /* every worker sees it: the same message, said once */
+    if (lo[0] != hi[0]) { /* every worker sees it: the same message, said once */
         w->err_agreed = true;
         return WFAIL(rt, &w->main, PC_EINVAL,
                      "workers registered different models (tensor sizes or order differ)");
+    }
+    if (lo[1] != hi[1]) {
+        w->err_agreed = true;
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "workers chose different placements of the step (servers on some, "
+                     "workers on others: pc_worker_set_update, the binding's "
+                     "DistributedOptimizer(update=...), must be the same on every worker)");
     }
     rt->model_hash = h;
     return PC_OK;
@@ -506,7 +559,8 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     if (rt->rank != 0)
         return PC_OK;
     size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
-    /* Parameter groups go first: a server takes worker 0's first message with any tag. */
+    /* The placement (when the workers chose it), then the parameter groups go first: a
+     * server takes worker 0's first messages with any tag. */
     size_t grp_len = w->ngroups ? pc_rt__groups_bytes(w->ngroups, (size_t)w->nchunks) : 0;
     uint8_t *lay = malloc(lay_len + grp_len);
     uint32_t *cg = w->ngroups ? malloc(sizeof(uint32_t) * (size_t)w->nchunks + 1) : NULL;
@@ -523,9 +577,15 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
                              (uint32_t)w->nchunks);
     }
     free(cg);
+    uint8_t upd[PC_RT_UPDATE_BYTES];
+    pc_rt__update_encode(upd, rt->cfg.update);
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
-        if (grp_len)
+        if (w->update_set) /* first of all: the server sets its chunks up by it */
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(upd, PC_RT_UPDATE_BYTES, MPI_BYTE, server, TAG_UPDATE, rt->comm), server,
+                why, sizeof(why));
+        if (grp_len && rc == PC_OK)
             rc = PC_MPI_CHECK_PEER(
                 MPI_Send(lay + lay_len, (int)grp_len, MPI_BYTE, server, TAG_GROUPS, rt->comm),
                 server, why, sizeof(why));

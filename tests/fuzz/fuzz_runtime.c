@@ -1,12 +1,13 @@
 /* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
  * layout, init, gradient, pull dense and sparse, powersgd's P^ and matrix update, done,
- * checkpoint request, parameter groups, learning rates).
+ * checkpoint request, parameter groups, learning rates, the step's placement).
  *
  * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
  * number of servers, the receiver's codec, ...); the rest is the message:
  *   0 layout   1 init   2 gradient   3 pull (dense, sparse, P^ or a matrix's update, by the
  *   header's codec byte)   4 by the parameter mod 4: done (0), parameter groups (1), learning
- *   rates of 1 + parameter / 4 groups (2, 3)   5 checkpoint request
+ *   rates of 1 + parameter / 4 groups (2, 3)   5 by the parameter mod 2: checkpoint request
+ *   (0), the step's placement (1)
  *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte; a pull: one of the four
  *     server codecs), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
@@ -16,10 +17,10 @@
  * Invariants checked (abort on violation):
  *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
  *     and says why;
- *   - an accepted one is what its encoder would write (layout, init, dense pull, done and
- *     checkpoint messages re-encode to the same bytes; a sparse pull wrote exactly its
- *     entries, at strictly increasing indices below n, and left every other element as it
- *     was), writes only finite parameters (a pull: and a server time within
+ *   - an accepted one is what its encoder would write (layout, init, dense pull, done,
+ *     checkpoint and placement messages re-encode to the same bytes; a sparse pull wrote
+ *     exactly its entries, at strictly increasing indices below n, and left every other
+ *     element as it was), writes only finite parameters (a pull: and a server time within
  *     PC_RT_PULL_MAX_SERVER_NS), and a layout names only chunks of 1..PC_CODEC_MAX_N
  *     elements on existing servers;
  *   - every receiver's buffer is allocated with exactly the chunk's n elements, so that
@@ -449,6 +450,24 @@ static void fuzz_ckpt(const uint8_t *msg, size_t len)
         abort();
 }
 
+static void fuzz_update(const uint8_t *msg, size_t len)
+{
+    int update = -3;
+    char err[256] = "";
+    int rc = pc_rt__update_parse(msg, len, &update, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (update != -3)
+            abort();
+        return;
+    }
+    uint8_t again[PC_RT_UPDATE_BYTES];
+    pc_rt__update_encode(again, update);
+    if ((update != PC_UPDATE_SERVERS && update != PC_UPDATE_WORKERS) || len != PC_RT_UPDATE_BYTES ||
+        memcmp(again, msg, len) != 0)
+        abort();
+}
+
 /* Structured: a well-formed pc_wire frame around fuzzed fields; NULL when too short. */
 static uint8_t *frame(const uint8_t *rest, size_t len, bool pull, size_t *out_len)
 {
@@ -520,7 +539,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_lr(msg, len, 1 + param / 4 % 8);
         break;
     case 5:
-        fuzz_ckpt(msg, len);
+        if (param % 2 == 0)
+            fuzz_ckpt(msg, len);
+        else
+            fuzz_update(msg, len);
         break;
     default: {
         size_t flen = 0;

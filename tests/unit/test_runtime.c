@@ -803,6 +803,35 @@ static void test_done_and_ckpt(void **state)
     assert_true(it == 5);
 }
 
+/* The step's placement (TAG_UPDATE): its bytes, both placements back, each rejection with
+ * its reason and nothing written. */
+static void test_update_message(void **state)
+{
+    (void)state;
+    uint8_t buf[PC_RT_UPDATE_BYTES + 1] = {0};
+    char err[256];
+    int u = -1;
+    pc_rt__update_encode(buf, PC_UPDATE_WORKERS);
+    assert_memory_equal(buf, "PPU1\x01\x00\x00\x00", PC_RT_UPDATE_BYTES);
+    assert_int_equal(pc_rt__update_parse(buf, PC_RT_UPDATE_BYTES, &u, err, sizeof(err)), PC_OK);
+    assert_int_equal(u, PC_UPDATE_WORKERS);
+    pc_rt__update_encode(buf, PC_UPDATE_SERVERS);
+    assert_int_equal(pc_rt__update_parse(buf, PC_RT_UPDATE_BYTES, &u, err, sizeof(err)), PC_OK);
+    assert_int_equal(u, PC_UPDATE_SERVERS);
+    u = -1;
+    assert_int_equal(pc_rt__update_parse(buf, 7, &u, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "update message of 7 bytes, expected 8");
+    assert_int_equal(pc_rt__update_parse(buf, 9, &u, err, sizeof(err)), PC_EFORMAT);
+    pc_wire_put_u32(buf + 4, 2);
+    assert_int_equal(pc_rt__update_parse(buf, 8, &u, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "update message names placement 2");
+    pc_rt__update_encode(buf, PC_UPDATE_WORKERS);
+    buf[3] = '2'; /* "PPU2" */
+    assert_int_equal(pc_rt__update_parse(buf, 8, &u, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "update message with bad magic 0x32555050");
+    assert_int_equal(u, -1);
+}
+
 /* Parameter groups (TAG_GROUPS) and a step's learning rates (TAG_LR): bytes, round trips,
  * every rejection with its reason and nothing written. */
 static void test_groups_and_lr(void **state)
@@ -1539,6 +1568,7 @@ int main(void)
         cmocka_unit_test(test_grad),
         cmocka_unit_test(test_sparse_step),
         cmocka_unit_test(test_done_and_ckpt),
+        cmocka_unit_test(test_update_message),
         cmocka_unit_test(test_groups_and_lr),
         cmocka_unit_test(test_queue_order),
     };
