@@ -106,11 +106,24 @@ static void *worker(void *arg)
     }
 }
 
-/* Deal the plan's chunks to n threads (pc_plan_deal) into the shares' ranges. */
+/* Deal the plan's chunks to n threads by their work as a worker does (pc_plan_deal with
+ * pc_codec_work, 2 n for the chunks sent dense) into the shares' ranges. */
 static int deal(pool_t *p, int n, int *lane)
 {
-    if (pc_plan_deal(p->plan, n, lane) != PC_OK)
-        return PC_EINVAL;
+    const pc_plan_t *plan = p->plan;
+    uint64_t *work = malloc((size_t)plan->nchunks * sizeof(*work) + 1);
+    if (!work)
+        return PC_ENOMEM;
+    for (int i = 0; i < plan->nchunks; i++) {
+        size_t cn = plan->chunks[i].n;
+        work[i] = cn * sizeof(float) < DENSE_BELOW
+                      ? 2 * (uint64_t)cn
+                      : pc_codec_work(pc_codec_spec(p->share[0].codec), cn);
+    }
+    int rc = pc_plan_deal(plan, n, work, lane);
+    free(work);
+    if (rc != PC_OK)
+        return rc;
     int at = 0;
     for (int k = 0; k < n; k++) {
         p->share[k].lo = at;

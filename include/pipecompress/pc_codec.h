@@ -110,6 +110,14 @@ void pc_codec_spec_format(const pc_codec_spec_t *spec, char *buf, size_t len);
  * dgc, topk and randomk), or 0 for a codec without one. Pure. */
 double pc_codec_worker_momentum(const pc_codec_spec_t *spec);
 
+/* The CPU work of compressing a chunk of n elements with spec, in half passes over n
+ * (2 n for a codec whose cost is one streaming pass): what a worker's compressor pool
+ * deals its chunks by (pc_plan_deal). dgc adds 5 per element of its threshold sample (its
+ * selection costs about 2.5 streaming passes per sampled element, measured by pc-bench
+ * compress across chunk sizes), which is the whole chunk up to 128 / ratio elements.
+ * Deterministic, pure; thread-safe. */
+uint64_t pc_codec_work(const pc_codec_spec_t *spec, size_t n);
+
 /* Name of a codec id ("topk"), or "?" . Static string. */
 const char *pc_codec_name(int id);
 

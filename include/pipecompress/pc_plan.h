@@ -67,15 +67,18 @@ int pc_plan_create(const pc_plan_tensor_t *tensors, int ntensors, size_t chunk_e
 void pc_plan_destroy(pc_plan_t *plan);
 
 /* Deal the plan's chunks to nthreads compressor threads (1..PC_PLAN_DEAL_MAX), the rule a
- * worker's pool uses (--compressors): in chunk order, balancing elements, chunk i, whose
- * elements are [S_i, S_i + n_i) of the plan's T, goes to thread
- * min(nthreads - 1, floor(nthreads (2 S_i + n_i) / 2T)): the thread whose share of T holds
- * the chunk's midpoint. The threads' chunks are contiguous ranges in order (a thread's may
- * be empty: more threads than chunks, or a chunk bigger than a share). lane[i] (nchunks
- * entries, the caller's) gets chunk i's thread. PC_OK, or PC_EINVAL (nthreads out of range,
- * NULL arguments). Deterministic; thread-safe. */
+ * worker's pool uses (--compressors): in chunk order, balancing work, chunk i, whose work
+ * is [S_i, S_i + w_i) of the plan's total W, goes to thread
+ * min(nthreads - 1, floor(nthreads (2 S_i + w_i) / 2W)): the thread whose share of W holds
+ * the chunk's midpoint. work[i] is chunk i's work (the caller's nchunks entries; a worker
+ * passes pc_codec_work's, 2 n for a chunk under --compress-min-bytes), or NULL for its
+ * elements, n_i. The threads' chunks are contiguous ranges in order (a
+ * thread's may be empty: more threads than chunks, or a chunk bigger than a share).
+ * lane[i] (nchunks entries, the caller's) gets chunk i's thread. PC_OK, or PC_EINVAL
+ * (nthreads out of range, NULL plan or lane, chunks whose work sums to 0 or over 2^50).
+ * Deterministic; thread-safe. */
 #define PC_PLAN_DEAL_MAX 1024
-int pc_plan_deal(const pc_plan_t *plan, int nthreads, int *lane);
+int pc_plan_deal(const pc_plan_t *plan, int nthreads, const uint64_t *work, int *lane);
 
 /* Print the plan, one line per chunk and a per-server summary, each line prefixed. */
 void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, const char *prefix);

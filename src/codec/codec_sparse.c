@@ -359,6 +359,28 @@ static size_t dgc_max_payload(const pc_codec_t *c, size_t n)
     return dgc_max_entries(c, n) * (index_bytes(c) + value_bytes(c));
 }
 
+/* The sample's size at this density: sample x n elements, at least DGC_MIN_SAMPLE_HITS /
+ * density, at most n. */
+static size_t dgc_sample_size(const pc_codec_spec_t *s, double density, size_t n)
+{
+    size_t ns = (size_t)ceil(s->sample * (double)n);
+    size_t floor_ns = (size_t)ceil(DGC_MIN_SAMPLE_HITS / density);
+    if (ns < floor_ns)
+        ns = floor_ns;
+    return ns > n ? n : ns;
+}
+
+uint64_t pc_codec_work(const pc_codec_spec_t *spec, size_t n)
+{
+    uint64_t work = 2 * (uint64_t)n;
+    if (!spec || spec->id != PC_CODEC_DGC || !(spec->ratio > 0))
+        return work;
+    size_t k = pc_codec__k(spec->ratio, n); /* the steady density's; as dgc_plan samples */
+    if (k > 0 && k < n)
+        work += 5 * (uint64_t)dgc_sample_size(spec, spec->ratio, n);
+    return work;
+}
+
 void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_dgc_plan_t *p)
 {
     const pc_codec_spec_t *s = &c->spec;
@@ -372,11 +394,7 @@ void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_
     /* Strided sample of |v|: ns elements, at least DGC_MIN_SAMPLE_HITS / density. */
     p->ns = p->ks = 0;
     if (p->k > 0 && p->k < n) {
-        size_t ns = (size_t)ceil(s->sample * (double)n);
-        size_t floor_ns = (size_t)ceil(DGC_MIN_SAMPLE_HITS / density);
-        if (ns < floor_ns)
-            ns = floor_ns;
-        p->ns = ns > n ? n : ns;
+        p->ns = dgc_sample_size(s, density, n);
         p->ks = pc_codec__k(density, p->ns);
         if (p->ks == 0)
             p->ks = 1;

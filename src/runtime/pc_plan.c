@@ -142,21 +142,27 @@ void pc_plan_print(const pc_plan_t *plan, const char *const *names, FILE *out, c
                 (double)plan->server_elems[s] * 4.0 / 1048576.0);
 }
 
-int pc_plan_deal(const pc_plan_t *plan, int nthreads, int *lane)
+int pc_plan_deal(const pc_plan_t *plan, int nthreads, const uint64_t *work, int *lane)
 {
     if (!plan || !lane || nthreads < 1 || nthreads > PC_PLAN_DEAL_MAX)
         return PC_EINVAL;
+    /* W <= 2^50 (a model's elements are far under 2^40, pc_codec_work at most 7 a element),
+     * so (2 S_i + w_i) nthreads < 2W 2^10 <= 2^61: no overflow. */
+    const uint64_t max_total = UINT64_C(1) << 50;
     uint64_t total = 0, before = 0;
-    for (int i = 0; i < plan->nchunks; i++)
-        total += plan->chunks[i].n;
     for (int i = 0; i < plan->nchunks; i++) {
-        /* 2 S_i + n_i < 2T <= 2^41 (PC_CODEC_MAX_N elements per tensor, at most 2^31
-         * tensors is far beyond; any real model's T is under 2^40), times nthreads <= 2^10:
-         * no overflow. */
-        uint64_t n = plan->chunks[i].n;
-        uint64_t k = (2 * before + n) * (uint64_t)nthreads / (2 * total);
+        uint64_t w = work ? work[i] : (uint64_t)plan->chunks[i].n;
+        if (w > max_total - total)
+            return PC_EINVAL;
+        total += w;
+    }
+    if (total == 0 && plan->nchunks > 0)
+        return PC_EINVAL;
+    for (int i = 0; i < plan->nchunks; i++) {
+        uint64_t w = work ? work[i] : (uint64_t)plan->chunks[i].n;
+        uint64_t k = (2 * before + w) * (uint64_t)nthreads / (2 * total);
         lane[i] = k < (uint64_t)nthreads ? (int)k : nthreads - 1;
-        before += n;
+        before += w;
     }
     return PC_OK;
 }

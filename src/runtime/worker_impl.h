@@ -205,9 +205,9 @@ typedef struct pc_worker pc_worker_t;
  * --pipeline off), its lane: the chunks it owns and everything it keeps for them.
  *
  * The pool (--compressors N, pipelined). Chunks are dealt to N lanes once at start, in
- * chunk order, balancing elements: chunk i, whose elements are [S_i, S_i + n_i) of the
- * worker's T, goes to lane floor(N (2 S_i + n_i) / 2T) (its midpoint's share; capped at
- * N - 1), so a lane's chunks are a contiguous range [lo, hi) (possibly empty). A lane owns
+ * chunk order, balancing work (pc_codec_work; deal_lanes in worker_start.c): chunk i,
+ * whose work is [S_i, S_i + w_i) of the worker's W, goes to lane floor(N (2 S_i + w_i) /
+ * 2W) (its midpoint's share; capped at N - 1), so a lane's chunks are a contiguous range [lo, hi) (possibly empty). A lane owns
  * its chunks' codec states (error-feedback residuals), buffers and MPI requests, its own
  * codec objects (scratch: one thread at a time per codec, pc_codec.h) and queues: no chunk
  * is touched by two compressor threads. Each lane has its own q_ready (descriptors, the

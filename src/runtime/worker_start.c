@@ -690,9 +690,28 @@ static void lane_free(wthread_t *me)
     me->lo = me->hi = 0;
 }
 
-/* Deal the chunks to the lanes (pc_plan_deal: chunk i to lane floor(N (2 S_i + n_i) / 2T),
- * so each lane's chunks are contiguous) and allocate each lane's arrays: w->comp[0..ncomp)
- * pipelined, else the backprop thread's w->main takes every chunk. Backprop thread. */
+/* Deal the chunks to the lanes by their work (pc_plan_deal: chunk i, whose work is
+ * [S_i, S_i + w_i) of W, to lane floor(N (2 S_i + w_i) / 2W), so each lane's chunks are
+ * contiguous; w_i is pc_codec_work's, or 2 n_i for a chunk that travels uncompressed) into
+ * lane[0..nchunks). PC_OK, PC_ENOMEM or PC_EINVAL. Backprop thread. */
+static int deal_lanes(pc_worker_t *w, int nl, int *lane)
+{
+    int nc = w->plan->nchunks;
+    uint64_t *work = malloc((size_t)nc * sizeof(*work) + 1);
+    if (!work)
+        return PC_ENOMEM;
+    for (int i = 0; i < nc; i++) {
+        size_t n = w->plan->chunks[i].n;
+        work[i] = pc_rt__chunk_dense(w->rt, n) ? 2 * (uint64_t)n : pc_codec_work(&w->rt->spec, n);
+    }
+    int rc = pc_plan_deal(w->plan, nl, work, lane);
+    free(work);
+    return rc;
+}
+
+/* Deal the chunks to the lanes (deal_lanes) and allocate each lane's arrays:
+ * w->comp[0..ncomp) pipelined, else the backprop thread's w->main takes every chunk.
+ * Backprop thread. */
 static int setup_lanes(pc_worker_t *w)
 {
     int nl = w->pipelined ? w->rt->ncomp : 1;
@@ -709,9 +728,10 @@ static int setup_lanes(pc_worker_t *w)
                 atomic_init(&w->comp[k].busy_ns[i], 0);
         }
     }
-    /* The deal (pc_plan_deal) into ready_list, free until the pipeline runs. */
-    if (pc_plan_deal(w->plan, nl, w->ready_list) != PC_OK)
-        return WFAIL(w->rt, &w->main, PC_EINVAL, "cannot deal the chunks to %d threads", nl);
+    /* The deal into ready_list, free until the pipeline runs. */
+    int drc = deal_lanes(w, nl, w->ready_list);
+    if (drc != PC_OK)
+        return WFAIL(w->rt, &w->main, drc, "cannot deal the chunks to %d threads", nl);
     int lo = 0;
     for (int k = 0; k < nl; k++) {
         int hi = lo;

@@ -656,6 +656,23 @@ static void test_randomk_agreement(void **state)
 
 /* DGC selects within [0.8k, 1.3k] in at least 99% of trials on heavy-tailed gradients, and
  * mostly from the sampled threshold (not by falling back to exact top-k). */
+/* The pool deals by pc_codec_work: 2 n for a streaming codec, more for dgc's small chunks
+ * (its sample is the whole chunk up to 128 / ratio elements), and a dgc chunk's work per
+ * element falls as the chunk grows past that. */
+static void test_codec_work(void **state)
+{
+    (void)state;
+    pc_codec_spec_t topk, dgc;
+    char err[160];
+    assert_int_equal(pc_codec_spec_parse("topk:ratio=0.01", &topk, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_codec_spec_parse("dgc:ratio=0.001", &dgc, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_codec_work(&topk, 65536), 2 * 65536);
+    assert_int_equal(pc_codec_work(&dgc, 65536), 7 * 65536);                  /* sampled whole */
+    assert_int_equal(pc_codec_work(&dgc, 1048576), 2 * 1048576 + 5 * 128000); /* 128 / 0.001 */
+    assert_int_equal(pc_codec_work(&dgc, 1), 2); /* k = n: nothing to select */
+    assert_int_equal(pc_codec_work(NULL, 10), 20);
+}
+
 static void test_dgc_count_window(void **state)
 {
     (void)state;
@@ -1084,6 +1101,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fold_then_compress),
         cmocka_unit_test(test_randomk_agreement),
+        cmocka_unit_test(test_codec_work),
         cmocka_unit_test(test_dgc_count_window),
         cmocka_unit_test(test_dgc_warmup_and_clip),
         cmocka_unit_test(test_dgc_warmup_every_density),

@@ -144,7 +144,7 @@ static void test_deal(void **state)
     for (int i = 0; i < plan->nchunks; i++)
         total += (double)plan->chunks[i].n;
     for (int n = 1; n <= 9; n++) {
-        assert_int_equal(pc_plan_deal(plan, n, lane), PC_OK);
+        assert_int_equal(pc_plan_deal(plan, n, NULL, lane), PC_OK);
         double before = 0;
         for (int i = 0; i < plan->nchunks; i++) {
             double mid = before + (double)plan->chunks[i].n / 2;
@@ -164,13 +164,24 @@ static void test_deal(void **state)
     pc_plan_t *two;
     assert_int_equal(pc_plan_create(&big, 1, 1000, 1, &two), PC_OK);
     assert_int_equal(two->nchunks, 2);
-    assert_int_equal(pc_plan_deal(two, 4, lane), PC_OK);
+    assert_int_equal(pc_plan_deal(two, 4, NULL, lane), PC_OK);
     assert_int_equal(lane[0], 1); /* midpoint 500 of 2000: share 1 of 4 */
     assert_int_equal(lane[1], 3); /* midpoint 1500: share 3 */
-    assert_int_equal(pc_plan_deal(two, 0, lane), PC_EINVAL);
-    assert_int_equal(pc_plan_deal(two, PC_PLAN_DEAL_MAX + 1, lane), PC_EINVAL);
-    assert_int_equal(pc_plan_deal(NULL, 2, lane), PC_EINVAL);
-    assert_int_equal(pc_plan_deal(two, 2, NULL), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, 0, NULL, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, PC_PLAN_DEAL_MAX + 1, NULL, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(NULL, 2, NULL, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, 2, NULL, NULL), PC_EINVAL);
+    /* By work: the first chunk 3 times the second's work moves the midpoint of chunk 1
+     * (work [3, 4) of 4) to share 3 of 4, chunk 0 (midpoint 1.5) to share 1. */
+    uint64_t w31[2] = {3, 1}, zero[2] = {0, 0}, huge[2] = {UINT64_C(1) << 50, 1};
+    assert_int_equal(pc_plan_deal(two, 4, w31, lane), PC_OK);
+    assert_int_equal(lane[0], 1);
+    assert_int_equal(lane[1], 3);
+    assert_int_equal(pc_plan_deal(two, 2, w31, lane), PC_OK);
+    assert_int_equal(lane[0], 0); /* midpoint 1.5 of 4: share 0 of 2 */
+    assert_int_equal(lane[1], 1);
+    assert_int_equal(pc_plan_deal(two, 2, zero, lane), PC_EINVAL);
+    assert_int_equal(pc_plan_deal(two, 2, huge, lane), PC_EINVAL);
     pc_plan_destroy(two);
     pc_plan_destroy(plan);
 }
