@@ -138,6 +138,8 @@ typedef struct pc_config {
                                   * is followed by a sleep of (K - 1) times its measured
                                   * duration (doc/design.md, "Time dilation") */
     int update;                  /* --update servers|workers: a pc_config_update_t */
+    double clip_grad_norm;       /* --clip-grad-norm MAX: the servers clip the averaged
+                                  * gradient by its global 2-norm every iteration (0: off) */
     uint64_t given;              /* bit i: row i of pc_config_options() was on the command
                                   * line (pc_config_group records it); the runtime's
                                   * defaults that depend on other flags use it */
@@ -207,7 +209,8 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * message naming the flag (cfg may then be partly filled). Thread-safe on distinct cfgs.
  * pc_runtime_check_config (pc_runtime.h) is the same function under its 0.1 name. Also
  * refused: a bad --compressors, and a pool or auto (anything but 1) with --pipeline off,
- * --mode allreduce or device tensors. */
+ * --mode allreduce or device tensors; --clip-grad-norm not a finite number above 0 (0 is
+ * off in a cfg filled by hand), or with --mode allreduce or --compress powersgd. */
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -158,6 +158,21 @@ size_t pc_optim_step(const pc_optim_cfg_t *cfg, double lr, float *p, const pc_op
  * Never for Adam(W): m and v move every parameter whose moments are not 0. */
 bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg);
 
+/* Clipping by the global norm, torch.nn.utils.clip_grad_norm_'s rule split for gradients
+ * held in pieces (the servers' chunks): each piece's sum of squares (pc_optim_sumsq, in
+ * double, g[0], g[1], ... in that order: the same bits for the same floats every time;
+ * pc_optim_sumsq_at over the listed entries only, which equals pc_optim_sumsq of a g that
+ * is zero elsewhere when idx is ascending: adding +0.0 changes no sum), the pieces' sums
+ * added in a fixed order by the caller, total = sqrt(sum); then pc_optim_clip_coef(max,
+ * total) = max / (total + 1e-6) clamped at 1 (torch's clip_coef_clamped; NaN when total
+ * is NaN, or both are +inf, as torch's), and every gradient multiplied by it (by
+ * (float)coef when coef < 1 or NaN; a coefficient of 1 changes no bit, so callers skip
+ * it). Torch computes the norms and the coefficient in float32: results agree to float
+ * tolerance, not bitwise. Pure and thread-safe. */
+double pc_optim_sumsq(const float *g, size_t n);
+double pc_optim_sumsq_at(const float *g, const uint32_t *idx, size_t k);
+double pc_optim_clip_coef(double max_norm, double total_norm);
+
 #ifdef __cplusplus
 }
 #endif

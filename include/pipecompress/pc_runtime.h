@@ -218,6 +218,26 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
  * lrs is copied. Backprop thread. */
 int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups);
 
+/* Clip this iteration's averaged gradient by its global 2-norm on the servers, as
+ * torch.nn.utils.clip_grad_norm_(params, max_norm) after backward would on the averaged
+ * gradient of every tensor (coefficient max_norm / (norm + 1e-6), at most 1): call it after
+ * pc_worker_set_lrs and every pc_worker_grad_ready of the iteration, before
+ * pc_worker_iteration_end, on every worker with the same max_norm (> 0; +inf: the norm
+ * only). Sends max_norm to every server (TAG_CLIP), then blocks until the servers have
+ * aggregated the whole iteration and exchanged their shards' sums of squares, and writes
+ * the norm (of the mean gradient the servers step on, before clipping; +inf or NaN when it
+ * is not finite) to *total_norm; the servers then scale and step. Parameter groups only
+ * (pc_worker_set_optimizer; the runtime's own step clips with --clip-grad-norm). The
+ * servers hold an iteration's chunks for the workers' word only in the run's first
+ * iteration (a fresh start's or the resume's) and in every iteration after one that
+ * clipped (pc_worker_iteration_end says "no clipping" in those where this was not called):
+ * a run that never clips keeps its overlap after the first iteration, and clipping must
+ * begin with the run. PC_EINVAL (max_norm not above 0), PC_ESTATE (no groups, before start,
+ * before pc_worker_set_lrs, twice in one iteration, clipping that did not begin with the
+ * run), PC_ETIMEDOUT (no norm within --timeout), an MPI error, or a compressor thread's
+ * failure. Backprop thread. */
+int pc_worker_clip_grad_norm(pc_worker_t *w, double max_norm, double *total_norm);
+
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
  * must have registered the same tensors. Worker 0's parameters become everyone's initial
  * parameters. Starts the compressor thread (--pipeline on), the last step. On error

@@ -311,3 +311,27 @@ bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg)
 {
     return cfg->kind == PC_OPTIM_SGD && cfg->momentum == 0.0 && cfg->weight_decay == 0.0;
 }
+
+double pc_optim_sumsq(const float *g, size_t n)
+{
+    double s = 0.0; /* in index order: the same bits whoever calls, however it is chunked */
+    for (size_t i = 0; i < n; i++)
+        s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+double pc_optim_sumsq_at(const float *g, const uint32_t *idx, size_t k)
+{
+    double s = 0.0;
+    for (size_t j = 0; j < k; j++)
+        s += (double)g[idx[j]] * (double)g[idx[j]];
+    return s;
+}
+
+double pc_optim_clip_coef(double max_norm, double total_norm)
+{
+    /* torch 1.13: clip_coef = max_norm / (total_norm + 1e-6); clamp(clip_coef, max=1.0),
+     * which keeps a NaN (a gradient that is not finite then becomes NaN, as torch's). */
+    double c = max_norm / (total_norm + 1e-6);
+    return c > 1.0 ? 1.0 : c;
+}

@@ -108,6 +108,18 @@ static int check_betas(const void *value, char *err, size_t errlen)
     return pc_optim_betas_parse((const char *)value, &b1, &b2, err, errlen) == PC_OK ? 0 : 1;
 }
 
+/* --clip-grad-norm: the parser holds it finite; 0 and below are refused here (0 would zero
+ * every gradient; "no clipping" is the flag left out). */
+static int check_clip(const void *value, char *err, size_t errlen)
+{
+    double m = *(const double *)value;
+    if (m > 0)
+        return 0;
+    pc_error_fmt(PC_EUSAGE, err, errlen,
+                 "%g: the largest norm must be above 0 (leave the flag out for no clipping)", m);
+    return 1;
+}
+
 /* --eps: the parser holds it finite and in [0, 1]; 0 is refused here (a zero v would divide
  * by zero: torch refuses eps < 0 and divides 0 by 0 at eps 0). */
 static int check_eps(const void *value, char *err, size_t errlen)
@@ -369,6 +381,16 @@ static const pc_flags_t config_opts[] = {
      .choices = PC_CONFIG_UPDATE_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
      .help = "--mode ps: where the optimizer steps: on the servers (they push parameters), or "
              "on every worker (the servers only sum and push the mean gradient)"},
+    {.name = "clip-grad-norm",
+     .type = PC_FLAGS_DOUBLE,
+     .offset = offsetof(pc_config_t, clip_grad_norm),
+     .min = 1, /* min > max: no range; check_clip refuses 0 and below in its own words */
+     .max = 0,
+     .metavar = "MAX",
+     .help = "--mode ps: clip the averaged gradient by its global 2-norm at every iteration, "
+             "as torch.nn.utils.clip_grad_norm_ (coefficient MAX / (norm + 1e-6), at most 1) "
+             "on the servers before the step (a finite number above 0; default: no clipping)",
+     .check = check_clip},
 };
 
 /* pc_config_t.given keeps one bit per row. */
@@ -500,6 +522,33 @@ static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, cha
     return PC_OK;
 }
 
+/* --clip-grad-norm: its value (a cfg filled by hand bypasses the parser's checks: 0 is
+ * "off" there), and only where the servers step on the averaged gradient: --mode ps
+ * without powersgd (its matrices' step is the workers', from P^ and Q, row by row). */
+static int check_clip_combo(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
+                            size_t errlen)
+{
+    double m = cfg->clip_grad_norm;
+    if (m == 0)
+        return PC_OK;
+    if (!(m > 0 && isfinite(m)))
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--clip-grad-norm %g: the largest norm must be a finite number "
+                            "above 0",
+                            m);
+    if (cfg->mode == PC_MODE_ALLREDUCE)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--clip-grad-norm needs --mode ps (the servers clip the averaged "
+                            "gradient before their step); --mode allreduce does not clip");
+    if (spec->id == PC_CODEC_POWERSGD)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--clip-grad-norm with --compress %s: its matrices are stepped row "
+                            "by row from P^ and Q, with no aggregate to take the norm of; drop "
+                            "one of the two",
+                            cfg->compress);
+    return PC_OK;
+}
+
 /* --compressors: its value (a cfg filled by hand bypasses the parser's check), and a pool
  * (or auto) only where it can run: pipelined, --mode ps (allreduce's collectives are one
  * stream), host tensors (device tensors' copies and streams are one thread's). */
@@ -584,7 +633,8 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
             cfg->momentum = 0;
         }
     }
-    if ((rc = check_no_effect(cfg, &spec, err, errlen)) != PC_OK)
+    if ((rc = check_no_effect(cfg, &spec, err, errlen)) != PC_OK ||
+        (rc = check_clip_combo(cfg, &spec, err, errlen)) != PC_OK)
         return rc;
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,

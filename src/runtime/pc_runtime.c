@@ -136,15 +136,20 @@ static int open_comms(pc_runtime_t *rt, MPI_Comm comm, char *err, size_t errlen)
     return PC_OK;
 }
 
-/* The workers' communicators (rt->workers, rt->workers_ctl); servers get none.
- * Collective over rt->comm. */
+/* The workers' communicators (rt->workers, rt->workers_ctl) and the servers' (rt->servers:
+ * the same split, the other color). Collective over rt->comm. */
 static int open_worker_comms(pc_runtime_t *rt, char *err, size_t errlen)
 {
-    int rc = PC_MPI_CHECK(MPI_Comm_split(rt->comm, rt->role == PC_ROLE_WORKER ? 0 : MPI_UNDEFINED,
-                                         rt->rank, &rt->workers),
-                          err, errlen);
-    if (rc != PC_OK || rt->workers == MPI_COMM_NULL)
+    bool worker = rt->role == PC_ROLE_WORKER;
+    MPI_Comm mine = MPI_COMM_NULL;
+    int rc = PC_MPI_CHECK(MPI_Comm_split(rt->comm, worker ? 0 : 1, rt->rank, &mine), err, errlen);
+    if (rc != PC_OK)
         return rc;
+    if (!worker) {
+        rt->servers = mine;
+        return PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->servers, MPI_ERRORS_RETURN), err, errlen);
+    }
+    rt->workers = mine;
     if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(rt->workers, MPI_ERRORS_RETURN), err, errlen)) !=
             PC_OK ||
         (rc = PC_MPI_CHECK(MPI_Comm_dup(rt->workers, &rt->workers_ctl), err, errlen)) != PC_OK)
@@ -312,7 +317,7 @@ static pc_runtime_t *runtime_alloc(const pc_config_t *checked, int size)
     pc_runtime_t *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return NULL;
-    rt->comm = rt->workers = rt->workers_ctl = MPI_COMM_NULL;
+    rt->comm = rt->workers = rt->workers_ctl = rt->servers = MPI_COMM_NULL;
     /* The collectives' receive buffers, before the first collective (runtime_impl.h). */
     rt->ckpt_outcomes = malloc((size_t)CKPT_OUTCOME_BYTES * (size_t)size);
     rt->gather_counts = malloc(sizeof(int) * (size_t)size);
@@ -385,7 +390,7 @@ void pc_runtime_destroy(pc_runtime_t *rt)
     if (!rt)
         return;
     /* A communicator that cannot be freed is logged (destroy has no error to return). */
-    MPI_Comm *comms[] = {&rt->workers_ctl, &rt->workers, &rt->comm};
+    MPI_Comm *comms[] = {&rt->workers_ctl, &rt->workers, &rt->servers, &rt->comm};
     for (size_t i = 0; i < sizeof(comms) / sizeof(comms[0]); i++) {
         char why[256];
         if (*comms[i] != MPI_COMM_NULL &&

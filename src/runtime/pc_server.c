@@ -36,11 +36,21 @@
  *   (no initial parameters are sent to it, its checkpoint files hold no records): each
  *   chunk's aggregate is the dense path's mean gradient, bit for bit the one its step would
  *   have used, and goes back to every worker dense (pc_rt__pull_lowrank_encode's dense
- *   form, the powersgd warm-up's message); the workers step with pc_optim_step. */
+ *   form, the powersgd warm-up's message); the workers step with pc_optim_step.
+ * - Clipping by the global norm (--clip-grad-norm every iteration; with parameter groups
+ *   the iterations whose TAG_CLIP carries a max-norm: the binding's opt.clip_grad_norm_):
+ *   the iteration's chunks are only summed as they become ready (clip_sum: the aggregate
+ *   and its sum of squares in double); once all of this server's are, the servers that own
+ *   chunks allgather their sums (clip_finish), each computes torch's coefficient from the
+ *   same total, scales its aggregates, then steps and pushes them in chunk order. Such an
+ *   iteration's steps no longer overlap the backward pass. With groups the chunks of the
+ *   run's first iteration, and of every one after an iteration that clipped, wait for
+ *   every worker's TAG_CLIP (0: no clipping); the others go as before, bit for bit. */
 #include "config.h"
 
 #include <assert.h>
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +95,13 @@ typedef struct schunk {
     int64_t round1_ns;   /* the server's time on round 1 (part of the pull's server time) */
     uint64_t round1_in;  /* round 1's bytes received (the iteration's metrics) */
     uint64_t round1_out; /* round 1's bytes sent: P^ to every worker */
+    /* Clipping (an iteration with a max-norm, clip_max): summed, the chunk's aggregate is
+     * in agg (its messages kept for the metrics) and sumsq its sum of squares, awaiting
+     * the iteration's other chunks and the servers' exchange (clip_finish); agg_ns the
+     * aggregation's time. */
+    bool summed;
+    double sumsq;
+    int64_t agg_ns;
 } schunk_t;
 
 /* One iteration's learning rates from every worker (parameter groups: server_t.lrslot). */
@@ -93,6 +110,10 @@ typedef struct lrslot {
     int n;       /* workers whose rates of `it` are in */
     bool *have;  /* per worker */
     double *lrs; /* nworkers x ngroups: worker w's rates at w * ngroups */
+    /* An iteration that may clip (clip_wait): the workers' TAG_CLIP of it */
+    int nclip;        /* workers whose max-norm of `it` is in */
+    bool *clip_have;  /* per worker */
+    double *clip_max; /* per worker: its max-norm (0: no clipping) */
 } lrslot_t;
 
 typedef struct server {
@@ -128,6 +149,21 @@ typedef struct server {
     uint32_t ngroups;
     uint64_t *lr_next; /* per worker: the iteration its next TAG_LR must carry */
     lrslot_t lrslot[2];
+    /* Clipping by the global norm (--clip-grad-norm: every iteration; with parameter groups
+     * the iterations whose TAG_CLIP carries a max-norm): every chunk of the iteration is
+     * summed first (nsummed of nmine), then the servers that own chunks (clip_comm, in
+     * server order; MPI_COMM_NULL when the run cannot clip or this server owns none)
+     * allgather their sums of squares (clip_all) and each scales and steps its chunks.
+     * With groups the iterations that may clip are the run's first (first_it) and every
+     * one after an iteration that clipped (clip_on), as the workers count them. */
+    MPI_Comm clip_comm;
+    int clip_rank, clip_size;
+    double *clip_all;
+    double clip_mine; /* the allgather's send buffer: this server's sum of squares */
+    double clip_norm; /* the last clipped iteration's norm (its metrics line) */
+    int nsummed;
+    uint64_t first_it;
+    bool clip_on;
 } server_t;
 
 /* Whether this run's servers step the optimizer (--update servers), or only sum and push
@@ -168,6 +204,14 @@ static void server_free(server_t *s)
     for (int i = 0; i < 2; i++) {
         free(s->lrslot[i].have);
         free(s->lrslot[i].lrs);
+        free(s->lrslot[i].clip_have);
+        free(s->lrslot[i].clip_max);
+    }
+    free(s->clip_all);
+    if (s->clip_comm != MPI_COMM_NULL) {
+        char why[256];
+        if (PC_MPI_CHECK(MPI_Comm_free(&s->clip_comm), why, sizeof(why)) != PC_OK)
+            pc_log_write(s->rt->log, PC_LOG_WARN, NULL, "server r%d: %s", s->rt->rank, why);
     }
     pc_codec_destroy(s->codec);
     pc_codec_destroy(s->codec_dense);
@@ -337,7 +381,10 @@ static int groups_setup(server_t *s, const rt_groups_t *g, uint64_t resume, char
         s->lrslot[i].have = calloc(W, sizeof(bool));
         s->lrslot[i].lrs = malloc(sizeof(double) * W * g->ngroups);
         s->lrslot[i].it = UINT64_MAX; /* no iteration */
-        if (!s->lrslot[i].have || !s->lrslot[i].lrs)
+        s->lrslot[i].clip_have = calloc(W, sizeof(bool));
+        s->lrslot[i].clip_max = calloc(W, sizeof(double));
+        if (!s->lrslot[i].have || !s->lrslot[i].lrs || !s->lrslot[i].clip_have ||
+            !s->lrslot[i].clip_max)
             s->lr_next = (free(s->lr_next), NULL);
     }
     if (!s->lr_next)
@@ -345,6 +392,40 @@ static int groups_setup(server_t *s, const rt_groups_t *g, uint64_t resume, char
     for (size_t w = 0; w < W; w++)
         s->lr_next[w] = resume;
     rt->optim.kind = (pc_optim_kind_t)g->kind;
+    return PC_OK;
+}
+
+/* The servers' clipping exchange (server_t.clip_comm) when the run may clip
+ * (--clip-grad-norm, or parameter groups, whose iterations may): the servers that own
+ * chunks of the layout, in server order; a server without chunks takes no part (it would
+ * not know the iterations). Collective over rt->servers: every server calls it once, right
+ * after the layout (the same on all: the flags, and the groups go to every server). */
+static int clip_setup(server_t *s, const rt_layout_t *layout, bool groups, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    s->first_it = layout->resume;
+    if (!(rt->cfg.clip_grad_norm > 0) && !groups)
+        return PC_OK; /* no clipping: not a message, not a collective more than before */
+    int me = rt->rank - rt->nworkers, rc;
+    bool owns = false;
+    for (uint32_t c = 0; c < layout->nchunks && !owns; c++) {
+        uint32_t n, rows;
+        int owner;
+        pc_rt__layout_chunk(layout, c, &n, &owner, &rows);
+        owns = owner == me;
+    }
+    if ((rc = PC_MPI_CHECK(
+             MPI_Comm_split(rt->servers, owns ? 0 : MPI_UNDEFINED, rt->rank, &s->clip_comm), err,
+             errlen)) != PC_OK ||
+        s->clip_comm == MPI_COMM_NULL)
+        return rc;
+    if ((rc = PC_MPI_CHECK(MPI_Comm_set_errhandler(s->clip_comm, MPI_ERRORS_RETURN), err,
+                           errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_rank(s->clip_comm, &s->clip_rank), err, errlen)) != PC_OK ||
+        (rc = PC_MPI_CHECK(MPI_Comm_size(s->clip_comm, &s->clip_size), err, errlen)) != PC_OK)
+        return rc;
+    if (!(s->clip_all = malloc(sizeof(double) * (size_t)s->clip_size)))
+        return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
     return PC_OK;
 }
 
@@ -422,6 +503,11 @@ static int server_setup(server_t *s, char *err, size_t errlen)
         free(lay);
         free(grp);
         return pc_error_fmt(PC_ENOMEM, err, errlen, "server r%d: out of memory", rt->rank);
+    }
+    if ((rc = clip_setup(s, &layout, grp != NULL, err, errlen)) != PC_OK) {
+        free(lay);
+        free(grp);
+        return rc;
     }
     for (int c = 0; c < nc && rc == PC_OK; c++) {
         uint32_t n, rows;
@@ -564,13 +650,34 @@ static int sum_messages(server_t *s, schunk_t *k, float scale, float *sum, char 
     return PC_OK;
 }
 
+/* Chunk k's mean gradient into k->agg, unless clipping summed it already (k->summed): the
+ * dense path clears agg and decodes every message into it; the sparse path sums into the
+ * touched entries only (agg is zero elsewhere), recording them in k->sp. */
+static int aggregate(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers, failed = 0, rc;
+    char why[256];
+    if (k->summed)
+        return PC_OK;
+    if (!k->sparse) {
+        memset(k->agg, 0, sizeof(float) * k->n);
+        return sum_messages(s, k, 1.0f / (float)W, k->agg, err, errlen);
+    }
+    rc = pc_rt__grad_aggregate_sparse(&k->sp, k->codec, k->grads, W, 1.0f / (float)W, k->agg, k->n,
+                                      &failed, why, sizeof(why));
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s", rt->rank,
+                            failed, why);
+    return PC_OK;
+}
+
 /* The dense path: clear the aggregate, decode every message into it, step all n
  * (--update workers: no step; agg is the mean gradient the workers step with). */
 static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int64_t *t1, char *err,
                       size_t errlen)
 {
-    memset(k->agg, 0, sizeof(float) * k->n);
-    int rc = sum_messages(s, k, 1.0f / (float)s->rt->nworkers, k->agg, err, errlen);
+    int rc = aggregate(s, k, err, errlen);
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
@@ -615,14 +722,9 @@ size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim,
 static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
                        const uint32_t **changed, int64_t *t1, char *err, size_t errlen)
 {
-    pc_runtime_t *rt = s->rt;
-    int W = rt->nworkers, failed = 0;
-    char why[256];
-    int rc = pc_rt__grad_aggregate_sparse(&k->sp, k->codec, k->grads, W, 1.0f / (float)W, k->agg,
-                                          k->n, &failed, why, sizeof(why));
+    int rc = aggregate(s, k, err, errlen);
     if (rc != PC_OK)
-        return pc_error_fmt(rc, err, errlen, "server r%d: message from worker r%d: %s", rt->rank,
-                            failed, why);
+        return rc;
     *t1 = pc_time_ns();
     *nchanged = pc_rt__server_sparse_update(&k->sp, &k->optim, lr, k->p, k->agg);
     *changed = k->sp.scratch;
@@ -706,7 +808,141 @@ static bool lrs_in(const server_t *s, uint64_t it)
     return !s->ngroups || (s->lrslot[it & 1].it == it && s->lrslot[it & 1].n == s->rt->nworkers);
 }
 
+/* Whether iteration it may clip, so that its chunks wait for the clipping's word: every
+ * iteration with --clip-grad-norm; with parameter groups the run's first and every one
+ * after an iteration that clipped, as the workers count them (pc_worker.c, clip_due). */
+static bool clip_wait(const server_t *s, uint64_t it)
+{
+    if (!s->ngroups)
+        return s->rt->cfg.clip_grad_norm > 0;
+    return it == s->first_it || s->clip_on;
+}
+
+/* Whether the clipping's word on iteration it is in: with parameter groups, every
+ * worker's TAG_CLIP of an iteration that may clip; always otherwise. */
+static bool clip_in(const server_t *s, uint64_t it)
+{
+    const lrslot_t *sl = &s->lrslot[it & 1];
+    return !s->ngroups || !clip_wait(s, it) || (sl->it == it && sl->nclip == s->rt->nworkers);
+}
+
+/* Iteration it's max-norm, once clip_in: --clip-grad-norm's, or with parameter groups
+ * worker 0's TAG_CLIP value (every worker's equal); 0: no clipping. */
+static double clip_max(const server_t *s, uint64_t it)
+{
+    if (!s->ngroups)
+        return s->rt->cfg.clip_grad_norm;
+    return clip_wait(s, it) ? s->lrslot[it & 1].clip_max[0] : 0.0;
+}
+
+/* Whether chunk k can be completed (or, clipping, summed): every worker's gradient, the
+ * iteration's rates and the clipping's word are in, and it is not summed already (then it
+ * waits for the iteration's other chunks: clip_finish). */
+static bool chunk_can_go(const server_t *s, const schunk_t *k)
+{
+    return k->have == s->rt->nworkers && lrs_in(s, k->it) && clip_in(s, k->it) && !k->summed;
+}
+
 static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen);
+
+/* The longest nap while this server waits for the others in clipping's exchange: it is on
+ * the critical path then (every update of the iteration waits for the norm), as a server
+ * waiting for a chunk's last gradients is (PARTIAL_NAP_NS, below). */
+#define EXCHANGE_NAP_NS 100000
+
+/* Clipping, once every owned chunk of iteration it is summed: the servers that own chunks
+ * allgather their sums of squares (each server's its chunks' in chunk order; added in
+ * server order: the same total, bit for bit, on every server and in every run), total =
+ * sqrt(sum), coefficient pc_optim_clip_coef(max_norm, total); with parameter groups the
+ * exchange's rank 0 sends the total to every worker (TAG_NORM, which
+ * pc_worker_clip_grad_norm awaits); then each chunk's aggregate is multiplied by the
+ * coefficient (not when it is 1: no bit would change), stepped and pushed (complete_chunk),
+ * in chunk order. The exchange is waited for within --timeout without receiving: no
+ * message to this server can come before the iteration's updates leave (the workers send
+ * nothing more before their next forward pass, which needs them). */
+static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    s->clip_mine = 0.0;
+    for (int i = 0; i < s->nmine; i++)
+        s->clip_mine += s->mine[i].sumsq;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = PC_MPI_CHECK(MPI_Iallgather(&s->clip_mine, 1, MPI_DOUBLE, s->clip_all, 1, MPI_DOUBLE,
+                                         s->clip_comm, &req),
+                          err, errlen);
+    pc_backoff_t b;
+    pc_backoff_init_capped(&b, EXCHANGE_NAP_NS);
+    int64_t start = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
+    for (int done = 0; rc == PC_OK && !done;) {
+        if ((rc = PC_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), err, errlen)) != PC_OK ||
+            done)
+            break;
+        if (pc_time_ns() - start > limit)
+            return pc_error_fmt(PC_ETIMEDOUT, err, errlen,
+                                "server r%d: timed out after %g s in the servers' exchange of "
+                                "iteration %llu's gradient norm (another server did not join)",
+                                rt->rank, rt->cfg.timeout, (unsigned long long)it);
+        pc_backoff_pause(&b);
+    }
+    if (rc != PC_OK)
+        return rc;
+    double sum = 0.0;
+    for (int r = 0; r < s->clip_size; r++)
+        sum += s->clip_all[r];
+    double total = sqrt(sum), coef = pc_optim_clip_coef(max_norm, total);
+    s->clip_norm = total;
+    if (s->ngroups && s->clip_rank == 0) {
+        uint8_t msg[PC_RT_CLIP_BYTES];
+        pc_rt__clip_encode(msg, it, total);
+        for (int w = 0; w < rt->nworkers && rc == PC_OK; w++)
+            rc = PC_MPI_CHECK_PEER(MPI_Send(msg, PC_RT_CLIP_BYTES, MPI_BYTE, w, TAG_NORM, rt->comm),
+                                   w, err, errlen);
+    }
+    float f = (float)coef; /* torch multiplies by its float32 coefficient */
+    for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
+        schunk_t *k = &s->mine[i];
+        if (!(coef >= 1.0) && k->sparse)
+            for (size_t j = 0; j < k->sp.ntouched; j++)
+                k->agg[k->sp.touched[j]] *= f;
+        else if (!(coef >= 1.0))
+            for (size_t j = 0; j < k->n; j++)
+                k->agg[j] *= f;
+        rc = complete_chunk(s, k, err, errlen);
+    }
+    s->nsummed = 0;
+    return rc;
+}
+
+/* Clipping's first half for chunk k (iteration k->it clips to max_norm): its mean gradient
+ * into agg (aggregate) and its sum of squares (the sparse path's over its touched entries,
+ * ascending: the dense sum's bits); the iteration's last owned chunk starts clip_finish. */
+static int clip_sum(server_t *s, schunk_t *k, double max_norm, char *err, size_t errlen)
+{
+    int64_t t0 = pc_time_ns();
+    int rc = aggregate(s, k, err, errlen);
+    if (rc != PC_OK)
+        return rc;
+    k->sumsq = k->sparse ? pc_optim_sumsq_at(k->agg, k->sp.touched, k->sp.ntouched)
+                         : pc_optim_sumsq(k->agg, k->n);
+    k->summed = true;
+    k->agg_ns = pc_time_ns() - t0;
+    pc_rt__tracef(s->rt, TRACK_MAIN, t0, t0 + k->agg_ns, "aggregate chunk %u", k->id);
+    if (++s->nsummed < s->nmine)
+        return PC_OK;
+    return clip_finish(s, k->it, max_norm, err, errlen);
+}
+
+/* The metrics line's tail for chunk k's iteration, the last of this server's to complete:
+ * a clipped iteration's norm (clip_finish's, before clipping; null when not finite: JSON
+ * has no inf or NaN), else nothing. */
+static void norm_field(const server_t *s, const schunk_t *k, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (k->summed && isfinite(s->clip_norm))
+        snprintf(buf, len, ", \"grad_norm\": %.9g", s->clip_norm);
+    else if (k->summed)
+        snprintf(buf, len, ", \"grad_norm\": null");
+}
 
 /* Chunk k has every worker's gradient and its iteration's rates: complete it now (fifo)
  * or count it for complete_next (forward order). */
@@ -728,7 +964,10 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     bool rounds = chunk_rounds(s, k);
     if (rounds && k->round == 1)
         return lowrank_round1(s, k, err, errlen);
-    int64_t t0 = pc_time_ns(), t1 = t0;
+    if (clip_max(s, k->it) > 0 && !k->summed) /* clipping: summed first, clip_finish steps */
+        return clip_sum(s, k, clip_max(s, k->it), err, errlen);
+    /* Summed: the aggregation ran before (its time counts as if it had just run). */
+    int64_t t0 = pc_time_ns() - (k->summed ? k->agg_ns : 0), t1 = t0;
     uint64_t in = 0;
     for (int w = 0; w < W; w++)
         in += k->grads[w].len;
@@ -781,7 +1020,8 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
             return rc;
     }
     int64_t t3 = pc_time_ns();
-    pc_rt__tracef(rt, TRACK_MAIN, t0, t1, "aggregate chunk %u", k->id);
+    if (!k->summed) /* clip_sum recorded it when it ran */
+        pc_rt__tracef(rt, TRACK_MAIN, t0, t1, "aggregate chunk %u", k->id);
     pc_rt__tracef(rt, TRACK_MAIN, t1, t2, "update chunk %u", k->id);
     pc_rt__tracef(rt, TRACK_MAIN, t2, t3, "push chunk %u", k->id);
     /* Metrics of the iteration, emitted when every owned chunk has completed it. */
@@ -797,19 +1037,22 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     s->slot[sl].touched += touched;
     s->slot[sl].changed += nchanged;
     if (++s->slot[sl].done == s->nmine) {
+        char norm[48];
+        norm_field(s, k, norm, sizeof(norm));
         pc_rt__metrics_line(
             rt,
             "{\"rank\": %d, \"role\": \"server\", \"iteration\": %llu, "
             "\"t_aggregate\": %.6f, \"t_update\": %.6f, \"t_push\": %.6f, "
             "\"touched\": %llu, \"changed\": %llu, "
-            "\"bytes_received\": %llu, \"bytes_sent\": %llu}",
+            "\"bytes_received\": %llu, \"bytes_sent\": %llu%s}",
             rt->rank, (unsigned long long)k->it, s->slot[sl].t_aggregate, s->slot[sl].t_update,
             s->slot[sl].t_push, (unsigned long long)s->slot[sl].touched,
             (unsigned long long)s->slot[sl].changed, (unsigned long long)s->slot[sl].bytes_in,
-            (unsigned long long)s->slot[sl].bytes_out);
+            (unsigned long long)s->slot[sl].bytes_out, norm);
         s->slot[sl].done = 0;
     }
     k->have = 0;
+    k->summed = false;
     k->it++;
     return PC_OK;
 }
@@ -850,7 +1093,7 @@ static int on_grad(server_t *s, int src, uint8_t *buf, int len, char *err, size_
     k->msgs[src] = buf;
     k->grads[src] = g;
     assert(k->have < rt->nworkers); /* a second message from src was rejected above */
-    if (++k->have < rt->nworkers || !lrs_in(s, k->it))
+    if (++k->have < rt->nworkers || !chunk_can_go(s, k))
         return PC_OK;
     return chunk_ready(s, k, err, errlen);
 }
@@ -885,8 +1128,9 @@ static int on_lr(server_t *s, int src, uint8_t *buf, int len, char *err, size_t 
          * sends iteration it's rates only after its forward pass of it waited for every
          * update of it - 1. */
         sl->it = it;
-        sl->n = 0;
+        sl->n = sl->nclip = 0;
         memset(sl->have, 0, sizeof(bool) * (size_t)W);
+        memset(sl->clip_have, 0, sizeof(bool) * (size_t)W);
     }
     memcpy(sl->lrs + (size_t)src * G, lrs, sizeof(double) * G);
     free(lrs);
@@ -905,7 +1149,64 @@ static int on_lr(server_t *s, int src, uint8_t *buf, int len, char *err, size_t 
                                     sl->lrs[(size_t)w * G + g], sl->lrs[g]);
     for (int i = 0; i < s->nmine; i++) {
         schunk_t *k = &s->mine[i];
-        int rc2 = k->it == it && k->have == W ? chunk_ready(s, k, err, errlen) : PC_OK;
+        int rc2 = k->it == it && chunk_can_go(s, k) ? chunk_ready(s, k, err, errlen) : PC_OK;
+        if (rc2 != PC_OK)
+            return rc2;
+    }
+    return PC_OK;
+}
+
+/* A clipping message from worker src (buf: owned, freed): its max-norm of an iteration
+ * that may clip (clip_wait), after its rates of it (the same thread sends both, in that
+ * order). Once every worker's is in, each is compared with worker 0's (a difference ends
+ * the run); a max-norm above 0 turns clipping on for every later iteration (clip_on, as
+ * on the workers), and the iteration's chunks whose gradients are all in can go. A server
+ * without chunks has nothing to hold: it only validates the message. */
+static int on_clip(server_t *s, int src, uint8_t *buf, int len, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    int W = rt->nworkers;
+    uint64_t it = 0;
+    double max = 0;
+    char why[256] = "";
+    int rc = pc_rt__clip_parse(buf, (size_t)len, &it, &max, why, sizeof(why));
+    free(buf);
+    lrslot_t *sl = &s->lrslot[it & 1];
+    if (rc == PC_OK && s->nmine == 0)
+        return PC_OK;
+    if (rc == PC_OK && (it + 1 != s->lr_next[src] || sl->it != it))
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                          "a max-norm for iteration %llu, whose learning rates are not the last "
+                          "it sent",
+                          (unsigned long long)it);
+    else if (rc == PC_OK && !clip_wait(s, it))
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why),
+                          "a max-norm for iteration %llu, which cannot clip (clipping begins "
+                          "with the run's first iteration, %llu)",
+                          (unsigned long long)it, (unsigned long long)s->first_it);
+    else if (rc == PC_OK && sl->clip_have[src])
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "a second max-norm for iteration %llu",
+                          (unsigned long long)it);
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "server r%d: rejected clipping from worker r%d: %s",
+                            rt->rank, src, why);
+    sl->clip_have[src] = true;
+    sl->clip_max[src] = max;
+    if (++sl->nclip < W)
+        return PC_OK;
+    for (int w = 1; w < W; w++)
+        if (sl->clip_max[w] != sl->clip_max[0])
+            return pc_error_fmt(PC_EINVAL, err, errlen,
+                                "server r%d: worker r%d's max-norm at iteration %llu is %.17g, "
+                                "worker r0's %.17g (0: no clipping): every worker must clip "
+                                "alike",
+                                rt->rank, w, (unsigned long long)it, sl->clip_max[w],
+                                sl->clip_max[0]);
+    if (sl->clip_max[0] > 0)
+        s->clip_on = true;
+    for (int i = 0; i < s->nmine; i++) {
+        schunk_t *k = &s->mine[i];
+        int rc2 = k->it == it && chunk_can_go(s, k) ? chunk_ready(s, k, err, errlen) : PC_OK;
         if (rc2 != PC_OK)
             return rc2;
     }
@@ -920,7 +1221,7 @@ static int complete_next(server_t *s, char *err, size_t errlen)
 {
     assert(s->nready > 0); /* the loop calls it only then */
     for (int i = 0; i < s->nmine; i++)
-        if (s->mine[i].have == s->rt->nworkers && lrs_in(s, s->mine[i].it)) {
+        if (chunk_can_go(s, &s->mine[i])) {
             s->nready--;
             return complete_chunk(s, &s->mine[i], err, errlen);
         }
@@ -971,6 +1272,21 @@ static void describe_wait(const server_t *s, char *buf, size_t len)
                 pos +=
                     (size_t)snprintf(buf + pos, len - pos, " r%d (%s)", w, pc_rt__host(s->rt, w));
         break; /* one iteration's: the same for every chunk of it */
+    }
+    for (int i = 0; i < s->nmine && pos + 64 < len; i++) {
+        const schunk_t *k = &s->mine[i]; /* gradients and rates in, clipping's word not */
+        const lrslot_t *sl = &s->lrslot[k->it & 1];
+        if (k->have < s->rt->nworkers || !lrs_in(s, k->it) || clip_in(s, k->it))
+            continue;
+        pos += (size_t)snprintf(buf + pos, len - pos,
+                                "%swhether iteration %llu clips (opt.clip_grad_norm_ or step()) "
+                                "from",
+                                pos ? "; " : "", (unsigned long long)k->it);
+        for (int w = 0; w < s->rt->nworkers && pos + 80 < len; w++)
+            if (!sl->clip_have[w])
+                pos +=
+                    (size_t)snprintf(buf + pos, len - pos, " r%d (%s)", w, pc_rt__host(s->rt, w));
+        break;
     }
     if (!buf[0]) {
         pos = (size_t)snprintf(buf, len, "any gradient from the workers");
@@ -1047,8 +1363,9 @@ static int on_message(server_t *s, MPI_Message *m, const MPI_Status *st, char *e
         return rc;
     }
     int tag = st->MPI_TAG;
+    bool per_iteration = (tag == TAG_LR || tag == TAG_CLIP) && s->ngroups; /* groups only */
     if (src >= rt->nworkers ||
-        (tag != TAG_GRAD && tag != TAG_DONE && tag != TAG_CKPT && !(tag == TAG_LR && s->ngroups))) {
+        (tag != TAG_GRAD && tag != TAG_DONE && tag != TAG_CKPT && !per_iteration)) {
         free(buf);
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "server r%d: rejected message with tag %d from rank r%d (not a "
@@ -1067,6 +1384,8 @@ static int on_message(server_t *s, MPI_Message *m, const MPI_Status *st, char *e
     }
     if (tag == TAG_LR)
         return on_lr(s, src, buf, len, err, errlen);
+    if (tag == TAG_CLIP)
+        return on_clip(s, src, buf, len, err, errlen);
     return on_grad(s, src, buf, len, err, errlen);
 }
 
@@ -1162,7 +1481,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     if (rt->role != PC_ROLE_SERVER)
         return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d",
                             rt->rank);
-    server_t s = {.rt = rt};
+    server_t s = {.rt = rt, .clip_comm = MPI_COMM_NULL};
     int rc = pc_rt__codecs_create(rt, &s.codec, &s.codec_dense);
     if (rc != PC_OK) {
         pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);

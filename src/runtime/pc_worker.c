@@ -1050,6 +1050,124 @@ static int drain(pc_worker_t *w)
     return PC_OK;
 }
 
+/* ---- clipping by the global norm (parameter groups) ------------------------------------
+ * The servers hold the chunks of an iteration that may clip until every worker said
+ * whether it clips (TAG_CLIP), so that a run that never clips keeps each chunk's step
+ * overlapping the backward pass. Which iterations may clip both sides know without a
+ * message: the run's first, then every one after an iteration that clipped. */
+
+/* Whether this iteration may clip (its TAG_CLIP is due). Backprop thread. */
+static bool clip_due(const pc_worker_t *w)
+{
+    return w->ngroups && (w->iter == w->clip_first || w->clip_on);
+}
+
+/* This iteration's TAG_CLIP (max_norm; 0: no clipping) to every server, after its
+ * TAG_LR (the same thread: the servers receive them in that order). Backprop thread. */
+static int send_clip(pc_worker_t *w, double max_norm)
+{
+    pc_runtime_t *rt = w->rt;
+    uint8_t msg[PC_RT_CLIP_BYTES];
+    char why[256] = "";
+    int rc = PC_OK;
+    pc_rt__clip_encode(msg, w->iter, max_norm);
+    for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
+        int server = pc_rt__server_rank(rt, s);
+        rc =
+            PC_MPI_CHECK_PEER(MPI_Send(msg, PC_RT_CLIP_BYTES, MPI_BYTE, server, TAG_CLIP, rt->comm),
+                              server, why, sizeof(why));
+    }
+    if (rc != PC_OK)
+        return WFAIL(rt, &w->main, rc, "sending the clipping's largest norm: %s", why);
+    w->clip_sent = true;
+    return PC_OK;
+}
+
+/* Receive the norm of this iteration from the first server that owns chunks (the servers'
+ * exchange's rank 0, pc_server.c), within --timeout: the compressor threads keep sending
+ * meanwhile (inline, every chunk was posted at its hand-over). Backprop thread. */
+static int recv_norm(pc_worker_t *w, double *norm)
+{
+    pc_runtime_t *rt = w->rt;
+    int first = rt->nservers;
+    for (int c = 0; c < w->nchunks; c++)
+        if (w->chunks[c].server < first)
+            first = w->chunks[c].server;
+    int server = pc_rt__server_rank(rt, first), count = 0, done = 0;
+    uint8_t msg[PC_RT_CLIP_BYTES];
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Status st;
+    char why[256] = "";
+    int rc = PC_MPI_CHECK_PEER(
+        MPI_Irecv(msg, PC_RT_CLIP_BYTES, MPI_BYTE, server, TAG_NORM, rt->comm, &req), server, why,
+        sizeof(why));
+    pc_backoff_t b;
+    pc_backoff_init_capped(&b, POLL_SLEEP_NS);
+    int64_t start = pc_time_ns(), limit = (int64_t)(rt->cfg.timeout * 1e9);
+    while (rc == PC_OK && !done) {
+        rc = PC_MPI_CHECK_PEER(MPI_Test(&req, &done, &st), server, why, sizeof(why));
+        if (rc != PC_OK || done)
+            break;
+        int trc = pc_rt__w_check_thread(w); /* its message is in main.err */
+        if (trc == PC_OK && pc_time_ns() - start > limit)
+            trc = WFAIL(rt, &w->main, PC_ETIMEDOUT,
+                        "timed out after %g s waiting for the gradient norm of iteration %llu "
+                        "from server r%d (%s): was every gradient handed over?",
+                        rt->cfg.timeout, (unsigned long long)w->iter, server,
+                        pc_rt__host(rt, server));
+        if (trc != PC_OK) {
+            /* msg is this frame's: the receive goes before it does (trc is reported;
+             * a cancel that fails leaves MPI failing already). */
+            if (PC_MPI_CHECK_PEER(MPI_Cancel(&req), server, why, sizeof(why)) == PC_OK)
+                PC_MPI_CHECK_PEER(MPI_Wait(&req, MPI_STATUS_IGNORE), server, why, sizeof(why));
+            return trc;
+        }
+        pc_backoff_pause(&b);
+    }
+    if (rc == PC_OK)
+        rc = PC_MPI_CHECK_PEER(MPI_Get_count(&st, MPI_BYTE, &count), server, why, sizeof(why));
+    if (rc != PC_OK)
+        return WFAIL(rt, &w->main, rc, "receiving the gradient norm: %s", why);
+    uint64_t it = 0;
+    if ((rc = pc_rt__norm_parse(msg, (size_t)count, &it, norm, why, sizeof(why))) == PC_OK &&
+        it != w->iter)
+        rc = pc_error_fmt(PC_EFORMAT, why, sizeof(why), "the norm of iteration %llu, not %llu",
+                          (unsigned long long)it, (unsigned long long)w->iter);
+    if (rc != PC_OK)
+        return WFAIL(rt, &w->main, rc, "rejected the gradient norm from server r%d: %s", server,
+                     why);
+    return PC_OK;
+}
+
+int pc_worker_clip_grad_norm(pc_worker_t *w, double max_norm, double *total_norm)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->ngroups || !w->started || w->finished || !w->lrs_sent || w->clip_sent)
+        return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_clip_grad_norm: %s",
+                     !w->ngroups   ? "no parameter groups (pc_worker_set_optimizer); the "
+                                     "runtime's own step clips with --clip-grad-norm"
+                     : !w->started ? "called before pc_worker_start"
+                     : w->finished ? "called after pc_worker_finish"
+                     : !w->lrs_sent
+                         ? "called before the iteration's learning rates (pc_worker_set_lrs)"
+                         : "called twice in one iteration");
+    if (!(max_norm > 0) || !total_norm)
+        return WFAIL(rt, &w->main, PC_EINVAL,
+                     "pc_worker_clip_grad_norm: the largest norm %g is not above 0", max_norm);
+    if (!clip_due(w))
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "clipping at iteration %llu, but not from the run's first (%llu): the "
+                     "servers step an iteration's chunks as they arrive unless clipping began "
+                     "with the run; clip from its first iteration on (max_norm inf where no "
+                     "clipping is wanted)",
+                     (unsigned long long)w->iter, (unsigned long long)w->clip_first);
+    int rc = send_clip(w, max_norm);
+    if (rc != PC_OK)
+        return rc;
+    w->clip_on = true;
+    return recv_norm(w, total_norm);
+}
+
 /* ---- the iteration's end --------------------------------------------------------------- */
 
 /* Every worker must stop at the same iteration, or servers would wait forever; they agree
@@ -1109,7 +1227,10 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
                      "iteration %llu ended without its learning rates (pc_worker_set_lrs)",
                      (unsigned long long)w->iter);
     int64_t t_end_call = pc_time_ns();
-    int rc = wait_releases(w);
+    /* An iteration that may clip and did not: the servers wait for this to step. */
+    int rc = clip_due(w) && !w->clip_sent ? send_clip(w, 0.0) : PC_OK;
+    if (rc == PC_OK)
+        rc = wait_releases(w);
     if (rc != PC_OK)
         return rc;
     /* The user's step: every mean gradient of this iteration is in the gradient buffers
@@ -1121,7 +1242,7 @@ int pc_worker_iteration_end(pc_worker_t *w, bool *stop)
             return rc;
     pc_rt__w_close_iteration(w, t_end_call);
     w->iter++;
-    w->lrs_sent = false;
+    w->lrs_sent = w->clip_sent = false;
     bool want_stop;
     if ((rc = agree_stop(w, &want_stop)) != PC_OK)
         return rc;

@@ -39,6 +39,8 @@ struct pc_runtime {
                              servers */
     MPI_Comm workers_ctl; /* a dup of workers for the backprop thread's collectives: two
                              threads must not run collectives on one communicator */
+    MPI_Comm servers;     /* the servers only (the server thread's: clipping's exchange);
+                             MPI_COMM_NULL on workers */
     int rank, size, nworkers, nservers;
     pc_role_t role;
     pc_log_t *log;

@@ -671,3 +671,38 @@ int pc_rt__lr_parse(const uint8_t *msg, size_t len, uint32_t ngroups, uint64_t *
     *it = pc_wire_get_u64(msg);
     return PC_OK;
 }
+
+void pc_rt__clip_encode(uint8_t *buf, uint64_t it, double v)
+{
+    pc_wire_put_u64(buf, it);
+    put_f64(buf + 8, v);
+}
+
+int pc_rt__clip_parse(const uint8_t *msg, size_t len, uint64_t *it, double *max_norm, char *err,
+                      size_t errlen)
+{
+    if (len != PC_RT_CLIP_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "clipping message of %zu bytes, expected %d",
+                            len, PC_RT_CLIP_BYTES);
+    double v = get_f64(msg + 8);
+    if (!(v >= 0)) /* NaN and negatives; +inf is a max-norm that never clips */
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "clipping message with max-norm %g, not 0 (none) or above 0", v);
+    *it = pc_wire_get_u64(msg);
+    *max_norm = v;
+    return PC_OK;
+}
+
+int pc_rt__norm_parse(const uint8_t *msg, size_t len, uint64_t *it, double *norm, char *err,
+                      size_t errlen)
+{
+    if (len != PC_RT_CLIP_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "norm message of %zu bytes, expected %d", len,
+                            PC_RT_CLIP_BYTES);
+    double v = get_f64(msg + 8);
+    if (v < 0) /* +inf and NaN stand: a gradient that is not finite has such a norm */
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "norm message with norm %g, below 0", v);
+    *it = pc_wire_get_u64(msg);
+    *norm = v;
+    return PC_OK;
+}

@@ -44,6 +44,15 @@
  *                  first of its messages, only when the     placement (pc_config_update_t:
  *                  workers chose the placement              1 workers)
  *                  (pc_worker_set_update)
+ *   TAG_CLIP       worker -> every server, in each         16: u64 iteration, f64 max-norm
+ *                  iteration of a run with groups that     (> 0, +inf allowed: clip to it;
+ *                  may clip: its first, and every one      0: no clipping this iteration)
+ *                  after one that clipped; after TAG_LR
+ *                  (pc_worker_clip_grad_norm, or
+ *                  iteration_end with 0)
+ *   TAG_NORM       the first server with chunks -> every   16: u64 iteration, f64 the
+ *                  worker, once per iteration TAG_CLIP     averaged gradient's global
+ *                  clipped                                 2-norm (>= 0, +inf or NaN)
  *
  * Receiving is always: validate the whole message, then touch the receiver's memory. Each
  * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
@@ -81,6 +90,8 @@ enum {
     TAG_GROUPS = 6,
     TAG_LR = 7,
     TAG_UPDATE = 8,
+    TAG_CLIP = 9,
+    TAG_NORM = 10,
     TAG_PULL = 100, /* + chunk id */
 };
 
@@ -381,6 +392,28 @@ void pc_rt__update_encode(uint8_t *buf, int update);
 /* Validate an update message (PC_RT_UPDATE_BYTES bytes, the magic, a known placement); on
  * PC_OK *update gets it, on PC_EFORMAT it is untouched. */
 int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, size_t errlen);
+
+/* ---- clip and norm: clipping by the global norm (groups), one iteration's -------------
+ * TAG_CLIP carries a worker's max-norm of an iteration that may clip (0: it does not),
+ * TAG_NORM the norm the servers found back to the workers. Both are u64 iteration, f64
+ * value. Whether the iteration is one that may clip is the receiver's check. */
+
+#define PC_RT_CLIP_BYTES 16
+
+/* Encode iteration it and value v (a max-norm, or a norm) into buf[0..PC_RT_CLIP_BYTES). */
+void pc_rt__clip_encode(uint8_t *buf, uint64_t it, double v);
+
+/* Validate a TAG_CLIP message (PC_RT_CLIP_BYTES bytes, a max-norm that is 0 or above 0,
+ * +inf allowed, NaN refused); on PC_OK *it and *max_norm get its fields, on PC_EFORMAT
+ * both are untouched. */
+int pc_rt__clip_parse(const uint8_t *msg, size_t len, uint64_t *it, double *max_norm, char *err,
+                      size_t errlen);
+
+/* Validate a TAG_NORM message (PC_RT_CLIP_BYTES bytes, a norm not below 0: +inf and NaN
+ * allowed, the norm of a gradient that is not finite, as torch returns it); on PC_OK *it
+ * and *norm get its fields, on PC_EFORMAT both are untouched. */
+int pc_rt__norm_parse(const uint8_t *msg, size_t len, uint64_t *it, double *norm, char *err,
+                      size_t errlen);
 
 /* ---- done: a worker's last message to each server ------------------------------------ */
 

@@ -375,6 +375,13 @@ struct pc_worker {
     int *tensor_group;
     int groups_ntensors;
     bool lrs_sent;
+    /* Clipping by the global norm with parameter groups (pc_worker_clip_grad_norm): the
+     * iterations that may clip are the run's first (clip_first: the resume iteration) and
+     * every one after an iteration that clipped (clip_on, which never goes back): the
+     * servers hold their chunks of those until every worker's TAG_CLIP is in. clip_sent:
+     * this iteration's TAG_CLIP left (iteration_end sends one with 0 otherwise). */
+    uint64_t clip_first;
+    bool clip_on, clip_sent;
     uint32_t hwm;
     uint64_t released;
     uint8_t *rel_seen; /* per tensor: releases seen in this iteration, of its owners (its

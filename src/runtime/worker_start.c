@@ -193,6 +193,10 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
                      "powersgd (this run: --mode %s, --update %s, --compress %s)",
                      w->ops->name, rt->cfg.update == PC_UPDATE_SERVERS ? "servers" : "workers",
                      pc_codec_name(rt->spec.id));
+    if (rt->cfg.clip_grad_norm > 0) /* the servers take a group run's max-norm from TAG_CLIP */
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "--clip-grad-norm with parameter groups: clip per iteration with "
+                     "pc_worker_clip_grad_norm (the binding's opt.clip_grad_norm_) instead");
     if (!hparams || !tensor_group || ngroups < 1 || (uint32_t)ngroups > PC_RT_MAX_GROUPS)
         return WFAIL(rt, &w->main, PC_EINVAL, "pc_worker_set_optimizer: %d groups, not 1..%u",
                      ngroups, PC_RT_MAX_GROUPS);
@@ -835,6 +839,7 @@ static int broadcast_params(pc_worker_t *w)
 static void set_iteration(pc_worker_t *w, uint64_t resume)
 {
     w->iter = resume;
+    w->clip_first = resume; /* the servers' first iteration too (the layout's resume) */
     for (int ci = 0; ci < w->nchunks; ci++)
         /* Relaxed: before the compressor thread starts (pthread_create orders it), no reader
          * yet. */

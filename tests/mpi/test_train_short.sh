@@ -11,6 +11,10 @@
 #    threads, every chunk top-k) saves bitwise the model of --pipeline off, and so does a
 #    run resumed with --compressors 2 from its checkpoint of iteration 20 (about 9 s); its
 #    metrics' busiest thread's compression lies between the pool's sum / 4 and the sum.
+#  - --clip-grad-norm: 0, -1, nan and junk refused in one line; clipped on 2 servers with
+#    top-k (the norm in every server line of the metrics, the same on both, above MAX at
+#    half the iterations at least), bitwise the same model with the step on the workers
+#    inline, and resumed from its checkpoint of iteration 10.
 # tests/mpi/test_train.sh checks the same and much more on longer runs.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -104,5 +108,55 @@ grep -q 'resuming from the checkpoint of iteration 20' "$tmp/pool-2r.log" &&
     cmp -s "$tmp/pool-2r.pcm" "$tmp/pool-off.pcm" &&
     ok "--compressors 2 resumed from --compressors 4's checkpoint: the model of --pipeline off" ||
     { bad "--compressors 2 --resume: another model, or not resumed"; tail -3 "$tmp/pool-2r.log"; }
+
+# --clip-grad-norm: bad values refused in one line before anything runs; 2 workers and 2
+# servers (their exchange of the norm), top-k (the servers' sparse path), clipped at every
+# iteration: the metrics' norms show the clipping bites; the run with the step on the
+# workers and --pipeline off saves bitwise the same model (the servers' sums and the
+# exchange are deterministic); and so does a run resumed from its checkpoint of iteration 10.
+for v in 0 -1 nan x; do # one process (MPI singleton): refused before any peer is needed
+    out=$("$train" --data synthetic --clip-grad-norm "$v" 2>&1)
+    st=$?
+    line=$(grep '^pc-train: ' <<<"$out")
+    if [ $st = 2 ] && [ "$(grep -c . <<<"$line")" = 1 ] && grep -q -- "--clip-grad-norm: " <<<"$line"; then
+        ok "--clip-grad-norm $v: status 2, '$line'"
+    else
+        bad "--clip-grad-norm $v: status $st:"; head -3 <<<"$out"
+    fi
+done
+clip=("${common[@]}" --iters 20 --servers 2 --chunk-bytes 64K --clip-grad-norm 0.5)
+"$run" -t 120 -np 4 "$train" "${clip[@]}" --checkpoint-dir "$tmp/clip-ck" --checkpoint-every 10 \
+    --metrics "$tmp/clip.jsonl" --save-model "$tmp/clip.pcm" >"$tmp/clip.log" 2>&1 ||
+    { bad "--clip-grad-norm: the run failed"; tail -5 "$tmp/clip.log"; }
+"$run" -t 120 -np 4 "$train" "${clip[@]}" --update workers --pipeline off \
+    --save-model "$tmp/clip-w.pcm" >"$tmp/clip-w.log" 2>&1 ||
+    { bad "--clip-grad-norm --update workers: the run failed"; tail -5 "$tmp/clip-w.log"; }
+rm -rf "$tmp/clip-ck/ckpt-000000000020"
+"$run" -t 120 -np 4 "$train" "${clip[@]}" --checkpoint-dir "$tmp/clip-ck" --resume \
+    --save-model "$tmp/clip-r.pcm" >"$tmp/clip-r.log" 2>&1 ||
+    { bad "--clip-grad-norm --resume: the run failed"; tail -5 "$tmp/clip-r.log"; }
+if norms=$(python3 - "$tmp/clip.jsonl" <<'PY'
+import sys, json
+rows = [json.loads(l) for l in open(sys.argv[1])]
+s = [r for r in rows if r.get("role") == "server"]
+assert len(s) == 2 * 20 and all("grad_norm" in r for r in s), len(s)
+for it in range(20):  # both servers found the same norm
+    assert len({r["grad_norm"] for r in s if r["iteration"] == it}) == 1, it
+n = [r["grad_norm"] for r in s]
+assert sum(x > 0.5 for x in n) >= 10, n
+print(f"{min(n):.3g} .. {max(n):.3g}")
+PY
+); then
+    ok "--clip-grad-norm 0.5, 2 servers: every server line has the norm, the same on both ($norms)"
+else
+    bad "--clip-grad-norm: the metrics' norms"; echo "$norms"
+fi
+cmp -s "$tmp/clip.pcm" "$tmp/clip-w.pcm" &&
+    ok "--clip-grad-norm: --update workers --pipeline off saves the model of servers, pipelined" ||
+    bad "--clip-grad-norm: --update workers --pipeline off saved another model"
+grep -q 'resuming from the checkpoint of iteration 10' "$tmp/clip-r.log" &&
+    cmp -s "$tmp/clip-r.pcm" "$tmp/clip.pcm" &&
+    ok "--clip-grad-norm: resumed from iteration 10, the model of the unbroken run" ||
+    { bad "--clip-grad-norm --resume: another model, or not resumed"; tail -3 "$tmp/clip-r.log"; }
 
 pc_done

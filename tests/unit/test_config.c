@@ -647,6 +647,54 @@ static void test_update(void **state)
     assert_string_equal(err, "--update 7: not one of servers|workers");
 }
 
+/* --clip-grad-norm MAX: off by default (0), a value above 0 taken; 0, negative, NaN, inf
+ * and junk refused in one line naming the flag, on the command line and in a cfg filled by
+ * hand; refused with --mode allreduce and --compress powersgd. */
+static void test_clip_flag(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    char err[256];
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none"), PC_OK);
+    assert_true(cfg.clip_grad_norm == 0);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--clip-grad-norm", "0.5"), PC_OK);
+    assert_true(cfg.clip_grad_norm == 0.5);
+    assert_int_equal(CHECK(&cfg, err, "--clip-grad-norm=1e3", "--compress", "topk:ratio=0.01"),
+                     PC_OK);
+    assert_true(cfg.clip_grad_norm == 1e3);
+    struct {
+        const char *value, *msg;
+    } bad[] = {
+        {"0", "--clip-grad-norm: 0: the largest norm must be above 0 (leave the flag out for no "
+              "clipping)"},
+        {"-1", "--clip-grad-norm: -1: the largest norm must be above 0 (leave the flag out for no "
+               "clipping)"},
+        {"nan", "--clip-grad-norm: 'nan' is not a finite number"},
+        {"inf", "--clip-grad-norm: 'inf' is not a finite number"},
+        {"x", "--clip-grad-norm: 'x' is not a finite number"},
+        {"", "--clip-grad-norm: '' is not a finite number"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"prog", "--clip-grad-norm", (char *)bad[i].value, NULL};
+        assert_int_equal(parse_check(&cfg, 3, argv, err, sizeof(err)), PC_EUSAGE);
+        assert_string_equal(err, bad[i].msg);
+    }
+    assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--clip-grad-norm", "1"), PC_EUSAGE);
+    assert_string_equal(err, "--clip-grad-norm needs --mode ps (the servers clip the averaged "
+                             "gradient before their step); --mode allreduce does not clip");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "powersgd", "--clip-grad-norm", "1"),
+                     PC_EUSAGE);
+    assert_non_null(strstr(err, "--clip-grad-norm with --compress powersgd: "));
+    const double hand[] = {-1, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof(hand) / sizeof(hand[0]); i++) {
+        pc_config_defaults(&cfg);
+        cfg.clip_grad_norm = hand[i];
+        assert_int_equal(pc_config_check(&cfg, 2, err, sizeof(err)), PC_EUSAGE);
+        assert_non_null(strstr(err, "--clip-grad-norm "));
+        assert_null(strchr(err, '\n'));
+    }
+}
+
 static void test_dilate(void **state)
 {
     (void)state;
@@ -712,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_usage_and_print),
         cmocka_unit_test(test_check_combinations),
         cmocka_unit_test(test_dilate),
+        cmocka_unit_test(test_clip_flag),
         cmocka_unit_test(test_update),
         cmocka_unit_test(test_optimizer_flags),
         cmocka_unit_test(test_compressors),

@@ -944,6 +944,79 @@ static void test_groups_and_lr(void **state)
     assert_int_equal(pc_rt__lr_parse(lb, sizeof(lb), 2, &it, got, err, sizeof(err)), PC_EFORMAT);
     assert_string_equal(err, "learning rate of group 1 is inf, not a finite number >= 0");
     assert_true(it == 7 && got[0] == -1 && got[1] == -1);
+
+    /* Clipping (TAG_CLIP) and its norm (TAG_NORM): u64 iteration, binary64. A max-norm is
+     * 0 (none) or above 0, +inf included; a norm is not below 0, +inf and NaN included. */
+    uint8_t cb[PC_RT_CLIP_BYTES];
+    double cv = -1;
+    pc_rt__clip_encode(cb, 43, 0.05);
+    assert_true(pc_wire_get_u64(cb) == 43);
+    assert_int_equal(pc_rt__clip_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_OK);
+    assert_true(it == 43 && cv == 0.05);
+    const double maxes[] = {0.0, INFINITY}, norms[] = {0.0, 3.5, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof(maxes) / sizeof(maxes[0]); i++) {
+        pc_rt__clip_encode(cb, 44, maxes[i]);
+        assert_int_equal(pc_rt__clip_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_OK);
+        assert_true(it == 44 && cv == maxes[i]);
+    }
+    for (size_t i = 0; i < sizeof(norms) / sizeof(norms[0]); i++) {
+        pc_rt__clip_encode(cb, 45, norms[i]);
+        assert_int_equal(pc_rt__norm_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_OK);
+        assert_true(it == 45 && (cv == norms[i] || (isnan(cv) && isnan(norms[i]))));
+    }
+    it = 7, cv = -1;
+    pc_rt__clip_encode(cb, 46, NAN);
+    assert_int_equal(pc_rt__clip_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "clipping message with max-norm nan, not 0 (none) or above 0");
+    pc_rt__clip_encode(cb, 46, -0.5);
+    assert_int_equal(pc_rt__clip_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "clipping message with max-norm -0.5, not 0 (none) or above 0");
+    assert_int_equal(pc_rt__norm_parse(cb, sizeof(cb), &it, &cv, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "norm message with norm -0.5, below 0");
+    assert_int_equal(pc_rt__clip_parse(cb, 15, &it, &cv, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "clipping message of 15 bytes, expected 16");
+    assert_int_equal(pc_rt__norm_parse(cb, 17, &it, &cv, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "norm message of 17 bytes, expected 16");
+    assert_true(it == 7 && cv == -1); /* untouched by every refusal */
+}
+
+/* Clipping's pieces (the servers' clip_sum and clip_finish, pc_optim's functions): the sum
+ * of squares in double, index order, of a dense chunk and of a sparse one's touched entries
+ * (the same bits when the rest is zero), added over chunks it gives the 2-norm of the
+ * whole; torch's coefficient max / (norm + 1e-6) clamped at 1, NaN kept, +inf max-norm
+ * never clipping. */
+static void test_clip_pieces(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    float g[N];
+    uint32_t idx[N];
+    size_t k = 0;
+    double ref = 0;
+    for (size_t i = 0; i < N; i++) {
+        g[i] = i % 7 == 3 ? (float)sin((double)i) * 3.0f : 0.0f;
+        if (g[i] != 0.0f)
+            idx[k++] = (uint32_t)i;
+        ref += (double)g[i] * (double)g[i];
+    }
+    double dense = pc_optim_sumsq(g, N), sparse = pc_optim_sumsq_at(g, idx, k);
+    assert_memory_equal(&dense, &sparse, sizeof(double)); /* bitwise */
+    assert_true(dense == ref);
+    /* In pieces (chunks on servers), added in order: the 2-norm of the whole. */
+    double pieces =
+        pc_optim_sumsq(g, 300) + pc_optim_sumsq(g + 300, 450) + pc_optim_sumsq(g + 750, N - 750);
+    assert_true(fabs(sqrt(pieces) - sqrt(ref)) <= 1e-12 * sqrt(ref));
+    assert_true(pc_optim_sumsq(g, 0) == 0.0 && pc_optim_sumsq_at(g, idx, 0) == 0.0);
+    const float v[2] = {3.0f, -4.0f}; /* float squares are exact in double */
+    assert_true(pc_optim_sumsq(v, 2) == 25.0);
+
+    assert_true(pc_optim_clip_coef(1.0, 5.0) == 1.0 / (5.0 + 1e-6));
+    assert_true(pc_optim_clip_coef(1.0, 0.5) == 1.0);       /* below max: no clipping */
+    assert_true(pc_optim_clip_coef(1.0, 0.0) == 1.0);       /* a zero gradient */
+    assert_true(pc_optim_clip_coef(INFINITY, 1e30) == 1.0); /* +inf: the norm only */
+    assert_true(isnan(pc_optim_clip_coef(1.0, NAN)));       /* torch's NaN, kept */
+    assert_true(pc_optim_clip_coef(1.0, INFINITY) == 0.0);  /* torch: 1 / inf = 0 */
+    assert_true(isnan(pc_optim_clip_coef(INFINITY, INFINITY)));
 }
 
 /* The pull header's bytes: a pc_wire header with the pull codec ids. */
@@ -1570,6 +1643,7 @@ int main(void)
         cmocka_unit_test(test_done_and_ckpt),
         cmocka_unit_test(test_update_message),
         cmocka_unit_test(test_groups_and_lr),
+        cmocka_unit_test(test_clip_pieces),
         cmocka_unit_test(test_queue_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
