@@ -35,7 +35,10 @@ torch.optim.lr_scheduler), the loop keeps torch's shape::
 
 The servers run that optimizer with each group's hyperparameters and the groups' lrs, sent
 before each iteration's first gradient (step() refuses a change after); the runtime's --lr
-and schedule are not used (doc/python.md, "Your optimizer").
+and schedule are not used (doc/python.md, "Your optimizer"). opt.clip_grad_norm_(max_norm)
+after backward clips there too: the servers take the averaged gradient's global 2-norm
+across their shards, clip before they step, and the norm comes back (clip from the run's
+first iteration on).
 Any other torch optimizer steps on the workers: pc.init(rest, update="workers") on every
 rank (the servers only sum), then pc.DistributedOptimizer(torch.optim.Adadelta(...)):
 opt.step() waits for the averaged gradients in p.grad and runs its step on every worker

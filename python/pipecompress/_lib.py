@@ -93,6 +93,8 @@ def _load():
         "pc_worker_set_optimizer": (c_int, [c_void_p, c_int, _c.POINTER(c_double), c_int,
                                             _c.POINTER(c_int)]),
         "pc_worker_set_lrs": (c_int, [c_void_p, _c.POINTER(c_double), c_int]),
+        # update="servers": opt.clip_grad_norm_ clips on the servers, the norm comes back.
+        "pc_worker_clip_grad_norm": (c_int, [c_void_p, c_double, _c.POINTER(c_double)]),
         "pc_worker_start": (c_int, [c_void_p]),
         "pc_worker_param_wait": (c_int, [c_void_p, c_int]),
         # --update workers with the user's own optimizer (pc.DistributedOptimizer's

@@ -347,7 +347,7 @@ class _Attached:
                         f"it to the runtime ({how}): the runtime reads it from there (with "
                         "the pipeline on maybe still now: a data race), so the change is lost "
                         "or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a "
-                        "pc.DistributedOptimizer(..., update='workers') instead")
+                        "pc.DistributedOptimizer instead")
 
     def hand_rest(self):
         """Hand over every gradient that did not come this iteration (an unused parameter,

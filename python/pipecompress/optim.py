@@ -177,8 +177,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     step() refuses a change since; step() ends the iteration (pc.iteration_end()). The
     optimizer's state
     (momentum, m, v) lives on the servers: checkpoints are --checkpoint-dir's, and
-    state_dict() is refused. clip_grad_norm_ is refused (the averaged gradient exists on
-    the servers only; they do not clip): use update="workers".
+    state_dict() is refused. clip_grad_norm_(max_norm) after backward clips on the servers:
+    the global 2-norm of the averaged gradient, whose shards the servers hold, taken there
+    (they exchange their shards' sums of squares), the norm returned as torch does; clip
+    from the run's first iteration on (its docstring says why).
 
     update="workers" (pc.init got --update workers on every rank: the servers learn at
     pc.init that they only sum): any torch optimizer. step() waits until p.grad holds the
@@ -398,23 +400,62 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return None
 
     def clip_grad_norm_(self, max_norm, norm_type=2.0, error_if_nonfinite=False):
-        """update="workers", after backward(): wait for the averaged gradients in p.grad
-        (as step() would), clip them with torch.nn.utils.clip_grad_norm_ over every
-        attached parameter (the global norm of the averaged gradient, the same on every
-        worker) and return the total norm as torch does; step() then steps on them.
-        update="servers": refused (the averaged gradient exists only on the servers, which
-        do not clip)."""
-        if self._update == "servers":
-            raise Error("DistributedOptimizer.clip_grad_norm_: with update='servers' the "
-                        "averaged gradient exists only on the servers, which do not clip; "
-                        f"{WORKERS}, where it clips by the averaged gradient's global norm")
+        """After backward(), before step(), on every worker alike: clip the averaged
+        gradient by the global norm of every attached parameter's averaged gradient, as
+        torch.nn.utils.clip_grad_norm_ after DDP's backward, and return that norm (before
+        clipping) as torch does.
+
+        update="workers": wait for the averaged gradients in p.grad (as step() would) and
+        clip them there with torch.nn.utils.clip_grad_norm_ (any norm_type); step() then
+        steps on them.
+
+        update="servers": the averaged gradient exists only on the servers, in shards: each
+        server sums the squares of its shard (in double), the servers exchange the sums,
+        and each multiplies its shard by torch's coefficient max_norm / (norm + 1e-6), at
+        most 1, before its step. The norm comes back to every worker: returned as a float32
+        tensor on the parameters' device; the call blocks until every worker's backward
+        pass reached the servers. p.grad keeps this worker's own gradient, unclipped. Clip
+        from the run's first iteration on (also after --resume): the servers hold the
+        chunks of the first iteration, and of every one after an iteration that clipped,
+        until every worker said whether it clips (step() says no when this was not called),
+        so a run that never clips keeps its overlap and a first call later is refused
+        (clip with max_norm=float('inf') where you want the norm only). norm_type 2 only;
+        error_if_nonfinite=True is refused (the servers step before the norm reaches the
+        workers; a norm that is not finite comes back as inf or nan)."""
         a = self._check_call("clip_grad_norm_")
         if not any(a.ready):
             raise Error("DistributedOptimizer.clip_grad_norm_: call it after backward() (no "
                         "gradient of this iteration yet) and before step()")
+        if self._update == "servers":
+            return self._clip_on_servers(a, max_norm, norm_type, error_if_nonfinite)
         self._receive()
         return torch.nn.utils.clip_grad_norm_(a.params, max_norm, norm_type=norm_type,
                                               error_if_nonfinite=error_if_nonfinite)
+
+    def _clip_on_servers(self, a, max_norm, norm_type, error_if_nonfinite):
+        """clip_grad_norm_ with update="servers": hand over what backward left (the
+        servers need every gradient for the norm), send max_norm, wait for the norm
+        (pc_worker_clip_grad_norm)."""
+        what = "DistributedOptimizer.clip_grad_norm_"
+        if float(norm_type) != 2.0:
+            raise Error(f"{what}: norm_type {norm_type} with update='servers': the servers clip "
+                        "by the 2-norm only (norm_type=2.0)")
+        if error_if_nonfinite:
+            raise Error(f"{what}: error_if_nonfinite=True with update='servers': the servers "
+                        "step before the norm reaches the workers (a norm that is not finite "
+                        "comes back as inf or nan); leave it False")
+        m = max_norm.item() if isinstance(max_norm, torch.Tensor) else max_norm
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+            raise Error(f"{what}: max_norm {max_norm!r} is not a number above 0 (inf: the "
+                        "norm without clipping)")
+        a.check_grads()
+        a.hand_rest()  # the rates first, if no gradient took them yet
+        s = a.s
+        norm = ctypes.c_double()
+        rc = s.lib.pc_worker_clip_grad_norm(s.w, float(m), ctypes.byref(norm))
+        if rc != 0:
+            s.fail(what, rc)
+        return torch.tensor(norm.value, dtype=torch.float32, device=a.params[0].device)
 
     def zero_grad(self, set_to_none=False):
         """Nothing to do: the runtime zeroes the gradient buffers at each iteration's end

@@ -15,6 +15,8 @@
 #   Adadelta, StepLR and opt.clip_grad_norm_ likewise, both workers alike, and its guards
 #   (zero_grad between backward and step, a p.grad replaced after backward);
 #   torch.nn.utils.clip_grad_norm_ after backward with update="servers": refused;
+#   opt.clip_grad_norm_ with update="servers" (2 servers: the norm from their exchange)
+#   against torch's clip_grad_norm_ and AdamW on the averaged gradient, to float tolerance;
 # - 2 workers + 1 server, a model with tied weights, an unused branch, a frozen layer,
 #   BatchNorm, a weight read outside its module, dropout (tests/python/check_zoo.py says
 #   what must hold), with top-k and with --mode allreduce;
@@ -126,7 +128,7 @@ while IFS= read -r want; do
 done <<'EOF2'
 DistributedOptimizer: Adadelta cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
 zero_grad() between backward() and step() of a pc.DistributedOptimizer(update='workers'): it would wipe the averaged gradients the runtime writes into p.grad (the workers would step on zeros); call it before backward(), or not at all (the runtime zeroes p.grad at each step)
-the gradient of 0.weight was changed after backward handed it to the runtime (p.grad was replaced by another tensor): the runtime reads it from there (with the pipeline on maybe still now: a data race), so the change is lost or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a pc.DistributedOptimizer(..., update='workers') instead
+the gradient of 0.weight was changed after backward handed it to the runtime (p.grad was replaced by another tensor): the runtime reads it from there (with the pipeline on maybe still now: a data race), so the change is lost or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a pc.DistributedOptimizer instead
 EOF2
 
 # pc.DistributedOptimizer (python/pipecompress/optim.py), 2 workers: AdamW with a decay and
@@ -161,7 +163,28 @@ DistributedOptimizer: --weight-decay 0.05 given to pc.init disagrees with the Ad
 DistributedOptimizer: parameter 2.weight is attached but in no parameter group of the AdamW: add it to a group, or set requires_grad=False before pc.attach
 DistributedOptimizer: update='workers' needs --update workers given to pc.init on every rank (the servers learn there that they only sum), and pc.init got no --update (servers by default)
 the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
-DistributedOptimizer.clip_grad_norm_: with update='servers' the averaged gradient exists only on the servers, which do not clip; use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers, where it clips by the averaged gradient's global norm
+DistributedOptimizer.clip_grad_norm_: call it after backward() (no gradient of this iteration yet) and before step()
+EOF2
+
+# Clipping on the servers (issue 47 item 5): pc.DistributedOptimizer(AdamW, two groups) and
+# opt.clip_grad_norm_(0.05) after backward, 2 workers and 2 servers (256-byte chunks: both
+# own some, so the norm comes from their exchange), against torch.nn.utils.clip_grad_norm_
+# then torch.optim.AdamW on the averaged gradient, to float tolerance after every iteration
+# (one of them not clipped: its step() says so); both workers alike; the refusals.
+if job clip 4 "$cases" clip "$tmp/clip" --compress none --iters 6 --servers 2 --chunk-bytes 256 &&
+    grep -qE '^clip: 6 iterations, 2 workers, 2 servers, AdamW clipped to 0.05 on the servers at 5 iterations .*every iteration$' "$tmp/clip.out" &&
+    [ "$(wc -l <"$tmp/clip/hash-r0.txt")" = 6 ] && cmp -s "$tmp/clip/hash-r0.txt" "$tmp/clip/hash-r1.txt"; then
+    ok "clip on the servers: $(grep -o 'norm [0-9.e+-]* \.\. [0-9.e+-]*): the norm within [0-9.e+-]*.*parameter within [0-9.e+-]*' "$tmp/clip.out")"
+else
+    bad "clip on the servers:"; tail -n 20 "$tmp/clip.out"
+fi
+while IFS= read -r want; do
+    grep -qxF "refused: $want" "$tmp/clip.out" && ok "clip_grad_norm_ refuses: '${want:0:90}...'" ||
+        bad "clip_grad_norm_ did not refuse with: '$want'"
+done <<'EOF2'
+DistributedOptimizer.clip_grad_norm_: norm_type 1.0 with update='servers': the servers clip by the 2-norm only (norm_type=2.0)
+DistributedOptimizer.clip_grad_norm_: error_if_nonfinite=True with update='servers': the servers step before the norm reaches the workers (a norm that is not finite comes back as inf or nan); leave it False
+DistributedOptimizer.clip_grad_norm_: max_norm 0.0 is not a number above 0 (inf: the norm without clipping)
 EOF2
 
 zoo() { # zoo NAME RANKS FLAGS...: the zoo case, then its checks
@@ -328,7 +351,7 @@ refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list 
 # torch.nn.utils.clip_grad_norm_ after backward with update="servers" and the pipeline on:
 # a write into gradients the compressor thread may still read (issue 47 item 2), refused at
 # opt.step() naming the first parameter written.
-refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed after backward handed it to the runtime \(written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ...\): .* clip with opt.clip_grad_norm_\(max_norm\) of a pc.DistributedOptimizer\(..., update='workers'\) instead$" \
+refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed after backward handed it to the runtime \(written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ...\): .* clip with opt.clip_grad_norm_\(max_norm\) of a pc.DistributedOptimizer instead$" \
     "$cases" clip-race "$tmp/x" --compress none --iters 4
 # A group's lr set between backward and step(): its rates went with the first gradient.
 refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]+ to 0\.00[0-9]+ during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]+\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \

@@ -51,6 +51,10 @@ workers   2 workers, --compress none, --update workers: pc.DistributedOptimizer(
 clip-race 2 workers, update="servers" (SGD): torch.nn.utils.clip_grad_norm_ after backward
           at iteration 1 (a write into gradients the compressor may still read) must end
           every rank with one line at opt.step().
+clip      2 workers, update="servers", AdamW with two groups: opt.clip_grad_norm_ on the
+          servers (the global norm of the averaged gradient) against
+          torch.nn.utils.clip_grad_norm_ + torch.optim.AdamW on the averaged gradient, to
+          float tolerance, every iteration (one without clipping among them); its refusals.
 adam-none, adamw-none
           1 worker, --compress none, --optimizer adam or adamw (the flags say which, with
           --betas, --eps, --amsgrad, --weight-decay): after every iteration every parameter
@@ -593,6 +597,87 @@ def case_clip_race(out, flags):
     return pc.finish()
 
 
+def case_clip(out, flags):
+    """2 workers (and the servers the flags give), --compress none:
+    pc.DistributedOptimizer(AdamW with a decay and a no-decay group), opt.clip_grad_norm_
+    after backward at every iteration but iteration 3 (whose step() then tells the servers
+    "no clipping"), against torch.optim.AdamW (foreach=False) with
+    torch.nn.utils.clip_grad_norm_ on the averaged gradient: the norm returned within 1e-5
+    of torch's (relative), every parameter within 1e-5 of the reference's (relative to
+    its largest) after every iteration, and the clipping bites (torch's norm above
+    max_norm) wherever it clips. The servers take the norm in double, torch in float32:
+    float tolerance, not bitwise. Every worker appends "IT DIGEST" to OUTDIR/hash-rRANK.txt.
+    At iteration 0 it first tries the refusals (norm_type 1, error_if_nonfinite=True,
+    max_norm 0), printed as "refused: LINE"."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    iters, W, rank = int(pc.config()["iters"]), pc.workers(), pc.rank()
+    max_norm, skip, S = 0.05, 3, pc.servers()
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.AdamW(_groups(ref, 0.05), lr=0.01, foreach=False)
+    pc.attach(model)
+    opt = pc.DistributedOptimizer(torch.optim.AdamW(_groups(model, 0.05), lr=0.01))
+    hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "w")
+    worst = worst_norm = 0.0
+    norms = []
+    for it in range(iters):
+        batches = []
+        for k in range(W):
+            g = torch.Generator().manual_seed(1000 * it + k)
+            batches.append((torch.randn(8, 20, generator=g),
+                            torch.randint(0, 3, (8,), generator=g)))
+        x, y = batches[rank]
+        F.cross_entropy(model(x), y).backward()
+        if it == 0:
+            for kw in (dict(norm_type=1.0), dict(error_if_nonfinite=True), dict(max_norm=0.0)):
+                try:
+                    opt.clip_grad_norm_(**{"max_norm": max_norm, **kw})
+                except pc.Error as e:
+                    if rank == 0:
+                        print(f"refused: {e}", flush=True)
+                else:
+                    raise pc.Error(f"clip_grad_norm_({kw}) was not refused")
+        norm = opt.clip_grad_norm_(max_norm) if it != skip else None
+        opt.step()
+        grads = []
+        for bx, by in batches:  # each worker's gradient on the reference
+            ref_opt.zero_grad(set_to_none=True)
+            F.cross_entropy(ref(bx), by).backward()
+            grads.append([q.grad.clone() for q in ref.parameters()])
+        for j, q in enumerate(ref.parameters()):  # the servers' sum: 0.5 g0 + 0.5 g1
+            q.grad = grads[0][j] * (1.0 / W)
+            for w in range(1, W):
+                q.grad = q.grad + grads[w][j] * (1.0 / W)
+        if norm is not None:
+            rnorm = torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm)
+            d = abs(norm.item() - rnorm.item()) / rnorm.item()
+            if norm.dtype != torch.float32 or d > 1e-5 or not rnorm.item() > max_norm:
+                raise pc.Error(f"iteration {it}: clip_grad_norm_ returned {norm!r}, torch's "
+                               f"{rnorm.item()!r} (max_norm {max_norm}: must clip)")
+            worst_norm = max(worst_norm, d)
+            norms.append(rnorm.item())
+        ref_opt.step()
+        pc.synchronize()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            rel = _rel(p.detach(), q.detach())
+            if rel > 1e-5:
+                raise pc.Error(f"iteration {it}: {name} differs from torch.optim.AdamW after "
+                               f"clip_grad_norm_ by {rel:.3g} (relative)")
+            worst = max(worst, rel)
+        print(it, digest(model.parameters()), file=hashes, flush=True)
+    status = pc.finish()
+    if rank == 0:
+        print(f"clip: {iters} iterations, {W} workers, {S} servers, AdamW "
+              f"clipped to {max_norm} on the servers at {len(norms)} iterations (torch's norm "
+              f"{min(norms):.3g} .. {max(norms):.3g}): the norm within {worst_norm:.1e} of "
+              f"torch's, every parameter within {worst:.1e} of torch.optim.AdamW after "
+              "clip_grad_norm_ on the averaged gradient, every iteration", flush=True)
+    return status
+
+
 def case_zoo(out, flags):
     pc.init(flags)
     if pc.is_server():
@@ -754,6 +839,8 @@ def main():
         return case_workers(out, flags)
     if case == "clip-race":
         return case_clip_race(out, flags)
+    if case == "clip":
+        return case_clip(out, flags)
     if case in ("update", "update-user"):
         return case_update(out, flags, case == "update-user")
     if case in ("groups", "groups-wrap", "groups-skew", "groups-late"):
