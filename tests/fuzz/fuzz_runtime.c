@@ -1,13 +1,14 @@
 /* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
  * layout, init, gradient, pull dense and sparse, powersgd's P^ and matrix update, done,
- * checkpoint request, parameter groups, learning rates, the step's placement).
+ * checkpoint request, parameter groups, learning rates, the step's placement, clipping's
+ * max-norm and norm).
  *
  * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
  * number of servers, the receiver's codec, ...); the rest is the message:
  *   0 layout   1 init   2 gradient   3 pull (dense, sparse, P^ or a matrix's update, by the
  *   header's codec byte)   4 by the parameter mod 4: done (0), parameter groups (1), learning
- *   rates of 1 + parameter / 4 groups (2, 3)   5 by the parameter mod 2: checkpoint request
- *   (0), the step's placement (1)
+ *   rates of 1 + parameter / 4 groups (2, 3)   5 by the parameter mod 4: checkpoint request
+ *   (0), the step's placement (1), clipping's max-norm (2) and norm (3)
  *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte; a pull: one of the four
  *     server codecs), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
@@ -18,7 +19,8 @@
  *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
  *     and says why;
  *   - an accepted one is what its encoder would write (layout, init, dense pull, done,
- *     checkpoint and placement messages re-encode to the same bytes; a sparse pull wrote
+ *     checkpoint, placement and clipping messages re-encode to the same bytes, a max-norm
+ *     0 or above, a norm not below 0; a sparse pull wrote
  *     exactly its entries, at strictly increasing indices below n, and left every other
  *     element as it was), writes only finite parameters (a pull: and a server time within
  *     PC_RT_PULL_MAX_SERVER_NS), and a layout names only chunks of 1..PC_CODEC_MAX_N
@@ -468,6 +470,26 @@ static void fuzz_update(const uint8_t *msg, size_t len)
         abort();
 }
 
+/* A clipping message (norm: the servers' answer, TAG_NORM; else TAG_CLIP). */
+static void fuzz_clip(const uint8_t *msg, size_t len, bool norm)
+{
+    uint64_t it = 77;
+    double v = -2.5;
+    char err[256] = "";
+    int rc = norm ? pc_rt__norm_parse(msg, len, &it, &v, err, sizeof(err))
+                  : pc_rt__clip_parse(msg, len, &it, &v, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (it != 77 || v != -2.5)
+            abort();
+        return;
+    }
+    uint8_t again[PC_RT_CLIP_BYTES];
+    pc_rt__clip_encode(again, it, v);
+    if (len != PC_RT_CLIP_BYTES || memcmp(again, msg, len) != 0 || v < 0 || (!norm && isnan(v)))
+        abort();
+}
+
 /* Structured: a well-formed pc_wire frame around fuzzed fields; NULL when too short. */
 static uint8_t *frame(const uint8_t *rest, size_t len, bool pull, size_t *out_len)
 {
@@ -539,10 +561,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_lr(msg, len, 1 + param / 4 % 8);
         break;
     case 5:
-        if (param % 2 == 0)
+        if (param % 4 == 0)
             fuzz_ckpt(msg, len);
-        else
+        else if (param % 4 == 1)
             fuzz_update(msg, len);
+        else
+            fuzz_clip(msg, len, param % 4 == 3);
         break;
     default: {
         size_t flen = 0;
