@@ -20,6 +20,21 @@
  * multiply-adds, as torch's vectorised CPU kernels compute them (pc_optim.c says what was
  * measured against torch).
  *
+ * Two variants for an error-compensated compressed aggregate (issue 47, item 3):
+ * - freeze_after N > 0 (1-bit Adam's warm-up, then a frozen variance): from step N + 1 on,
+ *   v keeps its value of step N and the bias correction of v stays 1 - b2^N; m, the
+ *   parameters (and amsgrad's max, then constant) keep stepping with 1 - b1^t.
+ * - lazy (pc_optim_adam_lazy, the server's sparse path): only the entries that arrived
+ *   step (m, v, vmax and the parameter, weight decay included); every other entry keeps its
+ *   bits. The step count t is the tensor's, counted at every step whatever arrived, as
+ *   torch.optim.SparseAdam's state['step']. Each stepped entry's arithmetic is the dense
+ *   step's above, bitwise, so a step where every entry arrives is the dense step. It
+ *   differs from SparseAdam's own arithmetic, which computes m += (1 - b1) * (g - m),
+ *   v += (1 - b2) * (g * g - v) and p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) +
+ *   eps): the same moments up to rounding, and eps scaled by sqrt(1 - b2^t) against ours
+ *   (the eps of torch.optim.Adam, which the user's optimizer object gave); SparseAdam has
+ *   no weight decay and no amsgrad, which act here on the arrived entries only.
+ *
  * Schedule at iteration t (0-based): a linear warm-up over the first `warmup` iterations
  * (lr * (t + 1) / warmup), then constant, step (lr * gamma^floor(t / step)) or cosine
  * (lr * (1 + cos(pi * t / total)) / 2 over `total` iterations). */
@@ -74,9 +89,13 @@ typedef struct pc_optim_cfg {
     int64_t warmup; /* linear warm-up iterations; 0 = none */
     int64_t total;  /* PC_LR_COSINE: iterations of the whole run */
     pc_optim_kind_t kind;
-    double beta1, beta2; /* adam(w): the moments' decay rates, each in [0, 1) */
-    double eps;          /* adam(w): added to the denominator, finite and > 0 */
-    bool amsgrad;        /* adam(w): the denominator from the largest v so far */
+    double beta1, beta2;  /* adam(w): the moments' decay rates, each in [0, 1) */
+    double eps;           /* adam(w): added to the denominator, finite and > 0 */
+    bool amsgrad;         /* adam(w): the denominator from the largest v so far */
+    bool lazy;            /* adam(w): a sparse aggregate steps only its arrived entries (the
+                             server's choice: pc_optim_lazy, pc_optim_adam_lazy) */
+    int64_t freeze_after; /* adam(w): v and its bias correction frozen after this many steps
+                             of the shard (>= 0; 0 = never) */
 } pc_optim_cfg_t;
 
 /* The state a shard of n parameters carries between steps: the caller's n-float arrays.
@@ -172,6 +191,22 @@ bool pc_optim_sparse_friendly(const pc_optim_cfg_t *cfg);
 double pc_optim_sumsq(const float *g, size_t n);
 double pc_optim_sumsq_at(const float *g, const uint32_t *idx, size_t k);
 double pc_optim_clip_coef(double max_norm, double total_norm);
+
+/* True for Adam(W) with cfg->lazy: a sparse aggregate is stepped by pc_optim_adam_lazy on
+ * its arrived entries only (a dense one, by pc_optim_step, as without lazy). Pure. */
+bool pc_optim_lazy(const pc_optim_cfg_t *cfg);
+
+/* The lazy Adam(W) step (see the top of the file) on the k entries idx[0..k) of p (distinct,
+ * in any order; the entries that arrived, whatever their value in g): each as
+ * pc_optim_step steps an entry, bitwise, with st->steps >= 1 the tensor's step number
+ * (counted by the caller at every step, whatever arrived); every other entry of p, m, v
+ * and vmax is left untouched. cfg: adam or adamw (freeze_after applies; cfg->lazy is not
+ * read). Writes the indices whose parameter changed value to changed (room for k;
+ * complete, in idx's order) and returns their count. O(k). The caller owns every buffer;
+ * thread-safe on distinct p and state. */
+size_t pc_optim_adam_lazy(const pc_optim_cfg_t *cfg, double lr, float *p,
+                          const pc_optim_state_t *st, const float *g, const uint32_t *idx, size_t k,
+                          uint32_t *changed);
 
 #ifdef __cplusplus
 }

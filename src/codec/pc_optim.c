@@ -1,5 +1,6 @@
 /* pc_optim: SGD with momentum, Nesterov and weight decay; Adam and AdamW in torch's float32
- * order; learning-rate schedules. */
+ * order, with their lazy (arrived entries only) and frozen-variance variants; learning-rate
+ * schedules. */
 #include "config.h"
 
 #include <assert.h>
@@ -219,13 +220,17 @@ typedef struct adam_k {
     float eps;      /* denom.add_(eps) */
     float neg_step; /* -(lr / (1 - b1 ** step)): addcdiv_'s value */
     bool adamw, amsgrad;
+    bool freeze; /* past cfg->freeze_after: v kept as it is, bc2_sqrt that step's */
 } adam_k_t;
 
 /* The scalars of step number `steps` (1-based) at rate lr. Pure. */
 static adam_k_t adam_scalars(const pc_optim_cfg_t *cfg, double lr, uint64_t steps)
 {
     double t = (double)steps; /* torch: step_t.item(), a float tensor's count as a double */
-    double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, t);
+    /* freeze_after: v's bias correction stays that of the last step that moved v */
+    bool freeze = cfg->freeze_after > 0 && steps > (uint64_t)cfg->freeze_after;
+    double tv = freeze ? (double)cfg->freeze_after : t;
+    double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, tv);
     double step_size = lr / bc1;
     bool adamw = cfg->kind == PC_OPTIM_ADAMW;
     return (adam_k_t){.decay = adamw ? (float)(1.0 - lr * cfg->weight_decay) : 1.0f,
@@ -238,7 +243,8 @@ static adam_k_t adam_scalars(const pc_optim_cfg_t *cfg, double lr, uint64_t step
                       .eps = (float)cfg->eps,
                       .neg_step = (float)-step_size,
                       .adamw = adamw,
-                      .amsgrad = cfg->amsgrad};
+                      .amsgrad = cfg->amsgrad,
+                      .freeze = freeze};
 }
 
 /* torch's x + a * y in add_(y, alpha=a) and addcmul_(y1, y2, value) (y = value * y1): one
@@ -249,27 +255,34 @@ static inline float torch_madd(float x, float a, float y)
     return fmaf(a, y, x);
 }
 
+/* One element's Adam(W) step, each operation a torch kernel's: returns the new parameter
+ * (p is the old one's value), m, v and (vmax not NULL) vmax updated in place. The dense
+ * blocks and the lazy step both take it, so their arithmetic cannot drift apart. */
+static inline float adam_one(const adam_k_t *k, float p, float *m, float *v, float *vmax, float g)
+{
+    float pi = k->adamw ? p * k->decay : p;
+    float gi = k->wd != 0.0f ? torch_madd(g, k->wd, pi) : g;
+    float mi = torch_madd(*m * k->b1, k->omb1, gi);
+    float vi = k->freeze ? *v : torch_madd(*v * k->b2, k->omb2 * gi, gi);
+    *m = mi;
+    *v = vi;
+    if (vmax) { /* torch.maximum: a NaN v wins, as there */
+        vi = *vmax >= vi ? *vmax : vi;
+        *vmax = vi;
+    }
+    float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
+    return pi + k->neg_step * mi / denom;
+}
+
 /* Adam(W) on n <= ADAM_BLOCK elements: new parameters into np (p left as it was), the
- * moments updated in place. Element by element, each operation a torch kernel's. */
+ * moments updated in place. Element by element (adam_one). */
 #define ADAM_BLOCK 512
 static void adam_block(const adam_k_t *k, const float *restrict p, float *restrict m,
                        float *restrict v, float *restrict vmax, const float *restrict g,
                        float *restrict np, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float pi = k->adamw ? p[i] * k->decay : p[i];
-        float gi = k->wd != 0.0f ? torch_madd(g[i], k->wd, pi) : g[i];
-        float mi = torch_madd(m[i] * k->b1, k->omb1, gi);
-        float vi = torch_madd(v[i] * k->b2, k->omb2 * gi, gi);
-        m[i] = mi;
-        v[i] = vi;
-        if (vmax) { /* torch.maximum: a NaN v wins, as there */
-            vi = vmax[i] >= vi ? vmax[i] : vi;
-            vmax[i] = vi;
-        }
-        float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
-        np[i] = pi + k->neg_step * mi / denom;
-    }
+    for (size_t i = 0; i < n; i++)
+        np[i] = adam_one(k, p[i], &m[i], &v[i], vmax ? &vmax[i] : NULL, g[i]);
 }
 
 size_t pc_optim_step(const pc_optim_cfg_t *cfg, double lr, float *p, const pc_optim_state_t *st,
@@ -334,4 +347,27 @@ double pc_optim_clip_coef(double max_norm, double total_norm)
      * which keeps a NaN (a gradient that is not finite then becomes NaN, as torch's). */
     double c = max_norm / (total_norm + 1e-6);
     return c > 1.0 ? 1.0 : c;
+}
+
+bool pc_optim_lazy(const pc_optim_cfg_t *cfg)
+{
+    return is_adam(cfg) && cfg->lazy;
+}
+
+size_t pc_optim_adam_lazy(const pc_optim_cfg_t *cfg, double lr, float *p,
+                          const pc_optim_state_t *st, const float *g, const uint32_t *idx, size_t k,
+                          uint32_t *changed)
+{
+    assert(is_adam(cfg) && st->m && st->v && (!cfg->amsgrad || st->vmax) && st->steps >= 1);
+    adam_k_t a = adam_scalars(cfg, lr, st->steps);
+    float *vmax = cfg->amsgrad ? st->vmax : NULL;
+    size_t nchanged = 0;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t i = idx[j];
+        float np = adam_one(&a, p[i], &st->m[i], &st->v[i], vmax ? &vmax[i] : NULL, g[i]);
+        changed[nchanged] = i; /* branch-free compaction */
+        nchanged += np != p[i];
+        p[i] = np;
+    }
+    return nchanged;
 }

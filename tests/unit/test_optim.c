@@ -1,7 +1,9 @@
 /* test_optim: SGD (momentum, Nesterov, weight decay) against a reference written out
  * longhand in double-checked float steps, the changed-index list, and the schedules;
  * Adam and AdamW (weight decay, amsgrad) against a double-precision reference and,
- * bitwise, torch's float32 operation order written out longhand; chunking invariance. */
+ * bitwise, torch's float32 operation order written out longhand; chunking invariance; the
+ * lazy variant against torch.optim.SparseAdam's formula and bitwise the dense arithmetic,
+ * the frozen v (freeze_after), and a resume of each through the checkpointed state. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,7 +143,8 @@ static float grad_at(int i, int t)
 }
 
 /* Torch's Adam / AdamW in double (every product, sum, power and root in double; nothing
- * shared with pc_optim.c): the math of torch/optim/adam.py and adamw.py. */
+ * shared with pc_optim.c): the math of torch/optim/adam.py and adamw.py; past freeze_after
+ * (1-bit Adam) v and its bias correction are kept. */
 typedef struct dref {
     double p, m, v, vmax;
 } dref_t;
@@ -153,13 +156,16 @@ static void dref_step(dref_t *d, const pc_optim_cfg_t *c, double lr, int t, doub
     else
         g += c->weight_decay * d->p;
     d->m = c->beta1 * d->m + (1.0 - c->beta1) * g;
-    d->v = c->beta2 * d->v + (1.0 - c->beta2) * g * g;
+    bool frozen = c->freeze_after > 0 && t > c->freeze_after; /* v and its correction kept */
+    if (!frozen)
+        d->v = c->beta2 * d->v + (1.0 - c->beta2) * g * g;
     double v = d->v;
     if (c->amsgrad) {
         d->vmax = d->vmax > d->v ? d->vmax : d->v;
         v = d->vmax;
     }
-    double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
+    double bc1 = 1.0 - pow(c->beta1, t),
+           bc2 = 1.0 - pow(c->beta2, frozen ? (double)c->freeze_after : t);
     d->p -= lr / bc1 * d->m / (sqrt(v) / sqrt(bc2) + c->eps);
 }
 
@@ -174,13 +180,16 @@ static void fref_step(float *p, float *m, float *v, float *vmax, const pc_optim_
     else if (c->weight_decay != 0)
         g = fmaf((float)c->weight_decay, *p, g);
     *m = fmaf((float)(1.0 - c->beta1), g, *m * (float)c->beta1);
-    *v = fmaf((float)(1.0 - c->beta2) * g, g, *v * (float)c->beta2);
+    bool frozen = c->freeze_after > 0 && t > c->freeze_after;
+    if (!frozen)
+        *v = fmaf((float)(1.0 - c->beta2) * g, g, *v * (float)c->beta2);
     float vv = *v;
     if (c->amsgrad) {
         *vmax = *vmax >= *v ? *vmax : *v;
         vv = *vmax;
     }
-    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+    double bc1 = 1.0 - pow(c->beta1, (double)t),
+           bc2 = 1.0 - pow(c->beta2, frozen ? (double)c->freeze_after : (double)t);
     float denom = sqrtf(vv) / (float)sqrt(bc2) + (float)c->eps;
     *p = *p + (float)(-(lr / bc1)) * *m / denom;
 }
@@ -358,6 +367,305 @@ static void test_adam_chunks(void **state)
     pc_optim_state_free(&s);
 }
 
+/* ---- the variants for a compressed aggregate: lazy, frozen v ------------------------- */
+
+/* torch.optim.SparseAdam's rule in double, as torch/optim/_functional.py's sparse_adam
+ * writes it (1.13), on an entry that arrived at the tensor's step t. */
+static void sparse_adam_ref(dref_t *d, const pc_optim_cfg_t *c, double lr, int t, double g)
+{
+    d->m += (g - d->m) * (1.0 - c->beta1);
+    d->v += (g * g - d->v) * (1.0 - c->beta2);
+    double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
+    d->p += -(lr * sqrt(bc2) / bc1) * (d->m / (sqrt(d->v) + c->eps));
+}
+
+/* Whether entry i arrives at step t (a sparse aggregate's union over workers): about a
+ * fifth of the entries, a different set each step; some entries never. */
+static bool arrives(int i, int t)
+{
+    return i % 13 != 5 && (i * 7 + t * 5) % 9 < 2;
+}
+
+/* The arrived entries of step t into idx (descending at odd t: any order is allowed) and
+ * their gradient into g (0 elsewhere); returns their count. */
+static size_t arrivals(int n, int t, uint32_t *idx, float *g)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        g[i] = 0.0f;
+        if (arrives(i, t)) {
+            idx[k++] = (uint32_t)i;
+            g[i] = grad_at(i, t);
+        }
+    }
+    for (size_t j = 0; t % 2 && j < k / 2; j++) {
+        uint32_t x = idx[j];
+        idx[j] = idx[k - 1 - j];
+        idx[k - 1 - j] = x;
+    }
+    return k;
+}
+
+/* Lazy Adam against SparseAdam's formula (double, the tensor's step count) within float
+ * tolerance over 60 steps; untouched entries keep p, m and v bit for bit; the changed list;
+ * and far from dense Adam on the same zero-filled aggregate. */
+static void test_adam_lazy_sparseadam(void **state)
+{
+    (void)state;
+    enum { N = 45, STEPS = 60 };
+    const double lr = 1e-2;
+    /* eps 1e-12: SparseAdam adds eps to sqrt(v), ours (torch's Adam) to sqrt(v) / sqrt(1 -
+     * b2^t) (pc_optim.h); a tiny eps compares the rest of the rule */
+    pc_optim_cfg_t c = {
+        .kind = PC_OPTIM_ADAM, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-12, .lazy = true};
+    pc_optim_cfg_t dense = c;
+    dense.lazy = false;
+    assert_true(pc_optim_lazy(&c));
+    assert_false(pc_optim_lazy(&dense));
+    assert_false(pc_optim_sparse_friendly(&c));
+    pc_optim_state_t st, sd;
+    assert_int_equal(pc_optim_state_alloc(&c, N, &st), PC_OK);
+    assert_int_equal(pc_optim_state_alloc(&dense, N, &sd), PC_OK);
+    float p[N], pd[N], g[N], pb[N], mb[N], vb[N];
+    uint32_t idx[N], changed[N];
+    dref_t d[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = pd[i] = 0.05f * (float)(i - 22);
+        d[i] = (dref_t){.p = p[i]};
+    }
+    double worst = 0;
+    for (int t = 1; t <= STEPS; t++) {
+        size_t k = arrivals(N, t, idx, g);
+        memcpy(pb, p, sizeof(p));
+        memcpy(mb, st.m, sizeof(mb));
+        memcpy(vb, st.v, sizeof(vb));
+        st.steps++; /* the tensor's step, whatever arrived */
+        size_t nc = pc_optim_adam_lazy(&c, lr, p, &st, g, idx, k, changed);
+        sd.steps++;
+        pc_optim_step(&dense, lr, pd, &sd, g, N, NULL);
+        size_t want = 0;
+        for (size_t j = 0; j < k; j++) {
+            int i = (int)idx[j];
+            sparse_adam_ref(&d[i], &c, lr, t, g[i]);
+            if (p[i] != pb[i])
+                assert_int_equal(changed[want++], i);
+        }
+        assert_int_equal(nc, want);
+        for (int i = 0; i < N; i++) {
+            if (!arrives(i, t)) { /* bit for bit as they were */
+                assert_memory_equal(&p[i], &pb[i], sizeof(float));
+                assert_memory_equal(&st.m[i], &mb[i], sizeof(float));
+                assert_memory_equal(&st.v[i], &vb[i], sizeof(float));
+            }
+            double e = fabs((double)p[i] - d[i].p);
+            worst = e > worst ? e : worst;
+        }
+    }
+    /* float's rounding stays far below this; a per-entry step count or a moved untouched
+     * entry is off by more than 1e-3 */
+    assert_true(worst < 2e-5);
+    for (int i = 0; i < N; i += 13) /* entry 5 + 13 j never arrives */
+        assert_true(p[i + 5] == 0.05f * (float)(i + 5 - 22));
+    double apart = 0;
+    for (int i = 0; i < N; i++)
+        apart = fmax(apart, fabs((double)p[i] - (double)pd[i]));
+    assert_true(apart > 1e-3); /* dense Adam moves every entry on zeros too */
+    pc_optim_state_free(&st);
+    pc_optim_state_free(&sd);
+}
+
+/* Lazy's arithmetic on an arrived entry is the dense step's, bitwise: against torch's
+ * float32 order written out longhand (fref_step at the tensor's step t) with AdamW, weight
+ * decay, amsgrad and a frozen v; and with every entry arriving, bitwise pc_optim_step. */
+static void test_adam_lazy_bitwise(void **state)
+{
+    (void)state;
+    enum { N = 45, STEPS = 40 };
+    const double lr = 3e-3;
+    for (int variant = 0; variant < 4; variant++) {
+        pc_optim_cfg_t c = {.kind = variant % 2 ? PC_OPTIM_ADAMW : PC_OPTIM_ADAM,
+                            .beta1 = 0.8,
+                            .beta2 = 0.9,
+                            .eps = 1e-6,
+                            .weight_decay = 0.05,
+                            .amsgrad = variant >= 2,
+                            .freeze_after = variant == 3 ? 7 : 0,
+                            .lazy = true};
+        pc_optim_state_t sl, sa, sd;
+        assert_int_equal(pc_optim_state_alloc(&c, N, &sl), PC_OK);
+        assert_int_equal(pc_optim_state_alloc(&c, N, &sa), PC_OK);
+        assert_int_equal(pc_optim_state_alloc(&c, N, &sd), PC_OK);
+        float pl[N], pa[N], pd[N], fp[N], fm[N] = {0}, fv[N] = {0}, fvm[N] = {0}, g[N], ga[N];
+        uint32_t idx[N], all[N], changed[N];
+        for (int i = 0; i < N; i++) {
+            pl[i] = pa[i] = pd[i] = fp[i] = 0.04f * (float)(i - 20);
+            all[i] = (uint32_t)(N - 1 - i);
+        }
+        for (int t = 1; t <= STEPS; t++) {
+            size_t k = arrivals(N, t, idx, g);
+            sl.steps++;
+            pc_optim_adam_lazy(&c, lr, pl, &sl, g, idx, k, changed);
+            for (size_t j = 0; j < k; j++) {
+                int i = (int)idx[j];
+                fref_step(&fp[i], &fm[i], &fv[i], &fvm[i], &c, lr, t, g[i]);
+            }
+            assert_memory_equal(pl, fp, sizeof(pl));
+            assert_memory_equal(sl.m, fm, sizeof(fm));
+            assert_memory_equal(sl.v, fv, sizeof(fv));
+            if (c.amsgrad)
+                assert_memory_equal(sl.vmax, fvm, sizeof(fvm));
+            for (int i = 0; i < N; i++)
+                ga[i] = grad_at(i, t);
+            sa.steps++;
+            pc_optim_adam_lazy(&c, lr, pa, &sa, ga, all, N, changed);
+            sd.steps++;
+            pc_optim_step(&c, lr, pd, &sd, ga, N, NULL);
+            assert_memory_equal(pa, pd, sizeof(pa));
+            assert_memory_equal(sa.m, sd.m, sizeof(float) * N);
+            assert_memory_equal(sa.v, sd.v, sizeof(float) * N);
+            if (c.amsgrad)
+                assert_memory_equal(sa.vmax, sd.vmax, sizeof(float) * N);
+        }
+        pc_optim_state_free(&sl);
+        pc_optim_state_free(&sa);
+        pc_optim_state_free(&sd);
+    }
+}
+
+/* --adam-freeze-after N: steps 1..N are Adam's bit for bit; from N + 1 on v keeps its bits
+ * while m and p move, p as the double reference with v's bias correction of step N; the
+ * frozen run ends apart from Adam's (grad_at's gradients shrink after step 30). */
+static void test_adam_freeze(void **state)
+{
+    (void)state;
+    enum { N = 37, STEPS = 50, FREEZE = 10 };
+    const double lr = 1e-2;
+    pc_optim_cfg_t c = {.kind = PC_OPTIM_ADAMW,
+                        .beta1 = 0.9,
+                        .beta2 = 0.9,
+                        .eps = 1e-8,
+                        .weight_decay = 0.01,
+                        .freeze_after = FREEZE};
+    pc_optim_cfg_t u = c;
+    u.freeze_after = 0;
+    pc_optim_state_t sf, su;
+    assert_int_equal(pc_optim_state_alloc(&c, N, &sf), PC_OK);
+    assert_int_equal(pc_optim_state_alloc(&u, N, &su), PC_OK);
+    float pf[N], pu[N], g[N], vN[N], mb[N];
+    dref_t d[N];
+    for (int i = 0; i < N; i++) {
+        pf[i] = pu[i] = 0.05f * (float)(i - 18);
+        d[i] = (dref_t){.p = pf[i]};
+    }
+    double worst = 0;
+    for (int t = 1; t <= STEPS; t++) {
+        for (int i = 0; i < N; i++)
+            g[i] = grad_at(i, t);
+        memcpy(mb, sf.m, sizeof(mb));
+        sf.steps++;
+        su.steps++;
+        pc_optim_step(&c, lr, pf, &sf, g, N, NULL);
+        pc_optim_step(&u, lr, pu, &su, g, N, NULL);
+        for (int i = 0; i < N; i++) {
+            dref_step(&d[i], &c, lr, t, g[i]);
+            worst = fmax(worst, fabs((double)pf[i] - d[i].p));
+        }
+        if (t <= FREEZE) {
+            assert_memory_equal(pf, pu, sizeof(pf));
+            assert_memory_equal(sf.v, su.v, sizeof(float) * N);
+            memcpy(vN, sf.v, sizeof(vN));
+        } else {
+            assert_memory_equal(sf.v, vN, sizeof(vN));
+            assert_memory_not_equal(sf.m, mb, sizeof(mb));
+        }
+    }
+    assert_true(worst < 2e-5);
+    double apart = 0;
+    for (int i = 0; i < N; i++)
+        apart = fmax(apart, fabs((double)pf[i] - (double)pu[i]));
+    assert_true(apart > 1e-3);
+    pc_optim_state_free(&sf);
+    pc_optim_state_free(&su);
+}
+
+/* A resumed run is bitwise the unbroken one with each option: the state the servers'
+ * checkpoints store (the parameters, pc_optim_state_arrays' arrays, steps; pc_server.c's
+ * server_checkpoint and server_load) carried into a freshly allocated state halfway. */
+static void test_adam_variants_resume(void **state)
+{
+    (void)state;
+    enum { N = 45, STEPS = 12, HALF = 6 };
+    const double lr = 1e-2;
+    const pc_optim_cfg_t cfgs[3] = {
+        {.kind = PC_OPTIM_ADAM, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .lazy = true},
+        {.kind = PC_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .freeze_after = 4},
+        {.kind = PC_OPTIM_ADAMW,
+         .beta1 = 0.9,
+         .beta2 = 0.99,
+         .eps = 1e-8,
+         .weight_decay = 0.01,
+         .amsgrad = true,
+         .lazy = true,
+         .freeze_after = 4},
+    };
+    for (int v = 0; v < 3; v++) {
+        const pc_optim_cfg_t *c = &cfgs[v];
+        pc_optim_state_t a, b;
+        assert_int_equal(pc_optim_state_alloc(c, N, &a), PC_OK);
+        assert_int_equal(pc_optim_state_alloc(c, N, &b), PC_OK);
+        float pa[N], pb[N], g[N], saved[PC_OPTIM_STATE_ARRAYS][N], savedp[N];
+        uint32_t idx[N], changed[N];
+        for (int i = 0; i < N; i++)
+            pa[i] = pb[i] = 0.03f * (float)(i - 20);
+        for (int t = 1; t <= STEPS; t++) {
+            size_t k = arrivals(N, t, idx, g);
+            if (!c->lazy) { /* dense: every entry, its gradient */
+                for (int i = 0; i < N; i++)
+                    g[i] = grad_at(i, t);
+            }
+            pc_optim_state_t *sts[2] = {&a, &b};
+            float *ps[2] = {pa, pb};
+            for (int r = 0; r < 2; r++) {
+                sts[r]->steps++;
+                if (c->lazy)
+                    pc_optim_adam_lazy(c, lr, ps[r], sts[r], g, idx, k, changed);
+                else
+                    pc_optim_step(c, lr, ps[r], sts[r], g, N, NULL);
+            }
+            if (t == HALF) { /* checkpoint b, drop its state, resume into a fresh one */
+                float *arr[PC_OPTIM_STATE_ARRAYS];
+                pc_optim_state_arrays(&b, arr);
+                uint32_t mask = 0;
+                for (int j = 0; j < PC_OPTIM_STATE_ARRAYS; j++)
+                    if (arr[j]) {
+                        memcpy(saved[j], arr[j], sizeof(float) * N);
+                        mask |= 1u << j;
+                    }
+                memcpy(savedp, pb, sizeof(pb));
+                uint64_t steps = b.steps;
+                pc_optim_state_free(&b);
+                memset(pb, 0, sizeof(pb));
+                assert_int_equal(pc_optim_state_alloc(c, N, &b), PC_OK);
+                pc_optim_state_arrays(&b, arr);
+                for (int j = 0; j < PC_OPTIM_STATE_ARRAYS; j++) {
+                    assert_int_equal(arr[j] != NULL, (mask >> j) & 1u);
+                    if (arr[j])
+                        memcpy(arr[j], saved[j], sizeof(float) * N);
+                }
+                memcpy(pb, savedp, sizeof(pb));
+                b.steps = steps;
+            }
+        }
+        assert_memory_equal(pa, pb, sizeof(pa));
+        assert_memory_equal(a.m, b.m, sizeof(float) * N);
+        assert_memory_equal(a.v, b.v, sizeof(float) * N);
+        if (c->amsgrad)
+            assert_memory_equal(a.vmax, b.vmax, sizeof(float) * N);
+        pc_optim_state_free(&a);
+        pc_optim_state_free(&b);
+    }
+}
+
 /* SGD through pc_optim_step is pc_optim_sgd at (float)lr; the state's arrays by rule. */
 static void test_step_sgd_and_state(void **state)
 {
@@ -406,10 +714,17 @@ static void test_step_sgd_and_state(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgd_variants),       cmocka_unit_test(test_sgd_long),
-        cmocka_unit_test(test_schedules),          cmocka_unit_test(test_adam_reference),
-        cmocka_unit_test(test_adam_torch),         cmocka_unit_test(test_adam_chunks),
+        cmocka_unit_test(test_sgd_variants),
+        cmocka_unit_test(test_sgd_long),
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_adam_reference),
+        cmocka_unit_test(test_adam_torch),
+        cmocka_unit_test(test_adam_chunks),
         cmocka_unit_test(test_step_sgd_and_state),
+        cmocka_unit_test(test_adam_lazy_sparseadam),
+        cmocka_unit_test(test_adam_lazy_bitwise),
+        cmocka_unit_test(test_adam_freeze),
+        cmocka_unit_test(test_adam_variants_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
