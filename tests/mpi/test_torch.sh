@@ -164,6 +164,7 @@ DistributedOptimizer: parameter 2.weight is attached but in no parameter group o
 DistributedOptimizer: update='workers' needs --update workers given to pc.init on every rank (the servers learn there that they only sum), and pc.init got no --update (servers by default)
 the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
 DistributedOptimizer.clip_grad_norm_: call it after backward() (no gradient of this iteration yet) and before step()
+DistributedOptimizer.clip_grad_norm_: worker r0: clipping at iteration 1, but not from the run's first (0): the servers step an iteration's chunks as they arrive unless clipping began with the run; clip from its first iteration on (max_norm inf where no clipping is wanted)
 EOF2
 
 # Clipping on the servers (issue 47 item 5): pc.DistributedOptimizer(AdamW, two groups) and

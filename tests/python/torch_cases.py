@@ -23,7 +23,8 @@ groups, groups-wrap, groups-skew
           torch.optim.AdamW's on the averaged gradient after every iteration; groups-wrap
           gives the scheduler the wrapper (groups: the wrapped optimizer), first prints
           the refusals ("refused: LINE") and calls the wrapped optimizer's zero_grad()
-          between backward and step at iteration 1 (harmless there); groups-skew steps
+          between backward and step at iteration 1 (harmless there), then
+          opt.clip_grad_norm_ (refused: clipping did not begin with the run); groups-skew steps
           worker 1's scheduler once more, which the servers refuse; groups-late sets group
           0's lr between backward and step() at iteration 2 (the rates left with the first
           gradient): refused.
@@ -346,6 +347,13 @@ def case_groups(out, flags, on_wrapper, skew, late=False):
             # does nothing (the gradients left; the runtime zeroes them), so the check below
             # stays bitwise (a real zeroing in place would be a write after the hand-off).
             torch_opt.zero_grad()
+            try:  # clipping that did not begin with the run (its servers stepped already)
+                opt.clip_grad_norm_(1.0)
+            except pc.Error as e:
+                if pc.rank() == 0:
+                    print(f"refused: {e}", flush=True)
+            else:
+                raise pc.Error("clip_grad_norm_ first called at iteration 1 ran")
         grads = []
         for bx, by in batches:  # each worker's gradient on the reference
             ref_opt.zero_grad(set_to_none=True)
