@@ -398,6 +398,106 @@ static void test_terngrad(void **state)
     free(x);
 }
 
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+#define BAND_N 1003 /* every loop of every build: 256-, 128- and 64-element steps, a tail */
+
+/* terngrad's decision u <= fl(|v| / m) where it is closest: element i placed at the
+ * distance d = bits(|v|) - bits(fl(u m)) from the product of its own uniform u, for every
+ * d in -6..6 and both signs, with NaN, infinities, zeros, subnormals and ordinary values
+ * between (a build deciding by a product or a reciprocal without an exact correction
+ * fails here); m a power of two, odd m, tiny m (2^-92 and below: u m near the subnormals),
+ * the largest float, and m subnormal, infinite, NaN, negative and zero. BAND_N reaches
+ * every loop. Every build against the reference, with and without error feedback. */
+static void test_terngrad_band(void **state)
+{
+    (void)state;
+    const float ms[] = {1.0f,      0.7f,    3.3e-3f, 12345.678f, 0x1p-92f, 0x1.fffffep-93f,
+                        0x1p-100f, FLT_MAX, 1e-45f,  INFINITY,   NAN,      -1.0f,
+                        0.0f};
+    const float odd[] = {NAN, INFINITY, 0.0f, -0.0f, FLT_TRUE_MIN, 1e-40f, 1.0f, 0.25f};
+    float *x = malloc(BAND_N * sizeof *x);
+    assert_non_null(x);
+    for (size_t k = 0; k < sizeof ms / sizeof *ms; k++)
+        for (int sq = 0; sq < 3; sq++) {
+            uint64_t seed = 21 + k;
+            pc_philox_t g;
+            pc_philox_init(&g, seed, subseqs[sq], 0);
+            for (size_t i = 0; i < BAND_N; i++) {
+                float u = pc_philox_uniform(pc_philox_next(&g));
+                float sign = (i / 16) % 2 ? -1.0f : 1.0f;
+                size_t j = i % 16;
+                if (j < 13) {
+                    int64_t b = (int64_t)(to_bits(u * ms[k]) & 0x7fffffffu) + (int64_t)j - 6;
+                    x[i] = sign * from_bits((uint32_t)(b < 0 ? 0 : b));
+                } else if (j < 15) {
+                    x[i] = sign * odd[(i / 16 + j) % 8];
+                } else {
+                    x[i] = sign * u * 0.5f;
+                }
+            }
+            for (int ef = 0; ef < 2; ef++)
+                check_encode(1, x, BAND_N, 16, ms[k], ef, seed, subseqs[sq]);
+        }
+    free(x);
+}
+
+/* qsgd's quotient |v| / norm where its rounding is closest: exact ties between subnormals
+ * (norm 3 2^10, a = 3K 2^-140 for odd K: a / norm = K 2^-150), a / norm near the midpoints
+ * between floats (a the rounded product of a midpoint and the norm, and its neighbours),
+ * a / norm s near a level (an integer), and ordinary values, zeros and subnormals between;
+ * several norms and level counts; every build against the reference. */
+static void test_qsgd_quotient(void **state)
+{
+    (void)state;
+    const float norms[] = {3072.0f, 1.0f, 0.1f, 7.77e-30f, 3.1e30f};
+    const int lv[] = {1, 16, 127};
+    float *x = malloc(BAND_N * sizeof *x);
+    assert_non_null(x);
+    for (size_t k = 0; k < sizeof norms / sizeof *norms; k++)
+        for (size_t l = 0; l < sizeof lv / sizeof *lv; l++) {
+            double nd = (double)norms[k];
+            int s = lv[l];
+            pc_philox_t g;
+            pc_philox_init(&g, 500 + k, l, 0);
+            for (size_t i = 0; i < BAND_N; i++) {
+                uint32_t r = pc_philox_next(&g);
+                float sign = (r >> 31) ? -1.0f : 1.0f;
+                float f = pc_philox_uniform(r);
+                size_t j = i % 8;
+                float a;
+                if (j == 0) {
+                    a = ldexpf((float)(3 * (2 * (i / 8 % 64) + 1)), -140);
+                } else if (j < 4) { /* f + ulp(f) / 2 is exact in double */
+                    double mid = (double)f + ldexp(1.0, ilogbf(f) - 24);
+                    a = from_bits(to_bits((float)(mid * nd)) + (uint32_t)j - 2u); /* > 0 */
+                } else if (j < 7) {
+                    double lev = (double)(r % (uint32_t)(s + 1)) / (double)s;
+                    int64_t b = (int64_t)to_bits((float)(lev * nd)) + (int64_t)j - 5;
+                    a = from_bits((uint32_t)(b < 0 ? 0 : b));
+                } else {
+                    a = (r & 3) == 0 ? 0.0f : (r & 3) == 1 ? 1e-40f : f * norms[k];
+                }
+                x[i] = sign * a;
+            }
+            for (int ef = 0; ef < 2; ef++)
+                check_encode(0, x, BAND_N, s, norms[k], ef, 9 + k, subseqs[l]);
+        }
+    free(x);
+}
+
 static void test_efsign(void **state)
 {
     (void)state;
@@ -551,9 +651,10 @@ static void test_validate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_builds),   cmocka_unit_test(test_qsgd),
-        cmocka_unit_test(test_terngrad), cmocka_unit_test(test_efsign),
-        cmocka_unit_test(test_absmax),   cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_builds),        cmocka_unit_test(test_qsgd),
+        cmocka_unit_test(test_terngrad),      cmocka_unit_test(test_efsign),
+        cmocka_unit_test(test_absmax),        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_terngrad_band), cmocka_unit_test(test_qsgd_quotient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
