@@ -454,11 +454,13 @@ static void test_terngrad_band(void **state)
     free(x);
 }
 
-/* qsgd's quotient |v| / norm where its rounding is closest: exact ties between subnormals
- * (norm 3 2^10, a = 3K 2^-140 for odd K: a / norm = K 2^-150), a / norm near the midpoints
- * between floats (a the rounded product of a midpoint and the norm, and its neighbours),
- * a / norm s near a level (an integer), and ordinary values, zeros and subnormals between;
- * several norms and level counts; every build against the reference. */
+/* qsgd's quotient |v| / norm where its rounding shows: exact ties between subnormals (norm
+ * 3 2^10, a = 3K 2^-140 for odd K: a / norm = K 2^-150), a / norm next to the midpoints
+ * between floats, and, for each element's own uniform u, r = a / norm s next to L + u for a
+ * level L, where the stochastic rounding's u < r - floor(r) is decided by the last bits of
+ * the quotient (a quotient one ulp off, as a reciprocal's, fails there); ordinary values,
+ * zeros and subnormals between; several norms and level counts; every build against the
+ * reference. */
 static void test_qsgd_quotient(void **state)
 {
     (void)state;
@@ -470,22 +472,25 @@ static void test_qsgd_quotient(void **state)
         for (size_t l = 0; l < sizeof lv / sizeof *lv; l++) {
             double nd = (double)norms[k];
             int s = lv[l];
-            pc_philox_t g;
+            uint64_t seed = 9 + k;
+            pc_philox_t g, gu;
             pc_philox_init(&g, 500 + k, l, 0);
+            pc_philox_init(&gu, seed, subseqs[l], 0); /* the encode's uniforms */
             for (size_t i = 0; i < BAND_N; i++) {
                 uint32_t r = pc_philox_next(&g);
+                float u = pc_philox_uniform(pc_philox_next(&gu));
                 float sign = (r >> 31) ? -1.0f : 1.0f;
                 float f = pc_philox_uniform(r);
                 size_t j = i % 8;
                 float a;
                 if (j == 0) {
                     a = ldexpf((float)(3 * (2 * (i / 8 % 64) + 1)), -140);
-                } else if (j < 4) { /* f + ulp(f) / 2 is exact in double */
+                } else if (j < 3) { /* f + ulp(f) / 2 is exact in double */
                     double mid = (double)f + ldexp(1.0, ilogbf(f) - 24);
-                    a = from_bits(to_bits((float)(mid * nd)) + (uint32_t)j - 2u); /* > 0 */
-                } else if (j < 7) {
-                    double lev = (double)(r % (uint32_t)(s + 1)) / (double)s;
-                    int64_t b = (int64_t)to_bits((float)(lev * nd)) + (int64_t)j - 5;
+                    a = from_bits(to_bits((float)(mid * nd)) + (uint32_t)j - 1u); /* > 0 */
+                } else if (j < 7) { /* r next to L + u: bits -1, 0, +1, +2 from the nearest */
+                    double t = ((double)(r % (uint32_t)s) + (double)u) / (double)s;
+                    int64_t b = (int64_t)to_bits((float)(t * nd)) + (int64_t)j - 4;
                     a = from_bits((uint32_t)(b < 0 ? 0 : b));
                 } else {
                     a = (r & 3) == 0 ? 0.0f : (r & 3) == 1 ? 1e-40f : f * norms[k];
@@ -493,7 +498,7 @@ static void test_qsgd_quotient(void **state)
                 x[i] = sign * a;
             }
             for (int ef = 0; ef < 2; ef++)
-                check_encode(0, x, BAND_N, s, norms[k], ef, 9 + k, subseqs[l]);
+                check_encode(0, x, BAND_N, s, norms[k], ef, seed, subseqs[l]);
         }
     free(x);
 }
