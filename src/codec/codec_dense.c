@@ -43,14 +43,7 @@ static int none_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
 {
     (void)cap;
     const float *v = pc_codec__source(c, st, grad);
-    uint32_t bad = 0;
-    for (size_t i = 0; i < st->n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], sizeof(u));
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-        pc_wire_put_u32(payload + 4 * i, u);
-    }
-    if (bad)
+    if (!pc_codec__f32s_put_at(pc_codec__simd(), v, st->n, payload))
         return PC_ERANGE;
     h->entries = (uint32_t)st->n;
     h->payload = (uint32_t)(4 * st->n);

@@ -109,6 +109,12 @@ int pc_codec__f32s_check(uint32_t chunk, const uint8_t *payload, uint32_t count,
                          char *err, size_t errlen);
 /* dense[i] += scale * value i, for the `count` binary32 values of a checked payload. */
 void pc_codec__f32s_add(const uint8_t *payload, uint32_t count, float scale, float *dense);
+/* v[0..n) as n binary32 values at payload (little-endian, the wire's order), and whether all
+ * of them are finite (codec none's compress: the copy and the check in one pass). The build
+ * `simd` (at most pc_codec__simd()'s) changes only the speed: every build writes the same
+ * bytes. Large payloads are written with non-temporal stores, fenced before the return.
+ * Pure apart from payload; thread-safe on disjoint buffers. */
+bool pc_codec__f32s_put_at(int simd, const float *v, size_t n, uint8_t *payload);
 
 /* The values a codec encodes: the residual (error feedback), the gradient, or the stage
  * holding the folded gradient when grad is NULL. */

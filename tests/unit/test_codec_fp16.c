@@ -9,6 +9,10 @@
  * infinities at the start, in the middle and at the end, lengths 0..100 (every tail of a
  * vector) and long ones that are no multiple of a vector. First, the premise: VCVTPS2PH
  * with rounding 0 and VCVTPH2PS give pc_wire_f32_to_f16's and pc_wire_f16_to_f32's bits.
+ * Also codec none's copy (pc_codec__f32s_put_at, codec_common.c): the same bytes as the wire's
+ * little-endian writer in every build, at payload offsets that do and do not allow its
+ * aligned non-temporal stores, below and above the size where they start, and its
+ * finiteness answer with NaN or an infinity first, inside and last.
  * The functions are private: this program compiles codec_fp16.c itself. A build the CPU
  * lacks is reported skipped. */
 #include "config.h"
@@ -25,7 +29,9 @@
 
 #include <cmocka.h>
 
+#include "codec/codec_impl.h"
 #include "codec/fp16_impl.h"
+#include "codec/simd_impl.h"
 #include "pipecompress/pc_error.h"
 #include "pipecompress/pc_philox.h"
 #include "pipecompress/pc_wire.h"
@@ -432,12 +438,67 @@ static void test_apply_builds(void **state)
     free(buf), free(want), free(got);
 }
 
+/* codec none's copy in every build against pc_wire_put_u32, byte for byte, with 16 guard
+ * bytes after the payload that must stay untouched; n up to 1 M + 37 values (4 MiB + 148
+ * bytes: the non-temporal stores' threshold is 4 MiB), the payload at offsets 0, 1 (no
+ * aligned store possible), 4 and 40 (the wire header's size) into a 64-byte aligned
+ * buffer. */
+static void test_none_copy(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {0, 1, 15, 16, 17, 100, 1000, 65537, (1u << 20) + 37};
+    static const size_t offs[] = {0, 1, 4, 40};
+    static const float bad[] = {INFINITY, -INFINITY, NAN};
+    const size_t nmax = (1u << 20) + 37;
+    float *v = malloc(nmax * sizeof *v);
+    uint8_t *want = malloc(4 * nmax + 64);
+    uint8_t *buf = aligned_alloc(64, (4 * nmax + 128 + 63) / 64 * 64);
+    assert_non_null(v);
+    assert_non_null(want);
+    assert_non_null(buf);
+    pc_philox_t g;
+    pc_philox_init(&g, 46, 1, 0);
+    for (size_t i = 0; i < nmax; i++) /* finite: any pattern with an exponent below 255 */
+        v[i] = from_bits(pc_philox_next(&g) & 0xff7fffffu);
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t n = lens[li];
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], sizeof u);
+            pc_wire_put_u32(want + 4 * i, u);
+        }
+        for (int simd = 0; simd <= pc_codec__simd(); simd++)
+            for (size_t oi = 0; oi < sizeof offs / sizeof *offs; oi++) {
+                uint8_t *p = buf + offs[oi];
+                memset(buf, 0xA5, 4 * nmax + 128);
+                assert_true(pc_codec__f32s_put_at(simd, v, n, p));
+                if (memcmp(p, want, 4 * n) != 0)
+                    fail_msg("none copy: build %d, n %zu, offset %zu differs", simd, n, offs[oi]);
+                for (size_t j = 0; j < 16; j++)
+                    assert_int_equal(p[4 * n + j], 0xA5);
+                for (int b = 0; b < 3 && n; b++) {
+                    const size_t at[] = {0, n / 2, n - 1};
+                    float keep = v[at[b]];
+                    v[at[b]] = bad[b];
+                    if (pc_codec__f32s_put_at(simd, v, n, p))
+                        fail_msg("none copy: build %d, n %zu, %g at %zu not found", simd, n,
+                                 (double)bad[b], at[b]);
+                    v[at[b]] = keep;
+                }
+            }
+    }
+    free(v);
+    free(want);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_premise),      cmocka_unit_test(test_encode_builds),
         cmocka_unit_test(test_encode_25m),   cmocka_unit_test(test_encode_erange),
         cmocka_unit_test(test_check_builds), cmocka_unit_test(test_apply_builds),
+        cmocka_unit_test(test_none_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
