@@ -746,8 +746,10 @@ static void cpu_verdicts(const cpu_bench_t *b)
             si++;
         double bound = row->t_comp / b->t_read[si];
         bool target_case = row->n == 10000000 && row->ratio == 0.01;
-        printf("  n=%-9zu ratio=%-6g  %.2f x the read bound (target <= 3 at n=1e7, 1%%%s)", row->n,
-               row->ratio, bound, target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
+        /* Over the read's time itself, unlike the table's x bound (over the codec's own
+         * least bytes at the read's speed). */
+        printf("  n=%-9zu ratio=%-6g  %.2f x one read of the input (target <= 3 at n=1e7, 1%%%s)",
+               row->n, row->ratio, bound, target_case ? (bound <= 3 ? ": met" : ": NOT met") : "");
         if (!b->o->no_sort)
             printf(", %.1f x faster than sort (target >= 10: %s)", b->t_sort[si] / row->t_comp,
                    b->t_sort[si] / row->t_comp >= 10 ? "met" : "NOT met");

@@ -315,8 +315,8 @@ static const pc_flags_t model_opts[] = {
      .max = 1,
      .metavar = "E",
      .help = "--trace: each thread beyond the first adds E of one thread's speed (pc-bench "
-             "compress --threads N's speed-up s gives (s - 1) / (N - 1); default: 1, perfect "
-             "division, assumed)"},
+             "compress --threads N's speed-up s gives (s - 1) / (N - 1), from 0.01 to 1; "
+             "the default 0 means not given: perfect division, assumed and said)"},
 };
 
 /* The model and its names; the figures are pc_auto_measure's. */

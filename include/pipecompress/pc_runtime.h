@@ -379,7 +379,9 @@ int64_t pc_worker_iteration(const pc_worker_t *w);
  * t_param_wait = t_wait_compress + t_wait_network + t_wait_server (up to float rounding).
  * t_exposed, the compression the backprop thread was exposed to: t_compress_inline when
  * inline; t_wait_release + t_wait_backpressure + t_wait_compress when pipelined; either
- * capped at t_compress, so it never exceeds the compression it measures. The waits are
+ * capped at t_compress_busy (the busiest compressor thread's, wall time as the waits are;
+ * t_compress with one thread or inline), so it never exceeds the compression it measures.
+ * The waits are
  * those of the iteration in which the thread waited (its forward pass waits for the
  * previous iteration's updates); t_compress is the compression of this iteration's
  * chunks. Compute, what is left: t_iteration - t_param_wait - t_wait_release -

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
     --dilate) need "$1" "${2:-}"; dilate=$2; shift ;;
     --out) need "$1" "${2:-}"; out=$2; shift ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown flag '$1' (see --help)" ;;
     esac
     shift

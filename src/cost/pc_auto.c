@@ -861,7 +861,10 @@ void pc_auto_print(const pc_auto_result_t *res, int batch, FILE *out)
     if (res->pool != 1 && pc_cost_mode_pooled(c->best)) {
         const pc_cost_result_t *p = &c->pred[b];
         char why[96];
-        if (res->pool == 0)
+        if (res->pool == 0 && !p->keeps_up)
+            snprintf(why, sizeof(why), "--compressors auto: its cap %d, short of keeping up",
+                     res->pool_cap);
+        else if (res->pool == 0)
             snprintf(why, sizeof(why), "--compressors auto: the least that keeps up, at most %d",
                      res->pool_cap);
         else

@@ -213,6 +213,12 @@ static int compressors_auto(pc_runtime_t *rt, const char *near, int *n, char *er
     int cores = pc_topo_cores_in(rt->topo, mine);
     int k = workers > 0 ? (cores - servers - workers) / workers : 1;
     *n = k < 1 ? 1 : k > PC_CONFIG_COMPRESSORS_AUTO_CAP ? PC_CONFIG_COMPRESSORS_AUTO_CAP : k;
+    if (worker && rt->cfg.pipeline) /* what auto chose, and from what: one line a worker */
+        pc_log_write(rt->log, PC_LOG_INFO, NULL,
+                     "worker r%d: --compressors auto: %d (%d cores %s, less %d server and %d "
+                     "backprop threads, over %d workers; at least 1, at most %d)",
+                     rt->rank, *n, cores, near && near[0] ? "near its GPU" : "of its cpuset",
+                     servers, workers, workers, PC_CONFIG_COMPRESSORS_AUTO_CAP);
     return PC_OK;
 }
 

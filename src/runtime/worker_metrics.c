@@ -46,9 +46,11 @@ static void emit(pc_worker_t *w, pc_worker_metrics_t *m)
 {
     take_ring(w, m);
     /* The exposed compression (pc_runtime.h): t_exposed holds the uncapped sum until now,
-     * when this iteration's t_compress is complete. */
-    if (m->t_exposed > m->t_compress)
-        m->t_exposed = m->t_compress;
+     * when this iteration's compression times are complete. Capped at the busiest thread's
+     * (t_compress_busy: wall time, as the waits are; t_compress with one thread or inline,
+     * and never above t_compress). */
+    if (m->t_exposed > m->t_compress_busy)
+        m->t_exposed = m->t_compress_busy;
     w->hist[w->nhist++ % BD_RING] = *m;
     char extra[96] = "";
     if (!isnan(m->loss))

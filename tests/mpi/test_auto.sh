@@ -38,7 +38,7 @@ fi
 if "$run" -t 300 -np 3 "$train" --mode auto "${common[@]}" --compressors auto \
     --save-model "$tmp/auto.pcm" >"$tmp/three.out" 2>&1 && grep -q '^done: 6 iterations' "$tmp/three.out" &&
     grep -qE '^  compressors += [0-9]+$' "$tmp/three.out" &&
-    { grep -qE '^auto: compressors [0-9]+ per worker for ps-\S+ \(--compressors auto: the least that keeps up, at most [0-9]+\): predicted compression [0-9.]+ ms on the busiest thread \([0-9.]+ ms of CPU\), backward [0-9.]+ ms; the pool assumed to divide the work perfectly$' "$tmp/three.out" ||
+    { grep -qE '^auto: compressors [0-9]+ per worker for ps-\S+ \(--compressors auto: (the least that keeps up, at most|its cap) [0-9]+(, short of keeping up)?\): predicted compression [0-9.]+ ms on the busiest thread \([0-9.]+ ms of CPU\), backward [0-9.]+ ms; the pool assumed to divide the work perfectly$' "$tmp/three.out" ||
         grep -qxF 'auto: note: --compressors auto dropped: allreduce has no compressor pool; --compressors 1' "$tmp/three.out"; }; then
     ok "3 ranks: --mode auto --compressors auto trains ($(grep -E '^auto: (compressors|note)' "$tmp/three.out" | cut -c1-60))"
 else

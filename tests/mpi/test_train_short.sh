@@ -88,9 +88,10 @@ for r in w:
     assert r["compressors"] == 4, r
     assert r["t_compress_busy"] <= r["t_compress"] + 1e-6, r
     assert r["t_compress_busy"] >= r["t_compress"] / 4 - 1e-6, r
+    assert r["t_exposed"] <= r["t_compress_busy"], r  # exposed wall time: at most the busiest's
 assert any(r["t_compress_busy"] < r["t_compress"] for r in w), "no iteration shared"
 PY
-then ok "--compressors 4: metrics' busiest thread <= the pool's sum <= 4 x busiest"
+then ok "--compressors 4: metrics' exposed <= busiest thread <= the pool's sum <= 4 x busiest"
 else bad "--compressors 4: t_compress_busy against t_compress"; fi
 # Chunks bigger than a thread's share: fc1.weight (200704 elements of 235146) in two chunks
 # of 100352 dealt to threads 0 and 2 of 4; thread 1, between them, owns nothing, gets no
@@ -99,6 +100,11 @@ else bad "--compressors 4: t_compress_busy against t_compress"; fi
     --timeout 5 >"$tmp/pool-gap.log" 2>&1 && grep -q '^done: 3 iterations' "$tmp/pool-gap.log" &&
     ok "--compressors 4 with an empty thread between two of a tensor's: 3 iterations" ||
     { bad "--compressors 4, an empty thread inside a tensor's range"; grep -m2 'timed out' "$tmp/pool-gap.log"; }
+# --compressors auto says what it chose and from what, one line per worker (2 here).
+"$run" -t 60 -np 3 "$train" "${common[@]}" --iters 2 --compressors auto >"$tmp/pool-auto.log" 2>&1 &&
+    [ "$(grep -cE 'worker r[0-9]+: --compressors auto: [0-9]+ \([0-9]+ cores (near its GPU|of its cpuset), less [0-9]+ server and [0-9]+ backprop threads, over [0-9]+ workers; at least 1, at most [0-9]+\)$' "$tmp/pool-auto.log")" = 2 ] &&
+    ok "--compressors auto: $(grep -m1 -o 'r[0-9]*: --compressors auto: .*' "$tmp/pool-auto.log")" ||
+    { bad "--compressors auto: no line per worker saying what it chose"; grep -m3 -i 'auto\|error' "$tmp/pool-auto.log"; }
 # Resume from iteration 20 with another pool size (the final checkpoint removed).
 rm -rf "$tmp/pool-ck/ckpt-000000000040"
 "$run" -t 120 -np 3 "$train" "${pool[@]}" --compressors 2 --checkpoint-dir "$tmp/pool-ck" --resume \

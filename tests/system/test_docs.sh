@@ -6,7 +6,7 @@
 #   doc/*.1: every line of the .nf block under .SH EXAMPLES.
 # The short form of a command (and nothing else is changed):
 #   - a trailing "# comment" and a leading "cd /path/to/pipecompress && " are dropped (the
-#     commands run from the source tree, through a scratch directory that links build/,
+#     commands run from the source tree, through a scratch directory that links build/, traces/,
 #     scripts/, apps/ and doc/ to the tree's, with a results/ of its own);
 #   - a training run (pc-train, pc_example, the demo, a batch script) gets "--iters 20"
 #     unless it names --iters or --eval-model;
@@ -75,7 +75,7 @@ PY
 # The scratch directory the commands run in; results/ is its own (the user's stays).
 work="$tmp/work"
 mkdir -p "$work" "$tmp/results"
-for d in build scripts apps doc; do ln -s "$src/$d" "$work/$d"; done
+for d in build scripts apps doc traces; do ln -s "$src/$d" "$work/$d"; done
 ln -s "$tmp/results" "$work/results"
 export PC_RESULTS="$tmp/results"
 [ "$build" != "$src/build" ] && ln -sfn "$build" "$work/build"
