@@ -39,8 +39,9 @@ and schedule are not used (doc/python.md, "Your optimizer"). opt.clip_grad_norm_
 after backward clips there too: the servers take the averaged gradient's global 2-norm
 across their shards, clip before they step, and the norm comes back (clip from the run's
 first iteration on).
-Any other torch optimizer steps on the workers: pc.init(rest, update="workers") on every
-rank (the servers only sum), then pc.DistributedOptimizer(torch.optim.Adadelta(...)):
+Any other torch optimizer steps on the workers:
+pc.DistributedOptimizer(torch.optim.Adadelta(...), update="workers") on every worker (or
+update=None after pc.init(rest, update="workers") on every rank; the servers only sum):
 opt.step() waits for the averaged gradients in p.grad and runs its step on every worker
 alike; opt.clip_grad_norm_(max_norm) clips them by their global norm before. A gradient
 written after backward handed it over (torch.nn.utils.clip_grad_norm_ after backward)

@@ -100,6 +100,8 @@ def _load():
         # --update workers with the user's own optimizer (pc.DistributedOptimizer's
         # update="workers"): switch, then wait for each tensor's mean gradient in p.grad.
         "pc_worker_set_user_step": (c_int, [c_void_p, _c.c_bool]),
+        # update="workers" without --update given to pc.init: the wrapper chooses.
+        "pc_worker_set_update": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),
         "pc_worker_iteration_end": (c_int, [c_void_p, _c.POINTER(_c.c_bool)]),

@@ -69,22 +69,48 @@ def shadow_message(name, config):
             "the script's flag")
 
 
+# The runtime flags a pc.DistributedOptimizer takes over: the torch optimizer's
+# hyperparameters, its scheduler's rates, its placement of the step and its clipping. A
+# script's own flag of one of these names (its --lr, --lr-warmup, --update, ...) is the
+# script's business once it wraps its optimizer: the runtime's value is not used then.
+_WRAPPER_FLAGS = ("optimizer", "lr", "momentum", "nesterov", "weight-decay", "betas", "eps",
+                  "amsgrad", "lr-schedule", "lr-step", "lr-gamma", "lr-warmup", "update",
+                  "clip-grad-norm")
+
+
 def check_flags(s, argv, strict):
     """At pc.init, once the runtime's flags are known: the flags received, one line each,
     when s.reporter is set (rank 0, verbose), and each runtime flag the script's parser
     kept, on rank 0 (a warning), or as an Error on every rank with strict (the same on
-    every rank: the job's command line is everyone's)."""
+    every rank: the job's command line is everyone's). The warning for a flag a wrapper
+    takes over (_WRAPPER_FLAGS) waits for the runtime's start (shadowed_at_start): only
+    without a pc.DistributedOptimizer does the runtime run with its own value."""
     names = set(s.config)
+    s.shadowed_later = []
     for name in shadowed(argv, s.words, names):
         if strict:
             raise Error("pc.init(strict=True): " + shadow_message(name, s.config),
                         agreed=True)
-        if s.rank == 0:
+        if name in _WRAPPER_FLAGS:
+            s.shadowed_later.append(name)
+        elif s.rank == 0:
             _say("warning: " + shadow_message(name, s.config) + " (pc.init(strict=True) "
                  "refuses this)")
     if s.reporter is not None:
         for name in given(s.words, names):
             _say(f"received --{name} {s.config[name]}")
+
+
+def shadowed_at_start(s, a):
+    """When the runtime starts (a: the attachment): check_flags' warnings held back for the
+    flags a wrapper takes over, on rank 0, when there is no pc.DistributedOptimizer (with
+    one, its torch optimizer's values, scheduler, placement and clipping are used)."""
+    later, s.shadowed_later = getattr(s, "shadowed_later", []), []
+    if a.optimizer is not None or s.rank != 0:
+        return
+    for name in later:
+        _say("warning: " + shadow_message(name, s.config) + " (pc.init(strict=True) refuses "
+             "this)")
 
 
 def _num(v):

@@ -18,6 +18,7 @@ import threading
 
 import torch
 
+from . import console
 from .errors import Error
 from .session import _attached, _worker
 
@@ -147,6 +148,7 @@ class _Attached:
         self._broadcast_shared(self.shared)
         if s.reporter is not None:
             s.reporter.configuration(s, self)
+        console.shadowed_at_start(s, self)
 
     def _check_same_model(self, shared):
         """Compare this worker's model with worker 0's (collective): the runtime compares

@@ -13,7 +13,9 @@ which writes param_groups[i]["lr"], drives the servers
 unchanged; the runtime's own schedule is not used. The servers use worker 0's rates and
 end the run when another worker's differ.
 
-update="workers" (the runtime started with --update workers): the servers only sum; the
+update="workers" (--update workers given to pc.init, or without --update the wrapper's
+choice: pc_worker_set_update before the start, which every worker must make alike and
+worker 0 tells the servers): the servers only sum; the
 runtime writes each tensor's averaged gradient into p.grad (pc_worker_set_user_step) and
 step() waits for all of them (pc_worker_grad_wait), then runs the wrapped optimizer's own
 step() on every worker: the same inputs everywhere, so every worker's parameters stay
@@ -40,12 +42,14 @@ _GROUP_FIELDS = 8  # PC_GROUP_FIELDS (pc_runtime.h): lr, weight decay, momentum,
 # beta1, beta2, eps, amsgrad
 # The runtime's schedule flags: with the wrapper the rates come from param_groups.
 _SCHEDULE_FLAGS = ("lr-schedule", "lr-step", "lr-gamma", "lr-warmup")
-# The runtime's optimizer flags: with update="workers" the torch optimizer steps, so a given
-# one would be silently unused.
-_OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "nesterov", "weight-decay", "betas", "eps",
-                    "amsgrad") + _SCHEDULE_FLAGS
-WORKERS = ("use update='workers' (with --update workers given to pc.init on every rank), "
-           "which runs any torch optimizer on the workers")
+# The runtime's hyperparameter flags and the torch optimizers' defaults of the same meaning:
+# with update="workers" a given one must say what the object does (_check_flags_workers).
+_FIELDS = (("lr", "lr"), ("momentum", "momentum"), ("nesterov", "nesterov"),
+           ("weight-decay", "weight_decay"), ("betas", "betas"), ("eps", "eps"),
+           ("amsgrad", "amsgrad"))
+# pc_config_update_t (include/pipecompress/pc_config.h): pc_worker_set_update's argument.
+_PLACEMENT = {"servers": 0, "workers": 1}
+WORKERS = "use update='workers', which runs any torch optimizer on the workers"
 
 
 def _given(words):
@@ -95,6 +99,45 @@ def _check_flags(s, opt, kind):
         if "amsgrad" in given and (cfg["amsgrad"] in ("1", "true", "yes", "on")) != \
                 bool(d["amsgrad"]):
             disagree("amsgrad", cfg["amsgrad"], d["amsgrad"], "amsgrad")
+
+
+def _check_flags_workers(s, opt, cls):
+    """update="workers": the torch optimizer steps with its own values. A runtime optimizer
+    flag given to pc.init is accepted only when it says what the object does (--optimizer
+    its class, a hyperparameter the default of that name), so that handing a script's own
+    flag on (pc.init(rest, lr=args.lr)) works in both placements; a flag the optimizer has
+    no value for, or another value, would be silently unused: refused in one line, as are
+    the runtime's schedule flags (the script's torch scheduler sets the rates)."""
+    cfg, given, d = s.config, _given(s.words), opt.defaults
+    for f in _SCHEDULE_FLAGS:
+        if f in given:
+            raise Error(f"DistributedOptimizer: --{f} given to pc.init: with update='workers' "
+                        f"the {cls} steps with the rates in its param_groups (use a "
+                        "torch.optim.lr_scheduler); drop the flag")
+    kind = _KINDS.get(type(opt))
+    if "optimizer" in given and (kind is None or cfg.get("optimizer") != _KIND_NAMES[kind]):
+        raise Error(f"DistributedOptimizer: --optimizer {cfg.get('optimizer')} given to pc.init, "
+                    f"but update='workers' steps the {cls}: drop the flag or make them agree")
+    for flag, field in _FIELDS:
+        if flag not in given:
+            continue
+        mine = cfg.get(flag)
+        if field not in d:
+            raise Error(f"DistributedOptimizer: --{flag} {mine} given to pc.init: the {cls} has "
+                        f"no {field} (with update='workers' it steps with its own "
+                        "hyperparameters: the flag would be silently unused); drop it")
+        theirs = d[field]
+        if flag == "betas":
+            same = [float(x) for x in mine.split(",")] == [float(x) for x in theirs]
+        elif flag in ("nesterov", "amsgrad"):
+            same = (mine in ("1", "true", "yes", "on")) == bool(theirs)
+        else:
+            same = _same(mine, theirs)
+        if not same:
+            shown = ",".join(str(x) for x in theirs) if flag == "betas" else theirs
+            raise Error(f"DistributedOptimizer: --{flag} {mine} given to pc.init disagrees with "
+                        f"the {cls}'s {field} {shown}: drop the flag (the optimizer's values "
+                        "step) or make them equal")
 
 
 def _group_values(cls, kind, i, g):
@@ -182,8 +225,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     (they exchange their shards' sums of squares), the norm returned as torch does; clip
     from the run's first iteration on (its docstring says why).
 
-    update="workers" (pc.init got --update workers on every rank: the servers learn at
-    pc.init that they only sum): any torch optimizer. step() waits until p.grad holds the
+    update="workers" (pc.init got --update workers; or it got no --update and the wrapper
+    chooses the placement before the runtime starts, on every worker alike: the start
+    compares the workers' choices and worker 0 tells the servers that they only sum): any
+    torch optimizer. step() waits until p.grad holds the
     averaged gradient of every parameter (the runtime writes it there), runs the wrapped
     optimizer's own step() on every worker (the same inputs everywhere: every worker's
     parameters stay bitwise equal), then ends the iteration. Groups, schedulers and the
@@ -205,17 +250,22 @@ class DistributedOptimizer(torch.optim.Optimizer):
     a data race with the compressor) raises at step() (pc.iteration_end() too).
 
     Refused, each with a one-line pipecompress.Error: update="servers" with another class
-    than those three (pointing at update="workers"), either placement without the runtime's
-    matching --update, a parameter in a group that pc.attach did not register; with
+    than those three (pointing at update="workers"), a placement other than the one
+    --update gave pc.init explicitly, a parameter in a group that pc.attach did not
+    register; with
     update="servers", an attached parameter in no group, dampening != 0, maximize=True, a
     hyperparameter flag given to pc.init that disagrees with the object's default
     (--optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps, --amsgrad:
     the object's values are used when the flag is absent), the runtime's schedule flags
     (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than ps, --compress
     powersgd, a codec with momentum correction with momentum or Adam; with
-    update="workers", any of those optimizer and schedule flags given to pc.init (the torch
-    optimizer's own values step); creation after the runtime started (the first forward
-    pass, pc.iteration(), ...; update="workers": after the first gradient).
+    update="workers", the schedule flags and an optimizer flag given to pc.init that the
+    torch optimizer has no value for or another one (--optimizer naming another class,
+    --lr 0.1 with lr=0.01: the torch optimizer's own values step; one that agrees is
+    accepted), and where pc.init got no --update, --mode allreduce, --compress powersgd
+    and --pull (as --update workers refuses them); creation after the runtime started (the
+    first forward pass, pc.iteration(), ...; update="workers" with --update workers given:
+    after the first gradient).
     foreach, fused, capturable and differentiable are ignored by the servers (they choose
     torch's kernel, not the arithmetic)."""
 
@@ -288,23 +338,28 @@ class DistributedOptimizer(torch.optim.Optimizer):
             s.fail("DistributedOptimizer")
 
     def _init_workers(self, a, s, optimizer, cls, runtime):
-        """update="workers": check, then switch the runtime to the user's step."""
+        """update="workers": check, choose the placement when pc.init got no --update
+        (pc_worker_set_update, before the start: every worker chooses it, the start compares
+        the choices and worker 0 tells the servers), then switch the runtime to the user's
+        step. A refusal changes nothing."""
         if runtime != "workers":
-            how = ("pc.init got --update servers" if "update" in _given(s.words) else
-                   "pc.init got no --update (servers by default)")
-            raise Error(f"DistributedOptimizer: update='workers' needs --update workers given "
-                        f"to pc.init on every rank (the servers learn there that they only "
-                        f"sum), and {how}")
-        given = _given(s.words)
-        for f in _OPTIMIZER_FLAGS:
-            if f in given:
-                raise Error(f"DistributedOptimizer: --{f} given to pc.init: with "
-                            f"update='workers' the {cls} steps with its own hyperparameters "
-                            "and schedule (the flag would be silently unused); drop it")
+            if "update" in _given(s.words):
+                raise Error("DistributedOptimizer: update='workers', but pc.init was given "
+                            "--update servers (the servers step): drop the flag (the wrapper "
+                            "then chooses) or give --update workers")
+            if a.started:
+                raise Error("DistributedOptimizer: update='workers' after the runtime started "
+                            "with the step on the servers (at the first forward pass, "
+                            "pc.iteration(), ...): create it right after pc.attach(model)")
+        _check_flags_workers(s, optimizer, cls)
         if a.started and (any(a.ready) or s.lib.pc_worker_iteration(s.w) > 0):
             raise Error("DistributedOptimizer: create it before the first backward pass: "
                         "the runtime steps the gradients it was handed before")
         _check_registered(a, optimizer, cls, need_all=False)
+        if runtime != "workers":
+            if s.lib.pc_worker_set_update(s.w, _PLACEMENT["workers"]) != 0:
+                s.fail("DistributedOptimizer(update='workers')")
+            s.config["update"] = "workers"  # pc.config() and the configuration line say so
         if s.lib.pc_worker_set_user_step(s.w, True) != 0:
             s.fail("DistributedOptimizer")
 

@@ -190,7 +190,9 @@ def init(argv=None, prog=None, run_length=None, strict=False, verbose=True, prog
     A runtime flag on the command line (sys.argv) that is not among argv's words was taken
     by the script's own parser (parse_known_args keeps the flags it defines: a script's
     --lr or --seed shadows ours): rank 0 prints a warning line naming it and the value the
-    runtime runs with; strict=True refuses it instead (one line, every rank ends). verbose
+    runtime runs with (for a flag a pc.DistributedOptimizer takes over, --lr, --lr-warmup,
+    --update, ..., at the runtime's start and only if no wrapper was made); strict=True
+    refuses it instead, at pc.init (one line, every rank ends). verbose
     (default True): rank 0 prints, each line starting "pipecompress: ", every runtime flag
     received (one line each), the effective configuration once the runtime starts (mode,
     workers and servers, codec, pipeline, compressors, the optimizer and its groups'

@@ -12,8 +12,10 @@
 #   --update workers with the user's step (2 workers: pc_worker_set_user_step, then
 #   pc_worker_grad_wait and torch.optim.SGD on p.grad): bitwise torch.optim.SGD's on the
 #   mean gradient after every iteration; pc.DistributedOptimizer(update="workers") with
-#   Adadelta, StepLR and opt.clip_grad_norm_ likewise, both workers alike, and its guards
-#   (zero_grad between backward and step, a p.grad replaced after backward);
+#   Adadelta, StepLR and opt.clip_grad_norm_ likewise (pc.init given no --update: the
+#   wrapper chooses the placement), both workers alike, and its guards (zero_grad between
+#   backward and step, a p.grad replaced after backward); the placement's refusals (given
+#   --update servers, after the runtime started, workers that choose differently);
 #   torch.nn.utils.clip_grad_norm_ after backward with update="servers": refused;
 #   opt.clip_grad_norm_ with update="servers" (2 servers: the norm from their exchange)
 #   against torch's clip_grad_norm_ and AdamW on the averaged gradient, to float tolerance;
@@ -107,15 +109,18 @@ else
     bad "update-user:"; tail -n 20 "$tmp/update-user.out"
 fi
 
-# pc.DistributedOptimizer(torch.optim.Adadelta), update="workers" (the default with --update
-# workers), 2 workers: every iteration bitwise torch.optim.Adadelta's on the mean gradient,
+# pc.DistributedOptimizer(torch.optim.Adadelta, update="workers"), 2 workers, pc.init given
+# no --update: the wrapper chooses the placement (pc_worker_set_update; worker 0 tells the
+# server at the start); every iteration bitwise torch.optim.Adadelta's on the mean gradient,
 # clipped at odd iterations by opt.clip_grad_norm_ (the same total norm as torch's), a
 # StepLR on the wrapper; every worker's parameters alike after every iteration; and the
-# guards tried on the way, each one line.
-if job workers 3 "$cases" workers "$tmp/workers" --compress none --iters 6 --update workers &&
-    grep -qE '^workers: 6 iterations, 2 workers, torch.optim.Adadelta on every worker \(StepLR, clipped to 0.05 at 3 iterations\): every parameter bitwise' "$tmp/workers.out" &&
+# guards tried on the way, each one line. (--update workers given to pc.init with the
+# wrapper's default placement: the example's workers run below.)
+if job workers 3 "$cases" workers "$tmp/workers" --compress none --iters 6 &&
+    grep -qE '^workers: 6 iterations, 2 workers, torch.optim.Adadelta on every worker \(StepLR, clipped to 0.05 at 3 iterations; update=.workers. chosen by the wrapper\): every parameter bitwise' "$tmp/workers.out" &&
+    grep -qE '^pipecompress: mode ps, 2 workers, 1 server, .* update workers, ' "$tmp/workers.out" &&
     [ "$(wc -l <"$tmp/workers/hash-r0.txt")" = 6 ] && cmp -s "$tmp/workers/hash-r0.txt" "$tmp/workers/hash-r1.txt"; then
-    ok "update='workers': Adadelta, StepLR and clip_grad_norm_ bitwise torch.optim's on the mean gradient, both workers' parameters alike every iteration"
+    ok "update='workers' chosen by the wrapper: Adadelta, StepLR and clip_grad_norm_ bitwise torch.optim's on the mean gradient, both workers' parameters alike every iteration"
 else
     bad "update='workers':"; tail -n 20 "$tmp/workers.out"
 fi
@@ -126,7 +131,7 @@ while IFS= read -r want; do
         bad "update='workers' did not refuse with: '$want'"
     fi
 done <<'EOF2'
-DistributedOptimizer: Adadelta cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
+DistributedOptimizer: Adadelta cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers', which runs any torch optimizer on the workers
 zero_grad() between backward() and step() of a pc.DistributedOptimizer(update='workers'): it would wipe the averaged gradients the runtime writes into p.grad (the workers would step on zeros); call it before backward(), or not at all (the runtime zeroes p.grad at each step)
 the gradient of 0.weight was changed after backward handed it to the runtime (p.grad was replaced by another tensor): the runtime reads it from there (with the pipeline on maybe still now: a data race), so the change is lost or corrupts the run; clip with opt.clip_grad_norm_(max_norm) of a pc.DistributedOptimizer instead
 EOF2
@@ -137,7 +142,8 @@ EOF2
 # first tries the refusals below, each one line. (The scheduler given the wrapped optimizer:
 # groups-skew below, bitwise for 3 iterations before its refusal; `groups` runs it whole.)
 for c in groups-wrap; do
-    if job "$c" 3 "$cases" "$c" "$tmp/$c" --compress none --iters 8 --weight-decay 0.05 &&
+    if job "$c" 3 "$cases" "$c" "$tmp/$c" --compress none --iters 8 --weight-decay 0.05 \
+        --update servers &&
         grep -qE '^groups: 8 iterations, 2 workers, .*: every parameter bitwise equal to torch.optim.AdamW.s on the averaged gradient after every iteration$' "$tmp/$c.out"; then
         ok "$c: the scheduler $(grep -o 'on the wrap[a-z ]*[a-z]' "$tmp/$c.out"), every iteration bitwise torch.optim.AdamW's"
     else
@@ -158,10 +164,10 @@ while IFS= read -r want; do
         bad "DistributedOptimizer did not refuse with: '$want'"
     fi
 done <<'EOF2'
-DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers' (with --update workers given to pc.init on every rank), which runs any torch optimizer on the workers
+DistributedOptimizer: Adagrad cannot run on the servers (they run torch.optim.SGD, Adam and AdamW): use update='workers', which runs any torch optimizer on the workers
 DistributedOptimizer: --weight-decay 0.05 given to pc.init disagrees with the AdamW's weight_decay 0.025: drop the flag (the optimizer's values are used) or make them equal
 DistributedOptimizer: parameter 2.weight is attached but in no parameter group of the AdamW: add it to a group, or set requires_grad=False before pc.attach
-DistributedOptimizer: update='workers' needs --update workers given to pc.init on every rank (the servers learn there that they only sum), and pc.init got no --update (servers by default)
+DistributedOptimizer: update='workers', but pc.init was given --update servers (the servers step): drop the flag (the wrapper then chooses) or give --update workers
 the wrapped optimizer's own step() was called: with pc.DistributedOptimizer the servers step the parameters, and a step here too would make the workers diverge; call step() on the DistributedOptimizer
 DistributedOptimizer.clip_grad_norm_: call it after backward() (no gradient of this iteration yet) and before step()
 DistributedOptimizer.clip_grad_norm_: worker r0: clipping at iteration 1, but not from the run's first (0): the servers step an iteration's chunks as they arrive unless clipping began with the run; clip from its first iteration on (max_norm inf where no clipping is wanted)
@@ -221,6 +227,11 @@ else
     bad "no synchronize between iterations: runs differ"; tail -n 5 "$tmp"/nosync-*.out
 fi
 unset PC_ZOO_SYNC
+if grep -qxF "refused: DistributedOptimizer: update='workers' after the runtime started with the step on the servers (at the first forward pass, pc.iteration(), ...): create it right after pc.attach(model)" "$tmp/topk.out"; then
+    ok "update='workers' after the runtime started (the servers step): refused in one line"
+else
+    bad "update='workers' after the start:"; grep '^refused' "$tmp/topk.out"
+fi
 if cmp -s "$tmp/topk/final-r0.bin" "$tmp/inline/final-r0.bin" &&
     cmp -s "$tmp/topk/hash-r0.txt" "$tmp/inline/hash-r0.txt"; then
     ok "pipelined and inline: bitwise the same parameters after every iteration, same final state"
@@ -354,6 +365,11 @@ refuse argv-string 3 2 "^torch_cases.py: pc.init: argv is a string; pass a list 
 # opt.step() naming the first parameter written.
 refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed after backward handed it to the runtime \(written in place: clip_grad_norm_, p.grad.mul_, zero_grad, ...\): .* clip with opt.clip_grad_norm_\(max_norm\) of a pc.DistributedOptimizer instead$" \
     "$cases" clip-race "$tmp/x" --compress none --iters 4
+# The workers must agree on the placement the wrapper chooses: worker 0 update="workers",
+# worker 1 update="servers" is refused at the start, on every rank, before the servers
+# learn anything.
+refuse placement-skew 3 x "^torch_cases.py: attach: start: worker r0: workers chose different placements of the step \(servers on some, workers on others: " \
+    "$cases" placement-skew "$tmp/x" --compress none
 # A group's lr set between backward and step(): its rates went with the first gradient.
 refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]+ to 0\.00[0-9]+ during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]+\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \
     "$cases" groups-late "$tmp/x" --compress none --iters 8
@@ -365,15 +381,23 @@ refuse shadow 2 x "^torch_cases.py: pc.init\(strict=True\): --lr is on the comma
 import sys, types
 sys.path.insert(0, sys.argv[1])
 from pipecompress import console as report
-s = types.SimpleNamespace(config={"lr": "0.05", "seed": "1", "servers": "1"}, rank=0,
+s = types.SimpleNamespace(config={"lr": "0.05", "seed": "1", "servers": "1", "update": "servers"}, rank=0,
                           reporter=report.Reporter(5), words=["--servers=1", "-c", "none"])
-report.check_flags(s, ["--seed", "7", "--servers", "1", "--lr=0.2", "-v"], strict=False)
+report.check_flags(s, ["--seed", "7", "--servers", "1", "--lr=0.2", "--update", "workers", "-v"],
+                   strict=False)
+print("-- started, with a pc.DistributedOptimizer", flush=True)
+later = list(s.shadowed_later)
+report.shadowed_at_start(s, types.SimpleNamespace(optimizer=object()))
+print("-- started, without", flush=True)
+s.shadowed_later = later
+report.shadowed_at_start(s, types.SimpleNamespace(optimizer=None))
 PY
 if [ "$(grep -c 'pipecompress: warning: --seed is on the command line but did not reach pc.init .*runs with --seed 1; pass it on (pc.init(rest, seed=args.seed)) or rename the script.s flag (pc.init(strict=True) refuses this)$' "$tmp/warn.out")" = 1 ] &&
-    grep -q '^pipecompress: warning: --lr is on the command line' "$tmp/warn.out" &&
+    [ "$(sed -n '/^-- started, without/,$p' "$tmp/warn.out" | grep -c '^pipecompress: warning: --\(lr\|update\) is on the command line')" = 2 ] &&
+    [ "$(sed -n '1,/^-- started, without/p' "$tmp/warn.out" | grep -c '^pipecompress: warning: --\(lr\|update\) ')" = 0 ] &&
     ! grep -q 'warning: --servers' "$tmp/warn.out" &&
     grep -qx 'pipecompress: received --servers 1' "$tmp/warn.out"; then
-    ok "a runtime flag the script's parser kept: rank 0 warns, one line each ($(grep -c warning "$tmp/warn.out") lines)"
+    ok "a runtime flag the script's parser kept: rank 0 warns, one line each; --lr and --update (a wrapper's) only at the start and only without a wrapper ($(grep -c warning "$tmp/warn.out") lines)"
 else
     bad "the shadowed flags' warning:"; cat "$tmp/warn.out"
 fi
@@ -407,7 +431,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"

@@ -22,7 +22,8 @@ groups, groups-wrap, groups-skew
           and a no-decay group and warm-up + cosine (SequentialLR) is bitwise
           torch.optim.AdamW's on the averaged gradient after every iteration; groups-wrap
           gives the scheduler the wrapper (groups: the wrapped optimizer), first prints
-          the refusals ("refused: LINE") and calls the wrapped optimizer's zero_grad()
+          the refusals ("refused: LINE"; run with --update servers given, which
+          update="workers" must not override) and calls the wrapped optimizer's zero_grad()
           between backward and step at iteration 1 (harmless there), then
           opt.clip_grad_norm_ (refused: clipping did not begin with the run); groups-skew steps
           worker 1's scheduler once more, which the servers refuse; groups-late sets group
@@ -38,8 +39,9 @@ update, update-user
           iteration every parameter on every worker is bitwise torch.optim's step on the mean
           of both workers' gradients, computed in-process (with 2 workers the mean is exact in
           any order); the runtime's own SGD within 1e-5 (torch fuses p - lr * m).
-workers   2 workers, --compress none, --update workers: pc.DistributedOptimizer(
-          torch.optim.Adadelta) (the placement update="workers" by default there) under a
+workers   2 workers, --compress none: pc.DistributedOptimizer(torch.optim.Adadelta,
+          update="workers") (without --update given, the wrapper chooses the placement;
+          with --update workers, update=None takes it), under a
           StepLR on the wrapper, opt.clip_grad_norm_ at every other iteration: after every
           iteration every parameter is bitwise torch.optim.Adadelta's (foreach=False) on the
           mean of both workers' gradients, computed in-process (clipped there with
@@ -49,6 +51,9 @@ workers   2 workers, --compress none, --update workers: pc.DistributedOptimizer(
           tried on the way ("refused: LINE"): Adadelta with update="servers", the wrapped
           optimizer's zero_grad() between backward and step, a p.grad replaced after
           backward.
+placement-skew
+          worker 0 chooses update="workers", worker 1 update="servers": every rank must end
+          at the start with one line.
 clip-race 2 workers, update="servers" (SGD): torch.nn.utils.clip_grad_norm_ after backward
           at iteration 1 (a write into gradients the compressor may still read) must end
           every rank with one line at opt.step().
@@ -68,7 +73,9 @@ zoo       a model with every kind of parameter the binding defines a behaviour f
           parameters to OUTDIR/hash-rRANK.txt; at the end OUTDIR/final-rRANK.pt holds the
           state and OUTDIR/init-rRANK.pt the state once the runtime started (pc.synchronize()
           right after attach). Data and dropout
-          derive from (iteration, rank), so the run resumes exactly (--resume).
+          derive from (iteration, rank), so the run resumes exactly (--resume). Before
+          pc.finish, pc.DistributedOptimizer(update="workers") must be refused (the runtime
+          started with the step on the servers): "refused: LINE".
 arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, vit, cnn,
           lstm) through the binding, batch $PC_BATCH (default 4) per worker. Every worker
           builds it from a different seed and shifts its float buffers by its rank (worker
@@ -281,7 +288,7 @@ def _refusals(model, flags_wd):
         lambda: torch.optim.Adagrad(model.parameters(), lr=0.01),  # update="workers"
     ]
     for i, make in enumerate(tries):
-        try:  # the last: update="workers" without --update workers given to pc.init
+        try:  # the last: update="workers", pc.init given --update servers explicitly
             pc.DistributedOptimizer(make(), update="workers" if i == 3 else None)
         except pc.Error as e:
             if pc.rank() == 0:
@@ -521,9 +528,14 @@ def case_workers(out, flags):
     refused(lambda: pc.DistributedOptimizer(torch.optim.Adadelta(model.parameters()),
                                             update="servers"), "Adadelta on the servers")
     torch_opt = torch.optim.Adadelta(model.parameters(), **hp)
-    opt = pc.DistributedOptimizer(torch_opt)
+    # Without --update the wrapper chooses the placement (every worker alike; worker 0
+    # tells the servers at the start); with --update workers it is the default.
+    flag = any(w == "--update" or w.startswith("--update=") for w in flags)
+    opt = pc.DistributedOptimizer(torch_opt, update=None if flag else "workers")
     if repr(opt) != f"DistributedOptimizer({torch_opt!r}, update='workers')":
-        raise pc.Error(f"the default placement with --update workers: {opt!r}")
+        raise pc.Error(f"the placement: {opt!r}")
+    if pc.config()["update"] != "workers":
+        raise pc.Error(f"pc.config()['update'] is {pc.config()['update']!r} after the wrapper")
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     hashes = open(os.path.join(out, f"hash-r{rank}.txt"), "w")
     init = [p.detach().clone() for p in model.parameters()]
@@ -579,10 +591,29 @@ def case_workers(out, flags):
             raise pc.Error(f"{name} did not move in {iters} iterations")
     status = pc.finish()
     if rank == 0:
+        how = "--update workers" if flag else "update='workers' chosen by the wrapper"
         print(f"workers: {iters} iterations, {W} workers, torch.optim.Adadelta on every worker "
-              f"(StepLR, clipped to {max_norm} at {clipped} iterations): every parameter "
-              "bitwise torch.optim's on the mean gradient after every iteration", flush=True)
+              f"(StepLR, clipped to {max_norm} at {clipped} iterations; {how}): every "
+              "parameter bitwise torch.optim's on the mean gradient after every iteration",
+              flush=True)
     return status
+
+
+def case_placement_skew(out, flags):
+    """Worker 0 wraps Adadelta with update="workers" (pc.init got no --update: the wrapper
+    chooses), worker 1 SGD with update="servers": the start must refuse on every worker,
+    in one line, before anything reaches the servers."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    pc.attach(model)
+    if pc.rank() == 0:
+        pc.DistributedOptimizer(torch.optim.Adadelta(model.parameters()), update="workers")
+    else:
+        pc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    raise pc.Error("the workers' different placements were not refused")
 
 
 def case_clip_race(out, flags):
@@ -717,6 +748,13 @@ def case_zoo(out, flags):
         if sync:
             pc.synchronize()
             print(it, digest(model.parameters()), file=hashes, flush=True)
+    try:  # the runtime started with the step on the servers: too late to move it
+        pc.DistributedOptimizer(torch.optim.Adagrad(model.parameters()), update="workers")
+    except pc.Error as e:
+        if pc.rank() == 0:
+            print(f"refused: {e}", flush=True)
+    else:
+        raise pc.Error("update='workers' after the runtime started was not refused")
     status = pc.finish()
     rank = pc.rank()  # the job's facts outlive pc.finish()
     torch.save(model.state_dict(), os.path.join(out, f"final-r{rank}.pt"))
@@ -849,6 +887,8 @@ def main():
         return case_clip_race(out, flags)
     if case == "clip":
         return case_clip(out, flags)
+    if case == "placement-skew":
+        return case_placement_skew(out, flags)
     if case in ("update", "update-user"):
         return case_update(out, flags, case == "update-user")
     if case in ("groups", "groups-wrap", "groups-skew", "groups-late"):
