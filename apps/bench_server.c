@@ -6,17 +6,19 @@
  *   on arrival, per message: pc_rt__grad_read and pc_rt__grad_check (all of it validated);
  *   once all W are in: the dense path (zero the aggregate, W pc_rt__grad_apply at 1/W,
  *   pc_optim_step) or the sparse path (pc_rt__grad_aggregate_sparse, then
- *   pc_rt__server_sparse_update), chosen as the server chooses (a sparsifier's messages and
- *   a sparse-friendly step); then the pull message (pc_rt__pull_encode).
+ *   pc_rt__server_sparse_update, or pc_rt__server_lazy_update for --adam-moments lazy),
+ *   chosen as the server chooses (a sparsifier's messages and a sparse-friendly or lazy
+ *   step); then the pull message (pc_rt__pull_encode).
  * The receives, the sends and the MPI progress are not in it: this is the CPU cost the
  * network cannot hide. The chunk plan is the runtime's (pc_plan over the trace's tensors,
  * --chunk-bytes, --compress-min-bytes: the small chunks travel with codec none and their
  * step takes the codec's momentum, as pc_rt__chunk_optim_from does), the optimizer the
- * configuration pc-train would resolve (pc_config_check), and with --servers S the busiest
- * server's chunks are timed. The figures: milliseconds per iteration of that server, per
- * message, and the share of the trace's compute time (pc_trace_compute_ms) they take; one
- * server keeps up when its iteration fits in the GPU's, and "S for 1x" is the servers that
- * would need at these rates (the work divides by the elements each owns). */
+ * configuration pc-train would resolve (pc_config_check; --optimizer, --adam-moments), and
+ * with --servers S the busiest server's chunks are timed. The figures: milliseconds per
+ * iteration of that server, per message, and the share of the trace's compute time
+ * (pc_trace_compute_ms) they take; one server keeps up when its iteration fits in the GPU's,
+ * and "S for 1x" is the servers that would need at these rates (the work divides by the
+ * elements each owns). */
 #include "config.h"
 
 #include <math.h>
@@ -50,6 +52,8 @@ typedef struct opts {
     char codecs[512];
     int64_t chunk_bytes; /* 0: pc-train's default */
     int64_t compress_min_bytes;
+    int optimizer;    /* pc-train's --optimizer: a pc_optim_kind_t */
+    int adam_moments; /* pc-train's --adam-moments: a pc_config_adam_moments_t */
 } opts_t;
 
 static const pc_flags_t server_opts[] = {
@@ -82,6 +86,18 @@ static const pc_flags_t server_opts[] = {
      .help = "servers the chunks are dealt to (pc-train's --servers); the busiest is timed"},
     BENCH_OPT_CHUNKING(opts_t, -1, "largest chunk of a tensor (default: pc-train's)",
                        "chunks smaller than this travel uncompressed (default: pc-train's)"),
+    {.name = "optimizer",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(opts_t, optimizer),
+     .choices = PC_OPTIM_KIND_CHOICES,
+     .help = "the servers' step (pc-train's --optimizer; adam and adamw need a codec without "
+             "momentum correction, e.g. topk:ratio=0.01,momentum=0)"},
+    {.name = "adam-moments",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(opts_t, adam_moments),
+     .choices = PC_CONFIG_ADAM_MOMENTS_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
+     .help = "adam, adamw: pc-train's --adam-moments (lazy: the sparsifiers' chunks step "
+             "their arrived entries only, O(nnz))"},
 };
 
 /* One chunk the timed server owns, with every worker's message of it. */
@@ -162,7 +178,8 @@ static int chunk_setup(bchunk_t *k, const pc_plan_chunk_t *pc, const pc_config_t
     k->optim = *optim;
     if (k->optim.kind == PC_OPTIM_SGD && k->optim.momentum == 0 && small)
         k->optim.momentum = pc_codec_worker_momentum(spec);
-    k->sparse = pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
+    k->sparse = (pc_optim_sparse_friendly(&k->optim) || pc_optim_lazy(&k->optim)) &&
+                pc_rt__grad_sparse(k->codec);
     k->p = malloc(sizeof(float) * k->n);
     k->agg = k->sparse ? calloc(k->n, sizeof(float)) : malloc(sizeof(float) * k->n);
     k->changed = malloc(sizeof(uint32_t) * k->n);
@@ -226,7 +243,9 @@ static int chunk_iteration(bchunk_t *k, const pc_optim_cfg_t *run_optim, int pul
             return BENCH_EXIT_FAIL;
         }
         t2 = pc_time_ns();
-        nchanged = pc_rt__server_sparse_update(&k->sp, &k->optim, (float)lr, k->p, k->agg);
+        nchanged = pc_optim_lazy(&k->optim)
+                       ? pc_rt__server_lazy_update(&k->sp, &k->optim, lr, k->p, &k->st, k->agg)
+                       : pc_rt__server_sparse_update(&k->sp, &k->optim, (float)lr, k->p, k->agg);
         changed = k->sp.scratch;
     } else {
         memset(k->agg, 0, sizeof(float) * k->n);
@@ -264,6 +283,10 @@ static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t
     }
     strcpy(cfg->compress, spec_text);
     pc_config_set_given(cfg, "compress", 1);
+    cfg->optimizer = o->optimizer;
+    cfg->adam_moments = o->adam_moments;
+    pc_config_set_given(cfg, "optimizer", o->optimizer != PC_OPTIM_SGD);
+    pc_config_set_given(cfg, "adam-moments", o->adam_moments != PC_ADAM_MOMENTS_DENSE);
     cfg->servers = o->servers;
     if (o->chunk_bytes > 0)
         cfg->chunk_bytes = o->chunk_bytes;
@@ -477,8 +500,14 @@ int bench_server_main(int argc, char **argv)
     double compute_ms = pc_trace_compute_ms(tr);
     printf("pc-bench server: one server's CPU work per iteration (validate every message, "
            "aggregate, step, encode the pull; no MPI), %s on %s: %zu parameters in %d tensors, "
-           "compute %.1f ms per iteration; --servers %d (the busiest timed); median of %d\n",
-           pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o.servers, o.reps);
+           "compute %.1f ms per iteration; --servers %d (the busiest timed); optimizer %s%s; "
+           "median of %d\n",
+           pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o.servers,
+           pc_optim_kind_name(o.optimizer),
+           o.optimizer == PC_OPTIM_SGD              ? ""
+           : o.adam_moments == PC_ADAM_MOMENTS_LAZY ? ", lazy moments"
+                                                    : ", dense moments",
+           o.reps);
     printf("%-28s %4s %9s %6s %10s %9s %9s %9s %9s %9s %9s %8s %6s\n", "codec", "W", "sparse",
            "msgs", "MB in", "check ms", "aggr ms", "step ms", "pull ms", "total ms", "us/msg",
            "of iter", "S 1x");

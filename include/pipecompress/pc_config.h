@@ -49,6 +49,11 @@ extern "C" {
  * the same pc_optim_step (bitwise the parameters of SERVERS; no optimizer state on the
  * servers). */
 #define PC_CONFIG_UPDATE_TABLE(X) X(SERVERS, "servers") X(WORKERS, "workers")
+/* --adam-moments (adam, adamw): which entries of a sparsifier's aggregate the servers' step
+ * moves. DENSE: every entry of m, v and the parameters, every iteration (torch's Adam on the
+ * aggregate, zeros included); LAZY: only the entries that arrived (pc_optim_adam_lazy,
+ * torch.optim.SparseAdam's rule), O(nnz). A dense aggregate steps densely either way. */
+#define PC_CONFIG_ADAM_MOMENTS_TABLE(X) X(DENSE, "dense") X(LAZY, "lazy")
 /* --compressors N|auto: the longest value kept; the most compressor threads a worker may
  * run (64: far past the cores near one GPU on any machine we know, and each thread costs a
  * placement slot, PC_TOPO_MAX_THREADS); auto's cap (8: where the ResNet-50 and BERT-base
@@ -97,6 +102,12 @@ typedef enum pc_config_update {
 #undef PC_CONFIG_UPDATE_ENUM
 } pc_config_update_t;
 
+typedef enum pc_config_adam_moments {
+#define PC_CONFIG_ADAM_MOMENTS_ENUM(name, text) PC_ADAM_MOMENTS_##name,
+    PC_CONFIG_ADAM_MOMENTS_TABLE(PC_CONFIG_ADAM_MOMENTS_ENUM)
+#undef PC_CONFIG_ADAM_MOMENTS_ENUM
+} pc_config_adam_moments_t;
+
 typedef struct pc_config {
     int servers;                       /* --servers S: ranks acting as parameter servers */
     char bind[PC_CONFIG_BIND_LEN];     /* --bind auto|none|LIST (see pc_topo.h) */
@@ -120,12 +131,14 @@ typedef struct pc_config {
     int64_t lr_step;
     double lr_gamma;
     int64_t lr_warmup;
-    int optimizer;                           /* --optimizer sgd|adam|adamw: a pc_optim_kind_t */
-    char betas[PC_CONFIG_BETAS_LEN];         /* --betas B1,B2 (adam, adamw; pc_optim_betas_parse) */
-    double eps;                              /* --eps: adam(w)'s term of the denominator */
-    int amsgrad;                             /* --amsgrad: adam(w) with the largest v so far */
-    char metrics[PC_CONFIG_PATH_LEN];        /* --metrics FILE: JSON lines, every rank; "" = off */
-    char timeline[PC_CONFIG_PATH_LEN];       /* --timeline FILE: Chrome trace of every thread */
+    int optimizer;                     /* --optimizer sgd|adam|adamw: a pc_optim_kind_t */
+    char betas[PC_CONFIG_BETAS_LEN];   /* --betas B1,B2 (adam, adamw; pc_optim_betas_parse) */
+    double eps;                        /* --eps: adam(w)'s term of the denominator */
+    int amsgrad;                       /* --amsgrad: adam(w) with the largest v so far */
+    int adam_moments;                  /* --adam-moments dense|lazy: a pc_config_adam_moments_t */
+    int64_t adam_freeze_after;         /* --adam-freeze-after N: adam(w)'s v frozen after N steps */
+    char metrics[PC_CONFIG_PATH_LEN];  /* --metrics FILE: JSON lines, every rank; "" = off */
+    char timeline[PC_CONFIG_PATH_LEN]; /* --timeline FILE: Chrome trace of every thread */
     char checkpoint_dir[PC_CONFIG_PATH_LEN]; /* --checkpoint-dir DIR: "" = no checkpoints */
     int64_t checkpoint_every;    /* --checkpoint-every N: 0 = at the end and on signals */
     int checkpoint_keep;         /* --checkpoint-keep K: complete checkpoints kept */
@@ -199,7 +212,9 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * already) or --compress powersgd (its matrices' step is already the workers'); --betas,
  * --eps or --amsgrad with --optimizer sgd, and with adam or adamw: bad --betas or --eps,
  * --momentum or --nesterov given, or a codec with momentum correction (its momentum would
- * feed Adam's moments). Fills in: with adam or adamw,
+ * feed Adam's moments); --adam-moments or --adam-freeze-after with --optimizer sgd, and
+ * --adam-moments lazy with --mode allreduce or --update workers (no sparse aggregate is
+ * stepped there). Fills in: with adam or adamw,
  * --momentum 0 (SGD's default 0.9 does not apply); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and

@@ -199,7 +199,8 @@ enum {
  * t's group (every tensor has one). The servers take each tensor's rule from its group
  * (worker 0 sends the table with the layout; the chunk plan never joins tensors of two
  * groups in one chunk) and each iteration's learning rates from pc_worker_set_lrs: the
- * runtime's own schedule is not used. Copied. --mode ps only, not with --compress powersgd
+ * runtime's own schedule is not used (--adam-moments and --adam-freeze-after, the flags',
+ * apply to every group). Copied. --mode ps only, not with --compress powersgd
  * (whose matrices the workers step too) nor with a codec's momentum correction and server
  * momentum or Adam (as pc_config_check refuses); every worker must say the same. PC_OK;
  * PC_EINVAL (a group's value, a tensor's group, with a one-line reason through

@@ -381,6 +381,23 @@ static const pc_flags_t config_opts[] = {
      .choices = PC_CONFIG_UPDATE_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
      .help = "--mode ps: where the optimizer steps: on the servers (they push parameters), or "
              "on every worker (the servers only sum and push the mean gradient)"},
+    {.name = "adam-moments",
+     .type = PC_FLAGS_CHOICE,
+     .offset = offsetof(pc_config_t, adam_moments),
+     .choices = PC_CONFIG_ADAM_MOMENTS_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
+     .help = "adam, adamw on the servers: dense moves m, v and every parameter at every step "
+             "(torch's Adam on the aggregate, zeros included); lazy moves only the entries "
+             "that arrived (the union over workers) of a sparsifier's chunk (topk, dgc, "
+             "randomk), as torch.optim.SparseAdam: O(nnz) per step. For chunks that travel "
+             "dense (other codecs, --compress-min-bytes) lazy is dense"},
+    {.name = "adam-freeze-after",
+     .type = PC_FLAGS_INT64,
+     .offset = offsetof(pc_config_t, adam_freeze_after),
+     .min = 0,
+     .max = 1e12,
+     .metavar = "N",
+     .help = "adam, adamw: after N steps of each tensor, freeze v and its bias correction "
+             "(m keeps moving): 1-bit Adam's warm-up, then a frozen variance (0: never)"},
     {.name = "clip-grad-norm",
      .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(pc_config_t, clip_grad_norm),
@@ -456,10 +473,15 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
 {
     const char *kind = pc_optim_kind_name(cfg->optimizer);
     if (cfg->optimizer == PC_OPTIM_SGD) {
-        const char *f = pc_config_given(cfg, "betas") ? "--betas"
-                        : pc_config_given(cfg, "eps") ? "--eps"
-                        : cfg->amsgrad                ? "--amsgrad"
-                                                      : NULL;
+        const char *f =
+            pc_config_given(cfg, "betas") ? "--betas"
+            : pc_config_given(cfg, "eps") ? "--eps"
+            : cfg->amsgrad                ? "--amsgrad"
+            : pc_config_given(cfg, "adam-moments") || cfg->adam_moments != PC_ADAM_MOMENTS_DENSE
+                ? "--adam-moments"
+            : pc_config_given(cfg, "adam-freeze-after") || cfg->adam_freeze_after != 0
+                ? "--adam-freeze-after"
+                : NULL;
         if (f)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
                                 "%s acts on --optimizer adam or adamw only (this run's is sgd)", f);
@@ -477,6 +499,23 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
                             "--eps %g: must be a finite number above 0 (Adam divides by "
                             "sqrt(v) + eps)",
                             cfg->eps);
+    /* The parser's choices and range hold on the command line; a cfg filled by hand gets
+     * them here. */
+    if (cfg->adam_moments != PC_ADAM_MOMENTS_DENSE && cfg->adam_moments != PC_ADAM_MOMENTS_LAZY)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--adam-moments %d: not one of dense|lazy",
+                            cfg->adam_moments);
+    if (cfg->adam_freeze_after < 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--adam-freeze-after %lld: must be a whole number >= 0 (0: never)",
+                            (long long)cfg->adam_freeze_after);
+    if (cfg->adam_moments == PC_ADAM_MOMENTS_LAZY &&
+        (cfg->mode == PC_MODE_ALLREDUCE || cfg->update == PC_UPDATE_WORKERS))
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--adam-moments lazy has no effect with %s (every worker steps on the "
+                            "dense mean gradient; only the servers' step sees which entries "
+                            "arrived); drop it",
+                            cfg->mode == PC_MODE_ALLREDUCE ? "--mode allreduce"
+                                                           : "--update workers");
     if ((pc_config_given(cfg, "momentum") && cfg->momentum != 0) || cfg->nesterov)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "%s is SGD's: --optimizer %s keeps its own running mean of the "
@@ -683,7 +722,9 @@ void pc_config_optim(const pc_config_t *cfg, pc_optim_cfg_t *out)
                             .total = cfg->iters,
                             .kind = (pc_optim_kind_t)cfg->optimizer,
                             .eps = cfg->eps,
-                            .amsgrad = cfg->amsgrad != 0};
+                            .amsgrad = cfg->amsgrad != 0,
+                            .lazy = cfg->adam_moments == PC_ADAM_MOMENTS_LAZY,
+                            .freeze_after = cfg->adam_freeze_after};
     if (pc_optim_betas_parse(cfg->betas, &out->beta1, &out->beta2, NULL, 0) != PC_OK)
         out->beta1 = out->beta2 = 0;
 }
@@ -720,6 +761,8 @@ void pc_config_defaults(pc_config_t *cfg)
     snprintf(cfg->betas, sizeof(cfg->betas), "0.9,0.999");
     cfg->eps = 1e-8;
     cfg->amsgrad = 0;
+    cfg->adam_moments = PC_ADAM_MOMENTS_DENSE;
+    cfg->adam_freeze_after = 0;
     cfg->metrics[0] = '\0';
     cfg->timeline[0] = '\0';
     cfg->checkpoint_dir[0] = '\0';

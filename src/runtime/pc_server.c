@@ -26,9 +26,12 @@
  *   additions in the same worker order, recording the touched indices), only the touched
  *   parameters are stepped and only those aggregate entries cleared: O(nnz), not O(n),
  *   and bitwise the parameters of the dense path (an untouched entry's step there is
- *   p - lr * 0 = p). Any other combination (server momentum, weight decay, Adam or AdamW,
- *   whose moments move every entry, dense codecs) takes the dense path: clear, decode and
- *   step all n entries. The metrics line says which: "touched" entries aggregated and
+ *   p - lr * 0 = p). With --adam-moments lazy, Adam or AdamW on a sparsifier's chunk takes
+ *   the same path and steps only the touched entries (pc_optim_adam_lazy: m, v and the
+ *   parameter of the entries that arrived, the chunk's step count moving every iteration).
+ *   Any other combination (server momentum, weight decay, dense Adam or AdamW, whose
+ *   moments move every entry, dense codecs) takes the dense path: clear, decode and step
+ *   all n entries. The metrics line says which: "touched" entries aggregated and
  *   stepped, "changed" parameters.
  * - Pushback (--pull): dense parameters, or only the entries that changed when they are
  *   few (plain SGD on sparse gradients); workers end up bitwise identical either way.
@@ -296,12 +299,16 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
         k->group = pc_rt__groups_chunk(groups, c);
         pc_rt__groups_get(groups, k->group, &base);
         k->optim = pc_rt__chunk_optim_from(rt, &base, n);
+        /* --adam-moments, --adam-freeze-after: the run's (pc.init's flags), not a group's */
+        k->optim.lazy = rt->optim.lazy;
+        k->optim.freeze_after = rt->optim.freeze_after;
     }
     int rc = lowrank_setup(s, k, rows, err, errlen);
     if (rc != PC_OK)
         return rc;
     bool steps = server_steps(s); /* --update workers: agg, messages and the pull only */
-    k->sparse = steps && pc_optim_sparse_friendly(&k->optim) && pc_rt__grad_sparse(k->codec);
+    k->sparse = steps && (pc_optim_sparse_friendly(&k->optim) || pc_optim_lazy(&k->optim)) &&
+                pc_rt__grad_sparse(k->codec);
     k->p = steps ? malloc(sizeof(float) * n) : NULL;
     int orc = steps ? pc_optim_state_alloc(&k->optim, n, &k->st) : PC_OK;
     k->agg = k->sparse ? calloc(n, sizeof(float)) : malloc(sizeof(float) * n);
@@ -716,17 +723,33 @@ size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim,
     return nchanged;
 }
 
+size_t pc_rt__server_lazy_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, double lr, float *p,
+                                 pc_optim_state_t *st, float *agg)
+{
+    const uint32_t *t = sp->touched;
+    size_t nt = sp->ntouched;
+    st->steps++; /* the tensor's step, whatever arrived (SparseAdam's state['step']) */
+    size_t nchanged = pc_optim_adam_lazy(optim, lr, p, st, agg, t, nt, sp->scratch);
+    assert(nchanged <= nt);
+    for (size_t j = 0; j < nt; j++)
+        agg[t[j]] = 0.0f; /* all zero again for the next iteration */
+    return nchanged;
+}
+
 /* The sparse path: the same sums into the touched entries only (agg is zero elsewhere),
- * plain SGD on those, then clear them (pc_rt__server_sparse_update). *changed gets the
- * changed list (ascending). */
-static int step_sparse(server_t *s, schunk_t *k, float lr, size_t *nchanged,
+ * plain SGD (pc_rt__server_sparse_update, at (float)lr) or lazy Adam(W)
+ * (pc_rt__server_lazy_update) on those, then clear them. *changed gets the changed list
+ * (ascending). */
+static int step_sparse(server_t *s, schunk_t *k, double lr, size_t *nchanged,
                        const uint32_t **changed, int64_t *t1, char *err, size_t errlen)
 {
     int rc = aggregate(s, k, err, errlen);
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    *nchanged = pc_rt__server_sparse_update(&k->sp, &k->optim, lr, k->p, k->agg);
+    *nchanged = pc_optim_lazy(&k->optim)
+                    ? pc_rt__server_lazy_update(&k->sp, &k->optim, lr, k->p, &k->st, k->agg)
+                    : pc_rt__server_sparse_update(&k->sp, &k->optim, (float)lr, k->p, k->agg);
     *changed = k->sp.scratch;
     return PC_OK;
 }
@@ -979,7 +1002,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
     size_t nchanged = 0;
     const uint32_t *changed = k->changed;
     int rc = rounds      ? step_lowrank(s, k, lr, &nchanged, &t1, err, errlen)
-             : k->sparse ? step_sparse(s, k, (float)lr, &nchanged, &changed, &t1, err, errlen)
+             : k->sparse ? step_sparse(s, k, lr, &nchanged, &changed, &t1, err, errlen)
                          : step_dense(s, k, lr, &nchanged, &t1, err, errlen);
     if (rc != PC_OK)
         return rc;

@@ -24,6 +24,14 @@
 size_t pc_rt__server_sparse_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, float lr, float *p,
                                    float *agg);
 
+/* The same for lazy Adam(W) (--adam-moments lazy; optim: pc_optim_lazy): st->steps counts
+ * this step (the chunk's, whatever arrived), then pc_optim_adam_lazy at lr on the touched
+ * entries of p and st, then those entries of agg cleared. Returns how many parameters
+ * changed, their indices in sp->scratch (ascending). pc_server.c's sparse path; pc-bench
+ * server times it. One thread per sp. */
+size_t pc_rt__server_lazy_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, double lr, float *p,
+                                 pc_optim_state_t *st, float *agg);
+
 /* The update of a powersgd matrix on its server (rows x cols, row-major p; st: its
  * optimizer state, pc_optim_state_alloc's for optim and rows x cols): P^ Q^T made row by
  * row (pc_lowrank_row, from phat rows x rank and qagg cols x rank) and optim's step at lr

@@ -12,7 +12,8 @@
 #  - a checkpoint of another model or world size is never loaded;
 #  - --optimizer adamw and adam: the servers' (and allreduce's workers', powersgd's
 #    workers') m, v, vmax and step counts come back bitwise (the uninterrupted model
-#    again); a checkpoint written with another optimizer is refused in one line;
+#    again; with --adam-moments lazy and --adam-freeze-after too); a checkpoint written
+#    with another optimizer is refused in one line;
 #  - --update workers (adamw, top-k with error feedback): the workers' parameters, m, v and
 #    steps come back bitwise from the workers' files, the servers' hold no records.
 set -uo pipefail
@@ -81,14 +82,17 @@ interrupted ps-term TERM --compress dgc:ratio=0.01 --compress-min-bytes 0
 # residual and Q with ps-powersgd-adamw below (a case of its own with SGD repeated both).
 interrupted ps-powersgd-dev KILL --compress powersgd:rank=2,warmup=20 --device emulate \
     --compress-on gpu
-# Adam's state: m, v, vmax and the step count on the servers (amsgrad), on the workers of
-# allreduce, and on both for powersgd's matrices (each worker steps its copy as the server).
+# Adam's state: m, v, vmax and the step count on the servers (amsgrad, with the lazy
+# moments of the sparse path), on the workers of allreduce, and on both for powersgd's
+# matrices (each worker steps its copy as the server; v frozen after 150 steps: frozen in
+# the checkpoint of 200 and after it). Not v frozen with top-k: the entries that never
+# arrived before the freeze keep v = 0 and step lr * m / eps when they do (diverges).
 adam=(--lr 0.001 --weight-decay 0.01)
 interrupted ps-adamw KILL --compress topk:ratio=0.01,momentum=0 --compress-min-bytes 0 \
-    --optimizer adamw --amsgrad "${adam[@]}"
+    --optimizer adamw --amsgrad --adam-moments lazy "${adam[@]}"
 interrupted allreduce-adam KILL --mode allreduce --compress none --optimizer adam "${adam[@]}"
 interrupted ps-powersgd-adamw KILL --compress powersgd:rank=2,warmup=20 --optimizer adamw \
-    "${adam[@]}"
+    --adam-freeze-after 150 "${adam[@]}"
 # Resuming adamw's checkpoints with sgd (and sgd's with adamw) is refused with one line.
 out=$("$run" -t 120 -np 3 "$train" "${common[@]}" --compress topk:ratio=0.01,momentum=0 \
     --compress-min-bytes 0 --checkpoint-dir "$tmp/ps-adamw-ck" --resume 2>&1)

@@ -742,6 +742,81 @@ static void test_dilate(void **state)
     free(buf);
 }
 
+/* --adam-moments dense|lazy and --adam-freeze-after N: defaults, values into the
+ * optimizer's configuration, and every refusal in one line naming the flag. */
+static void test_adam_variant_flags(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    pc_optim_cfg_t o;
+    char err[256];
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--optimizer", "adamw"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    assert_true(cfg.adam_freeze_after == 0);
+    pc_config_optim(&cfg, &o);
+    assert_true(!o.lazy && o.freeze_after == 0);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01,momentum=0", "--optimizer",
+                           "adam", "--adam-moments", "lazy", "--adam-freeze-after", "100"),
+                     PC_OK);
+    pc_config_optim(&cfg, &o);
+    assert_true(o.lazy && o.freeze_after == 100 && pc_optim_lazy(&o));
+    /* A dense codec takes lazy (its aggregate steps densely either way). */
+    assert_int_equal(
+        CHECK(&cfg, err, "--compress", "none", "--optimizer", "adam", "--adam-moments", "lazy"),
+        PC_OK);
+    struct {
+        const char *a, *b, *c, *d, *msg;
+    } bad[] = {
+        {"--adam-moments", "sparse", "--optimizer", "adam",
+         "--adam-moments: 'sparse' is not one of dense|lazy"},
+        {"--adam-freeze-after", "-1", "--optimizer", "adam",
+         "--adam-freeze-after: -1 is out of range (0..1000000000000)"},
+        {"--adam-freeze-after", "1.5", "--optimizer", "adam",
+         "--adam-freeze-after: '1.5' is not an integer"},
+        {"--adam-freeze-after", "x", "--optimizer", "adamw",
+         "--adam-freeze-after: 'x' is not an integer"},
+        {"--adam-moments", "lazy", "--optimizer", "sgd",
+         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd)"},
+        {"--adam-moments", "dense", "--momentum", "0.9",
+         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd)"},
+        {"--adam-freeze-after", "5", "--momentum", "0.9",
+         "--adam-freeze-after acts on --optimizer adam or adamw only (this run's is sgd)"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"prog",           "--compress",     "none",           (char *)bad[i].a,
+                        (char *)bad[i].b, (char *)bad[i].c, (char *)bad[i].d, NULL};
+        assert_int_equal(parse_check(&cfg, 7, argv, err, sizeof(err)), PC_EUSAGE);
+        assert_string_equal(err, bad[i].msg);
+    }
+    assert_int_equal(
+        CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adam", "--adam-moments", "lazy"),
+        PC_EUSAGE);
+    assert_string_equal(err, "--adam-moments lazy has no effect with --mode allreduce (every "
+                             "worker steps on the dense mean gradient; only the servers' step "
+                             "sees which entries arrived); drop it");
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--update", "workers", "--optimizer",
+                           "adam", "--adam-moments", "lazy"),
+                     PC_EUSAGE);
+    assert_string_equal(err, "--adam-moments lazy has no effect with --update workers (every "
+                             "worker steps on the dense mean gradient; only the servers' step "
+                             "sees which entries arrived); drop it");
+    /* --adam-freeze-after is any step's: allreduce and --update workers take it. */
+    assert_int_equal(
+        CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adam", "--adam-freeze-after", "3"),
+        PC_OK);
+    /* A cfg filled by hand gets the same checks. */
+    pc_config_defaults(&cfg);
+    snprintf(cfg.compress, sizeof(cfg.compress), "none");
+    cfg.optimizer = PC_OPTIM_ADAM;
+    cfg.adam_freeze_after = -2;
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--adam-freeze-after -2: must be a whole number >= 0 (0: never)");
+    cfg.adam_freeze_after = 0;
+    cfg.adam_moments = 7;
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
+    assert_string_equal(err, "--adam-moments 7: not one of dense|lazy");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -763,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_clip_flag),
         cmocka_unit_test(test_update),
         cmocka_unit_test(test_optimizer_flags),
+        cmocka_unit_test(test_adam_variant_flags),
         cmocka_unit_test(test_compressors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
