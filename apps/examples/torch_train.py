@@ -55,11 +55,31 @@ big models on a small machine; the whole test set is evaluated).
 --dropout applies where the model has dropout: cnn (before the last layer, default 0.5),
 vgg16 (the classifier's two, 0.5), vit (the encoder's, 0.1); elsewhere it is refused.
 
---backend local trains the model in one process with torch.optim.SGD, no communication
-(the benchmarks' compute-only limit); it reads the flags --backend ddp reads.
---backend ddp trains the same model on the same shards with torch.optim.SGD and
-DistributedDataParallel over gloo (every rank a worker, no server), for benchmarks; it
-reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule constant|cosine.
+--optimizer sgd|adamw (default sgd), --lr-warmup N, --clip-grad-norm X and --update
+servers|workers are spelt as the runtime's flags of the same meaning and read from them:
+  sgd, without --clip-grad-norm or --update workers: the runtime's own SGD on the servers
+            (--lr, --momentum, --weight-decay, --nesterov) under pc-train's schedule
+            (--lr-warmup N ramps (t + 1) / N, then the cosine over the whole run), as
+            before these flags existed; through DDP, torch.optim.SGD under the same rates.
+  adamw     torch.optim.AdamW (the runtime's --lr, --weight-decay, --betas, --eps,
+            --amsgrad) with timm's no-decay group (biases and one-dimensional parameters,
+            the norm weights, at weight decay 0), --lr-warmup N iterations of
+            torch.optim.lr_scheduler.LinearLR from 1 % of --lr, then CosineAnnealingLR over
+            the iterations left (SequentialLR; --lr-schedule constant: no cosine), on every
+            backend;
+  with adamw, --update workers or --clip-grad-norm, the pipecompress backend steps that
+  torch optimizer (sgd: torch.optim.SGD under pc-train's schedule, a LambdaLR) through
+  pc.DistributedOptimizer, on the servers (--update servers, the default) or on every
+  worker (--update workers); --clip-grad-norm X clips the averaged gradient by its global
+  norm to X (opt.clip_grad_norm_; DDP and local: torch.nn.utils.clip_grad_norm_ after
+  backward). --update is the pipecompress backend's alone; --resume is refused with
+  --update workers (the torch optimizer's state is not saved).
+--backend local trains the model in one process with torch.optim.SGD (or AdamW), no
+communication (the benchmarks' compute-only limit); it reads the flags --backend ddp reads.
+--backend ddp trains the same model on the same shards with torch.optim.SGD (or AdamW)
+and DistributedDataParallel over gloo (every rank a worker, no server), for benchmarks; it
+reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule constant|cosine,
+--optimizer, --lr-warmup, --clip-grad-norm (AdamW with torch's default betas and eps).
 --ddp-hook compresses DDP's allreduce with one of torch's communication hooks
 (torch.distributed.algorithms.ddp_comm_hooks): fp16 (default_hooks.fp16_compress_hook),
 bf16 (bf16_compress_hook), powersgd (powerSGD_hook: rank --powersgd-rank, plain allreduce
@@ -72,6 +92,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -81,6 +102,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..
                                 "python"))
 import pipecompress as pc  # noqa: E402
 from torch_replay import PCIE_GBPS  # noqa: E402  (beside this file: --arch replay)
+
+# torch 1.13's SequentialLR hands its first scheduler an epoch and warns about it, and a
+# scheduler advanced for a resumed run warns that no step came before: neither is ours.
+warnings.filterwarnings("ignore", message="The epoch parameter")
+warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
 
 
 class Cnn(nn.Module):
@@ -340,7 +366,8 @@ def check_arch_flags(args):
 
 
 def ddp_flags(rest):
-    """The PipeCompress flags the DDP baseline understands, with the runtime's defaults."""
+    """The PipeCompress flags the DDP baseline understands, with the runtime's defaults
+    (torch_flags' --optimizer, --update, --lr-warmup and --clip-grad-norm are read apart)."""
     ap = Parser(prog="torch_train.py --backend ddp")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
@@ -348,7 +375,118 @@ def ddp_flags(rest):
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
-    return ap.parse_args(rest)
+    return ap.parse_args(strip_flags(rest, TORCH_FLAGS))
+
+
+# The example's optimizer flags, spelt as PipeCompress's runtime flags of the same meaning
+# (pc-train's --optimizer, --update, --lr-warmup; --clip-grad-norm), read from the runtime's
+# words (torch_flags) rather than defined by parser(): they stay on the command line the
+# runtime sees, and --optimizer and --update reach pc.init (the wrapper reads them back).
+TORCH_FLAGS = ("optimizer", "update", "lr-warmup", "clip-grad-norm")
+
+
+def strip_flags(words, names):
+    """words without the flags of the given long names ("--name VALUE", "--name=VALUE")."""
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w.startswith("--") and w[2:].split("=", 1)[0] in names:
+            skip = "=" not in w
+            continue
+        out.append(w)
+    return out
+
+
+def torch_flags(args, rest):
+    """--optimizer sgd|adamw, --update servers|workers, --lr-warmup N, --clip-grad-norm X
+    (and --lr-schedule, read here too) from the runtime's words, checked, each bad value
+    refused in one line. .torch: whether the torch optimizer steps, through
+    pc.DistributedOptimizer on the pipecompress backend (AdamW, the step on the workers, or
+    clipping), rather than the runtime's own SGD and schedule (pc-train's)."""
+    ap = Parser(prog="torch_train.py", add_help=False, allow_abbrev=False)
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--update", choices=["servers", "workers"])
+    ap.add_argument("--lr-warmup", type=int, default=0)
+    ap.add_argument("--lr-schedule", default="cosine")
+    ap.add_argument("--clip-grad-norm", type=float)
+    t, _ = ap.parse_known_args(rest)
+    if t.lr_warmup < 0:
+        usage_error(f"--lr-warmup: {t.lr_warmup} is negative")
+    c = t.clip_grad_norm
+    if c is not None and not (math.isfinite(c) and c > 0):
+        usage_error(f"--clip-grad-norm: {c:g} is not a positive number")
+    if args.backend != "pipecompress" and t.update is not None:
+        usage_error("--update: only with --backend pipecompress (DDP's and local's workers "
+                    "step themselves)")
+    t.torch = t.optimizer != "sgd" or t.update == "workers" or c is not None
+    if t.torch and t.lr_schedule not in ("constant", "cosine"):
+        usage_error(f"--lr-schedule {t.lr_schedule}: with --optimizer adamw, --update workers "
+                    "or --clip-grad-norm the example schedules through torch: constant or "
+                    "cosine")
+    if args.arch.startswith("replay:") and (t.optimizer != "sgd" or c is not None):
+        usage_error("--optimizer adamw, --clip-grad-norm: not with --arch replay (the "
+                    "replay holds the step's time, it runs no optimizer)")
+    if t.torch and t.update == "workers" and ("--resume" in rest):
+        usage_error("--resume with --update workers: the example does not save the torch "
+                    "optimizer's state (the runtime's checkpoints hold the parameters)")
+    return t
+
+
+def make_optimizer(model, t, lr, momentum, nesterov, weight_decay, betas, eps, amsgrad):
+    """The torch optimizer of --optimizer. adamw: torch.optim.AdamW with timm's split
+    (param_groups_weight_decay): biases and every parameter of one dimension (norm
+    weights) in a group of weight decay 0, the rest at weight_decay. sgd: torch.optim.SGD,
+    one group."""
+    if t.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=nesterov,
+                               weight_decay=weight_decay)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.dim() <= 1 or name.endswith(".bias") else decay).append(p)
+    groups = [g for g in ({"params": decay}, {"params": no_decay, "weight_decay": 0.0})
+              if g["params"]]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                             amsgrad=amsgrad)
+
+
+def make_schedule(opt, t, total):
+    """The scheduler of the torch optimizer opt (or its pc.DistributedOptimizer: made after
+    the wrapper, on it), None for a constant rate. adamw: --lr-warmup N iterations of
+    LinearLR (from 1 % of the rate) then, with --lr-schedule cosine (the default),
+    CosineAnnealingLR over the T - N iterations left (SequentialLR). sgd: pc-train's own
+    schedule (the runtime's pc_optim_lr, as a LambdaLR: (t + 1) / N in the warm-up, then
+    the cosine over the whole run), as --optimizer sgd has without a wrapper. total: the
+    run's iterations T."""
+    S = torch.optim.lr_scheduler
+    warm, cosine = t.lr_warmup, t.lr_schedule == "cosine"
+    if t.optimizer == "sgd":
+        def factor(it):
+            if it < warm:
+                return (it + 1) / warm
+            if cosine:
+                return 0.5 * (1 + math.cos(math.pi * it / total)) if it < total else 0.0
+            return 1.0
+        return S.LambdaLR(opt, factor) if warm or cosine else None
+    main = S.CosineAnnealingLR(opt, T_max=max(1, total - warm)) if cosine else None
+    if not warm:
+        return main
+    ramp = S.LinearLR(opt, start_factor=0.01, total_iters=warm)
+    return ramp if main is None else S.SequentialLR(opt, [ramp, main], milestones=[warm])
+
+
+def optimizer_line(t, opt, how, lr):
+    """Rank 0's line naming the optimizer the torch path steps, its groups and schedule."""
+    g = opt.param_groups
+    hp = f"lr {lr:g}, weight decay {g[0]['weight_decay']:g}"
+    if len(g) > 1:
+        hp += f" (group 1, biases and norm weights: {g[1]['weight_decay']:g})"
+    sched = t.lr_schedule if t.lr_schedule == "cosine" else "constant"
+    warm = f"warm-up {t.lr_warmup} then " if t.lr_warmup else ""
+    clip = f", clipped to {t.clip_grad_norm:g}" if t.clip_grad_norm is not None else ""
+    return f"optimizer {t.optimizer} ({how}): {hp}; {warm}{sched}{clip}"
 
 
 def parser():
@@ -425,6 +563,7 @@ def main():
     if args.epochs < 1 or args.batch < 1 or args.threads < 1 or args.warmup < 0:
         ap.error("--epochs, --batch and --threads must be positive, --warmup not negative")
     check_arch_flags(args)
+    t = torch_flags(args, rest)
     torch.set_num_threads(args.threads)
     if args.arch.startswith("replay:"):
         pc.set_blas_threads(args.threads)
@@ -437,8 +576,16 @@ def main():
         return args.epochs * (n // (workers * B))
 
     if args.backend in ("ddp", "local"):
-        return train_ddp(args, rest, images, labels, run_length)
-    pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
+        return train_ddp(args, rest, images, labels, run_length, t)
+    if t.torch:
+        # The torch optimizer steps (pc.DistributedOptimizer below): its scheduler makes the
+        # rates and it clips, so the runtime's schedule and clipping flags stay here (a
+        # wrapper refuses them); --optimizer, --update, --lr, ... reach pc.init, and the
+        # optimizer is built from the values pc.init parsed (pc.config()).
+        pc.init(strip_flags(rest, ("lr-warmup", "lr-schedule", "clip-grad-norm")),
+                run_length=run_length)
+    else:
+        pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
     model = probe(args, images[:B], labels[:B])
     if pc.is_server():
         return pc.run_server()
@@ -450,6 +597,15 @@ def main():
         raise pc.Error("--batch: the training set is smaller than one iteration of all workers")
     model = model or build(args.arch, seed, args.dropout)
     pc.attach(model)
+    opt = sched = None
+    if t.torch:  # right after attach: the optimizer travels to the servers at the start
+        yes = ("1", "true", "yes", "on")
+        torch_opt = make_optimizer(
+            model, t, float(cfg["lr"]), float(cfg["momentum"]), cfg["nesterov"] in yes,
+            float(cfg["weight-decay"]), tuple(float(b) for b in cfg["betas"].split(",")),
+            float(cfg["eps"]), cfg["amsgrad"] in yes)
+        opt = pc.DistributedOptimizer(torch_opt)  # the placement: --update's (servers)
+        sched = make_schedule(opt, t, total)
     if args.powersgd_q:
         qs = pc.lowrank_q()
         if not qs:
@@ -463,6 +619,21 @@ def main():
         print(f"torch {args.arch}: {sum(p.numel() for p in model.parameters())} parameters; "
               f"{W} workers x batch {B}, {ipe} iterations per epoch, {total} in all"
               + (f"; resumed at {first}" if first else ""), flush=True)
+        if opt is not None:
+            print(optimizer_line(t, opt, "pc.DistributedOptimizer, update="
+                                 f"{pc.config()['update']}", float(cfg["lr"])), flush=True)
+    for _ in range(first if sched is not None else 0):
+        sched.step()  # resumed: the rates where the run left off (the servers' state is in)
+
+    def step():
+        if opt is None:
+            return pc.iteration_end()  # the runtime's own SGD, on the servers
+        if t.clip_grad_norm is not None:
+            opt.clip_grad_norm_(t.clip_grad_norm)
+        opt.step()
+        if sched is not None:
+            sched.step()
+        return opt.should_stop
 
     last = {}  # the latest epoch-end evaluation: iterations done then, its accuracy
 
@@ -478,7 +649,7 @@ def main():
 
     t0 = time.time()
     stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
-                          step=lambda: pc.iteration_end(),
+                          step=step,
                           report=loss_logger(args, rank, first, pc.report),
                           on_epoch_end=on_epoch_end, settle=pc.synchronize)
     it_done = pc.iteration()
@@ -694,7 +865,7 @@ def seeded_powersgd_hook(model, qs, hook):
     return seeded
 
 
-def train_ddp(args, rest, images, labels, run_length):
+def train_ddp(args, rest, images, labels, run_length, t):
     import torch.distributed as dist
 
     f = ddp_flags(rest)
@@ -716,20 +887,34 @@ def train_ddp(args, rest, images, labels, run_length):
     total = f.iters or run_length(W)
     model = build(args.arch, f.seed, args.dropout)
     ddp = model if local else ddp_wrap(args, model)
-    opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
-                          weight_decay=f.weight_decay)
+    sched = None
+    if t.optimizer == "adamw":  # torch's defaults: the runtime's --betas, --eps
+        t.lr_schedule = f.lr_schedule
+        opt = make_optimizer(model, t, f.lr, 0.0, False, f.weight_decay, (0.9, 0.999), 1e-8,
+                             False)
+        sched = make_schedule(opt, t, total)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
+                              weight_decay=f.weight_decay)
 
-    def lr_at(t):  # pc_optim_lr's schedules
+    def lr_at(t_):  # pc_optim_lr's schedules (--optimizer sgd)
+        if t_ < t.lr_warmup:
+            return f.lr * (t_ + 1) / t.lr_warmup
         if f.lr_schedule == "cosine" and total > 0:
-            return 0.0 if t >= total else f.lr * 0.5 * (1 + math.cos(math.pi * t / total))
+            return 0.0 if t_ >= total else f.lr * 0.5 * (1 + math.cos(math.pi * t_ / total))
         return f.lr
 
     state = {"t": 0}
 
     def step():
-        for group in opt.param_groups:
-            group["lr"] = lr_at(state["t"])
+        if sched is None:
+            for group in opt.param_groups:
+                group["lr"] = lr_at(state["t"])
+        if t.clip_grad_norm is not None:  # the averaged gradient: DDP's backward made it
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_grad_norm)
         opt.step()
+        if sched is not None:
+            sched.step()
         opt.zero_grad(set_to_none=False)
         state["t"] += 1
         return False
@@ -739,6 +924,8 @@ def train_ddp(args, rest, images, labels, run_length):
         print(f"torch {args.arch} ({what}): "
               f"{sum(p.numel() for p in model.parameters())} parameters; {W} workers x "
               f"batch {B}, {ipe} iterations per epoch, {total} in all", flush=True)
+        if t.torch:
+            print(optimizer_line(t, opt, "torch.optim, every worker", f.lr), flush=True)
 
     last = {}  # the latest epoch-end evaluation: iterations done then, its accuracy
 

@@ -27,7 +27,10 @@
 #   --timeline are written with the binding's loss and layer events;
 # - apps/examples/torch_train.py trains the cnn and the lstm a few iterations, and its
 #   loss falls; its cnn (with dropout) checkpointed and resumed gives the same loss at
-#   every iteration as a run that was not;
+#   every iteration as a run that was not; --optimizer adamw (--lr-warmup, the no-decay
+#   group) through the servers and through the workers (--update workers) gives DDP's
+#   losses (DDP and the workers through --clip-grad-norm too, with a max-norm that never
+#   bites);
 # - bad flags, --mode auto without pc.probe, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
@@ -323,6 +326,44 @@ if job ex-straight 3 "$example" "${exflags[@]}" --iters 8 --loss-log "$tmp/loss-
 else
     bad "torch_train.py --arch cnn resume:"; tail -n 3 "$tmp/ex-res.out"
     diff "$tmp/loss-straight.txt" "$tmp/loss-resumed.txt" | head -5
+fi
+
+# The example's torch optimizer (issue 47): --optimizer adamw (timm's no-decay group,
+# --lr-warmup 2 iterations of LinearLR, then CosineAnnealingLR), --compress none, 2
+# workers: the batch losses of 5 iterations through the servers (update="servers") and
+# through every worker (--update workers given to pc.init, the wrapper's default placement
+# then) equal DDP's with torch.optim.AdamW to float tolerance (1e-5 relative). DDP and the
+# workers also go through --clip-grad-norm (opt.clip_grad_norm_ on the workers, torch's
+# after DDP's backward) with a max-norm that never bites (the gradients' norm is about 1:
+# torch multiplies by exactly 1), so the three must still agree.
+adamw=(--arch lstm --data synthetic --synthetic-samples 256 --batch 8 --iters 5 --eval none
+       --optimizer adamw --lr 0.002 --weight-decay 0.05 --lr-warmup 2)
+if job ex-adamw-ddp 2 "$example" "${adamw[@]}" --backend ddp --ddp-port "$(pc_free_port)" \
+        --clip-grad-norm 1000 --loss-log "$tmp/loss-ddp.txt" &&
+    job ex-adamw-servers 3 "$example" "${adamw[@]}" --compress none --loss-log "$tmp/loss-servers.txt" &&
+    job ex-adamw-workers 3 "$example" "${adamw[@]}" --compress none --update workers \
+        --clip-grad-norm 1000 --loss-log "$tmp/loss-workers.txt" &&
+    grep -qx 'optimizer adamw (torch.optim, every worker): lr 0.002, weight decay 0.05 (group 1, biases and norm weights: 0); warm-up 2 then cosine, clipped to 1000' "$tmp/ex-adamw-ddp.out" &&
+    grep -qx 'optimizer adamw (pc.DistributedOptimizer, update=servers): lr 0.002, weight decay 0.05 (group 1, biases and norm weights: 0); warm-up 2 then cosine' "$tmp/ex-adamw-servers.out" &&
+    grep -qx 'optimizer adamw (pc.DistributedOptimizer, update=workers): lr 0.002, weight decay 0.05 (group 1, biases and norm weights: 0); warm-up 2 then cosine, clipped to 1000' "$tmp/ex-adamw-workers.out" &&
+    "$py" - "$tmp" >"$tmp/adamw.cmp" 2>&1 <<'PY'; then
+import sys
+t = sys.argv[1]
+losses = {n: [float(line.split()[1]) for line in open(f"{t}/loss-{n}.txt")]
+          for n in ("ddp", "servers", "workers")}
+if any(len(v) != 5 for v in losses.values()):
+    sys.exit(f"not 5 losses each: {losses}")
+if len(set(losses["ddp"])) < 5:
+    sys.exit(f"the loss did not move: {losses['ddp']}")
+worst = max(abs(a - b) / abs(b) for n in ("servers", "workers")
+            for a, b in zip(losses[n], losses["ddp"]))
+print(f"{worst:.3g}")
+sys.exit(0 if worst <= 1e-5 else f"largest relative difference {worst:.3g}: {losses}")
+PY
+    ok "torch_train.py --optimizer adamw: 5 losses through the servers and through the workers equal DDP + torch.optim.AdamW's (largest relative difference $(cat "$tmp/adamw.cmp"))"
+else
+    bad "torch_train.py --optimizer adamw against DDP:"; cat "$tmp/adamw.cmp" 2>/dev/null
+    tail -n 5 "$tmp"/ex-adamw-*.out
 fi
 
 # refuse NAME RANKS STATUS PATTERN ARGS...: the job exits STATUS (any non-zero for "x"),
