@@ -160,7 +160,9 @@ class Reporter:
                 hp += [f"momentum {c.get('momentum')}", f"nesterov {c.get('nesterov')}"]
             else:
                 hp += [f"betas {c.get('betas')}", f"eps {c.get('eps')}",
-                       f"amsgrad {c.get('amsgrad')}"]
+                       f"amsgrad {c.get('amsgrad')}",
+                       f"adam-moments {c.get('adam-moments')}",
+                       f"adam-freeze-after {c.get('adam-freeze-after')}"]
             sched = c.get("lr-schedule", "constant")
             if sched == "step":
                 sched += f" (every {c.get('lr-step')} iterations x {c.get('lr-gamma')})"
@@ -182,6 +184,10 @@ class Reporter:
                            if k not in _IMPL_KEYS and not (k == "maximize" and not v) and
                            isinstance(v, (bool, int, float, tuple, list)))
             _say(f"group {i}: {len(g['params'])} tensors, {hp}")
+        if c.get("optimizer", "sgd") != "sgd" and who == "the servers step":
+            # the servers' Adam variant: pc.init's --adam-moments, --adam-freeze-after
+            _say(f"adam moments {c.get('adam-moments')}, v frozen after "
+                 f"{c.get('adam-freeze-after')} steps (0: never), every group")
 
     def forward(self, n):
         """A training forward pass of the root module over n samples."""

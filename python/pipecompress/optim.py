@@ -42,6 +42,9 @@ _GROUP_FIELDS = 8  # PC_GROUP_FIELDS (pc_runtime.h): lr, weight decay, momentum,
 # beta1, beta2, eps, amsgrad
 # The runtime's schedule flags: with the wrapper the rates come from param_groups.
 _SCHEDULE_FLAGS = ("lr-schedule", "lr-step", "lr-gamma", "lr-warmup")
+# The servers' Adam variants for a compressed aggregate (--adam-moments, --adam-freeze-after:
+# pc.init's flags on every rank, with --optimizer adam or adamw): the servers' step only.
+_ADAM_VARIANT_FLAGS = ("adam-moments", "adam-freeze-after")
 # The runtime's hyperparameter flags and the torch optimizers' defaults of the same meaning:
 # with update="workers" a given one must say what the object does (_check_flags_workers).
 _FIELDS = (("lr", "lr"), ("momentum", "momentum"), ("nesterov", "nesterov"),
@@ -114,6 +117,11 @@ def _check_flags_workers(s, opt, cls):
             raise Error(f"DistributedOptimizer: --{f} given to pc.init: with update='workers' "
                         f"the {cls} steps with the rates in its param_groups (use a "
                         "torch.optim.lr_scheduler); drop the flag")
+    for f in _ADAM_VARIANT_FLAGS:
+        if f in given:
+            raise Error(f"DistributedOptimizer: --{f} given to pc.init: it chooses the servers' "
+                        f"Adam step, and with update='workers' the {cls} steps on the workers "
+                        "(the flag would be silently unused); drop it")
     kind = _KINDS.get(type(opt))
     if "optimizer" in given and (kind is None or cfg.get("optimizer") != _KIND_NAMES[kind]):
         raise Error(f"DistributedOptimizer: --optimizer {cfg.get('optimizer')} given to pc.init, "
@@ -214,7 +222,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     update="servers": the servers run torch_optimizer's update (torch.optim.SGD, Adam or
     AdamW, torch 1.13's arithmetic) with each parameter group's lr, weight_decay, momentum
-    and nesterov (SGD), betas, eps and amsgrad (Adam, AdamW). The groups' current
+    and nesterov (SGD), betas, eps and amsgrad (Adam, AdamW); what Adam does with a
+    compressed aggregate is pc.init's flags on every rank, with optimizer="adam" or
+    "adamw" given there too: adam_moments="lazy" (only the entries that arrived step, as
+    torch.optim.SparseAdam) and adam_freeze_after=N (v frozen after N steps, 1-bit
+    Adam's), for every group (refused with update="workers"). The groups' current
     learning rates (whatever a torch.optim.lr_scheduler or the script wrote into
     param_groups) go to the servers before the iteration's first gradient leaves, and
     step() refuses a change since; step() ends the iteration (pc.iteration_end()). The
