@@ -21,6 +21,23 @@
 #                   the same first 10 iterations as ddp-psgd2)
 #   ps-psgd4        the same at rank 4 (beside ddp-psgd4)
 #   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
+# --study adam (issue 47, item 3: what the servers' Adam should do with a compressed
+# aggregate) runs another table instead, every run AdamW (the example's --optimizer adamw:
+# its no-decay group, warm-up and cosine through torch's schedulers), codecs without
+# momentum correction (it would feed Adam's moments):
+#   ddp             DDP + torch.optim.AdamW, fp32 (the reference: the "vs DDP" column)
+#   ps-none         PipeCompress --compress none, AdamW on the servers
+#   CODEC-dense     Adam's dense moments on the aggregate (today's default)
+#   CODEC-ams       AMSGrad's max (the example's --amsgrad: AdamW(amsgrad=True))
+#   CODEC-lazy      --adam-moments lazy (only the entries that arrived step)
+#   CODEC-freeze    --adam-freeze-after N (1-bit Adam's warm-up, then a frozen v; N from
+#                   --freeze-after, default a fifth of the run's iterations)
+# for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); then a
+# table of the final accuracies, codec by variant. PowerSGD is not in it: the example's
+# AdamW goes through pc.DistributedOptimizer, whose parameter groups the runtime refuses
+# with powersgd (its workers step the matrices too; pc-train --optimizer adamw --compress
+# powersgd:rank=4 runs, without groups). With a sparsifier a frozen v may diverge (an
+# entry that never arrived in the warm-up keeps v = 0): such a run shows as failed.
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
 # them on the wall-clock axis of a network with the per-node runs' measured rates
@@ -30,6 +47,7 @@
 #                                   [--settings "ddp ps-topk ..."] [--threads N]
 #                                   [--data DIR|synthetic] [--speed SUMMARY.json]
 #                                   [--timeout SECONDS] [--out DIR]
+#                                   [--study adam] [--freeze-after N]
 #
 # --arch: the example's (default vit). --epochs: default 2. --train-samples: train on the
 # training set's first N samples (the example's flag: shorter epochs for the models that
@@ -37,6 +55,9 @@
 # default all of the above. --threads: torch's and OpenBLAS's threads per rank (default 1).
 # --data: as torch-ddp.sh's. --speed: a torch-ddp.sh summary.json of the same arch, for the
 # report's wall-clock chart. --timeout: each run's limit (default 86400 s).
+# --study adam: the table of Adam variants above instead (--settings picks among its
+# names; default DIR results/torch-adam-study-accuracy-ARCH-DATE, and DIR/adam-study.txt,
+# printed, the codec-by-variant table). --freeze-after N: its CODEC-freeze runs' N.
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
 # Writes DIR/runs/SETTING.log (each run's whole output, its command on the first line) and
 # SETTING.meta.json, DIR/accuracy.txt (printed) and accuracy.json, and with --speed the
@@ -67,8 +88,22 @@ ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,wa
 ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on
 ps-psgd4|3|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on
 auto|3|--mode auto|--mode auto --servers 1"
+# --study adam's table (every run AdamW; @FREEZE@: --freeze-after's N)
+ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0 --pipeline on"
+ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0 --pipeline on"
+ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp --optimizer adamw
+ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on --optimizer adamw
+topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK --optimizer adamw
+topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK --optimizer adamw --amsgrad
+topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK --optimizer adamw --adam-moments lazy
+topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK --optimizer adamw --adam-freeze-after @FREEZE@
+dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC --optimizer adamw
+dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC --optimizer adamw --amsgrad
+dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC --optimizer adamw --adam-moments lazy
+dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC --optimizer adamw --adam-freeze-after @FREEZE@"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
-ALL=$(awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
+names() { awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE"; }
+ALL=$(names)
 arch=vit
 epochs=2
 samples=""
@@ -78,17 +113,22 @@ data=/usr/share/datasets/fashion-mnist
 speed=""
 limit=86400
 out=""
+study=""
+freeze=""
+settings_given=""
 while [ $# -gt 0 ]; do
     case $1 in
     --arch) need "$1" "${2:-}"; arch=$2; shift ;;
     --epochs) need "$1" "${2:-}"; epochs=$2; shift ;;
     --train-samples) need "$1" "${2:-}"; samples=$2; shift ;;
-    --settings) need "$1" "${2:-}"; settings=$2; shift ;;
+    --settings) need "$1" "${2:-}"; settings=$2; settings_given=1; shift ;;
     --threads) need "$1" "${2:-}"; threads=$2; shift ;;
     --data) need "$1" "${2:-}"; data=$2; shift ;;
     --speed) need "$1" "${2:-}"; speed=$2; shift ;;
     --timeout) need "$1" "${2:-}"; limit=$2; shift ;;
     --out) need "$1" "${2:-}"; out=$2; shift ;;
+    --study) need "$1" "${2:-}"; study=$2; shift ;;
+    --freeze-after) need "$1" "${2:-}"; freeze=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
@@ -96,6 +136,13 @@ while [ $# -gt 0 ]; do
 done
 case " cnn lstm resnet18 resnet50 vgg16 vit " in *" $arch "*) ;;
     *) usage_error "--arch: '$arch' is not one of cnn lstm resnet18 resnet50 vgg16 vit" ;; esac
+case $study in
+    "") ;;
+    adam) SETTINGS_TABLE=$ADAM_TABLE; ALL=$(names); [ -n "$settings_given" ] || settings=$ALL ;;
+    *) usage_error "--study: '$study' is not adam" ;;
+esac
+[ -z "$freeze" ] || [ "$study" = adam ] || usage_error "--freeze-after needs --study adam"
+[ -z "$freeze" ] || count --freeze-after "$freeze" 1
 for s in $settings; do
     case " $ALL " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL)" ;; esac
 done
@@ -107,7 +154,7 @@ count --timeout "$limit" 1
 [ -z "$speed" ] || [ -f "$speed" ] || usage_error "--speed: no file $speed"
 [ "$data" = synthetic ] || [ -d "$data" ] ||
     usage_error "--data: no directory $data (Debian package dataset-fashion-mnist)"
-out=${out:-$PC_TOP/results/torch-accuracy-$arch-$(date +%Y-%m-%d)}
+out=${out:-$PC_TOP/results/torch-${study:+$study-study-}accuracy-$arch-$(date +%Y-%m-%d)}
 
 pc_setup
 py=/usr/bin/python3
@@ -129,10 +176,14 @@ pc_say "$arch, $epochs epoch(s)${samples:+ of the first $samples training sample
 # One epoch's iterations (2 workers x batch 32) for @EPOCH@: the training set's 60 000
 # images, or the example's 20 000 synthetic ones, or --train-samples.
 epoch_iters=$(( ${samples:-$([ "$data" = synthetic ] && echo 20000 || echo 60000)} / 64 ))
+# --study adam's --adam-freeze-after: a fifth of the run by default (1-bit Adam's warm-up
+# is of that order: 15 to 25 %), at least 1.
+[ -n "$freeze" ] || freeze=$(( epoch_iters * epochs / 5 > 0 ? epoch_iters * epochs / 5 : 1 ))
 for s in $settings; do
     np=$(field "$s" 2)
     flags=$(field "$s" 4)
     flags=${flags//@EPOCH@/$epoch_iters}
+    flags=${flags//@FREEZE@/$freeze}
     # shellcheck disable=SC2206 # the table's words
     cmd=("$py" "$example" --arch "$arch" --data "$data" --epochs "$epochs" --threads "$threads"
          --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $flags)
@@ -163,6 +214,28 @@ for s in $settings; do
 done
 report=0
 "$py" "$PC_TOP/scripts/bench/torch_accuracy_report.py" "$runs" "$out" ${speed:+--speed "$speed"} || report=$?
+if [ "$study" = adam ] && [ -f "$out/accuracy.json" ]; then
+    # The final accuracies side by side, codec by Adam variant (- where not run), and each
+    # one's points against DDP + AdamW; also DIR/adam-study.txt.
+    "$py" - "$out/accuracy.json" "$freeze" <<'PY' | tee "$out/adam-study.txt"
+import json, sys
+runs = {r["setting"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+fin = lambda s: runs[s]["final"] if s in runs and runs[s]["final"] is not None else None
+cell = lambda a: "%7.2f" % a if a is not None else "%7s" % "-"
+ddp = fin("ddp")
+print("final test accuracy %% (AdamW; v frozen after %s iterations); DDP + AdamW %s, "
+      "ps none %s" % (sys.argv[2], cell(ddp).strip(), cell(fin("ps-none")).strip()))
+cols = ("dense", "ams", "lazy", "freeze")
+print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
+                         " ".join("%7s" % ("d " + c) for c in cols)))
+for codec in ("topk", "dgc"):
+    acc = [fin("%s-%s" % (codec, c)) for c in cols]
+    diff = ["%+7.2f" % (a - ddp) if a is not None and ddp is not None else "%7s" % "-"
+            for a in acc]
+    print("%-8s %s   %s" % (codec, " ".join(cell(a) for a in acc), " ".join(diff)))
+print("d VARIANT: points against DDP + AdamW")
+PY
+fi
 if [ "$failures" -gt 0 ] || [ "$report" != 0 ]; then
     pc_say "$failures run(s) failed (their logs: $runs)"
     exit 1
