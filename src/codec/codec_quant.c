@@ -28,7 +28,8 @@
  *    each byte's low b bits with BMI2's pext, and makes terngrad's 2-bit codes straight
  *    from its compare masks with pdep. qsgd with up to 127 levels has b <= 8, terngrad 2,
  *    efsign 1 (a compare's movemask).
- *  - AVX-512 draws 64 blocks (256 words) per step in four interleaved chains of rounds.
+ *  - AVX-512 draws 64 blocks (256 words) per step in four interleaved chains of rounds,
+ *    AVX2 32 blocks (128 words) in four chains of 8.
  *    A round's multiplies wait on the round before (about 5 cycles of latency on 12
  *    instructions), so one chain left the vector units mostly idle: in a profile of the
  *    qsgd encode (25 M elements, issue 46) the Philox rounds were half the encode's
@@ -39,7 +40,9 @@
  *    (best of 11): terngrad 2.6 -> 2.0 ms, qsgd (16 levels) 2.6 -> 2.1 ms; three chains
  *    gave 2.0-2.1, five and six (registers spilled) 2.0-2.3, and keeping each chain's
  *    even and odd blocks apart in 64-bit lanes (a shift instead of two shuffles a
- *    product) 2.2-2.7.
+ *    product) 2.2-2.7. The AVX2 build (the same CPU, one chain before): terngrad 9.5-10.1
+ *    -> 5.4-6.2 ms, qsgd 10.4-11.3 -> 6.5-7.2 ms with four chains, 6.7-7.5 and 7.7-8.8
+ *    with two, 6.1-6.3 and 7.1-7.5 with three.
  *  - The division stays. It was thought to be most of what was left, but the divider runs
  *    beside the other units: terngrad deciding u <= fl(|v| / m) from the product u m
  *    (exact outside a band of 3 ulps, where it divided) cost 2.1-2.3 ms against the
@@ -291,6 +294,49 @@ AVX2 static inline void philox8(__m256i w[4], uint32_t blk, uint32_t k0, uint32_
     w[3] = _mm256_unpackhi_epi64(t2, t3);
 }
 
+/* philox8 four times, on blocks blk .. blk + 31 (chain c: blocks blk + 8 c .., words into
+ * w[4 c .. 4 c + 3]), the four chains' rounds interleaved: the same words as philox8.
+ * blk + 31 must fit 32 bits. Why four: the file's header. */
+AVX2 static inline void philox8x4(__m256i w[16], uint32_t blk, uint32_t k0, uint32_t k1,
+                                  __m256i sub_lo, __m256i sub_hi)
+{
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    const __m256i base =
+        _mm256_add_epi32(_mm256_set1_epi32((int)blk), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    __m256i c0[4], c1[4], c2[4], c3[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        c0[c] = _mm256_add_epi32(base, _mm256_set1_epi32(8 * c));
+        c1[c] = _mm256_setzero_si256();
+        c2[c] = sub_lo;
+        c3[c] = sub_hi;
+    }
+    for (int round = 0; round < 10; round++) {
+        const __m256i kv0 = _mm256_set1_epi32((int)k0), kv1 = _mm256_set1_epi32((int)k1);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i hi0, lo0, hi1, lo1;
+            mulhilo8(c0[c], m0, &hi0, &lo0);
+            mulhilo8(c2[c], m1, &hi1, &lo1);
+            c0[c] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[c]), kv0);
+            c2[c] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[c]), kv1);
+            c1[c] = lo1;
+            c3[c] = lo0;
+        }
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i t0 = _mm256_unpacklo_epi32(c0[c], c1[c]), t1 = _mm256_unpacklo_epi32(c2[c], c3[c]);
+        __m256i t2 = _mm256_unpackhi_epi32(c0[c], c1[c]), t3 = _mm256_unpackhi_epi32(c2[c], c3[c]);
+        w[4 * c] = _mm256_unpacklo_epi64(t0, t1);
+        w[4 * c + 1] = _mm256_unpackhi_epi64(t0, t1);
+        w[4 * c + 2] = _mm256_unpacklo_epi64(t2, t3);
+        w[4 * c + 3] = _mm256_unpackhi_epi64(t2, t3);
+    }
+}
+
 /* pc_philox_uniform lane by lane. */
 AVX2 static inline __m256 uniform8(__m256i x)
 {
@@ -312,85 +358,143 @@ AVX2 static inline uint64_t pack8(__m256i code, __m128i cb, __m128i cb2, unsigne
     return lo | hi << (4 * b);
 }
 
+/* The constants of one qsgd encode (AVX2). */
+typedef struct qsgd8_k {
+    __m256 absm, normv, sf, zero;
+    __m256i si, one, live; /* live: all ones when norm > 0, else every level is 0 */
+    __m128i cb, cb2;       /* b and 2b as shift counts */
+    unsigned b;
+} qsgd8_k_t;
+
+/* qsgd's 8 elements at x (their words w), their b bytes at *p (advanced), their residuals
+ * at res (or NULL). */
+AVX2 static inline void qsgd8(const qsgd8_k_t *k, __m256i w, const float *x, float *res,
+                              uint8_t **p)
+{
+    __m256 u = uniform8(w);
+    __m256 xv = _mm256_loadu_ps(x);
+    __m256 r = _mm256_mul_ps(_mm256_div_ps(_mm256_and_ps(xv, k->absm), k->normv), k->sf);
+    __m256 l = _mm256_floor_ps(r);
+    __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(r, l), _CMP_LT_OQ));
+    __m256i lev = _mm256_add_epi32(_mm256_cvttps_epi32(l), _mm256_and_si256(up, k->one));
+    lev = _mm256_and_si256(_mm256_min_epi32(lev, k->si), k->live);
+    __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(xv, k->zero, _CMP_LT_OQ));
+    __m256i code =
+        _mm256_blendv_epi8(_mm256_add_epi32(k->si, lev), _mm256_sub_epi32(k->si, lev), neg);
+    uint64_t bits = pack8(code, k->cb, k->cb2, k->b);
+    memcpy(*p, &bits, 8);
+    *p += k->b;
+    if (res) {
+        __m256 qf = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, k->si));
+        __m256 val = _mm256_mul_ps(k->normv, _mm256_div_ps(qf, k->sf));
+        _mm256_storeu_ps(res, _mm256_sub_ps(_mm256_loadu_ps(res), val));
+    }
+}
+
 AVX2 static size_t qsgd_avx2(const pc_codec__quant_t *q, unsigned b)
 {
     if (b > 8 || q->n > UINT32_MAX)
         return 0;
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256 normv = _mm256_set1_ps(q->scale), sf = _mm256_set1_ps((float)q->levels);
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256i si = _mm256_set1_epi32(q->levels), one = _mm256_set1_epi32(1);
-    const __m256i live = _mm256_set1_epi32(q->scale > 0 ? -1 : 0); /* else every level is 0 */
+    const qsgd8_k_t k = {.absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)),
+                         .normv = _mm256_set1_ps(q->scale),
+                         .sf = _mm256_set1_ps((float)q->levels),
+                         .zero = _mm256_setzero_ps(),
+                         .si = _mm256_set1_epi32(q->levels),
+                         .one = _mm256_set1_epi32(1),
+                         .live = _mm256_set1_epi32(q->scale > 0 ? -1 : 0),
+                         .cb = _mm_cvtsi32_si128((int)b),
+                         .cb2 = _mm_cvtsi32_si128((int)(2 * b)),
+                         .b = b};
     const __m256i sub_lo = _mm256_set1_epi32((int)(uint32_t)q->subseq);
     const __m256i sub_hi = _mm256_set1_epi32((int)(uint32_t)(q->subseq >> 32));
     const uint32_t k0 = (uint32_t)q->seed, k1 = (uint32_t)(q->seed >> 32);
-    const __m128i cb = _mm_cvtsi32_si128((int)b), cb2 = _mm_cvtsi32_si128((int)(2 * b));
+    const float *v = q->v; /* locals: the payload's byte stores may alias *q */
+    float *res = q->res;
+    const size_t n = q->n;
     uint8_t *p = q->payload;
     size_t i = 0;
-    for (; i + 32 + STORE_SLACK <= q->n; i += 32) {
+    for (; i + 128 + STORE_SLACK <= n; i += 128) {
+        __m256i w[16];
+        philox8x4(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
+        for (int j = 0; j < 16; j++)
+            qsgd8(&k, w[j], v + i + 8 * (size_t)j, res ? res + i + 8 * (size_t)j : NULL, &p);
+    }
+    for (; i + 32 + STORE_SLACK <= n; i += 32) {
         __m256i w[4];
         philox8(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
-        for (int k = 0; k < 4; k++) {
-            size_t e = i + 8 * (size_t)k;
-            __m256 u = uniform8(w[k]);
-            __m256 x = _mm256_loadu_ps(q->v + e);
-            __m256 r = _mm256_mul_ps(_mm256_div_ps(_mm256_and_ps(x, absm), normv), sf);
-            __m256 l = _mm256_floor_ps(r);
-            __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(r, l), _CMP_LT_OQ));
-            __m256i lev = _mm256_add_epi32(_mm256_cvttps_epi32(l), _mm256_and_si256(up, one));
-            lev = _mm256_and_si256(_mm256_min_epi32(lev, si), live);
-            __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-            __m256i code =
-                _mm256_blendv_epi8(_mm256_add_epi32(si, lev), _mm256_sub_epi32(si, lev), neg);
-            uint64_t bits = pack8(code, cb, cb2, b);
-            memcpy(p, &bits, 8);
-            p += b;
-            if (q->res) {
-                __m256 qf = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, si));
-                __m256 val = _mm256_mul_ps(normv, _mm256_div_ps(qf, sf));
-                _mm256_storeu_ps(q->res + e, _mm256_sub_ps(_mm256_loadu_ps(q->res + e), val));
-            }
-        }
+        for (int j = 0; j < 4; j++)
+            qsgd8(&k, w[j], v + i + 8 * (size_t)j, res ? res + i + 8 * (size_t)j : NULL, &p);
     }
     return i;
+}
+
+/* The constants of one terngrad encode (AVX2). */
+typedef struct tern8_k {
+    __m256 absm, mv, negm, zero, live; /* live: all ones when m > 0, else nothing is taken */
+    __m256i one, two;
+    __m128i cb, cb2; /* 2 and 4 as shift counts */
+} tern8_k_t;
+
+/* terngrad's 8 elements at x (their words w): returns their 16 code bits; subtracts the
+ * values sent from res (or NULL). */
+AVX2 static inline uint64_t terngrad8(const tern8_k_t *k, __m256i w, const float *x, float *res)
+{
+    __m256 u = uniform8(w);
+    __m256 xv = _mm256_loadu_ps(x);
+    __m256 pr = _mm256_div_ps(_mm256_and_ps(xv, k->absm), k->mv);
+    __m256 take =
+        _mm256_and_ps(_mm256_cmp_ps(u, pr, _CMP_LE_OQ), _mm256_cmp_ps(xv, k->zero, _CMP_NEQ_OQ));
+    take = _mm256_and_ps(take, k->live);
+    __m256 neg = _mm256_cmp_ps(xv, k->zero, _CMP_LT_OQ);
+    __m256i code = _mm256_and_si256(_mm256_castps_si256(take),
+                                    _mm256_blendv_epi8(k->one, k->two, _mm256_castps_si256(neg)));
+    if (res) {
+        __m256 val = _mm256_and_ps(take, _mm256_blendv_ps(k->mv, k->negm, neg)); /* or +0 */
+        _mm256_storeu_ps(res, _mm256_sub_ps(_mm256_loadu_ps(res), val));
+    }
+    return pack8(code, k->cb, k->cb2, 2);
 }
 
 AVX2 static size_t terngrad_avx2(const pc_codec__quant_t *q)
 {
     if (q->n > UINT32_MAX)
         return 0;
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256 mv = _mm256_set1_ps(q->scale), negm = _mm256_set1_ps(-q->scale);
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 live = _mm256_castsi256_ps(_mm256_set1_epi32(q->scale > 0 ? -1 : 0));
-    const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+    const tern8_k_t k = {.absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)),
+                         .mv = _mm256_set1_ps(q->scale),
+                         .negm = _mm256_set1_ps(-q->scale),
+                         .zero = _mm256_setzero_ps(),
+                         .live = _mm256_castsi256_ps(_mm256_set1_epi32(q->scale > 0 ? -1 : 0)),
+                         .one = _mm256_set1_epi32(1),
+                         .two = _mm256_set1_epi32(2),
+                         .cb = _mm_cvtsi32_si128(2),
+                         .cb2 = _mm_cvtsi32_si128(4)};
     const __m256i sub_lo = _mm256_set1_epi32((int)(uint32_t)q->subseq);
     const __m256i sub_hi = _mm256_set1_epi32((int)(uint32_t)(q->subseq >> 32));
     const uint32_t k0 = (uint32_t)q->seed, k1 = (uint32_t)(q->seed >> 32);
-    const __m128i cb = _mm_cvtsi32_si128(2), cb2 = _mm_cvtsi32_si128(4);
+    const float *v = q->v; /* locals: the payload's stores may alias *q */
+    float *res = q->res;
+    const size_t n = q->n;
+    uint8_t *pay = q->payload;
     size_t i = 0;
-    for (; i + 32 <= q->n; i += 32) { /* 32 codes: 8 bytes */
+    for (; i + 128 <= n; i += 128) { /* 128 codes: 32 bytes */
+        __m256i w[16];
+        philox8x4(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
+        uint64_t bits[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 16; j++) {
+            size_t e = i + 8 * (size_t)j;
+            bits[j / 4] |= terngrad8(&k, w[j], v + e, res ? res + e : NULL) << (16 * (j % 4));
+        }
+        memcpy(pay + i / 4, bits, 32);
+    }
+    for (; i + 32 <= n; i += 32) { /* 32 codes: 8 bytes */
         __m256i w[4];
         philox8(w, (uint32_t)(i / 4), k0, k1, sub_lo, sub_hi);
         uint64_t bits = 0;
-        for (int k = 0; k < 4; k++) {
-            size_t e = i + 8 * (size_t)k;
-            __m256 u = uniform8(w[k]);
-            __m256 x = _mm256_loadu_ps(q->v + e);
-            __m256 p = _mm256_div_ps(_mm256_and_ps(x, absm), mv);
-            __m256 take =
-                _mm256_and_ps(_mm256_cmp_ps(u, p, _CMP_LE_OQ), _mm256_cmp_ps(x, zero, _CMP_NEQ_OQ));
-            take = _mm256_and_ps(take, live);
-            __m256 neg = _mm256_cmp_ps(x, zero, _CMP_LT_OQ);
-            __m256i code = _mm256_and_si256(_mm256_castps_si256(take),
-                                            _mm256_blendv_epi8(one, two, _mm256_castps_si256(neg)));
-            bits |= pack8(code, cb, cb2, 2) << (16 * k);
-            if (q->res) {
-                __m256 val = _mm256_and_ps(take, _mm256_blendv_ps(mv, negm, neg)); /* or +0 */
-                _mm256_storeu_ps(q->res + e, _mm256_sub_ps(_mm256_loadu_ps(q->res + e), val));
-            }
+        for (int j = 0; j < 4; j++) {
+            size_t e = i + 8 * (size_t)j;
+            bits |= terngrad8(&k, w[j], v + e, res ? res + e : NULL) << (16 * j);
         }
-        memcpy(q->payload + i / 4, &bits, 8);
+        memcpy(pay + i / 4, &bits, 8);
     }
     return i;
 }
