@@ -438,6 +438,25 @@ static int parse_specs(const opts_t *o, char *list, char *specs[SERVER_MAX_CODEC
     return nc;
 }
 
+/* The table's head: the run's what and its column titles. */
+static void print_head(const opts_t *o, const pc_trace_t *tr, size_t total, int nt,
+                       double compute_ms)
+{
+    printf("pc-bench server: one server's CPU work per iteration (validate every message, "
+           "aggregate, step, encode the pull; no MPI), %s on %s: %zu parameters in %d tensors, "
+           "compute %.1f ms per iteration; --servers %d (the busiest timed); optimizer %s%s; "
+           "median of %d\n",
+           pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o->servers,
+           pc_optim_kind_name(o->optimizer),
+           o->optimizer == PC_OPTIM_SGD              ? ""
+           : o->adam_moments == PC_ADAM_MOMENTS_LAZY ? ", lazy moments"
+                                                     : ", dense moments",
+           o->reps);
+    printf("%-28s %4s %9s %6s %10s %9s %9s %9s %9s %9s %9s %8s %6s\n", "codec", "W", "sparse",
+           "msgs", "MB in", "check ms", "aggr ms", "step ms", "pull ms", "total ms", "us/msg",
+           "of iter", "S 1x");
+}
+
 int bench_server_main(int argc, char **argv)
 {
     opts_t o = {.reps = 3,
@@ -498,19 +517,7 @@ int bench_server_main(int argc, char **argv)
             off += tensors[i].n;
         }
     double compute_ms = pc_trace_compute_ms(tr);
-    printf("pc-bench server: one server's CPU work per iteration (validate every message, "
-           "aggregate, step, encode the pull; no MPI), %s on %s: %zu parameters in %d tensors, "
-           "compute %.1f ms per iteration; --servers %d (the busiest timed); optimizer %s%s; "
-           "median of %d\n",
-           pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o.servers,
-           pc_optim_kind_name(o.optimizer),
-           o.optimizer == PC_OPTIM_SGD              ? ""
-           : o.adam_moments == PC_ADAM_MOMENTS_LAZY ? ", lazy moments"
-                                                    : ", dense moments",
-           o.reps);
-    printf("%-28s %4s %9s %6s %10s %9s %9s %9s %9s %9s %9s %8s %6s\n", "codec", "W", "sparse",
-           "msgs", "MB in", "check ms", "aggr ms", "step ms", "pull ms", "total ms", "us/msg",
-           "of iter", "S 1x");
+    print_head(&o, tr, total, nt, compute_ms);
     int status = 0;
     for (int c = 0; c < nc && status == 0; c++)
         for (int i = 0; i < nw && status == 0; i++) {

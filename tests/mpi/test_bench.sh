@@ -147,8 +147,22 @@ if "$bench" server --trace "$trace" --reps 1 --workers 2,4 \
 else
     bad "pc-bench server"; cat "$tmp/srv.out"
 fi
+# AdamW on top-k: dense moments step every chunk densely, --adam-moments lazy takes the
+# sparse path for all of them (the server's choice, pc_optim_lazy).
+for m in dense lazy; do
+    "$bench" server --trace "$trace" --reps 1 --workers 2 --codecs 'topk:ratio=0.01,momentum=0' \
+        --compress-min-bytes 64 --optimizer adamw --adam-moments "$m" >"$tmp/srv-$m.out" 2>&1
+done
+if grep -q "optimizer adamw, dense moments; " "$tmp/srv-dense.out" &&
+    grep -q "optimizer adamw, lazy moments; " "$tmp/srv-lazy.out" &&
+    grep -qE '^topk:ratio=0.01,momentum=0 +2 +0/[1-9][0-9]* ' "$tmp/srv-dense.out" &&
+    grep -E '^topk:ratio=0.01,momentum=0 +2 ' "$tmp/srv-lazy.out" | awk '{split($3, s, "/"); if (!(s[1] == s[2] && s[1] > 0)) bad = 1} END {exit bad}'; then
+    ok "pc-bench server --optimizer adamw: top-k dense $(grep -m1 '^topk' "$tmp/srv-dense.out" | awk '{print $3}'), --adam-moments lazy $(grep -m1 '^topk' "$tmp/srv-lazy.out" | awk '{print $3}') chunks on the sparse path"
+else
+    bad "pc-bench server --optimizer adamw --adam-moments"; cat "$tmp/srv-dense.out" "$tmp/srv-lazy.out"
+fi
 for args in "--workers 0" "--workers 4,x" "--codecs ;" "--codecs bogus" "--codecs powersgd" \
-            "--trace $tmp/none.json"; do
+            "--trace $tmp/none.json" "--adam-moments lazy"; do
     # shellcheck disable=SC2086
     "$bench" server --trace "$trace" --reps 1 $args >"$tmp/srvbad.out" 2>&1
     rc=$?
