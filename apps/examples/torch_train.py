@@ -925,7 +925,8 @@ def train_ddp(args, rest, images, labels, run_length, t):
               f"{sum(p.numel() for p in model.parameters())} parameters; {W} workers x "
               f"batch {B}, {ipe} iterations per epoch, {total} in all", flush=True)
         if t.torch:
-            print(optimizer_line(t, opt, "torch.optim, every worker", f.lr), flush=True)
+            how = "torch.optim, 1 process" if local else "torch.optim, every worker"
+            print(optimizer_line(t, opt, how, f.lr), flush=True)
 
     last = {}  # the latest epoch-end evaluation: iterations done then, its accuracy
 
