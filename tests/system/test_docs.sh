@@ -155,7 +155,7 @@ while IFS=$'\t' read -r where cmd; do
         run=$(short_iters "$cmd") ;;
     scripts/plot.py*)
         run="$cmd" ;;
-    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*|pc-bench\ model*|pc-bench\ engine*) # benchmarks run as written (model: one rank, the link given)
+    pc-bench\ handoff*|pc-bench\ spsc*|pc-bench\ compress*|pc-bench\ model*|pc-bench\ engine*|pc-bench\ server*) # benchmarks run as written (model: one rank, the link given)
         run="$cmd" ;;
     *)
         bad "$where: no rule for the documented command '$cmd'"; continue ;;
