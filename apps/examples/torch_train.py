@@ -597,15 +597,7 @@ def main():
         raise pc.Error("--batch: the training set is smaller than one iteration of all workers")
     model = model or build(args.arch, seed, args.dropout)
     pc.attach(model)
-    opt = sched = None
-    if t.torch:  # right after attach: the optimizer travels to the servers at the start
-        yes = ("1", "true", "yes", "on")
-        torch_opt = make_optimizer(
-            model, t, float(cfg["lr"]), float(cfg["momentum"]), cfg["nesterov"] in yes,
-            float(cfg["weight-decay"]), tuple(float(b) for b in cfg["betas"].split(",")),
-            float(cfg["eps"]), cfg["amsgrad"] in yes)
-        opt = pc.DistributedOptimizer(torch_opt)  # the placement: --update's (servers)
-        sched = make_schedule(opt, t, total)
+    opt, sched = wrapped_optimizer(model, t, cfg, total) if t.torch else (None, None)
     if args.powersgd_q:
         qs = pc.lowrank_q()
         if not qs:
@@ -625,16 +617,6 @@ def main():
     for _ in range(first if sched is not None else 0):
         sched.step()  # resumed: the rates where the run left off (the servers' state is in)
 
-    def step():
-        if opt is None:
-            return pc.iteration_end()  # the runtime's own SGD, on the servers
-        if t.clip_grad_norm is not None:
-            opt.clip_grad_norm_(t.clip_grad_norm)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        return opt.should_stop
-
     last = {}  # the latest epoch-end evaluation: iterations done then, its accuracy
 
     def on_epoch_end(epoch, it):
@@ -649,7 +631,7 @@ def main():
 
     t0 = time.time()
     stop, rate = run_loop(args, model, images, labels, seed, first, total, ipe, W, rank,
-                          step=step,
+                          step=iteration_end(t, opt, sched),
                           report=loss_logger(args, rank, first, pc.report),
                           on_epoch_end=on_epoch_end, settle=pc.synchronize)
     it_done = pc.iteration()
@@ -662,6 +644,37 @@ def main():
         report_done(args, model, test, total - first, wall, rate,
                     last.get("acc") if last.get("done") == it_done else None)
     return status
+
+
+def wrapped_optimizer(model, t, cfg, total):
+    """The torch path of the pipecompress backend (t.torch: --optimizer adamw, --update
+    workers or --clip-grad-norm): the torch optimizer built from the values pc.init parsed
+    (cfg: pc.config()), wrapped in pc.DistributedOptimizer right after pc.attach (the
+    optimizer travels to the servers at the start; the placement is --update's), and its
+    scheduler, made on the wrapper. Returns (wrapper, scheduler or None)."""
+    yes = ("1", "true", "yes", "on")
+    torch_opt = make_optimizer(
+        model, t, float(cfg["lr"]), float(cfg["momentum"]), cfg["nesterov"] in yes,
+        float(cfg["weight-decay"]), tuple(float(b) for b in cfg["betas"].split(",")),
+        float(cfg["eps"]), cfg["amsgrad"] in yes)
+    opt = pc.DistributedOptimizer(torch_opt)
+    return opt, make_schedule(opt, t, total)
+
+
+def iteration_end(t, opt, sched):
+    """The end of an iteration on the pipecompress backend, as a function of none that
+    returns whether the workers agreed to stop: the runtime's own (opt None: its SGD on the
+    servers), or the wrapper's: clip (--clip-grad-norm), step, then the scheduler."""
+    def step():
+        if opt is None:
+            return pc.iteration_end()
+        if t.clip_grad_norm is not None:
+            opt.clip_grad_norm_(t.clip_grad_norm)
+        opt.step()
+        if sched is not None:
+            sched.step()
+        return opt.should_stop
+    return step
 
 
 def probe(args, x, y):
