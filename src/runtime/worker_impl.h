@@ -207,12 +207,12 @@ typedef struct pc_worker pc_worker_t;
  * The pool (--compressors N, pipelined). Chunks are dealt to N lanes once at start, in
  * chunk order, balancing work (pc_codec_work; deal_lanes in worker_start.c): chunk i,
  * whose work is [S_i, S_i + w_i) of the worker's W, goes to lane floor(N (2 S_i + w_i) /
- * 2W) (its midpoint's share; capped at N - 1), so a lane's chunks are a contiguous range [lo, hi) (possibly empty). A lane owns
- * its chunks' codec states (error-feedback residuals), buffers and MPI requests, its own
- * codec objects (scratch: one thread at a time per codec, pc_codec.h) and queues: no chunk
- * is touched by two compressor threads. Each lane has its own q_ready (descriptors, the
- * backprop thread the single producer, this lane's thread the single consumer) and q_back
- * (releases, this lane's thread the single producer, the backprop thread the single
+ * 2W) (its midpoint's share; capped at N - 1), so a lane's chunks are a contiguous range [lo, hi)
+ * (possibly empty). A lane owns its chunks' codec states (error-feedback residuals), buffers and
+ * MPI requests, its own codec objects (scratch: one thread at a time per codec, pc_codec.h) and
+ * queues: no chunk is touched by two compressor threads. Each lane has its own q_ready
+ * (descriptors, the backprop thread the single producer, this lane's thread the single consumer)
+ * and q_back (releases, this lane's thread the single producer, the backprop thread the single
  * consumer): SPSC holds because the backprop thread is the only thread that pushes into
  * any q_ready and pops from any q_back, and each lane's thread is the only one that pops
  * its q_ready and pushes its q_back. A tensor whose chunks span lanes [first_lane,
