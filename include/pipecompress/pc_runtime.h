@@ -269,7 +269,9 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
  * state is freed then; a --resume from a checkpoint of the user's step needs the switch
  * before the first gradient, grad_ready fails without it). PC_ESTATE without --update
  * workers, with device tensors, back to false after start, or after a gradient was handed
- * over. Backprop thread. */
+ * over; PC_EINVAL (user true) when the codec corrects momentum on the workers
+ * (pc_codec_worker_momentum above 0: the mean the servers push carries momentum, not the
+ * averaged gradient the caller's optimizer expects). Backprop thread. */
 int pc_worker_set_user_step(pc_worker_t *w, bool user);
 
 /* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),

@@ -225,8 +225,9 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
         if (rc == PC_OK && mc != 0 && (kind != PC_OPTIM_SGD || g[i].momentum != 0))
             rc = pc_error_fmt(PC_EINVAL, why, sizeof(why),
                               "--compress %s corrects momentum on the workers: the servers "
-                              "step plain SGD without momentum",
-                              pc_codec_name(rt->spec.id));
+                              "step plain SGD without momentum; for momentum or Adam give the "
+                              "codec momentum=0 (e.g. --compress %s:ratio=0.01,momentum=0)",
+                              pc_codec_name(rt->spec.id), pc_codec_name(rt->spec.id));
         if (rc != PC_OK) {
             free(g);
             free(tg);
@@ -308,6 +309,17 @@ int pc_worker_set_user_step(pc_worker_t *w, bool user)
         return WFAIL(w->rt, &w->main, PC_ESTATE,
                      "pc_worker_set_user_step: device tensors have no host gradient buffer to "
                      "receive the mean gradient; register host tensors");
+    /* The user's optimizer steps on what the servers push: with momentum correction on the
+     * workers that is a momentum buffer's sum, not the averaged gradient (momentum twice
+     * with the optimizer's own, Adam's moments of a momentum). */
+    double mc = pc_codec_worker_momentum(&w->rt->spec);
+    if (user && mc != 0)
+        return WFAIL(w->rt, &w->main, PC_EINVAL,
+                     "the step on the workers with your optimizer: --compress %s corrects "
+                     "momentum on the workers (momentum=%g), so p.grad would carry momentum, "
+                     "not the averaged gradient; give the codec momentum=0 (e.g. --compress "
+                     "%s:ratio=0.01,momentum=0)",
+                     pc_codec_name(w->rt->spec.id), mc, pc_codec_name(w->rt->spec.id));
     /* After start no update is outstanding (nothing was sent) and the MPI thread reads
      * user_step only for an update, after popping a descriptor pushed after this store
      * (pc_spsc's release and acquire order it); the runtime's step state goes. */

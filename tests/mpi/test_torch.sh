@@ -410,6 +410,10 @@ refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed afte
 # learn anything.
 refuse placement-skew 3 x "^torch_cases.py: attach: start: worker r0: workers chose different placements of the step \(servers on some, workers on others: " \
     "$cases" placement-skew "$tmp/x" --compress none
+# update="workers" with a codec that corrects momentum on the workers: p.grad would carry
+# momentum, not the averaged gradient (a new user's trial found it trained silently).
+refuse workers-momentum 3 x "^torch_cases.py: DistributedOptimizer: worker r[01]: the step on the workers with your optimizer: --compress topk corrects momentum on the workers \(momentum=0\.9\), so p.grad would carry momentum, not the averaged gradient; give the codec momentum=0 " \
+    "$cases" workers "$tmp/x" --compress topk:ratio=0.1 --iters 2
 # A group's lr set between backward and step(): its rates went with the first gradient.
 refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]+ to 0\.00[0-9]+ during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]+\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \
     "$cases" groups-late "$tmp/x" --compress none --iters 8
@@ -471,7 +475,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew,workers-momentum}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"
