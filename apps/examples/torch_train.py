@@ -293,12 +293,24 @@ def load(args, train, in_job=False):
     return images[:k], labels[:k]
 
 
+# usage_error's wait on the other ranks: long enough for the first rank, slowed by a loaded
+# machine's torch import, to print the same error and end the job.
+PEER_GRACE_S = 20
+
+
 def usage_error(msg, status=2):
-    """A bad flag (or data file) before MPI started: one line (on the first rank only, as
-    the runtime's own flag errors), status 2 (or status) on every rank."""
-    if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) == "0":
-        sys.stderr.write(f"torch_train.py: {msg}\n")
-        sys.stderr.flush()
+    """A bad flag (or data file) before MPI started: one line, status 2 (or status). The
+    first rank prints it and exits at once. The others wait PEER_GRACE_S first: mpirun
+    aborts the job at the first non-zero exit, and a rank that exited before the first
+    printed would take its line with it (a CI run lost one so). A rank that outlives the
+    wait met an error the first did not (a file missing on its node): it prints its own
+    line, naming itself."""
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
+    if rank != "0":
+        time.sleep(PEER_GRACE_S)
+        msg = f"rank {rank}: {msg}"
+    sys.stderr.write(f"torch_train.py: {msg}\n")
+    sys.stderr.flush()
     sys.exit(status)
 
 

@@ -8,7 +8,9 @@
 # - flags the chosen backend or arch would ignore, and bad values, are refused in one line
 #   with status 2: --ddp-hook and --ddp-port with --backend pipecompress, --powersgd-rank
 #   and --powersgd-start without --ddp-hook powersgd, --powersgd-rank 0,
-#   --powersgd-start 1, --dropout on an arch without dropout, --dropout 1.
+#   --powersgd-start 1, --dropout on an arch without dropout, --dropout 1;
+# - a rank other than the first waits PEER_GRACE_S before it prints such an error, naming
+#   itself (else its exit could abort the job before the first rank printed).
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -64,6 +66,16 @@ refuse() {
         bad "$name: status $st, output:"; head -n 15 "$tmp/$name.out"
     fi
 }
+# A rank other than the first waits before it prints and exits (else, under mpirun, its
+# exit could abort the job before the first rank printed the error): rank 1 alone, in the
+# background while the cases below run, takes the wait and names itself.
+(
+    start=$(date +%s)
+    OMPI_COMM_WORLD_RANK=1 "$py" "$example" --data synthetic --arch vit --dropout 1 \
+        >"$tmp/peer.out" 2>&1
+    echo "$? $(($(date +%s) - start))" >"$tmp/peer.st"
+) &
+peer=$!
 refuse hook-without-ddp '^torch_train.py: --ddp-hook: only with --backend ddp ' --ddp-hook fp16
 refuse port-without-ddp '^torch_train.py: --ddp-port: only with --backend ddp$' --ddp-port 29999
 refuse rank-without-powersgd '^torch_train.py: --powersgd-rank: only with --backend ddp --ddp-hook powersgd$' \
@@ -79,4 +91,14 @@ refuse dropout-lstm '^torch_train.py: --dropout: --arch lstm has no dropout \(cn
 refuse dropout-range '^torch_train.py: --dropout: 1.0 is not in \[0, 1\)$' --arch vit --dropout 1
 refuse bad-arch "^torch_train.py: argument --arch: invalid choice: 'resnet34' \(choose from " --arch resnet34
 refuse bad-schedule "^torch_train.py: argument --lr-schedule: invalid choice: 'step' " --backend ddp --lr-schedule step
+wait "$peer"
+read -r st secs <"$tmp/peer.st"
+grace=$(sed -n 's/^PEER_GRACE_S = \([0-9]*\)$/\1/p' "$example")
+if [ "$st" = 2 ] && [ "$secs" -ge "${grace:-1}" ] &&
+    [ "$(cat "$tmp/peer.out")" = 'torch_train.py: rank 1: --dropout: 1.0 is not in [0, 1)' ]; then
+    ok "rank 1 alone: status 2 after ${secs} s (the wait is $grace s), '$(cat "$tmp/peer.out")'"
+else
+    bad "rank 1 alone: status $st after ${secs} s (the wait is ${grace:-unknown} s), output:"
+    head -n 5 "$tmp/peer.out"
+fi
 pc_done
