@@ -23,7 +23,8 @@
 #   auto            PipeCompress --mode auto --servers 1 (the probe chooses)
 # --study adam (issue 47, item 3: what the servers' Adam should do with a compressed
 # aggregate) runs another table instead, every run AdamW (the example's --optimizer adamw:
-# its no-decay group, warm-up and cosine through torch's schedulers), codecs without
+# its no-decay group, warm-up and cosine through torch's schedulers; lr 1e-3, weight decay
+# 0.05, warm-up over 5 % of the run, clipped to a global norm of 1), codecs without
 # momentum correction (it would feed Adam's moments):
 #   ddp             DDP + torch.optim.AdamW, fp32 (the reference: the "vs DDP" column)
 #   ps-none         PipeCompress --compress none, AdamW on the servers
@@ -88,19 +89,23 @@ ps-dgc-warm|3|ps, dgc 0.1%, warm-up 1 ep|--mode ps --compress dgc:ratio=0.001,wa
 ps-psgd2|3|ps, PowerSGD rank 2|--mode ps --compress powersgd:rank=2,warmup=10 --pipeline on
 ps-psgd4|3|ps, PowerSGD rank 4|--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on
 auto|3|--mode auto|--mode auto --servers 1"
-# --study adam's table (every run AdamW; @FREEZE@: --freeze-after's N)
+# --study adam's table (every run AdamW; @FREEZE@: --freeze-after's N). ADAM: the recipe
+# of every run: a transformer's usual AdamW (lr 1e-3, weight decay 0.05 but on biases and
+# norm weights, betas 0.9, 0.999), a linear warm-up over the first 5 % of the run
+# (@WARM@) then the cosine, gradients clipped to a global norm of 1.
+ADAM="--optimizer adamw --lr 0.001 --weight-decay 0.05 --lr-warmup @WARM@ --clip-grad-norm 1"
 ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0 --pipeline on"
 ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0 --pipeline on"
-ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp --optimizer adamw
-ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on --optimizer adamw
-topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK --optimizer adamw
-topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK --optimizer adamw --amsgrad
-topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK --optimizer adamw --adam-moments lazy
-topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK --optimizer adamw --adam-freeze-after @FREEZE@
-dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC --optimizer adamw
-dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC --optimizer adamw --amsgrad
-dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC --optimizer adamw --adam-moments lazy
-dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC --optimizer adamw --adam-freeze-after @FREEZE@"
+ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp $ADAM
+ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on $ADAM
+topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK $ADAM
+topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK $ADAM --amsgrad
+topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK $ADAM --adam-moments lazy
+topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK $ADAM --adam-freeze-after @FREEZE@
+dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
+dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
+dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
+dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 names() { awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE"; }
 ALL=$(names)
@@ -184,6 +189,7 @@ for s in $settings; do
     flags=$(field "$s" 4)
     flags=${flags//@EPOCH@/$epoch_iters}
     flags=${flags//@FREEZE@/$freeze}
+    flags=${flags//@WARM@/$(( epoch_iters * epochs / 20 > 0 ? epoch_iters * epochs / 20 : 1 ))}
     # shellcheck disable=SC2206 # the table's words
     cmd=("$py" "$example" --arch "$arch" --data "$data" --epochs "$epochs" --threads "$threads"
          --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $flags)
