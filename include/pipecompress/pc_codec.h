@@ -87,11 +87,12 @@ typedef struct pc_codec_spec {
     bool ef;                  /* error feedback */
     pc_codec_values_t values; /* sparsifiers: value encoding */
     pc_codec_index_t index;   /* topk, dgc, threshold: index encoding */
-    uint64_t seed;   /* randomk, qsgd, terngrad, powersgd: Philox key (the caller's --seed) */
-    int rank;        /* powersgd: the factors' rank, 1..PC_LOWRANK_MAX_RANK (8) */
-    double min_gain; /* powersgd: a matrix goes dense unless its factors are more than
-                        this many times smaller than it (min-rank-gain, torch's
-                        min_compression_rate), >= 1 */
+    uint64_t seed;       /* randomk, qsgd, terngrad, powersgd: Philox key (the caller's --seed) */
+    int rank;            /* powersgd: the factors' rank, 1..PC_LOWRANK_MAX_RANK (8) */
+    double min_gain;     /* powersgd: a matrix goes dense unless its factors are more than
+                            this many times smaller than it (min-rank-gain, torch's
+                            min_compression_rate), >= 1 */
+    bool momentum_given; /* the text set momentum= (else momentum is the codec's default) */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,

@@ -201,6 +201,15 @@ int pc_config_given(const pc_config_t *cfg, const char *name);
  * Unknown names are ignored. Not thread-safe on cfg. */
 void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
 
+/* Turn the codec's momentum correction off where --compress left it at its default:
+ * appends momentum=0 to cfg->compress when the codec takes the key (dgc, topk, randomk),
+ * the spec did not give it and it is above 0. For a step other than the runtime's plain
+ * SGD on the servers (Adam, a torch optimizer's momentum, the workers' own step), which
+ * would otherwise receive a momentum buffer's sum. Returns 1 when it changed cfg->compress,
+ * 0 when not, PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on
+ * cfg. */
+int pc_config_codec_momentum_off(pc_config_t *cfg);
+
 /* Check the flags that only make sense together, for a job of world_size ranks, and fill
  * in the defaults that depend on other flags, so that printing cfg afterwards shows what
  * runs. Checks: the --compress spec, the worker/server split, a cosine schedule without
@@ -211,11 +220,14 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * (a cfg filled by hand); --update workers with --mode allreduce (whose workers step
  * already) or --compress powersgd (its matrices' step is already the workers'); --betas,
  * --eps or --amsgrad with --optimizer sgd, and with adam or adamw: bad --betas or --eps,
- * --momentum or --nesterov given, or a codec with momentum correction (its momentum would
- * feed Adam's moments); --adam-moments or --adam-freeze-after with --optimizer sgd, and
+ * --momentum or --nesterov given, or a codec given momentum correction (momentum= above 0
+ * in the spec: its momentum would feed Adam's moments; likewise with --update workers);
+ * --adam-moments or --adam-freeze-after with --optimizer sgd, and
  * --adam-moments lazy with --mode allreduce or --update workers (no sparse aggregate is
  * stepped there). Fills in: with adam or adamw,
- * --momentum 0 (SGD's default 0.9 does not apply); with such a codec (momentum
+ * --momentum 0 (SGD's default 0.9 does not apply) and, with adam, adamw or --update
+ * workers, momentum=0 in --compress where the codec's correction was left at its default
+ * (pc_config_codec_momentum_off); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

@@ -201,10 +201,13 @@ enum {
  * groups in one chunk) and each iteration's learning rates from pc_worker_set_lrs: the
  * runtime's own schedule is not used (--adam-moments and --adam-freeze-after, the flags',
  * apply to every group). Copied. --mode ps only, not with --compress powersgd
- * (whose matrices the workers step too) nor with a codec's momentum correction and server
- * momentum or Adam (as pc_config_check refuses); every worker must say the same. PC_OK;
- * PC_EINVAL (a group's value, a tensor's group, with a one-line reason through
- * pc_worker_error), PC_ESTATE (after pc_worker_start, twice, or a run that cannot).
+ * (whose matrices the workers step too) nor with a codec's momentum correction given in
+ * the spec and server momentum or Adam (as pc_config_check refuses); the codec's default
+ * momentum correction is turned off (pc_config_codec_momentum_off: the groups step as
+ * given, SGD's momentum on the servers; pc_worker_compress then says momentum=0); every
+ * worker must say the same. PC_OK; PC_EINVAL (a group's value, a tensor's group, with a
+ * one-line reason through pc_worker_error), PC_ESTATE (after pc_worker_start, twice, or a
+ * run that cannot).
  * Backprop thread, before start. */
 int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int ngroups,
                             const int *tensor_group);
@@ -269,10 +272,18 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
  * state is freed then; a --resume from a checkpoint of the user's step needs the switch
  * before the first gradient, grad_ready fails without it). PC_ESTATE without --update
  * workers, with device tensors, back to false after start, or after a gradient was handed
- * over; PC_EINVAL (user true) when the codec corrects momentum on the workers
- * (pc_codec_worker_momentum above 0: the mean the servers push carries momentum, not the
- * averaged gradient the caller's optimizer expects). Backprop thread. */
+ * over; PC_EINVAL (user true) when the codec's spec gives it momentum correction on the
+ * workers (momentum= above 0: the mean the servers push would carry momentum, not the
+ * averaged gradient the caller's optimizer expects); the codec's default momentum
+ * correction is turned off instead (before start; pc_worker_compress then says
+ * momentum=0). Backprop thread. */
 int pc_worker_set_user_step(pc_worker_t *w, bool user);
+
+/* The --compress spec this worker runs: the configuration's, with momentum=0 added where
+ * pc_worker_set_optimizer or pc_worker_set_user_step turned the codec's default momentum
+ * correction off. Borrowed from w, valid until the next of those calls or
+ * pc_worker_destroy. Backprop thread. */
+const char *pc_worker_compress(const pc_worker_t *w);
 
 /* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),
  * chosen by the workers instead of the flags' --update (the binding's

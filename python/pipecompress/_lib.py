@@ -102,6 +102,9 @@ def _load():
         "pc_worker_set_user_step": (c_int, [c_void_p, _c.c_bool]),
         # update="workers" without --update given to pc.init: the wrapper chooses.
         "pc_worker_set_update": (c_int, [c_void_p, c_int]),
+        # the codec the worker runs: momentum=0 added where the wrapper turned the codec's
+        # default momentum correction off.
+        "pc_worker_compress": (c_char_p, [c_void_p]),
         "pc_worker_grad_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),
         "pc_worker_iteration_end": (c_int, [c_void_p, _c.POINTER(_c.c_bool)]),

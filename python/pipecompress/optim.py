@@ -250,7 +250,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
     global norm of the averaged gradient of every attached parameter), returning the total
     norm as torch does; step() then steps on the clipped gradients.
 
-    Both: step() returns None as torch's does; a stop agreed by the workers (SIGINT or
+    Both: the optimizer steps as written, so a sparsifier's momentum correction (dgc,
+    topk, randomk: momentum=0.9 by default, for the runtime's own SGD) is off unless
+    pc.init's --compress gives momentum= (the configuration line and pc.config() then say
+    momentum=0; one given above 0 is refused where it would feed a momentum buffer's sum
+    to the optimizer: Adam, SGD's momentum, the workers' step). step() returns None as torch's does; a stop agreed by the workers (SIGINT or
     SIGTERM on some worker) shows as opt.should_stop, or pc.stopped(), True from that step
     on: then call pc.finish(). zero_grad() (the wrapper's or the wrapped optimizer's) does
     nothing (the runtime zeroes p.grad at every iteration's end), except that with
@@ -270,7 +274,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     (--optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps, --amsgrad:
     the object's values are used when the flag is absent), the runtime's schedule flags
     (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than ps, --compress
-    powersgd, a codec with momentum correction with momentum or Adam; with
+    powersgd, a codec given momentum correction (momentum= above 0 in the spec) with
+    momentum or Adam; with
     update="workers", the schedule flags and an optimizer flag given to pc.init that the
     torch optimizer has no value for or another one (--optimizer naming another class,
     --lr 0.1 with lr=0.01: the torch optimizer's own values step; one that agrees is
@@ -348,6 +353,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         ngroups = len(optimizer.param_groups)
         if s.lib.pc_worker_set_optimizer(s.w, kind, hp, ngroups, tg) != 0:
             s.fail("DistributedOptimizer")
+        s.config["compress"] = s.lib.pc_worker_compress(s.w).decode()  # maybe momentum=0
 
     def _init_workers(self, a, s, optimizer, cls, runtime):
         """update="workers": check, choose the placement when pc.init got no --update
@@ -374,6 +380,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             s.config["update"] = "workers"  # pc.config() and the configuration line say so
         if s.lib.pc_worker_set_user_step(s.w, True) != 0:
             s.fail("DistributedOptimizer")
+        s.config["compress"] = s.lib.pc_worker_compress(s.w).decode()  # maybe momentum=0
 
     def __repr__(self):
         return f"DistributedOptimizer({self._opt!r}, update={self._update!r})"

@@ -324,6 +324,7 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
                                 name, s.momentum);
         s.momentum = 0;
     }
+    s.momentum_given = (seen & K_MOMENTUM) != 0;
     *out = s;
     return PC_OK;
 }

@@ -463,13 +463,31 @@ static int check_no_effect(const pc_config_t *cfg, const pc_codec_spec_t *spec, 
     return PC_OK;
 }
 
+int pc_config_codec_momentum_off(pc_config_t *cfg)
+{
+    pc_codec_spec_t spec;
+    if (pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK)
+        return PC_EUSAGE;
+    if (spec.momentum_given || pc_codec_worker_momentum(&spec) == 0)
+        return 0;
+    size_t len = strlen(cfg->compress);
+    int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%smomentum=0",
+                     strchr(cfg->compress, ':') ? "," : ":");
+    if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
+        cfg->compress[len] = '\0';
+        return PC_EUSAGE;
+    }
+    return 1;
+}
+
 /* --optimizer and its flags. With sgd, --betas, --eps and --amsgrad would do nothing:
  * refused. With adam(w): the values (a cfg filled by hand bypasses the parser's checks),
  * no SGD momentum (--momentum, --nesterov refused; the default 0.9 becomes 0, so that the
  * printed configuration shows what runs), and no codec momentum correction on the workers
- * (dgc, topk, randomk by default): it would feed momentum into Adam's moments, which
- * are momentum already. */
-static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, size_t errlen)
+ * (it would feed momentum into Adam's moments, which are momentum already): the default
+ * of dgc, topk and randomk becomes momentum=0 (written into cfg->compress), a momentum
+ * given in the spec is refused. */
+static int check_adam(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
 {
     const char *kind = pc_optim_kind_name(cfg->optimizer);
     if (cfg->optimizer == PC_OPTIM_SGD) {
@@ -522,6 +540,8 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
                             "gradient (--betas B1,B2); drop it",
                             cfg->nesterov ? "--nesterov" : "--momentum", kind);
     cfg->momentum = 0;
+    if (cfg->mode == PC_MODE_PS && pc_config_codec_momentum_off(cfg) == 1)
+        pc_codec_spec_parse(cfg->compress, spec, NULL, 0); /* parsed before, plus one key */
     double wm = pc_codec_worker_momentum(spec);
     if (cfg->mode == PC_MODE_PS && wm > 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -535,9 +555,11 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
 
 /* --update: workers needs servers that would otherwise step (--mode ps), and a codec whose
  * server step is the plain one on the mean gradient: powersgd's matrices are stepped on the
- * workers already (from P^ and Q), and its server's rounds are its own. */
-static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
-                        size_t errlen)
+ * workers already (from P^ and Q), and its server's rounds are its own. The workers' own
+ * optimizer steps on what the servers push, which must be the mean gradient: the
+ * sparsifiers' default momentum correction becomes momentum=0 (written into
+ * cfg->compress), a momentum given in the spec is refused. */
+static int check_update(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
 {
     if (cfg->update != PC_UPDATE_SERVERS && cfg->update != PC_UPDATE_WORKERS)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--update %d: not one of servers|workers",
@@ -558,6 +580,15 @@ static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, cha
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pull has no effect with --update workers (the servers push the "
                             "mean gradient dense, no parameters); drop it");
+    if (pc_config_codec_momentum_off(cfg) == 1)
+        pc_codec_spec_parse(cfg->compress, spec, NULL, 0); /* parsed before, plus one key */
+    double wm = pc_codec_worker_momentum(spec);
+    if (wm > 0)
+        return pc_error_fmt(PC_EUSAGE, err, errlen,
+                            "--update workers with --compress %s: its momentum correction "
+                            "(momentum=%g) would hand your optimizer a momentum buffer's sum, "
+                            "not the averaged gradient; give momentum=0",
+                            cfg->compress, wm);
     return PC_OK;
 }
 

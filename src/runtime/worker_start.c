@@ -180,6 +180,27 @@ int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration)
     return PC_OK;
 }
 
+/* A step other than the runtime's own (the caller's groups on the servers, the caller's
+ * optimizer on the workers) before start: the codec's default momentum correction goes
+ * (momentum=0 in rt's spec and configuration, pc_config_codec_momentum_off); one given in
+ * the spec stays, for the caller to refuse. Before pc_worker_start no other thread reads
+ * rt->spec or rt->cfg.compress (the compressor threads and their codecs start there). */
+static void momentum_default_off(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    if (w->started || rt->spec.momentum_given || pc_codec_worker_momentum(&rt->spec) == 0)
+        return;
+    if (pc_config_codec_momentum_off(&rt->cfg) == 1) {
+        rt->spec.momentum = 0;
+        rt->spec.momentum_given = true;
+    }
+}
+
+const char *pc_worker_compress(const pc_worker_t *w)
+{
+    return w->rt->cfg.compress;
+}
+
 int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int ngroups,
                             const int *tensor_group)
 {
@@ -208,6 +229,8 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
         return WFAIL(rt, &w->main, PC_ENOMEM, "out of memory");
     }
     char why[160];
+    /* The caller's optimizer steps as written (SGD's momentum too, on the servers). */
+    momentum_default_off(w);
     double mc = pc_codec_worker_momentum(&rt->spec);
     for (int i = 0; i < ngroups; i++) {
         const double *h = hparams + (size_t)i * PC_GROUP_FIELDS;
@@ -312,6 +335,8 @@ int pc_worker_set_user_step(pc_worker_t *w, bool user)
     /* The user's optimizer steps on what the servers push: with momentum correction on the
      * workers that is a momentum buffer's sum, not the averaged gradient (momentum twice
      * with the optimizer's own, Adam's moments of a momentum). */
+    if (user)
+        momentum_default_off(w);
     double mc = pc_codec_worker_momentum(&w->rt->spec);
     if (user && mc != 0)
         return WFAIL(w->rt, &w->main, PC_EINVAL,

@@ -410,10 +410,24 @@ refuse clip-race 3 x "^torch_cases.py: the gradient of 0.weight was changed afte
 # learn anything.
 refuse placement-skew 3 x "^torch_cases.py: attach: start: worker r0: workers chose different placements of the step \(servers on some, workers on others: " \
     "$cases" placement-skew "$tmp/x" --compress none
-# update="workers" with a codec that corrects momentum on the workers: p.grad would carry
-# momentum, not the averaged gradient (a new user's trial found it trained silently).
+# update="workers" with a codec given momentum correction: p.grad would carry momentum,
+# not the averaged gradient (a new user's trial found it trained silently).
 refuse workers-momentum 3 x "^torch_cases.py: DistributedOptimizer: worker r[01]: the step on the workers with your optimizer: --compress topk corrects momentum on the workers \(momentum=0\.9\), so p.grad would carry momentum, not the averaged gradient; give the codec momentum=0 " \
-    "$cases" workers "$tmp/x" --compress topk:ratio=0.1 --iters 2
+    "$cases" workers "$tmp/x" --compress topk:ratio=0.1,momentum=0.9 --iters 2
+# Left at its default, the correction is turned off by the wrapper (the optimizer steps as
+# written): AdamW on the servers with the default codec, SGD with momentum on the workers
+# with dgc; each trains, and pc.config() says momentum=0.
+for u in servers:topk:ratio=0.01,momentum=0 workers:dgc:ratio=0.1,momentum=0; do
+    place=${u%%:*} want=${u#*:}
+    codec=()
+    [ "$place" = workers ] && codec=(--compress dgc:ratio=0.1)
+    if job "default-$place" 3 "$cases" "codec-default-$place" "$tmp/x" "${codec[@]}" --iters 3 &&
+        grep -qx "codec: $want" "$tmp/default-$place.out"; then
+        ok "the codec's default momentum correction off with update=\"$place\": codec $want"
+    else
+        bad "codec-default-$place:"; tail -n 15 "$tmp/default-$place.out"
+    fi
+done
 # A group's lr set between backward and step(): its rates went with the first gradient.
 refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]+ to 0\.00[0-9]+ during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]+\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \
     "$cases" groups-late "$tmp/x" --compress none --iters 8

@@ -88,6 +88,11 @@ arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, 
           buffers, once the runtime started (pc.synchronize() right after attach). Prints
           the parameters waited for at the model's start (read outside their module's
           forward), "none" when none.
+codec-default-servers, codec-default-workers
+          the codec's default momentum correction is turned off by the wrapper: AdamW on
+          the servers, or SGD with momentum on the workers (the codec from the flags), 3
+          iterations; rank 0 prints "codec: SPEC" (pc.config()'s after the wrapper); the
+          parameters moved and are finite.
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
@@ -616,6 +621,39 @@ def case_placement_skew(out, flags):
     raise pc.Error("the workers' different placements were not refused")
 
 
+def case_codec_default(out, flags, update):
+    """The codec's default momentum correction with a wrapped optimizer: AdamW on the
+    servers (update "servers") or SGD with momentum 0.9 on the workers ("workers"), the
+    codec as the flags give it; 3 iterations. Rank 0 prints "codec: SPEC" (pc.config()'s,
+    after the wrapper) and every worker checks that its parameters moved and stayed
+    finite."""
+    pc.init(flags)
+    if pc.is_server():
+        return pc.run_server()
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    pc.attach(model)
+    if update == "servers":
+        torch_opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    else:
+        torch_opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = pc.DistributedOptimizer(torch_opt, update=update)
+    if pc.rank() == 0:
+        print(f"codec: {pc.config()['compress']}", flush=True)
+    init = [p.detach().clone() for p in model.parameters()]
+    for it in range(3):
+        g = torch.Generator().manual_seed(1000 * it + pc.rank())
+        x, y = torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    status = pc.finish()
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise pc.Error("a parameter is not finite")
+    if all(torch.equal(p, q) for p, q in zip(model.parameters(), init)):
+        raise pc.Error("no parameter moved")
+    return status
+
+
 def case_clip_race(out, flags):
     """update="servers": torch.nn.utils.clip_grad_norm_ after backward at iteration 1, a
     write into gradients the compressor thread may still read: opt.step() must refuse."""
@@ -885,6 +923,8 @@ def main():
         return case_workers(out, flags)
     if case == "clip-race":
         return case_clip_race(out, flags)
+    if case in ("codec-default-servers", "codec-default-workers"):
+        return case_codec_default(out, flags, case.rsplit("-", 1)[1])
     if case == "clip":
         return case_clip(out, flags)
     if case == "placement-skew":

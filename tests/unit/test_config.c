@@ -540,13 +540,51 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
     assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adam"), PC_OK);
     assert_int_equal(cfg.optimizer, PC_OPTIM_ADAM);
-    /* A codec without momentum correction is fine; one with it is refused. */
+    /* A codec without momentum correction is fine; the sparsifiers' default correction is
+     * turned off (written into --compress, so that the printed configuration shows it);
+     * one given in the spec is refused. */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
-    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam"), PC_EUSAGE);
-    assert_string_equal(err, "--optimizer adam with --compress topk:ratio=0.01: the codec's "
-                             "momentum correction (topk:momentum=0.9) runs on the workers and "
-                             "would feed momentum into Adam's moments; give topk:momentum=0");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam"), PC_OK);
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc"), PC_OK);
+    assert_string_equal(cfg.compress, "dgc:momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--compress", "qsgd"), PC_OK);
+    assert_string_equal(cfg.compress, "qsgd"); /* no momentum key: untouched */
+    assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01"), PC_OK);
+    assert_string_equal(cfg.compress, "topk:ratio=0.01"); /* sgd: the correction stays */
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0.9"),
+        PC_EUSAGE);
+    assert_string_equal(err, "--optimizer adam with --compress topk:ratio=0.01,momentum=0.9: the "
+                             "codec's momentum correction (topk:momentum=0.9) runs on the "
+                             "workers and would feed momentum into Adam's moments; give "
+                             "topk:momentum=0");
+    /* --update workers: the user's optimizer steps on the mean gradient, likewise. */
+    assert_int_equal(CHECK(&cfg, err, "--update", "workers", "--compress", "randomk"), PC_OK);
+    assert_string_equal(cfg.compress, "randomk:momentum=0");
+    assert_int_equal(
+        CHECK(&cfg, err, "--update", "workers", "--compress", "dgc:ratio=0.001,momentum=0.5"),
+        PC_EUSAGE);
+    assert_string_equal(err, "--update workers with --compress dgc:ratio=0.001,momentum=0.5: its "
+                             "momentum correction (momentum=0.5) would hand your optimizer a "
+                             "momentum buffer's sum, not the averaged gradient; give "
+                             "momentum=0");
+    /* No room left for the key: refused, not cut. */
+    {
+        pc_config_t full;
+        pc_config_defaults(&full);
+        char spec[PC_CONFIG_SPEC_LEN];
+        int n = snprintf(spec, sizeof(spec), "topk:ratio=0.");
+        memset(spec + n, '1', sizeof(spec) - (size_t)n - 1);
+        spec[sizeof(spec) - 1] = '\0';
+        snprintf(full.compress, sizeof(full.compress), "%s", spec);
+        assert_int_equal(pc_config_codec_momentum_off(&full), PC_EUSAGE);
+        assert_string_equal(full.compress, spec);
+    }
 
     struct {
         const char *flag, *value, *msg;
