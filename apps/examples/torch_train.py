@@ -55,7 +55,7 @@ big models on a small machine; the whole test set is evaluated).
 --dropout applies where the model has dropout: cnn (before the last layer, default 0.5),
 vgg16 (the classifier's two, 0.5), vit (the encoder's, 0.1); elsewhere it is refused.
 
---optimizer sgd|adamw (default sgd), --lr-warmup N, --clip-grad-norm X and --update
+--optimizer sgd|adamw|adadelta (default sgd), --lr-warmup N, --clip-grad-norm X and --update
 servers|workers are spelt as the runtime's flags of the same meaning and read from them:
   sgd, without --clip-grad-norm or --update workers: the runtime's own SGD on the servers
             (--lr, --momentum, --weight-decay, --nesterov) under pc-train's schedule
@@ -67,6 +67,11 @@ servers|workers are spelt as the runtime's flags of the same meaning and read fr
             torch.optim.lr_scheduler.LinearLR from 1 % of --lr, then CosineAnnealingLR over
             the iterations left (SequentialLR; --lr-schedule constant: no cosine), on every
             backend;
+  adadelta  torch.optim.Adadelta (--lr, --weight-decay; torch's rho and eps), one group,
+            stepped on every worker (--update workers; the servers cannot run it), as
+            pytorch/examples' MNIST does with --lr 1 --lr-schedule step --lr-gamma 0.7;
+  --lr-schedule step, on the torch path: the rate times --lr-gamma (default 0.1) at every
+  epoch's end (torch.optim.lr_scheduler.StepLR, after any warm-up; --lr-step refused);
   with adamw, --update workers or --clip-grad-norm, the pipecompress backend steps that
   torch optimizer (sgd: torch.optim.SGD under pc-train's schedule, a LambdaLR) through
   pc.DistributedOptimizer, on the servers (--update servers, the default) or on every
@@ -78,8 +83,9 @@ servers|workers are spelt as the runtime's flags of the same meaning and read fr
 communication (the benchmarks' compute-only limit); it reads the flags --backend ddp reads.
 --backend ddp trains the same model on the same shards with torch.optim.SGD (or AdamW)
 and DistributedDataParallel over gloo (every rank a worker, no server), for benchmarks; it
-reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule constant|cosine,
---optimizer, --lr-warmup, --clip-grad-norm (AdamW with torch's default betas and eps).
+reads --lr, --momentum, --weight-decay, --seed, --iters, --lr-schedule
+constant|cosine|step, --lr-step, --lr-gamma, --optimizer, --lr-warmup, --clip-grad-norm
+(AdamW with torch's default betas and eps).
 --ddp-hook compresses DDP's allreduce with one of torch's communication hooks
 (torch.distributed.algorithms.ddp_comm_hooks): fp16 (default_hooks.fp16_compress_hook),
 bf16 (bf16_compress_hook), powersgd (powerSGD_hook: rank --powersgd-rank, plain allreduce
@@ -386,7 +392,9 @@ def ddp_flags(rest):
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--iters", type=int, default=0)
-    ap.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
+    ap.add_argument("--lr-schedule", choices=["constant", "cosine", "step"], default="cosine")
+    ap.add_argument("--lr-step", type=int, default=1000)
+    ap.add_argument("--lr-gamma", type=float, default=0.1)
     return ap.parse_args(strip_flags(rest, TORCH_FLAGS))
 
 
@@ -418,12 +426,20 @@ def torch_flags(args, rest):
     pc.DistributedOptimizer on the pipecompress backend (AdamW, the step on the workers, or
     clipping), rather than the runtime's own SGD and schedule (pc-train's)."""
     ap = Parser(prog="torch_train.py", add_help=False, allow_abbrev=False)
-    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--optimizer", choices=["sgd", "adamw", "adadelta"], default="sgd")
     ap.add_argument("--update", choices=["servers", "workers"])
     ap.add_argument("--lr-warmup", type=int, default=0)
     ap.add_argument("--lr-schedule", default="cosine")
+    ap.add_argument("--lr-gamma", type=float)
+    ap.add_argument("--lr-step", type=int)
     ap.add_argument("--clip-grad-norm", type=float)
     t, _ = ap.parse_known_args(rest)
+    if t.optimizer == "adadelta":  # the servers run SGD, Adam and AdamW only
+        if t.update == "servers":
+            usage_error("--optimizer adadelta: the servers run sgd, adam and adamw; "
+                        "adadelta steps on the workers (--update workers, its default)")
+        if args.backend == "pipecompress":
+            t.update = "workers"
     if t.lr_warmup < 0:
         usage_error(f"--lr-warmup: {t.lr_warmup} is negative")
     c = t.clip_grad_norm
@@ -433,10 +449,19 @@ def torch_flags(args, rest):
         usage_error("--update: only with --backend pipecompress (DDP's and local's workers "
                     "step themselves)")
     t.torch = t.optimizer != "sgd" or t.update == "workers" or c is not None
-    if t.torch and t.lr_schedule not in ("constant", "cosine"):
-        usage_error(f"--lr-schedule {t.lr_schedule}: with --optimizer adamw, --update workers "
-                    "or --clip-grad-norm the example schedules through torch: constant or "
-                    "cosine")
+    if t.torch and t.lr_schedule not in ("constant", "cosine", "step"):
+        usage_error(f"--lr-schedule {t.lr_schedule}: with --optimizer adamw or adadelta, "
+                    "--update workers or --clip-grad-norm the example schedules through "
+                    "torch: constant, cosine or step")
+    if t.torch and t.lr_step is not None:
+        usage_error("--lr-step: with --optimizer adamw or adadelta, --update workers or "
+                    "--clip-grad-norm the example's --lr-schedule step steps every epoch")
+    if t.torch and t.lr_gamma is not None and t.lr_schedule != "step":
+        usage_error("--lr-gamma: only with --lr-schedule step")
+    if t.lr_gamma is not None and not (math.isfinite(t.lr_gamma) and 0 < t.lr_gamma <= 1):
+        usage_error(f"--lr-gamma: {t.lr_gamma:g} is not in (0, 1]")
+    if t.lr_gamma is None:
+        t.lr_gamma = 0.1  # the runtime's default
     if args.arch.startswith("replay:") and (t.optimizer != "sgd" or c is not None):
         usage_error("--optimizer adamw, --clip-grad-norm: not with --arch replay (the "
                     "replay holds the step's time, it runs no optimizer)")
@@ -450,10 +475,13 @@ def make_optimizer(model, t, lr, momentum, nesterov, weight_decay, betas, eps, a
     """The torch optimizer of --optimizer. adamw: torch.optim.AdamW with timm's split
     (param_groups_weight_decay): biases and every parameter of one dimension (norm
     weights) in a group of weight decay 0, the rest at weight_decay. sgd: torch.optim.SGD,
-    one group."""
+    one group. adadelta: torch.optim.Adadelta (its rho and eps), one group, as
+    pytorch/examples' MNIST."""
     if t.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=nesterov,
                                weight_decay=weight_decay)
+    if t.optimizer == "adadelta":
+        return torch.optim.Adadelta(model.parameters(), lr=lr, weight_decay=weight_decay)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
@@ -464,25 +492,30 @@ def make_optimizer(model, t, lr, momentum, nesterov, weight_decay, betas, eps, a
                              amsgrad=amsgrad)
 
 
-def make_schedule(opt, t, total):
+def make_schedule(opt, t, total, ipe):
     """The scheduler of the torch optimizer opt (or its pc.DistributedOptimizer: made after
-    the wrapper, on it), None for a constant rate. adamw: --lr-warmup N iterations of
-    LinearLR (from 1 % of the rate) then, with --lr-schedule cosine (the default),
-    CosineAnnealingLR over the T - N iterations left (SequentialLR). sgd: pc-train's own
-    schedule (the runtime's pc_optim_lr, as a LambdaLR: (t + 1) / N in the warm-up, then
-    the cosine over the whole run), as --optimizer sgd has without a wrapper. total: the
-    run's iterations T."""
+    the wrapper, on it), stepped every iteration; None for a constant rate. adamw and
+    adadelta: --lr-warmup N iterations of LinearLR (from 1 % of the rate) then, with
+    --lr-schedule cosine (the default), CosineAnnealingLR over the T - N iterations left,
+    or with step, StepLR: the rate times --lr-gamma at every epoch's end (step_size ipe,
+    pytorch/examples' MNIST's StepLR(step_size=1) stepped per epoch) (SequentialLR). sgd:
+    pc-train's own schedule (the runtime's pc_optim_lr, as a LambdaLR: (t + 1) / N in the
+    warm-up, then the cosine over the whole run), as --optimizer sgd has without a
+    wrapper; step: --lr-gamma every epoch. total: the run's iterations T; ipe: an epoch's."""
     S = torch.optim.lr_scheduler
-    warm, cosine = t.lr_warmup, t.lr_schedule == "cosine"
+    warm, cosine, step = t.lr_warmup, t.lr_schedule == "cosine", t.lr_schedule == "step"
     if t.optimizer == "sgd":
         def factor(it):
             if it < warm:
                 return (it + 1) / warm
             if cosine:
                 return 0.5 * (1 + math.cos(math.pi * it / total)) if it < total else 0.0
+            if step:
+                return t.lr_gamma ** (it // ipe)
             return 1.0
-        return S.LambdaLR(opt, factor) if warm or cosine else None
-    main = S.CosineAnnealingLR(opt, T_max=max(1, total - warm)) if cosine else None
+        return S.LambdaLR(opt, factor) if warm or cosine or step else None
+    main = (S.CosineAnnealingLR(opt, T_max=max(1, total - warm)) if cosine else
+            S.StepLR(opt, step_size=ipe, gamma=t.lr_gamma) if step else None)
     if not warm:
         return main
     ramp = S.LinearLR(opt, start_factor=0.01, total_iters=warm)
@@ -495,7 +528,8 @@ def optimizer_line(t, opt, how, lr):
     hp = f"lr {lr:g}, weight decay {g[0]['weight_decay']:g}"
     if len(g) > 1:
         hp += f" (group 1, biases and norm weights: {g[1]['weight_decay']:g})"
-    sched = t.lr_schedule if t.lr_schedule == "cosine" else "constant"
+    sched = {"cosine": "cosine", "step": f"x{t.lr_gamma:g} every epoch"}.get(t.lr_schedule,
+                                                                          "constant")
     warm = f"warm-up {t.lr_warmup} then " if t.lr_warmup else ""
     clip = f", clipped to {t.clip_grad_norm:g}" if t.clip_grad_norm is not None else ""
     return f"optimizer {t.optimizer} ({how}): {hp}; {warm}{sched}{clip}"
@@ -594,8 +628,10 @@ def main():
         # rates and it clips, so the runtime's schedule and clipping flags stay here (a
         # wrapper refuses them); --optimizer, --update, --lr, ... reach pc.init, and the
         # optimizer is built from the values pc.init parsed (pc.config()).
-        pc.init(strip_flags(rest, ("lr-warmup", "lr-schedule", "clip-grad-norm")),
-                run_length=run_length)
+        words = strip_flags(rest, ("lr-warmup", "lr-schedule", "lr-gamma", "clip-grad-norm")
+                            + (("optimizer",) if t.optimizer == "adadelta" else ()))
+        pc.init(words + (["--update", "workers"] if t.update == "workers" and
+                         "--update" not in " ".join(words) else []), run_length=run_length)
     else:
         pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
     model = probe(args, images[:B], labels[:B])
@@ -609,7 +645,7 @@ def main():
         raise pc.Error("--batch: the training set is smaller than one iteration of all workers")
     model = model or build(args.arch, seed, args.dropout)
     pc.attach(model)
-    opt, sched = wrapped_optimizer(model, t, cfg, total) if t.torch else (None, None)
+    opt, sched = wrapped_optimizer(model, t, cfg, total, ipe) if t.torch else (None, None)
     if args.powersgd_q:
         qs = pc.lowrank_q()
         if not qs:
@@ -658,7 +694,7 @@ def main():
     return status
 
 
-def wrapped_optimizer(model, t, cfg, total):
+def wrapped_optimizer(model, t, cfg, total, ipe):
     """The torch path of the pipecompress backend (t.torch: --optimizer adamw, --update
     workers or --clip-grad-norm): the torch optimizer built from the values pc.init parsed
     (cfg: pc.config()), wrapped in pc.DistributedOptimizer right after pc.attach (the
@@ -670,7 +706,7 @@ def wrapped_optimizer(model, t, cfg, total):
         float(cfg["weight-decay"]), tuple(float(b) for b in cfg["betas"].split(",")),
         float(cfg["eps"]), cfg["amsgrad"] in yes)
     opt = pc.DistributedOptimizer(torch_opt)
-    return opt, make_schedule(opt, t, total)
+    return opt, make_schedule(opt, t, total, ipe)
 
 
 def iteration_end(t, opt, sched):
@@ -913,11 +949,14 @@ def train_ddp(args, rest, images, labels, run_length, t):
     model = build(args.arch, f.seed, args.dropout)
     ddp = model if local else ddp_wrap(args, model)
     sched = None
-    if t.optimizer == "adamw":  # torch's defaults: the runtime's --betas, --eps
-        t.lr_schedule = f.lr_schedule
+    if t.optimizer != "sgd":  # torch's defaults: the runtime's --betas, --eps
         opt = make_optimizer(model, t, f.lr, 0.0, False, f.weight_decay, (0.9, 0.999), 1e-8,
                              False)
-        sched = make_schedule(opt, t, total)
+        sched = make_schedule(opt, t, total, ipe)
+    elif t.torch and t.lr_schedule == "step":  # every epoch, as the pipecompress backend's
+        opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
+                              weight_decay=f.weight_decay)
+        sched = make_schedule(opt, t, total, ipe)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=f.lr, momentum=f.momentum,
                               weight_decay=f.weight_decay)
@@ -927,6 +966,8 @@ def train_ddp(args, rest, images, labels, run_length, t):
             return f.lr * (t_ + 1) / t.lr_warmup
         if f.lr_schedule == "cosine" and total > 0:
             return 0.0 if t_ >= total else f.lr * 0.5 * (1 + math.cos(math.pi * t_ / total))
+        if f.lr_schedule == "step":  # the runtime's: every --lr-step iterations
+            return f.lr * f.lr_gamma ** (t_ // f.lr_step)
         return f.lr
 
     state = {"t": 0}

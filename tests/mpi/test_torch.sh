@@ -29,7 +29,9 @@
 #   loss falls; its cnn (with dropout) checkpointed and resumed gives the same loss at
 #   every iteration as a run that was not; --optimizer adamw (--lr-warmup, the no-decay
 #   group, --clip-grad-norm) through the servers and through the workers (--update
-#   workers) gives DDP's losses;
+#   workers) gives DDP's losses, --optimizer adadelta --lr-schedule step through the
+#   workers DDP's bitwise; a wrapped optimizer turns the codec's default momentum
+#   correction off (AdamW on the servers, SGD with momentum on the workers);
 # - bad flags, --mode auto without pc.probe, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
@@ -363,6 +365,27 @@ PY
 else
     bad "torch_train.py --optimizer adamw against DDP:"; cat "$tmp/adamw.cmp" 2>/dev/null
     tail -n 5 "$tmp"/ex-adamw-*.out
+fi
+
+# --optimizer adadelta (pytorch/examples' MNIST recipe: lr 1, StepLR every epoch, here
+# gamma 0.5 over 2 epochs of 4 iterations): through every worker (the example chooses
+# update="workers": the servers cannot run Adadelta), --compress none, the 8 batch losses
+# equal DDP's bitwise (the same float operations on the same averaged gradient).
+adadelta=(--arch lstm --data synthetic --synthetic-samples 100 --batch 12 --epochs 2 --eval none
+          --optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.5)
+if job ex-adadelta-ddp 2 "$example" "${adadelta[@]}" --backend ddp --ddp-port "$(pc_free_port)" \
+        --loss-log "$tmp/loss-ad-ddp.txt" &&
+    job ex-adadelta-workers 3 "$example" "${adadelta[@]}" --compress none \
+        --loss-log "$tmp/loss-ad-workers.txt" &&
+    grep -qx 'optimizer adadelta (torch.optim, every worker): lr 1, weight decay 0; x0.5 every epoch' "$tmp/ex-adadelta-ddp.out" &&
+    grep -qx 'optimizer adadelta (pc.DistributedOptimizer, update=workers): lr 1, weight decay 0; x0.5 every epoch' "$tmp/ex-adadelta-workers.out" &&
+    [ "$(wc -l <"$tmp/loss-ad-ddp.txt")" = 8 ] && [ "$(sort -u -k2 "$tmp/loss-ad-ddp.txt" | wc -l)" -gt 1 ] &&
+    cmp -s "$tmp/loss-ad-ddp.txt" "$tmp/loss-ad-workers.txt"; then
+    ok "torch_train.py --optimizer adadelta --lr-schedule step: 8 losses through the workers bitwise DDP's"
+else
+    bad "torch_train.py --optimizer adadelta against DDP:"
+    paste "$tmp/loss-ad-ddp.txt" "$tmp/loss-ad-workers.txt" 2>/dev/null | head -8
+    tail -n 5 "$tmp"/ex-adadelta-*.out
 fi
 
 # refuse NAME RANKS STATUS PATTERN ARGS...: the job exits STATUS (any non-zero for "x"),

@@ -8,7 +8,8 @@
 # - flags the chosen backend or arch would ignore, and bad values, are refused in one line
 #   with status 2: --ddp-hook and --ddp-port with --backend pipecompress, --powersgd-rank
 #   and --powersgd-start without --ddp-hook powersgd, --powersgd-rank 0,
-#   --powersgd-start 1, --dropout on an arch without dropout, --dropout 1;
+#   --powersgd-start 1, --dropout on an arch without dropout, --dropout 1, --optimizer
+#   adadelta with --update servers, --lr-step on the torch path, --lr-gamma 1.5;
 # - a rank other than the first waits PEER_GRACE_S before it prints such an error, naming
 #   itself (else its exit could abort the job before the first rank printed).
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
@@ -89,8 +90,14 @@ refuse start-one '^torch_train.py: --powersgd-start: 1 is below 2 ' \
 refuse dropout-lstm '^torch_train.py: --dropout: --arch lstm has no dropout \(cnn, vgg16 and vit do\)$' \
     --arch lstm --dropout 0.2
 refuse dropout-range '^torch_train.py: --dropout: 1.0 is not in \[0, 1\)$' --arch vit --dropout 1
+refuse adadelta-servers '^torch_train.py: --optimizer adadelta: the servers run sgd, adam and adamw; adadelta steps on the workers \(--update workers, its default\)$' \
+    --optimizer adadelta --update servers
+refuse lr-step-torch '^torch_train.py: --lr-step: with --optimizer adamw or adadelta, --update workers or --clip-grad-norm the example.s --lr-schedule step steps every epoch$' \
+    --optimizer adamw --lr-schedule step --lr-step 5
+refuse lr-gamma-range '^torch_train.py: --lr-gamma: 1.5 is not in \(0, 1\]$' \
+    --optimizer adadelta --lr-schedule step --lr-gamma 1.5
 refuse bad-arch "^torch_train.py: argument --arch: invalid choice: 'resnet34' \(choose from " --arch resnet34
-refuse bad-schedule "^torch_train.py: argument --lr-schedule: invalid choice: 'step' " --backend ddp --lr-schedule step
+refuse bad-schedule "^torch_train.py: argument --lr-schedule: invalid choice: 'linear' " --backend ddp --lr-schedule linear
 wait "$peer"
 read -r st secs <"$tmp/peer.st"
 grace=$(sed -n 's/^PEER_GRACE_S = \([0-9]*\)$/\1/p' "$example")
