@@ -39,6 +39,13 @@
 # with powersgd (its workers step the matrices too; pc-train --optimizer adamw --compress
 # powersgd:rank=4 runs, without groups). With a sparsifier a frozen v may diverge (an
 # entry that never arrived in the warm-up keeps v = 0): such a run shows as failed.
+# --study adadelta (issue 47, item 4: any torch optimizer, stepped on every worker) runs
+# pytorch/examples' MNIST recipe instead (torch.optim.Adadelta, lr 1, StepLR's gamma 0.7 at
+# every epoch's end; the example's --optimizer adadelta, update="workers"):
+#   ddp             DDP + torch.optim.Adadelta, fp32 (the reference)
+#   ps-topk         PipeCompress --compress topk:ratio=0.01 (the default codec; the wrapper
+#                   turns its momentum correction off), every worker steps
+#   ps-none         PipeCompress --compress none, every worker steps
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
 # them on the wall-clock axis of a network with the per-node runs' measured rates
@@ -48,7 +55,7 @@
 #                                   [--settings "ddp ps-topk ..."] [--threads N]
 #                                   [--data DIR|synthetic] [--speed SUMMARY.json]
 #                                   [--timeout SECONDS] [--out DIR]
-#                                   [--study adam] [--freeze-after N]
+#                                   [--study adam|adadelta] [--freeze-after N]
 #
 # --arch: the example's (default vit). --epochs: default 2. --train-samples: train on the
 # training set's first N samples (the example's flag: shorter epochs for the models that
@@ -59,6 +66,8 @@
 # --study adam: the table of Adam variants above instead (--settings picks among its
 # names; default DIR results/torch-adam-study-accuracy-ARCH-DATE, and DIR/adam-study.txt,
 # printed, the codec-by-variant table). --freeze-after N: its CODEC-freeze runs' N.
+# --study adadelta: that table instead (default DIR results/torch-adadelta-study-accuracy-
+# ARCH-DATE).
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
 # Writes DIR/runs/SETTING.log (each run's whole output, its command on the first line) and
 # SETTING.meta.json, DIR/accuracy.txt (printed) and accuracy.json, and with --speed the
@@ -106,6 +115,12 @@ dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
 dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
 dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
 dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@"
+# --study adadelta's table (issue 47: any torch optimizer on the workers): pytorch/examples'
+# MNIST recipe (torch.optim.Adadelta at lr 1, the rate times 0.7 at every epoch's end).
+ADADELTA="--optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.7"
+ADADELTA_TABLE="ddp|2|DDP + Adadelta fp32|--backend ddp $ADADELTA
+ps-topk|3|topk 1%, Adadelta on workers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADADELTA
+ps-none|3|none, Adadelta on workers|--mode ps --compress none --pipeline on $ADADELTA"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 names() { awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE"; }
 ALL=$(names)
@@ -144,7 +159,9 @@ case " cnn lstm resnet18 resnet50 vgg16 vit " in *" $arch "*) ;;
 case $study in
     "") ;;
     adam) SETTINGS_TABLE=$ADAM_TABLE; ALL=$(names); [ -n "$settings_given" ] || settings=$ALL ;;
-    *) usage_error "--study: '$study' is not adam" ;;
+    adadelta) SETTINGS_TABLE=$ADADELTA_TABLE; ALL=$(names)
+        [ -n "$settings_given" ] || settings=$ALL ;;
+    *) usage_error "--study: '$study' is not adam or adadelta" ;;
 esac
 [ -z "$freeze" ] || [ "$study" = adam ] || usage_error "--freeze-after needs --study adam"
 [ -z "$freeze" ] || count --freeze-after "$freeze" 1

@@ -27,6 +27,11 @@
 #   ps-none-inline, ps-fp16, ps-fp16-inline, ps-dgc-inline, ps-psgd2-inline, ps-psgd4-inline
 #                   the counterparts that scripts/bench/replay.sh runs: fp16, and the
 #                   settings above with --pipeline off; only when named in --settings
+#   ddp-adamw, adamw-srv, adamw-srv-clip, adamw-wrk, adamw-wrk-clip
+#                   where the user's optimizer steps (issue 47): DDP + torch.optim.AdamW,
+#                   and top-k 1 % with AdamW through pc.DistributedOptimizer on the servers
+#                   or on every worker (--update workers), each with and without clipping
+#                   to a global norm of 1; only when named in --settings
 # Every run: --batch 32 --seed 1 --eval none, the same --iters, --warmup and --threads.
 # Networks: shm (Open MPI's shared memory; gloo has none, so DDP goes over TCP on the
 # loopback) and 10gbit, 1gbit: every rank, DDP's gloo (MASTER_ADDR 127.0.0.1) and MPI's
@@ -95,6 +100,13 @@ count() {
     [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"
 }
 
+# The placements' settings (issue 47: where the user's optimizer steps, and what it costs):
+# torch.optim.AdamW through pc.DistributedOptimizer (the example's --optimizer adamw: the
+# no-decay group, a warm-up then the cosine) on the servers or on every worker, with and
+# without clipping to a global norm (on the servers: the norm they exchange; on the
+# workers: torch's clip_grad_norm_ on the averaged gradient), top-k 1 % (its momentum
+# correction off, as the wrapper makes it), beside DDP + the same AdamW.
+ADAMW="--optimizer adamw --lr 0.001 --weight-decay 0.05 --lr-warmup 10"
 # The settings, one row each: NAME|RANKS (1, w: the workers, w+1: and a server)|LABEL|the
 # example's flags (DDP's port, and PowerSGD's start, are added per run; @PSSTART@ is that
 # start less one: see ps-psgd above). setting_field NAME K: field K of NAME's row.
@@ -118,7 +130,12 @@ ps-fp16|w+1|ps, fp16, pipelined|--mode ps --compress fp16 --pipeline on
 ps-fp16-inline|w+1|ps, fp16, inline|--mode ps --compress fp16 --pipeline off
 ps-dgc-inline|w+1|ps, dgc 0.1%, inline|--mode ps --compress dgc:ratio=0.001 --pipeline off
 ps-psgd2-inline|w+1|ps, PowerSGD rank 2, inline|--mode ps --compress powersgd:rank=2,warmup=@PSSTART@ --pipeline off
-ps-psgd4-inline|w+1|ps, PowerSGD rank 4, inline|--mode ps --compress powersgd:rank=4,warmup=@PSSTART@ --pipeline off"
+ps-psgd4-inline|w+1|ps, PowerSGD rank 4, inline|--mode ps --compress powersgd:rank=4,warmup=@PSSTART@ --pipeline off
+ddp-adamw|w|DDP + AdamW|--backend ddp $ADAMW
+adamw-srv|w+1|topk, AdamW on servers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADAMW
+adamw-srv-clip|w+1|topk, AdamW+clip servers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADAMW --clip-grad-norm 1
+adamw-wrk|w+1|topk, AdamW on workers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADAMW --update workers
+adamw-wrk-clip|w+1|topk, AdamW+clip workers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADAMW --update workers --clip-grad-norm 1"
 setting_field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 label_of() { setting_field "$1" 3; }
 flags_of() { setting_field "$1" 4 | sed "s/@PSSTART@/$((psgd_start - 1))/g"; }
@@ -135,9 +152,10 @@ pool_of() {
     esac
 }
 # The settings run by default besides ddp (which always runs), in the table's order: all
-# but the table's last six (EXTRA_SETTINGS: the inline and fp16 counterparts that
-# scripts/bench/replay.sh asks for by name).
+# but the table's last eleven (EXTRA_SETTINGS: the inline and fp16 counterparts that
+# scripts/bench/replay.sh asks for by name, and the placements' AdamW settings).
 EXTRA_SETTINGS="ps-none-inline ps-fp16 ps-fp16-inline ps-dgc-inline ps-psgd2-inline ps-psgd4-inline"
+EXTRA_SETTINGS+=" ddp-adamw adamw-srv adamw-srv-clip adamw-wrk adamw-wrk-clip"
 ALL_SETTINGS=$(awk -F'|' -v x=" $EXTRA_SETTINGS " '$1 != "ddp" && index(x, " " $1 " ") == 0 { printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE")
 ARCHS="cnn lstm resnet18 resnet50 vgg16 vit"
 dilate=1
