@@ -418,10 +418,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
             lr = float(lr.item() if isinstance(lr, torch.Tensor) else lr)
             if i < len(sent) and lr != sent[i]:
                 it = self._a.s.lib.pc_worker_iteration(self._a.s.w)
+                # 6 significant digits, or every digit where those would look equal
+                a, b = f"{sent[i]:.6g}", f"{lr:.6g}"
+                if a == b:
+                    a, b = repr(sent[i]), repr(lr)
                 raise Error(f"DistributedOptimizer: parameter group {i}'s lr changed from "
-                            f"{sent[i]!r} to {lr!r} during iteration {it}, after its rates "
-                            "went to the servers with its first gradient (they step it with "
-                            f"{sent[i]!r}): set the lr before the forward pass, or step a "
+                            f"{a} to {b} during iteration {it}, after its rates went to the "
+                            f"servers with its first gradient (they step it with {a}): set "
+                            "the lr before the forward pass, or step a "
                             "torch.optim.lr_scheduler after opt.step()")
 
     def _receive(self):
