@@ -510,10 +510,22 @@ static int check_tag_range(pc_worker_t *w)
 }
 
 /* Worker 0, at debug level: the chunk plan, line by line through the log (the library
- * prints nothing of its own). Best effort. */
+ * prints nothing of its own); at warn level, a compressing codec with no chunk to
+ * compress. Best effort. */
 static void log_plan(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
+    /* A compressing codec that compresses nothing (a small model: every chunk under
+     * --compress-min-bytes) is said at warn level: the configuration names the codec. */
+    bool any = false;
+    for (int c = 0; c < w->plan->nchunks && !any; c++)
+        any = !pc_rt__chunk_plain(rt, w->plan->chunks[c].rows, w->plan->chunks[c].n);
+    if (rt->rank == 0 && w->ops->servers && rt->spec.id != PC_CODEC_NONE && !any)
+        pc_log_write(rt->log, PC_LOG_WARN, NULL,
+                     "--compress %s compresses nothing here: every one of the %d chunks is "
+                     "under --compress-min-bytes %lld (or not a powersgd matrix) and travels "
+                     "dense; lower --compress-min-bytes to compress this model",
+                     rt->cfg.compress, w->plan->nchunks, (long long)rt->cfg.compress_min_bytes);
     if (rt->rank != 0 || !pc_log_enabled(rt->log, PC_LOG_DEBUG))
         return;
     const char **names = malloc(sizeof(char *) * (size_t)w->ntensors);
