@@ -628,10 +628,9 @@ def main():
         # rates and it clips, so the runtime's schedule and clipping flags stay here (a
         # wrapper refuses them); --optimizer, --update, --lr, ... reach pc.init, and the
         # optimizer is built from the values pc.init parsed (pc.config()).
-        words = strip_flags(rest, ("lr-warmup", "lr-schedule", "lr-gamma", "clip-grad-norm")
-                            + (("optimizer",) if t.optimizer == "adadelta" else ()))
-        pc.init(words + (["--update", "workers"] if t.update == "workers" and
-                         "--update" not in " ".join(words) else []), run_length=run_length)
+        pc.init(strip_flags(rest, ("lr-warmup", "lr-schedule", "lr-gamma", "clip-grad-norm")
+                            + (("optimizer",) if t.optimizer == "adadelta" else ())),
+                run_length=run_length)
     else:
         pc.init(["--lr-schedule", "cosine"] + rest, run_length=run_length)
     model = probe(args, images[:B], labels[:B])
@@ -705,7 +704,10 @@ def wrapped_optimizer(model, t, cfg, total, ipe):
         model, t, float(cfg["lr"]), float(cfg["momentum"]), cfg["nesterov"] in yes,
         float(cfg["weight-decay"]), tuple(float(b) for b in cfg["betas"].split(",")),
         float(cfg["eps"]), cfg["amsgrad"] in yes)
-    opt = pc.DistributedOptimizer(torch_opt)
+    # adadelta: update="workers" (the wrapper chooses the placement: the servers cannot
+    # run it); otherwise --update's, or the servers.
+    opt = pc.DistributedOptimizer(torch_opt, update="workers" if t.optimizer == "adadelta"
+                                  else None)
     return opt, make_schedule(opt, t, total, ipe)
 
 
