@@ -604,16 +604,25 @@ def case_workers(out, flags):
     return status
 
 
+def small_model(flags):
+    """pc.init(flags), then on a worker the small MLP of the cases below (seed 3), attached;
+    None on a server (the caller serves)."""
+    pc.init(flags)
+    if pc.is_server():
+        return None
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+    pc.attach(model)
+    return model
+
+
 def case_placement_skew(out, flags):
     """Worker 0 wraps Adadelta with update="workers" (pc.init got no --update: the wrapper
     chooses), worker 1 SGD with update="servers": the start must refuse on every worker,
     in one line, before anything reaches the servers."""
-    pc.init(flags)
-    if pc.is_server():
+    model = small_model(flags)
+    if model is None:
         return pc.run_server()
-    torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
-    pc.attach(model)
     if pc.rank() == 0:
         pc.DistributedOptimizer(torch.optim.Adadelta(model.parameters()), update="workers")
     else:
@@ -627,12 +636,9 @@ def case_codec_default(out, flags, update):
     codec as the flags give it; 3 iterations. Rank 0 prints "codec: SPEC" (pc.config()'s,
     after the wrapper) and every worker checks that its parameters moved and stayed
     finite."""
-    pc.init(flags)
-    if pc.is_server():
+    model = small_model(flags)
+    if model is None:
         return pc.run_server()
-    torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
-    pc.attach(model)
     if update == "servers":
         torch_opt = torch.optim.AdamW(model.parameters(), lr=0.01)
     else:
@@ -657,12 +663,9 @@ def case_codec_default(out, flags, update):
 def case_clip_race(out, flags):
     """update="servers": torch.nn.utils.clip_grad_norm_ after backward at iteration 1, a
     write into gradients the compressor thread may still read: opt.step() must refuse."""
-    pc.init(flags)
-    if pc.is_server():
+    model = small_model(flags)
+    if model is None:
         return pc.run_server()
-    torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
-    pc.attach(model)
     opt = pc.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
     for it in range(int(pc.config()["iters"])):
         g = torch.Generator().manual_seed(1000 * it + pc.rank())
