@@ -487,7 +487,7 @@ int pc_config_codec_momentum_off(pc_config_t *cfg)
  * (it would feed momentum into Adam's moments, which are momentum already): the default
  * of dgc, topk and randomk becomes momentum=0 (written into cfg->compress), a momentum
  * given in the spec is refused. */
-static int check_adam(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
+static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, size_t errlen)
 {
     const char *kind = pc_optim_kind_name(cfg->optimizer);
     if (cfg->optimizer == PC_OPTIM_SGD) {
@@ -540,8 +540,6 @@ static int check_adam(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t
                             "gradient (--betas B1,B2); drop it",
                             cfg->nesterov ? "--nesterov" : "--momentum", kind);
     cfg->momentum = 0;
-    if (cfg->mode == PC_MODE_PS && pc_config_codec_momentum_off(cfg) == 1)
-        pc_codec_spec_parse(cfg->compress, spec, NULL, 0); /* parsed before, plus one key */
     double wm = pc_codec_worker_momentum(spec);
     if (cfg->mode == PC_MODE_PS && wm > 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -559,7 +557,8 @@ static int check_adam(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t
  * optimizer steps on what the servers push, which must be the mean gradient: the
  * sparsifiers' default momentum correction becomes momentum=0 (written into
  * cfg->compress), a momentum given in the spec is refused. */
-static int check_update(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
+static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
+                        size_t errlen)
 {
     if (cfg->update != PC_UPDATE_SERVERS && cfg->update != PC_UPDATE_WORKERS)
         return pc_error_fmt(PC_EUSAGE, err, errlen, "--update %d: not one of servers|workers",
@@ -580,8 +579,6 @@ static int check_update(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pull has no effect with --update workers (the servers push the "
                             "mean gradient dense, no parameters); drop it");
-    if (pc_config_codec_momentum_off(cfg) == 1)
-        pc_codec_spec_parse(cfg->compress, spec, NULL, 0); /* parsed before, plus one key */
     double wm = pc_codec_worker_momentum(spec);
     if (wm > 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -674,6 +671,13 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         snprintf(cfg->compress, sizeof(cfg->compress), "none");
         cfg->servers = 0;
     }
+    /* Adam's moments and the workers' own optimizer take the aggregate as it is: the
+     * sparsifiers' default momentum correction goes (a given one is refused below). */
+    bool own_step = cfg->update == PC_UPDATE_WORKERS ||
+                    (cfg->mode == PC_MODE_PS &&
+                     (cfg->optimizer == PC_OPTIM_ADAM || cfg->optimizer == PC_OPTIM_ADAMW));
+    if (own_step && pc_config_codec_momentum_off(cfg) == 1)
+        pc_codec_spec_parse(cfg->compress, &spec, NULL, 0); /* parsed above, plus one key */
     if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK ||
         (rc = check_update(cfg, &spec, err, errlen)) != PC_OK)
         return rc;

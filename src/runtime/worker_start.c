@@ -188,9 +188,7 @@ int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration)
 static void momentum_default_off(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
-    if (w->started || rt->spec.momentum_given || pc_codec_worker_momentum(&rt->spec) == 0)
-        return;
-    if (pc_config_codec_momentum_off(&rt->cfg) == 1) {
+    if (!w->started && pc_config_codec_momentum_off(&rt->cfg) == 1) {
         rt->spec.momentum = 0;
         rt->spec.momentum_given = true;
     }
@@ -517,10 +515,11 @@ static void log_plan(pc_worker_t *w)
     pc_runtime_t *rt = w->rt;
     /* A compressing codec that compresses nothing (a small model: every chunk under
      * --compress-min-bytes) is said at warn level: the configuration names the codec. */
-    bool any = false;
+    bool any =
+        rt->rank != 0 || !w->ops->servers || rt->spec.id == PC_CODEC_NONE; /* or none to say */
     for (int c = 0; c < w->plan->nchunks && !any; c++)
         any = !pc_rt__chunk_plain(rt, w->plan->chunks[c].rows, w->plan->chunks[c].n);
-    if (rt->rank == 0 && w->ops->servers && rt->spec.id != PC_CODEC_NONE && !any)
+    if (!any)
         pc_log_write(rt->log, PC_LOG_WARN, NULL,
                      "--compress %s compresses nothing here: every one of the %d chunks is "
                      "under --compress-min-bytes %lld (or not a powersgd matrix) and travels "
