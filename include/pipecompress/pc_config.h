@@ -221,12 +221,12 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * already) or --compress powersgd (its matrices' step is already the workers'); --betas,
  * --eps or --amsgrad with --optimizer sgd, and with adam or adamw: bad --betas or --eps,
  * --momentum or --nesterov given, or a codec given momentum correction (momentum= above 0
- * in the spec: its momentum would feed Adam's moments; likewise with --update workers);
+ * in the spec: its momentum would feed Adam's moments);
  * --adam-moments or --adam-freeze-after with --optimizer sgd, and
  * --adam-moments lazy with --mode allreduce or --update workers (no sparse aggregate is
  * stepped there). Fills in: with adam or adamw,
- * --momentum 0 (SGD's default 0.9 does not apply) and, with adam, adamw or --update
- * workers, momentum=0 in --compress where the codec's correction was left at its default
+ * --momentum 0 (SGD's default 0.9 does not apply) and, with adam or adamw in --mode ps,
+ * momentum=0 in --compress where the codec's correction was left at its default
  * (pc_config_codec_momentum_off); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and

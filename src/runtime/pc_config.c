@@ -553,10 +553,9 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
 
 /* --update: workers needs servers that would otherwise step (--mode ps), and a codec whose
  * server step is the plain one on the mean gradient: powersgd's matrices are stepped on the
- * workers already (from P^ and Q), and its server's rounds are its own. The workers' own
- * optimizer steps on what the servers push, which must be the mean gradient: the
- * sparsifiers' default momentum correction becomes momentum=0 (written into
- * cfg->compress), a momentum given in the spec is refused. */
+ * workers already (from P^ and Q), and its server's rounds are its own. The runtime's step
+ * on the workers is the servers' on the same mean (with a sparsifier's momentum correction,
+ * the plain SGD the servers would run): the same bits. */
 static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
                         size_t errlen)
 {
@@ -579,13 +578,6 @@ static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, cha
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--pull has no effect with --update workers (the servers push the "
                             "mean gradient dense, no parameters); drop it");
-    double wm = pc_codec_worker_momentum(spec);
-    if (wm > 0)
-        return pc_error_fmt(PC_EUSAGE, err, errlen,
-                            "--update workers with --compress %s: its momentum correction "
-                            "(momentum=%g) would hand your optimizer a momentum buffer's sum, "
-                            "not the averaged gradient; give momentum=0",
-                            cfg->compress, wm);
     return PC_OK;
 }
 
@@ -671,12 +663,12 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         snprintf(cfg->compress, sizeof(cfg->compress), "none");
         cfg->servers = 0;
     }
-    /* Adam's moments and the workers' own optimizer take the aggregate as it is: the
-     * sparsifiers' default momentum correction goes (a given one is refused below). */
-    bool own_step = cfg->update == PC_UPDATE_WORKERS ||
-                    (cfg->mode == PC_MODE_PS &&
-                     (cfg->optimizer == PC_OPTIM_ADAM || cfg->optimizer == PC_OPTIM_ADAMW));
-    if (own_step && pc_config_codec_momentum_off(cfg) == 1)
+    /* Adam's moments take the aggregate as it is: the sparsifiers' default momentum
+     * correction goes (a given one is refused below). The runtime's SGD keeps it in either
+     * placement: --update workers steps the servers' plain SGD on the same mean, bit for
+     * bit (a caller's own optimizer on the workers is pc_worker_set_user_step's case). */
+    bool adam = cfg->optimizer == PC_OPTIM_ADAM || cfg->optimizer == PC_OPTIM_ADAMW;
+    if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_momentum_off(cfg) == 1)
         pc_codec_spec_parse(cfg->compress, &spec, NULL, 0); /* parsed above, plus one key */
     if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK ||
         (rc = check_update(cfg, &spec, err, errlen)) != PC_OK)
