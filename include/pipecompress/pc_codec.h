@@ -81,7 +81,9 @@ typedef struct pc_codec_spec {
     double sample;            /* dgc: fraction sampled to estimate the threshold, (0, 1] */
     double momentum;          /* dgc, topk, randomk: momentum of the correction, [0, 1) */
     double clip;              /* dgc: local gradient clipping L2 norm; 0 = off */
-    int warmup;               /* dgc: iterations of exponentially decreasing density; 0 = off */
+    int warmup;               /* dgc, topk: compress calls of exponentially decreasing density
+                                 (ratio^((t+1)/W) for call t < W); powersgd: iterations
+                                 sent dense; 0 = off */
     double tau;               /* threshold: |v| >= tau is sent, > 0 */
     int levels;               /* qsgd: s, 1..PC_CODEC_MAX_LEVELS */
     bool ef;                  /* error feedback */

@@ -242,16 +242,26 @@ static void momentum_mask(pc_codec_state_t *st, const uint32_t *idx, size_t k)
 
 /* ---- topk ---------------------------------------------------------------------------- */
 
+/* The density of compress call `step` (0-based) under a density warm-up (dgc's and topk's
+ * warmup=W): ratio^((step + 1) / W) for the first W calls, exponentially down to ratio (as
+ * in DGC's 25 %, 6.25 %, ... schedule), then ratio. Pure. */
+static double warm_density(const pc_codec_spec_t *s, uint64_t step)
+{
+    if (s->warmup > 0 && step < (uint64_t)s->warmup && s->ratio > 0)
+        return pow(s->ratio, (double)(step + 1) / (double)s->warmup);
+    return s->ratio;
+}
+
 static size_t topk_max_payload(const pc_codec_t *c, size_t n)
 {
-    return pc_codec__k(c->spec.ratio, n) * (index_bytes(c) + value_bytes(c));
+    return pc_codec__k(warm_density(&c->spec, 0), n) * (index_bytes(c) + value_bytes(c));
 }
 
 static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                          pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
     (void)cap;
-    size_t n = st->n, k = pc_codec__k(c->spec.ratio, n);
+    size_t n = st->n, k = pc_codec__k(warm_density(&c->spec, st->steps), n);
     if (pc_codec__reserve_idx(c, k) != PC_OK)
         return PC_ENOMEM;
     bool ef = c->spec.ef;
@@ -274,11 +284,19 @@ static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
 static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                          char *err, size_t errlen)
 {
-    size_t k = pc_codec__k(c->spec.ratio, h->n);
-    if (h->entries != k)
+    /* Under a warm-up the sender's call count sets k: any count from the steady k up to
+     * the densest call's is one it may send (the receiver does not track its calls). */
+    size_t k = pc_codec__k(c->spec.ratio, h->n), hi = pc_codec__k(warm_density(&c->spec, 0), h->n);
+    if (h->entries < k || h->entries > hi) {
+        if (hi == k)
+            return pc_error_fmt(PC_EFORMAT, err, errlen,
+                                "chunk %u: topk message with %u entries, expected %zu", h->chunk,
+                                h->entries, k);
         return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "chunk %u: topk message with %u entries, expected %zu", h->chunk,
-                            h->entries, k);
+                            "chunk %u: topk message with %u entries, expected %zu to %zu "
+                            "(warmup=%d)",
+                            h->chunk, h->entries, k, hi, c->spec.warmup);
+    }
     return validate_indexed(c, h, payload, err, errlen);
 }
 
@@ -340,16 +358,9 @@ const codec_ops_t pc_codec_ops_threshold = {.max_payload = threshold_max_payload
  * estimate is too noisy for the [0.8k, 1.3k] window (relative error ~ 1/sqrt(count)). */
 #define DGC_MIN_SAMPLE_HITS 128
 
-static double dgc_density(const pc_codec_spec_t *s, uint64_t step)
-{
-    if (s->warmup > 0 && step < (uint64_t)s->warmup && s->ratio > 0)
-        return pow(s->ratio, (double)(step + 1) / (double)s->warmup);
-    return s->ratio;
-}
-
 static size_t dgc_max_entries(const pc_codec_t *c, size_t n)
 {
-    size_t k = pc_codec__k(dgc_density(&c->spec, 0), n); /* the densest step */
+    size_t k = pc_codec__k(warm_density(&c->spec, 0), n); /* the densest step */
     size_t hi = (size_t)floor(1.3 * (double)k);
     return hi > n ? n : (hi < k ? k : hi);
 }
@@ -384,7 +395,7 @@ uint64_t pc_codec_work(const pc_codec_spec_t *spec, size_t n)
 void pc_codec__dgc_plan(const pc_codec_t *c, uint64_t steps, size_t n, pc_codec_dgc_plan_t *p)
 {
     const pc_codec_spec_t *s = &c->spec;
-    double density = dgc_density(s, steps);
+    double density = warm_density(s, steps);
     p->k = pc_codec__k(density, n);
     p->lo = (size_t)ceil(0.8 * (double)p->k);
     p->hi = (size_t)floor(1.3 * (double)p->k);

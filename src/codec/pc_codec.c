@@ -38,13 +38,15 @@ typedef struct codec_info {
     const codec_ops_t *ops;
     unsigned keys;   /* options it takes */
     bool ef_default; /* error feedback on by default: the biased codecs */
+    unsigned quiet;  /* keys the canonical spec prints only when set (not 0): added to a
+                        codec after its spec strings were in use, which stay as they were */
 } codec_info_t;
 
 static const codec_info_t codecs[PC_CODEC_COUNT] = {
     [PC_CODEC_NONE] = {"none", &pc_codec_ops_none, 0, false},
     [PC_CODEC_FP16] = {"fp16", &pc_codec_ops_fp16, K_EF, false},
-    [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk, K_RATIO | K_MOMENTUM | K_EF | K_VALUES | K_INDEX,
-                       true},
+    [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk,
+                       K_RATIO | K_MOMENTUM | K_WARMUP | K_EF | K_VALUES | K_INDEX, true, K_WARMUP},
     /* DGC accumulates by construction: its residual is not optional. */
     [PC_CODEC_DGC] = {"dgc", &pc_codec_ops_dgc,
                       K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_VALUES | K_INDEX,
@@ -336,6 +338,8 @@ void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
         return;
     }
     unsigned keys = codecs[s->id].keys;
+    if ((codecs[s->id].quiet & K_WARMUP) && s->warmup == 0)
+        keys &= ~(unsigned)K_WARMUP;
     size_t pos = 0;
     int w = snprintf(buf, len, "%s", codecs[s->id].name);
     char sep = ':';

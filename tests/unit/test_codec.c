@@ -127,6 +127,13 @@ static void test_spec_parsing(void **state)
     pc_codec_spec_format(&s, buf, sizeof(buf));
     assert_string_equal(buf, "dgc:ratio=0.001,sample=0.01,momentum=0.5,clip=2,warmup=4,"
                              "values=fp32,index=u32");
+    /* topk's warmup (added later) is printed only when set: older spec strings stay. */
+    assert_int_equal(pc_codec_spec_parse("topk:ratio=0.01", &s, err, sizeof(err)), PC_OK);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "topk:ratio=0.01,momentum=0.9,ef=on,values=fp32,index=u32");
+    assert_int_equal(pc_codec_spec_parse("topk:ratio=0.01,warmup=30", &s, err, sizeof(err)), PC_OK);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "topk:ratio=0.01,momentum=0.9,warmup=30,ef=on,values=fp32,index=u32");
     assert_int_equal(pc_codec_spec_parse("qsgd:levels=16", &s, err, sizeof(err)), PC_OK);
     assert_true(s.levels == 16 && !s.ef); /* unbiased: no error feedback by default */
     assert_int_equal(pc_codec_spec_parse("efsign", &s, err, sizeof(err)), PC_OK);
@@ -145,10 +152,10 @@ static void test_spec_parsing(void **state)
     expect_spec_error("topk:", "topk: ':' must be followed by options (key=value,...)");
     expect_spec_error(
         "topk:ratoi=0.1",
-        "topk: unknown option 'ratoi' (topk takes: ratio, momentum, ef, values, index)");
+        "topk: unknown option 'ratoi' (topk takes: ratio, momentum, warmup, ef, values, index)");
     expect_spec_error(
         "topk:levels=4",
-        "topk: unknown option 'levels' (topk takes: ratio, momentum, ef, values, index)");
+        "topk: unknown option 'levels' (topk takes: ratio, momentum, warmup, ef, values, index)");
     expect_spec_error("threshold:momentum=0.9",
                       "threshold: unknown option 'momentum' (threshold takes: tau, ef, values, "
                       "index)");
@@ -754,6 +761,95 @@ static size_t dgc_k_ref(double ratio, int warmup, uint64_t step, size_t n)
     return k >= (double)n ? n : (size_t)k;
 }
 
+/* topk:warmup=W: call t of the first W sends exactly dgc's warm-up k (its reference above),
+ * then ceil(ratio * n); every message within max_bytes, decoded, and sent + new residual
+ * == folded residual bit for bit; a receiver with the warm-up takes any count from the
+ * steady k to the densest call's and refuses one outside, naming the range. */
+static void test_topk_warmup(void **state)
+{
+    (void)state;
+    const int warmups[] = {0, 1, 3, 20};
+    const char *ratios[] = {"0.01", "0.25", "1"};
+    const size_t sizes[] = {1, 31, 4096};
+    float *g = malloc(sizeof(float) * 4096), *before = malloc(sizeof(float) * 4096);
+    for (size_t wi = 0; wi < sizeof(warmups) / sizeof(warmups[0]); wi++)
+        for (size_t ri = 0; ri < sizeof(ratios) / sizeof(ratios[0]); ri++) {
+            char spec[128];
+            snprintf(spec, sizeof(spec), "topk:ratio=%s,momentum=0,warmup=%d", ratios[ri],
+                     warmups[wi]);
+            pc_codec_t *c = make(spec, 5);
+            for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+                size_t n = sizes[si];
+                pc_codec_state_t *st;
+                assert_int_equal(pc_codec_state_create(c, 7, n, &st), PC_OK);
+                for (int it = 0; it < warmups[wi] + 2; it++) {
+                    heavy(g, n, 400 + (uint64_t)it);
+                    assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
+                    memcpy(before, pc_codec_state_residual(st), sizeof(float) * n);
+                    msg_t m;
+                    m.cap = pc_codec_max_bytes(c, n);
+                    m.buf = malloc(m.cap);
+                    assert_int_equal(
+                        pc_codec_compress_folded(c, st, (uint64_t)it, m.buf, m.cap, &m.len), PC_OK);
+                    pc_wire_header_t h;
+                    char err[256];
+                    assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)),
+                                     PC_OK);
+                    size_t k = dgc_k_ref(atof(ratios[ri]), warmups[wi], (uint64_t)it, n);
+                    if (h.entries != k)
+                        fail_msg("%s n=%zu step %d: %u entries, k = %zu", spec, n, it, h.entries,
+                                 k);
+                    float *d = calloc(n, sizeof(float));
+                    pc_codec_expect_t want = {
+                        .chunk = 7, .n = (uint32_t)n, .iteration = (uint64_t)it};
+                    if (pc_codec_decode_add(c, m.buf, m.len, &want, 1.0f, d, NULL, err,
+                                            sizeof(err)) != PC_OK)
+                        fail_msg("%s n=%zu step %d: decode: %s", spec, n, it, err);
+                    const float *after = pc_codec_state_residual(st);
+                    for (size_t i = 0; i < n; i++) {
+                        float sum = d[i] + after[i];
+                        if (memcmp(&sum, &before[i], sizeof(float)) != 0)
+                            fail_msg("%s n=%zu step %d: element %zu: sent + kept != folded", spec,
+                                     n, it, i);
+                    }
+                    free(d);
+                    free(m.buf);
+                }
+                pc_codec_state_destroy(st);
+            }
+            pc_codec_destroy(c);
+        }
+    /* The receiver's range at n = 4096: 41 (steady) to ceil(0.01^(1/3) * 4096) = 883. */
+    pc_codec_t *recv = make("topk:ratio=0.01,warmup=3", 5);
+    const char *senders[] = {"topk:ratio=0.01", "topk:ratio=0.2", "topk:ratio=0.25"};
+    const bool taken[] = {true, true, false};
+    for (int i = 0; i < 3; i++) {
+        pc_codec_t *c = make(senders[i], 5);
+        pc_codec_state_t *st;
+        assert_int_equal(pc_codec_state_create(c, 7, 4096, &st), PC_OK);
+        heavy(g, 4096, 77);
+        msg_t m = compress(c, st, g, 0);
+        float *d = calloc(4096, sizeof(float));
+        char err[256] = "";
+        pc_codec_expect_t want = {.chunk = 7, .n = 4096, .iteration = 0};
+        int rc = pc_codec_decode_add(recv, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
+        if (taken[i])
+            assert_int_equal(rc, PC_OK);
+        else {
+            assert_int_equal(rc, PC_EFORMAT);
+            assert_string_equal(err, "chunk 7: topk message with 1024 entries, expected 41 to "
+                                     "883 (warmup=3)");
+        }
+        free(d);
+        free(m.buf);
+        pc_codec_state_destroy(st);
+        pc_codec_destroy(c);
+    }
+    pc_codec_destroy(recv);
+    free(g);
+    free(before);
+}
+
 /* Fill g with one of four shapes: heavy-tailed, half zeros (ReLU-like), all zeros, all
  * magnitudes equal. */
 static void dgc_input(float *g, size_t n, int kind, uint64_t seed)
@@ -1107,6 +1203,7 @@ int main(void)
         cmocka_unit_test(test_dgc_count_window),
         cmocka_unit_test(test_dgc_warmup_and_clip),
         cmocka_unit_test(test_dgc_warmup_every_density),
+        cmocka_unit_test(test_topk_warmup),
         cmocka_unit_test(test_dgc_sample_misses),
         cmocka_unit_test(test_nonfinite_gradient),
         cmocka_unit_test(test_empty_message),
