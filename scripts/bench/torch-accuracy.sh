@@ -33,6 +33,11 @@
 #   CODEC-lazy      --adam-moments lazy (only the entries that arrived step)
 #   CODEC-freeze    --adam-freeze-after N (1-bit Adam's warm-up, then a frozen v; N from
 #                   --freeze-after, default a fifth of the run's iterations)
+#   CODEC-wdense    the codec's density warm-up over those N iterations (warmup=N: from
+#                   nearly dense down to its ratio, exponentially), dense moments
+#   CODEC-wfreeze   the density warm-up and v frozen after the same N: 1-bit Adam's recipe
+#                   (v learnt while nearly everything travels, then fixed, which makes the
+#                   step linear in the aggregate, as error feedback assumes)
 # for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); then a
 # table of the final accuracies, codec by variant. PowerSGD is not in it: the example's
 # AdamW goes through pc.DistributedOptimizer, whose parameter groups the runtime refuses
@@ -105,16 +110,22 @@ auto|3|--mode auto|--mode auto --servers 1"
 ADAM="--optimizer adamw --lr 0.001 --weight-decay 0.05 --lr-warmup @WARM@ --clip-grad-norm 1"
 ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0 --pipeline on"
 ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0 --pipeline on"
+ADAM_TOPK_W="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=@FREEZE@ --pipeline on"
+ADAM_DGC_W="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=@FREEZE@ --pipeline on"
 ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp $ADAM
 ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on $ADAM
 topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK $ADAM
 topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK $ADAM --amsgrad
 topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK $ADAM --adam-moments lazy
 topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK $ADAM --adam-freeze-after @FREEZE@
+topk-wdense|3|topk 1%, density warm-up|$ADAM_TOPK_W $ADAM
+topk-wfreeze|3|topk 1%, warm-up, v frozen|$ADAM_TOPK_W $ADAM --adam-freeze-after @FREEZE@
 dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
 dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
 dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
-dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@"
+dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@
+dgc-wdense|3|dgc 0.1%, density warm-up|$ADAM_DGC_W $ADAM
+dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@"
 # --study adadelta's table (issue 47: any torch optimizer on the workers): pytorch/examples'
 # MNIST recipe (torch.optim.Adadelta at lr 1, the rate times 0.7 at every epoch's end).
 ADADELTA="--optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.7"
@@ -246,9 +257,10 @@ runs = {r["setting"]: r for r in json.load(open(sys.argv[1]))["runs"]}
 fin = lambda s: runs[s]["final"] if s in runs and runs[s]["final"] is not None else None
 cell = lambda a: "%7.2f" % a if a is not None else "%7s" % "-"
 ddp = fin("ddp")
-print("final test accuracy %% (AdamW; v frozen after %s iterations); DDP + AdamW %s, "
+print("final test accuracy %% (AdamW; v frozen and density warm-up over %s iterations); "
+      "DDP + AdamW %s, "
       "ps none %s" % (sys.argv[2], cell(ddp).strip(), cell(fin("ps-none")).strip()))
-cols = ("dense", "ams", "lazy", "freeze")
+cols = ("dense", "ams", "lazy", "freeze", "wdense", "wfreeze")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
 for codec in ("topk", "dgc"):
