@@ -22,7 +22,12 @@ iters=40
 warmup=10
 dilate=1
 out=$top/results/pool-replay-$(date +%Y-%m-%d)
-need() { [ -n "$2" ] || usage_error "$1 needs a value (see the comment at the top of this script)"; }
+# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
+# otherwise make a folder named --iters).
+need() {
+    [ -n "${2:-}" ] || usage_error "$1 needs a value (see the comment at the top of this script)"
+    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
+}
 while [ $# -gt 0 ]; do
     case $1 in
     --trace) need "$1" "${2:-}"; trace=$2; shift ;;

@@ -85,7 +85,12 @@ usage_error() {
     echo "torch-accuracy.sh: $* (see --help)" >&2
     exit 2
 }
-need() { [ -n "${2:-}" ] || usage_error "$1 needs a value"; }
+# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
+# otherwise make a folder named --iters).
+need() {
+    [ -n "${2:-}" ] || usage_error "$1 needs a value"
+    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
+}
 count() {
     case $2 in *[!0-9]*|"") usage_error "$1: '$2' is not a number" ;; esac
     [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"

@@ -93,7 +93,12 @@ usage_error() {
     exit 2
 }
 # need FLAG VALUE: VALUE is there (a flag's argument).
-need() { [ -n "${2:-}" ] || usage_error "$1 needs a value"; }
+# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
+# otherwise make a folder named --iters).
+need() {
+    [ -n "${2:-}" ] || usage_error "$1 needs a value"
+    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
+}
 # count FLAG VALUE MIN: VALUE is a whole number >= MIN.
 count() {
     case $2 in *[!0-9]*|"") usage_error "$1: '$2' is not a number" ;; esac
