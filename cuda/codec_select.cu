@@ -476,7 +476,8 @@ int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
     }
     const unsigned *idx;
     size_t got;
-    int rc = topk_indices(s, v, g, j->n, pc_codec__k(spec->ratio, j->n), q, &idx, &got, cuerr);
+    int rc = topk_indices(s, v, g, j->n, pc_codec__topk_k(j->codec, j->steps, j->n), q, &idx, &got,
+                          cuerr);
     if (rc != PC_OK)
         return rc;
     j->entries = (uint32_t)got;

@@ -54,6 +54,11 @@ uint16_t pc_codec__flags(const pc_codec_t *c);
 /* k for a ratio: ceil(ratio * n) clamped to n, computed identically by sender and receiver. */
 size_t pc_codec__k(double ratio, size_t n);
 
+/* topk's k at the compress call with `steps` calls made before: under warmup=W the density
+ * warm-up's (dgc's schedule), else ceil(ratio * n). Shared by the CPU codec and the CUDA
+ * one, so both send the same count. Pure. */
+size_t pc_codec__topk_k(const pc_codec_t *c, uint64_t steps, size_t n);
+
 /* The receiving half of pc_codec_validate, for a header that pc_wire_header_read already
  * accepted from the message whose payload (h->payload bytes) starts at payload: codec,
  * chunk, n, iteration (against want), flags, then the codec's check of every payload byte.

@@ -252,6 +252,11 @@ static double warm_density(const pc_codec_spec_t *s, uint64_t step)
     return s->ratio;
 }
 
+size_t pc_codec__topk_k(const pc_codec_t *c, uint64_t steps, size_t n)
+{
+    return pc_codec__k(warm_density(&c->spec, steps), n);
+}
+
 static size_t topk_max_payload(const pc_codec_t *c, size_t n)
 {
     return pc_codec__k(warm_density(&c->spec, 0), n) * (index_bytes(c) + value_bytes(c));
@@ -261,7 +266,7 @@ static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
                          pc_wire_header_t *h, uint8_t *payload, size_t cap)
 {
     (void)cap;
-    size_t n = st->n, k = pc_codec__k(warm_density(&c->spec, st->steps), n);
+    size_t n = st->n, k = pc_codec__topk_k(c, st->steps, n);
     if (pc_codec__reserve_idx(c, k) != PC_OK)
         return PC_ENOMEM;
     bool ef = c->spec.ef;

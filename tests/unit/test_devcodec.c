@@ -53,6 +53,7 @@ static const char *specs[] = {
     "topk:ratio=0.01",
     "topk:ratio=0.3,values=fp16,index=delta",
     "topk:ratio=0.01,momentum=0",
+    "topk:ratio=0.01,momentum=0,warmup=3",
     "topk:ratio=0.05,ef=off",
     "topk:ratio=1",
     "dgc:ratio=0.01",
