@@ -35,6 +35,7 @@
 #                   --freeze-after, default a fifth of the run's iterations)
 #   CODEC-wdense    the codec's density warm-up over those N iterations (warmup=N: from
 #                   nearly dense down to its ratio, exponentially), dense moments
+#   CODEC-wlazy     the density warm-up, then --adam-moments lazy
 #   CODEC-wfreeze   the density warm-up and v frozen after the same N: 1-bit Adam's recipe
 #                   (v learnt while nearly everything travels, then fixed, which makes the
 #                   step linear in the aggregate, as error feedback assumes)
@@ -124,12 +125,14 @@ topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK $ADAM --amsgrad
 topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK $ADAM --adam-moments lazy
 topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK $ADAM --adam-freeze-after @FREEZE@
 topk-wdense|3|topk 1%, density warm-up|$ADAM_TOPK_W $ADAM
+topk-wlazy|3|topk 1%, warm-up, lazy moments|$ADAM_TOPK_W $ADAM --adam-moments lazy
 topk-wfreeze|3|topk 1%, warm-up, v frozen|$ADAM_TOPK_W $ADAM --adam-freeze-after @FREEZE@
 dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
 dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
 dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
 dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@
 dgc-wdense|3|dgc 0.1%, density warm-up|$ADAM_DGC_W $ADAM
+dgc-wlazy|3|dgc 0.1%, warm-up, lazy moments|$ADAM_DGC_W $ADAM --adam-moments lazy
 dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@"
 # --study adadelta's table (issue 47: any torch optimizer on the workers): pytorch/examples'
 # MNIST recipe (torch.optim.Adadelta at lr 1, the rate times 0.7 at every epoch's end).
@@ -265,7 +268,7 @@ ddp = fin("ddp")
 print("final test accuracy %% (AdamW; v frozen and density warm-up over %s iterations); "
       "DDP + AdamW %s, "
       "ps none %s" % (sys.argv[2], cell(ddp).strip(), cell(fin("ps-none")).strip()))
-cols = ("dense", "ams", "lazy", "freeze", "wdense", "wfreeze")
+cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
 for codec in ("topk", "dgc"):
