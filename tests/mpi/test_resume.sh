@@ -87,8 +87,10 @@ interrupted ps-powersgd-dev KILL --compress powersgd:rank=2,warmup=20 --device e
 # matrices (each worker steps its copy as the server; v frozen after 150 steps: frozen in
 # the checkpoint of 200 and after it). Not v frozen with top-k: the entries that never
 # arrived before the freeze keep v = 0 and step lr * m / eps when they do (diverges).
+# The top-k case's density warm-up (500 of its 1250 iterations) spans the checkpoint it
+# resumes from: each chunk's count of compress calls comes back from the file.
 adam=(--lr 0.001 --weight-decay 0.01)
-interrupted ps-adamw KILL --compress topk:ratio=0.01,momentum=0 --compress-min-bytes 0 \
+interrupted ps-adamw KILL --compress topk:ratio=0.01,momentum=0,warmup=500 --compress-min-bytes 0 \
     --optimizer adamw --amsgrad --adam-moments lazy "${adam[@]}"
 interrupted allreduce-adam KILL --mode allreduce --compress none --optimizer adam "${adam[@]}"
 interrupted ps-powersgd-adamw KILL --compress powersgd:rank=2,warmup=20 --optimizer adamw \
