@@ -52,6 +52,7 @@
 #   ps-topk         PipeCompress --compress topk:ratio=0.01 (the default codec; the wrapper
 #                   turns its momentum correction off), every worker steps
 #   ps-none         PipeCompress --compress none, every worker steps
+#   ps-topk-warm    ps-topk with the density warm-up over a fifth of the run (warmup=N)
 # Accuracy does not depend on the network (every setting is deterministic in its seed):
 # these runs are made where they are cheapest; scripts/bench/torch_accuracy_report.py puts
 # them on the wall-clock axis of a network with the per-node runs' measured rates
@@ -139,7 +140,8 @@ dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after 
 ADADELTA="--optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.7"
 ADADELTA_TABLE="ddp|2|DDP + Adadelta fp32|--backend ddp $ADADELTA
 ps-topk|3|topk 1%, Adadelta on workers|--mode ps --compress topk:ratio=0.01 --pipeline on $ADADELTA
-ps-none|3|none, Adadelta on workers|--mode ps --compress none --pipeline on $ADADELTA"
+ps-none|3|none, Adadelta on workers|--mode ps --compress none --pipeline on $ADADELTA
+ps-topk-warm|3|topk 1%, warm-up, Adadelta|--mode ps --compress topk:ratio=0.01,warmup=@FREEZE@ --pipeline on $ADADELTA"
 field() { awk -F'|' -v n="$1" -v k="$2" '$1 == n { print $k }' <<<"$SETTINGS_TABLE"; }
 names() { awk -F'|' '{ printf "%s%s", sep, $1; sep = " " }' <<<"$SETTINGS_TABLE"; }
 ALL=$(names)

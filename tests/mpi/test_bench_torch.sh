@@ -320,7 +320,7 @@ for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus
     "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent" \
     "--data /nonexistent|--data: no directory /nonexistent" \
     "--study sgd|--study: 'sgd' is not adam or adadelta" \
-    "--study adadelta --settings topk-lazy|--settings: unknown setting 'topk-lazy' (ddp ps-topk ps-none)" \
+    "--study adadelta --settings topk-lazy|--settings: unknown setting 'topk-lazy' (ddp ps-topk ps-none ps-topk-warm)" \
     "--study adadelta --freeze-after 5|--freeze-after needs --study adam" \
     "--out --epochs 1|--out needs a value, not the flag '--epochs'" \
     "--arch cnn --speed $tmp/w4.json|--speed $tmp/w4.json: no network measured with 2 workers" \
