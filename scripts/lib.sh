@@ -97,6 +97,13 @@ pc_gpu_deps() {
 }
 
 pc_say() { printf '== %s\n' "$*"; }
+# pc_need FLAG VALUE: for the bench scripts' option parsers: VALUE is there and is not the
+# next flag (--out --iters 5 would otherwise make a folder named --iters); else the
+# calling script's usage_error (each defines its own, status 2).
+pc_need() {
+    [ -n "${2:-}" ] || usage_error "$1 needs a value"
+    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
+}
 pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
 # pc_missing PACKAGES...: the ones not installed (Debian), space-separated.

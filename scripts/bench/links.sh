@@ -29,12 +29,6 @@ usage_error() {
     echo "$me: $* (see --help)" >&2
     exit 2
 }
-# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
-# otherwise make a folder named --iters).
-need() {
-    [ -n "${2:-}" ] || usage_error "$1 needs a value"
-    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
-}
 
 out=""
 seconds=5
@@ -47,15 +41,15 @@ cores="split"
 build="$PC_TOP/build"
 while [ $# -gt 0 ]; do
     case $1 in
-    --out) need "$1" "${2:-}"; out=$2; shift ;;
-    --seconds) need "$1" "${2:-}"; seconds=$2; shift ;;
-    --bytes) need "$1" "${2:-}"; bytes=$2; shift ;;
-    --depth) need "$1" "${2:-}"; depth=$2; shift ;;
-    --rates) need "$1" "${2:-}"; rates=$2; shift ;;
-    --flows) need "$1" "${2:-}"; flows=$2; shift ;;
-    --tools) need "$1" "${2:-}"; tools=$2; shift ;;
-    --cores) need "$1" "${2:-}"; cores=$2; shift ;;
-    --build) need "$1" "${2:-}"; build=$2; shift ;;
+    --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
+    --seconds) pc_need "$1" "${2:-}"; seconds=$2; shift ;;
+    --bytes) pc_need "$1" "${2:-}"; bytes=$2; shift ;;
+    --depth) pc_need "$1" "${2:-}"; depth=$2; shift ;;
+    --rates) pc_need "$1" "${2:-}"; rates=$2; shift ;;
+    --flows) pc_need "$1" "${2:-}"; flows=$2; shift ;;
+    --tools) pc_need "$1" "${2:-}"; tools=$2; shift ;;
+    --cores) pc_need "$1" "${2:-}"; cores=$2; shift ;;
+    --build) pc_need "$1" "${2:-}"; build=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac

@@ -15,6 +15,7 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 usage_error() { echo "pool-replay.sh: $*" >&2; exit 2; }
+. "$(dirname "$0")/../lib.sh"
 trace=$top/traces/resnet50-a100-amp.json
 compress=topk:ratio=0.01
 pools="1 2"
@@ -22,21 +23,15 @@ iters=40
 warmup=10
 dilate=1
 out=$top/results/pool-replay-$(date +%Y-%m-%d)
-# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
-# otherwise make a folder named --iters).
-need() {
-    [ -n "${2:-}" ] || usage_error "$1 needs a value (see the comment at the top of this script)"
-    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
-}
 while [ $# -gt 0 ]; do
     case $1 in
-    --trace) need "$1" "${2:-}"; trace=$2; shift ;;
-    --compress) need "$1" "${2:-}"; compress=$2; shift ;;
-    --compressors) need "$1" "${2:-}"; pools=$2; shift ;;
-    --iters) need "$1" "${2:-}"; iters=$2; shift ;;
-    --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
-    --dilate) need "$1" "${2:-}"; dilate=$2; shift ;;
-    --out) need "$1" "${2:-}"; out=$2; shift ;;
+    --trace) pc_need "$1" "${2:-}"; trace=$2; shift ;;
+    --compress) pc_need "$1" "${2:-}"; compress=$2; shift ;;
+    --compressors) pc_need "$1" "${2:-}"; pools=$2; shift ;;
+    --iters) pc_need "$1" "${2:-}"; iters=$2; shift ;;
+    --warmup) pc_need "$1" "${2:-}"; warmup=$2; shift ;;
+    --dilate) pc_need "$1" "${2:-}"; dilate=$2; shift ;;
+    --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
     -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown flag '$1' (see --help)" ;;
     esac

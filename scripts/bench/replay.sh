@@ -51,12 +51,6 @@ usage_error() {
     echo "replay.sh: $* (see --help)" >&2
     exit 2
 }
-# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
-# otherwise make a folder named --iters).
-need() {
-    [ -n "${2:-}" ] || usage_error "$1 needs a value"
-    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
-}
 # positive FLAG VALUE: VALUE is a positive decimal number.
 positive() {
     case $2 in ''|*[!0-9.]*|*.*.*|.*|*.) usage_error "$1: '$2' is not a number" ;; esac
@@ -75,16 +69,16 @@ out=""
 compressors=1
 while [ $# -gt 0 ]; do
     case $1 in
-    --traces) need "$1" "${2:-}"; traces=$2; shift ;;
-    --rates) need "$1" "${2:-}"; rates=$2; shift ;;
-    --carry) need "$1" "${2:-}"; carry=$2; shift ;;
-    --min-dilate) need "$1" "${2:-}"; min_dilate=$2; shift ;;
-    --workers) need "$1" "${2:-}"; workers=$2; shift ;;
-    --iters) need "$1" "${2:-}"; iters=$2; shift ;;
-    --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
-    --settings) need "$1" "${2:-}"; settings=$2; shift ;;
-    --out) need "$1" "${2:-}"; out=$2; shift ;;
-    --compressors) need "$1" "${2:-}"; compressors=$2; shift ;;
+    --traces) pc_need "$1" "${2:-}"; traces=$2; shift ;;
+    --rates) pc_need "$1" "${2:-}"; rates=$2; shift ;;
+    --carry) pc_need "$1" "${2:-}"; carry=$2; shift ;;
+    --min-dilate) pc_need "$1" "${2:-}"; min_dilate=$2; shift ;;
+    --workers) pc_need "$1" "${2:-}"; workers=$2; shift ;;
+    --iters) pc_need "$1" "${2:-}"; iters=$2; shift ;;
+    --warmup) pc_need "$1" "${2:-}"; warmup=$2; shift ;;
+    --settings) pc_need "$1" "${2:-}"; settings=$2; shift ;;
+    --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
+    --compressors) pc_need "$1" "${2:-}"; compressors=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac

@@ -87,12 +87,6 @@ usage_error() {
     echo "torch-accuracy.sh: $* (see --help)" >&2
     exit 2
 }
-# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
-# otherwise make a folder named --iters).
-need() {
-    [ -n "${2:-}" ] || usage_error "$1 needs a value"
-    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
-}
 count() {
     case $2 in *[!0-9]*|"") usage_error "$1: '$2' is not a number" ;; esac
     [ "$2" -ge "$3" ] || usage_error "$1: $2 is below $3"
@@ -159,17 +153,17 @@ freeze=""
 settings_given=""
 while [ $# -gt 0 ]; do
     case $1 in
-    --arch) need "$1" "${2:-}"; arch=$2; shift ;;
-    --epochs) need "$1" "${2:-}"; epochs=$2; shift ;;
-    --train-samples) need "$1" "${2:-}"; samples=$2; shift ;;
-    --settings) need "$1" "${2:-}"; settings=$2; settings_given=1; shift ;;
-    --threads) need "$1" "${2:-}"; threads=$2; shift ;;
-    --data) need "$1" "${2:-}"; data=$2; shift ;;
-    --speed) need "$1" "${2:-}"; speed=$2; shift ;;
-    --timeout) need "$1" "${2:-}"; limit=$2; shift ;;
-    --out) need "$1" "${2:-}"; out=$2; shift ;;
-    --study) need "$1" "${2:-}"; study=$2; shift ;;
-    --freeze-after) need "$1" "${2:-}"; freeze=$2; shift ;;
+    --arch) pc_need "$1" "${2:-}"; arch=$2; shift ;;
+    --epochs) pc_need "$1" "${2:-}"; epochs=$2; shift ;;
+    --train-samples) pc_need "$1" "${2:-}"; samples=$2; shift ;;
+    --settings) pc_need "$1" "${2:-}"; settings=$2; settings_given=1; shift ;;
+    --threads) pc_need "$1" "${2:-}"; threads=$2; shift ;;
+    --data) pc_need "$1" "${2:-}"; data=$2; shift ;;
+    --speed) pc_need "$1" "${2:-}"; speed=$2; shift ;;
+    --timeout) pc_need "$1" "${2:-}"; limit=$2; shift ;;
+    --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
+    --study) pc_need "$1" "${2:-}"; study=$2; shift ;;
+    --freeze-after) pc_need "$1" "${2:-}"; freeze=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac

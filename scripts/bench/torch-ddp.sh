@@ -92,13 +92,6 @@ usage_error() {
     echo "torch-ddp.sh: $* (see --help)" >&2
     exit 2
 }
-# need FLAG VALUE: VALUE is there (a flag's argument).
-# need FLAG VALUE: a value is there and is not the next flag (--out --iters 5 would
-# otherwise make a folder named --iters).
-need() {
-    [ -n "${2:-}" ] || usage_error "$1 needs a value"
-    case $2 in --*) usage_error "$1 needs a value, not the flag '$2'" ;; esac
-}
 # count FLAG VALUE MIN: VALUE is a whole number >= MIN.
 count() {
     case $2 in *[!0-9]*|"") usage_error "$1: '$2' is not a number" ;; esac
@@ -179,20 +172,20 @@ out=""
 compressors=1
 while [ $# -gt 0 ]; do
     case $1 in
-    --nets) need "$1" "${2:-}"; nets=$2; shift ;;
-    --nodes) need "$1" "${2:-}"; nodes=$2; shift ;;
-    --workers) need "$1" "${2:-}"; workers=$2; shift ;;
-    --iters) need "$1" "${2:-}"; iters=$2; shift ;;
-    --warmup) need "$1" "${2:-}"; warmup=$2; shift ;;
-    --threads) need "$1" "${2:-}"; threads=$2; shift ;;
-    --arch) need "$1" "${2:-}"; arch=$2; shift ;;
-    --dilate) need "$1" "${2:-}"; dilate=$2; shift ;;
-    --settings) need "$1" "${2:-}"; settings=$2; shift ;;
-    --repeat) need "$1" "${2:-}"; repeat=$2; shift ;;
-    --data) need "$1" "${2:-}"; data=$2; shift ;;
-    --timeout) need "$1" "${2:-}"; limit=$2; shift ;;
-    --out) need "$1" "${2:-}"; out=$2; shift ;;
-    --compressors) need "$1" "${2:-}"; compressors=$2; shift ;;
+    --nets) pc_need "$1" "${2:-}"; nets=$2; shift ;;
+    --nodes) pc_need "$1" "${2:-}"; nodes=$2; shift ;;
+    --workers) pc_need "$1" "${2:-}"; workers=$2; shift ;;
+    --iters) pc_need "$1" "${2:-}"; iters=$2; shift ;;
+    --warmup) pc_need "$1" "${2:-}"; warmup=$2; shift ;;
+    --threads) pc_need "$1" "${2:-}"; threads=$2; shift ;;
+    --arch) pc_need "$1" "${2:-}"; arch=$2; shift ;;
+    --dilate) pc_need "$1" "${2:-}"; dilate=$2; shift ;;
+    --settings) pc_need "$1" "${2:-}"; settings=$2; shift ;;
+    --repeat) pc_need "$1" "${2:-}"; repeat=$2; shift ;;
+    --data) pc_need "$1" "${2:-}"; data=$2; shift ;;
+    --timeout) pc_need "$1" "${2:-}"; limit=$2; shift ;;
+    --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
+    --compressors) pc_need "$1" "${2:-}"; compressors=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
