@@ -237,7 +237,7 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * pc_runtime_check_config (pc_runtime.h) is the same function under its 0.1 name. Also
  * refused: a bad --compressors, and a pool or auto (anything but 1) with --pipeline off,
  * --mode allreduce or device tensors; --clip-grad-norm not a finite number above 0 (0 is
- * off in a cfg filled by hand), or with --mode allreduce or --compress powersgd. */
+ * off in a cfg filled by hand), or with --mode allreduce. */
 int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen);
 
 #ifdef __cplusplus

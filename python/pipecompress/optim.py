@@ -273,9 +273,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     hyperparameter flag given to pc.init that disagrees with the object's default
     (--optimizer, --lr, --weight-decay, --momentum, --nesterov, --betas, --eps, --amsgrad:
     the object's values are used when the flag is absent), the runtime's schedule flags
-    (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than ps, --compress
-    powersgd, a codec given momentum correction (momentum= above 0 in the spec) with
-    momentum or Adam; with
+    (--lr-schedule, --lr-step, --lr-gamma, --lr-warmup), --mode other than ps, a codec
+    given momentum correction (momentum= above 0 in the spec) with momentum or Adam; with
     update="workers", the schedule flags and an optimizer flag given to pc.init that the
     torch optimizer has no value for or another one (--optimizer naming another class,
     --lr 0.1 with lr=0.01: the torch optimizer's own values step; one that agrees is

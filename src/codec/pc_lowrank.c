@@ -347,6 +347,14 @@ void pc_lowrank_row(float *restrict out, const float *restrict p_row, const floa
     pc_lowrank__row_at(pc_codec__simd(), out, p_row, qt, cols, rank);
 }
 
+void pc_lowrank_scale(float *row, size_t n, float coef)
+{
+    if (coef == 1.0f)
+        return;
+    for (size_t j = 0; j < n; j++)
+        row[j] *= coef;
+}
+
 size_t pc_lowrank_expand_work(size_t cols, int rank)
 {
     return cols * ((size_t)rank + 1);

@@ -267,7 +267,7 @@ static ccost_t matrix_cost(const pc_cost_t *c, const cchunk_t *k, int W)
         .round2 = n * l->round2,
         .push2 = PC_WIRE_HEADER_BYTES + 4.0 * qc,
         .server2 = w * qc * s->agg_dense + n * l->step,
-        .pull2 = (double)pc_rt__pull_lowrank_bytes((size_t)qc),
+        .pull2 = (double)pc_rt__pull_lowrank_bytes((size_t)qc, false),
         .finish = n * l->finish,
     };
 }

@@ -582,10 +582,10 @@ static int check_update(const pc_config_t *cfg, const pc_codec_spec_t *spec, cha
 }
 
 /* --clip-grad-norm: its value (a cfg filled by hand bypasses the parser's checks: 0 is
- * "off" there), and only where the servers step on the averaged gradient: --mode ps
- * without powersgd (its matrices' step is the workers', from P^ and Q, row by row). */
-static int check_clip_combo(const pc_config_t *cfg, const pc_codec_spec_t *spec, char *err,
-                            size_t errlen)
+ * "off" there), and only where the servers step on the averaged gradient: --mode ps (with
+ * powersgd its matrices' servers take the norm of P^ Q^T and tell the workers the
+ * coefficient their rows are stepped with). */
+static int check_clip_combo(const pc_config_t *cfg, char *err, size_t errlen)
 {
     double m = cfg->clip_grad_norm;
     if (m == 0)
@@ -599,12 +599,6 @@ static int check_clip_combo(const pc_config_t *cfg, const pc_codec_spec_t *spec,
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--clip-grad-norm needs --mode ps (the servers clip the averaged "
                             "gradient before their step); --mode allreduce does not clip");
-    if (spec->id == PC_CODEC_POWERSGD)
-        return pc_error_fmt(PC_EUSAGE, err, errlen,
-                            "--clip-grad-norm with --compress %s: its matrices are stepped row "
-                            "by row from P^ and Q, with no aggregate to take the norm of; drop "
-                            "one of the two",
-                            cfg->compress);
     return PC_OK;
 }
 
@@ -700,7 +694,7 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         }
     }
     if ((rc = check_no_effect(cfg, &spec, err, errlen)) != PC_OK ||
-        (rc = check_clip_combo(cfg, &spec, err, errlen)) != PC_OK)
+        (rc = check_clip_combo(cfg, err, errlen)) != PC_OK)
         return rc;
     if (cfg->lr_schedule == PC_LR_COSINE && cfg->iters <= 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,

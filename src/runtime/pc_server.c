@@ -98,6 +98,8 @@ typedef struct schunk {
     int64_t round1_ns;   /* the server's time on round 1 (part of the pull's server time) */
     uint64_t round1_in;  /* round 1's bytes received (the iteration's metrics) */
     uint64_t round1_out; /* round 1's bytes sent: P^ to every worker */
+    float coef;          /* round 2's clipping coefficient (clip_finish; 1: none), which
+                            the update tells the workers */
     /* Clipping (an iteration with a max-norm, clip_max): summed, the chunk's aggregate is
      * in agg (its messages kept for the metrics) and sumsq its sum of squares, awaiting
      * the iteration's other chunks and the servers' exchange (clip_finish); agg_ns the
@@ -292,6 +294,7 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
     pc_runtime_t *rt = s->rt;
     k->id = c;
     k->n = n;
+    k->coef = 1.0f;
     k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
     k->optim = pc_rt__chunk_optim(rt, n);
     if (groups) { /* its group's rule, with the small chunks' momentum as chunk_optim's */
@@ -316,9 +319,10 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
     k->msgs = calloc((size_t)rt->nworkers, sizeof(uint8_t *));
     k->grads = calloc((size_t)rt->nworkers, sizeof(rt_grad_t));
     /* A matrix's update: Q, or in the warm-up its n-float mean gradient. */
-    k->pull = malloc(k->lowrank ? pc_rt__pull_lowrank_bytes(
-                                      rt->spec.warmup > 0 ? n : k->cols * (size_t)rt->spec.rank)
-                                : pc_rt__pull_max_bytes(n));
+    k->pull = malloc(
+        k->lowrank ? pc_rt__pull_lowrank_bytes(
+                         rt->spec.warmup > 0 ? n : k->cols * (size_t)rt->spec.rank, groups != NULL)
+                   : pc_rt__pull_max_bytes(n));
     k->sends = malloc(sizeof(MPI_Request) * (size_t)rt->nworkers);
     if ((steps && !k->p) || orc != PC_OK || !k->agg || (steps && !k->sparse && !k->changed) ||
         !k->msgs || !k->grads || !k->pull || !k->sends)
@@ -695,7 +699,7 @@ static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int
     return PC_OK;
 }
 
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float *p,
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float coef, float *p,
                                     pc_optim_state_t *st, const float *phat, const float *qagg,
                                     size_t rows, size_t cols, int rank, float *work)
 {
@@ -705,6 +709,7 @@ size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, floa
     st->steps++; /* one step of the whole matrix, row by row */
     for (size_t i = 0; i < rows; i++) {
         pc_lowrank_row(row, phat + i * R, qt, cols, rank);
+        pc_lowrank_scale(row, cols, coef);
         pc_optim_state_t at = pc_optim_state_at(st, i * cols);
         changed += pc_optim_step(optim, lr, p + i * cols, &at, row, cols, NULL);
     }
@@ -804,6 +809,32 @@ static int lowrank_round1(server_t *s, schunk_t *k, char *err, size_t errlen)
     return PC_OK;
 }
 
+/* powersgd, round 2 of matrix k: Q = sum Q_w / W (worker order) into qagg, unless
+ * clipping summed it already (k->summed). */
+static int lowrank_sum_q(server_t *s, schunk_t *k, char *err, size_t errlen)
+{
+    if (k->summed)
+        return PC_OK;
+    memset(k->qagg, 0, sizeof(float) * k->cols * (size_t)s->rt->spec.rank);
+    return sum_messages(s, k, 1.0f / (float)s->rt->nworkers, k->qagg, err, errlen);
+}
+
+/* The sum of squares of matrix k's gradient P^ Q^T (qagg summed), row by row: the rows
+ * pc_rt__server_lowrank_update steps with, before clipping, each row's in double
+ * (pc_optim_sumsq) added in row order. */
+static double lowrank_sumsq(const server_t *s, schunk_t *k)
+{
+    size_t R = (size_t)s->rt->spec.rank;
+    float *qt = k->rows_work, *row = k->rows_work + k->cols * R;
+    pc_lowrank_transpose(qt, k->qagg, k->cols, (int)R);
+    double sum = 0.0;
+    for (size_t i = 0; i < k->rows; i++) {
+        pc_lowrank_row(row, k->fac + i * R, qt, k->cols, (int)R);
+        sum += pc_optim_sumsq(row, k->cols);
+    }
+    return sum;
+}
+
 /* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order); then row by row
  * the gradient P^ Q^T (pc_lowrank_row: the bits every worker makes from P^ and Q) and the
  * optimizer's step on that row, which every worker repeats on its copy of the matrix. */
@@ -812,14 +843,12 @@ static int step_lowrank(server_t *s, schunk_t *k, double lr, size_t *nchanged, i
 {
     pc_runtime_t *rt = s->rt;
     int r = rt->spec.rank;
-    size_t R = (size_t)r, cols = k->cols;
-    memset(k->qagg, 0, sizeof(float) * cols * R);
-    int rc = sum_messages(s, k, 1.0f / (float)rt->nworkers, k->qagg, err, errlen);
+    int rc = lowrank_sum_q(s, k, err, errlen);
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->p, &k->st, k->fac, k->qagg, k->rows,
-                                             cols, r, k->rows_work);
+    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->coef, k->p, &k->st, k->fac, k->qagg,
+                                             k->rows, k->cols, r, k->rows_work);
     k->round = 1;
     return PC_OK;
 }
@@ -924,7 +953,9 @@ static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, siz
     float f = (float)coef; /* torch multiplies by its float32 coefficient */
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
-        if (!(coef >= 1.0) && k->sparse)
+        if (!(coef >= 1.0) && chunk_rounds(s, k))
+            k->coef = f; /* the rows' when they are made (step_lowrank), and the workers' */
+        else if (!(coef >= 1.0) && k->sparse)
             for (size_t j = 0; j < k->sp.ntouched; j++)
                 k->agg[k->sp.touched[j]] *= f;
         else if (!(coef >= 1.0))
@@ -942,11 +973,13 @@ static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, siz
 static int clip_sum(server_t *s, schunk_t *k, double max_norm, char *err, size_t errlen)
 {
     int64_t t0 = pc_time_ns();
-    int rc = aggregate(s, k, err, errlen);
+    bool rounds = chunk_rounds(s, k); /* a powersgd matrix's round 2: Q, and P^ Q^T's rows */
+    int rc = rounds ? lowrank_sum_q(s, k, err, errlen) : aggregate(s, k, err, errlen);
     if (rc != PC_OK)
         return rc;
-    k->sumsq = k->sparse ? pc_optim_sumsq_at(k->agg, k->sp.touched, k->sp.ntouched)
-                         : pc_optim_sumsq(k->agg, k->n);
+    k->sumsq = rounds      ? lowrank_sumsq(s, k)
+               : k->sparse ? pc_optim_sumsq_at(k->agg, k->sp.touched, k->sp.ntouched)
+                           : pc_optim_sumsq(k->agg, k->n);
     k->summed = true;
     k->agg_ns = pc_time_ns() - t0;
     pc_rt__tracef(s->rt, TRACK_MAIN, t0, t0 + k->agg_ns, "aggregate chunk %u", k->id);
@@ -975,6 +1008,29 @@ static int chunk_ready(server_t *s, schunk_t *k, char *err, size_t errlen)
         return complete_chunk(s, k, err, errlen);
     s->nready++; /* completed by complete_next, in forward order */
     return PC_OK;
+}
+
+/* Chunk k's update into k->pull, returning its length. A powersgd matrix's update is what
+ * the workers step their copies with: Q (P^ they have), or in the warm-up the mean
+ * gradient, with how this server stepped (with parameter groups its group's rate; round
+ * 2's clipping coefficient: a dense update is clipped already); with --update workers any
+ * chunk's is its mean gradient in that form; any other chunk's, its parameters (changed:
+ * the nchanged indices that changed, or NULL). */
+static size_t encode_update(server_t *s, schunk_t *k, bool rounds, double lr, uint64_t server_ns,
+                            const uint32_t *changed, size_t nchanged)
+{
+    pc_runtime_t *rt = s->rt;
+    bool mean = !rounds && (k->lowrank || !server_steps(s));
+    rt_lrstep_t how = {.lr = s->ngroups ? lr : -1.0, .coef = rounds ? k->coef : 1.0f};
+    k->coef = 1.0f;
+    if (rounds)
+        return pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, false, k->qagg,
+                                          k->cols * (size_t)rt->spec.rank, server_ns, &how);
+    if (mean)
+        return pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, true, k->agg, k->n,
+                                          server_ns, &how);
+    return pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged, rt->cfg.pull,
+                              server_ns);
 }
 
 /* All workers' messages for chunk k are in: aggregate, step, push (a powersgd matrix's
@@ -1024,17 +1080,7 @@ static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen)
      * from the start of aggregation (the last worker's message has just arrived) to the
      * push being posted. A duration on this host's clock: hosts need no common clock. */
     uint64_t server_ns = (uint64_t)(pc_time_ns() - t0 + (rounds ? k->round1_ns : 0));
-    /* A powersgd matrix's update is what the workers step their copies with: Q (P^ they
-     * have), or in the warm-up the mean gradient; with --update workers any chunk's is its
-     * mean gradient in that form; any other chunk's, its parameters. */
-    bool mean = !rounds && (k->lowrank || !server_steps(s));
-    size_t len =
-        rounds ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, false, k->qagg,
-                                            k->cols * (size_t)rt->spec.rank, server_ns)
-        : mean ? pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, true, k->agg,
-                                            k->n, server_ns)
-               : pc_rt__pull_encode(k->pull, k->id, k->it, k->p, k->n, changed, nchanged,
-                                    rt->cfg.pull, server_ns);
+    size_t len = encode_update(s, k, rounds, lr, server_ns, changed, nchanged);
     for (int w = 0; w < W; w++) {
         rc = PC_MPI_CHECK_PEER(MPI_Isend(k->pull, (int)len, MPI_BYTE, w, TAG_PULL + (int)k->id,
                                          rt->comm, &k->sends[w]),

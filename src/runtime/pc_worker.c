@@ -447,7 +447,7 @@ static int ps_mean_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *ser
     pc_runtime_t *rt = w->rt;
     const uint8_t *v;
     int rc = pc_rt__pull_lowrank_read(c->recvbuf, len, c->id, (uint32_t)c->n, c->recv_it, true,
-                                      c->n, &v, server_ns, why, whylen);
+                                      false, c->n, &v, server_ns, NULL, why, whylen);
     if (rc != PC_OK)
         return rc;
     if (w->user_step) {

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,22 @@ static bool any_nonfinite(const uint8_t *src, size_t n)
     for (size_t j = 0; j < n; j++)
         bad |= (pc_wire_get_u32(src + 4 * j) & 0x7f800000u) == 0x7f800000u;
     return bad != 0;
+}
+
+/* binary64 as its little-endian bytes (the host's double is IEEE 754). */
+static void put_f64(uint8_t *p, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof(u));
+    pc_wire_put_u64(p, u);
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t u = pc_wire_get_u64(p);
+    double v;
+    memcpy(&v, &u, sizeof(v));
+    return v;
 }
 
 /* ---- layout ------------------------------------------------------------------------------ */
@@ -293,10 +310,10 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
 /* ---- powersgd -------------------------------------------------------------------------- */
 
 /* The header checks both powersgd server messages share: codec, chunk, n, iteration,
- * flags, scale +0, entries and payload as given. */
+ * flags, scale +0 (unless any_scale: the caller checks it), entries and payload as given. */
 static int factor_header(const uint8_t *msg, size_t len, uint8_t codec, uint16_t flags,
                          uint32_t chunk, uint32_t n, uint64_t it, size_t entries, size_t payload,
-                         pc_wire_header_t *h, char *err, size_t errlen)
+                         bool any_scale, pc_wire_header_t *h, char *err, size_t errlen)
 {
     int rc = pc_wire_header_read(msg, len, h, err, errlen);
     if (rc != PC_OK)
@@ -311,7 +328,7 @@ static int factor_header(const uint8_t *msg, size_t len, uint8_t codec, uint16_t
                             h->flags, chunk, n, (unsigned long long)it, flags);
     uint32_t scale_bits;
     memcpy(&scale_bits, &h->scale, sizeof(scale_bits));
-    if (h->entries != entries || h->payload != payload || scale_bits != 0)
+    if (h->entries != entries || h->payload != payload || (scale_bits != 0 && !any_scale))
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: %s of %u entries in %u bytes, expected %zu in %zu", chunk,
                             what, h->entries, h->payload, entries, payload);
@@ -338,8 +355,8 @@ int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n
                       float *phat, size_t entries, char *err, size_t errlen)
 {
     pc_wire_header_t h;
-    int rc = factor_header(msg, len, PC_RT_PULL_PHAT, 0, chunk, n, it, entries, 4 * entries, &h,
-                           err, errlen);
+    int rc = factor_header(msg, len, PC_RT_PULL_PHAT, 0, chunk, n, it, entries, 4 * entries, false,
+                           &h, err, errlen);
     if (rc != PC_OK)
         return rc;
     if (any_nonfinite(msg + PC_WIRE_HEADER_BYTES, entries))
@@ -350,47 +367,91 @@ int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n
 }
 
 size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, bool dense,
-                                  const float *v, size_t nv, uint64_t server_ns)
+                                  const float *v, size_t nv, uint64_t server_ns,
+                                  const rt_lrstep_t *step)
 {
-    pc_wire_header_t h = {.magic = PC_WIRE_MAGIC,
-                          .version = PC_WIRE_VERSION,
-                          .codec = PC_RT_PULL_LOWRANK,
-                          .flags = dense ? PC_RT_LOWRANK_F_DENSE : 0,
-                          .chunk = chunk,
-                          .n = n,
-                          .iteration = it,
-                          .entries = (uint32_t)nv,
-                          .payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + 4 * nv)};
+    bool lr = step && step->lr >= 0;
+    size_t extra = lr ? PC_RT_LOWRANK_LR_BYTES : 0;
+    pc_wire_header_t h = {
+        .magic = PC_WIRE_MAGIC,
+        .version = PC_WIRE_VERSION,
+        .codec = PC_RT_PULL_LOWRANK,
+        .flags = (uint16_t)((dense ? PC_RT_LOWRANK_F_DENSE : 0) | (lr ? PC_RT_LOWRANK_F_LR : 0)),
+        .chunk = chunk,
+        .n = n,
+        .iteration = it,
+        .scale = step && step->coef != 1.0f ? step->coef : 0.0f,
+        .entries = (uint32_t)nv,
+        .payload = (uint32_t)(PC_RT_PULL_TIME_BYTES + extra + 4 * nv)};
     pc_wire_header_write(&h, buf);
     uint8_t *body = buf + PC_WIRE_HEADER_BYTES;
     pc_wire_put_u64(body,
                     server_ns < PC_RT_PULL_MAX_SERVER_NS ? server_ns : PC_RT_PULL_MAX_SERVER_NS);
-    pc_wire_put_f32s(body + PC_RT_PULL_TIME_BYTES, v, nv);
-    return pc_rt__pull_lowrank_bytes(nv);
+    if (lr)
+        put_f64(body + PC_RT_PULL_TIME_BYTES, step->lr);
+    pc_wire_put_f32s(body + PC_RT_PULL_TIME_BYTES + extra, v, nv);
+    return pc_rt__pull_lowrank_bytes(nv, lr);
+}
+
+/* The clipping coefficient a matrix's update header carries in its scale (+0: none, 1);
+ * PC_EFORMAT unless +0 or in (0, 1), and only on a round-2 update (a dense one is clipped
+ * already). A NaN coefficient (torch's for a norm that is not finite: the run diverged) is
+ * refused, as a dense chunk's NaN values are. */
+static int lowrank_coef(const pc_wire_header_t *h, bool dense, uint32_t chunk, float *coef,
+                        char *err, size_t errlen)
+{
+    uint32_t bits;
+    memcpy(&bits, &h->scale, sizeof(bits));
+    *coef = 1.0f;
+    if (bits == 0)
+        return PC_OK;
+    if (dense || !(h->scale > 0 && h->scale < 1))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: matrix update with scale %g (a clipping coefficient is in "
+                            "(0, 1), on a round-2 update only)",
+                            chunk, (double)h->scale);
+    *coef = h->scale;
+    return PC_OK;
 }
 
 int pc_rt__pull_lowrank_read(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n,
-                             uint64_t it, bool dense, size_t nv, const uint8_t **values,
-                             uint64_t *server_ns, char *err, size_t errlen)
+                             uint64_t it, bool dense, bool with_lr, size_t nv,
+                             const uint8_t **values, uint64_t *server_ns, rt_lrstep_t *step,
+                             char *err, size_t errlen)
 {
     pc_wire_header_t h;
-    int rc = factor_header(msg, len, PC_RT_PULL_LOWRANK, dense ? PC_RT_LOWRANK_F_DENSE : 0, chunk,
-                           n, it, nv, PC_RT_PULL_TIME_BYTES + 4 * nv, &h, err, errlen);
-    if (rc != PC_OK)
+    size_t extra = with_lr ? PC_RT_LOWRANK_LR_BYTES : 0;
+    uint16_t flags =
+        (uint16_t)((dense ? PC_RT_LOWRANK_F_DENSE : 0) | (with_lr ? PC_RT_LOWRANK_F_LR : 0));
+    int rc = factor_header(msg, len, PC_RT_PULL_LOWRANK, flags, chunk, n, it, nv,
+                           PC_RT_PULL_TIME_BYTES + extra + 4 * nv, true, &h, err, errlen);
+    float coef;
+    if (rc != PC_OK || (rc = lowrank_coef(&h, dense, chunk, &coef, err, errlen)) != PC_OK)
         return rc;
+    if (coef != 1.0f && !step)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: a clipped matrix update where none was expected", chunk);
     const uint8_t *body = msg + PC_WIRE_HEADER_BYTES;
     uint64_t sns = pc_wire_get_u64(body);
     if (sns > PC_RT_PULL_MAX_SERVER_NS)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: update names a server time of %llu ns, at most %llu", chunk,
                             (unsigned long long)sns, PC_RT_PULL_MAX_SERVER_NS);
-    body += PC_RT_PULL_TIME_BYTES;
+    double lr = with_lr ? get_f64(body + PC_RT_PULL_TIME_BYTES) : -1.0;
+    if (with_lr && !(lr >= 0 && lr <= DBL_MAX))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: matrix update with learning rate %g, not a finite number "
+                            ">= 0",
+                            chunk, lr);
+    body += PC_RT_PULL_TIME_BYTES + extra;
     if (any_nonfinite(body, nv))
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: a value of the matrix update is not finite", chunk);
     *values = body;
     if (server_ns)
         *server_ns = sns;
+    if (step)
+        *step = (rt_lrstep_t){.lr = lr, .coef = coef};
     return PC_OK;
 }
 
@@ -497,22 +558,6 @@ int pc_rt__queue_pop(rt_queue_t *q)
 }
 
 /* ---- groups and lr ------------------------------------------------------------------------ */
-
-/* binary64 as its little-endian bytes (the host's double is IEEE 754). */
-static void put_f64(uint8_t *p, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof(u));
-    pc_wire_put_u64(p, u);
-}
-
-static double get_f64(const uint8_t *p)
-{
-    uint64_t u = pc_wire_get_u64(p);
-    double v;
-    memcpy(&v, &u, sizeof(v));
-    return v;
-}
 
 /* Finite and >= 0 (NaN fails). */
 static bool nonneg(double v)

@@ -256,10 +256,25 @@ int pc_rt__pull_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint64_t i
  * matrix: u64 server time, then the values every worker steps its copy with: Q (cols x
  * rank binary32; the workers have P^), or with flag LOWRANK_F_DENSE, in the warm-up, the
  * mean gradient (n binary32); entries: the values' count. With --update workers every
- * chunk's update is that dense form: its mean gradient, which the workers step with. */
-#define PC_RT_PULL_PHAT       0xF4
-#define PC_RT_PULL_LOWRANK    0xF5
-#define PC_RT_LOWRANK_F_DENSE 0x0001u
+ * chunk's update is that dense form: its mean gradient, which the workers step with.
+ * How the server stepped, so that the workers step their copies alike (rt_lrstep_t): with
+ * flag LOWRANK_F_LR (parameter groups, whose rates the workers' torch scheduler sets and
+ * the servers take from worker 0) an f64 learning rate follows the server time; a
+ * clipped round-2 update (clipping by the global norm) carries its coefficient in the
+ * header's scale, in (0, 1) (scale +0: not clipped). */
+#define PC_RT_PULL_PHAT        0xF4
+#define PC_RT_PULL_LOWRANK     0xF5
+#define PC_RT_LOWRANK_F_DENSE  0x0001u
+#define PC_RT_LOWRANK_F_LR     0x0002u
+#define PC_RT_LOWRANK_LR_BYTES 8
+
+/* How a matrix's server stepped its copy, which its update tells the workers: lr, the
+ * rate (below 0: not sent, the run's own schedule gives it: no parameter groups); coef,
+ * the clipping coefficient its rows P^ Q^T were multiplied by before the step (1: none). */
+typedef struct rt_lrstep {
+    double lr;
+    float coef;
+} rt_lrstep_t;
 
 /* Bytes of the P^ message of a rows x rank factor (entries floats). */
 static inline size_t pc_rt__phat_bytes(size_t entries)
@@ -267,10 +282,12 @@ static inline size_t pc_rt__phat_bytes(size_t entries)
     return PC_WIRE_HEADER_BYTES + 4 * entries;
 }
 
-/* Bytes of a matrix's update of nv values (Q's cols x rank, or the warm-up's n). */
-static inline size_t pc_rt__pull_lowrank_bytes(size_t nv)
+/* Bytes of a matrix's update of nv values (Q's cols x rank, or the warm-up's n), with the
+ * learning rate where lr (LOWRANK_F_LR). */
+static inline size_t pc_rt__pull_lowrank_bytes(size_t nv, bool lr)
 {
-    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + 4 * nv;
+    return PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + (lr ? PC_RT_LOWRANK_LR_BYTES : 0) +
+           4 * nv;
 }
 
 /* Encode P^ (entries floats) for chunk (chunk, n) at iteration it into
@@ -285,19 +302,25 @@ int pc_rt__phat_apply(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n
                       float *phat, size_t entries, char *err, size_t errlen);
 
 /* Encode the update of matrix chunk (chunk, n) at iteration it: the nv values v (Q, or
- * with dense the warm-up's mean gradient); server_ns as pc_rt__pull_encode's. Returns the
- * length (pc_rt__pull_lowrank_bytes(nv)). */
+ * with dense the warm-up's mean gradient); server_ns as pc_rt__pull_encode's; step (NULL:
+ * {-1, 1}) how the server stepped: its lr when >= 0 (LOWRANK_F_LR), its coef in the
+ * header's scale when not 1. Returns the length (pc_rt__pull_lowrank_bytes(nv, lr >= 0)). */
 size_t pc_rt__pull_lowrank_encode(uint8_t *buf, uint32_t chunk, uint32_t n, uint64_t it, bool dense,
-                                  const float *v, size_t nv, uint64_t server_ns);
+                                  const float *v, size_t nv, uint64_t server_ns,
+                                  const rt_lrstep_t *step);
 
-/* Validate a matrix's update completely (codec PULL_LOWRANK, chunk, n, iteration, the flag
- * `dense` asks for, entries nv and payload 8 + 4 nv, scale 0, a server time within
- * PC_RT_PULL_MAX_SERVER_NS, every value finite); then *values views its nv little-endian
- * binary32 inside msg (pc_wire_get_f32s reads them) and *server_ns (may be NULL) gets the
- * time. On PC_EFORMAT nothing is written. */
+/* Validate a matrix's update completely (codec PULL_LOWRANK, chunk, n, iteration, the
+ * flags `dense` and `with_lr` ask for, entries nv and payload 8 (+ 8) + 4 nv, a server time
+ * within PC_RT_PULL_MAX_SERVER_NS, a learning rate finite and >= 0, a scale +0 or a
+ * coefficient in (0, 1), and only on a round-2 update (not dense), every value
+ * finite); then *values views its nv little-endian binary32 inside msg (pc_wire_get_f32s
+ * reads them), *server_ns (may be NULL) gets the time and *step (may be NULL where
+ * with_lr is false) the rate (-1 without) and the coefficient (1 without). On PC_EFORMAT
+ * nothing is written. */
 int pc_rt__pull_lowrank_read(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n,
-                             uint64_t it, bool dense, size_t nv, const uint8_t **values,
-                             uint64_t *server_ns, char *err, size_t errlen);
+                             uint64_t it, bool dense, bool with_lr, size_t nv,
+                             const uint8_t **values, uint64_t *server_ns, rt_lrstep_t *step,
+                             char *err, size_t errlen);
 
 /* ---- groups: the optimizer's parameter groups, once at start ------------------------
  * A run whose optimizer was given per parameter group (the binding's DistributedOptimizer:

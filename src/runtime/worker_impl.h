@@ -195,7 +195,9 @@ typedef struct wchunk {
     int lr_round;  /* the round whose answer the posted receive awaits: 1 (P^), 2 (the
                       update with Q); 0 between iterations and in the warm-up */
     float *lr_q;   /* cols x rank: the update's Q, before pc_codec_lowrank_finish takes it */
-    float *lr_row; /* cols: one row of the warm-up's mean gradient */
+    float *lr_row; /* cols: one row of the warm-up's mean gradient, or of P^ Q^T clipped */
+    pc_optim_cfg_t lr_optim; /* the matrix's step: its server's rule (the run's, or with
+                                parameter groups its group's; set at start) */
 } wchunk_t;
 
 typedef struct pc_worker pc_worker_t;

@@ -32,8 +32,10 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "pipecompress/pc_error.h"
+#include "pipecompress/pc_lowrank.h"
 #include "pipecompress/pc_optim.h"
 #include "pipecompress/pc_time.h"
 #include "pipecompress/pc_wire.h"
@@ -92,6 +94,8 @@ int pc_rt__w_lr_round2(pc_worker_t *w, wchunk_t *c, size_t len, size_t *out, wth
 typedef struct lr_step {
     pc_optim_cfg_t optim;
     double lr;
+    float coef;                 /* clipping's coefficient (1: none) */
+    float *row;                 /* cols floats: a row clipped */
     float *p;                   /* the matrix's parameters */
     const pc_optim_state_t *st; /* and optimizer state (its steps counting this step) */
     size_t cols;
@@ -100,6 +104,11 @@ typedef struct lr_step {
 static void step_row(void *ud, size_t i, const float *g)
 {
     lr_step_t *s = ud;
+    if (s->coef != 1.0f) { /* as the server's pc_rt__server_lowrank_update */
+        memcpy(s->row, g, sizeof(float) * s->cols);
+        pc_lowrank_scale(s->row, s->cols, s->coef);
+        g = s->row;
+    }
     pc_optim_state_t at = pc_optim_state_at(s->st, i * s->cols);
     pc_optim_step(&s->optim, s->lr, s->p + i * s->cols, &at, g, s->cols, NULL);
 }
@@ -111,13 +120,19 @@ int pc_rt__w_lr_update(pc_worker_t *w, wchunk_t *c, size_t len, uint64_t *server
     bool dense = c->lr_round == 0; /* the warm-up: the mean gradient */
     size_t cols = c->n / c->rows, qn = cols * (size_t)pc_codec_spec(c->codec)->rank;
     const uint8_t *v;
+    rt_lrstep_t how;
     int rc = pc_rt__pull_lowrank_read(c->recvbuf, len, c->id, (uint32_t)c->n, c->recv_it, dense,
-                                      dense ? c->n : qn, &v, server_ns, why, whylen);
+                                      w->ngroups > 0, dense ? c->n : qn, &v, server_ns, &how, why,
+                                      whylen);
     if (rc != PC_OK)
         return rc;
     c->opt.steps++; /* one step of the whole matrix, row by row, as its server's */
-    lr_step_t s = {.optim = pc_rt__chunk_optim(rt, c->n),
-                   .lr = pc_optim_lr(&rt->optim, (int64_t)c->recv_it),
+    /* The rate: with parameter groups the one its server stepped with (worker 0's of the
+     * group), else the run's schedule's. */
+    lr_step_t s = {.optim = c->lr_optim,
+                   .lr = how.lr >= 0 ? how.lr : pc_optim_lr(&rt->optim, (int64_t)c->recv_it),
+                   .coef = how.coef,
+                   .row = c->lr_row,
                    .p = c->p,
                    .st = &c->opt,
                    .cols = cols};

@@ -206,12 +206,11 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
     if (w->started || w->ngroups)
         return WFAIL(rt, &w->main, PC_ESTATE, "pc_worker_set_optimizer called %s",
                      w->started ? "after pc_worker_start" : "twice");
-    if (!w->ops->servers || rt->spec.id == PC_CODEC_POWERSGD || rt->cfg.update != PC_UPDATE_SERVERS)
+    if (!w->ops->servers || rt->cfg.update != PC_UPDATE_SERVERS)
         return WFAIL(rt, &w->main, PC_ESTATE,
-                     "parameter groups need --mode ps, --update servers and a codec other than "
-                     "powersgd (this run: --mode %s, --update %s, --compress %s)",
-                     w->ops->name, rt->cfg.update == PC_UPDATE_SERVERS ? "servers" : "workers",
-                     pc_codec_name(rt->spec.id));
+                     "parameter groups need --mode ps and --update servers (this run: --mode "
+                     "%s, --update %s)",
+                     w->ops->name, rt->cfg.update == PC_UPDATE_SERVERS ? "servers" : "workers");
     if (rt->cfg.clip_grad_norm > 0) /* the servers take a group run's max-norm from TAG_CLIP */
         return WFAIL(rt, &w->main, PC_ESTATE,
                      "--clip-grad-norm with parameter groups: clip per iteration with "
@@ -573,13 +572,19 @@ static int ps_chunk_init(pc_worker_t *w, wchunk_t *c, wthread_t *me)
     c->send_cap = pc_codec_max_bytes(c->codec, c->n);
     /* A matrix receives P^ (rows x rank) and its update: Q, or in the warm-up the n-float
      * mean gradient. */
-    size_t lr_cap = pc_rt__pull_lowrank_bytes(rt->spec.warmup > 0 ? c->n : qn),
+    size_t lr_cap = pc_rt__pull_lowrank_bytes(rt->spec.warmup > 0 ? c->n : qn, w->ngroups > 0),
            phat_cap = pc_rt__phat_bytes(c->lowrank ? c->rows * (size_t)rt->spec.rank : 0);
     c->recv_cap = !c->lowrank ? pc_rt__pull_max_bytes(c->n) : lr_cap > phat_cap ? lr_cap : phat_cap;
     c->sendbuf = malloc(c->send_cap);
     c->recvbuf = malloc(c->recv_cap);
     int orc = PC_OK;
     pc_optim_cfg_t o = pc_rt__chunk_optim(rt, c->n);
+    if (c->lowrank && w->ngroups) { /* its group's rule, as its server's chunk_setup */
+        o = pc_rt__chunk_optim_from(rt, &w->groups[w->tensor_group[c->first_tensor]], c->n);
+        o.lazy = rt->optim.lazy;
+        o.freeze_after = rt->optim.freeze_after;
+    }
+    c->lr_optim = o;
     if (c->lowrank) {
         c->lr_q = malloc(sizeof(float) * qn);
         c->lr_row = malloc(sizeof(float) * cols);

@@ -303,28 +303,37 @@ static void check_phat(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t 
     free(again);
 }
 
-/* A matrix's update: the values' count and the flag as the header says (the worker knows
- * both: its rank and whether it is in the warm-up), except for odd chunks (the other flag:
- * an update out of turn). Accepted means re-encoded alike, every value finite. */
+/* A matrix's update: the values' count and the flags as the header says (the worker knows
+ * them: its rank, whether it is in the warm-up, whether the run has parameter groups),
+ * except for odd chunks (the other dense flag: an update out of turn). Accepted means
+ * re-encoded alike, every value finite, the rate finite and >= 0 where sent, a clipping
+ * coefficient only on a round-2 update, in (0, 1). */
 static void check_lowrank(const uint8_t *msg, size_t len, uint32_t chunk, uint32_t n, uint64_t it)
 {
     size_t nv = pc_wire_get_u32(msg + 24);
     if (nv > MAX_N)
         nv = nv % MAX_N;
-    bool dense = ((pc_wire_get_u16(msg + 6) & PC_RT_LOWRANK_F_DENSE) != 0) ^ (chunk & 1);
+    uint16_t flags = pc_wire_get_u16(msg + 6);
+    bool dense = ((flags & PC_RT_LOWRANK_F_DENSE) != 0) ^ (chunk & 1);
+    bool with_lr = (flags & PC_RT_LOWRANK_F_LR) != 0;
     char err[256] = "";
     uint64_t sns = UINT64_MAX;
     const uint8_t *v = NULL;
-    int rc =
-        pc_rt__pull_lowrank_read(msg, len, chunk, n, it, dense, nv, &v, &sns, err, sizeof(err));
+    rt_lrstep_t how = {.lr = -2.0, .coef = -2.0f};
+    int rc = pc_rt__pull_lowrank_read(msg, len, chunk, n, it, dense, with_lr, nv, &v, &sns, &how,
+                                      err, sizeof(err));
     if (rc != PC_OK) {
         check_reason(rc, err);
-        if (v != NULL || sns != UINT64_MAX)
+        if (v != NULL || sns != UINT64_MAX || how.lr != -2.0 || how.coef != -2.0f)
             abort();
         return;
     }
-    if (sns > PC_RT_PULL_MAX_SERVER_NS || v != msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES ||
-        len != pc_rt__pull_lowrank_bytes(nv))
+    size_t extra = with_lr ? PC_RT_LOWRANK_LR_BYTES : 0;
+    if (sns > PC_RT_PULL_MAX_SERVER_NS ||
+        v != msg + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES + extra ||
+        len != pc_rt__pull_lowrank_bytes(nv, with_lr) || (with_lr && !(how.lr >= 0)) ||
+        (!with_lr && how.lr != -1.0) || !(how.coef == 1.0f || (how.coef > 0 && how.coef < 1)) ||
+        (dense && how.coef != 1.0f))
         abort();
     float *vals = malloc(sizeof(float) * (nv ? nv : 1));
     uint8_t *again = malloc(len);
@@ -334,7 +343,7 @@ static void check_lowrank(const uint8_t *msg, size_t len, uint32_t chunk, uint32
     for (size_t i = 0; i < nv; i++)
         if (!isfinite(vals[i]))
             abort();
-    if (pc_rt__pull_lowrank_encode(again, chunk, n, it, dense, vals, nv, sns) != len ||
+    if (pc_rt__pull_lowrank_encode(again, chunk, n, it, dense, vals, nv, sns, &how) != len ||
         memcmp(again, msg, len) != 0)
         abort();
     free(vals);

@@ -11,6 +11,8 @@
 #    mlp and cnn (synthetic) with --pipeline on == off, --priority forward == fifo, 1 server
 #    == 2 servers, --device emulate --compress-on cpu and gpu (pc_devcodec's CPU path) == cpu
 #    (resume: test_resume.sh);
+#  - --clip-grad-norm (the servers clip P^ Q^T's rows, the workers alike): 1 server ==
+#    2 servers (their norm exchange), pipelined == inline, and it bites;
 #  - the matrices travel as factors both ways: the workers' and the servers' bytes per
 #    iteration far below the dense run's (the update is Q, not the parameters);
 #  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2 after 100 dense iterations, as
@@ -72,6 +74,22 @@ if grep -q 'device codec on the emulated device: 2 of 4 chunks .* (2 of them pow
     ok "mlp, --device emulate --compress-on gpu: its 2 matrices in the device codec's states"
 else
     bad "mlp, --device emulate --compress-on gpu: the matrices did not get device states"
+fi
+# --clip-grad-norm: the matrices count with P^ Q^T, clipped by their servers and the
+# workers alike; 2 servers take the norm from their exchange (it bites: the norm is above
+# 0.05 at every iteration, the metrics say).
+same "mlp, --clip-grad-norm 0.05" 3/4 "--pipeline on --servers 1" "--pipeline off --servers 2" \
+    "${mlp[@]}" --clip-grad-norm 0.05 --metrics "$tmp/clip.jsonl"
+if bites=$(/usr/bin/python3 - "$tmp/clip.jsonl" <<'PY'
+import json, sys
+n = [r["grad_norm"] for r in map(json.loads, open(sys.argv[1])) if r["role"] == "server"]
+print(f"{len(n)} server lines, norms {min(n):.3g} .. {max(n):.3g}")
+sys.exit(0 if len(n) == 80 and min(n) > 0.05 else 1)
+PY
+); then
+    ok "mlp, --clip-grad-norm 0.05 with powersgd clips: $bites"
+else
+    bad "mlp, --clip-grad-norm 0.05 with powersgd: want 80 server lines with norms above 0.05: $bites"
 fi
 cnn=(--data synthetic --synthetic-samples 400 --model cnn --batch 8 --iters 6
      --compress powersgd:rank=1,warmup=2)

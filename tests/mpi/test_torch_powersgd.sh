@@ -9,6 +9,12 @@
 #  - torch's hook from its own random Q departs from it once compression starts (more
 #    than 1e-3 at some iteration after the plain ones): the comparison can tell;
 #  - pc.lowrank_q names the cnn's four weights with Q of shape (cols, 2);
+#  - the same with the example's --optimizer adamw (torch.optim.AdamW through
+#    pc.DistributedOptimizer on the servers: two parameter groups, the biases' without
+#    decay, a LinearLR warm-up) and --clip-grad-norm 0.05, which bites: the servers take the
+#    global norm of the mean gradient with P^ Q^T for each matrix and the workers step their
+#    matrices' copies at the group's rate with the clipping coefficient; against DDP +
+#    powerSGD_hook + AdamW + torch.nn.utils.clip_grad_norm_, within 1e-5 at all 12;
 #  - --powersgd-q without a powersgd run, or naming no file for DDP, is refused in one line.
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
@@ -31,6 +37,17 @@ ddp=(--backend ddp --ddp-hook powersgd --powersgd-rank 2 --powersgd-start 2)
 "$run" -t 300 -np 2 "$py" "$example" "${common[@]}" "${ddp[@]}" \
     --loss-log "$tmp/ddp.txt" --ddp-port "$(pc_free_port)" >"$tmp/ddp.out" 2>&1 \
     || { bad "DDP + powerSGD_hook"; tail -n 10 "$tmp/ddp.out"; }
+
+# AdamW with its groups, a torch scheduler and clipping (issue 47), from the same Q.
+adamw=(--optimizer adamw --lr 0.001 --weight-decay 0.05 --lr-warmup 2 --clip-grad-norm 0.05)
+"$run" -t 300 -np 3 "$py" "$example" "${common[@]}" "${adamw[@]}" \
+    --compress powersgd:rank=2,warmup=2 --compress-min-bytes 0 --powersgd-q "$tmp/qa.pt" \
+    --loss-log "$tmp/pc-adamw.txt" >"$tmp/pc-adamw.out" 2>&1 \
+    || { bad "the binding with --compress powersgd --optimizer adamw"; tail -n 10 "$tmp/pc-adamw.out"; }
+"$run" -t 300 -np 2 "$py" "$example" "${common[@]}" "${adamw[@]}" "${ddp[@]}" \
+    --powersgd-q "$tmp/qa.pt" --loss-log "$tmp/ddp-adamw.txt" --ddp-port "$(pc_free_port)" \
+    >"$tmp/ddp-adamw.out" 2>&1 \
+    || { bad "DDP + powerSGD_hook + AdamW from the binding's Q"; tail -n 10 "$tmp/ddp-adamw.out"; }
 
 if out=$("$py" - "$tmp/q.pt" <<'PY'
 import sys, torch
@@ -67,6 +84,14 @@ if same=$(worst 0 "$tmp/pc.txt" "$tmp/ddp-q.txt") &&
 else
     bad "from the same Q, the losses of the binding's powersgd and DDP + powerSGD_hook differ: $same"
     paste "$tmp/pc.txt" "$tmp/ddp-q.txt"
+fi
+if same=$(worst 0 "$tmp/pc-adamw.txt" "$tmp/ddp-adamw.txt") &&
+    awk -v d="${same%% *}" 'BEGIN { exit !(d < 1e-5) }' &&
+    grep -q "clipped to 0.05" "$tmp/pc-adamw.out"; then
+    ok "AdamW (two groups, LinearLR, clipped to 0.05) with powersgd on the servers and DDP + powerSGD_hook + AdamW + clip_grad_norm_, from the same Q: losses within $same"
+else
+    bad "AdamW + clipping with powersgd against DDP + powerSGD_hook: losses differ: $same"
+    paste "$tmp/pc-adamw.txt" "$tmp/ddp-adamw.txt"; tail -n 5 "$tmp/pc-adamw.out"
 fi
 if apart=$(worst 2 "$tmp/pc.txt" "$tmp/ddp.txt") &&
     awk -v d="${apart%% *}" 'BEGIN { exit !(d > 1e-3) }'; then

@@ -491,6 +491,34 @@ static void test_fold_project_errors(void **state)
     assert_int_equal(pc_lowrank_fold_project(m, m + 1, 2, 20, qt, 1, p), PC_EINVAL); /* g on m */
 }
 
+/* pc_lowrank_scale: each element times the coefficient in float, as a scalar loop does;
+ * coefficient 1 leaves every bit (a NaN's payload, -0) as it was. */
+static void test_scale(void **state)
+{
+    (void)state;
+    enum { N = 37 };
+    float row[N], want[N];
+    for (int j = 0; j < N; j++)
+        row[j] = want[j] = (float)(j - 18) * 0.3f + 1e-3f * (float)(j * j);
+    row[3] = want[3] = -0.0f;
+    uint32_t nan_bits = 0x7fc00123u;
+    memcpy(&row[5], &nan_bits, 4);
+    memcpy(&want[5], &nan_bits, 4);
+    pc_lowrank_scale(row, N, 1.0f);
+    assert_memory_equal(row, want, sizeof(row));
+    const float coef = 0.3716f;
+    for (int j = 0; j < N; j++) {
+        volatile float w = want[j] * coef; /* one float product each */
+        want[j] = w;
+    }
+    pc_lowrank_scale(row, N, coef);
+    for (int j = 0; j < N; j++)
+        if (j != 5)
+            assert_memory_equal(&row[j], &want[j], 4);
+    assert_true(isnan(row[5]));
+    pc_lowrank_scale(row, 0, 0.5f); /* nothing to do */
+}
+
 /* Every build of the rows of P Q^T gives the same bits (test_row_exact holds the public
  * function to the contract's loop). */
 static void test_row_builds(void **state)
@@ -550,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_fold_project_exact),
         cmocka_unit_test(test_fold_project_errors),
         cmocka_unit_test(test_row_builds),
+        cmocka_unit_test(test_scale),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

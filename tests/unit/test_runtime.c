@@ -373,13 +373,13 @@ static void test_server_time_bound(void **state)
         assert_int_equal(pc_rt__pull_apply(buf, len, 1, 2, q, N, &sns, err, sizeof(err)), PC_OK);
         assert_true(sns == MAX);
         assert_memory_equal(q, p, sizeof(p));
-        len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, sent[s]);
+        len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, sent[s], NULL);
         assert_true(pc_wire_get_u64(buf + PC_WIRE_HEADER_BYTES) == MAX);
         const uint8_t *v = NULL;
         sns = 0;
-        assert_int_equal(
-            pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, QN, &v, &sns, err, sizeof(err)),
-            PC_OK);
+        assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, false, QN, &v, &sns,
+                                                  NULL, err, sizeof(err)),
+                         PC_OK);
         assert_true(sns == MAX);
         assert_true(v == buf + PC_WIRE_HEADER_BYTES + PC_RT_PULL_TIME_BYTES);
     }
@@ -395,12 +395,12 @@ static void test_server_time_bound(void **state)
     assert_true(sns == 42);
     for (int i = 0; i < N; i++)
         assert_true(q[i] == 9.0f);
-    len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, 5);
+    len = pc_rt__pull_lowrank_encode(buf, 1, N, 2, false, p, QN, 5, NULL);
     pc_wire_put_u64(buf + PC_WIRE_HEADER_BYTES, MAX + 1);
     const uint8_t *v = NULL;
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, QN, &v, &sns, err, sizeof(err)),
-        PC_EFORMAT);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 1, N, 2, false, false, QN, &v, &sns, NULL,
+                                              err, sizeof(err)),
+                     PC_EFORMAT);
     assert_string_equal(err, "chunk 1: update names a server time of 3600000000001 ns, at most "
                              "3600000000000");
     assert_true(sns == 42 && v == NULL);
@@ -1122,8 +1122,8 @@ static void test_lowrank_messages(void **state)
         PC_EFORMAT); /* the receiver's rank differs */
 
     /* The update: Q, or in the warm-up (flag 1) the mean gradient; a view of the values. */
-    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456);
-    assert_int_equal(len, pc_rt__pull_lowrank_bytes(QN));
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456, NULL);
+    assert_int_equal(len, pc_rt__pull_lowrank_bytes(QN, false));
     assert_int_equal(len, PC_WIRE_HEADER_BYTES + 8 + 4 * QN);
     assert_int_equal(buf[5], 0xF5);
     assert_int_equal(pc_wire_get_u16(buf + 6), 0);           /* flags */
@@ -1134,29 +1134,31 @@ static void test_lowrank_messages(void **state)
     assert_int_equal(pc_wire_get_u32(buf + PC_WIRE_HEADER_BYTES + 8 + 4), 0xbf800000u); /* q[1] */
     uint64_t sns = 0;
     const uint8_t *v = NULL;
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, false, QN, &v, &sns, NULL,
+                                              err, sizeof(err)),
+                     PC_OK);
     assert_true(v == buf + PC_WIRE_HEADER_BYTES + 8);
     pc_wire_get_f32s(outq, v, QN);
     assert_memory_equal(outq, q, sizeof(q));
     assert_true(sns == 123456);
     /* The warm-up's: the n-element mean gradient, flag 1. */
-    size_t dlen = pc_rt__pull_lowrank_encode(buf, 3, N, 9, true, p, N, 7);
+    size_t dlen = pc_rt__pull_lowrank_encode(buf, 3, N, 9, true, p, N, 7, NULL);
     assert_int_equal(dlen, PC_WIRE_HEADER_BYTES + 8 + 4 * N);
     assert_int_equal(pc_wire_get_u16(buf + 6), PC_RT_LOWRANK_F_DENSE);
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, true, N, &v, &sns, err, sizeof(err)), PC_OK);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, true, false, N, &v, &sns, NULL,
+                                              err, sizeof(err)),
+                     PC_OK);
     pc_wire_get_f32s(outp, v, N);
     assert_memory_equal(outp, p, sizeof(p));
     /* The round the worker expects decides: a warm-up update where Q is due, and back. */
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, false, N, &v, &sns, err, sizeof(err)),
-        PC_EFORMAT);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, dlen, 3, N, 9, false, false, N, &v, &sns, NULL,
+                                              err, sizeof(err)),
+                     PC_EFORMAT);
     assert_non_null(strstr(err, "flags 0x1"));
-    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456);
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, true, QN, &v, &sns, err, sizeof(err)),
-        PC_EFORMAT);
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 123456, NULL);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, true, false, QN, &v, &sns, NULL,
+                                              err, sizeof(err)),
+                     PC_EFORMAT);
     struct {
         size_t off;
         uint64_t val;
@@ -1168,8 +1170,8 @@ static void test_lowrank_messages(void **state)
         {16, 10, "iteration 10"},
         {6, 2, "flags 0x2"},
         {24, QN - 1, "5 entries"},
-        {28, 8 + 4 * N, "56 payload bytes"}, /* the length disagrees */
-        {32, 0x3f800000u, "expected 6"},     /* scale 1 */
+        {28, 8 + 4 * N, "56 payload bytes"},      /* the length disagrees */
+        {32, 0x3f800000u, "scale 1 (a clipping"}, /* scale 1: no coefficient */
         {PC_WIRE_HEADER_BYTES, PC_RT_PULL_MAX_SERVER_NS + 1, "server time"},
         {PC_WIRE_HEADER_BYTES + 8, 0x7f800000u, "not finite"},                /* Q's first: +inf */
         {PC_WIRE_HEADER_BYTES + 8 + 4 * (QN - 1), 0xff800000u, "not finite"}, /* the last */
@@ -1187,19 +1189,89 @@ static void test_lowrank_messages(void **state)
         sns = 77;
         v = NULL;
         err[0] = 0;
-        assert_int_equal(
-            pc_rt__pull_lowrank_read(bad, len, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)),
-            PC_EFORMAT);
+        assert_int_equal(pc_rt__pull_lowrank_read(bad, len, 3, N, 9, false, false, QN, &v, &sns,
+                                                  NULL, err, sizeof(err)),
+                         PC_EFORMAT);
         assert_true(sns == 77 && v == NULL);
         if (!strstr(err, ucases[i].needle))
             fail_msg("update case %zu: \"%s\" lacks \"%s\"", i, err, ucases[i].needle);
     }
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, QN - 1, &v, &sns, err, sizeof(err)),
-        PC_EFORMAT); /* another rank's Q */
-    assert_int_equal(
-        pc_rt__pull_lowrank_read(buf, len + 4, 3, N, 9, false, QN, &v, &sns, err, sizeof(err)),
-        PC_EFORMAT);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, false, QN - 1, &v, &sns,
+                                              NULL, err, sizeof(err)),
+                     PC_EFORMAT); /* another rank's Q */
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len + 4, 3, N, 9, false, false, QN, &v, &sns,
+                                              NULL, err, sizeof(err)),
+                     PC_EFORMAT);
+
+    /* How the server stepped: a group's rate (flag 2, an f64 after the time) and round 2's
+     * clipping coefficient (the header's scale), read back as sent. */
+    rt_lrstep_t how = {.lr = 0.0025, .coef = 0.375f}, got = {0};
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 11, &how);
+    assert_int_equal(len, pc_rt__pull_lowrank_bytes(QN, true));
+    assert_int_equal(len, PC_WIRE_HEADER_BYTES + 8 + 8 + 4 * QN);
+    assert_int_equal(pc_wire_get_u16(buf + 6), PC_RT_LOWRANK_F_LR);
+    assert_int_equal(pc_wire_get_u32(buf + 28), 16 + 4 * QN);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, true, QN, &v, &sns, &got,
+                                              err, sizeof(err)),
+                     PC_OK);
+    assert_true(got.lr == 0.0025 && got.coef == 0.375f && v == buf + PC_WIRE_HEADER_BYTES + 16);
+    pc_wire_get_f32s(outq, v, QN);
+    assert_memory_equal(outq, q, sizeof(q));
+    /* Without them: rate -1, coefficient 1; a coefficient of 1 is not written. */
+    how = (rt_lrstep_t){.lr = -1.0, .coef = 1.0f};
+    len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, false, q, QN, 11, &how);
+    assert_int_equal(len, pc_rt__pull_lowrank_bytes(QN, false));
+    assert_int_equal(pc_wire_get_u32(buf + 32), 0);
+    assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, false, false, QN, &v, &sns, &got,
+                                              err, sizeof(err)),
+                     PC_OK);
+    assert_true(got.lr == -1.0 && got.coef == 1.0f);
+    /* Refused: the rate where none is expected and back (the flag), a rate below 0 or not
+     * finite, a coefficient of -0, 1.5, -0.5 or NaN (torch's for a norm that is not finite:
+     * the run diverged, as a dense chunk's values then tell), one on a dense update, one
+     * where the caller takes no step (NULL). Nothing written on refusal. */
+    struct {
+        bool lr_sent, lr_want, dense, step;
+        double lr;
+        float coef;
+        const char *needle;
+    } scases[] = {
+        {true, false, false, true, 0.1, 1.0f, "flags 0x2"},
+        {false, true, false, true, -1.0, 1.0f, "flags 0x2"},
+        {true, true, false, true, -0.5, 1.0f, "learning rate -0.5"},
+        {true, true, false, true, INFINITY, 1.0f, "learning rate inf"},
+        {true, true, false, true, NAN, 1.0f, "learning rate nan"},
+        {false, false, false, true, -1.0, 1.5f, "scale 1.5"},
+        {false, false, false, true, -1.0, -0.5f, "scale -0.5"},
+        {false, false, false, true, -1.0, 0.0f, "scale -0"}, /* -0: other bytes than +0 */
+        {false, false, false, true, -1.0, NAN, "scale"},
+        {false, false, true, true, -1.0, 0.5f, "scale 0.5"},
+        {false, false, false, false, -1.0, 0.5f, "a clipped matrix update"},
+    };
+    for (size_t i = 0; i < sizeof(scases) / sizeof(scases[0]); i++) {
+        size_t nv = scases[i].dense ? N : QN;
+        const float *vals = scases[i].dense ? p : q;
+        how = (rt_lrstep_t){.lr = scases[i].lr_sent ? 0.1 : -1.0, .coef = scases[i].coef};
+        len = pc_rt__pull_lowrank_encode(buf, 3, N, 9, scases[i].dense, vals, nv, 11, &how);
+        if (scases[i].lr_sent && scases[i].lr != 0.1) { /* written over the encoded rate */
+            uint64_t bits;
+            memcpy(&bits, &scases[i].lr, sizeof(bits));
+            pc_wire_put_u64(buf + PC_WIRE_HEADER_BYTES + 8, bits);
+        }
+        if (scases[i].coef == 0.0f) /* -0 in the scale: the encoder writes no 0 coefficient */
+            pc_wire_put_u32(buf + 32, 0x80000000u);
+        got = (rt_lrstep_t){.lr = 7.0, .coef = 7.0f};
+        sns = 77;
+        v = NULL;
+        err[0] = 0;
+        assert_int_equal(pc_rt__pull_lowrank_read(buf, len, 3, N, 9, scases[i].dense,
+                                                  scases[i].lr_want, nv, &v, &sns,
+                                                  scases[i].step ? &got : NULL, err, sizeof(err)),
+                         PC_EFORMAT);
+        assert_true(sns == 77 && v == NULL && got.lr == 7.0 && got.coef == 7.0f);
+        if (!strstr(err, scases[i].needle))
+            fail_msg("step case %zu: \"%s\" lacks \"%s\"", i, err, scases[i].needle);
+    }
 }
 
 /* The chunk queue: forward order pops the lowest id queued (a front layer overtakes back
