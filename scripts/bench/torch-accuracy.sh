@@ -39,12 +39,14 @@
 #   CODEC-wfreeze   the density warm-up and v frozen after the same N: 1-bit Adam's recipe
 #                   (v learnt while nearly everything travels, then fixed, which makes the
 #                   step linear in the aggregate, as error feedback assumes)
-# for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); then a
-# table of the final accuracies, codec by variant. PowerSGD is not in it: the example's
-# AdamW goes through pc.DistributedOptimizer, whose parameter groups the runtime refuses
-# with powersgd (its workers step the matrices too; pc-train --optimizer adamw --compress
-# powersgd:rank=4 runs, without groups). With a sparsifier a frozen v may diverge (an
-# entry that never arrived in the warm-up keeps v = 0): such a run shows as failed.
+# for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); and
+#   psgd4-dense     PowerSGD rank 4 (powersgd:rank=4,warmup=10, torch's hook's example
+#                   start), Adam's dense moments (the matrices' gradient P^ Q^T is dense)
+#   psgd4-freeze    the same, v frozen after N
+#   ddp-psgd4       DDP + powerSGD_hook rank 4 (start 10) + AdamW: the peer's figure
+# then a table of the final accuracies, codec by variant. With a sparsifier a frozen v may
+# diverge (an entry that never arrived in the warm-up keeps v = 0): such a run shows as
+# failed.
 # --study adadelta (issue 47, item 4: any torch optimizer, stepped on every worker) runs
 # pytorch/examples' MNIST recipe instead (torch.optim.Adadelta, lr 1, StepLR's gamma 0.7 at
 # every epoch's end; the example's --optimizer adadelta, update="workers"):
@@ -113,6 +115,7 @@ ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0 --pipeline on"
 ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0 --pipeline on"
 ADAM_TOPK_W="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=@FREEZE@ --pipeline on"
 ADAM_DGC_W="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=@FREEZE@ --pipeline on"
+ADAM_PSGD4="--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on"
 ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp $ADAM
 ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on $ADAM
 topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK $ADAM
@@ -128,7 +131,10 @@ dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
 dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@
 dgc-wdense|3|dgc 0.1%, density warm-up|$ADAM_DGC_W $ADAM
 dgc-wlazy|3|dgc 0.1%, warm-up, lazy moments|$ADAM_DGC_W $ADAM --adam-moments lazy
-dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@"
+dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@
+psgd4-dense|3|PowerSGD rank 4, Adam dense|$ADAM_PSGD4 $ADAM
+psgd4-freeze|3|PowerSGD rank 4, v frozen|$ADAM_PSGD4 $ADAM --adam-freeze-after @FREEZE@
+ddp-psgd4|2|DDP + PowerSGD rank 4 + AdamW|--backend ddp --ddp-hook powersgd --powersgd-rank 4 $ADAM"
 # --study adadelta's table (issue 47: any torch optimizer on the workers): pytorch/examples'
 # MNIST recipe (torch.optim.Adadelta at lr 1, the rate times 0.7 at every epoch's end).
 ADADELTA="--optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.7"
@@ -267,11 +273,14 @@ print("final test accuracy %% (AdamW; v frozen and density warm-up over %s itera
 cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
-for codec in ("topk", "dgc"):
+for codec in ("topk", "dgc", "psgd4"):
     acc = [fin("%s-%s" % (codec, c)) for c in cols]
     diff = ["%+7.2f" % (a - ddp) if a is not None and ddp is not None else "%7s" % "-"
             for a in acc]
     print("%-8s %s   %s" % (codec, " ".join(cell(a) for a in acc), " ".join(diff)))
+if fin("ddp-psgd4") is not None:
+    print("DDP + powerSGD_hook rank 4 + AdamW %s (%+.2f)" % (cell(fin("ddp-psgd4")).strip(),
+                                                           fin("ddp-psgd4") - ddp))
 print("d VARIANT: points against DDP + AdamW")
 PY
 fi
