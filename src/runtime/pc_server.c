@@ -889,10 +889,14 @@ static double clip_max(const server_t *s, uint64_t it)
 
 /* Whether chunk k can be completed (or, clipping, summed): every worker's gradient, the
  * iteration's rates and the clipping's word are in, and it is not summed already (then it
- * waits for the iteration's other chunks: clip_finish). */
+ * waits for the iteration's other chunks: clip_finish). A powersgd matrix's round 1 steps
+ * nothing: its P^ goes back without the rates or the word (with parameter groups they
+ * come at the backward pass's end; round 2 waits for them). */
 static bool chunk_can_go(const server_t *s, const schunk_t *k)
 {
-    return k->have == s->rt->nworkers && lrs_in(s, k->it) && clip_in(s, k->it) && !k->summed;
+    if (k->have != s->rt->nworkers || k->summed)
+        return false;
+    return (chunk_rounds(s, k) && k->round == 1) || (lrs_in(s, k->it) && clip_in(s, k->it));
 }
 
 static int complete_chunk(server_t *s, schunk_t *k, char *err, size_t errlen);
