@@ -279,8 +279,9 @@ for codec in ("topk", "dgc", "psgd4"):
             for a in acc]
     print("%-8s %s   %s" % (codec, " ".join(cell(a) for a in acc), " ".join(diff)))
 if fin("ddp-psgd4") is not None:
-    print("DDP + powerSGD_hook rank 4 + AdamW %s (%+.2f)" % (cell(fin("ddp-psgd4")).strip(),
-                                                           fin("ddp-psgd4") - ddp))
+    print("DDP + powerSGD_hook rank 4 + AdamW %s%s" % (
+        cell(fin("ddp-psgd4")).strip(),
+        " (%+.2f)" % (fin("ddp-psgd4") - ddp) if ddp is not None else ""))
 print("d VARIANT: points against DDP + AdamW")
 PY
 fi
