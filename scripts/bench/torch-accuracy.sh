@@ -74,9 +74,10 @@
 # report's wall-clock chart. --timeout: each run's limit (default 86400 s).
 # --study adam: the table of Adam variants above instead (--settings picks among its
 # names; default DIR results/torch-adam-study-accuracy-ARCH-DATE, and DIR/adam-study.txt,
-# printed, the codec-by-variant table). --freeze-after N: its CODEC-freeze runs' N.
+# printed, the codec-by-variant table). --freeze-after N: its CODEC-freeze runs' N and
+# its warm-ups' W (default a fifth of the run's iterations).
 # --study adadelta: that table instead (default DIR results/torch-adadelta-study-accuracy-
-# ARCH-DATE).
+# ARCH-DATE); --freeze-after N: ps-topk-warm's W.
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
 # Writes DIR/runs/SETTING.log (each run's whole output, its command on the first line) and
 # SETTING.meta.json, DIR/accuracy.txt (printed) and accuracy.json, and with --speed the
@@ -184,7 +185,7 @@ case $study in
         [ -n "$settings_given" ] || settings=$ALL ;;
     *) usage_error "--study: '$study' is not adam or adadelta" ;;
 esac
-[ -z "$freeze" ] || [ "$study" = adam ] || usage_error "--freeze-after needs --study adam"
+[ -z "$freeze" ] || [ -n "$study" ] || usage_error "--freeze-after needs --study adam or adadelta"
 [ -z "$freeze" ] || count --freeze-after "$freeze" 1
 for s in $settings; do
     case " $ALL " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' ($ALL)" ;; esac

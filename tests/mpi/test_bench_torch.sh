@@ -321,7 +321,7 @@ for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus
     "--data /nonexistent|--data: no directory /nonexistent" \
     "--study sgd|--study: 'sgd' is not adam or adadelta" \
     "--study adadelta --settings topk-lazy|--settings: unknown setting 'topk-lazy' (ddp ps-topk ps-none ps-topk-warm)" \
-    "--study adadelta --freeze-after 5|--freeze-after needs --study adam" \
+    "--freeze-after 5|--freeze-after needs --study adam or adadelta" \
     "--out --epochs 1|--out needs a value, not the flag '--epochs'" \
     "--arch cnn --speed $tmp/w4.json|--speed $tmp/w4.json: no network measured with 2 workers" \
     "--arch vit --speed $tmp/b/summary.json|--speed $tmp/b/summary.json: its model is cnn, the runs' vit" \
