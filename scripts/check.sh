@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check.sh [--quick]: install what is missing, build, and run every test (what CI
 # runs, .ci/run; about 45 minutes on 2 cores):
-#  1. the normal build: all unit tests and the MPI tests (make check);
+#  1. the normal build (its CUDA kernels, where nvcc is installed, for sm_75 and sm_90
+#     only, the default list's ends): all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
 #  3. an AddressSanitizer + UBSan build: the unit tests and a worker destroyed while
 #     running (make check-asan);
@@ -200,10 +201,15 @@ if [ "$QUICK" = 1 ]; then
 fi
 
 t0=$SECONDS
-pc_build build
+# The CUDA kernels (where nvcc is installed) for the default list's oldest and newest
+# architectures only: the three between compile the same source, and each architecture
+# is a whole nvcc pass (five took about 4 of CI's minutes; a kernel file's CPU time is
+# 65 s for the five against 18 s for one). No GPU runs them here.
+pc_build build --with-cuda-arch=75,90
 stage build "$t0"
-# On a clean checkout (CI) that build was doc/building.md's by-hand build, step for step:
-# test_docs.sh need not build the tree a second time in a copy (about 4 of CI's minutes).
+# On a clean checkout (CI) that build was doc/building.md's by-hand build, step for step
+# but for the architecture list (test_docs.sh's own copy builds with one): test_docs.sh
+# need not build the tree a second time in a copy (about 4 of CI's minutes).
 if [ "$PC_BUILD_AS_DOCUMENTED" = 1 ]; then
     export PC_DOCS_BUILT_BY_CHECK=1
 fi

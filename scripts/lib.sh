@@ -143,7 +143,8 @@ pc_setup() {
 
 # pc_build DIR [configure flags...]: (re)configure when needed and build in $PC_TOP/DIR.
 # Sets PC_BUILD_AS_DOCUMENTED to 1 when this call did what doc/building.md's by-hand build
-# does (autoreconf -fi, a new DIR, ../configure with no flags, make), else to 0.
+# does (autoreconf -fi, a new DIR, ../configure with no flags or only --with-cuda-arch=,
+# make), else to 0.
 pc_build() {
     local dir="$PC_TOP/$1" reconf=0 fresh=0
     PC_BUILD_AS_DOCUMENTED=0
@@ -173,7 +174,9 @@ pc_build() {
     pc_say "make (in ${dir#"$PC_TOP"/})"
     make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
         || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in ${dir#"$PC_TOP"/}"; }
-    if [ $reconf = 1 ] && [ $fresh = 1 ] && [ -z "$want" ]; then
+    # The documented build: configure with no flags, or only a shorter CUDA architecture
+    # list (the same code, fewer nvcc passes).
+    if [ $reconf = 1 ] && [ $fresh = 1 ] && { [ -z "$want" ] || [[ $want == --with-cuda-arch=* && $want != *" "* ]]; }; then
         PC_BUILD_AS_DOCUMENTED=1
     fi
 }

@@ -112,7 +112,7 @@ while IFS=$'\t' read -r where cmd; do
         echo "skip: $where: $cmd (this is the run that executes this test)"; continue ;;
     "autoreconf -fi && mkdir -p build && cd build && ../configure && make && make check")
         if [ "${PC_DOCS_BUILT_BY_CHECK:-}" = 1 ]; then
-            echo "deferred: $where: $cmd (scripts/check.sh built build/ this way from a clean tree: autoreconf -fi, ../configure, make)"
+            echo "deferred: $where: $cmd (scripts/check.sh built build/ this way from a clean tree: autoreconf -fi, ../configure (CUDA for fewer architectures), make)"
             deferred=$((deferred + 1))
             continue
         fi
