@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/check.sh [--quick]: install what is missing, build, and run every test (what CI
-# runs, .ci/run; about 45 minutes on 2 cores):
+# runs, .ci/run; about 45 minutes on 2 cores, CONTRIBUTING.md):
 #  1. the normal build (its CUDA kernels, where nvcc is installed, for sm_75 and sm_90
 #     only, the default list's ends): all unit tests and the MPI tests (make check);
 #  2. a ThreadSanitizer build: the concurrency tests (make check-concurrency);
