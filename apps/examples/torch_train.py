@@ -21,7 +21,9 @@ schedule is cosine over --epochs as in pc-train, so `--arch cnn` trains pc-train
 which then chooses the mode as pc-train's --mode auto does.
 
 --train-samples N trains on the training set's first N samples (shorter epochs for the
-big models on a small machine; the whole test set is evaluated).
+big models on a small machine; the whole test set is evaluated); --test-samples N
+evaluates on the test set's first N samples only (a quicker accuracy, for trials: the
+whole set, 10 000 images, costs more than a short run's training).
 
 --arch (parameters counted by the script, which prints them at the start):
   cnn       pc-train's cnn (3,274,634 parameters)
@@ -276,7 +278,8 @@ def evaluate(model, images, labels, arch):
 
 
 def load(args, train, in_job=False):
-    """The training set (its first --train-samples samples if given) or the test set. A
+    """The training set (its first --train-samples samples if given) or the test set (its
+    first --test-samples). A
     file that cannot be read is said in one line: before pc.init by the first rank, every
     rank exiting 1 (as usage_error; DDP's rank 0 reading the test set likewise, mpirun
     then ends the others); in_job (rank 0 after pc.init) as pc.Error, whose hook says it
@@ -291,11 +294,11 @@ def load(args, train, in_job=False):
         if in_job:
             raise pc.Error(f"--data: {e}") from None
         usage_error(f"--data: {e}", status=1)
-    k = args.train_samples
-    if not train or k is None:
+    k, which = (args.train_samples, "training") if train else (args.test_samples, "test")
+    if k is None:
         return images, labels
     if not 1 <= k <= len(labels):
-        usage_error(f"--train-samples: {k} is not in 1..{len(labels)} (the training set's size)")
+        usage_error(f"--{which}-samples: {k} is not in 1..{len(labels)} (the {which} set's size)")
     return images[:k], labels[:k]
 
 
@@ -330,6 +333,8 @@ class Parser(argparse.ArgumentParser):
 def check_arch_flags(args):
     """Flags that the chosen --arch and --backend would ignore are refused, not dropped;
     a torchvision model without torchvision is named with the package to install."""
+    if args.test_samples is not None and args.test_samples < 1:
+        usage_error(f"--test-samples: {args.test_samples} is not a positive integer")
     if args.dropout is not None:
         if args.arch not in DROPOUT:
             usage_error(f"--dropout: --arch {args.arch} has no dropout (cnn, vgg16 and vit do)")
@@ -555,6 +560,9 @@ def parser():
     ap.add_argument("--train-samples", type=int, metavar="N",
                     help="train on the training set's first N samples only (the whole "
                     "test set is still evaluated): shorter epochs for the big models")
+    ap.add_argument("--test-samples", type=int, metavar="N",
+                    help="evaluate on the test set's first N samples only (a quicker "
+                    "accuracy for trials; default the whole set)")
     ap.add_argument("--data-seed", type=int, default=1, help="--data synthetic: its seed")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's threads per rank, and OpenBLAS's (both backends)")

@@ -90,6 +90,7 @@ refuse start-one '^torch_train.py: --powersgd-start: 1 is below 2 ' \
 refuse dropout-lstm '^torch_train.py: --dropout: --arch lstm has no dropout \(cnn, vgg16 and vit do\)$' \
     --arch lstm --dropout 0.2
 refuse dropout-range '^torch_train.py: --dropout: 1.0 is not in \[0, 1\)$' --arch vit --dropout 1
+refuse test-samples-zero '^torch_train.py: --test-samples: 0 is not a positive integer$' --test-samples 0
 refuse adadelta-servers '^torch_train.py: --optimizer adadelta: the servers run sgd, adam and adamw; adadelta steps on the workers \(--update workers, its default\)$' \
     --optimizer adadelta --update servers
 refuse lr-step-torch '^torch_train.py: --lr-step: with --optimizer adamw or adadelta, --update workers or --clip-grad-norm the example.s --lr-schedule step steps every epoch$' \

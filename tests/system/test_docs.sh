@@ -9,7 +9,9 @@
 #     commands run from the source tree, through a scratch directory that links build/, traces/,
 #     scripts/, apps/ and doc/ to the tree's, with a results/ of its own);
 #   - a training run (pc-train, pc_example, the demo, a batch script) gets "--iters 20"
-#     unless it names --iters or --eval-model;
+#     unless it names --iters or --eval-model; the PyTorch example also gets
+#     "--test-samples 1000" unless it names it (the whole test set's evaluation cost more
+#     than the 20 iterations: 31 of a 40-second run of the cnn, loaded machine);
 #   - mpirun runs as a user of these docs would have it set up: installed programs (the
 #     build tree's apps/ on PATH) and, on this small machine, Open MPI's variables for
 #     root and oversubscription (doc/operations.md says to set them);
@@ -150,7 +152,8 @@ while IFS=$'\t' read -r where cmd; do
         if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
             echo "skip: $where: $cmd (/usr/bin/python3 cannot import torch)"; continue
         fi
-        run=$(short_iters "$cmd") ;;
+        run=$(short_iters "$cmd")
+        [[ " $run " == *" --test-samples "* ]] || run="$run --test-samples 1000" ;;
     *pc-train*|*pc_example*|*pc-mpirun.sh*)
         run=$(short_iters "$cmd") ;;
     scripts/plot.py*)
