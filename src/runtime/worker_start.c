@@ -384,7 +384,9 @@ int pc_worker_set_update(pc_worker_t *w, int update)
             return WFAIL(rt, &w->main, PC_ESTATE,
                          "the step on the workers with --compress %s: its matrices are stepped "
                          "on the workers from P^ and Q already, and its servers' rounds cannot "
-                         "send a mean gradient",
+                         "send a mean gradient; keep the step on the servers (the binding's "
+                         "update='servers', which runs SGD, Adam and AdamW with their groups) "
+                         "or take another codec",
                          rt->cfg.compress);
         if (pc_config_given(&rt->cfg, "pull"))
             return WFAIL(rt, &w->main, PC_ESTATE,

@@ -35,8 +35,8 @@
 # - bad flags, --mode auto without pc.probe, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
-#   argv as a string: one line naming the problem, a non-zero exit on every rank, no hang
-#   (each job under a time limit).
+#   argv as a string, update="workers" with powersgd: one line naming the problem, a
+#   non-zero exit on every rank, no hang (each job under a time limit).
 # Skipped when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -437,6 +437,10 @@ refuse placement-skew 3 x "^torch_cases.py: attach: start: worker r0: workers ch
 # not the averaged gradient (a new user's trial found it trained silently).
 refuse workers-momentum 3 x "^torch_cases.py: DistributedOptimizer: worker r[01]: the step on the workers with your optimizer: --compress topk corrects momentum on the workers \(momentum=0\.9\), so p.grad would carry momentum, not the averaged gradient; give the codec momentum=0 " \
     "$cases" workers "$tmp/x" --compress topk:ratio=0.1,momentum=0.9 --iters 2
+# update="workers" with powersgd: its matrices' step is the workers' already (from P^ and
+# Q, the servers' step replayed), so the wrapper's placement is refused, saying what works.
+refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='workers'\): worker r[01]: the step on the workers with --compress powersgd:rank=1: .*; keep the step on the servers \(the binding's update='servers', which runs SGD, Adam and AdamW with their groups\) or take another codec$" \
+    "$cases" workers "$tmp/x" --compress powersgd:rank=1 --iters 2
 # Left at its default, the correction is turned off by the wrapper (the optimizer steps as
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
 # with dgc; each trains, and pc.config() says momentum=0. The model is too small for any
@@ -515,7 +519,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew,workers-momentum}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew,workers-momentum,workers-powersgd}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"
