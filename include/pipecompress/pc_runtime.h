@@ -200,9 +200,10 @@ enum {
  * (worker 0 sends the table with the layout; the chunk plan never joins tensors of two
  * groups in one chunk) and each iteration's learning rates from pc_worker_set_lrs: the
  * runtime's own schedule is not used (--adam-moments and --adam-freeze-after, the flags',
- * apply to every group). Copied. --mode ps only, not with --compress powersgd
- * (whose matrices the workers step too) nor with a codec's momentum correction given in
- * the spec and server momentum or Adam (as pc_config_check refuses); the codec's default
+ * apply to every group). Copied. --mode ps and --update servers only (with --compress
+ * powersgd each matrix's update carries its group's rate, with which the workers repeat
+ * its server's step), not with a codec's momentum correction given in the spec and server
+ * momentum or Adam (as pc_config_check refuses); the codec's default
  * momentum correction is turned off (pc_config_codec_momentum_off: the groups step as
  * given, SGD's momentum on the servers; pc_worker_compress then says momentum=0); every
  * worker must say the same. PC_OK; PC_EINVAL (a group's value, a tensor's group, with a
@@ -229,17 +230,17 @@ int pc_worker_set_lrs(pc_worker_t *w, const double *lrs, int ngroups);
  * pc_worker_iteration_end, on every worker with the same max_norm (> 0; +inf: the norm
  * only). Sends max_norm to every server (TAG_CLIP), then blocks until the servers have
  * aggregated the whole iteration and exchanged their shards' sums of squares, and writes
- * the norm (of the mean gradient the servers step on, before clipping; +inf or NaN when it
- * is not finite) to *total_norm; the servers then scale and step. Parameter groups only
- * (pc_worker_set_optimizer; the runtime's own step clips with --clip-grad-norm). The
- * servers hold an iteration's chunks for the workers' word only in the run's first
- * iteration (a fresh start's or the resume's) and in every iteration after one that
- * clipped (pc_worker_iteration_end says "no clipping" in those where this was not called):
- * a run that never clips keeps its overlap after the first iteration, and clipping must
- * begin with the run. PC_EINVAL (max_norm not above 0), PC_ESTATE (no groups, before start,
- * before pc_worker_set_lrs, twice in one iteration, clipping that did not begin with the
- * run), PC_ETIMEDOUT (no norm within --timeout), an MPI error, or a compressor thread's
- * failure. Backprop thread. */
+ * the norm (of the mean gradient the servers step on, before clipping, a powersgd
+ * matrix's being P^ Q^T; +inf or NaN when it is not finite) to *total_norm; the servers
+ * then scale and step (a matrix's update carries the coefficient for the workers' copies).
+ * Parameter groups only (pc_worker_set_optimizer; the runtime's own step clips with
+ * --clip-grad-norm). The servers hold an iteration's chunks for the workers' word only in the run's
+ * first iteration (a fresh start's or the resume's) and in every iteration after one that clipped
+ * (pc_worker_iteration_end says "no clipping" in those where this was not called): a run that never
+ * clips keeps its overlap after the first iteration, and clipping must begin with the run.
+ * PC_EINVAL (max_norm not above 0), PC_ESTATE (no groups, before start, before pc_worker_set_lrs,
+ * twice in one iteration, clipping that did not begin with the run), PC_ETIMEDOUT (no norm within
+ * --timeout), an MPI error, or a compressor thread's failure. Backprop thread. */
 int pc_worker_clip_grad_norm(pc_worker_t *w, double max_norm, double *total_norm);
 
 /* Freeze the registration (collective over all ranks with pc_server_run): every worker
