@@ -203,8 +203,8 @@ fi
 t0=$SECONDS
 # The CUDA kernels (where nvcc is installed) for the default list's oldest and newest
 # architectures only: the three between compile the same source, and each architecture
-# is a whole nvcc pass (five took about 4 of CI's minutes; a kernel file's CPU time is
-# 65 s for the five against 18 s for one). No GPU runs them here.
+# is a whole nvcc pass (the whole build of a fresh clone, 2 quiet cores: 2m24s with the
+# five, 1m39s with these two). No GPU runs them here.
 pc_build build --with-cuda-arch=75,90
 stage build "$t0"
 # On a clean checkout (CI) that build was doc/building.md's by-hand build, step for step
