@@ -105,8 +105,9 @@ void pc_lowrank_transpose(float *qt, const float *q, size_t cols, int rank);
 void pc_lowrank_row(float *out, const float *p_row, const float *qt, size_t cols, int rank);
 
 /* Clipping a row of P Q^T: row[j] *= coef for j < n in float, each element alone (the
- * same bits on every rank and build); nothing when coef is 1. Server and workers call it
- * on the rows they step with (clipping by the global norm, pc_optim_clip_coef). Pure. */
+ * same bits on every rank and build, and as the server's scaling of the whole matrix);
+ * nothing when coef is 1. The workers call it on the rows they step with (clipping by the
+ * global norm, pc_optim_clip_coef). Pure. */
 void pc_lowrank_scale(float *row, size_t n, float coef);
 
 /* The floats pc_lowrank_expand needs as work space: cols * (rank + 1). */

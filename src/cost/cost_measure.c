@@ -192,7 +192,7 @@ static int time_matrix(lbufs_t *b, int i, const float *grad, size_t n, size_t ro
     memcpy(b->q, b->msg + PC_WIRE_HEADER_BYTES, sizeof(float) * cols * (size_t)R);
     t0 = pc_time_ns();                    /* the server's step */
     pc_optim_state_t ost = {.m = b->mom}; /* SGD with momentum: the buffer alone */
-    pc_rt__server_lowrank_update(&ls.optim, ls.optim.lr, 1.0f, b->p, &ost, phat, b->q, rows, cols,
+    pc_rt__server_lowrank_update(&ls.optim, ls.optim.lr, NULL, b->p, &ost, phat, b->q, rows, cols,
                                  R, b->qt);
     *at[3] += secs_since(t0);
     t0 = pc_time_ns();

@@ -699,19 +699,22 @@ static int step_dense(server_t *s, schunk_t *k, double lr, size_t *nchanged, int
     return PC_OK;
 }
 
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float coef, float *p,
-                                    pc_optim_state_t *st, const float *phat, const float *qagg,
-                                    size_t rows, size_t cols, int rank, float *work)
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, const float *made,
+                                    float *p, pc_optim_state_t *st, const float *phat,
+                                    const float *qagg, size_t rows, size_t cols, int rank,
+                                    float *work)
 {
     size_t R = (size_t)rank, changed = 0;
     float *qt = work, *row = work + cols * R;
-    pc_lowrank_transpose(qt, qagg, cols, rank);
+    if (!made)
+        pc_lowrank_transpose(qt, qagg, cols, rank);
     st->steps++; /* one step of the whole matrix, row by row */
     for (size_t i = 0; i < rows; i++) {
-        pc_lowrank_row(row, phat + i * R, qt, cols, rank);
-        pc_lowrank_scale(row, cols, coef);
+        const float *g = made ? made + i * cols : row;
+        if (!made)
+            pc_lowrank_row(row, phat + i * R, qt, cols, rank);
         pc_optim_state_t at = pc_optim_state_at(st, i * cols);
-        changed += pc_optim_step(optim, lr, p + i * cols, &at, row, cols, NULL);
+        changed += pc_optim_step(optim, lr, p + i * cols, &at, g, cols, NULL);
     }
     return changed;
 }
@@ -819,25 +822,21 @@ static int lowrank_sum_q(server_t *s, schunk_t *k, char *err, size_t errlen)
     return sum_messages(s, k, 1.0f / (float)s->rt->nworkers, k->qagg, err, errlen);
 }
 
-/* The sum of squares of matrix k's gradient P^ Q^T (qagg summed), row by row: the rows
- * pc_rt__server_lowrank_update steps with, before clipping, each row's in double
- * (pc_optim_sumsq) added in row order. */
-static double lowrank_sumsq(const server_t *s, schunk_t *k)
+/* Clipping, matrix k's round 2 (qagg summed): its gradient P^ Q^T made once into agg (the
+ * rows pc_lowrank_row gives every worker; clip_finish scales them, step_lowrank steps
+ * with them) and its sum of squares. */
+static double lowrank_sumsq(server_t *s, schunk_t *k)
 {
-    size_t R = (size_t)s->rt->spec.rank;
-    float *qt = k->rows_work, *row = k->rows_work + k->cols * R;
-    pc_lowrank_transpose(qt, k->qagg, k->cols, (int)R);
-    double sum = 0.0;
-    for (size_t i = 0; i < k->rows; i++) {
-        pc_lowrank_row(row, k->fac + i * R, qt, k->cols, (int)R);
-        sum += pc_optim_sumsq(row, k->cols);
-    }
-    return sum;
+    /* Arguments the chunk's setup sized: expand refuses nothing here. */
+    pc_lowrank_expand(k->agg, k->rows, k->cols, k->fac, k->qagg, s->rt->spec.rank, 1.0f, 0.0f,
+                      k->rows_work);
+    return pc_optim_sumsq(k->agg, k->n);
 }
 
 /* powersgd, round 2 of matrix k complete: Q = sum Q_w / W (worker order); then row by row
- * the gradient P^ Q^T (pc_lowrank_row: the bits every worker makes from P^ and Q) and the
- * optimizer's step on that row, which every worker repeats on its copy of the matrix. */
+ * the gradient P^ Q^T (pc_lowrank_row: the bits every worker makes from P^ and Q; made and
+ * clipped in agg already when the iteration clips) and the optimizer's step on that row,
+ * which every worker repeats on its copy of the matrix. */
 static int step_lowrank(server_t *s, schunk_t *k, double lr, size_t *nchanged, int64_t *t1,
                         char *err, size_t errlen)
 {
@@ -847,8 +846,8 @@ static int step_lowrank(server_t *s, schunk_t *k, double lr, size_t *nchanged, i
     if (rc != PC_OK)
         return rc;
     *t1 = pc_time_ns();
-    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->coef, k->p, &k->st, k->fac, k->qagg,
-                                             k->rows, k->cols, r, k->rows_work);
+    *nchanged = pc_rt__server_lowrank_update(&k->optim, lr, k->summed ? k->agg : NULL, k->p, &k->st,
+                                             k->fac, k->qagg, k->rows, k->cols, r, k->rows_work);
     k->round = 1;
     return PC_OK;
 }
@@ -958,8 +957,8 @@ static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, siz
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
         if (!(coef >= 1.0) && chunk_rounds(s, k))
-            k->coef = f; /* the rows' when they are made (step_lowrank), and the workers' */
-        else if (!(coef >= 1.0) && k->sparse)
+            k->coef = f; /* for the workers, who make the rows themselves; agg's below */
+        if (!(coef >= 1.0) && k->sparse)
             for (size_t j = 0; j < k->sp.ntouched; j++)
                 k->agg[k->sp.touched[j]] *= f;
         else if (!(coef >= 1.0))

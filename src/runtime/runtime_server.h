@@ -34,15 +34,17 @@ size_t pc_rt__server_lazy_update(rt_sparse_t *sp, const pc_optim_cfg_t *optim, d
 
 /* The update of a powersgd matrix on its server (rows x cols, row-major p; st: its
  * optimizer state, pc_optim_state_alloc's for optim and rows x cols): P^ Q^T made row by
- * row (pc_lowrank_row, from phat rows x rank and qagg cols x rank), each row multiplied by
- * the clipping coefficient coef (pc_lowrank_scale; 1: none), and optim's step at lr on
- * each row (pc_optim_step; st->steps counts the matrix's step once). work:
+ * row (pc_lowrank_row, from phat rows x rank and qagg cols x rank), or read from made
+ * (rows x cols, made so already and clipped: the server's clipping path; NULL otherwise),
+ * and optim's step at lr on each row (pc_optim_step; st->steps counts the matrix's step
+ * once). work:
  * pc_lowrank_expand_work(cols, rank) floats, the caller's. Returns how many parameters
  * changed. pc_server.c's powersgd path; pc_cost_measure_lowrank times it. Thread-safe on
  * distinct buffers. */
-size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, float coef, float *p,
-                                    pc_optim_state_t *st, const float *phat, const float *qagg,
-                                    size_t rows, size_t cols, int rank, float *work);
+size_t pc_rt__server_lowrank_update(const pc_optim_cfg_t *optim, double lr, const float *made,
+                                    float *p, pc_optim_state_t *st, const float *phat,
+                                    const float *qagg, size_t rows, size_t cols, int rank,
+                                    float *work);
 
 #pragma GCC visibility pop
 

@@ -104,7 +104,7 @@ typedef struct lr_step {
 static void step_row(void *ud, size_t i, const float *g)
 {
     lr_step_t *s = ud;
-    if (s->coef != 1.0f) { /* as the server's pc_rt__server_lowrank_update */
+    if (s->coef != 1.0f) { /* as the server scaled its rows (clip_finish) */
         memcpy(s->row, g, sizeof(float) * s->cols);
         pc_lowrank_scale(s->row, s->cols, s->coef);
         g = s->row;

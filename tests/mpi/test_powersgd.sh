@@ -12,7 +12,8 @@
 #    == 2 servers, --device emulate --compress-on cpu and gpu (pc_devcodec's CPU path) == cpu
 #    (resume: test_resume.sh);
 #  - --clip-grad-norm (the servers clip P^ Q^T's rows, the workers alike): 1 server ==
-#    2 servers (their norm exchange), pipelined == inline, and it bites;
+#    2 servers (their norm exchange), pipelined == inline, it bites, and a run resumed
+#    from a checkpoint saves the model of one that was not (the servers' copies);
 #  - the matrices travel as factors both ways: the workers' and the servers' bytes per
 #    iteration far below the dense run's (the update is Q, not the parameters);
 #  - accuracy: the mlp on Fashion-MNIST (2 epochs, rank 2 after 100 dense iterations, as
@@ -90,6 +91,24 @@ PY
     ok "mlp, --clip-grad-norm 0.05 with powersgd clips: $bites"
 else
     bad "mlp, --clip-grad-norm 0.05 with powersgd: want 80 server lines with norms above 0.05: $bites"
+fi
+# ... and the servers' copies of the clipped matrices are the workers' bits: a run stopped
+# at a checkpoint and resumed (the workers take the matrices back from the servers'
+# checkpoint; they keep only residual, Q and the optimizer's state) saves the model of the
+# run that was not.
+clipf=(--data synthetic --synthetic-samples 2000 --model mlp --batch 16 --servers 2
+       --compress powersgd:rank=2,warmup=5 --lr-schedule constant --clip-grad-norm 0.05)
+ck=$tmp/ck-clip
+if "$run" -t 180 -np 4 "$train" "${clipf[@]}" --iters 40 --save-model "$tmp/c-a.pcm" >"$tmp/c-a.log" 2>&1 &&
+    "$run" -t 180 -np 4 "$train" "${clipf[@]}" --iters 20 --checkpoint-dir "$ck" \
+        --checkpoint-every 20 >"$tmp/c-b.log" 2>&1 &&
+    "$run" -t 180 -np 4 "$train" "${clipf[@]}" --iters 40 --checkpoint-dir "$ck" \
+        --checkpoint-every 20 --resume --save-model "$tmp/c-b.pcm" >"$tmp/c-r.log" 2>&1 &&
+    grep -q "resuming from the checkpoint of iteration 20" "$tmp/c-r.log" &&
+    cmp -s "$tmp/c-a.pcm" "$tmp/c-b.pcm"; then
+    ok "mlp, --clip-grad-norm 0.05 with powersgd: resumed at 20 == uninterrupted (the servers' matrices are the workers')"
+else
+    bad "mlp, --clip-grad-norm 0.05 with powersgd: resumed at 20 != uninterrupted"; tail -n 3 "$tmp/c-r.log"
 fi
 cnn=(--data synthetic --synthetic-samples 400 --model cnn --batch 8 --iters 6
      --compress powersgd:rank=1,warmup=2)
