@@ -98,8 +98,6 @@ typedef struct schunk {
     int64_t round1_ns;   /* the server's time on round 1 (part of the pull's server time) */
     uint64_t round1_in;  /* round 1's bytes received (the iteration's metrics) */
     uint64_t round1_out; /* round 1's bytes sent: P^ to every worker */
-    float coef;          /* round 2's clipping coefficient (clip_finish; 1: none), which
-                            the update tells the workers */
     /* Clipping (an iteration with a max-norm, clip_max): summed, the chunk's aggregate is
      * in agg (its messages kept for the metrics) and sumsq its sum of squares, awaiting
      * the iteration's other chunks and the servers' exchange (clip_finish); agg_ns the
@@ -166,6 +164,8 @@ typedef struct server {
     double *clip_all;
     double clip_mine; /* the allgather's send buffer: this server's sum of squares */
     double clip_norm; /* the last clipped iteration's norm (its metrics line) */
+    float clip_f;     /* the coefficient while clip_finish completes its chunks (1 outside),
+                         which a matrix's round-2 update tells the workers */
     int nsummed;
     uint64_t first_it;
     bool clip_on;
@@ -294,7 +294,6 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
     pc_runtime_t *rt = s->rt;
     k->id = c;
     k->n = n;
-    k->coef = 1.0f;
     k->codec = pc_rt__chunk_plain(rt, rows, n) ? s->codec_dense : s->codec;
     k->optim = pc_rt__chunk_optim(rt, n);
     if (groups) { /* its group's rule, with the small chunks' momentum as chunk_optim's */
@@ -954,10 +953,9 @@ static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, siz
                                    w, err, errlen);
     }
     float f = (float)coef; /* torch multiplies by its float32 coefficient */
+    s->clip_f = coef >= 1.0 ? 1.0f : f;
     for (int i = 0; i < s->nmine && rc == PC_OK; i++) {
         schunk_t *k = &s->mine[i];
-        if (!(coef >= 1.0) && chunk_rounds(s, k))
-            k->coef = f; /* for the workers, who make the rows themselves; agg's below */
         if (!(coef >= 1.0) && k->sparse)
             for (size_t j = 0; j < k->sp.ntouched; j++)
                 k->agg[k->sp.touched[j]] *= f;
@@ -966,6 +964,7 @@ static int clip_finish(server_t *s, uint64_t it, double max_norm, char *err, siz
                 k->agg[j] *= f;
         rc = complete_chunk(s, k, err, errlen);
     }
+    s->clip_f = 1.0f;
     s->nsummed = 0;
     return rc;
 }
@@ -1024,8 +1023,7 @@ static size_t encode_update(server_t *s, schunk_t *k, bool rounds, double lr, ui
 {
     pc_runtime_t *rt = s->rt;
     bool mean = !rounds && (k->lowrank || !server_steps(s));
-    rt_lrstep_t how = {.lr = s->ngroups ? lr : -1.0, .coef = rounds ? k->coef : 1.0f};
-    k->coef = 1.0f;
+    rt_lrstep_t how = {.lr = s->ngroups ? lr : -1.0, .coef = rounds ? s->clip_f : 1.0f};
     if (rounds)
         return pc_rt__pull_lowrank_encode(k->pull, k->id, (uint32_t)k->n, k->it, false, k->qagg,
                                           k->cols * (size_t)rt->spec.rank, server_ns, &how);
@@ -1553,7 +1551,7 @@ int pc_server_run(pc_runtime_t *rt, char *err, size_t errlen)
     if (rt->role != PC_ROLE_SERVER)
         return pc_error_fmt(PC_ESTATE, err, errlen, "pc_server_run called on worker rank %d",
                             rt->rank);
-    server_t s = {.rt = rt, .clip_comm = MPI_COMM_NULL};
+    server_t s = {.rt = rt, .clip_comm = MPI_COMM_NULL, .clip_f = 1.0f};
     int rc = pc_rt__codecs_create(rt, &s.codec, &s.codec_dense);
     if (rc != PC_OK) {
         pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
