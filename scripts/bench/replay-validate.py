@@ -7,7 +7,9 @@ compared, target within 5 % (dPRO's bar).
 
   scripts/bench/replay-validate.py [--model resnet18] [--batch 4] [--iters 8] [--warmup 3]
                                    [--image-size 224] [--threads 1] [--real-runs 3]
-                                   [--recorder auto|make-trace|builtin] [--out DIR]
+                                   [--recorder auto|make-trace|builtin]
+                                   [--interleave [--out-of-place]]
+                                   [--out DIR]
 
 1. The trace: `scripts/bench/make-trace.py record --model M --batch B --device cpu --iters N
    --warmup W --out DIR/trace.json` (--recorder make-trace; auto: when that script exists),
@@ -39,6 +41,18 @@ compared, target within 5 % (dPRO's bar).
    moved the recording and the real runs. Written to DIR/validate.json and printed.
    Exit status: 0 (the figures are a measurement: the 5 % target is printed as met
    or not, never turned into a failure); 1 when a step failed; 2 for a bad flag.
+--interleave: instead of separate runs, one process alternates a recorded iteration (make-
+   trace.py's recorder, its hooks' phases open) with a real one (the same model, in-place
+   activations restored, the recorder's hooks idle), --iters of each after --warmup of
+   each, the recorded one first in every other round; the trace is written from the
+   recorded ones (make-trace.py's means), and the replay is compared with the real ones
+   (their means, the same statistic; --real-runs does not apply). Where the machine's speed moves between runs more than the target
+   (doc/replay.md), this is the comparison it does not enter: the trace and the real run
+   it is checked against are measured at the same moments. What it leaves out: the
+   recorder's cost as a separate process (the real iterations carry its idle hooks, a
+   Python call per module that returns). --out-of-place: the real iterations keep the
+   recorder's one change to the model (in-place activations made out of place, so that
+   its hooks see their inputs), which separates that change's cost from the hooks'.
 torch's threads: --threads (default 1) for the recording, the real runs and the replay
 (and OMP_NUM_THREADS, OPENBLAS_NUM_THREADS set to it for all three).
 """
@@ -146,6 +160,93 @@ def real_run(model_name, batch, iters, warmup, size, seed=1):
     return rows, ins
 
 
+def load_maker():
+    """make-trace.py as a module (its name has a dash): its Recorder, split and render."""
+    import importlib.util
+
+    path = os.path.join(HERE, "make-trace.py")
+    if not os.path.exists(path):
+        fail(f"--interleave: no {path} (its recorder is the one interleaved)", 2)
+    spec = importlib.util.spec_from_file_location("make_trace", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def interleaved(model_name, batch, iters, warmup, size, trace_path, out_of_place, seed=1):
+    """--interleave: recorded and real iterations alternating in one process, on one model
+    (recorded first in even rounds, real first in odd ones), so that both see the machine
+    at the same speed. A recorded iteration is make-trace.py record's (its Recorder's
+    phases open, in-place activations out of place, its split of the phases); a real one
+    runs as real_run's (in-place activations restored, the recorder's hooks present but
+    idle: a call each that returns). Writes the trace (make-trace.py's means and format)
+    to TRACE_PATH; returns (the real iterations' rows as real_run's, instrument, trace)."""
+    import torch
+    import torch.nn.functional as F
+
+    mt = load_maker()
+    torch.manual_seed(seed)
+    model = build(model_name).train()
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 1000, (batch,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    inplace = [m for _, m in mt.leaves(model) if getattr(m, "inplace", False)]
+    clock = mt.Clock(torch, False)
+    rec = mt.Recorder(model, clock)  # sets those modules out of place
+    ins = Instrument(model)
+    fwd, bwd, step, rows, recorded = {}, {}, [], [], []
+    for it in range(warmup + iters):
+        timed = it >= warmup
+        for kind in (("rec", "real") if it % 2 == 0 else ("real", "rec")):
+            for m in inplace:
+                m.inplace = kind == "real" and not out_of_place
+            t_a = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            if kind == "rec":
+                if timed:
+                    rec.open()
+                loss = F.cross_entropy(model(x), y)
+                fmarks = rec.close() if timed else None
+                if timed:
+                    rec.open()
+                loss.backward()
+                bmarks = rec.close() if timed else None
+                s0 = clock.stamp()
+                opt.step()
+                s1 = clock.stamp()
+                if timed:
+                    mt.split(clock, fmarks, fwd)
+                    mt.split(clock, bmarks, bwd)
+                    step.append(clock.ms(s0, s1))
+                    recorded.append(s1 - t_a)
+                continue
+            ins.start()
+            t0 = time.perf_counter()
+            loss = F.cross_entropy(model(x), y)
+            t_fwd = time.perf_counter()
+            loss.backward()
+            t_bwd = time.perf_counter()
+            opt.step()
+            t_end = time.perf_counter()
+            if timed:
+                rows.append({"t0": t0, "t_fwd": t_fwd, "t_bwd": t_bwd, "t_end": t_end,
+                             "period": t_end - t_a, "calls": [],
+                             "ready": {k: v - t0 for k, v in ins.ready.items()}})
+    mods = dict(mt.leaves(model))
+    layers = [(name, [list(p.shape) for p in mt.own_params(mods[name])],
+               fwd.get(name, 0.0) / iters, bwd.get(name, 0.0) / iters) for name in rec.order]
+    trace = {"model": model_name, "device": "cpu", "batch": batch, "precision": "fp32",
+             "source": f"recorded by scripts/bench/replay-validate.py --interleave with "
+                       f"make-trace.py's recorder, {iters} recorded iterations after {warmup} "
+                       f"alternating with as many real ones in one process; means",
+             "optimizer_ms": sum(step) / iters, "layers": layers}
+    mt.write(mt.render(trace), trace_path)
+    for r, t in zip(rows, recorded):
+        r["recorded"] = t  # the recorded iteration of the same round, whole
+    with open(trace_path) as f:
+        return rows, ins, json.load(f)
+
+
 def builtin_trace(model_name, batch, rows, ins):
     """The builtin recorder's trace from the real run's marks (module docstring)."""
     layers, order, fwd = [], [], {}
@@ -192,13 +293,14 @@ def builtin_trace(model_name, batch, rows, ins):
             "layers": layers, "optimizer_ms": round(1e3 * step, 4)}
 
 
-def summary(rows):
+def summary(rows, stat=st.median):
+    """(the iteration, {tensor: its ready time}) over ROWS by STAT."""
     periods = [r["period"] for r in rows]
     ready = {}
     for r in rows:
         for k, v in r["ready"].items():
             ready.setdefault(k, []).append(v)
-    return st.median(periods), {k: st.median(v) for k, v in ready.items()}
+    return stat(periods), {k: stat(v) for k, v in ready.items()}
 
 
 def main():
@@ -210,12 +312,15 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto")
-    ap.add_argument("--real-runs", type=int, default=3)
+    ap.add_argument("--real-runs", type=int, default=None)
+    ap.add_argument("--interleave", action="store_true")
+    ap.add_argument("--out-of-place", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     for flag, v, least in (("--batch", a.batch, 1), ("--iters", a.iters, 2),
                            ("--warmup", a.warmup, 1), ("--threads", a.threads, 1),
-                           ("--image-size", a.image_size, 32), ("--real-runs", a.real_runs, 2)):
+                           ("--image-size", a.image_size, 32),
+                           ("--real-runs", 2 if a.real_runs is None else a.real_runs, 2)):
         if v < least:
             fail(f"{flag}: {v} is below {least}", 2)
     # OpenBLAS (Debian's torch multiplies with it) reads its thread count when it loads:
@@ -234,7 +339,18 @@ def main():
     os.makedirs(out, exist_ok=True)
     maker = os.path.join(HERE, "make-trace.py")
     recorder = a.recorder
-    if recorder == "auto":
+    real_runs = 3 if a.real_runs is None else a.real_runs
+    if a.interleave:
+        if recorder == "builtin":
+            fail("--interleave records with make-trace.py's recorder: not with --recorder "
+                 "builtin", 2)
+        if a.real_runs is not None:
+            fail("--interleave compares with the real iterations between the recorded ones: "
+                 "not with --real-runs", 2)
+        recorder, real_runs = "interleaved", 1
+    elif a.out_of_place:
+        fail("--out-of-place is --interleave's (its real iterations)", 2)
+    elif recorder == "auto":
         recorder = "make-trace" if os.path.exists(maker) else "builtin"
     if recorder == "make-trace" and not os.path.exists(maker):
         fail(f"--recorder make-trace: no {maker}", 2)
@@ -243,7 +359,11 @@ def main():
     print(f"replay-validate: {a.model}, batch {a.batch}, image {a.image_size}, {a.iters} "
           f"iterations after "
           f"{a.warmup}, {a.threads} torch thread(s); recorder: {recorder}", flush=True)
-    rows1, ins = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
+    if recorder == "interleaved":
+        rows1, ins, trace = interleaved(a.model, a.batch, a.iters, a.warmup, a.image_size,
+                                        trace_path, a.out_of_place)
+    else:
+        rows1, ins = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
     if recorder == "make-trace":
         cmd = [PY, maker, "record", "--model", a.model, "--batch", str(a.batch), "--device",
                "cpu", "--iters", str(a.iters), "--warmup", str(a.warmup), "--image-size",
@@ -253,7 +373,7 @@ def main():
             fail("make-trace.py record failed")
         with open(trace_path) as f:
             trace = json.load(f)
-    else:
+    elif recorder == "builtin":
         trace = builtin_trace(a.model, a.batch, rows1, ins)
     step_note = None
     if "optimizer_ms" not in trace:
@@ -271,8 +391,9 @@ def main():
     print("$ " + " ".join(cmd), flush=True)
     if subprocess.call(cmd, env=env) != 0:
         fail("the replay failed")
-    runs = [summary(rows1)]
-    for _ in range(a.real_runs - 1):
+    # interleaved: the real iterations' means, as the trace's times are the recorded ones'
+    runs = [summary(rows1, st.mean if recorder == "interleaved" else st.median)]
+    for _ in range(real_runs - 1):
         rows, _ = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
         runs.append(summary(rows))
     with open(times) as f:
@@ -317,12 +438,19 @@ def main():
     res = {"model": a.model, "batch": a.batch, "image_size": a.image_size, "iters": a.iters,
            "warmup": a.warmup,
            "threads": a.threads, "recorder": recorder, "step_note": step_note,
+           "out_of_place": a.out_of_place,
            "matched": how, "real_iter_ms": [1e3 * it for it in its],
            "replay_iter_ms": 1e3 * rep_iter, "iter_error": it_err,
            "ready_error_median": med, "ready_error_max": worst, "ready_error_worst": wname,
            "real_runs_ready_spread_max": noise[-1],
            "real_runs_iter_spread": (max(its) - min(its)) / real_iter,
+           "real_iters_ms": [1e3 * r["period"] for r in rows1],
+           "recorded_iters_ms": [1e3 * r["recorded"] for r in rows1 if "recorded" in r],
+           "phases_ms": {"real": [1e3 * st.mean(r[b] - r[a] for r in rows1) for a, b in
+                                  (("t0", "t_fwd"), ("t_fwd", "t_bwd"), ("t_bwd", "t_end"))],
+                         "trace": [1e3 * fwd_sum, 1e3 * after, trace["optimizer_ms"]]},
            "ready_errors": {n: e for e, n in errs}, "target": TARGET,
+           "ready_ms": {n: [1e3 * rep_ready[n], 1e3 * real_ready[match[n]]] for n in names},
            "trace_sum_ms": 1e3 * trace_sum, "replay_vs_trace_iter_error": sched_it,
            "replay_vs_trace_ready_error_median": sched[len(sched) // 2],
            "replay_vs_trace_ready_error_max": sched[-1]}
@@ -336,6 +464,11 @@ def main():
           f"{1e3 * rep_iter:.1f} ms: error {100 * it_err:.2f} % ({verdict(it_err)} "
           f"{100 * TARGET:.0f} %; against each run "
           f"{', '.join(f'{100 * (rep_iter - it) / it:+.2f} %' for it in its)})")
+    per = sorted(r["period"] for r in rows1)
+    print(f"the first real run's {len(per)} iterations: {1e3 * per[0]:.1f} to "
+          f"{1e3 * per[-1]:.1f} ms, median {1e3 * st.median(per):.1f}, mean "
+          f"{1e3 * st.mean(per):.1f}"
+          + (" (each beside a recorded one)" if recorder == "interleaved" else ""))
     print(f"gradient ready times ({len(errs)} tensors, matched {how}): error median "
           f"{100 * med:.2f} %, max {100 * worst:.2f} % ({wname}; {verdict(worst)} "
           f"{100 * TARGET:.0f} %); the {len(runs)} real runs differ by up to {100 * noise[-1]:.2f} %")
@@ -343,6 +476,10 @@ def main():
           f"{1e3 * rep_iter:.1f} ms against {1e3 * trace_sum:.1f} ms, error "
           f"{100 * sched_it:.2f} %; ready times error median "
           f"{100 * sched[len(sched) // 2]:.2f} %, max {100 * sched[-1]:.2f} %")
+    ph = res["phases_ms"]
+    print("phases, the real iterations' against the trace's: " + "; ".join(
+        f"{k} {r:.1f} against {t:.1f} ms ({100 * (t - r) / r:+.1f} %)"
+        for k, r, t in zip(("forward", "backward", "step"), ph["real"], ph["trace"])))
     print(f"written: {out}/validate.json, {trace_path}")
     return 0
 

@@ -164,8 +164,10 @@ refused "amp on the CPU" "needs --device cuda" record --model tiny --batch 2 --p
 # scripts/bench/replay-validate.py, briefly (ResNet-18 on 32-pixel images, batch 2, 2
 # iterations): the recording, the replay and 2 real runs, and validate.json with a real
 # iteration per run, a ready-time error per parameter tensor (62) and the emulator's own
-# error; no figure is judged (the 5 % target is a measurement, not a test). --real-runs 1
-# is refused in one line.
+# error; no figure is judged (the 5 % target is a measurement, not a test). --interleave
+# (recorded and real iterations alternating in one process) the same, with its trace;
+# --real-runs 1, --interleave with --real-runs or --recorder builtin, and --out-of-place
+# without it, are refused in one line.
 rv=$PC_SRCDIR/scripts/bench/replay-validate.py
 if [ $have_tv = 1 ]; then
     if "$py" "$rv" --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 --real-runs 2 \
@@ -189,6 +191,42 @@ PY
     else
         bad "replay-validate.py failed:"; tail -n 10 "$tmp/v.out"
     fi
+    # --interleave: recorded and real iterations alternating in one process (2 of each);
+    # its trace is make-trace.py's format, and the comparison has one real run
+    if "$py" "$rv" --interleave --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 \
+        --out "$tmp/vi" >"$tmp/vi.out" 2>&1; then
+        out=$("$py" - "$tmp/vi/validate.json" "$tmp/vi/trace.json" <<'PY'
+import json, math, sys
+v = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))
+fin = lambda x: isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+ok = (v["recorder"] == "interleaved" and len(v["real_iter_ms"]) == 1 and
+      len(v["real_iters_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iters_ms"]) and
+      len(v["ready_errors"]) == 62 and fin(v["iter_error"]) and
+      "--interleave" in t["source"] and t["optimizer_ms"] > 0 and
+      sum(len(l["params"]) for l in t["layers"]) == 62)
+print("ok" if ok else json.dumps(v)[:600])
+PY
+)
+        if [ "$out" = ok ] && grep -q "each beside a recorded one" "$tmp/vi.out"; then
+            ok "replay-validate.py --interleave: one process, its trace, 62 ready times compared"
+        else
+            bad "replay-validate.py --interleave: validate.json or trace wrong: $out"; tail -n 5 "$tmp/vi.out"
+        fi
+    else
+        bad "replay-validate.py --interleave failed:"; tail -n 10 "$tmp/vi.out"
+    fi
+    for args in "--interleave --real-runs 3|not with --real-runs" \
+                "--interleave --recorder builtin|not with --recorder builtin" \
+                "--out-of-place|--out-of-place is --interleave's"; do
+        "$py" "$rv" ${args%%|*} --out "$tmp/v2" >"$tmp/o" 2>"$tmp/e"
+        rc=$?
+        if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q -- "${args#*|}" "$tmp/e"; then
+            ok "replay-validate.py ${args%%|*}: refused in one line"
+        else
+            bad "replay-validate.py ${args%%|*}: rc $rc, stderr: $(cat "$tmp/e")"
+        fi
+    done
     "$py" "$rv" --real-runs 1 --out "$tmp/v1" >"$tmp/o" 2>"$tmp/e"
     rc=$?
     if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q -- "--real-runs: 1 is below 2" "$tmp/e"; then
