@@ -7,8 +7,7 @@ compared, target within 5 % (dPRO's bar).
 
   scripts/bench/replay-validate.py [--model resnet18] [--batch 4] [--iters 8] [--warmup 3]
                                    [--image-size 224] [--threads 1] [--real-runs 3]
-                                   [--recorder auto|make-trace|builtin]
-                                   [--interleave [--out-of-place]]
+                                   [--recorder auto|make-trace|builtin] [--interleave]
                                    [--out DIR]
 
 1. The trace: `scripts/bench/make-trace.py record --model M --batch B --device cpu --iters N
@@ -50,9 +49,7 @@ compared, target within 5 % (dPRO's bar).
    (doc/replay.md), this is the comparison it does not enter: the trace and the real run
    it is checked against are measured at the same moments. What it leaves out: the
    recorder's cost as a separate process (the real iterations carry its idle hooks, a
-   Python call per module that returns). --out-of-place: the real iterations keep the
-   recorder's one change to the model (in-place activations made out of place, so that
-   its hooks see their inputs), which separates that change's cost from the hooks'.
+   Python call per module that returns).
 torch's threads: --threads (default 1) for the recording, the real runs and the replay
 (and OMP_NUM_THREADS, OPENBLAS_NUM_THREADS set to it for all three).
 """
@@ -173,13 +170,12 @@ def load_maker():
     return mod
 
 
-def interleaved(model_name, batch, iters, warmup, size, trace_path, out_of_place, seed=1):
+def interleaved(model_name, batch, iters, warmup, size, trace_path, seed=1):
     """--interleave: recorded and real iterations alternating in one process, on one model
     (recorded first in even rounds, real first in odd ones), so that both see the machine
     at the same speed. A recorded iteration is make-trace.py record's (its Recorder's
-    phases open, in-place activations out of place, its split of the phases); a real one
-    runs as real_run's (in-place activations restored, the recorder's hooks present but
-    idle: a call each that returns). Writes the trace (make-trace.py's means and format)
+    phases open, its split of the phases); a real one runs as real_run's (the recorder's
+    hooks present but idle: a call each that returns). Writes the trace (make-trace.py's means and format)
     to TRACE_PATH; returns (the real iterations' rows as real_run's, instrument, trace)."""
     import torch
     import torch.nn.functional as F
@@ -190,16 +186,13 @@ def interleaved(model_name, batch, iters, warmup, size, trace_path, out_of_place
     x = torch.randn(batch, 3, size, size)
     y = torch.randint(0, 1000, (batch,))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    inplace = [m for _, m in mt.leaves(model) if getattr(m, "inplace", False)]
     clock = mt.Clock(torch, False)
-    rec = mt.Recorder(model, clock)  # sets those modules out of place
+    rec = mt.Recorder(model, clock)
     ins = Instrument(model)
     fwd, bwd, step, rows, recorded = {}, {}, [], [], []
     for it in range(warmup + iters):
         timed = it >= warmup
         for kind in (("rec", "real") if it % 2 == 0 else ("real", "rec")):
-            for m in inplace:
-                m.inplace = kind == "real" and not out_of_place
             t_a = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             if kind == "rec":
@@ -314,7 +307,6 @@ def main():
     ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto")
     ap.add_argument("--real-runs", type=int, default=None)
     ap.add_argument("--interleave", action="store_true")
-    ap.add_argument("--out-of-place", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     for flag, v, least in (("--batch", a.batch, 1), ("--iters", a.iters, 2),
@@ -348,8 +340,6 @@ def main():
             fail("--interleave compares with the real iterations between the recorded ones: "
                  "not with --real-runs", 2)
         recorder, real_runs = "interleaved", 1
-    elif a.out_of_place:
-        fail("--out-of-place is --interleave's (its real iterations)", 2)
     elif recorder == "auto":
         recorder = "make-trace" if os.path.exists(maker) else "builtin"
     if recorder == "make-trace" and not os.path.exists(maker):
@@ -361,7 +351,7 @@ def main():
           f"{a.warmup}, {a.threads} torch thread(s); recorder: {recorder}", flush=True)
     if recorder == "interleaved":
         rows1, ins, trace = interleaved(a.model, a.batch, a.iters, a.warmup, a.image_size,
-                                        trace_path, a.out_of_place)
+                                        trace_path)
     else:
         rows1, ins = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
     if recorder == "make-trace":
@@ -438,7 +428,6 @@ def main():
     res = {"model": a.model, "batch": a.batch, "image_size": a.image_size, "iters": a.iters,
            "warmup": a.warmup,
            "threads": a.threads, "recorder": recorder, "step_note": step_note,
-           "out_of_place": a.out_of_place,
            "matched": how, "real_iter_ms": [1e3 * it for it in its],
            "replay_iter_ms": 1e3 * rep_iter, "iter_error": it_err,
            "ready_error_median": med, "ready_error_max": worst, "ready_error_worst": wname,
