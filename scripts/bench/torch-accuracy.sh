@@ -39,6 +39,8 @@
 #   CODEC-wfreeze   the density warm-up and v frozen after the same N: 1-bit Adam's recipe
 #                   (v learnt while nearly everything travels, then fixed, which makes the
 #                   step linear in the aggregate, as error feedback assumes)
+#   CODEC-wams      the density warm-up, then AMSGrad's max (COMP-AMS's server step: v
+#                   never shrinks, so an entry's late, accumulated arrival moves it less)
 # for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); and
 #   psgd4-dense     PowerSGD rank 4 (powersgd:rank=4,warmup=10, torch's hook's example
 #                   start), Adam's dense moments (the matrices' gradient P^ Q^T is dense)
@@ -126,6 +128,7 @@ topk-freeze|3|topk 1%, v frozen|$ADAM_TOPK $ADAM --adam-freeze-after @FREEZE@
 topk-wdense|3|topk 1%, density warm-up|$ADAM_TOPK_W $ADAM
 topk-wlazy|3|topk 1%, warm-up, lazy moments|$ADAM_TOPK_W $ADAM --adam-moments lazy
 topk-wfreeze|3|topk 1%, warm-up, v frozen|$ADAM_TOPK_W $ADAM --adam-freeze-after @FREEZE@
+topk-wams|3|topk 1%, warm-up, AMSGrad|$ADAM_TOPK_W $ADAM --amsgrad
 dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
 dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
 dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
@@ -133,6 +136,7 @@ dgc-freeze|3|dgc 0.1%, v frozen|$ADAM_DGC $ADAM --adam-freeze-after @FREEZE@
 dgc-wdense|3|dgc 0.1%, density warm-up|$ADAM_DGC_W $ADAM
 dgc-wlazy|3|dgc 0.1%, warm-up, lazy moments|$ADAM_DGC_W $ADAM --adam-moments lazy
 dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@
+dgc-wams|3|dgc 0.1%, warm-up, AMSGrad|$ADAM_DGC_W $ADAM --amsgrad
 psgd4-dense|3|PowerSGD rank 4, Adam dense|$ADAM_PSGD4 $ADAM
 psgd4-freeze|3|PowerSGD rank 4, v frozen|$ADAM_PSGD4 $ADAM --adam-freeze-after @FREEZE@
 ddp-psgd4|2|DDP + PowerSGD rank 4 + AdamW|--backend ddp --ddp-hook powersgd --powersgd-rank 4 $ADAM"
@@ -271,7 +275,7 @@ ddp = fin("ddp")
 print("final test accuracy %% (AdamW; v frozen and density warm-up over %s iterations); "
       "DDP + AdamW %s, "
       "ps none %s" % (sys.argv[2], cell(ddp).strip(), cell(fin("ps-none")).strip()))
-cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze")
+cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze", "wams")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
 for codec in ("topk", "dgc", "psgd4"):
