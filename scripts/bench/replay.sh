@@ -41,7 +41,8 @@
 # replay.txt and so in the summary's head). The library: $PIPECOMPRESS_LIB when set,
 # else build/ (built first, as torch-ddp.sh does). --out: the results
 # (default results/replay-DATE): one torch-ddp.sh directory per trace and rate
-# (MODEL-RATEg/), then DIR/summary.txt, DIR/summary.json and DIR/MODEL.png.
+# (MODEL-RATEg/), then DIR/summary.txt, DIR/summary.json and DIR/MODEL.png; an existing
+# DIR accumulates (a cell run again replaces its own; the summary covers every cell).
 # Needs root (emulated nodes). Exit status: 0; 1 when a run failed (after every run and
 # the report); 2 for a bad flag (one line).
 set -euo pipefail
@@ -106,7 +107,10 @@ esac
 [ "$(id -u)" = 0 ] || usage_error "needs root (the emulated nodes are network namespaces)"
 out=${out:-$PC_TOP/results/replay-$(date +%Y-%m-%d)}
 mkdir -p "$out"
-rm -f "$out/cells.txt"
+# --out accumulates: each run appends its block to replay.txt, and each cell it runs
+# replaces that cell's line in cells.txt (the cell's folder is rewritten by torch-ddp.sh),
+# so the summary covers every cell the folder holds, however many runs made them.
+touch "$out/cells.txt" "$out/replay.txt"
 
 # dilation R: K = max(min-dilate, R / carry), 2 decimals; shaped R: the link's tc rate,
 # R / K in whole Mbit/s.
@@ -116,12 +120,13 @@ shaped() { awk -v r="$1" -v k="$2" 'BEGIN { printf "%dmbit", r * 1000 / k + 0.5 
 failed=0
 start=$(date +%s)
 {
+    [ -s "$out/replay.txt" ] && echo
     echo "replay.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "traces: $traces"
     echo "rates (Gbit/s): $rates; carry $carry; min dilation $min_dilate; workers $workers; iters $iters (warm-up $warmup)"
     echo "settings: ddp $settings; --compressors $compressors (the pipelined server settings)"
     echo "machine: $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-} >"$out/replay.txt"
+} >>"$out/replay.txt"
 for t in $traces; do
     model=$(basename "$t" .json)
     for r in $rates; do
@@ -129,7 +134,9 @@ for t in $traces; do
         link=$(shaped "$r" "$k")
         dir="$out/$model-${r}g"
         pc_say "$model at $r Gbit/s per node: dilation $k, links shaped to $link"
-        echo "$model $r $k $link" >>"$out/cells.txt"
+        awk -v m="$model" -v r="$r" '!($1 == m && $2 == r)' "$out/cells.txt" >"$out/cells.txt.tmp" &&
+            echo "$model $r $k $link" >>"$out/cells.txt.tmp" &&
+            mv "$out/cells.txt.tmp" "$out/cells.txt"
         "$PC_TOP/scripts/bench/torch-ddp.sh" --arch "replay:$t" --dilate "$k" \
             --nodes $((most + 1)) --nets "node-$link" --workers "$workers" \
             --iters "$iters" --warmup "$warmup" --settings "$settings" \

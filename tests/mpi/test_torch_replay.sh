@@ -10,7 +10,8 @@
 # - alone (--backend local) with --replay-times: every tensor's gradient arrives once per
 #   iteration, in reverse layer order, no earlier than the layers' backward times allow;
 # - malformed traces refused in one line naming the field and the layer, status 2, no
-#   traceback (through the example's flag for three, through its loader for every case).
+#   traceback (through the example's flag for three, through its loader for every case);
+# - as root, scripts/bench/replay.sh run twice into one folder, which accumulates.
 # Skipped (77) when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -215,5 +216,30 @@ then
     ok "loader: $(tail -n 1 "$tmp/cases.out")"
 else
     bad "loader:"; cat "$tmp/cases.out"
+fi
+
+# scripts/bench/replay.sh (root: emulated nodes), twice into one --out: the tiny trace at 1
+# and 2.5 Gbit/s per node, then at 1 Gbit/s again. The folder accumulates: replay.txt holds
+# both runs' blocks, cells.txt one line a cell (the rerun replaces its own), and the
+# summary covers both cells.
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
+    rs="$PC_SRCDIR/scripts/bench/replay.sh"
+    export PIPECOMPRESS_LIB="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
+    flags=(--traces "$trace" --workers 1 --iters 3 --warmup 1 --settings compute --out "$tmp/rs")
+    if "$rs" "${flags[@]}" --rates "1 2.5" >"$tmp/rs.out" 2>&1 &&
+        "$rs" "${flags[@]}" --rates 1 >>"$tmp/rs.out" 2>&1; then
+        cells=$(awk '{ print $1 "@" $2 }' "$tmp/rs/cells.txt" | sort | tr '\n' ' ')
+        blocks=$(grep -c '^replay.sh: ' "$tmp/rs/replay.txt")
+        summ=$(grep -c '^replay-tiny, \(1\|2\.5\) Gbit/s per node, 1 workers' "$tmp/rs/summary.txt")
+        if [ "$cells" = "replay-tiny@1 replay-tiny@2.5 " ] && [ "$blocks" = 2 ] && [ "$summ" = 2 ]; then
+            ok "replay.sh: two runs into one folder, 2 cells, 2 blocks, both in the summary"
+        else
+            bad "replay.sh: cells '$cells', $blocks blocks, $summ cells in the summary"
+        fi
+    else
+        bad "replay.sh on the tiny trace failed"; tail -n 15 "$tmp/rs.out"
+    fi
+else
+    echo "note: not root (or no ip): replay.sh not tried"
 fi
 pc_done
