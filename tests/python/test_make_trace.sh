@@ -200,52 +200,46 @@ fi
 # one line.
 rv=$PC_SRCDIR/scripts/bench/replay-validate.py
 if [ $have_tv = 1 ]; then
-    if "$py" "$rv" --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 --real-runs 2 \
-        --out "$tmp/v" >"$tmp/v.out" 2>&1; then
-        out=$("$py" - "$tmp/v/validate.json" <<'PY'
-import json, math, sys
-v = json.load(open(sys.argv[1]))
-fin = lambda x: isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
-ok = (len(v["real_iter_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iter_ms"]) and
-      fin(v["replay_iter_ms"]) and v["replay_iter_ms"] > 0 and len(v["ready_errors"]) == 62 and
-      all(fin(e) for e in v["ready_errors"].values()) and fin(v["iter_error"]) and
-      fin(v["replay_vs_trace_iter_error"]) and fin(v["real_runs_iter_spread"]))
-print("ok" if ok else json.dumps(v)[:600])
-PY
-)
-        if [ "$out" = ok ] && grep -q "^iteration: real .*, .* ms (median" "$tmp/v.out"; then
-            ok "replay-validate.py: 2 real runs, the replay, 62 ready times compared"
-        else
-            bad "replay-validate.py: validate.json or its report wrong: $out"; tail -n 5 "$tmp/v.out"
+    # validate WHAT GREP CHECK ARGS...: replay-validate.py ARGS, briefly, into $tmp/v-N; its
+    # report has GREP, and CHECK (Python, given validate.json, trace.json and fin, a finite
+    # figure >= 0) is true.
+    nv=0
+    validate() {
+        local what=$1 want=$2 check=$3 d out
+        shift 3
+        nv=$((nv + 1))
+        d=$tmp/v-$nv
+        if ! "$py" "$rv" "$@" --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 \
+            --out "$d" >"$d.out" 2>&1; then
+            bad "replay-validate.py $*: failed"; tail -n 10 "$d.out"
+            return
         fi
-    else
-        bad "replay-validate.py failed:"; tail -n 10 "$tmp/v.out"
-    fi
-    # --interleave: recorded and real iterations alternating in one process (2 of each);
-    # its trace is make-trace.py's format, and the comparison has one real run
-    if "$py" "$rv" --interleave --model resnet18 --batch 2 --image-size 32 --iters 2 --warmup 1 \
-        --out "$tmp/vi" >"$tmp/vi.out" 2>&1; then
-        out=$("$py" - "$tmp/vi/validate.json" "$tmp/vi/trace.json" <<'PY'
+        out=$("$py" - "$d/validate.json" "$d/trace.json" "$check" <<'PY'
 import json, math, sys
 v = json.load(open(sys.argv[1]))
 t = json.load(open(sys.argv[2]))
 fin = lambda x: isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
-ok = (v["recorder"] == "interleaved" and len(v["real_iter_ms"]) == 1 and
-      len(v["real_iters_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iters_ms"]) and
-      len(v["ready_errors"]) == 62 and fin(v["iter_error"]) and
-      "--interleave" in t["source"] and t["optimizer_ms"] > 0 and
-      sum(len(l["params"]) for l in t["layers"]) == 62)
+ok = (len(v["ready_errors"]) == 62 and all(fin(e) for e in v["ready_errors"].values()) and
+      fin(v["replay_iter_ms"]) and v["replay_iter_ms"] > 0 and fin(v["iter_error"]) and
+      fin(v["replay_vs_trace_iter_error"]) and eval(sys.argv[3]))
 print("ok" if ok else json.dumps(v)[:600])
 PY
 )
-        if [ "$out" = ok ] && grep -q "each beside a recorded one" "$tmp/vi.out"; then
-            ok "replay-validate.py --interleave: one process, its trace, 62 ready times compared"
+        if [ "$out" = ok ] && grep -q -- "$want" "$d.out"; then
+            ok "replay-validate.py $*: $what"
         else
-            bad "replay-validate.py --interleave: validate.json or trace wrong: $out"; tail -n 5 "$tmp/vi.out"
+            bad "replay-validate.py $*: validate.json, the trace or the report wrong: $out"
+            tail -n 5 "$d.out"
         fi
-    else
-        bad "replay-validate.py --interleave failed:"; tail -n 10 "$tmp/vi.out"
-    fi
+    }
+    validate "2 real runs, the replay, 62 ready times compared" "^iteration: real .*, .* ms (median" \
+        'len(v["real_iter_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iter_ms"]) and fin(v["real_runs_iter_spread"])' \
+        --real-runs 2
+    # --interleave: recorded and real iterations alternating in one process (2 of each);
+    # its trace is make-trace.py's format, and the comparison has one real run
+    validate "one process, its trace, 62 ready times compared" "each beside a recorded one" \
+        'v["recorder"] == "interleaved" and len(v["real_iter_ms"]) == 1 and len(v["real_iters_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iters_ms"]) and "--interleave" in t["source"] and t["optimizer_ms"] > 0 and sum(len(l["params"]) for l in t["layers"]) == 62' \
+        --interleave
     for args in "--interleave --real-runs 3|not with --real-runs" \
                 "--interleave --recorder builtin|not with --recorder builtin"; do
         "$py" "$rv" ${args%%|*} --out "$tmp/v2" >"$tmp/o" 2>"$tmp/e"
