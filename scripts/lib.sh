@@ -181,10 +181,31 @@ pc_build() {
     fi
 }
 
+# pc_build_kept DIR: a benchmark's build: DIR as it is already configured (by scripts/demo.sh
+# without CUDA, by scripts/check.sh, by hand: any flags), brought up to date with make
+# alone, since the benchmarks on this CPU run the same code whatever the flags; pc_build
+# DIR (configured with no flags) where DIR is not configured or configure changed since.
+pc_build_kept() {
+    local dir="$PC_TOP/$1"
+    if [ ! -f "$dir/Makefile" ] || [ ! -x "$PC_TOP/configure" ] || [ "$PC_TOP/configure" -nt "$dir/Makefile" ] \
+        || [ "$PC_TOP/configure.ac" -nt "$PC_TOP/configure" ] || [ "$PC_TOP/Makefile.am" -nt "$PC_TOP/configure" ]; then
+        pc_build "$1"
+        return
+    fi
+    local how="by hand"
+    if [ -f "$dir/.pc-configure-flags" ]; then
+        how="with '$(cat "$dir/.pc-configure-flags")'"
+        [ -s "$dir/.pc-configure-flags" ] || how="with no flags"
+    fi
+    pc_say "make (in $1, configured $how: kept)"
+    make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
+        || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in $1"; }
+}
+
 # pc_torch_prereqs PY: what the torch benchmarks need before their first run: PY imports
 # torch, and the library the binding loads: $PIPECOMPRESS_LIB when set (it must exist;
-# nothing is built), else build/ (built here). Dies with one line naming what is missing.
-# (Their --data is a flag, checked with the other flags: status 2.)
+# nothing is built), else build/ (pc_build_kept). Dies with one line naming what is
+# missing. (Their --data is a flag, checked with the other flags: status 2.)
 pc_torch_prereqs() {
     local py=$1
     "$py" -c 'import torch' 2>/dev/null || pc_die "$py cannot import torch (Debian package python3-torch)"
@@ -192,6 +213,6 @@ pc_torch_prereqs() {
         [ -f "$PIPECOMPRESS_LIB" ] || pc_die "PIPECOMPRESS_LIB: no file $PIPECOMPRESS_LIB"
         pc_say "library: $PIPECOMPRESS_LIB (nothing built)"
     else
-        pc_build build
+        pc_build_kept build
     fi
 }

@@ -25,17 +25,20 @@
 # machine, doc/cluster.md). --min-dilate: the least K (default 2: the 2 cores are then
 # busy at most half the time with the runtime's and the hooks' CPU work). --workers: worker counts (default
 # "2 4"; the emulated nodes are the most workers + 1). --iters, --warmup: per run
-# (default 6 and 2). --settings: torch-ddp.sh's settings besides ddp (default: compute,
-# DDP + PowerSGD hook rank 4, and PipeCompress's top-k 1 % pipelined and inline and DGC
-# 0.1 % pipelined). The rest of the issue's grid is pruned where ResNet-50's full grid
+# (default 6 and 2). --settings: torch-ddp.sh's settings besides ddp (default "compute
+# ddp-psgd4 ps-topk ps-topk-inline ps-dgc": compute only, DDP + PowerSGD hook rank 4, and
+# PipeCompress's top-k 1 % pipelined and inline and DGC 0.1 % pipelined; every name:
+# scripts/bench/torch-ddp.sh --list-settings; an unknown one is refused before any run).
+# The rest of the issue's grid is pruned where ResNet-50's full grid
 # (doc/results/replay-2026-12-06, every setting at every rate) showed it dominated in
-# every cell: DDP + fp16 hook (even at its best case never the fastest peer),
-# PipeCompress's allreduce (slower than DDP fp32 but at 25 Gbit/s, 2
-# workers, where it is within 2 %), servers without compression and with fp16 (slower
-# than the allreduce everywhere: the server's link carries every worker's dense push and
-# pull), our PowerSGD rank 4 (slower than our DGC everywhere), and the inline
-# counterparts but top-k's (its pair answers the pipelining question). PowerSGD rank 2,
-# either side, was never run: rank 4 stands for it. Any of them by name in --settings.
+# every cell: DDP + fp16 hook (ddp-fp16; even at its best case never the fastest peer),
+# PipeCompress's allreduce (allreduce; slower than DDP fp32 but at 25 Gbit/s, 2 workers,
+# where it is within 2 %), servers without compression and with fp16 (ps-none, ps-fp16;
+# slower than the allreduce everywhere: the server's link carries every worker's dense
+# push and pull), our PowerSGD rank 4 (ps-psgd4; slower than our DGC everywhere), and the
+# inline counterparts but top-k's (ps-dgc-inline, ps-psgd4-inline, ...; top-k's pair
+# answers the pipelining question). PowerSGD rank 2, either side (ddp-psgd2, ps-psgd2),
+# was never run: rank 4 stands for it. Any of them by name in --settings.
 # DDP fp32 always runs (every ratio's base). --compressors N|auto: compressor threads per
 # worker of PipeCompress's pipelined settings (torch-ddp.sh's flag, default 1; in
 # replay.txt and so in the summary's head). The library: $PIPECOMPRESS_LIB when set,
@@ -92,6 +95,12 @@ for r in $rates; do positive --rates "$r"; done
 positive --carry "$carry"
 positive --min-dilate "$min_dilate"
 awk -v k="$min_dilate" 'BEGIN { exit !(k >= 1) }' || usage_error "--min-dilate: $min_dilate is below 1"
+[ -n "${settings// /}" ] || usage_error "--settings: no setting"
+known=$("$PC_TOP/scripts/bench/torch-ddp.sh" --list-settings | tr '\n' ' ')
+known=${known% }
+for s in $settings; do
+    case " $known " in *" $s "*) ;; *) usage_error "--settings: unknown setting '$s' (one of: $known)" ;; esac
+done
 most=0
 for w in $workers; do
     case $w in ''|*[!0-9]*) usage_error "--workers: '$w' is not a number" ;; esac

@@ -60,7 +60,7 @@
 # counts (default 2). --iters: iterations of every run (default 300); --warmup: those left
 # out of its rate (default 20; passed to the example). --threads: torch's threads per rank
 # (default 1). --settings: the settings to run besides ddp (default all but the six
-# counterparts). --repeat: rounds
+# counterparts; --list-settings prints every name, one a line). --repeat: rounds
 # per network (default 1; the summary takes each setting's median). --arch replay:PATH: a
 # GPU's compute replayed from the trace at PATH (doc/replay.md, "Through torch and DDP"):
 # no data are read, the batch is the trace's, every setting but auto runs (the compute-only
@@ -187,6 +187,7 @@ while [ $# -gt 0 ]; do
     --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
     --compressors) pc_need "$1" "${2:-}"; compressors=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    --list-settings) printf '%s\n' ddp $ALL_SETTINGS $EXTRA_SETTINGS; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
     shift

@@ -22,6 +22,34 @@ lib="$PC_BUILDDIR/src/.libs/libpipecompress.so.0"
 export PIPECOMPRESS_LIB=$lib # the build under test; the script builds nothing then
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# lib.sh's pc_build_kept, the torch benchmarks' build: a build/ configured with other flags
+# (demo.sh's --without-cuda) is made again as it is, not configured anew; an unconfigured
+# one is configured (no flags). On a stand-in tree whose configure and make leave marks.
+top=$tmp/top
+mkdir -p "$top/build"
+touch "$top/configure.ac" "$top/Makefile.am"
+printf '#!/bin/sh\nprintf "all:\\n\\t@touch %s/made\\n" > Makefile\ntouch %s/configured\n' "$tmp" "$tmp" >"$top/configure"
+chmod +x "$top/configure"
+sleep 1
+touch "$top/configure"
+printf 'all:\n\t@touch %s/made\n' "$tmp" >"$top/build/Makefile"
+printf '%s' --without-cuda >"$top/build/.pc-configure-flags"
+kept=$( (. "$PC_SRCDIR/scripts/lib.sh"; PC_TOP=$top; pc_build_kept build) 2>&1)
+if [ -f "$tmp/made" ] && [ ! -f "$tmp/configured" ] &&
+    [ "$kept" = "== make (in build, configured with '--without-cuda': kept)" ]; then
+    ok "pc_build_kept: a build configured --without-cuda made as it is ($kept)"
+else
+    bad "pc_build_kept on a configured build: '$kept'; made: $(ls "$tmp/made" 2>&1), configured: $(ls "$tmp/configured" 2>&1)"
+fi
+rm -f "$tmp/made" "$top/build/Makefile" "$top/build/.pc-configure-flags"
+(. "$PC_SRCDIR/scripts/lib.sh"; PC_TOP=$top; pc_build_kept build) >"$tmp/kept.out" 2>&1
+if [ -f "$tmp/configured" ] && [ -f "$tmp/made" ] && [ -f "$top/build/.pc-configure-flags" ] &&
+    [ ! -s "$top/build/.pc-configure-flags" ]; then
+    ok "pc_build_kept: an unconfigured build configured with no flags, then made"
+else
+    bad "pc_build_kept on an unconfigured build:"; cat "$tmp/kept.out"
+fi
 # Every kind of setting once: PowerSGD at rank 2 stands for ranks 1 and 4 (the same code
 # with another number; four more torch launches cost about 80 s of CI's 45 minutes).
 settings="compute ddp ddp-fp16 ddp-psgd2 allreduce ps-none ps-topk ps-topk-inline ps-dgc ps-psgd2 auto"
@@ -180,6 +208,12 @@ usage() { # EXPECTED-TEXT ARGS...: status 2, one line containing the text
 usage "torch-ddp.sh: unknown argument '--bogus'" --bogus
 usage "torch-ddp.sh: --nets: unknown network 'wan'" --nets "shm wan"
 usage "torch-ddp.sh: --settings: unknown setting 'ps-int8'" --settings "ps-none ps-int8"
+names=$("$bench" --list-settings | tr '\n' ' ')
+if [[ " $names" == " ddp compute "*" ps-dgc "*" adamw-wrk-clip " ]]; then
+    ok "--list-settings: $(wc -w <<<"$names") names, ddp first"
+else
+    bad "--list-settings: '$names'"
+fi
 usage "torch-ddp.sh: --iters: 'many' is not a number" --iters many
 usage "torch-ddp.sh: --iters (5) must exceed --warmup (20)" --iters 5
 usage "torch-ddp.sh: --arch: 'resnet' is not one of cnn, lstm, resnet18, resnet50, vgg16, vit" --arch resnet

@@ -11,7 +11,8 @@
 #   iteration, in reverse layer order, no earlier than the layers' backward times allow;
 # - malformed traces refused in one line naming the field and the layer, status 2, no
 #   traceback (through the example's flag for three, through its loader for every case);
-# - as root, scripts/bench/replay.sh run twice into one folder, which accumulates.
+# - scripts/bench/replay.sh's bad flags refused in one line; as root, replay.sh run twice
+#   into one folder, which accumulates.
 # Skipped (77) when /usr/bin/python3 (or $PC_PYTHON) cannot import torch.
 set -uo pipefail
 . "$(dirname "$0")/../harness.sh"
@@ -217,6 +218,19 @@ then
 else
     bad "loader:"; cat "$tmp/cases.out"
 fi
+
+# replay.sh's bad flags: one line, status 2, before any run (no root needed).
+for args in "--settings bogus|--settings: unknown setting 'bogus' (one of: ddp compute " \
+    "--rates 0|--rates: 0 is not positive" "--bogus|unknown argument '--bogus'"; do
+    # shellcheck disable=SC2086
+    msg=$("$PC_SRCDIR/scripts/bench/replay.sh" ${args%%|*} 2>&1)
+    rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && [[ $msg == "replay.sh: ${args#*|}"* ]]; then
+        ok "replay.sh ${args%%|*}: refused in one line (status 2)"
+    else
+        bad "replay.sh ${args%%|*}: status $rc: $msg"
+    fi
+done
 
 # scripts/bench/replay.sh (root: emulated nodes), twice into one --out: the tiny trace at 1
 # and 2.5 Gbit/s per node, then at 1 Gbit/s again. The folder accumulates: replay.txt holds
