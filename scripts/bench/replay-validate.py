@@ -297,17 +297,34 @@ def summary(rows, stat=st.median):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--iters", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--image-size", type=int, default=224)
-    ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto")
-    ap.add_argument("--real-runs", type=int, default=None)
-    ap.add_argument("--interleave", action="store_true")
-    ap.add_argument("--out", default=None)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="The whole method, the output and the exit status: this script's docstring "
+               "and doc/replay.md, \"Validation\".")
+    ap.add_argument("--model", default="resnet18",
+                    help="a torchvision model (default %(default)s)")
+    ap.add_argument("--batch", type=int, default=4, help="batch (default %(default)s)")
+    ap.add_argument("--iters", type=int, default=8,
+                    help="timed iterations of each run, or with --interleave of each kind "
+                         "(default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="iterations left out before them (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's threads, and OMP/OpenBLAS's (default %(default)s)")
+    ap.add_argument("--image-size", type=int, default=224,
+                    help="random SxS images (default %(default)s)")
+    ap.add_argument("--recorder", choices=["auto", "make-trace", "builtin"], default="auto",
+                    help="separate runs: make-trace.py record, this script's own, or the "
+                         "former where it exists (default %(default)s)")
+    ap.add_argument("--real-runs", type=int, default=None,
+                    help="separate runs: real runs compared with, their median (default 3)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="recorded and real iterations alternating in one process, compared "
+                         "with the real ones' means (what this machine's drift between runs "
+                         "leaves measurable)")
+    ap.add_argument("--out", default=None,
+                    help="the folder for trace.json, replay-times.json and validate.json "
+                         "(default results/replay-validate-DATE)")
     a = ap.parse_args()
     for flag, v, least in (("--batch", a.batch, 1), ("--iters", a.iters, 2),
                            ("--warmup", a.warmup, 1), ("--threads", a.threads, 1),
@@ -448,27 +465,39 @@ def main():
 
     def verdict(e):
         return "within" if e <= TARGET else "OVER"
-    print(f"iteration: real {', '.join(f'{1e3 * it:.1f}' for it in its)} ms (median "
-          f"{1e3 * real_iter:.1f}, spread {100 * res['real_runs_iter_spread']:.1f} %), replay "
-          f"{1e3 * rep_iter:.1f} ms: error {100 * it_err:.2f} % ({verdict(it_err)} "
-          f"{100 * TARGET:.0f} %; against each run "
-          f"{', '.join(f'{100 * (rep_iter - it) / it:+.2f} %' for it in its)})")
+    inter = recorder == "interleaved"
+    if inter:
+        print(f"iteration: real {1e3 * real_iter:.1f} ms (the mean of the real iterations), "
+              f"replay {1e3 * rep_iter:.1f} ms: error {100 * it_err:.2f} % ({verdict(it_err)} "
+              f"{100 * TARGET:.0f} %)")
+    else:
+        print(f"iteration: real {', '.join(f'{1e3 * it:.1f}' for it in its)} ms (median "
+              f"{1e3 * real_iter:.1f}, spread {100 * res['real_runs_iter_spread']:.1f} %), "
+              f"replay {1e3 * rep_iter:.1f} ms: error {100 * it_err:.2f} % ({verdict(it_err)} "
+              f"{100 * TARGET:.0f} %; against each run "
+              f"{', '.join(f'{100 * (rep_iter - it) / it:+.2f} %' for it in its)})")
     per = sorted(r["period"] for r in rows1)
-    print(f"the first real run's {len(per)} iterations: {1e3 * per[0]:.1f} to "
+    print(f"{'the real iterations' if inter else 'the first real run'} ({len(per)}"
+          f"{', each beside a recorded one' if inter else ''}): {1e3 * per[0]:.1f} to "
           f"{1e3 * per[-1]:.1f} ms, median {1e3 * st.median(per):.1f}, mean "
-          f"{1e3 * st.mean(per):.1f}"
-          + (" (each beside a recorded one)" if recorder == "interleaved" else ""))
+          f"{1e3 * st.mean(per):.1f}")
     print(f"gradient ready times ({len(errs)} tensors, matched {how}): error median "
           f"{100 * med:.2f} %, max {100 * worst:.2f} % ({wname}; {verdict(worst)} "
-          f"{100 * TARGET:.0f} %); the {len(runs)} real runs differ by up to {100 * noise[-1]:.2f} %")
+          f"{100 * TARGET:.0f} %)"
+          + ("" if inter else f"; the {len(runs)} real runs differ by up to {100 * noise[-1]:.2f} %"))
     print(f"the replay against the trace's own schedule (the emulator alone): iteration "
           f"{1e3 * rep_iter:.1f} ms against {1e3 * trace_sum:.1f} ms, error "
           f"{100 * sched_it:.2f} %; ready times error median "
           f"{100 * sched[len(sched) // 2]:.2f} %, max {100 * sched[-1]:.2f} %")
     ph = res["phases_ms"]
-    print("phases, the real iterations' against the trace's: " + "; ".join(
-        f"{k} {r:.1f} against {t:.1f} ms ({100 * (t - r) / r:+.1f} %)"
+    print("phases, the trace's against the real iterations': " + "; ".join(
+        f"{k} {t:.1f} against {r:.1f} ms ({100 * (t - r) / r:+.1f} %)"
         for k, r, t in zip(("forward", "backward", "step"), ph["real"], ph["trace"])))
+    met = it_err <= TARGET and worst <= TARGET
+    print(f"target ({100 * TARGET:.0f} %, the iteration and every gradient's ready time): "
+          + ("met" if met else "not met ("
+             + ", ".join(x for x, e in (("the iteration", it_err), ("the ready times", worst))
+                         if e > TARGET) + ")"))
     print(f"written: {out}/validate.json, {trace_path}")
     return 0
 

@@ -225,7 +225,8 @@ ok = (len(v["ready_errors"]) == 62 and all(fin(e) for e in v["ready_errors"].val
 print("ok" if ok else json.dumps(v)[:600])
 PY
 )
-        if [ "$out" = ok ] && grep -q -- "$want" "$d.out"; then
+        if [ "$out" = ok ] && grep -q -- "$want" "$d.out" &&
+            grep -qE '^target \(5 %, the iteration and every gradient.s ready time\): (met|not met \(.*\))$' "$d.out"; then
             ok "replay-validate.py $*: $what"
         else
             bad "replay-validate.py $*: validate.json, the trace or the report wrong: $out"
