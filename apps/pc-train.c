@@ -495,6 +495,11 @@ static void resolve_auto(const train_opts_t *o, pc_config_t *cfg, int rank)
 /* --model replay:PATH's run length when --iters is not given. */
 #define REPLAY_ITERS 50
 
+/* The flags that do nothing with --model replay:PATH: refused when given, left out of the
+ * printed configuration. Read-only. */
+static const char *const replay_idle[] = {
+    "data", "epochs", "batch", "dropout", "synthetic-samples", "save-model", "eval-model"};
+
 /* --model: the engine's model into o->model, or, for replay:PATH, the flags that would do
  * nothing refused, the trace loaded into o->trace (every rank alike: a bad trace fails the
  * same way everywhere) and --iters defaulted. PC_OK or PC_EUSAGE with the reason. */
@@ -512,14 +517,12 @@ static int resolve_model(train_opts_t *o, pc_config_t *cfg, char *err, size_t er
                                 o->model_spec);
         return PC_OK;
     }
-    static const char *const idle[] = {
-        "data", "epochs", "batch", "dropout", "synthetic-samples", "save-model", "eval-model"};
-    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++)
-        if (given(o, idle[i]))
+    for (size_t i = 0; i < sizeof(replay_idle) / sizeof(replay_idle[0]); i++)
+        if (given(o, replay_idle[i]))
             return pc_error_fmt(PC_EUSAGE, err, errlen,
                                 "--%s has no effect with --model replay:PATH (the trace gives "
                                 "the layers and the batch, --iters the length); drop it",
-                                idle[i]);
+                                replay_idle[i]);
     if (cfg->device != PC_DEVICE_CPU)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
                             "--device %s: --model replay:PATH replays the GPU; its gradients "
@@ -839,16 +842,48 @@ static void report_end(const run_t *r, pc_runtime_t *rt)
 
 /* --model replay:PATH in the configuration rank 0 prints: what is replayed and what is
  * real (every figure of such a run is labelled by this line). */
+/* Rank 0's effective configuration: every flag of GROUPS, but with a replay those of
+ * replay_idle, which do nothing then (said in one line). Writes stdout; main thread. */
+static void print_config(const pc_flags_group_t *groups, size_t ngroups, bool replay)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = replay ? open_memstream(&buf, &len) : NULL;
+    if (!mem) { /* no replay, or no memory for the filter: every flag */
+        pc_flags_print(groups, ngroups, "  ", stdout);
+        return;
+    }
+    pc_flags_print(groups, ngroups, "  ", mem);
+    fclose(mem);
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char name[64] = "";
+        sscanf(line, " %63s", name);
+        bool idle = false;
+        for (size_t i = 0; i < sizeof(replay_idle) / sizeof(replay_idle[0]); i++)
+            idle = idle || strcmp(name, replay_idle[i]) == 0;
+        if (!idle)
+            printf("%s\n", line);
+    }
+    free(buf);
+    printf("  (with a replay, --data, --epochs, --batch, --dropout, --synthetic-samples, "
+           "--save-model and --eval-model do not apply: the trace gives the layers and the "
+           "batch, --iters the length)\n");
+}
+
 static void print_replay_config(const train_opts_t *o, const pc_config_t *cfg)
 {
     const pc_trace_t *t = o->trace;
     int nt = 0;
     for (int l = 0; l < pc_trace_nlayers(t); l++)
         nt += pc_trace_nparams(t, l);
-    printf("replay: GPU compute replayed from %s (%s, %s, batch %d, %s); network, compression "
-           "and servers real\n",
+    printf("replay: GPU compute replayed from %s (%s, %s, batch %d, %s); %s real\n",
            o->model_spec + strlen(REPLAY_PREFIX), pc_trace_model(t), pc_trace_device(t),
-           pc_trace_batch(t), pc_trace_precision(t));
+           pc_trace_batch(t), pc_trace_precision(t),
+           cfg->mode == PC_MODE_ALLREDUCE ? "network and the allreduce"
+                                          : "network, compression and servers");
     printf("replay: %d layers, %d tensors, %zu parameters; compute %.3f ms per iteration x "
            "dilation %g = %.3f ms; host copies at %g GB/s",
            pc_trace_nlayers(t), nt, pc_trace_total_params(t), pc_trace_compute_ms(t), cfg->dilate,
@@ -1056,7 +1091,7 @@ int main(int argc, char **argv)
     pc_log_create(stderr, rank, (pc_log_level_t)cfg.log_level, &log);
     if (rank == 0) {
         printf("pc-train %s: %d ranks; effective configuration:\n", PACKAGE_VERSION, size);
-        pc_flags_print(groups, 2, "  ", stdout);
+        print_config(groups, 2, o.trace != NULL);
         if (o.trace)
             print_replay_config(&o, &cfg);
         fflush(stdout);

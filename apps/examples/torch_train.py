@@ -1125,8 +1125,8 @@ def replay_through_binding(args, rest, trace, K):
     # (K x the trace's); --mode ps: the servers step, for real
     step_s, step_how = tr.optimizer_seconds(trace, model.nelem)
     pc.attach(model, device_step=step_s * K if allreduce else None)
-    what = (f"network, compression and servers real; gradients copied to the host at "
-            f"{gbps:g} GB/s (modelled)")
+    what = (f"{'network and the allreduce' if allreduce else 'network, compression and servers'}"
+            f" real; gradients copied to the host at {gbps:g} GB/s (modelled)")
     if allreduce:
         what += "; --mode allreduce: the optimizer step held as device time, " + step_how
     return model, rank, W, total, what, allreduce

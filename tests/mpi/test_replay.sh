@@ -2,11 +2,13 @@
 # pc-train --model replay:PATH (doc/replay.md) on the CI trace tests/data/replay-tiny.json
 # (5 layers, 284362 parameters, 7.7 ms), seconds in all:
 #  - 2 workers and a server, pipelined and inline: the run completes, says what is replayed
-#    and what is real, sends gradients, and reports the replayed iteration against the trace;
+#    and what is real, leaves the flags a replay ignores out of its configuration, sends
+#    gradients, and reports the replayed iteration against the trace;
 #  - the same seed ends with bitwise the same checkpoint pipelined and inline (the server's
 #    parameters, the workers' codec state: the gradients are deterministic views, the same
 #    seed, rank and iteration giving the same values);
-#  - --mode allreduce on 2 workers: the optimizer step held on the device, the trace's
+#  - --mode allreduce on 2 workers (labelled "network and the allreduce real"): the
+#    optimizer step held on the device, the trace's
 #    optimizer_ms, or, without one, the documented rule;
 #  - every malformed trace refused by pc-train with its one line and exit status 2, and the
 #    flags that would do nothing with a replay (--epochs, --data, ...) likewise;
@@ -30,6 +32,8 @@ for pipe in on off; do
         grep -q '^replay: 5 layers, 8 tensors, 284362 parameters; compute 7.700 ms' "$tmp/$pipe.log" &&
         grep -q '^done: 8 iterations' "$tmp/$pipe.log" &&
         grep -q '^replay: iteration [0-9.]* ms (median of 7; .*ratio [0-9.]*$' "$tmp/$pipe.log" &&
+        grep -q '^  (with a replay, --data, --epochs, --batch, .* do not apply' "$tmp/$pipe.log" &&
+        ! grep -qE '^  (data|epochs|batch|dropout) +=' "$tmp/$pipe.log" &&
         awk -v k="$kb" 'BEGIN { exit !(k > 0) }'; then
         ok "--pipeline $pipe: 8 replayed iterations, $kb KB/iter sent; $(grep -o 'ratio [0-9.]*' "$tmp/$pipe.log")"
     else
@@ -51,7 +55,8 @@ for t in "$tiny:the trace's:0.500" "$tmp/noopt.json:the rule:0.004"; do
     IFS=: read -r f how ms <<<"$t"
     if "$run" -t 120 -np 2 "$train" --model "replay:$f" --mode allreduce --iters 6 \
         >"$tmp/ar.log" 2>&1 && grep -q '^done: 6 iterations' "$tmp/ar.log" &&
-        grep -q "device step $ms ms per iteration ($how)" "$tmp/ar.log"; then
+        grep -q "device step $ms ms per iteration ($how)" "$tmp/ar.log" &&
+        grep -q '^replay: GPU compute replayed from .*; network and the allreduce real$' "$tmp/ar.log"; then
         ok "--mode allreduce: device step $ms ms ($how)"
     else
         bad "--mode allreduce with $f"; grep -v '^  ' "$tmp/ar.log" | tail -5

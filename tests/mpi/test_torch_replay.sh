@@ -40,7 +40,7 @@ fi
 # (pc.attach(device_step=...)), not run on this CPU.
 if "$run" -t 120 -np 2 "$py" "$example" --arch "replay:$trace" --mode allreduce \
     --iters 6 --warmup 2 >"$tmp/ar.out" 2>&1 &&
-    grep -q '; --mode allreduce: the optimizer step held as device time, ' "$tmp/ar.out" &&
+    grep -q '; network and the allreduce real; .*; --mode allreduce: the optimizer step held as device time, ' "$tmp/ar.out" &&
     grep -qE '^replay: iteration [0-9.]+ ms \(mean of 4\), trace sum x 1: [0-9.]+ ms, ratio [0-9.]+; ' "$tmp/ar.out"; then
     ok "binding, allreduce, 2 ranks, the step held: $(grep '^replay: iteration' "$tmp/ar.out")"
 else
