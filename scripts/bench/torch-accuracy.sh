@@ -66,7 +66,7 @@
 #                                   [--settings "ddp ps-topk ..."] [--threads N]
 #                                   [--data DIR|synthetic] [--speed SUMMARY.json]
 #                                   [--timeout SECONDS] [--out DIR]
-#                                   [--study adam|adadelta] [--freeze-after N]
+#                                   [--study adam|adadelta] [--freeze-after N] [--seed S]
 #
 # --arch: the example's (default vit). --epochs: default 2. --train-samples: train on the
 # training set's first N samples (the example's flag: shorter epochs for the models that
@@ -80,6 +80,8 @@
 # its warm-ups' W (default a fifth of the run's iterations).
 # --study adadelta: that table instead (default DIR results/torch-adadelta-study-accuracy-
 # ARCH-DATE); --freeze-after N: ps-topk-warm's W.
+# --seed S: every run's seed (default 1: the runs committed so far); a close call between
+# two settings is a matter of more seeds, each a run of every setting compared.
 # The library: $PIPECOMPRESS_LIB when set (nothing is built), else build/ (built here).
 # Writes DIR/runs/SETTING.log (each run's whole output, its command on the first line) and
 # SETTING.meta.json, DIR/accuracy.txt (printed) and accuracy.json, and with --speed the
@@ -161,6 +163,7 @@ limit=86400
 out=""
 study=""
 freeze=""
+seed=1
 settings_given=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -175,6 +178,7 @@ while [ $# -gt 0 ]; do
     --out) pc_need "$1" "${2:-}"; out=$2; shift ;;
     --study) pc_need "$1" "${2:-}"; study=$2; shift ;;
     --freeze-after) pc_need "$1" "${2:-}"; freeze=$2; shift ;;
+    --seed) pc_need "$1" "${2:-}"; seed=$2; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
     esac
@@ -196,6 +200,7 @@ for s in $settings; do
 done
 [ -n "${settings// /}" ] || usage_error "--settings: none"
 count --epochs "$epochs" 1
+count --seed "$seed" 0
 count --threads "$threads" 1
 count --timeout "$limit" 1
 [ -z "$samples" ] || count --train-samples "$samples" 1
@@ -220,7 +225,7 @@ for s in $settings; do rm -f "$runs/$s.log" "$runs/$s.meta.json"; done
 port=$((29800 + $$ % 3000 * 4))
 failures=0
 commit=$(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
-pc_say "$arch, $epochs epoch(s)${samples:+ of the first $samples training samples}, 2 workers x batch 32, seed 1; runs in $runs"
+pc_say "$arch, $epochs epoch(s)${samples:+ of the first $samples training samples}, 2 workers x batch 32, seed $seed; runs in $runs"
 # One epoch's iterations (2 workers x batch 32) for @EPOCH@: the training set's 60 000
 # images, or the example's 20 000 synthetic ones, or --train-samples.
 epoch_iters=$(( ${samples:-$([ "$data" = synthetic ] && echo 20000 || echo 60000)} / 64 ))
@@ -235,7 +240,7 @@ for s in $settings; do
     flags=${flags//@WARM@/$(( epoch_iters * epochs / 20 > 0 ? epoch_iters * epochs / 20 : 1 ))}
     # shellcheck disable=SC2206 # the table's words
     cmd=("$py" "$example" --arch "$arch" --data "$data" --epochs "$epochs" --threads "$threads"
-         --batch 32 --seed 1 --eval epoch ${samples:+--train-samples "$samples"} $flags)
+         --batch 32 --seed "$seed" --eval epoch ${samples:+--train-samples "$samples"} $flags)
     if [[ $(field "$s" 4) == *"--backend ddp"* ]]; then # a new rendezvous port per run
         cmd+=(--ddp-port "$port")
         port=$((port + 1))
@@ -257,9 +262,9 @@ for s in $settings; do
     else
         printf '%6d s %s %%\n' $(( (t1 - t0) / 1000000000 )) "$acc"
     fi
-    "$py" -c 'import json,sys; a=sys.argv; json.dump({"setting": a[1], "label": a[2], "np": int(a[3]), "arch": a[4], "epochs": int(a[5]), "train_samples": int(a[6]) if a[6] else None, "threads": int(a[7]), "wall_s": int(a[8]) / 1e9, "failed": a[9] or None, "commit": a[10], "command": a[11]}, open(a[12], "w"), indent=1)' \
+    "$py" -c 'import json,sys; a=sys.argv; json.dump({"setting": a[1], "label": a[2], "np": int(a[3]), "arch": a[4], "epochs": int(a[5]), "train_samples": int(a[6]) if a[6] else None, "threads": int(a[7]), "wall_s": int(a[8]) / 1e9, "failed": a[9] or None, "commit": a[10], "command": a[11], "seed": int(a[13])}, open(a[12], "w"), indent=1)' \
         "$s" "$(field "$s" 3)" "$np" "$arch" "$epochs" "$samples" "$threads" $((t1 - t0)) \
-        "$failed" "$commit" "$line" "$runs/$s.meta.json"
+        "$failed" "$commit" "$line" "$runs/$s.meta.json" "$seed"
 done
 report=0
 "$py" "$PC_TOP/scripts/bench/torch_accuracy_report.py" "$runs" "$out" ${speed:+--speed "$speed"} || report=$?

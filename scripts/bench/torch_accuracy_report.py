@@ -175,14 +175,19 @@ def main():
     pairs.sort(key=lambda p: (ORDER.index(p[1]["setting"]) if p[1]["setting"] in ORDER
                               else len(ORDER), p[1]["setting"]))
     meta0 = pairs[0][0]
+    seeds = sorted({m.get("seed", 1) for m, _ in pairs})  # runs before the seed was kept: 1
+    if len(seeds) > 1:
+        fail("%s: runs of seeds %s in one folder: one seed a folder (compare folders)" % (
+            runs_dir, ", ".join(map(str, seeds))))
     runs = [r for _, r in pairs]
     ddp = next((r["final"] for r in runs if r["setting"] == "ddp"), None)
     epochs = max(len(r["epochs"]) for r in runs)
     subset = meta0.get("train_samples")
-    head = ("torch %s, %d epoch(s)%s, 2 workers x batch 32, seed 1; test accuracy (%%) on the "
+    head = ("torch %s, %d epoch(s)%s, 2 workers x batch 32, seed %d; test accuracy (%%) on the "
             "10 000 test images after each epoch; vs DDP: the final accuracy's difference to "
             "DDP fp32's, in points" % (meta0["arch"], meta0["epochs"],
-                                      " of the first %d training samples" % subset if subset else ""))
+                                      " of the first %d training samples" % subset if subset else "",
+                                      seeds[0]))
     # The "what" column as wide as its longest label (26 at least).
     row = "%%-15s %%-%ds %%s %%7s %%8s %%8s  %%s" % max([26] + [len(r["label"]) for r in runs])
     lines = [head, "", row % (

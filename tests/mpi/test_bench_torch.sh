@@ -268,12 +268,14 @@ fi
 # (its networks, 2 workers).
 acc="$PC_SRCDIR/scripts/bench/torch-accuracy.sh"
 "$acc" --arch cnn --epochs 1 --train-samples 256 --data synthetic --settings "ddp ps-topk ps-dgc-warm ddp-psgd4 ps-psgd4" \
-    --speed "$tmp/b/summary.json" --timeout 300 --out "$tmp/a" >"$tmp/a.out" 2>&1
+    --speed "$tmp/b/summary.json" --timeout 300 --seed 3 --out "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 if [ "$rc" = 0 ] &&
     grep -qE '^ddp +DDP fp32 +[0-9.]+ +[0-9.]+ +\+0\.00 ' "$tmp/a/accuracy.txt" &&
     grep -qE '^ps-topk +ps, topk 1%, pipelined +[0-9.]+ +[0-9.]+ +[+-][0-9.]+ ' "$tmp/a/accuracy.txt" &&
     grep -q '^shm, 2 workers: minutes to each epoch' "$tmp/a/accuracy.txt" &&
+    grep -q '^torch cnn, 1 epoch(s) of the first 256 training samples, 2 workers x batch 32, seed 3;' "$tmp/a/accuracy.txt" &&
+    grep -q -- ' --seed 3 ' <<<"$(head -n 1 "$tmp/a/runs/ps-topk.log")" &&
     grep -q -- '--compress dgc:ratio=0.001,warmup=4 ' <<<"$(head -n 1 "$tmp/a/runs/ps-dgc-warm.log")" &&
     grep -q -- '--ddp-hook powersgd --powersgd-rank 4' <<<"$(head -n 1 "$tmp/a/runs/ddp-psgd4.log")" &&
     grep -q -- '--compress powersgd:rank=4,warmup=10 ' <<<"$(head -n 1 "$tmp/a/runs/ps-psgd4.log")" &&
@@ -340,6 +342,16 @@ if /usr/bin/python3 "$ddp_report" "$tmp/b/runs" "$tmp/r/ddp" >/dev/null &&
 else
     bad "torch_ddp_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
 fi
+# Runs of two seeds in one folder: refused, one line (a table would mix them).
+cp -r "$tmp/a/runs" "$tmp/mix"
+sed -i 's/"seed": 3/"seed": 4/' "$tmp/mix/ddp.meta.json"
+msg=$(/usr/bin/python3 "$report" "$tmp/mix" "$tmp/mixout" 2>&1)
+rc=$?
+if [ "$rc" != 0 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q 'runs of seeds 3, 4 in one folder' <<<"$msg"; then
+    ok "torch_accuracy_report.py: two seeds in one folder refused: $msg"
+else
+    bad "torch_accuracy_report.py on two seeds: status $rc, got: $msg"
+fi
 msg=$(/usr/bin/python3 "$report" "$tmp/a/runs" /proc/no-such/dir 2>&1)
 rc=$?
 if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q '^torch_accuracy_report.py: /proc/no-such/dir: ' <<<"$msg"; then
@@ -352,6 +364,7 @@ fi
 echo '{"arch": "cnn", "nets": [{"net": "shm", "workers": 4, "settings": []}]}' >"$tmp/w4.json"
 for args in "--arch resnet|--arch: 'resnet' is not one of" "--settings ddp-bogus|--settings: unknown setting 'ddp-bogus'" \
     "--epochs 0|--epochs: 0 is below 1" "--speed /nonexistent|--speed: no file /nonexistent" \
+    "--seed x|--seed: 'x' is not a number" \
     "--data /nonexistent|--data: no directory /nonexistent" \
     "--study sgd|--study: 'sgd' is not adam or adadelta" \
     "--study adadelta --settings topk-lazy|--settings: unknown setting 'topk-lazy' (ddp ps-topk ps-none ps-topk-warm)" \
