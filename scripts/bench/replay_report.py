@@ -257,6 +257,7 @@ def charts(out, cells):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
     except ImportError:
         print("replay_report.py: no matplotlib: no charts", file=sys.stderr)
         return
@@ -282,6 +283,16 @@ def charts(out, cells):
                         else None, markersize=30, label="limit (compute only)")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            # the measured rates as plain ticks (a log axis would write 3x10^0 between them)
+            rates = sorted({c["rate_gbps"] for c in wc})
+            ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(rates))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter(["%g" % r for r in rates]))
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            # ms as plain numbers, at 1, 2 and 5 of each decade
+            plain = matplotlib.ticker.FuncFormatter(
+                lambda v, _: "%g" % v if ("%.0e" % v)[0] in "125" else "")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
             ax.set_xlabel("per-node link, Gbit/s")
             ax.set_ylabel("iteration, ms (emulated)")
             ax.set_title("%s, %d workers" % (model, w))
