@@ -6,8 +6,20 @@
 # progress and the test accuracy after every epoch. Extra arguments go to pc-train, e.g.
 #   scripts/demo.sh --model cnn --epochs 5
 # Its metrics, timeline, charts and model go to results/ (PC_RESULTS=DIR: there instead).
+# -h or --help: this text, then pc-train's flags when it is built; nothing installed or built.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+case ${1:-} in
+-h|--help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    if [ -x "$PC_TOP/build/apps/pc-train" ]; then
+        echo
+        "$PC_TOP/build/apps/pc-train" --help
+    else
+        echo "(pc-train's flags: scripts/demo.sh builds it, then scripts/demo.sh --help lists them)"
+    fi
+    exit 0 ;;
+esac
 pc_setup
 # A build/ configured already (by scripts/check.sh, say) is kept as it is. A fresh one builds
 # the CUDA kernels only where a GPU is visible: nvcc takes minutes for kernels the demo, which

@@ -191,5 +191,19 @@ if [ $only_sbatch = 0 ]; then
     fi
 fi
 
+# README's first command, asked for help: its own text and pc-train's flags, with nothing
+# installed, built or run (a --help that built the tree and trained surprised a new user).
+if [ $only_sbatch = 0 ]; then
+    before=$(stat -c %Y "$build/apps/pc-train" 2>/dev/null)
+    if timeout 30 "$src/scripts/demo.sh" --help >"$tmp/demo-help" 2>&1 &&
+        grep -q '^scripts/demo.sh: install what is missing, build' "$tmp/demo-help" &&
+        grep -q '^usage: mpirun -np N pc-train' "$tmp/demo-help" &&
+        ! grep -q '^== ' "$tmp/demo-help" && [ "$(stat -c %Y "$build/apps/pc-train" 2>/dev/null)" = "$before" ]; then
+        ok "scripts/demo.sh --help: its text and pc-train's flags, nothing built or run"
+    else
+        bad "scripts/demo.sh --help:"; head -n 5 "$tmp/demo-help"
+    fi
+fi
+
 echo "test_docs.sh: $ran documented commands run, $deferred deferred to other tests"
 pc_done
