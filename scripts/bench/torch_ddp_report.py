@@ -120,7 +120,8 @@ def main():
     lines = ["torch %s, workers %s x batch %d, %d iterations (%d warm-up left out of the "
              "rate), %d torch thread(s) per rank, %d round(s) per network; samples/s: the "
              "median over the rounds; iter: workers x batch / rate; x DDP, x best peer: the "
-             "rate's ratio to DDP fp32's and to the fastest DDP variant's in the same cell; "
+             "rate's ratio to DDP fp32's and to the fastest DDP variant's in the same cell "
+             "(the compute-only run, one process: their iteration's ratio to its own); "
              "x compute: the iteration's ratio to the compute-only run's"
              % (first["arch"], ",".join(map(str, summary["workers"])), first["batch"],
                 first["iters"], first["warmup"], first["threads"], summary["rounds"])]
@@ -142,14 +143,25 @@ def main():
         ok = [r[key] for r in cell["runs"] if r.get(key) is not None]
         return st.median(ok) if ok else None
 
+    def iteration(name, cell, rate, w):
+        """(the workers that trained, the iteration in s or None): workers x batch / rate,
+        one worker for the compute-only run."""
+        ran = sorted({r["workers"] for r in cell["runs"] if r.get("workers")})
+        par = 1 if name == "compute" else (ran[0] if len(ran) == 1 else w)
+        return par, (par * cell["meta"]["batch"] / rate if rate else None)
+
     for (_, net, w), settings in sorted(cells.items()):
         rates = {name: median_rate(c) for (_, name), c in settings.items()}
+        iters = {name: iteration(name, c, rates[name], w)[1] for (_, name), c in settings.items()}
         ddp_rate = rates.get("ddp")
         bests = {name: median_rate(c, "best_samples_per_s") for (_, name), c in settings.items()}
         # the peers at their best case where the run gave one (a replay), else as measured
         peers = {k: bests[k] or v for k, v in rates.items()
                  if k.startswith("ddp") and v is not None}
         best_peer = max(peers, key=peers.get) if peers else None
+        # the best peer's iteration at its best case where it has one
+        best_it = (iteration(best_peer, settings[next(k for k in settings if k[1] == best_peer)],
+                             peers[best_peer], w)[1] if best_peer else None)
         compute_iter = (first["batch"] / rates["compute"]) if rates.get("compute") else None
         entry = {"net": net, "workers": w, "description": NETS.get(net, net),
                  "best_peer": best_peer, "compute_iter_s": compute_iter, "settings": []}
@@ -165,11 +177,15 @@ def main():
             bad = [r for r in runs if r["samples_per_s"] is None]
             failed_runs += len(bad)
             rate = rates[setting]
-            ratio = rate / ddp_rate if rate is not None and ddp_rate else None
-            vs_best = rate / peers[best_peer] if rate is not None and best_peer else None
-            ran = sorted({r["workers"] for r in runs if r.get("workers")})
-            par = 1 if setting == "compute" else (ran[0] if len(ran) == 1 else w)
-            it = par * meta["batch"] / rate if rate else None
+            par, it = iteration(setting, cell, rate, w)
+            if setting == "compute":
+                # by iteration: the compute-only run is one process, whose rate is one
+                # worker's (against DDP's w workers' it read as a slowdown)
+                ratio = iters.get("ddp") / it if it and iters.get("ddp") else None
+                vs_best = best_it / it if it and best_it else None
+            else:  # by rate: auto's allreduce trains with one worker more
+                ratio = rate / ddp_rate if rate is not None and ddp_rate else None
+                vs_best = rate / peers[best_peer] if rate is not None and best_peer else None
             vs_compute = it / compute_iter if it is not None and compute_iter else None
             choices = sorted({r["auto_choice"] for r in runs if r.get("auto_choice")})
             entry["settings"].append({
