@@ -8,7 +8,9 @@
 # cpu, save bitwise the same model); measure GPU training's targets (our cnn engine against
 # PyTorch's on this GPU; e2e.sh's wide at batch 256 with --compress-on gpu and cpu); record
 # replay traces of ResNet-50, VGG-16 and BERT-base with AMP (scripts/bench/make-trace.py
-# record, CUDA events: the measured counterparts of traces/); then the codecs' benchmark
+# record, CUDA events: the measured counterparts of traces/); validate the replay against
+# a real GPU run (scripts/bench/replay-validate.py --interleave --device cuda, doc/replay.md's
+# (c)); then the codecs' benchmark
 # (pc-bench compress --device cuda, with torch.topk beside it where
 # PyTorch sees the GPU) with what is left of the budget, and write into one folder ($OUT
 # when set, as the device tool does; else build-gpu/out):
@@ -17,6 +19,7 @@
 #   train/, e2e-gpu/, e2e-cpu/   the training runs' metrics, models and logs
 #   traces/             the recorded traces (resnet50-, vgg16-, bert-base-GPU-amp.json);
 #                       traces.txt  one line per model: recorded (iteration time) or not
+#   validate-c.txt, validate-c/   the replay's validation (c) on this GPU (ResNet-50)
 #   compress-cuda.json  pc-bench's results (compress-cuda.txt its table);
 #   torch-topk.json     torch.topk's
 #   gpu-check.log       everything printed;  tests.log  the test programs' own logs
@@ -159,6 +162,8 @@ write_summary() {
         [ -s "$out/train.txt" ] && sed 's/^/training: /' "$out/train.txt"
         [ -s "$out/train-targets.txt" ] && { echo; echo "GPU training targets:"; cat "$out/train-targets.txt"; }
         [ -s "$out/traces.txt" ] && { echo; echo "Replay traces recorded:"; cat "$out/traces.txt"; }
+        [ -s "$out/validate-c.txt" ] && { echo; echo "Replay validation (c), this GPU (ResNet-50):"
+            grep -E '^(iteration|gradient ready|phases|target|replay-validate.py:)' "$out/validate-c.txt"; }
         echo "$verdicts" | grep -v '^PASS' | sed 's/^/  /'
         grep -h '^skipped:' "$out/tests.log" 2>/dev/null | sed 's/^/  /'
         echo
@@ -274,6 +279,19 @@ for spec in resnet50:256:224 vgg16:256:224 bert-base:32:384; do
         rm -f "$file"
     fi
 done
+write_summary "(benchmark not run yet)"
+
+# ---- validation (c) of the replay ------------------------------------------------------------
+# doc/replay.md, "Validation": ResNet-50 (fp32, batch 64) on this GPU, recorded and real
+# iterations interleaved in one process (CUDA events), the trace replayed (sleeps, on the
+# CPU), against the real GPU iterations: target 5 %. A measurement: reported, never a
+# failure of the check.
+say "validation (c): replay-validate.py --interleave --device cuda --model resnet50 --batch 64"
+env -u LD_LIBRARY_PATH timeout "$(limit 90)" python3 "$PC_TOP/scripts/bench/replay-validate.py" --interleave \
+    --device cuda --model resnet50 --batch 64 --image-size 224 --iters 40 --warmup 5 \
+    --out "$out/validate-c" >"$out/validate-c.txt" 2>&1 ||
+    echo "replay-validate.py: failed or stopped (status $?; gpu-check.log has its output)" >>"$out/validate-c.txt"
+cat "$out/validate-c.txt" >>"$log"
 write_summary "(benchmark not run yet)"
 
 # ---- benchmark ---------------------------------------------------------------------------

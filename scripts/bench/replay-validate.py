@@ -63,7 +63,7 @@ import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
-PY = "/usr/bin/python3"  # Debian's, with Debian's torch
+PY = sys.executable  # the recorder and the replay run under the interpreter that runs this
 TARGET = 0.05
 
 
@@ -90,15 +90,17 @@ class Instrument:
     """Forward hooks on every leaf module (its end time per call) and the gradient
     accumulators' hooks (each parameter's ready time), for one model."""
 
-    def __init__(self, model):
-        import time as _t
-        self.t = _t.perf_counter
+    def __init__(self, model, stamp=time.perf_counter, calls=True):
+        """STAMP: the clock (make-trace.py's Clock.stamp on a GPU: CUDA events); CALLS:
+        False leaves the forward hooks out (only the ready times are kept)."""
+        self.t = stamp
         self.params = []  # (name "module.j", parameter, module name)
         self.calls = []  # this iteration's (module name, end time) in call order
         self.ready = {}
         self.accs = []
         for mname, m in leaf_modules(model):
-            m.register_forward_hook(self._fwd(mname))
+            if calls:
+                m.register_forward_hook(self._fwd(mname))
             for j, p in enumerate(m.parameters(recurse=False)):
                 if p.requires_grad:
                     self.params.append((f"{mname}.{j}", p, mname))
@@ -170,30 +172,46 @@ def load_maker():
     return mod
 
 
-def interleaved(model_name, batch, iters, warmup, size, trace_path, seed=1):
+def interleaved(model_name, batch, iters, warmup, size, trace_path, device="cpu", seed=1):
     """--interleave: recorded and real iterations alternating in one process, on one model
     (recorded first in even rounds, real first in odd ones), so that both see the machine
     at the same speed. A recorded iteration is make-trace.py record's (its Recorder's
-    phases open, its split of the phases); a real one runs as real_run's (the recorder's
-    hooks present but idle: a call each that returns). Writes the trace (make-trace.py's means and format)
-    to TRACE_PATH; returns (the real iterations' rows as real_run's, instrument, trace)."""
+    phases open, its split of the phases); a real one runs as real_run's, the ready times
+    from the gradient accumulators' hooks (the recorder's hooks present but idle: a call
+    each that returns). DEVICE cuda: the model on the GPU, every time a CUDA event (in
+    stream order; make-trace.py's Clock), the device synchronised between iterations.
+    Writes the trace (make-trace.py's means and format) to TRACE_PATH; returns (the real
+    iterations' rows, times relative to the forward's start, instrument, trace)."""
     import torch
     import torch.nn.functional as F
 
     mt = load_maker()
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        fail("--device cuda: torch sees no CUDA device", 2)
+    dev = torch.device(device)
     torch.manual_seed(seed)
-    model = build(model_name).train()
-    x = torch.randn(batch, 3, size, size)
-    y = torch.randint(0, 1000, (batch,))
+    model = build(model_name).train().to(dev)
+    x = torch.randn(batch, 3, size, size).to(dev)
+    y = torch.randint(0, 1000, (batch,)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    clock = mt.Clock(torch, False)
+    clock = mt.Clock(torch, cuda)
     rec = mt.Recorder(model, clock)
-    ins = Instrument(model)
+    ins = Instrument(model, clock.stamp, calls=False)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def s(t0, t1):  # seconds between two stamps (synchronised: events complete)
+        return clock.ms(t0, t1) / 1e3
+
     fwd, bwd, step, rows, recorded = {}, {}, [], [], []
     for it in range(warmup + iters):
         timed = it >= warmup
         for kind in (("rec", "real") if it % 2 == 0 else ("real", "rec")):
-            t_a = time.perf_counter()
+            sync()
+            t_a = clock.stamp()
             opt.zero_grad(set_to_none=True)
             if kind == "rec":
                 if timed:
@@ -207,31 +225,35 @@ def interleaved(model_name, batch, iters, warmup, size, trace_path, seed=1):
                 s0 = clock.stamp()
                 opt.step()
                 s1 = clock.stamp()
+                sync()
                 if timed:
                     mt.split(clock, fmarks, fwd)
                     mt.split(clock, bmarks, bwd)
                     step.append(clock.ms(s0, s1))
-                    recorded.append(s1 - t_a)
+                    recorded.append(s(t_a, s1))
                 continue
             ins.start()
-            t0 = time.perf_counter()
+            t0 = clock.stamp()
             loss = F.cross_entropy(model(x), y)
-            t_fwd = time.perf_counter()
+            t_fwd = clock.stamp()
             loss.backward()
-            t_bwd = time.perf_counter()
+            t_bwd = clock.stamp()
             opt.step()
-            t_end = time.perf_counter()
+            t_end = clock.stamp()
+            sync()
             if timed:
-                rows.append({"t0": t0, "t_fwd": t_fwd, "t_bwd": t_bwd, "t_end": t_end,
-                             "period": t_end - t_a, "calls": [],
-                             "ready": {k: v - t0 for k, v in ins.ready.items()}})
+                rows.append({"t0": 0.0, "t_fwd": s(t0, t_fwd), "t_bwd": s(t0, t_bwd),
+                             "t_end": s(t0, t_end), "period": s(t_a, t_end), "calls": [],
+                             "ready": {k: s(t0, v) for k, v in ins.ready.items()}})
     mods = dict(mt.leaves(model))
     layers = [(name, [list(p.shape) for p in mt.own_params(mods[name])],
                fwd.get(name, 0.0) / iters, bwd.get(name, 0.0) / iters) for name in rec.order]
-    trace = {"model": model_name, "device": "cpu", "batch": batch, "precision": "fp32",
+    trace = {"model": model_name, "device": mt.device_name(torch, cuda), "batch": batch,
+             "precision": "fp32",
              "source": f"recorded by scripts/bench/replay-validate.py --interleave with "
                        f"make-trace.py's recorder, {iters} recorded iterations after {warmup} "
-                       f"alternating with as many real ones in one process; means",
+                       f"alternating with as many real ones in one process"
+                       f"{' (CUDA events)' if cuda else ''}; means",
              "optimizer_ms": sum(step) / iters, "layers": layers}
     mt.write(mt.render(trace), trace_path)
     for r, t in zip(rows, recorded):
@@ -322,6 +344,9 @@ def main():
                     help="recorded and real iterations alternating in one process, compared "
                          "with the real ones' means (what this machine's drift between runs "
                          "leaves measurable)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="with --interleave: where the model runs (cuda: validation (c), "
+                         "times by CUDA events; default %(default)s)")
     ap.add_argument("--out", default=None,
                     help="the folder for trace.json, replay-times.json and validate.json "
                          "(default results/replay-validate-DATE)")
@@ -345,7 +370,6 @@ def main():
              "python3-torchvision)", 2)
     torch.set_num_threads(a.threads)
     out = a.out or os.path.join(TOP, "results", "replay-validate-" + time.strftime("%Y-%m-%d"))
-    os.makedirs(out, exist_ok=True)
     maker = os.path.join(HERE, "make-trace.py")
     recorder = a.recorder
     real_runs = 3 if a.real_runs is None else a.real_runs
@@ -357,10 +381,16 @@ def main():
             fail("--interleave compares with the real iterations between the recorded ones: "
                  "not with --real-runs", 2)
         recorder, real_runs = "interleaved", 1
+    elif a.device != "cpu":
+        fail(f"--device {a.device}: only with --interleave (the separate runs are this "
+             "CPU's)", 2)
     elif recorder == "auto":
         recorder = "make-trace" if os.path.exists(maker) else "builtin"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: torch sees no CUDA device", 2)
     if recorder == "make-trace" and not os.path.exists(maker):
         fail(f"--recorder make-trace: no {maker}", 2)
+    os.makedirs(out, exist_ok=True)  # after every refusal: a refused run leaves nothing
     trace_path = os.path.join(out, "trace.json")
     env = dict(os.environ)
     print(f"replay-validate: {a.model}, batch {a.batch}, image {a.image_size}, {a.iters} "
@@ -368,7 +398,7 @@ def main():
           f"{a.warmup}, {a.threads} torch thread(s); recorder: {recorder}", flush=True)
     if recorder == "interleaved":
         rows1, ins, trace = interleaved(a.model, a.batch, a.iters, a.warmup, a.image_size,
-                                        trace_path)
+                                        trace_path, a.device)
     else:
         rows1, ins = real_run(a.model, a.batch, a.iters, a.warmup, a.image_size)
     if recorder == "make-trace":

@@ -196,8 +196,8 @@ fi
 # iteration per run, a ready-time error per parameter tensor (62) and the emulator's own
 # error; no figure is judged (the 5 % target is a measurement, not a test). --interleave
 # (recorded and real iterations alternating in one process) the same, with its trace;
-# --real-runs 1, and --interleave with --real-runs or --recorder builtin, are refused in
-# one line.
+# --real-runs 1, --interleave with --real-runs or --recorder builtin, --device cuda without
+# --interleave or (here) without a GPU, are refused in one line.
 rv=$PC_SRCDIR/scripts/bench/replay-validate.py
 if [ $have_tv = 1 ]; then
     # validate WHAT GREP CHECK ARGS...: replay-validate.py ARGS, briefly, into $tmp/v-N; its
@@ -242,7 +242,8 @@ PY
         'v["recorder"] == "interleaved" and len(v["real_iter_ms"]) == 1 and len(v["real_iters_ms"]) == 2 and all(fin(x) and x > 0 for x in v["real_iters_ms"]) and "--interleave" in t["source"] and t["optimizer_ms"] > 0 and sum(len(l["params"]) for l in t["layers"]) == 62' \
         --interleave
     for args in "--interleave --real-runs 3|not with --real-runs" \
-                "--interleave --recorder builtin|not with --recorder builtin"; do
+                "--interleave --recorder builtin|not with --recorder builtin" \
+                "--device cuda|--device cuda: only with --interleave"; do
         "$py" "$rv" ${args%%|*} --out "$tmp/v2" >"$tmp/o" 2>"$tmp/e"
         rc=$?
         if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q -- "${args#*|}" "$tmp/e"; then
@@ -251,6 +252,17 @@ PY
             bad "replay-validate.py ${args%%|*}: rc $rc, stderr: $(cat "$tmp/e")"
         fi
     done
+    # --device cuda (validation (c), scripts/gpu-check.sh) where torch sees no GPU: one line
+    if ! "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+        "$py" "$rv" --interleave --device cuda --out "$tmp/vc" >"$tmp/o" 2>"$tmp/e"
+        rc=$?
+        if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && [ ! -s "$tmp/o" ] &&
+            grep -q -- "--device cuda: torch sees no CUDA device" "$tmp/e"; then
+            ok "replay-validate.py --interleave --device cuda without a GPU: $(cat "$tmp/e")"
+        else
+            bad "replay-validate.py --device cuda without a GPU: rc $rc, $(cat "$tmp/e")"
+        fi
+    fi
     "$py" "$rv" --real-runs 1 --out "$tmp/v1" >"$tmp/o" 2>"$tmp/e"
     rc=$?
     if [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q -- "--real-runs: 1 is below 2" "$tmp/e"; then
