@@ -128,8 +128,10 @@ shaped() { awk -v r="$1" -v k="$2" 'BEGIN { printf "%dmbit", r * 1000 / k + 0.5 
 
 failed=0
 start=$(date +%s)
+sep=""
+[ -s "$out/replay.txt" ] && sep=1 # a blank line between this run's block and the last's
 {
-    [ -s "$out/replay.txt" ] && echo
+    [ -z "$sep" ] || echo
     echo "replay.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$PC_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "traces: $traces"
     echo "rates (Gbit/s): $rates; carry $carry; min dilation $min_dilate; workers $workers; iters $iters (warm-up $warmup)"
