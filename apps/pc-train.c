@@ -840,8 +840,6 @@ static void report_end(const run_t *r, pc_runtime_t *rt)
     fflush(stdout);
 }
 
-/* --model replay:PATH in the configuration rank 0 prints: what is replayed and what is
- * real (every figure of such a run is labelled by this line). */
 /* Rank 0's effective configuration: every flag of GROUPS, but with a replay those of
  * replay_idle, which do nothing then (said in one line). Writes stdout; main thread. */
 static void print_config(const pc_flags_group_t *groups, size_t ngroups, bool replay)
@@ -873,6 +871,8 @@ static void print_config(const pc_flags_group_t *groups, size_t ngroups, bool re
            "batch, --iters the length)\n");
 }
 
+/* --model replay:PATH in the configuration rank 0 prints: what is replayed and what is
+ * real (every figure of such a run is labelled by this line). */
 static void print_replay_config(const train_opts_t *o, const pc_config_t *cfg)
 {
     const pc_trace_t *t = o->trace;
