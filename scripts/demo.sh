@@ -25,13 +25,9 @@ pc_setup
 # the CUDA kernels only where a GPU is visible: nvcc takes minutes for kernels the demo, which
 # trains on the CPU, never runs (scripts/check.sh and doc/building.md build them everywhere).
 flags=""
-if [ -f "$PC_TOP/build/Makefile" ] && [ -f "$PC_TOP/build/.pc-configure-flags" ]; then
-    flags=$(cat "$PC_TOP/build/.pc-configure-flags")
-elif ! nvidia-smi -L >/dev/null 2>&1; then
-    flags="--without-cuda"
-fi
+nvidia-smi -L >/dev/null 2>&1 || flags="--without-cuda"
 # shellcheck disable=SC2086
-pc_build build $flags
+pc_build_kept build $flags
 B="$PC_TOP/build"
 R=${PC_RESULTS:-$PC_TOP/results}
 mkdir -p "$R"

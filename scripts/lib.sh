@@ -181,25 +181,26 @@ pc_build() {
     fi
 }
 
-# pc_build_kept DIR: a benchmark's build: DIR as it is already configured (by scripts/demo.sh
-# without CUDA, by scripts/check.sh, by hand: any flags), brought up to date with make
-# alone, since the benchmarks on this CPU run the same code whatever the flags; pc_build
-# DIR (configured with no flags) where DIR is not configured or configure changed since.
+# pc_build_kept DIR [FLAGS...]: DIR as it is already configured (by scripts/demo.sh, by
+# scripts/check.sh, by hand: any flags) brought up to date, since what runs on this CPU is
+# the same code whatever the flags: pc_build with the flags it recorded, or make alone for
+# a tree configured by hand; pc_build DIR FLAGS where DIR is not configured yet.
 pc_build_kept() {
-    local dir="$PC_TOP/$1"
-    if [ ! -f "$dir/Makefile" ] || [ ! -x "$PC_TOP/configure" ] || [ "$PC_TOP/configure" -nt "$dir/Makefile" ] \
-        || [ "$PC_TOP/configure.ac" -nt "$PC_TOP/configure" ] || [ "$PC_TOP/Makefile.am" -nt "$PC_TOP/configure" ]; then
-        pc_build "$1"
-        return
+    local dir="$PC_TOP/$1" name=$1
+    shift
+    if [ -f "$dir/Makefile" ] && [ -f "$dir/.pc-configure-flags" ]; then
+        local kept
+        kept=$(cat "$dir/.pc-configure-flags")
+        pc_say "$name/ configured with $([ -n "$kept" ] && echo "'$kept'" || echo "no flags"): kept"
+        # shellcheck disable=SC2086
+        pc_build "$name" $kept
+    elif [ -f "$dir/Makefile" ]; then
+        pc_say "make (in $name, configured by hand: kept)"
+        make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
+            || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in $name"; }
+    else
+        pc_build "$name" "$@"
     fi
-    local how="by hand"
-    if [ -f "$dir/.pc-configure-flags" ]; then
-        how="with '$(cat "$dir/.pc-configure-flags")'"
-        [ -s "$dir/.pc-configure-flags" ] || how="with no flags"
-    fi
-    pc_say "make (in $1, configured $how: kept)"
-    make -C "$dir" -j"$(nproc)" >"$dir/make.out" 2>&1 \
-        || { tail -n 30 "$dir/make.out" >&2; pc_die "build failed in $1"; }
 }
 
 # pc_torch_prereqs PY: what the torch benchmarks need before their first run: PY imports

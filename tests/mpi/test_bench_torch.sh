@@ -37,12 +37,21 @@ printf 'all:\n\t@touch %s/made\n' "$tmp" >"$top/build/Makefile"
 printf '%s' --without-cuda >"$top/build/.pc-configure-flags"
 kept=$( (. "$PC_SRCDIR/scripts/lib.sh"; PC_TOP=$top; pc_build_kept build) 2>&1)
 if [ -f "$tmp/made" ] && [ ! -f "$tmp/configured" ] &&
-    [ "$kept" = "== make (in build, configured with '--without-cuda': kept)" ]; then
-    ok "pc_build_kept: a build configured --without-cuda made as it is ($kept)"
+    [ "$kept" = "$(printf "== build/ configured with '--without-cuda': kept\n== make (in build)")" ]; then
+    ok "pc_build_kept: a build configured --without-cuda made as it is"
 else
     bad "pc_build_kept on a configured build: '$kept'; made: $(ls "$tmp/made" 2>&1), configured: $(ls "$tmp/configured" 2>&1)"
 fi
-rm -f "$tmp/made" "$top/build/Makefile" "$top/build/.pc-configure-flags"
+# configured by hand (no flags recorded): made, not configured
+rm -f "$tmp/made" "$top/build/.pc-configure-flags"
+kept=$( (. "$PC_SRCDIR/scripts/lib.sh"; PC_TOP=$top; pc_build_kept build) 2>&1)
+if [ -f "$tmp/made" ] && [ ! -f "$tmp/configured" ] &&
+    [ "$kept" = "== make (in build, configured by hand: kept)" ]; then
+    ok "pc_build_kept: a build configured by hand made as it is"
+else
+    bad "pc_build_kept on a build configured by hand: '$kept'"
+fi
+rm -f "$tmp/made" "$top/build/Makefile"
 (. "$PC_SRCDIR/scripts/lib.sh"; PC_TOP=$top; pc_build_kept build) >"$tmp/kept.out" 2>&1
 if [ -f "$tmp/configured" ] && [ -f "$tmp/made" ] && [ -f "$top/build/.pc-configure-flags" ] &&
     [ ! -s "$top/build/.pc-configure-flags" ]; then
