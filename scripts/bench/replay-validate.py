@@ -41,8 +41,8 @@ compared, target within 5 % (dPRO's bar).
    Exit status: 0 (the figures are a measurement: the 5 % target is printed as met
    or not, never turned into a failure); 1 when a step failed; 2 for a bad flag.
 --interleave: instead of separate runs, one process alternates a recorded iteration (make-
-   trace.py's recorder, its hooks' phases open) with a real one (the same model, in-place
-   activations restored, the recorder's hooks idle), --iters of each after --warmup of
+   trace.py's recorder, its hooks' phases open) with a real one (the same model, the
+   recorder's hooks idle), --iters of each after --warmup of
    each, the recorded one first in every other round; the trace is written from the
    recorded ones (make-trace.py's means), and the replay is compared with the real ones
    (their means, the same statistic; --real-runs does not apply). Where the machine's speed moves between runs more than the target
@@ -186,9 +186,7 @@ def interleaved(model_name, batch, iters, warmup, size, trace_path, device="cpu"
     import torch.nn.functional as F
 
     mt = load_maker()
-    cuda = device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        fail("--device cuda: torch sees no CUDA device", 2)
+    cuda = device == "cuda"  # main() refused it where torch sees no GPU
     dev = torch.device(device)
     torch.manual_seed(seed)
     model = build(model_name).train().to(dev)
