@@ -841,34 +841,32 @@ static void report_end(const run_t *r, pc_runtime_t *rt)
 }
 
 /* Rank 0's effective configuration: every flag of GROUPS, but with a replay those of
- * replay_idle, which do nothing then (said in one line). Writes stdout; main thread. */
+ * replay_idle, which do nothing then (said in one line): each group printed from a copy
+ * of its table without them. Writes stdout; main thread. */
 static void print_config(const pc_flags_group_t *groups, size_t ngroups, bool replay)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = replay ? open_memstream(&buf, &len) : NULL;
-    if (!mem) { /* no replay, or no memory for the filter: every flag */
-        pc_flags_print(groups, ngroups, "  ", stdout);
-        return;
+    for (size_t g = 0; g < ngroups; g++) {
+        pc_flags_group_t one = groups[g];
+        pc_flags_t *kept = replay ? calloc(one.nopts, sizeof(*kept)) : NULL;
+        if (kept) { /* without memory for the copy: every flag */
+            size_t n = 0;
+            for (size_t i = 0; i < one.nopts; i++) {
+                bool idle = false;
+                for (size_t k = 0; k < sizeof(replay_idle) / sizeof(replay_idle[0]); k++)
+                    idle = idle || strcmp(one.opts[i].name, replay_idle[k]) == 0;
+                if (!idle)
+                    kept[n++] = one.opts[i];
+            }
+            one.opts = kept;
+            one.nopts = n;
+        }
+        pc_flags_print(&one, 1, "  ", stdout);
+        free(kept);
     }
-    pc_flags_print(groups, ngroups, "  ", mem);
-    fclose(mem);
-    for (char *line = buf, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        char name[64] = "";
-        sscanf(line, " %63s", name);
-        bool idle = false;
-        for (size_t i = 0; i < sizeof(replay_idle) / sizeof(replay_idle[0]); i++)
-            idle = idle || strcmp(name, replay_idle[i]) == 0;
-        if (!idle)
-            printf("%s\n", line);
-    }
-    free(buf);
-    printf("  (with a replay, --data, --epochs, --batch, --dropout, --synthetic-samples, "
-           "--save-model and --eval-model do not apply: the trace gives the layers and the "
-           "batch, --iters the length)\n");
+    if (replay)
+        printf("  (with a replay, --data, --epochs, --batch, --dropout, --synthetic-samples, "
+               "--save-model and --eval-model do not apply: the trace gives the layers and "
+               "the batch, --iters the length)\n");
 }
 
 /* --model replay:PATH in the configuration rank 0 prints: what is replayed and what is
