@@ -95,6 +95,7 @@ typedef struct pc_codec_spec {
                             this many times smaller than it (min-rank-gain, torch's
                             min_compression_rate), >= 1 */
     bool momentum_given; /* the text set momentum= (else momentum is the codec's default) */
+    bool warmup_given;   /* the text set warmup= (else warmup is the codec's default, 0) */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,

@@ -210,6 +210,20 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * cfg. */
 int pc_config_codec_momentum_off(pc_config_t *cfg);
 
+/* The density warm-up a sparsifier gets by default when the servers run Adam or AdamW:
+ * its first PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from
+ * nearly dense to the ratio, so that Adam's moments are learnt while nearly every entry
+ * travels (doc/tuning.md, "With Adam or AdamW on the servers", has the measurements).
+ * 1000 is torch's powerSGD_hook's start_powerSGD_iter default, the same convention. */
+#define PC_CONFIG_ADAM_WARMUP 1000
+
+/* Give the codec the Adam default warm-up where --compress left warmup at its default:
+ * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec is a sparsifier
+ * with a density warm-up (dgc, topk) and the spec did not give warmup= (warmup=0 given
+ * keeps the codec without one). Returns 1 when it changed cfg->compress, 0 when not,
+ * PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
+int pc_config_codec_adam_warmup(pc_config_t *cfg);
+
 /* Check the flags that only make sense together, for a job of world_size ranks, and fill
  * in the defaults that depend on other flags, so that printing cfg afterwards shows what
  * runs. Checks: the --compress spec, the worker/server split, a cosine schedule without
@@ -227,7 +241,8 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * stepped there). Fills in: with adam or adamw,
  * --momentum 0 (SGD's default 0.9 does not apply) and, with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
- * (pc_config_codec_momentum_off); with such a codec (momentum
+ * (pc_config_codec_momentum_off) and warmup=PC_CONFIG_ADAM_WARMUP where a sparsifier's
+ * warm-up was (pc_config_codec_adam_warmup); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

@@ -327,6 +327,7 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
         s.momentum = 0;
     }
     s.momentum_given = (seen & K_MOMENTUM) != 0;
+    s.warmup_given = (seen & K_WARMUP) != 0;
     *out = s;
     return PC_OK;
 }

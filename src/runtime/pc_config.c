@@ -480,6 +480,23 @@ int pc_config_codec_momentum_off(pc_config_t *cfg)
     return 1;
 }
 
+int pc_config_codec_adam_warmup(pc_config_t *cfg)
+{
+    pc_codec_spec_t spec;
+    if (pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK)
+        return PC_EUSAGE;
+    if (spec.warmup_given || (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC))
+        return 0;
+    size_t len = strlen(cfg->compress);
+    int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%swarmup=%d",
+                     strchr(cfg->compress, ':') ? "," : ":", PC_CONFIG_ADAM_WARMUP);
+    if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
+        cfg->compress[len] = '\0';
+        return PC_EUSAGE;
+    }
+    return 1;
+}
+
 /* --optimizer and its flags. With sgd, --betas, --eps and --amsgrad would do nothing:
  * refused. With adam(w): the values (a cfg filled by hand bypasses the parser's checks),
  * no SGD momentum (--momentum, --nesterov refused; the default 0.9 becomes 0, so that the
@@ -602,6 +619,27 @@ static int check_clip_combo(const pc_config_t *cfg, char *err, size_t errlen)
     return PC_OK;
 }
 
+/* The optimizer's flags and the codec defaults that follow from it. Adam's moments take
+ * the aggregate as it is: the sparsifiers' default momentum correction goes (a given one
+ * is refused by check_adam). The runtime's SGD keeps it in either placement: --update
+ * workers steps the servers' plain SGD on the same mean, bit for bit (a caller's own
+ * optimizer on the workers is pc_worker_set_user_step's case). A sparsifier left without
+ * a warm-up gets PC_CONFIG_ADAM_WARMUP's (doc/tuning.md), after the checks, whose
+ * messages quote the spec as given. spec is re-parsed where cfg->compress changed. */
+static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
+{
+    int rc;
+    bool adam = cfg->optimizer == PC_OPTIM_ADAM || cfg->optimizer == PC_OPTIM_ADAMW;
+    if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_momentum_off(cfg) == 1)
+        pc_codec_spec_parse(cfg->compress, spec, NULL, 0); /* parsed before, plus one key */
+    if ((rc = check_adam(cfg, spec, err, errlen)) != PC_OK ||
+        (rc = check_update(cfg, spec, err, errlen)) != PC_OK)
+        return rc;
+    if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_adam_warmup(cfg) == 1)
+        pc_codec_spec_parse(cfg->compress, spec, NULL, 0);
+    return PC_OK;
+}
+
 /* --compressors: its value (a cfg filled by hand bypasses the parser's check), and a pool
  * (or auto) only where it can run: pipelined, --mode ps (allreduce's collectives are one
  * stream), host tensors (device tensors' copies and streams are one thread's). */
@@ -657,15 +695,7 @@ int pc_config_check(pc_config_t *cfg, int world_size, char *err, size_t errlen)
         snprintf(cfg->compress, sizeof(cfg->compress), "none");
         cfg->servers = 0;
     }
-    /* Adam's moments take the aggregate as it is: the sparsifiers' default momentum
-     * correction goes (a given one is refused below). The runtime's SGD keeps it in either
-     * placement: --update workers steps the servers' plain SGD on the same mean, bit for
-     * bit (a caller's own optimizer on the workers is pc_worker_set_user_step's case). */
-    bool adam = cfg->optimizer == PC_OPTIM_ADAM || cfg->optimizer == PC_OPTIM_ADAMW;
-    if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_momentum_off(cfg) == 1)
-        pc_codec_spec_parse(cfg->compress, &spec, NULL, 0); /* parsed above, plus one key */
-    if ((rc = check_adam(cfg, &spec, err, errlen)) != PC_OK ||
-        (rc = check_update(cfg, &spec, err, errlen)) != PC_OK)
+    if ((rc = check_optimizer(cfg, &spec, err, errlen)) != PC_OK)
         return rc;
     if (cfg->mode == PC_MODE_PS) {
         if (world_size < 2)

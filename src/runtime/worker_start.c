@@ -194,6 +194,19 @@ static void momentum_default_off(pc_worker_t *w)
     }
 }
 
+/* Adam or AdamW from the caller's groups on the servers: a sparsifier left without a
+ * warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP in rt's spec and
+ * configuration, pc_config_codec_adam_warmup), as pc-train's --optimizer adamw does. Before
+ * pc_worker_start, as momentum_default_off. */
+static void adam_warmup_default(pc_worker_t *w)
+{
+    pc_runtime_t *rt = w->rt;
+    if (!w->started && pc_config_codec_adam_warmup(&rt->cfg) == 1) {
+        rt->spec.warmup = PC_CONFIG_ADAM_WARMUP;
+        rt->spec.warmup_given = true;
+    }
+}
+
 const char *pc_worker_compress(const pc_worker_t *w)
 {
     return w->rt->cfg.compress;
@@ -271,6 +284,8 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
     /* The run's optimizer is the groups' (checkpoint identity, the metrics): set before
      * the start, when no other thread reads rt. */
     rt->optim.kind = (pc_optim_kind_t)kind;
+    if (kind == PC_OPTIM_ADAM || kind == PC_OPTIM_ADAMW)
+        adam_warmup_default(w);
     return PC_OK;
 }
 

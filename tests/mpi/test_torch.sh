@@ -443,16 +443,18 @@ refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='work
     "$cases" workers "$tmp/x" --compress powersgd:rank=1 --iters 2
 # Left at its default, the correction is turned off by the wrapper (the optimizer steps as
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
-# with dgc; each trains, and pc.config() says momentum=0. The model is too small for any
-# chunk to reach --compress-min-bytes: worker 0 warns that the codec compresses nothing.
-for u in servers:topk:ratio=0.01,momentum=0 workers:dgc:ratio=0.1,momentum=0; do
+# with dgc; each trains, and pc.config() says momentum=0. With Adam(W) on the servers a
+# sparsifier left without a density warm-up gets the default one (warmup=1000); the
+# workers' own step does not. The model is too small for any chunk to reach
+# --compress-min-bytes: worker 0 warns that the codec compresses nothing.
+for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0; do
     place=${u%%:*} want=${u#*:}
     codec=()
     [ "$place" = workers ] && codec=(--compress dgc:ratio=0.1)
     if job "default-$place" 3 "$cases" "codec-default-$place" "$tmp/x" "${codec[@]}" --iters 3 &&
         grep -qx "codec: $want" "$tmp/default-$place.out" &&
         grep -q "warn: --compress $want compresses nothing here: every one of the 1 chunks is under --compress-min-bytes 65536 " "$tmp/default-$place.out"; then
-        ok "the codec's default momentum correction off with update=\"$place\": codec $want"
+        ok "the codec's default momentum correction off (and Adam's warm-up on the servers) with update=\"$place\": codec $want"
     else
         bad "codec-default-$place:"; tail -n 15 "$tmp/default-$place.out"
     fi

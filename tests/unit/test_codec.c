@@ -116,11 +116,16 @@ static void test_spec_parsing(void **state)
     assert_string_equal(buf, "randomk:ratio=0.01,momentum=0,ef=on,values=fp32");
     assert_true(pc_codec_worker_momentum(&s) == 0.0);
     assert_true(s.momentum_given); /* given, even as 0 (pc_config_codec_momentum_off) */
+    assert_false(s.warmup_given);
+    assert_int_equal(pc_codec_spec_parse("topk:warmup=0", &s, err, sizeof(err)), PC_OK);
+    assert_true(s.warmup_given); /* given, even as 0 (pc_config_codec_adam_warmup) */
+    assert_int_equal(pc_codec_spec_parse("randomk:momentum=0", &s, err, sizeof(err)), PC_OK);
     assert_int_equal(pc_codec_spec_parse("threshold", &s, err, sizeof(err)), PC_OK);
     assert_true(pc_codec_worker_momentum(&s) == 0.0); /* no momentum key */
     assert_int_equal(pc_codec_spec_parse("dgc", &s, err, sizeof(err)), PC_OK);
     assert_true(pc_codec_worker_momentum(&s) == 0.9);
     assert_false(s.momentum_given); /* the default */
+    assert_false(s.warmup_given);
     assert_int_equal(pc_codec_spec_parse("dgc:ratio=0.001,sample=0.01,momentum=0.5,clip=2,warmup=4",
                                          &s, err, sizeof(err)),
                      PC_OK);

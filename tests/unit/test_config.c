@@ -542,20 +542,32 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(cfg.optimizer, PC_OPTIM_ADAM);
     /* A codec without momentum correction is fine; the sparsifiers' default correction is
      * turned off (written into --compress, so that the printed configuration shows it);
-     * one given in the spec is refused. */
+     * one given in the spec is refused. A sparsifier's density warm-up left at its
+     * default (none) becomes PC_CONFIG_ADAM_WARMUP's; one given, 0 too, stays. */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam"), PC_OK);
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc"), PC_OK);
-    assert_string_equal(cfg.compress, "dgc:momentum=0");
+    assert_string_equal(cfg.compress, "dgc:momentum=0,warmup=1000");
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:warmup=0,momentum=0"), PC_OK);
+    assert_string_equal(cfg.compress, "topk:warmup=0,momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc:warmup=50"),
+                     PC_OK);
+    assert_string_equal(cfg.compress, "dgc:warmup=50,momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "powersgd:rank=2"),
+                     PC_OK);
+    assert_string_equal(cfg.compress, "powersgd:rank=2"); /* a dense warm-up of its own */
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--compress", "qsgd"), PC_OK);
     assert_string_equal(cfg.compress, "qsgd"); /* no momentum key: untouched */
     assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01"), PC_OK);
     assert_string_equal(cfg.compress, "topk:ratio=0.01"); /* sgd: the correction stays */
+    assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adamw"), PC_OK);
+    assert_string_equal(cfg.compress, "none"); /* nothing compressed, nothing warmed up */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0.9"),
         PC_EUSAGE);
@@ -576,7 +588,7 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(
         CHECK(&cfg, err, "--update", "workers", "--optimizer", "adamw", "--compress", "topk"),
         PC_OK);
-    assert_string_equal(cfg.compress, "topk:momentum=0");
+    assert_string_equal(cfg.compress, "topk:momentum=0,warmup=1000");
     /* No room left for the key: refused, not cut. */
     {
         pc_config_t full;
@@ -587,6 +599,8 @@ static void test_optimizer_flags(void **state)
         spec[sizeof(spec) - 1] = '\0';
         snprintf(full.compress, sizeof(full.compress), "%s", spec);
         assert_int_equal(pc_config_codec_momentum_off(&full), PC_EUSAGE);
+        assert_string_equal(full.compress, spec);
+        assert_int_equal(pc_config_codec_adam_warmup(&full), PC_EUSAGE);
         assert_string_equal(full.compress, spec);
     }
 
