@@ -28,7 +28,10 @@
 # momentum correction (it would feed Adam's moments):
 #   ddp             DDP + torch.optim.AdamW, fp32 (the reference: the "vs DDP" column)
 #   ps-none         PipeCompress --compress none, AdamW on the servers
-#   CODEC-dense     Adam's dense moments on the aggregate (today's default)
+#   default         the default codec (no --compress: topk:ratio=0.01; with Adam on the
+#                   servers its momentum correction off and a density warm-up over the
+#                   first 1000 iterations, PC_CONFIG_ADAM_WARMUP), dense moments
+#   CODEC-dense     Adam's dense moments on the aggregate (the servers' default), no warm-up
 #   CODEC-ams       AMSGrad's max (the example's --amsgrad: AdamW(amsgrad=True))
 #   CODEC-lazy      --adam-moments lazy (only the entries that arrived step)
 #   CODEC-freeze    --adam-freeze-after N (1-bit Adam's warm-up, then a frozen v; N from
@@ -45,7 +48,10 @@
 #   psgd4-dense     PowerSGD rank 4 (powersgd:rank=4,warmup=10, torch's hook's example
 #                   start), Adam's dense moments (the matrices' gradient P^ Q^T is dense)
 #   psgd4-freeze    the same, v frozen after N
+#   psgd4-wdense    PowerSGD rank 4 dense for the first N iterations (warmup=N: torch's
+#                   start_powerSGD_iter, whose default is 1000), dense moments
 #   ddp-psgd4       DDP + powerSGD_hook rank 4 (start 10) + AdamW: the peer's figure
+#   ddp-psgd4-w     the same with start_powerSGD_iter N (beside psgd4-wdense)
 # then a table of the final accuracies, codec by variant. With a sparsifier a frozen v may
 # diverge (an entry that never arrived in the warm-up keeps v = 0): such a run shows as
 # failed.
@@ -116,13 +122,15 @@ auto|3|--mode auto|--mode auto --servers 1"
 # norm weights, betas 0.9, 0.999), a linear warm-up over the first 5 % of the run
 # (@WARM@) then the cosine, gradients clipped to a global norm of 1.
 ADAM="--optimizer adamw --lr 0.001 --weight-decay 0.05 --lr-warmup @WARM@ --clip-grad-norm 1"
-ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0 --pipeline on"
-ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0 --pipeline on"
+# warmup=0: without the density warm-up the servers' Adam gives a sparsifier by default.
+ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=0 --pipeline on"
+ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=0 --pipeline on"
 ADAM_TOPK_W="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=@FREEZE@ --pipeline on"
 ADAM_DGC_W="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=@FREEZE@ --pipeline on"
 ADAM_PSGD4="--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on"
 ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp $ADAM
 ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on $ADAM
+default|3|default codec, AdamW|--mode ps --pipeline on $ADAM
 topk-dense|3|topk 1%, Adam dense|$ADAM_TOPK $ADAM
 topk-ams|3|topk 1%, AMSGrad|$ADAM_TOPK $ADAM --amsgrad
 topk-lazy|3|topk 1%, lazy moments|$ADAM_TOPK $ADAM --adam-moments lazy
@@ -141,7 +149,9 @@ dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after 
 dgc-wams|3|dgc 0.1%, warm-up, AMSGrad|$ADAM_DGC_W $ADAM --amsgrad
 psgd4-dense|3|PowerSGD rank 4, Adam dense|$ADAM_PSGD4 $ADAM
 psgd4-freeze|3|PowerSGD rank 4, v frozen|$ADAM_PSGD4 $ADAM --adam-freeze-after @FREEZE@
-ddp-psgd4|2|DDP + PowerSGD rank 4 + AdamW|--backend ddp --ddp-hook powersgd --powersgd-rank 4 $ADAM"
+psgd4-wdense|3|PowerSGD rank 4, dense for N|--mode ps --compress powersgd:rank=4,warmup=@FREEZE@ --pipeline on $ADAM
+ddp-psgd4|2|DDP + PowerSGD rank 4 + AdamW|--backend ddp --ddp-hook powersgd --powersgd-rank 4 $ADAM
+ddp-psgd4-w|2|DDP + PowerSGD 4 (start N)|--backend ddp --ddp-hook powersgd --powersgd-rank 4 --powersgd-start @FREEZE@ $ADAM"
 # --study adadelta's table (issue 47: any torch optimizer on the workers): pytorch/examples'
 # MNIST recipe (torch.optim.Adadelta at lr 1, the rate times 0.7 at every epoch's end).
 ADADELTA="--optimizer adadelta --lr 1 --lr-schedule step --lr-gamma 0.7"
@@ -283,15 +293,17 @@ print("final test accuracy %% (AdamW; v frozen and density warm-up over %s itera
 cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze", "wams")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
-for codec in ("topk", "dgc", "psgd4"):
+for codec in ("topk", "dgc", "psgd4"):  # psgd4's wdense: dense for the first N
     acc = [fin("%s-%s" % (codec, c)) for c in cols]
     diff = ["%+7.2f" % (a - ddp) if a is not None and ddp is not None else "%7s" % "-"
             for a in acc]
     print("%-8s %s   %s" % (codec, " ".join(cell(a) for a in acc), " ".join(diff)))
-if fin("ddp-psgd4") is not None:
-    print("DDP + powerSGD_hook rank 4 + AdamW %s%s" % (
-        cell(fin("ddp-psgd4")).strip(),
-        " (%+.2f)" % (fin("ddp-psgd4") - ddp) if ddp is not None else ""))
+for s, what in (("default", "the default codec"),
+                ("ddp-psgd4", "DDP + powerSGD_hook rank 4 + AdamW"),
+                ("ddp-psgd4-w", "DDP + powerSGD_hook rank 4 (start %s) + AdamW" % sys.argv[2])):
+    if fin(s) is not None:
+        print("%s %s%s" % (what, cell(fin(s)).strip(),
+                           " (%+.2f)" % (fin(s) - ddp) if ddp is not None else ""))
 print("d VARIANT: points against DDP + AdamW")
 PY
 fi
