@@ -396,8 +396,12 @@ refuse() {
     job "$name" "$np" "$@"
     st=$?
     if { [ "$want" = x ] && [ "$st" != 0 ] && [ "$st" != 124 ]; } || [ "$st" = "$want" ]; then
-        if [ "$(grep -cE "$pattern" "$tmp/$name.out")" -ge 1 ]; then
-            ok "$name: exit $st, '$(grep -m1 -E "$pattern" "$tmp/$name.out")'"
+        # mpirun forwards each rank's stdout and stderr on its own, so another rank's line
+        # may lack its newline when ours arrives ("...received --iters 3torch_cases.py:
+        # rank 2 ..."): our messages are cut onto lines of their own before matching.
+        sed 's/\(.\)\(torch_cases\.py: \)/\1\n\2/g' "$tmp/$name.out" >"$tmp/$name.lines"
+        if [ "$(grep -cE "$pattern" "$tmp/$name.lines")" -ge 1 ]; then
+            ok "$name: exit $st, '$(grep -m1 -E "$pattern" "$tmp/$name.lines")'"
             return
         fi
     fi
