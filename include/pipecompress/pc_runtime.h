@@ -280,9 +280,21 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
  * momentum=0). Backprop thread. */
 int pc_worker_set_user_step(pc_worker_t *w, bool user);
 
+/* Give the codec the default density warm-up for a step that normalises each entry by
+ * its own history (Adam, Adadelta, RMSprop, ...: error feedback's late sums mislead it):
+ * warmup=PC_CONFIG_ADAM_WARMUP (pc_config.h) is added to the spec where the codec is topk
+ * or dgc and the spec gave no warmup= (pc_config_codec_adam_warmup); other codecs, and a
+ * spec that gave one, stay as they are. pc_worker_set_optimizer does it itself for Adam
+ * and AdamW groups; a binding calls this for the caller's own optimizer on the workers
+ * (pc_worker_set_user_step) when it is not plain SGD. Before pc_worker_start (the codec
+ * states are made there): PC_ESTATE after. Returns PC_OK whether or not the spec changed.
+ * Backprop thread. */
+int pc_worker_warm_codec(pc_worker_t *w);
+
 /* The --compress spec this worker runs: the configuration's, with momentum=0 added where
  * pc_worker_set_optimizer or pc_worker_set_user_step turned the codec's default momentum
- * correction off. Borrowed from w, valid until the next of those calls or
+ * correction off, and warmup=1000 where pc_worker_warm_codec (or set_optimizer's Adam)
+ * gave a sparsifier its default warm-up. Borrowed from w, valid until the next of those calls or
  * pc_worker_destroy. Backprop thread. */
 const char *pc_worker_compress(const pc_worker_t *w);
 

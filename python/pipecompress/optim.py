@@ -379,6 +379,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
             s.config["update"] = "workers"  # pc.config() and the configuration line say so
         if s.lib.pc_worker_set_user_step(s.w, True) != 0:
             s.fail("DistributedOptimizer")
+        # Every optimizer but SGD normalises or scales each entry by its own history, which
+        # error feedback's late sums mislead: a sparsifier's default density warm-up (before
+        # the start only: after it the codec keeps what it started with).
+        if not a.started and not isinstance(optimizer, torch.optim.SGD):
+            if s.lib.pc_worker_warm_codec(s.w) != 0:
+                s.fail("DistributedOptimizer")
         s.config["compress"] = s.lib.pc_worker_compress(s.w).decode()  # maybe momentum=0
 
     def __repr__(self):

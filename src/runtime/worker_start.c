@@ -194,17 +194,22 @@ static void momentum_default_off(pc_worker_t *w)
     }
 }
 
-/* Adam or AdamW from the caller's groups on the servers: a sparsifier left without a
- * warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP in rt's spec and
- * configuration, pc_config_codec_adam_warmup), as pc-train's --optimizer adamw does. Before
- * pc_worker_start, as momentum_default_off. */
-static void adam_warmup_default(pc_worker_t *w)
+/* A sparsifier left without a warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP
+ * in rt's spec and configuration, pc_config_codec_adam_warmup), as pc-train's --optimizer
+ * adamw does. Before pc_worker_start, as momentum_default_off: no other thread reads
+ * rt->spec or rt->cfg.compress yet. */
+int pc_worker_warm_codec(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
-    if (!w->started && pc_config_codec_adam_warmup(&rt->cfg) == 1) {
+    if (w->started)
+        return WFAIL(rt, &w->main, PC_ESTATE,
+                     "pc_worker_warm_codec after pc_worker_start: the codec's states are made "
+                     "there");
+    if (pc_config_codec_adam_warmup(&rt->cfg) == 1) {
         rt->spec.warmup = PC_CONFIG_ADAM_WARMUP;
         rt->spec.warmup_given = true;
     }
+    return PC_OK;
 }
 
 const char *pc_worker_compress(const pc_worker_t *w)
@@ -285,7 +290,7 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
      * the start, when no other thread reads rt. */
     rt->optim.kind = (pc_optim_kind_t)kind;
     if (kind == PC_OPTIM_ADAM || kind == PC_OPTIM_ADAMW)
-        adam_warmup_default(w);
+        return pc_worker_warm_codec(w); /* not started: checked above */
     return PC_OK;
 }
 

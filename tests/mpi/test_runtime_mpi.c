@@ -495,6 +495,8 @@ int main(int argc, char **argv)
         die("start", pc_worker_error(w));
     if (devstep && pc_worker_set_device_step(w, 0) != PC_ESTATE)
         die("devstep", "set_device_step was accepted after start");
+    if (pc_worker_warm_codec(w) != PC_ESTATE) /* the codec states exist now */
+        die("warm_codec", "pc_worker_warm_codec was accepted after start");
     int64_t t_run = pc_time_ns();
 
     if (strcmp(mode, "hostile") == 0) {

@@ -448,17 +448,19 @@ refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='work
 # Left at its default, the correction is turned off by the wrapper (the optimizer steps as
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
 # with dgc; each trains, and pc.config() says momentum=0. With Adam(W) on the servers a
-# sparsifier left without a density warm-up gets the default one (warmup=1000); the
-# workers' own step does not. The model is too small for any chunk to reach
-# --compress-min-bytes: worker 0 warns that the codec compresses nothing.
-for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0; do
+# sparsifier left without a density warm-up gets the default one (warmup=1000), and so
+# does it with Adadelta on the workers ("adaptive"), not with SGD there. The model is too
+# small for any chunk to reach --compress-min-bytes: worker 0 warns that the codec
+# compresses nothing.
+for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0 \
+    adaptive:dgc:ratio=0.1,momentum=0,warmup=1000; do
     place=${u%%:*} want=${u#*:}
     codec=()
-    [ "$place" = workers ] && codec=(--compress dgc:ratio=0.1)
+    [ "$place" != servers ] && codec=(--compress dgc:ratio=0.1)
     if job "default-$place" 3 "$cases" "codec-default-$place" "$tmp/x" "${codec[@]}" --iters 3 &&
         grep -qx "codec: $want" "$tmp/default-$place.out" &&
         grep -q "warn: --compress $want compresses nothing here: every one of the 1 chunks is under --compress-min-bytes 65536 " "$tmp/default-$place.out"; then
-        ok "the codec's default momentum correction off (and Adam's warm-up on the servers) with update=\"$place\": codec $want"
+        ok "the codec's default momentum correction off (and the warm-up but with SGD), $place: codec $want"
     else
         bad "codec-default-$place:"; tail -n 15 "$tmp/default-$place.out"
     fi

@@ -88,9 +88,10 @@ arch:NAME apps/examples/torch_train.py's model NAME (resnet18, resnet50, vgg16, 
           buffers, once the runtime started (pc.synchronize() right after attach). Prints
           the parameters waited for at the model's start (read outside their module's
           forward), "none" when none.
-codec-default-servers, codec-default-workers
+codec-default-servers, codec-default-workers, codec-default-adaptive
           the codec's default momentum correction is turned off by the wrapper: AdamW on
-          the servers, or SGD with momentum on the workers (the codec from the flags), 3
+          the servers, SGD with momentum on the workers, or Adadelta there (the codec from
+          the flags; AdamW and Adadelta also give a sparsifier its default warm-up), 3
           iterations; rank 0 prints "codec: SPEC" (pc.config()'s after the wrapper); the
           parameters moved and are finite.
 dtype     a float64 model: must fail at attach with one line naming the parameter.
@@ -632,8 +633,8 @@ def case_placement_skew(out, flags):
 
 def case_codec_default(out, flags, update):
     """The codec's default momentum correction with a wrapped optimizer: AdamW on the
-    servers (update "servers") or SGD with momentum 0.9 on the workers ("workers"), the
-    codec as the flags give it; 3 iterations. Rank 0 prints "codec: SPEC" (pc.config()'s,
+    servers (update "servers"), SGD with momentum 0.9 on the workers ("workers") or
+    Adadelta there ("adaptive"), the codec as the flags give it; 3 iterations. Rank 0 prints "codec: SPEC" (pc.config()'s,
     after the wrapper) and every worker checks that its parameters moved and stayed
     finite."""
     model = small_model(flags)
@@ -641,8 +642,10 @@ def case_codec_default(out, flags, update):
         return pc.run_server()
     if update == "servers":
         torch_opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-    else:
+    elif update == "workers":
         torch_opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    else:
+        torch_opt, update = torch.optim.Adadelta(model.parameters(), lr=1.0), "workers"
     opt = pc.DistributedOptimizer(torch_opt, update=update)
     if pc.rank() == 0:
         print(f"codec: {pc.config()['compress']}", flush=True)
@@ -926,7 +929,7 @@ def main():
         return case_workers(out, flags)
     if case == "clip-race":
         return case_clip_race(out, flags)
-    if case in ("codec-default-servers", "codec-default-workers"):
+    if case in ("codec-default-servers", "codec-default-workers", "codec-default-adaptive"):
         return case_codec_default(out, flags, case.rsplit("-", 1)[1])
     if case == "clip":
         return case_clip(out, flags)
