@@ -298,7 +298,7 @@ for codec in ("topk", "dgc", "psgd4"):  # psgd4's wdense: dense for the first N
     diff = ["%+7.2f" % (a - ddp) if a is not None and ddp is not None else "%7s" % "-"
             for a in acc]
     print("%-8s %s   %s" % (codec, " ".join(cell(a) for a in acc), " ".join(diff)))
-for s, what in (("default", "the default codec"),
+for s, what in (("default", "the default codec (with Adam: warm-up over 1000 iterations)"),
                 ("ddp-psgd4", "DDP + powerSGD_hook rank 4 + AdamW"),
                 ("ddp-psgd4-w", "DDP + powerSGD_hook rank 4 (start %s) + AdamW" % sys.argv[2])):
     if fin(s) is not None:
