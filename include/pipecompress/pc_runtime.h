@@ -286,9 +286,10 @@ int pc_worker_set_user_step(pc_worker_t *w, bool user);
  * or dgc and the spec gave no warmup= (pc_config_codec_adam_warmup); other codecs, and a
  * spec that gave one, stay as they are. pc_worker_set_optimizer does it itself for Adam
  * and AdamW groups; a binding calls this for the caller's own optimizer on the workers
- * (pc_worker_set_user_step) when it is not plain SGD. Before pc_worker_start (the codec
- * states are made there): PC_ESTATE after. Returns PC_OK whether or not the spec changed.
- * Backprop thread. */
+ * (pc_worker_set_user_step) when it is not plain SGD. The servers, whose flags lack it,
+ * learn it from worker 0 at the start (doc/wire-format.md, tag 11). Before
+ * pc_worker_start (the codec states are made there): PC_ESTATE after. Returns PC_OK
+ * whether or not the spec changed. Backprop thread. */
 int pc_worker_warm_codec(pc_worker_t *w);
 
 /* The --compress spec this worker runs: the configuration's, with momentum=0 added where

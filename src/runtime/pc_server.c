@@ -439,9 +439,45 @@ static int clip_setup(server_t *s, const rt_layout_t *layout, bool groups, char 
     return PC_OK;
 }
 
-/* Receive the plan (and before it, when the workers chose the step's placement, that
- * placement, then with parameter groups, their table) and this server's chunks' initial
- * parameters from worker 0. */
+/* Worker 0's first message into *lay (owned by the caller), *len and *tag; a TAG_WARMUP
+ * first is taken here and the next message returned instead: the workers gave the codec
+ * its default warm-up, so this server's spec takes it too (its validation and, for
+ * powersgd, its rounds follow the spec) and its codecs are made again. Before the layout:
+ * no chunk holds a codec yet. */
+static int server_first(server_t *s, uint8_t **lay, int *len, int *tag, char *err, size_t errlen)
+{
+    pc_runtime_t *rt = s->rt;
+    char why[160];
+    int rc = recv_any_size(s, 0, MPI_ANY_TAG, lay, len, tag, "the model layout from worker r0", err,
+                           errlen);
+    if (rc != PC_OK || *tag != TAG_WARMUP)
+        return rc;
+    int warmup = 0;
+    rc = pc_rt__warmup_parse(*lay, (size_t)*len, &warmup, why, sizeof(why));
+    free(*lay);
+    *lay = NULL;
+    if (rc != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "server r%d: malformed warm-up message from r0: %s",
+                            rt->rank, why);
+    if (pc_config_codec_adam_warmup(&rt->cfg) != 1)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "server r%d: worker r0 gave the codec a warm-up of %d iterations, but "
+                            "this server's --compress %s takes none or gives its own",
+                            rt->rank, warmup, rt->cfg.compress);
+    rt->spec.warmup = warmup;
+    rt->spec.warmup_given = true;
+    pc_codec_destroy(s->codec);
+    pc_codec_destroy(s->codec_dense);
+    s->codec = s->codec_dense = NULL;
+    if ((rc = pc_rt__codecs_create(rt, &s->codec, &s->codec_dense)) != PC_OK)
+        return pc_error_fmt(rc, err, errlen, "server r%d: cannot create the codec", rt->rank);
+    return recv_any_size(s, 0, MPI_ANY_TAG, lay, len, tag, "the model layout from worker r0", err,
+                         errlen);
+}
+
+/* Receive the plan (and before it, when the workers gave the codec its warm-up or chose
+ * the step's placement, those, then with parameter groups, their table) and this server's
+ * chunks' initial parameters from worker 0. */
 static int server_setup(server_t *s, char *err, size_t errlen)
 {
     pc_runtime_t *rt = s->rt;
@@ -449,9 +485,10 @@ static int server_setup(server_t *s, char *err, size_t errlen)
     int len = 0, glen = 0, tag = 0, rc;
     /* Worker 0's first message: the placement, the groups (then the layout: one sender's
      * messages keep their order) or the layout. */
-    if ((rc = recv_any_size(s, 0, MPI_ANY_TAG, &lay, &len, &tag, "the model layout from worker r0",
-                            err, errlen)) != PC_OK)
+    if ((rc = server_first(s, &lay, &len, &tag, err, errlen)) != PC_OK) {
+        free(lay);
         return rc;
+    }
     if (tag == TAG_UPDATE) { /* the workers chose the placement: theirs, not our flags' */
         char why[128];
         int update;

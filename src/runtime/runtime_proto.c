@@ -496,6 +496,29 @@ int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, 
     return PC_OK;
 }
 
+void pc_rt__warmup_encode(uint8_t *buf, int warmup)
+{
+    pc_wire_put_u32(buf, PC_RT_WARMUP_MAGIC);
+    pc_wire_put_u32(buf + 4, (uint32_t)warmup);
+}
+
+int pc_rt__warmup_parse(const uint8_t *msg, size_t len, int *warmup, char *err, size_t errlen)
+{
+    if (len != PC_RT_WARMUP_BYTES)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "warm-up message of %zu bytes, expected %d",
+                            len, PC_RT_WARMUP_BYTES);
+    if (pc_wire_get_u32(msg) != PC_RT_WARMUP_MAGIC)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "warm-up message with bad magic 0x%08x",
+                            pc_wire_get_u32(msg));
+    uint32_t n = pc_wire_get_u32(msg + 4);
+    if (n != (uint32_t)PC_CONFIG_ADAM_WARMUP)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "warm-up message of %u iterations, expected %d (the default)", n,
+                            PC_CONFIG_ADAM_WARMUP);
+    *warmup = (int)n;
+    return PC_OK;
+}
+
 void pc_rt__ckpt_req_encode(uint8_t *buf, uint64_t it)
 {
     pc_wire_put_u64(buf, it);

@@ -53,6 +53,10 @@
  *   TAG_NORM       the first server with chunks -> every   16: u64 iteration, f64 the
  *                  worker, once per iteration TAG_CLIP     averaged gradient's global
  *                  clipped                                 2-norm (>= 0, +inf or NaN)
+ *   TAG_WARMUP     worker 0 -> each server, once at start,  8: u32 magic "PPW1", u32 the
+ *                  first of its messages, only when the     warm-up's iterations
+ *                  workers gave the codec its default       (PC_CONFIG_ADAM_WARMUP)
+ *                  warm-up (pc_worker_warm_codec)
  *
  * Receiving is always: validate the whole message, then touch the receiver's memory. Each
  * parser either accepts a message whole or returns PC_EFORMAT with a one-line reason in err
@@ -92,6 +96,7 @@ enum {
     TAG_UPDATE = 8,
     TAG_CLIP = 9,
     TAG_NORM = 10,
+    TAG_WARMUP = 11,
     TAG_PULL = 100, /* + chunk id */
 };
 
@@ -415,6 +420,23 @@ void pc_rt__update_encode(uint8_t *buf, int update);
 /* Validate an update message (PC_RT_UPDATE_BYTES bytes, the magic, a known placement); on
  * PC_OK *update gets it, on PC_EFORMAT it is untouched. */
 int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, size_t errlen);
+
+/* ---- warmup: the codec's default warm-up, once at start -----------------------------------
+ * The workers may give the codec its default warm-up after every rank parsed --compress
+ * (pc_worker_warm_codec: the binding's optimizer, Adam or AdamW on the servers, any but SGD
+ * on the workers); the servers validate and aggregate by the same spec, so worker 0 tells
+ * them, first of all its messages. A run whose spec is the flags' never sends it. */
+
+#define PC_RT_WARMUP_MAGIC 0x31575050u /* "PPW1" as little-endian bytes */
+#define PC_RT_WARMUP_BYTES 8
+
+/* Encode the warm-up's iterations into buf[0..PC_RT_WARMUP_BYTES). */
+void pc_rt__warmup_encode(uint8_t *buf, int warmup);
+
+/* Validate a warm-up message (PC_RT_WARMUP_BYTES bytes, the magic, exactly
+ * PC_CONFIG_ADAM_WARMUP iterations: the only one a worker sends); on PC_OK *warmup gets
+ * it, on PC_EFORMAT it is untouched. */
+int pc_rt__warmup_parse(const uint8_t *msg, size_t len, int *warmup, char *err, size_t errlen);
 
 /* ---- clip and norm: clipping by the global norm (groups), one iteration's -------------
  * TAG_CLIP carries a worker's max-norm of an iteration that may clip (0: it does not),

@@ -319,6 +319,9 @@ struct pc_worker {
     /* pc_worker_set_update chose the placement (not the flags): worker 0 tells the servers
      * at start (TAG_UPDATE), and every worker's choice is compared (check_same_model). */
     bool update_set;
+    /* pc_worker_warm_codec gave the codec its default warm-up (not the flags): worker 0
+     * tells the servers at start (TAG_WARMUP), first of all. */
+    bool warm_set;
 
     /* ---- shared between the threads: the lanes, the wake-ups, the atomics */
     /* The pool: ncomp compressor threads (--compressors; pipelined, else none), each with

@@ -208,6 +208,7 @@ int pc_worker_warm_codec(pc_worker_t *w)
     if (pc_config_codec_adam_warmup(&rt->cfg) == 1) {
         rt->spec.warmup = PC_CONFIG_ADAM_WARMUP;
         rt->spec.warmup_given = true;
+        w->warm_set = true; /* the servers' flags do not have it: TAG_WARMUP at start */
     }
     return PC_OK;
 }
@@ -638,8 +639,8 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     if (rt->rank != 0)
         return PC_OK;
     size_t lay_len = pc_rt__layout_bytes((size_t)w->nchunks);
-    /* The placement (when the workers chose it), then the parameter groups go first: a
-     * server takes worker 0's first messages with any tag. */
+    /* The codec's warm-up and the placement (when the workers chose them), then the
+     * parameter groups go first: a server takes worker 0's first messages with any tag. */
     size_t grp_len = w->ngroups ? pc_rt__groups_bytes(w->ngroups, (size_t)w->nchunks) : 0;
     uint8_t *lay = malloc(lay_len + grp_len);
     uint32_t *cg = w->ngroups ? malloc(sizeof(uint32_t) * (size_t)w->nchunks + 1) : NULL;
@@ -656,11 +657,16 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
                              (uint32_t)w->nchunks);
     }
     free(cg);
-    uint8_t upd[PC_RT_UPDATE_BYTES];
+    uint8_t upd[PC_RT_UPDATE_BYTES], warm[PC_RT_WARMUP_BYTES];
     pc_rt__update_encode(upd, rt->cfg.update);
+    pc_rt__warmup_encode(warm, rt->spec.warmup);
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
-        if (w->update_set) /* first of all: the server sets its chunks up by it */
+        if (w->warm_set) /* first of all: the server makes its codec by it */
+            rc = PC_MPI_CHECK_PEER(
+                MPI_Send(warm, PC_RT_WARMUP_BYTES, MPI_BYTE, server, TAG_WARMUP, rt->comm), server,
+                why, sizeof(why));
+        if (w->update_set && rc == PC_OK) /* the server sets its chunks up by it */
             rc = PC_MPI_CHECK_PEER(
                 MPI_Send(upd, PC_RT_UPDATE_BYTES, MPI_BYTE, server, TAG_UPDATE, rt->comm), server,
                 why, sizeof(why));

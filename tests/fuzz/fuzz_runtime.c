@@ -1,14 +1,15 @@
 /* fuzz_runtime: libFuzzer target for every parser of the runtime's messages (runtime_proto:
  * layout, init, gradient, pull dense and sparse, powersgd's P^ and matrix update, done,
- * checkpoint request, parameter groups, learning rates, the step's placement, clipping's
- * max-norm and norm).
+ * checkpoint request, parameter groups, learning rates, the step's placement, the codec's
+ * warm-up, clipping's max-norm and norm).
  *
  * Input layout: byte 0 picks the message kind (bits 0-2) and a parameter (bits 3-7: the
  * number of servers, the receiver's codec, ...); the rest is the message:
  *   0 layout   1 init   2 gradient   3 pull (dense, sparse, P^ or a matrix's update, by the
  *   header's codec byte)   4 by the parameter mod 4: done (0), parameter groups (1), learning
- *   rates of 1 + parameter / 4 groups (2, 3)   5 by the parameter mod 4: checkpoint request
- *   (0), the step's placement (1), clipping's max-norm (2) and norm (3)
+ *   rates of 1 + parameter / 4 groups (2, 3)   5 by the parameter mod 8: the codec's
+ *   warm-up (4), else mod 4: checkpoint request (0), the step's placement (1), clipping's
+ *   max-norm (2) and norm (3)
  *   6 gradient, 7 pull: structured: the rest supplies codec (1 byte; a pull: one of the four
  *     server codecs), flags (2), chunk (1),
  *     n (2), entries (2), iteration (1) and scale (4), then the payload, and the harness
@@ -19,7 +20,7 @@
  *   - a rejected message leaves the receiver's buffers and outputs bit for bit untouched
  *     and says why;
  *   - an accepted one is what its encoder would write (layout, init, dense pull, done,
- *     checkpoint, placement and clipping messages re-encode to the same bytes, a max-norm
+ *     checkpoint, placement, warm-up and clipping messages re-encode to the same bytes, a max-norm
  *     0 or above, a norm not below 0; a sparse pull wrote
  *     exactly its entries, at strictly increasing indices below n, and left every other
  *     element as it was), writes only finite parameters (a pull: and a server time within
@@ -461,6 +462,24 @@ static void fuzz_ckpt(const uint8_t *msg, size_t len)
         abort();
 }
 
+static void fuzz_warmup(const uint8_t *msg, size_t len)
+{
+    int warmup = -3;
+    char err[256] = "";
+    int rc = pc_rt__warmup_parse(msg, len, &warmup, err, sizeof(err));
+    if (rc != PC_OK) {
+        check_reason(rc, err);
+        if (warmup != -3)
+            abort();
+        return;
+    }
+    uint8_t again[PC_RT_WARMUP_BYTES];
+    pc_rt__warmup_encode(again, warmup);
+    if (warmup != PC_CONFIG_ADAM_WARMUP || len != PC_RT_WARMUP_BYTES ||
+        memcmp(again, msg, len) != 0)
+        abort();
+}
+
 static void fuzz_update(const uint8_t *msg, size_t len)
 {
     int update = -3;
@@ -570,7 +589,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_lr(msg, len, 1 + param / 4 % 8);
         break;
     case 5:
-        if (param % 4 == 0)
+        if (param % 8 == 4)
+            fuzz_warmup(msg, len);
+        else if (param % 4 == 0)
             fuzz_ckpt(msg, len);
         else if (param % 4 == 1)
             fuzz_update(msg, len);

@@ -832,6 +832,32 @@ static void test_update_message(void **state)
     assert_int_equal(u, -1);
 }
 
+/* The codec's default warm-up (TAG_WARMUP): its bytes, the value back, each rejection with
+ * its reason and nothing written. */
+static void test_warmup_message(void **state)
+{
+    (void)state;
+    uint8_t buf[PC_RT_WARMUP_BYTES + 1] = {0};
+    char err[256];
+    int n = -1;
+    pc_rt__warmup_encode(buf, PC_CONFIG_ADAM_WARMUP);
+    assert_memory_equal(buf, "PPW1\xe8\x03\x00\x00", PC_RT_WARMUP_BYTES); /* 1000 */
+    assert_int_equal(pc_rt__warmup_parse(buf, PC_RT_WARMUP_BYTES, &n, err, sizeof(err)), PC_OK);
+    assert_int_equal(n, PC_CONFIG_ADAM_WARMUP);
+    n = -1;
+    assert_int_equal(pc_rt__warmup_parse(buf, 7, &n, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "warm-up message of 7 bytes, expected 8");
+    assert_int_equal(pc_rt__warmup_parse(buf, 9, &n, err, sizeof(err)), PC_EFORMAT);
+    pc_rt__warmup_encode(buf, 999);
+    assert_int_equal(pc_rt__warmup_parse(buf, 8, &n, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "warm-up message of 999 iterations, expected 1000 (the default)");
+    pc_rt__warmup_encode(buf, PC_CONFIG_ADAM_WARMUP);
+    buf[2] = 'U'; /* "PPU1": an update message */
+    assert_int_equal(pc_rt__warmup_parse(buf, 8, &n, err, sizeof(err)), PC_EFORMAT);
+    assert_string_equal(err, "warm-up message with bad magic 0x31555050");
+    assert_int_equal(n, -1);
+}
+
 /* Parameter groups (TAG_GROUPS) and a step's learning rates (TAG_LR): bytes, round trips,
  * every rejection with its reason and nothing written. */
 static void test_groups_and_lr(void **state)
@@ -1714,6 +1740,7 @@ int main(void)
         cmocka_unit_test(test_sparse_step),
         cmocka_unit_test(test_done_and_ckpt),
         cmocka_unit_test(test_update_message),
+        cmocka_unit_test(test_warmup_message),
         cmocka_unit_test(test_groups_and_lr),
         cmocka_unit_test(test_clip_pieces),
         cmocka_unit_test(test_queue_order),
