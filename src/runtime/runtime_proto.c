@@ -481,15 +481,28 @@ void pc_rt__update_encode(uint8_t *buf, int update)
     pc_wire_put_u32(buf + 4, (uint32_t)update);
 }
 
+/* The start's 8-byte messages (TAG_UPDATE, TAG_WARMUP): the length and the magic, then
+ * *value the u32 after it. Pure. */
+_Static_assert(PC_RT_UPDATE_BYTES == 8 && PC_RT_WARMUP_BYTES == 8, "magic and one u32");
+static int magic_u32_parse(const uint8_t *msg, size_t len, uint32_t magic, const char *what,
+                           uint32_t *value, char *err, size_t errlen)
+{
+    if (len != 8)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s message of %zu bytes, expected 8", what,
+                            len);
+    if (pc_wire_get_u32(msg) != magic)
+        return pc_error_fmt(PC_EFORMAT, err, errlen, "%s message with bad magic 0x%08x", what,
+                            pc_wire_get_u32(msg));
+    *value = pc_wire_get_u32(msg + 4);
+    return PC_OK;
+}
+
 int pc_rt__update_parse(const uint8_t *msg, size_t len, int *update, char *err, size_t errlen)
 {
-    if (len != PC_RT_UPDATE_BYTES)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "update message of %zu bytes, expected %d",
-                            len, PC_RT_UPDATE_BYTES);
-    if (pc_wire_get_u32(msg) != PC_RT_UPDATE_MAGIC)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "update message with bad magic 0x%08x",
-                            pc_wire_get_u32(msg));
-    uint32_t u = pc_wire_get_u32(msg + 4);
+    uint32_t u = 0;
+    int rc = magic_u32_parse(msg, len, PC_RT_UPDATE_MAGIC, "update", &u, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     if (u != (uint32_t)PC_UPDATE_SERVERS && u != (uint32_t)PC_UPDATE_WORKERS)
         return pc_error_fmt(PC_EFORMAT, err, errlen, "update message names placement %u", u);
     *update = (int)u;
@@ -504,13 +517,10 @@ void pc_rt__warmup_encode(uint8_t *buf, int warmup)
 
 int pc_rt__warmup_parse(const uint8_t *msg, size_t len, int *warmup, char *err, size_t errlen)
 {
-    if (len != PC_RT_WARMUP_BYTES)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "warm-up message of %zu bytes, expected %d",
-                            len, PC_RT_WARMUP_BYTES);
-    if (pc_wire_get_u32(msg) != PC_RT_WARMUP_MAGIC)
-        return pc_error_fmt(PC_EFORMAT, err, errlen, "warm-up message with bad magic 0x%08x",
-                            pc_wire_get_u32(msg));
-    uint32_t n = pc_wire_get_u32(msg + 4);
+    uint32_t n = 0;
+    int rc = magic_u32_parse(msg, len, PC_RT_WARMUP_MAGIC, "warm-up", &n, err, errlen);
+    if (rc != PC_OK)
+        return rc;
     if (n != (uint32_t)PC_CONFIG_ADAM_WARMUP)
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "warm-up message of %u iterations, expected %d (the default)", n,
