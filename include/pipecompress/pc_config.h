@@ -210,18 +210,19 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * cfg. */
 int pc_config_codec_momentum_off(pc_config_t *cfg);
 
-/* The density warm-up a sparsifier gets by default when the servers run Adam or AdamW:
- * its first PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from
- * nearly dense to the ratio, so that Adam's moments are learnt while nearly every entry
- * travels (doc/tuning.md, "With Adam or AdamW on the servers", has the measurements).
- * 1000 is torch's powerSGD_hook's start_powerSGD_iter default, the same convention. */
+/* The warm-up a codec gets by default when the servers run Adam or AdamW: a sparsifier's
+ * first PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from nearly
+ * dense to the ratio, PowerSGD sends its matrices dense for as many iterations, so that
+ * Adam's moments are learnt while nearly every entry travels (doc/tuning.md, "With Adam
+ * or AdamW on the servers", has the measurements). 1000 is torch's powerSGD_hook's
+ * start_powerSGD_iter default, the same convention. */
 #define PC_CONFIG_ADAM_WARMUP 1000
 
 /* Give the codec the Adam default warm-up where --compress left warmup at its default:
- * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec is a sparsifier
- * with a density warm-up (dgc, topk) and the spec did not give warmup= (warmup=0 given
- * keeps the codec without one). Returns 1 when it changed cfg->compress, 0 when not,
- * PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
+ * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec has a warm-up
+ * (dgc, topk: density; powersgd: dense iterations) and the spec did not give warmup=
+ * (warmup=0 given keeps the codec without one). Returns 1 when it changed cfg->compress, 0 when
+ * not, PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
 /* Check the flags that only make sense together, for a job of world_size ranks, and fill

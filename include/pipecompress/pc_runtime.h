@@ -282,8 +282,8 @@ int pc_worker_set_user_step(pc_worker_t *w, bool user);
 
 /* Give the codec the default density warm-up for a step that normalises each entry by
  * its own history (Adam, Adadelta, RMSprop, ...: error feedback's late sums mislead it):
- * warmup=PC_CONFIG_ADAM_WARMUP (pc_config.h) is added to the spec where the codec is topk
- * or dgc and the spec gave no warmup= (pc_config_codec_adam_warmup); other codecs, and a
+ * warmup=PC_CONFIG_ADAM_WARMUP (pc_config.h) is added to the spec where the codec is topk,
+ * dgc or powersgd and the spec gave no warmup= (pc_config_codec_adam_warmup); other codecs, and a
  * spec that gave one, stay as they are. pc_worker_set_optimizer does it itself for Adam
  * and AdamW groups; a binding calls this for the caller's own optimizer on the workers
  * (pc_worker_set_user_step) when it is not plain SGD. The servers, whose flags lack it,

@@ -485,7 +485,8 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg)
     pc_codec_spec_t spec;
     if (pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK)
         return PC_EUSAGE;
-    if (spec.warmup_given || (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC))
+    if (spec.warmup_given ||
+        (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC && spec.id != PC_CODEC_POWERSGD))
         return 0;
     size_t len = strlen(cfg->compress);
     int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%swarmup=%d",

@@ -449,17 +449,19 @@ refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='work
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
 # with dgc; each trains, and pc.config() says momentum=0. With Adam(W) on the servers a
 # sparsifier left without a density warm-up gets the default one (warmup=1000), and so
-# does it with Adadelta on the workers ("adaptive"), not with SGD there. Those two compress
-# their one chunk (--compress-min-bytes 0): the servers, whose flags have no warm-up, take
-# it from worker 0 (TAG_WARMUP) or would refuse the warm-up's larger messages. SGD's chunk
-# is under --compress-min-bytes: worker 0 warns that the codec compresses nothing.
+# does it with Adadelta on the workers ("adaptive"), not with SGD there; PowerSGD under
+# AdamW gets its 1000 dense iterations ("servers-psgd"). Those compress their one chunk
+# (--compress-min-bytes 0): the servers, whose flags have no warm-up, take it from worker 0
+# (TAG_WARMUP) or would refuse the warm-up's larger messages. SGD's chunk is under
+# --compress-min-bytes: worker 0 warns that the codec compresses nothing.
 for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0 \
-    adaptive:dgc:ratio=0.1,momentum=0,warmup=1000; do
+    adaptive:dgc:ratio=0.1,momentum=0,warmup=1000 servers-psgd:powersgd:rank=1,warmup=1000; do
     place=${u%%:*} want=${u#*:}
     codec=(--compress-min-bytes 0)
-    [ "$place" != servers ] && codec+=(--compress dgc:ratio=0.1)
+    [ "$place" = adaptive ] && codec+=(--compress dgc:ratio=0.1)
+    [ "$place" = servers-psgd ] && codec+=(--compress powersgd:rank=1)
     [ "$place" = workers ] && codec=(--compress dgc:ratio=0.1)
-    if job "default-$place" 3 "$cases" "codec-default-$place" "$tmp/x" "${codec[@]}" --iters 3 &&
+    if job "default-$place" 3 "$cases" "codec-default-${place%-psgd}" "$tmp/x" "${codec[@]}" --iters 3 &&
         grep -qx "codec: $want" "$tmp/default-$place.out" &&
         { [ "$place" != workers ] ||
             grep -q "warn: --compress $want compresses nothing here: every one of the 1 chunks is under --compress-min-bytes 65536 " "$tmp/default-$place.out"; }; then

@@ -561,7 +561,9 @@ static void test_optimizer_flags(void **state)
     assert_string_equal(cfg.compress, "dgc:warmup=50,momentum=0");
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "powersgd:rank=2"),
                      PC_OK);
-    assert_string_equal(cfg.compress, "powersgd:rank=2"); /* a dense warm-up of its own */
+    assert_string_equal(cfg.compress, "powersgd:rank=2,warmup=1000"); /* dense iterations */
+    assert_int_equal(CHECK(&cfg, err, "--compress", "powersgd:rank=2"), PC_OK);
+    assert_string_equal(cfg.compress, "powersgd:rank=2"); /* sgd: none */
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--compress", "qsgd"), PC_OK);
     assert_string_equal(cfg.compress, "qsgd"); /* no momentum key: untouched */
     assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01"), PC_OK);
