@@ -624,9 +624,9 @@ static int check_clip_combo(const pc_config_t *cfg, char *err, size_t errlen)
  * the aggregate as it is: the sparsifiers' default momentum correction goes (a given one
  * is refused by check_adam). The runtime's SGD keeps it in either placement: --update
  * workers steps the servers' plain SGD on the same mean, bit for bit (a caller's own
- * optimizer on the workers is pc_worker_set_user_step's case). A sparsifier left without
- * a warm-up gets PC_CONFIG_ADAM_WARMUP's (doc/tuning.md), after the checks, whose
- * messages quote the spec as given. spec is re-parsed where cfg->compress changed. */
+ * optimizer on the workers is pc_worker_set_user_step's case). A codec (topk, dgc, powersgd) left
+ * without a warm-up gets PC_CONFIG_ADAM_WARMUP's (doc/tuning.md), after the checks, whose messages
+ * quote the spec as given. spec is re-parsed where cfg->compress changed. */
 static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
 {
     int rc;

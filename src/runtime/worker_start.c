@@ -194,7 +194,7 @@ static void momentum_default_off(pc_worker_t *w)
     }
 }
 
-/* A sparsifier left without a warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP
+/* A codec left without a warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP
  * in rt's spec and configuration, pc_config_codec_adam_warmup), as pc-train's --optimizer
  * adamw does. Before pc_worker_start, as momentum_default_off: no other thread reads
  * rt->spec or rt->cfg.compress yet. */
