@@ -244,7 +244,7 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
         free(tg);
         return WFAIL(rt, &w->main, PC_ENOMEM, "out of memory");
     }
-    char why[160];
+    char why[320];
     /* The caller's optimizer steps as written (SGD's momentum too, on the servers). */
     momentum_default_off(w);
     double mc = pc_codec_worker_momentum(&rt->spec);
@@ -263,10 +263,12 @@ int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int
         int rc = pc_rt__group_check(&g[i], why, sizeof(why));
         if (rc == PC_OK && mc != 0 && (kind != PC_OPTIM_SGD || g[i].momentum != 0))
             rc = pc_error_fmt(PC_EINVAL, why, sizeof(why),
-                              "--compress %s corrects momentum on the workers: the servers "
-                              "step plain SGD without momentum; for momentum or Adam give the "
-                              "codec momentum=0 (e.g. --compress %s:ratio=0.01,momentum=0)",
-                              pc_codec_name(rt->spec.id), pc_codec_name(rt->spec.id));
+                              "--compress %s corrects momentum on the workers (momentum=%g), "
+                              "which would feed momentum into %s; give the codec momentum=0 "
+                              "(e.g. --compress %s:ratio=0.01,momentum=0)",
+                              pc_codec_name(rt->spec.id), mc,
+                              kind == PC_OPTIM_SGD ? "SGD's momentum" : "Adam's moments",
+                              pc_codec_name(rt->spec.id));
         if (rc != PC_OK) {
             free(g);
             free(tg);

@@ -441,6 +441,10 @@ refuse placement-skew 3 x "^torch_cases.py: attach: start: worker r0: workers ch
 # not the averaged gradient (a new user's trial found it trained silently).
 refuse workers-momentum 3 x "^torch_cases.py: DistributedOptimizer: worker r[01]: the step on the workers with your optimizer: --compress topk corrects momentum on the workers \(momentum=0\.9\), so p.grad would carry momentum, not the averaged gradient; give the codec momentum=0 " \
     "$cases" workers "$tmp/x" --compress topk:ratio=0.1,momentum=0.9 --iters 2
+# The same with AdamW on the servers: refused whole, naming what it would feed (the line
+# was once cut at 160 bytes).
+refuse servers-momentum 3 x "^torch_cases.py: DistributedOptimizer: worker r[01]: parameter group 0: --compress topk corrects momentum on the workers \(momentum=0\.9\), which would feed momentum into Adam's moments; give the codec momentum=0 \(e\.g\. --compress topk:ratio=0\.01,momentum=0\)$" \
+    "$cases" codec-default-servers "$tmp/x" --compress topk:ratio=0.01,momentum=0.9 --iters 3
 # update="workers" with powersgd: its matrices' step is the workers' already (from P^ and
 # Q, the servers' step replayed), so the wrapper's placement is refused, saying what works.
 refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='workers'\): worker r[01]: the step on the workers with --compress powersgd:rank=1: .*; keep the step on the servers \(the binding's update='servers', which runs SGD, Adam and AdamW with their groups\) or take another codec$" \
@@ -532,7 +536,7 @@ else
 fi
 # (other-thread's output also has the helper thread's own traceback: Python's threading
 # prints it before the training thread fails in one line.)
-if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew,workers-momentum,workers-powersgd}.out; then
+if grep -l 'Traceback' "$tmp"/{bad-flag,unknown-flag,auto-unprobed,float64,strided,init-twice,lazy-worker,lazy-server,early-exit,extra-pass,bad-note,other-model,argv-string,views,rebind,groups-skew,groups-late,shadow,clip-race,placement-skew,workers-momentum,servers-momentum,workers-powersgd}.out; then
     bad "a refusal printed a traceback instead of one line"
 else
     ok "refusals print one line, no traceback"
