@@ -28,6 +28,12 @@ int pc_runtime_check_config(pc_config_t *cfg, int world_size, char *err, size_t 
     return pc_config_check(cfg, world_size, err, errlen);
 }
 
+void pc_rt__spec_update(pc_runtime_t *rt)
+{
+    pc_codec_spec_parse(rt->cfg.compress, &rt->spec, NULL, 0); /* checked by the caller */
+    rt->spec.seed = (uint64_t)rt->cfg.seed;
+}
+
 int pc_rt__codecs_create(const pc_runtime_t *rt, pc_codec_t **codec, pc_codec_t **dense)
 {
     pc_codec_spec_t none;
@@ -336,8 +342,7 @@ static pc_runtime_t *runtime_alloc(const pc_config_t *checked, int size)
     rt->size = size;
     rt->cfg = *checked;
     const pc_config_t *cfg = &rt->cfg;
-    pc_codec_spec_parse(cfg->compress, &rt->spec, NULL, 0); /* checked by the caller */
-    rt->spec.seed = (uint64_t)cfg->seed;
+    pc_rt__spec_update(rt);
     pc_config_optim(cfg, &rt->optim); /* adam(w)'s betas checked by pc_config_check */
     return rt;
 }

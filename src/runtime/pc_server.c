@@ -464,8 +464,7 @@ static int server_first(server_t *s, uint8_t **lay, int *len, int *tag, char *er
                             "server r%d: worker r0 gave the codec a warm-up of %d iterations, but "
                             "this server's --compress %s takes none or gives its own",
                             rt->rank, warmup, rt->cfg.compress);
-    rt->spec.warmup = warmup;
-    rt->spec.warmup_given = true;
+    pc_rt__spec_update(rt); /* warmup=1000 added: the one value the parser accepts */
     pc_codec_destroy(s->codec);
     pc_codec_destroy(s->codec_dense);
     s->codec = s->codec_dense = NULL;

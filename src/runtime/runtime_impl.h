@@ -151,6 +151,12 @@ static inline pc_optim_cfg_t pc_rt__chunk_optim(const pc_runtime_t *rt, size_t n
  * Thread-safe. */
 int pc_rt__codecs_create(const pc_runtime_t *rt, pc_codec_t **codec, pc_codec_t **dense);
 
+/* rt->spec from rt->cfg.compress (checked by pc_config_check; a key added since, by
+ * pc_config_codec_momentum_off or pc_config_codec_adam_warmup, included) and the run's
+ * seed: the one place the spec is derived from the configuration. Before any codec is
+ * made from it (pc_worker_start, a server's layout): not thread-safe on rt. */
+void pc_rt__spec_update(pc_runtime_t *rt);
+
 /* Bytes of a host name in rt->hosts (with its terminating NUL; longer names are cut). */
 
 /* Rank r's host name (r in 0..size-1; "?" otherwise). Thread-safe. */

@@ -188,10 +188,8 @@ int pc_worker_set_device_step(pc_worker_t *w, int64_t ns_per_iteration)
 static void momentum_default_off(pc_worker_t *w)
 {
     pc_runtime_t *rt = w->rt;
-    if (!w->started && pc_config_codec_momentum_off(&rt->cfg) == 1) {
-        rt->spec.momentum = 0;
-        rt->spec.momentum_given = true;
-    }
+    if (!w->started && pc_config_codec_momentum_off(&rt->cfg) == 1)
+        pc_rt__spec_update(rt);
 }
 
 /* A codec left without a warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP
@@ -206,8 +204,7 @@ int pc_worker_warm_codec(pc_worker_t *w)
                      "pc_worker_warm_codec after pc_worker_start: the codec's states are made "
                      "there");
     if (pc_config_codec_adam_warmup(&rt->cfg) == 1) {
-        rt->spec.warmup = PC_CONFIG_ADAM_WARMUP;
-        rt->spec.warmup_given = true;
+        pc_rt__spec_update(rt);
         w->warm_set = true; /* the servers' flags do not have it: TAG_WARMUP at start */
     }
     return PC_OK;
