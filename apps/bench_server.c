@@ -52,8 +52,9 @@ typedef struct opts {
     char codecs[512];
     int64_t chunk_bytes; /* 0: pc-train's default */
     int64_t compress_min_bytes;
-    int optimizer;    /* pc-train's --optimizer: a pc_optim_kind_t */
-    int adam_moments; /* pc-train's --adam-moments: a pc_config_adam_moments_t */
+    int optimizer;      /* pc-train's --optimizer: a pc_optim_kind_t */
+    int adam_moments;   /* pc-train's --adam-moments: a pc_config_adam_moments_t */
+    bool moments_given; /* --adam-moments on the command line (else each codec's default) */
 } opts_t;
 
 static const pc_flags_t server_opts[] = {
@@ -97,7 +98,8 @@ static const pc_flags_t server_opts[] = {
      .offset = offsetof(opts_t, adam_moments),
      .choices = PC_CONFIG_ADAM_MOMENTS_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
      .help = "adam, adamw: pc-train's --adam-moments (lazy: the sparsifiers' chunks step "
-             "their arrived entries only, O(nnz))"},
+             "their arrived entries only, O(nnz); not given: each codec's default, lazy for "
+             "topk)"},
 };
 
 /* One chunk the timed server owns, with every worker's message of it. */
@@ -286,7 +288,7 @@ static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t
     cfg->optimizer = o->optimizer;
     cfg->adam_moments = o->adam_moments;
     pc_config_set_given(cfg, "optimizer", o->optimizer != PC_OPTIM_SGD);
-    pc_config_set_given(cfg, "adam-moments", o->adam_moments != PC_ADAM_MOMENTS_DENSE);
+    pc_config_set_given(cfg, "adam-moments", o->moments_given);
     cfg->servers = o->servers;
     if (o->chunk_bytes > 0)
         cfg->chunk_bytes = o->chunk_bytes;
@@ -448,7 +450,9 @@ static void print_head(const opts_t *o, const pc_trace_t *tr, size_t total, int 
            "median of %d\n",
            pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o->servers,
            pc_optim_kind_name(o->optimizer),
-           o->optimizer == PC_OPTIM_SGD              ? ""
+           o->optimizer == PC_OPTIM_SGD ? ""
+           : !o->moments_given
+               ? ", each codec's default moments (pc_config_adam_moments: lazy for topk)"
            : o->adam_moments == PC_ADAM_MOMENTS_LAZY ? ", lazy moments"
                                                      : ", dense moments",
            o->reps);
@@ -466,10 +470,14 @@ int bench_server_main(int argc, char **argv)
                 .codecs = "topk:ratio=0.01;dgc:ratio=0.001;fp16;qsgd:levels=16",
                 .chunk_bytes = 0,
                 .compress_min_bytes = -1};
+    uint64_t given = 0;
     pc_flags_group_t grp = {"pc-bench server flags", server_opts,
-                            sizeof(server_opts) / sizeof(server_opts[0]), &o, NULL};
+                            sizeof(server_opts) / sizeof(server_opts[0]), &o, &given};
     char err[512] = "";
     int rc = pc_flags_parse(&grp, 1, argc, argv, NULL, err, sizeof(err));
+    for (size_t i = 0; i < grp.nopts; i++)
+        if (strcmp(server_opts[i].name, "adam-moments") == 0)
+            o.moments_given = (given >> i) & 1;
     int early =
         pc_flags_finish(rc, &grp, 1, "pc-bench", "pc-bench server [flags]", err, 1, stdout, stderr);
     if (early >= 0)

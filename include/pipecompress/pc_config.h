@@ -225,6 +225,19 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * not, PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
+/* The servers' Adam moments (a pc_config_adam_moments_t) for a step of optimizer kind (a
+ * pc_optim_kind_t: the run's --optimizer, or the caller's parameter groups') under cfg:
+ * --adam-moments where given (or set to lazy by hand), else the codec's default: lazy for
+ * topk with adam or adamw stepped on the servers (--mode ps, --update servers), dense
+ * otherwise. Top-k's lazy moments kept the ViT within half a point of uncompressed AdamW
+ * where its dense ones did not; DGC's and the dense codecs' are dense (doc/tuning.md, "With
+ * Adam or AdamW on the servers", has the measurements). Pure; thread-safe on a cfg no one
+ * writes. */
+int pc_config_adam_moments(const pc_config_t *cfg, int kind);
+
+/* "dense" or "lazy" for a pc_config_adam_moments_t ("?" for another value). Pure. */
+const char *pc_config_adam_moments_name(int moments);
+
 /* Check the flags that only make sense together, for a job of world_size ranks, and fill
  * in the defaults that depend on other flags, so that printing cfg afterwards shows what
  * runs. Checks: the --compress spec, the worker/server split, a cosine schedule without
@@ -243,7 +256,8 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg);
  * --momentum 0 (SGD's default 0.9 does not apply) and, with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
  * (pc_config_codec_momentum_off) and warmup=PC_CONFIG_ADAM_WARMUP where a sparsifier's
- * warm-up was (pc_config_codec_adam_warmup); with such a codec (momentum
+ * warm-up was (pc_config_codec_adam_warmup), and --adam-moments the codec's default where
+ * not given (pc_config_adam_moments: lazy for topk); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

@@ -299,6 +299,13 @@ int pc_worker_warm_codec(pc_worker_t *w);
  * pc_worker_destroy. Backprop thread. */
 const char *pc_worker_compress(const pc_worker_t *w);
 
+/* The Adam moments the servers step this run's chunks with ("dense" or "lazy"; "dense"
+ * for SGD, which has none): --adam-moments where given, else the codec's default for the
+ * run's optimizer, the parameter groups' where pc_worker_set_optimizer gave them
+ * (pc_config_adam_moments, the rule the servers apply). A static string. Backprop thread
+ * (reads the configuration that pc_worker_set_optimizer writes). */
+const char *pc_worker_adam_moments(const pc_worker_t *w);
+
 /* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),
  * chosen by the workers instead of the flags' --update (the binding's
  * DistributedOptimizer(update="workers") when pc.init got no --update). Every worker must

@@ -105,6 +105,7 @@ def _load():
         # the codec the worker runs: momentum=0 added where the wrapper turned the codec's
         # default momentum correction off, warmup=1000 where it gave the default warm-up.
         "pc_worker_compress": (c_char_p, [c_void_p]),
+        "pc_worker_adam_moments": (c_char_p, [c_void_p]),
         # update="workers" with an optimizer other than SGD: the sparsifiers' default
         # density warm-up (warmup=1000), before the start.
         "pc_worker_warm_codec": (c_int, [c_void_p]),

@@ -353,6 +353,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.lib.pc_worker_set_optimizer(s.w, kind, hp, ngroups, tg) != 0:
             s.fail("DistributedOptimizer")
         s.config["compress"] = s.lib.pc_worker_compress(s.w).decode()  # maybe momentum=0
+        if kind != 0:  # Adam, AdamW: the servers' moments, the codec's default if not given
+            s.config["adam-moments"] = s.lib.pc_worker_adam_moments(s.w).decode()
 
     def _init_workers(self, a, s, optimizer, cls, runtime):
         """update="workers": check, choose the placement when pc.init got no --update

@@ -389,7 +389,8 @@ static const pc_flags_t config_opts[] = {
              "(torch's Adam on the aggregate, zeros included); lazy moves only the entries "
              "that arrived (the union over workers) of a sparsifier's chunk (topk, dgc, "
              "randomk), as torch.optim.SparseAdam: O(nnz) per step. For chunks that travel "
-             "dense (other codecs, --compress-min-bytes) lazy is dense"},
+             "dense (other codecs, --compress-min-bytes) lazy is dense. Not given: lazy for "
+             "topk, dense for the other codecs (doc/tuning.md)"},
     {.name = "adam-freeze-after",
      .type = PC_FLAGS_INT64,
      .offset = offsetof(pc_config_t, adam_freeze_after),
@@ -478,6 +479,28 @@ int pc_config_codec_momentum_off(pc_config_t *cfg)
         return PC_EUSAGE;
     }
     return 1;
+}
+
+int pc_config_adam_moments(const pc_config_t *cfg, int kind)
+{
+    if (pc_config_given(cfg, "adam-moments") || cfg->adam_moments != PC_ADAM_MOMENTS_DENSE)
+        return cfg->adam_moments;
+    pc_codec_spec_t spec;
+    if ((kind != PC_OPTIM_ADAM && kind != PC_OPTIM_ADAMW) || cfg->mode != PC_MODE_PS ||
+        cfg->update != PC_UPDATE_SERVERS ||
+        pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK)
+        return PC_ADAM_MOMENTS_DENSE;
+    return spec.id == PC_CODEC_TOPK ? PC_ADAM_MOMENTS_LAZY : PC_ADAM_MOMENTS_DENSE;
+}
+
+const char *pc_config_adam_moments_name(int moments)
+{
+#define PC_CONFIG_ADAM_MOMENTS_NAME(name, text)                                                    \
+    if (moments == PC_ADAM_MOMENTS_##name)                                                         \
+        return text;
+    PC_CONFIG_ADAM_MOMENTS_TABLE(PC_CONFIG_ADAM_MOMENTS_NAME)
+#undef PC_CONFIG_ADAM_MOMENTS_NAME
+    return "?";
 }
 
 int pc_config_codec_adam_warmup(pc_config_t *cfg)
@@ -626,7 +649,8 @@ static int check_clip_combo(const pc_config_t *cfg, char *err, size_t errlen)
  * workers steps the servers' plain SGD on the same mean, bit for bit (a caller's own
  * optimizer on the workers is pc_worker_set_user_step's case). A codec (topk, dgc, powersgd) left
  * without a warm-up gets PC_CONFIG_ADAM_WARMUP's (doc/tuning.md), after the checks, whose messages
- * quote the spec as given. spec is re-parsed where cfg->compress changed. */
+ * quote the spec as given, and --adam-moments left at its default becomes the codec's
+ * (pc_config_adam_moments). spec is re-parsed where cfg->compress changed. */
 static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
 {
     int rc;
@@ -638,6 +662,8 @@ static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, s
         return rc;
     if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_adam_warmup(cfg) == 1)
         pc_codec_spec_parse(cfg->compress, spec, NULL, 0);
+    if (adam) /* the codec's default moments where none was given */
+        cfg->adam_moments = pc_config_adam_moments(cfg, cfg->optimizer);
     return PC_OK;
 }
 

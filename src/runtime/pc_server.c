@@ -301,8 +301,9 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
         k->group = pc_rt__groups_chunk(groups, c);
         pc_rt__groups_get(groups, k->group, &base);
         k->optim = pc_rt__chunk_optim_from(rt, &base, n);
-        /* --adam-moments, --adam-freeze-after: the run's (pc.init's flags), not a group's */
-        k->optim.lazy = rt->optim.lazy;
+        /* --adam-moments, --adam-freeze-after: the run's (pc.init's flags), not a group's;
+         * the moments the codec's default for the groups' optimizer where not given */
+        k->optim.lazy = pc_config_adam_moments(&rt->cfg, base.kind) == PC_ADAM_MOMENTS_LAZY;
         k->optim.freeze_after = rt->optim.freeze_after;
     }
     int rc = lowrank_setup(s, k, rows, err, errlen);

@@ -215,6 +215,12 @@ const char *pc_worker_compress(const pc_worker_t *w)
     return w->rt->cfg.compress;
 }
 
+const char *pc_worker_adam_moments(const pc_worker_t *w)
+{
+    const pc_runtime_t *rt = w->rt;
+    return pc_config_adam_moments_name(pc_config_adam_moments(&rt->cfg, rt->optim.kind));
+}
+
 int pc_worker_set_optimizer(pc_worker_t *w, int kind, const double *hparams, int ngroups,
                             const int *tensor_group)
 {

@@ -31,7 +31,8 @@
 #   group, --clip-grad-norm) through the servers and through the workers (--update
 #   workers) gives DDP's losses, --optimizer adadelta --lr-schedule step through the
 #   workers DDP's bitwise; a wrapped optimizer turns the codec's default momentum
-#   correction off (AdamW on the servers, SGD with momentum on the workers);
+#   correction off (AdamW on the servers, SGD with momentum on the workers), and top-k under
+#   AdamW on the servers gets lazy moments unless given;
 # - bad flags, --mode auto without pc.probe, --device cuda, float64 and non-contiguous parameters, pc.init twice, a server
 #   that never serves, a worker leaving without pc.finish, an extra backward pass, a
 #   metrics note of no JSON, another model on one worker, the forward on another thread,
@@ -474,6 +475,23 @@ for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,mo
         bad "codec-default-$place:"; tail -n 15 "$tmp/default-$place.out"
     fi
 done
+# The servers' Adam moments left to the codec: top-k's default is lazy (only the entries
+# that arrived step), for the groups' AdamW as for pc.init's --optimizer adamw: the same
+# parameters as --adam-moments lazy given, not those of dense. Without the warm-up (whose
+# first iterations send nearly every entry, where lazy and dense agree) and over one
+# compressed chunk. The servers apply the rule themselves; pc.config() says it.
+mom=(codec-default-servers "$tmp/x" --compress topk:ratio=0.05,warmup=0 --compress-min-bytes 0 --iters 3)
+if job moments-default 3 "$cases" "${mom[@]}" &&
+    job moments-lazy 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments lazy &&
+    job moments-dense 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments dense &&
+    grep -qx "adam moments: lazy" "$tmp/moments-default.out" &&
+    d=$(grep -m1 '^digest: ' "$tmp/moments-default.out") && [ -n "$d" ] &&
+    [ "$d" = "$(grep -m1 '^digest: ' "$tmp/moments-lazy.out")" ] &&
+    [ "$d" != "$(grep -m1 '^digest: ' "$tmp/moments-dense.out")" ]; then
+    ok "AdamW on the servers with top-k: lazy moments by default (the parameters of --adam-moments lazy, not dense's)"
+else
+    bad "top-k's default Adam moments:"; tail -n 5 "$tmp"/moments-*.out
+fi
 # A group's lr set between backward and step(): its rates went with the first gradient
 # (the rates to 6 significant digits, not torch's 17).
 refuse groups-late 3 x "^torch_cases.py: DistributedOptimizer: parameter group 0's lr changed from 0\.00[0-9]{1,6} to 0\.00[0-9]{1,6} during iteration 2, after its rates went to the servers with its first gradient \(they step it with 0\.00[0-9]{1,6}\): set the lr before the forward pass, or step a torch.optim.lr_scheduler after opt.step\(\)$" \

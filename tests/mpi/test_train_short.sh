@@ -5,7 +5,8 @@
 #  - the run completes, its loss falls and the test accuracy beats chance (10 classes);
 #  - the same seed saves bitwise the same model with --pipeline on and off;
 #  - --eval-model reads the saved model back and reports the accuracy training printed;
-#  - --optimizer adamw on the servers (top-k without momentum correction: the dense step):
+#  - --optimizer adamw on the servers (top-k without momentum correction: its default lazy
+#    moments, the O(nnz) step):
 #    the loss falls, and --pipeline on and off save bitwise the same model;
 #  - a pool of compressor threads (--compressors 4, small chunks so that tensors span
 #    threads, every chunk top-k) saves bitwise the model of --pipeline off, and so does a

@@ -92,8 +92,9 @@ codec-default-servers, codec-default-workers, codec-default-adaptive
           the codec's default momentum correction is turned off by the wrapper: AdamW on
           the servers, SGD with momentum on the workers, or Adadelta there (the codec from
           the flags; AdamW and Adadelta also give a sparsifier its default warm-up), 3
-          iterations; rank 0 prints "codec: SPEC" (pc.config()'s after the wrapper); the
-          parameters moved and are finite.
+          iterations; rank 0 prints "codec: SPEC" and "adam moments: M" (pc.config()'s
+          after the wrapper); the parameters moved and are finite, and rank 0 prints
+          "digest: SHA256" of them.
 dtype     a float64 model: must fail at attach with one line naming the parameter.
 strided   a non-contiguous parameter: must fail likewise.
 twice     pc.init called twice: must fail with one line.
@@ -634,9 +635,10 @@ def case_placement_skew(out, flags):
 def case_codec_default(out, flags, update):
     """The codec's default momentum correction with a wrapped optimizer: AdamW on the
     servers (update "servers"), SGD with momentum 0.9 on the workers ("workers") or
-    Adadelta there ("adaptive"), the codec as the flags give it; 3 iterations. Rank 0 prints "codec: SPEC" (pc.config()'s,
-    after the wrapper) and every worker checks that its parameters moved and stayed
-    finite."""
+    Adadelta there ("adaptive"), the codec as the flags give it; 3 iterations. Rank 0
+    prints "codec: SPEC" and "adam moments: M" (pc.config()'s, after the wrapper), every
+    worker checks that its parameters moved and stayed finite, and rank 0 prints "digest:
+    SHA256" of its parameters."""
     model = small_model(flags)
     if model is None:
         return pc.run_server()
@@ -649,6 +651,7 @@ def case_codec_default(out, flags, update):
     opt = pc.DistributedOptimizer(torch_opt, update=update)
     if pc.rank() == 0:
         print(f"codec: {pc.config()['compress']}", flush=True)
+        print(f"adam moments: {pc.config()['adam-moments']}", flush=True)
     init = [p.detach().clone() for p in model.parameters()]
     for it in range(3):
         g = torch.Generator().manual_seed(1000 * it + pc.rank())
@@ -660,6 +663,8 @@ def case_codec_default(out, flags, update):
         raise pc.Error("a parameter is not finite")
     if all(torch.equal(p, q) for p, q in zip(model.parameters(), init)):
         raise pc.Error("no parameter moved")
+    if pc.rank() == 0:
+        print(f"digest: {digest(model.parameters())}", flush=True)
     return status
 
 

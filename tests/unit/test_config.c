@@ -874,6 +874,55 @@ static void test_adam_variant_flags(void **state)
     assert_string_equal(err, "--adam-moments 7: not one of dense|lazy");
 }
 
+/* --adam-moments not given: the codec's default (pc_config_adam_moments), lazy for topk
+ * stepped by Adam or AdamW on the servers, dense for the other codecs and placements; a
+ * given value wins; the parameter groups' optimizer (a cfg whose --optimizer is sgd) gets
+ * the same rule. */
+static void test_adam_moments_default(void **state)
+{
+    (void)state;
+    pc_config_t cfg;
+    pc_optim_cfg_t o;
+    char err[256];
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw"), PC_OK); /* topk 1 % */
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_LAZY);
+    pc_config_optim(&cfg, &o);
+    assert_true(o.lazy && pc_optim_lazy(&o));
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_LAZY);
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--adam-moments", "dense"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    char *dense[][4] = {
+        {"--compress", "dgc:ratio=0.001", "--optimizer", "adamw"},
+        {"--compress", "powersgd:rank=4", "--optimizer", "adamw"},
+        {"--compress", "randomk:ratio=0.01", "--optimizer", "adam"},
+        {"--update", "workers", "--optimizer", "adamw"},
+    };
+    for (size_t i = 0; i < sizeof(dense) / sizeof(dense[0]); i++) {
+        assert_int_equal(CHECK(&cfg, err, dense[i][0], dense[i][1], dense[i][2], dense[i][3]),
+                         PC_OK);
+        assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    }
+    assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adamw"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    /* The groups' optimizer on a run whose flags say sgd. */
+    assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_ADAMW), PC_ADAM_MOMENTS_LAZY);
+    assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_ADAM), PC_ADAM_MOMENTS_LAZY);
+    assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_SGD), PC_ADAM_MOMENTS_DENSE);
+    assert_string_equal(pc_config_adam_moments_name(PC_ADAM_MOMENTS_LAZY), "lazy");
+    assert_string_equal(pc_config_adam_moments_name(PC_ADAM_MOMENTS_DENSE), "dense");
+    assert_string_equal(pc_config_adam_moments_name(9), "?");
+    /* Set by hand without the parser: lazy stays lazy. */
+    pc_config_defaults(&cfg);
+    cfg.optimizer = PC_OPTIM_ADAMW;
+    snprintf(cfg.compress, sizeof(cfg.compress), "dgc:ratio=0.001");
+    cfg.adam_moments = PC_ADAM_MOMENTS_LAZY;
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_LAZY);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -896,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_update),
         cmocka_unit_test(test_optimizer_flags),
         cmocka_unit_test(test_adam_variant_flags),
+        cmocka_unit_test(test_adam_moments_default),
         cmocka_unit_test(test_compressors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
