@@ -13,7 +13,8 @@
  * network cannot hide. The chunk plan is the runtime's (pc_plan over the trace's tensors,
  * --chunk-bytes, --compress-min-bytes: the small chunks travel with codec none and their
  * step takes the codec's momentum, as pc_rt__chunk_optim_from does), the optimizer the
- * configuration pc-train would resolve (pc_config_check; --optimizer, --adam-moments), and
+ * configuration pc-train would resolve (pc_config_check; --optimizer, --adam-moments; with
+ * adam(w) a sparsifier's spec without warmup= gets warmup=0, the steady state), and
  * with --servers S the busiest server's chunks are timed. The figures: milliseconds per
  * iteration of that server, per message, and the share of the trace's compute time
  * (pc_trace_compute_ms) they take; one server keeps up when its iteration fits in the GPU's,
@@ -284,6 +285,19 @@ static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t
         return BENCH_EXIT_USAGE;
     }
     strcpy(cfg->compress, spec_text);
+    /* The steady state: Adam's default warm-up (pc_config_codec_adam_warmup: warmup=1000
+     * where the spec gives none) would make these messages its first, nearly dense ones. */
+    pc_codec_spec_t given;
+    if (o->optimizer != PC_OPTIM_SGD && pc_codec_spec_parse(spec_text, &given, NULL, 0) == PC_OK &&
+        !given.warmup_given && (given.id == PC_CODEC_TOPK || given.id == PC_CODEC_DGC)) {
+        size_t len = strlen(cfg->compress);
+        int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%swarmup=0",
+                         strchr(spec_text, ':') ? "," : ":");
+        if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
+            fprintf(stderr, "pc-bench: server: --codecs: spec too long: %s\n", spec_text);
+            return BENCH_EXIT_USAGE;
+        }
+    }
     pc_config_set_given(cfg, "compress", 1);
     cfg->optimizer = o->optimizer;
     cfg->adam_moments = o->adam_moments;
