@@ -252,6 +252,7 @@ int compress_on(pc_cuda_codec_t *s, pc_cuda_job_t *j, pc_cuda_err_t *cuerr)
     j->entries = 0;
     j->scale = 0.0f;
     j->dgc_path = -1;
+    j->bitmap = false;
     int rc;
     switch (spec->id) {
     case PC_CODEC_TOPK:

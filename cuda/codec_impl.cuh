@@ -229,10 +229,11 @@ int fold_check(pc_cuda_codec *s, float *v, const float *g, size_t n, cudaStream_
                pc_cuda_err_t *cuerr);
 int momentum_fold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,
                   pc_cuda_err_t *cuerr);
-// Encode k selected indices with their values (codec_pack.cu).
-int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, float *v,
-           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes,
-           pc_cuda_err_t *cuerr);
+// Encode k selected indices of n with their values; *bitmap: the indices as a bitmap
+// (codec_pack.cu).
+int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, size_t n,
+           float *v, bool ef, float *momentum, bool with_index, bool *bitmap, cudaStream_t q,
+           size_t *bytes, pc_cuda_err_t *cuerr);
 // The sparsifiers (codec_select.cu) and the dense codecs (codec_quant.cu): compress j into
 // s->payload, *bytes its size.
 int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j, cudaStream_t q,

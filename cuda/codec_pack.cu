@@ -1,5 +1,6 @@
-// codec_pack.cu: the sparse messages' encoding: u32 or delta-varint indices, f32 or f16 values (the
-// shared parts: codec_impl.cuh).
+// codec_pack.cu: the sparse messages' encoding: u32 or delta-varint indices, or a bitmap of n
+// bits where that is smaller (as the CPU codec chooses: codec_sparse.c), f32 or f16 values
+// (the shared parts: codec_impl.cuh).
 #include "codec_impl.cuh"
 
 namespace pc_codec_cu
@@ -21,8 +22,18 @@ __global__ void varint_total_kernel(const unsigned *off, const unsigned *len, si
     st->vbytes = k ? off[k - 1] + len[k - 1] : 0;
 }
 
-// Indices (u32 or varints at off[j]) and values of the selected elements; error feedback
-// takes what was sent out of v; the momentum is masked where values were sent.
+// The bitmap form's bits: index i is bit i % 32 of the little-endian word i / 32 of the
+// payload (bit i % 8 of byte i / 8), zeroed before.
+__global__ void bitmap_kernel(const unsigned *idx, size_t k, unsigned *words)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < k; j += stride)
+        atomicOr(&words[idx[j] >> 5], 1u << (idx[j] & 31));
+}
+
+// Indices (u32 or varints at off[j]; none here for the bitmap form) and values of the
+// selected elements; error feedback takes what was sent out of v; the momentum is masked
+// where values were sent.
 struct encode_args {
     const unsigned *idx;
     size_t k;
@@ -31,12 +42,12 @@ struct encode_args {
     float *momentum;     // NULL: no masking
     const unsigned *off; // delta: byte offset of each varint
     unsigned char *payload;
-    const dstate *st; // delta: vbytes, where the values start
+    size_t values; // where the values start: the index section's bytes
 };
 
 __global__ void encode_kernel(encode_args a)
 {
-    size_t values = !a.with_index ? 0 : (a.delta ? a.st->vbytes : 4 * a.k);
+    size_t values = a.values;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < a.k; j += stride) {
         unsigned i = a.idx[j];
@@ -54,10 +65,11 @@ __global__ void encode_kernel(encode_args a)
 
 } // namespace
 
-// Encode k selected indices (ascending, device) with their values from v into the payload.
-int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, float *v,
-           bool ef, float *momentum, bool with_index, cudaStream_t q, size_t *bytes,
-           pc_cuda_err_t *cuerr)
+// Encode k selected indices of n (ascending, device) with their values from v into the
+// payload; *bitmap: whether the indices went as a bitmap (PC_WIRE_F_BITMAP).
+int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, size_t k, size_t n,
+           float *v, bool ef, float *momentum, bool with_index, bool *bitmap, cudaStream_t q,
+           size_t *bytes, pc_cuda_err_t *cuerr)
 {
     bool delta = with_index && spec->index == PC_INDEX_DELTA;
     size_t vb = spec->values == PC_VALUES_FP16 ? 2 : 4;
@@ -80,20 +92,29 @@ int encode(pc_cuda_codec *s, const pc_codec_spec_t *spec, const unsigned *idx, s
     } else if (with_index) {
         ib = 4 * k;
     }
+    size_t nb = (n + 7) / 8;
+    *bitmap = with_index && nb < ib; // strictly smaller, as the CPU codec's rule
+    if (*bitmap)
+        ib = nb;
     *bytes = ib + vb * k;
-    CK(reserve(s->payload, *bytes + 4));
+    CK(reserve(s->payload, *bytes + 4)); // the bitmap's last word: at most 3 bytes past nb
+    if (*bitmap) {
+        CK(cudaMemsetAsync(s->payload.p, 0, nb, q));
+        bitmap_kernel<<<grid_for(s->sms, k), TPB, 0, q>>>(idx, k, as<unsigned>(s->payload));
+        CK_LAUNCH();
+    }
     if (k) {
         encode_args a = {idx,
                          k,
                          v,
                          ef,
                          spec->values == PC_VALUES_FP16,
-                         delta,
-                         with_index,
+                         delta && !*bitmap,
+                         with_index && !*bitmap,
                          momentum,
                          as<unsigned>(s->off),
                          as<unsigned char>(s->payload),
-                         s->st};
+                         ib};
         encode_kernel<<<grid_for(s->sms, k), TPB, 0, q>>>(a);
         CK_LAUNCH();
     }

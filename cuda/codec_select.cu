@@ -481,7 +481,7 @@ int compress_topk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *
     if (rc != PC_OK)
         return rc;
     j->entries = (uint32_t)got;
-    return encode(s, spec, idx, got, v, ef, j->momentum, true, q, bytes, cuerr);
+    return encode(s, spec, idx, got, j->n, v, ef, j->momentum, true, &j->bitmap, q, bytes, cuerr);
 }
 
 int compress_threshold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
@@ -501,7 +501,8 @@ int compress_threshold(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_jo
         return rc;
     CK(fetch(s, q));
     j->entries = s->st_host->count;
-    return encode(s, spec, as<unsigned>(s->sel), j->entries, v, ef, nullptr, true, q, bytes, cuerr);
+    return encode(s, spec, as<unsigned>(s->sel), j->entries, j->n, v, ef, nullptr, true, &j->bitmap,
+                  q, bytes, cuerr);
 }
 
 int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_t *j,
@@ -531,7 +532,8 @@ int compress_randomk(pc_cuda_codec *s, const pc_codec_spec_t *spec, pc_cuda_job_
             return PC_CUDA_FAIL(PC_ECUDA); // Floyd's algorithm always yields k: a kernel is wrong
     }
     j->entries = (uint32_t)k;
-    return encode(s, spec, as<unsigned>(s->sel), k, v, ef, j->momentum, false, q, bytes, cuerr);
+    return encode(s, spec, as<unsigned>(s->sel), k, n, v, ef, j->momentum, false, &j->bitmap, q,
+                  bytes, cuerr);
 }
 
 int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaStream_t q,
@@ -579,7 +581,7 @@ int compress_dgc(pc_cuda_codec *s, const pc_codec_t *c, pc_cuda_job_t *j, cudaSt
             j->dgc_path = 2;
     }
     j->entries = (uint32_t)got;
-    return encode(s, spec, idx, got, v, true, j->momentum, true, q, bytes, cuerr);
+    return encode(s, spec, idx, got, n, v, true, j->momentum, true, &j->bitmap, q, bytes, cuerr);
 }
 
 } // namespace pc_codec_cu

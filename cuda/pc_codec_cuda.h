@@ -6,6 +6,7 @@
 #ifndef PC_CODEC_CUDA_H
 #define PC_CODEC_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,7 @@ typedef struct pc_cuda_job {
     uint32_t bytes;   /* out: payload bytes */
     float scale;      /* out */
     int dgc_path;     /* out: 0 sampled, 1 adapted, 2 exact top-k, -1 none (dgc only) */
+    bool bitmap;      /* out: the indices went as a bitmap (PC_WIRE_F_BITMAP) */
 } pc_cuda_job_t;
 
 /* Compress job->grad into job->payload with the state's arrays. PC_OK, PC_ERANGE (non-finite

@@ -25,7 +25,10 @@ extern "C" {
 #define PC_WIRE_F_FP16   0x0001u /* values are IEEE binary16, else binary32 */
 #define PC_WIRE_F_DELTA  0x0002u /* indices are delta + LEB128 varints, else u32 */
 #define PC_WIRE_F_ROUND2 0x0004u /* powersgd: the second round's factor (Q_w), else P_w */
-#define PC_WIRE_F_KNOWN  (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA | PC_WIRE_F_ROUND2)
+#define PC_WIRE_F_BITMAP                                                                           \
+    0x0008u /* indices are a bitmap of n bits, else a list (the sender's                           \
+               choice per message: the smaller) */
+#define PC_WIRE_F_KNOWN (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA | PC_WIRE_F_ROUND2 | PC_WIRE_F_BITMAP)
 
 typedef struct pc_wire_header {
     uint32_t magic;     /* PC_WIRE_MAGIC */
@@ -52,6 +55,12 @@ int pc_wire_header_read(const void *msg, size_t len, pc_wire_header_t *h, char *
 
 /* LEB128 varint of a 32-bit value: 1..5 bytes. Returns bytes written (out needs 5). */
 size_t pc_wire_varint_put(uint8_t *out, uint32_t v);
+
+/* Bytes of v's LEB128 varint: 1..5. Pure. */
+static inline size_t pc_wire_varint_len(uint32_t v)
+{
+    return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
+}
 
 /* Decode one varint from p[0..end): returns bytes consumed, or 0 when truncated, longer
  * than 5 bytes or over 32 bits. */

@@ -1,7 +1,9 @@
 /* codec_sparse: the sparsifying codecs: topk, dgc, randomk, threshold.
  *
  * Payload: the selected indices, ascending (absolute u32, or the first index then gaps - 1
- * as LEB128 varints), then one value per index (binary32 or binary16). randomk sends no
+ * as LEB128 varints; or, PC_WIRE_F_BITMAP, a bitmap of n bits, index i at bit i % 8 of byte
+ * i / 8, when that is smaller: a density above 1/32 with u32 indices, a dense warm-up's
+ * first messages), then one value per index (binary32 or binary16). randomk sends no
  * indices: the receiver regenerates them from (seed, iteration, chunk).
  *
  * Error feedback: v = residual + gradient is what gets selected from; after encoding,
@@ -29,13 +31,36 @@ static size_t value_bytes(const pc_codec_t *c)
     return c->spec.values == PC_VALUES_FP16 ? 2 : 4;
 }
 
-/* Encode values v[idx[0..k)] (and, when with_index, the indices) into payload; subtract
- * what was sent from v when ef. Returns payload bytes. */
+/* Bytes of a bitmap of n bits. */
+static size_t bitmap_bytes(size_t n)
+{
+    return (n + 7) / 8;
+}
+
+/* Bytes of the index list of idx[0..k) (ascending) in the codec's form: u32s or varints. */
+static size_t list_bytes(const pc_codec_t *c, const uint32_t *idx, size_t k)
+{
+    if (c->spec.index != PC_INDEX_DELTA)
+        return 4 * k;
+    size_t b = 0;
+    for (size_t j = 0; j < k; j++)
+        b += pc_wire_varint_len(j == 0 ? idx[0] : idx[j] - idx[j - 1] - 1);
+    return b;
+}
+
+/* Encode values v[idx[0..k)] (and, when with_index, the indices: as a bitmap of n bits
+ * when bitmap, else as the codec's list) into payload; subtract what was sent from v when
+ * ef. Returns payload bytes. */
 static size_t encode(const pc_codec_t *c, float *v, const uint32_t *idx, size_t k, bool with_index,
-                     bool ef, uint8_t *payload)
+                     bool bitmap, size_t n, bool ef, uint8_t *payload)
 {
     uint8_t *p = payload;
-    if (with_index) {
+    if (with_index && bitmap) {
+        memset(p, 0, bitmap_bytes(n));
+        for (size_t j = 0; j < k; j++)
+            p[idx[j] >> 3] |= (uint8_t)(1u << (idx[j] & 7));
+        p += bitmap_bytes(n);
+    } else if (with_index) {
         if (c->spec.index == PC_INDEX_DELTA) {
             uint32_t prev = 0;
             for (size_t j = 0; j < k; j++) {
@@ -72,11 +97,55 @@ static size_t encode(const pc_codec_t *c, float *v, const uint32_t *idx, size_t 
     return (size_t)(p - payload);
 }
 
-/* Parse the index section of a payload: k indices, strictly increasing, < n. On success
- * *values points past it. When out is not NULL the indices are stored there. */
+/* The index-carrying codecs' message (topk, dgc, threshold): entries and payload into h,
+ * the indices as a bitmap (h->flags |= PC_WIRE_F_BITMAP) where that is strictly smaller
+ * than the list, the same entries and values either way. */
+static void encode_indexed(const pc_codec_t *c, float *v, const uint32_t *idx, size_t k, size_t n,
+                           bool ef, pc_wire_header_t *h, uint8_t *payload)
+{
+    bool bitmap = bitmap_bytes(n) < list_bytes(c, idx, k);
+    if (bitmap)
+        h->flags |= PC_WIRE_F_BITMAP;
+    h->entries = (uint32_t)k;
+    h->payload = (uint32_t)encode(c, v, idx, k, true, bitmap, n, ef, payload);
+}
+
+/* The bitmap form of parse_indices: n bits (none set at or past n), entries of them set. */
+static int parse_bitmap(const pc_wire_header_t *h, const uint8_t *payload, uint32_t *out,
+                        const uint8_t **values, char *err, size_t errlen)
+{
+    size_t nb = bitmap_bytes(h->n);
+    if (h->payload < nb)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: payload of %u bytes ends inside its %zu-byte index bitmap",
+                            h->chunk, h->payload, nb);
+    if (h->n % 8 && (payload[nb - 1] >> (h->n % 8)))
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: index bitmap has bits set past n = %u", h->chunk, h->n);
+    size_t set = 0;
+    for (size_t b = 0; b < nb; b++) {
+        unsigned byte = payload[b];
+        if (out)
+            for (; byte && set < h->entries; byte &= byte - 1)
+                out[set++] = (uint32_t)(8 * b) + (uint32_t)__builtin_ctz(byte);
+        set += (size_t)__builtin_popcount(byte); /* what is left: past entries when out */
+    }
+    if (set != h->entries)
+        return pc_error_fmt(PC_EFORMAT, err, errlen,
+                            "chunk %u: index bitmap has %zu bits set for %u entries", h->chunk, set,
+                            h->entries);
+    *values = payload + nb;
+    return PC_OK;
+}
+
+/* Parse the index section of a payload: k indices, strictly increasing, < n (a list, or
+ * with PC_WIRE_F_BITMAP a bitmap). On success *values points past it. When out is not
+ * NULL the indices are stored there. */
 static int parse_indices(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_t *payload,
                          uint32_t *out, const uint8_t **values, char *err, size_t errlen)
 {
+    if (h->flags & PC_WIRE_F_BITMAP)
+        return parse_bitmap(h, payload, out, values, err, errlen);
     const uint8_t *p = payload, *end = payload + h->payload;
     uint32_t prev = 0;
     for (uint32_t j = 0; j < h->entries; j++) {
@@ -167,6 +236,17 @@ static int apply_indexed_list(const pc_codec_t *c, const pc_wire_header_t *h,
 {
     const uint8_t *p = payload;
     const uint8_t *values = payload + h->payload - (size_t)h->entries * value_bytes(c);
+    if (h->flags & PC_WIRE_F_BITMAP) {
+        uint32_t j = 0;
+        for (size_t b = 0; b < bitmap_bytes(h->n); b++)
+            for (unsigned byte = p[b]; byte; byte &= byte - 1, j++) {
+                uint32_t ix = (uint32_t)(8 * b) + (uint32_t)__builtin_ctz(byte);
+                dense[ix] += scale * value_at(c, values, j);
+                if (idx)
+                    idx[j] = ix;
+            }
+        return PC_OK;
+    }
     uint32_t prev = 0;
     for (uint32_t j = 0; j < h->entries; j++) {
         uint32_t ix;
@@ -281,8 +361,7 @@ static int topk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad,
     if (got < 0)
         return (int)got;
     momentum_mask(st, c->idx, (size_t)got);
-    h->entries = (uint32_t)got;
-    h->payload = (uint32_t)encode(c, v, c->idx, (size_t)got, true, ef, payload);
+    encode_indexed(c, v, c->idx, (size_t)got, n, ef, h, payload);
     return PC_OK;
 }
 
@@ -331,8 +410,7 @@ static int threshold_compress(pc_codec_t *c, pc_codec_state_t *st, const float *
     if (pc_codec__reserve_idx(c, n) != PC_OK)
         return PC_ENOMEM;
     size_t k = pc_select_above(v, n, (float)c->spec.tau, c->idx, n);
-    h->entries = (uint32_t)k;
-    h->payload = (uint32_t)encode(c, v, c->idx, k, true, ef, payload);
+    encode_indexed(c, v, c->idx, k, n, ef, h, payload);
     return PC_OK;
 }
 
@@ -506,8 +584,7 @@ static int dgc_compress(pc_codec_t *c, pc_codec_state_t *st, const float *grad, 
             c->stats.dgc_exact++;
     }
     momentum_mask(st, c->idx, got);
-    h->entries = (uint32_t)got;
-    h->payload = (uint32_t)encode(c, v, c->idx, got, true, true, payload);
+    encode_indexed(c, v, c->idx, got, n, true, h, payload);
     return PC_OK;
 }
 
@@ -582,7 +659,7 @@ static int randomk_compress(pc_codec_t *c, pc_codec_state_t *st, const float *gr
     randomk_indices(&c->spec, h->iteration, h->chunk, n, k, c->bits, c->idx);
     momentum_mask(st, c->idx, k);
     h->entries = (uint32_t)k;
-    h->payload = (uint32_t)encode(c, v, c->idx, k, false, ef, payload);
+    h->payload = (uint32_t)encode(c, v, c->idx, k, false, false, n, ef, payload);
     return PC_OK;
 }
 

@@ -623,10 +623,13 @@ int pc_codec__check(const pc_codec_t *c, const pc_wire_header_t *h, const uint8_
                                 "chunk %u: round-%d factor of %u entries, expected %u", h->chunk,
                                 want->round, h->entries, want->entries);
     }
-    if (h->flags != flags)
+    /* An index-carrying codec's sender may send its indices as a bitmap (the smaller). */
+    bool indexed = (codecs[c->spec.id].keys & K_INDEX) != 0;
+    if (h->flags != flags && !(indexed && h->flags == (flags | PC_WIRE_F_BITMAP)))
         return pc_error_fmt(PC_EFORMAT, err, errlen,
-                            "chunk %u: flags 0x%04x, this %s codec sends 0x%04x", h->chunk,
-                            h->flags, pc_codec_name(c->spec.id), flags);
+                            "chunk %u: flags 0x%04x, this %s codec sends 0x%04x%s", h->chunk,
+                            h->flags, pc_codec_name(c->spec.id), flags,
+                            indexed ? " (with 0x0008: its indices as a bitmap)" : "");
     return c->ops->validate(c, h, payload, err, errlen);
 }
 

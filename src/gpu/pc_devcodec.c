@@ -440,7 +440,7 @@ static int compress(pc_devcodec_t *c, pc_devcodec_state_t *st, const float *grad
         .magic = PC_WIRE_MAGIC,
         .version = PC_WIRE_VERSION,
         .codec = (uint8_t)pc_codec_spec(c->codec)->id,
-        .flags = pc_codec__flags(c->codec),
+        .flags = (uint16_t)(pc_codec__flags(c->codec) | (job.bitmap ? PC_WIRE_F_BITMAP : 0)),
         .chunk = st->chunk,
         .n = (uint32_t)st->n,
         .iteration = iteration,

@@ -1118,6 +1118,114 @@ static void test_malformed_sparse(void **state)
     }
 }
 
+/* The index section as a bitmap of n bits (PC_WIRE_F_BITMAP) exactly when that is smaller
+ * than the codec's list (u32s: above 1/32 density; varints: their bytes), the same entries
+ * and values either way: the message re-encoded by hand as a list decodes to the same
+ * bits. Malformed bitmaps are refused in one line; the flag on a codec without indices
+ * is. */
+static void test_index_bitmap(void **state)
+{
+    (void)state;
+    const char *specs[] = {"topk:ratio=0.5,momentum=0",  "topk:ratio=0.01,momentum=0",
+                           "topk:ratio=0.05,momentum=0", "topk:ratio=0.2,index=delta",
+                           "topk:ratio=0.5,values=fp16", "threshold:tau=0.5",
+                           "dgc:ratio=0.3,momentum=0"};
+    const size_t sizes[] = {1, 31, 1001, 4099};
+    float *g = malloc(sizeof(float) * 4099);
+    for (size_t si = 0; si < sizeof(specs) / sizeof(specs[0]); si++)
+        for (size_t ni = 0; ni < sizeof(sizes) / sizeof(sizes[0]); ni++) {
+            size_t n = sizes[ni];
+            pc_codec_t *c = make(specs[si], 3);
+            pc_codec_state_t *st;
+            assert_int_equal(pc_codec_state_create(c, 4, n, &st), PC_OK);
+            heavy(g, n, 50 + ni);
+            msg_t m = compress(c, st, g, 5);
+            pc_wire_header_t h;
+            char err[256];
+            assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)), PC_OK);
+            float *d = decode(c, &m, 4, n, 5);
+            /* The entries' indices, from the decoded positions (values are never 0 here:
+             * heavy() draws none) */
+            size_t k = 0, vb = strstr(specs[si], "fp16") ? 2 : 4, list = 0;
+            uint32_t *idx = malloc(sizeof(uint32_t) * n);
+            for (size_t i = 0; i < n; i++)
+                if (d[i] != 0.0f)
+                    idx[k++] = (uint32_t)i;
+            assert_int_equal(k, h.entries);
+            bool delta = strstr(specs[si], "delta") != NULL;
+            for (size_t j = 0; j < k; j++)
+                list += delta ? pc_wire_varint_len(j ? idx[j] - idx[j - 1] - 1 : idx[0]) : 4;
+            size_t nb = (n + 7) / 8;
+            bool bitmap = nb < list;
+            if (bitmap != ((h.flags & PC_WIRE_F_BITMAP) != 0))
+                fail_msg("%s n=%zu: %zu entries, list %zu bytes, bitmap %zu: flags 0x%x", specs[si],
+                         n, k, list, nb, h.flags);
+            assert_int_equal(m.len, PC_WIRE_HEADER_BYTES + (bitmap ? nb : list) + k * vb);
+            if (bitmap && !delta) { /* the same message with a u32 list decodes alike */
+                size_t len2 = PC_WIRE_HEADER_BYTES + 4 * k + k * vb;
+                uint8_t *b = malloc(len2);
+                h.flags &= (uint16_t)~PC_WIRE_F_BITMAP;
+                h.payload = (uint32_t)(len2 - PC_WIRE_HEADER_BYTES);
+                pc_wire_header_write(&h, b);
+                for (size_t j = 0; j < k; j++)
+                    pc_wire_put_u32(b + PC_WIRE_HEADER_BYTES + 4 * j, idx[j]);
+                memcpy(b + PC_WIRE_HEADER_BYTES + 4 * k, m.buf + m.len - k * vb, k * vb);
+                msg_t m2 = {.buf = b, .len = len2, .cap = len2};
+                float *d2 = decode(c, &m2, 4, n, 5);
+                assert_memory_equal(d, d2, sizeof(float) * n);
+                free(d2);
+                free(b);
+            }
+            free(idx);
+            free(d);
+            free(m.buf);
+            pc_codec_state_destroy(st);
+            pc_codec_destroy(c);
+        }
+    free(g);
+    /* Malformed: n = 1001, top-k 50 % (the bitmap form: 126 bytes against 2004). */
+    const size_t n = 1001, H = PC_WIRE_HEADER_BYTES;
+    float x[1001];
+    heavy(x, n, 9);
+    pc_codec_t *c = make("topk:ratio=0.5", 1);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create(c, 2, n, &st), PC_OK);
+    msg_t m = compress(c, st, x, 5);
+    assert_true(pc_wire_get_u16(m.buf + 6) & PC_WIRE_F_BITMAP);
+    uint8_t *b = malloc(m.len);
+    size_t first = 0; /* the byte of the first set bit */
+    while (!m.buf[H + first])
+        first++;
+#define MUT(stmt, len_, what, needle)                                                              \
+    do {                                                                                           \
+        memcpy(b, m.buf, m.len);                                                                   \
+        stmt;                                                                                      \
+        expect_reject(c, b, (len_), 2, n, what, needle);                                           \
+    } while (0)
+    MUT(b[H + first] &= (uint8_t)(b[H + first] - 1), m.len, "a bit cleared",
+        "bits set for 501 entries");
+    MUT(b[H + 125] |= 0x80, m.len, "a bit past n", "bits set past n = 1001");
+    MUT(set_u32(b + 28, 100), H + 100, "payload inside the bitmap",
+        "ends inside its 126-byte index bitmap");
+    MUT(b[6] |= PC_WIRE_F_DELTA, m.len, "bitmap and delta", "sends 0x0000 (with 0x0008");
+#undef MUT
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    /* randomk sends no indices: the flag is refused. */
+    c = make("randomk:ratio=0.5", 1);
+    assert_int_equal(pc_codec_state_create(c, 2, n, &st), PC_OK);
+    free(m.buf);
+    m = compress(c, st, x, 5);
+    b = realloc(b, m.len);
+    memcpy(b, m.buf, m.len);
+    b[6] |= PC_WIRE_F_BITMAP;
+    expect_reject(c, b, m.len, 2, n, "bitmap on randomk", "this randomk codec sends 0x0000");
+    free(b);
+    free(m.buf);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+}
+
 static void test_malformed_quantised(void **state)
 {
     (void)state;
@@ -1213,6 +1321,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_gradient),
         cmocka_unit_test(test_empty_message),
         cmocka_unit_test(test_malformed_sparse),
+        cmocka_unit_test(test_index_bitmap),
         cmocka_unit_test(test_malformed_quantised),
         cmocka_unit_test(test_max_bytes),
     };

@@ -301,9 +301,10 @@ static long radix_topk(const float *v, size_t n, size_t k, uint32_t *sel)
     return (long)k;
 }
 
-/* encode_kernel over k ascending indices: the index section (u32, or varints at the
- * exclusive scan of their lengths), the values, the residual left. Returns the bytes. */
-static size_t encode(const uint32_t *idx, size_t k, float *v, bool delta, bool fp16,
+/* encode_kernel over k ascending indices of n: the index section (u32, or varints at the
+ * exclusive scan of their lengths; bitmap_kernel's bitmap of n bits where that is
+ * smaller), the values, the residual left. Returns the bytes. */
+static size_t encode(const uint32_t *idx, size_t k, size_t n, float *v, bool delta, bool fp16,
                      bool with_index, uint8_t *out)
 {
     size_t ib = 0;
@@ -311,6 +312,13 @@ static size_t encode(const uint32_t *idx, size_t k, float *v, bool delta, bool f
     for (size_t j = 0; j < k; j++) { /* varint_len_kernel, then the scan */
         off[j] = (uint32_t)ib;
         ib += with_index ? (delta ? pc_elem_varint_len(pc_elem_gap(idx, j)) : 4) : 0;
+    }
+    if (with_index && (n + 7) / 8 < ib) { /* the bitmap: the memset, then one bit per index */
+        ib = (n + 7) / 8;
+        memset(out, 0, ib);
+        for (size_t j = 0; j < k; j++)
+            out[idx[j] / 8] |= (uint8_t)(1u << (idx[j] % 8));
+        with_index = false;
     }
     for (size_t j = 0; j < k; j++) {
         if (with_index && delta)
@@ -343,7 +351,7 @@ static void topk(const char *spec, double ratio, bool delta, bool fp16, float m)
             r[i] = pc_elem_fold(r[i], m > 0 ? u[i] : g[i]);
         }
         assert_int_equal(radix_topk(r, n, k, sel), (long)k);
-        size_t bytes = encode(sel, k, r, delta, fp16, true, out);
+        size_t bytes = encode(sel, k, n, r, delta, fp16, true, out);
         if (m > 0) { /* the momentum masked where values were sent */
             for (size_t j = 0; j < k; j++)
                 u[sel[j]] = 0.0f;
@@ -453,7 +461,7 @@ static void test_randomk(void **state)
                 if (pc_elem_randomk_member(i, (uint32_t)n, k, 0x5eedULL, subseq, hit))
                     sel[m++] = i;
             assert_int_equal(m, k); /* Floyd's algorithm always yields k */
-            size_t bytes = encode(sel, k, r, false, false, false, out);
+            size_t bytes = encode(sel, k, n, r, false, false, false, out);
             assert_int_equal(bytes, c.h.payload);
             assert_memory_equal(out, cpu_payload(&c), bytes);
             assert_bits_equal(r, pc_codec_state_residual(c.st), n);
