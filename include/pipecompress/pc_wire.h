@@ -25,10 +25,8 @@ extern "C" {
 #define PC_WIRE_F_FP16   0x0001u /* values are IEEE binary16, else binary32 */
 #define PC_WIRE_F_DELTA  0x0002u /* indices are delta + LEB128 varints, else u32 */
 #define PC_WIRE_F_ROUND2 0x0004u /* powersgd: the second round's factor (Q_w), else P_w */
-#define PC_WIRE_F_BITMAP                                                                           \
-    0x0008u /* indices are a bitmap of n bits, else a list (the sender's                           \
-               choice per message: the smaller) */
-#define PC_WIRE_F_KNOWN (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA | PC_WIRE_F_ROUND2 | PC_WIRE_F_BITMAP)
+#define PC_WIRE_F_BITMAP 0x0008u /* indices are a bitmap of n bits, else a list (the smaller) */
+#define PC_WIRE_F_KNOWN  (PC_WIRE_F_FP16 | PC_WIRE_F_DELTA | PC_WIRE_F_ROUND2 | PC_WIRE_F_BITMAP)
 
 typedef struct pc_wire_header {
     uint32_t magic;     /* PC_WIRE_MAGIC */
