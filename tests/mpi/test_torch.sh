@@ -480,7 +480,7 @@ done
 # parameters as --adam-moments lazy given, not those of dense. Without the warm-up (whose
 # first iterations send nearly every entry, where lazy and dense agree) and over one
 # compressed chunk. The servers apply the rule themselves; pc.config() says it.
-mom=(codec-default-servers "$tmp/x" --compress topk:ratio=0.05,warmup=0 --compress-min-bytes 0 --iters 3)
+mom=(codec-default-servers "$tmp/x" --compress "topk:ratio=0.05,warmup=0" --compress-min-bytes 0 --iters 3)
 if job moments-default 3 "$cases" "${mom[@]}" &&
     job moments-lazy 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments lazy &&
     job moments-dense 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments dense &&
