@@ -53,9 +53,8 @@ typedef struct opts {
     char codecs[512];
     int64_t chunk_bytes; /* 0: pc-train's default */
     int64_t compress_min_bytes;
-    int optimizer;      /* pc-train's --optimizer: a pc_optim_kind_t */
-    int adam_moments;   /* pc-train's --adam-moments: a pc_config_adam_moments_t */
-    bool moments_given; /* --adam-moments on the command line (else each codec's default) */
+    int optimizer;    /* pc-train's --optimizer: a pc_optim_kind_t */
+    int adam_moments; /* pc-train's --adam-moments: a pc_config_adam_moments_t */
 } opts_t;
 
 static const pc_flags_t server_opts[] = {
@@ -92,15 +91,14 @@ static const pc_flags_t server_opts[] = {
      .type = PC_FLAGS_CHOICE,
      .offset = offsetof(opts_t, optimizer),
      .choices = PC_OPTIM_KIND_CHOICES,
-     .help = "the servers' step (pc-train's --optimizer; adam and adamw need a codec without "
-             "momentum correction, e.g. topk:ratio=0.01,momentum=0)"},
+     .help = "the servers' step (pc-train's --optimizer; adam and adamw turn a sparsifier's "
+             "default momentum correction off and refuse a momentum= above 0 in its spec)"},
     {.name = "adam-moments",
      .type = PC_FLAGS_CHOICE,
      .offset = offsetof(opts_t, adam_moments),
      .choices = PC_CONFIG_ADAM_MOMENTS_TABLE(PC_FLAGS_CHOICE_TEXT) + 1,
      .help = "adam, adamw: pc-train's --adam-moments (lazy: the sparsifiers' chunks step "
-             "their arrived entries only, O(nnz); not given: each codec's default, lazy for "
-             "topk)"},
+             "their arrived entries only, O(nnz); auto: each codec's default, lazy for topk)"},
 };
 
 /* One chunk the timed server owns, with every worker's message of it. */
@@ -275,50 +273,55 @@ static int chunk_iteration(bchunk_t *k, const pc_optim_cfg_t *run_optim, int pul
 }
 
 /* The configuration pc-train would run with: defaults, --compress spec, W workers and S
- * servers, resolved by pc_config_check (a sparsifier's momentum moves to the workers). */
-static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t *cfg)
+ * servers, resolved by pc_config_check (a sparsifier's momentum moves to the workers), into
+ * cfg; *err (512 bytes) gets pc_config_check's refusal. */
+static int check_config(const opts_t *o, const char *text, int W, pc_config_t *cfg, char *err)
 {
-    char err[512];
     pc_config_defaults(cfg);
-    if (strlen(spec_text) >= sizeof(cfg->compress)) {
-        fprintf(stderr, "pc-bench: server: --codecs: spec too long: %s\n", spec_text);
-        return BENCH_EXIT_USAGE;
-    }
-    strcpy(cfg->compress, spec_text);
-    /* The steady state: Adam's default warm-up (pc_config_codec_adam_warmup: warmup=1000
-     * where the spec gives none) would make these messages its first, nearly dense ones. */
-    pc_codec_spec_t given;
-    if (o->optimizer != PC_OPTIM_SGD && pc_codec_spec_parse(spec_text, &given, NULL, 0) == PC_OK &&
-        !given.warmup_given && (given.id == PC_CODEC_TOPK || given.id == PC_CODEC_DGC)) {
-        size_t len = strlen(cfg->compress);
-        int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%swarmup=0",
-                         strchr(spec_text, ':') ? "," : ":");
-        if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
-            fprintf(stderr, "pc-bench: server: --codecs: spec too long: %s\n", spec_text);
-            return BENCH_EXIT_USAGE;
-        }
-    }
+    snprintf(cfg->compress, sizeof(cfg->compress), "%s", text); /* the caller checked its length */
     pc_config_set_given(cfg, "compress", 1);
     cfg->optimizer = o->optimizer;
     cfg->adam_moments = o->adam_moments;
     pc_config_set_given(cfg, "optimizer", o->optimizer != PC_OPTIM_SGD);
-    pc_config_set_given(cfg, "adam-moments", o->moments_given);
+    pc_config_set_given(cfg, "adam-moments", o->adam_moments != PC_ADAM_MOMENTS_AUTO);
     cfg->servers = o->servers;
     if (o->chunk_bytes > 0)
         cfg->chunk_bytes = o->chunk_bytes;
     if (o->compress_min_bytes >= 0)
         cfg->compress_min_bytes = o->compress_min_bytes;
-    if (pc_config_check(cfg, W + o->servers, err, sizeof(err)) != PC_OK) {
+    return pc_config_check(cfg, W + o->servers, err, 512);
+}
+
+/* check_config on the spec as given (its refusals quote it), then for a steady state's
+ * messages: Adam's default warm-up (pc_config_codec_adam_warmup: warmup=1000 where a
+ * sparsifier's spec gives none) would make them its first, nearly dense ones, so such a
+ * spec runs with warmup=0. */
+static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t *cfg)
+{
+    char err[512], steady[sizeof(cfg->compress)];
+    if (strlen(spec_text) >= sizeof(cfg->compress) - sizeof(",warmup=0")) {
+        fprintf(stderr, "pc-bench: server: --codecs: spec too long: %s\n", spec_text);
+        return BENCH_EXIT_USAGE;
+    }
+    if (check_config(o, spec_text, W, cfg, err) != PC_OK) {
         fprintf(stderr, "pc-bench: server: --codecs %s: %s\n", spec_text, err);
         return BENCH_EXIT_USAGE;
     }
     pc_codec_spec_t spec;
-    pc_codec_spec_parse(cfg->compress, &spec, NULL, 0); /* checked above */
+    pc_codec_spec_parse(spec_text, &spec, NULL, 0); /* checked above */
     if (spec.id == PC_CODEC_POWERSGD) {
         fprintf(stderr,
                 "pc-bench: server: --codecs %s: powersgd's two rounds are not measured here "
                 "(its P and Q messages need a server round trip)\n",
                 spec_text);
+        return BENCH_EXIT_USAGE;
+    }
+    if (o->optimizer == PC_OPTIM_SGD || spec.warmup_given ||
+        (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC))
+        return 0;
+    snprintf(steady, sizeof(steady), "%s%swarmup=0", spec_text, strchr(spec_text, ':') ? "," : ":");
+    if (check_config(o, steady, W, cfg, err) != PC_OK) { /* the same flags, one key more */
+        fprintf(stderr, "pc-bench: server: --codecs %s: %s\n", spec_text, err);
         return BENCH_EXIT_USAGE;
     }
     return 0;
@@ -465,8 +468,8 @@ static void print_head(const opts_t *o, const pc_trace_t *tr, size_t total, int 
            pc_trace_model(tr), pc_trace_device(tr), total, nt, compute_ms, o->servers,
            pc_optim_kind_name(o->optimizer),
            o->optimizer == PC_OPTIM_SGD ? ""
-           : !o->moments_given
-               ? ", each codec's default moments (pc_config_adam_moments: lazy for topk)"
+           : o->adam_moments == PC_ADAM_MOMENTS_AUTO
+               ? ", each codec's default moments (lazy for topk, else dense)"
            : o->adam_moments == PC_ADAM_MOMENTS_LAZY ? ", lazy moments"
                                                      : ", dense moments",
            o->reps);
@@ -483,15 +486,12 @@ int bench_server_main(int argc, char **argv)
                 .workers = "4,8",
                 .codecs = "topk:ratio=0.01;dgc:ratio=0.001;fp16;qsgd:levels=16",
                 .chunk_bytes = 0,
-                .compress_min_bytes = -1};
-    uint64_t given = 0;
+                .compress_min_bytes = -1,
+                .adam_moments = PC_ADAM_MOMENTS_AUTO};
     pc_flags_group_t grp = {"pc-bench server flags", server_opts,
-                            sizeof(server_opts) / sizeof(server_opts[0]), &o, &given};
+                            sizeof(server_opts) / sizeof(server_opts[0]), &o, NULL};
     char err[512] = "";
     int rc = pc_flags_parse(&grp, 1, argc, argv, NULL, err, sizeof(err));
-    for (size_t i = 0; i < grp.nopts; i++)
-        if (strcmp(server_opts[i].name, "adam-moments") == 0)
-            o.moments_given = (given >> i) & 1;
     int early =
         pc_flags_finish(rc, &grp, 1, "pc-bench", "pc-bench server [flags]", err, 1, stdout, stderr);
     if (early >= 0)

@@ -50,10 +50,11 @@ extern "C" {
  * servers). */
 #define PC_CONFIG_UPDATE_TABLE(X) X(SERVERS, "servers") X(WORKERS, "workers")
 /* --adam-moments (adam, adamw): which entries of a sparsifier's aggregate the servers' step
- * moves. DENSE: every entry of m, v and the parameters, every iteration (torch's Adam on the
+ * moves. AUTO (the default): the codec's choice, one of the others (pc_config_adam_moments);
+ * DENSE: every entry of m, v and the parameters, every iteration (torch's Adam on the
  * aggregate, zeros included); LAZY: only the entries that arrived (pc_optim_adam_lazy,
  * torch.optim.SparseAdam's rule), O(nnz). A dense aggregate steps densely either way. */
-#define PC_CONFIG_ADAM_MOMENTS_TABLE(X) X(DENSE, "dense") X(LAZY, "lazy")
+#define PC_CONFIG_ADAM_MOMENTS_TABLE(X) X(AUTO, "auto") X(DENSE, "dense") X(LAZY, "lazy")
 /* --compressors N|auto: the longest value kept; the most compressor threads a worker may
  * run (64: far past the cores near one GPU on any machine we know, and each thread costs a
  * placement slot, PC_TOPO_MAX_THREADS); auto's cap (8: where the ResNet-50 and BERT-base
@@ -135,7 +136,7 @@ typedef struct pc_config {
     char betas[PC_CONFIG_BETAS_LEN];   /* --betas B1,B2 (adam, adamw; pc_optim_betas_parse) */
     double eps;                        /* --eps: adam(w)'s term of the denominator */
     int amsgrad;                       /* --amsgrad: adam(w) with the largest v so far */
-    int adam_moments;                  /* --adam-moments dense|lazy: a pc_config_adam_moments_t */
+    int adam_moments;                  /* --adam-moments auto|dense|lazy (the table above) */
     int64_t adam_freeze_after;         /* --adam-freeze-after N: adam(w)'s v frozen after N steps */
     char metrics[PC_CONFIG_PATH_LEN];  /* --metrics FILE: JSON lines, every rank; "" = off */
     char timeline[PC_CONFIG_PATH_LEN]; /* --timeline FILE: Chrome trace of every thread */
@@ -225,17 +226,17 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * not, PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
-/* The servers' Adam moments (a pc_config_adam_moments_t) for a step of optimizer kind (a
- * pc_optim_kind_t: the run's --optimizer, or the caller's parameter groups') under cfg:
- * --adam-moments where given (or set to lazy by hand), else the codec's default: lazy for
- * topk with adam or adamw stepped on the servers (--mode ps, --update servers), dense
+/* The servers' Adam moments (PC_ADAM_MOMENTS_DENSE or _LAZY) for a step of optimizer kind
+ * (a pc_optim_kind_t: the run's --optimizer, or the caller's parameter groups') under cfg:
+ * --adam-moments dense or lazy as set, and for auto the codec's default: lazy for topk
+ * with adam or adamw stepped on the servers (--mode ps, --update servers), dense
  * otherwise. Top-k's lazy moments kept the ViT within half a point of uncompressed AdamW
  * where its dense ones did not; DGC's and the dense codecs' are dense (doc/tuning.md, "With
  * Adam or AdamW on the servers", has the measurements). Pure; thread-safe on a cfg no one
  * writes. */
 int pc_config_adam_moments(const pc_config_t *cfg, int kind);
 
-/* "dense" or "lazy" for a pc_config_adam_moments_t ("?" for another value). Pure. */
+/* "auto", "dense" or "lazy" for a pc_config_adam_moments_t ("?" for another value). Pure. */
 const char *pc_config_adam_moments_name(int moments);
 
 /* Check the flags that only make sense together, for a job of world_size ranks, and fill
@@ -256,8 +257,8 @@ const char *pc_config_adam_moments_name(int moments);
  * --momentum 0 (SGD's default 0.9 does not apply) and, with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
  * (pc_config_codec_momentum_off) and warmup=PC_CONFIG_ADAM_WARMUP where a sparsifier's
- * warm-up was (pc_config_codec_adam_warmup), and --adam-moments the codec's default where
- * not given (pc_config_adam_moments: lazy for topk); with such a codec (momentum
+ * warm-up was (pc_config_codec_adam_warmup), and --adam-moments auto resolved to the
+ * codec's default (pc_config_adam_moments: lazy for topk); with such a codec (momentum
  * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
  * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).

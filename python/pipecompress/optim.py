@@ -225,7 +225,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     and nesterov (SGD), betas, eps and amsgrad (Adam, AdamW); what Adam does with a
     compressed aggregate is pc.init's flags on every rank, with optimizer="adam" or
     "adamw" given there too: adam_moments="lazy" (only the entries that arrived step, as
-    torch.optim.SparseAdam) and adam_freeze_after=N (v frozen after N steps, 1-bit
+    torch.optim.SparseAdam), "dense" or "auto" (the default: lazy for top-k, else dense;
+    pc.config()["adam-moments"] says which) and adam_freeze_after=N (v frozen after N steps, 1-bit
     Adam's), for every group (refused with update="workers"). The groups' current
     learning rates (whatever a torch.optim.lr_scheduler or the script wrote into
     param_groups) go to the servers before the iteration's first gradient leaves, and
@@ -353,7 +354,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.lib.pc_worker_set_optimizer(s.w, kind, hp, ngroups, tg) != 0:
             s.fail("DistributedOptimizer")
         s.config["compress"] = s.lib.pc_worker_compress(s.w).decode()  # maybe momentum=0
-        if kind != 0:  # Adam, AdamW: the servers' moments, the codec's default if not given
+        # pc.config() says what the servers run: the wrapped class's kind (its groups hold
+        # the hyperparameters) and, for Adam(W), the moments (auto: the codec's choice).
+        s.config["optimizer"] = _KIND_NAMES[kind]
+        if kind != 0:
             s.config["adam-moments"] = s.lib.pc_worker_adam_moments(s.w).decode()
 
     def _init_workers(self, a, s, optimizer, cls, runtime):

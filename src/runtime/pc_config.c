@@ -389,8 +389,9 @@ static const pc_flags_t config_opts[] = {
              "(torch's Adam on the aggregate, zeros included); lazy moves only the entries "
              "that arrived (the union over workers) of a sparsifier's chunk (topk, dgc, "
              "randomk), as torch.optim.SparseAdam: O(nnz) per step. For chunks that travel "
-             "dense (other codecs, --compress-min-bytes) lazy is dense. Not given: lazy for "
-             "topk, dense for the other codecs (doc/tuning.md)"},
+             "dense (other codecs, --compress-min-bytes) lazy is dense. auto: lazy for topk "
+             "in --mode ps with --update servers, dense otherwise (doc/tuning.md); the "
+             "printed configuration says which"},
     {.name = "adam-freeze-after",
      .type = PC_FLAGS_INT64,
      .offset = offsetof(pc_config_t, adam_freeze_after),
@@ -483,7 +484,7 @@ int pc_config_codec_momentum_off(pc_config_t *cfg)
 
 int pc_config_adam_moments(const pc_config_t *cfg, int kind)
 {
-    if (pc_config_given(cfg, "adam-moments") || cfg->adam_moments != PC_ADAM_MOMENTS_DENSE)
+    if (cfg->adam_moments != PC_ADAM_MOMENTS_AUTO)
         return cfg->adam_moments;
     pc_codec_spec_t spec;
     if ((kind != PC_OPTIM_ADAM && kind != PC_OPTIM_ADAMW) || cfg->mode != PC_MODE_PS ||
@@ -532,18 +533,18 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
 {
     const char *kind = pc_optim_kind_name(cfg->optimizer);
     if (cfg->optimizer == PC_OPTIM_SGD) {
-        const char *f =
-            pc_config_given(cfg, "betas") ? "--betas"
-            : pc_config_given(cfg, "eps") ? "--eps"
-            : cfg->amsgrad                ? "--amsgrad"
-            : pc_config_given(cfg, "adam-moments") || cfg->adam_moments != PC_ADAM_MOMENTS_DENSE
-                ? "--adam-moments"
-            : pc_config_given(cfg, "adam-freeze-after") || cfg->adam_freeze_after != 0
-                ? "--adam-freeze-after"
-                : NULL;
+        const char *f = pc_config_given(cfg, "betas")               ? "--betas"
+                        : pc_config_given(cfg, "eps")               ? "--eps"
+                        : cfg->amsgrad                              ? "--amsgrad"
+                        : cfg->adam_moments != PC_ADAM_MOMENTS_AUTO ? "--adam-moments"
+                        : pc_config_given(cfg, "adam-freeze-after") || cfg->adam_freeze_after != 0
+                            ? "--adam-freeze-after"
+                            : NULL;
         if (f)
             return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "%s acts on --optimizer adam or adamw only (this run's is sgd)", f);
+                                "%s acts on --optimizer adam or adamw only (this run's is sgd; "
+                                "give --optimizer adam or adamw too)",
+                                f);
         return PC_OK;
     }
     if (cfg->optimizer != PC_OPTIM_ADAM && cfg->optimizer != PC_OPTIM_ADAMW)
@@ -560,8 +561,9 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
                             cfg->eps);
     /* The parser's choices and range hold on the command line; a cfg filled by hand gets
      * them here. */
-    if (cfg->adam_moments != PC_ADAM_MOMENTS_DENSE && cfg->adam_moments != PC_ADAM_MOMENTS_LAZY)
-        return pc_error_fmt(PC_EUSAGE, err, errlen, "--adam-moments %d: not one of dense|lazy",
+    if (cfg->adam_moments != PC_ADAM_MOMENTS_AUTO && cfg->adam_moments != PC_ADAM_MOMENTS_DENSE &&
+        cfg->adam_moments != PC_ADAM_MOMENTS_LAZY)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "--adam-moments %d: not one of auto|dense|lazy",
                             cfg->adam_moments);
     if (cfg->adam_freeze_after < 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -649,7 +651,7 @@ static int check_clip_combo(const pc_config_t *cfg, char *err, size_t errlen)
  * workers steps the servers' plain SGD on the same mean, bit for bit (a caller's own
  * optimizer on the workers is pc_worker_set_user_step's case). A codec (topk, dgc, powersgd) left
  * without a warm-up gets PC_CONFIG_ADAM_WARMUP's (doc/tuning.md), after the checks, whose messages
- * quote the spec as given, and --adam-moments left at its default becomes the codec's
+ * quote the spec as given, and --adam-moments auto becomes the codec's choice
  * (pc_config_adam_moments). spec is re-parsed where cfg->compress changed. */
 static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, size_t errlen)
 {
@@ -662,7 +664,7 @@ static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, s
         return rc;
     if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_adam_warmup(cfg) == 1)
         pc_codec_spec_parse(cfg->compress, spec, NULL, 0);
-    if (adam) /* the codec's default moments where none was given */
+    if (adam) /* auto: the codec's default moments */
         cfg->adam_moments = pc_config_adam_moments(cfg, cfg->optimizer);
     return PC_OK;
 }
@@ -839,7 +841,7 @@ void pc_config_defaults(pc_config_t *cfg)
     snprintf(cfg->betas, sizeof(cfg->betas), "0.9,0.999");
     cfg->eps = 1e-8;
     cfg->amsgrad = 0;
-    cfg->adam_moments = PC_ADAM_MOMENTS_DENSE;
+    cfg->adam_moments = PC_ADAM_MOMENTS_AUTO;
     cfg->adam_freeze_after = 0;
     cfg->metrics[0] = '\0';
     cfg->timeline[0] = '\0';

@@ -161,14 +161,14 @@ if grep -q "optimizer adamw, dense moments; " "$tmp/srv-dense.out" &&
 else
     bad "pc-bench server --optimizer adamw --adam-moments"; cat "$tmp/srv-dense.out" "$tmp/srv-lazy.out"
 fi
-# Not given: each codec's default (top-k's lazy: every chunk sparse), and a steady state's
+# auto (not given): each codec's default (top-k's lazy: every chunk sparse), and a steady state's
 # messages, not those of Adam's default warm-up (its first iteration nearly dense): fewer
 # megabytes than with the warm-up given in the spec.
 "$bench" server --trace "$trace" --reps 1 --workers 2 --compress-min-bytes 64 --optimizer adamw \
     --codecs 'topk:ratio=0.01,momentum=0;topk:ratio=0.01,momentum=0,warmup=1000' >"$tmp/srv-def.out" 2>&1
 mb() { grep -E "^$1 +2 " "$tmp/srv-def.out" | awk '{print $5}'; }
 steady=$(mb 'topk:ratio=0.01,momentum=0') warm=$(mb 'topk:ratio=0.01,momentum=0,w') # the column keeps 28 characters
-if grep -q "optimizer adamw, each codec's default moments (pc_config_adam_moments: lazy for topk); " "$tmp/srv-def.out" &&
+if grep -q "optimizer adamw, each codec's default moments (lazy for topk, else dense); " "$tmp/srv-def.out" &&
     [ "$(grep -m1 -E '^topk:ratio=0.01,momentum=0 +2 ' "$tmp/srv-def.out" | awk '{print $3}')" = \
         "$(grep -m1 '^topk' "$tmp/srv-lazy.out" | awk '{print $3}')" ] &&
     [ "$steady" = "$(grep -m1 '^topk' "$tmp/srv-lazy.out" | awk '{print $5}')" ] &&

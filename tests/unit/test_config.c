@@ -644,12 +644,14 @@ static void test_optimizer_flags(void **state)
     assert_string_equal(err, "--nesterov is SGD's: --optimizer adamw keeps its own running "
                              "mean of the gradient (--betas B1,B2); drop it");
     assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--amsgrad"), PC_EUSAGE);
-    assert_string_equal(err,
-                        "--amsgrad acts on --optimizer adam or adamw only (this run's is sgd)");
+    assert_string_equal(err, "--amsgrad acts on --optimizer adam or adamw only (this run's is sgd; "
+                             "give --optimizer adam or adamw too)");
     assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--betas", "0.9,0.99"), PC_EUSAGE);
-    assert_string_equal(err, "--betas acts on --optimizer adam or adamw only (this run's is sgd)");
+    assert_string_equal(err, "--betas acts on --optimizer adam or adamw only (this run's is sgd; "
+                             "give --optimizer adam or adamw too)");
     assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--eps", "1e-6"), PC_EUSAGE);
-    assert_string_equal(err, "--eps acts on --optimizer adam or adamw only (this run's is sgd)");
+    assert_string_equal(err, "--eps acts on --optimizer adam or adamw only (this run's is sgd; "
+                             "give --optimizer adam or adamw too)");
 
     /* A cfg filled by hand gets the same checks. */
     pc_config_defaults(&cfg);
@@ -825,7 +827,7 @@ static void test_adam_variant_flags(void **state)
         const char *a, *b, *c, *d, *msg;
     } bad[] = {
         {"--adam-moments", "sparse", "--optimizer", "adam",
-         "--adam-moments: 'sparse' is not one of dense|lazy"},
+         "--adam-moments: 'sparse' is not one of auto|dense|lazy"},
         {"--adam-freeze-after", "-1", "--optimizer", "adam",
          "--adam-freeze-after: -1 is out of range (0..1000000000000)"},
         {"--adam-freeze-after", "1.5", "--optimizer", "adam",
@@ -833,11 +835,14 @@ static void test_adam_variant_flags(void **state)
         {"--adam-freeze-after", "x", "--optimizer", "adamw",
          "--adam-freeze-after: 'x' is not an integer"},
         {"--adam-moments", "lazy", "--optimizer", "sgd",
-         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd)"},
+         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd; give "
+         "--optimizer adam or adamw too)"},
         {"--adam-moments", "dense", "--momentum", "0.9",
-         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd)"},
+         "--adam-moments acts on --optimizer adam or adamw only (this run's is sgd; give "
+         "--optimizer adam or adamw too)"},
         {"--adam-freeze-after", "5", "--momentum", "0.9",
-         "--adam-freeze-after acts on --optimizer adam or adamw only (this run's is sgd)"},
+         "--adam-freeze-after acts on --optimizer adam or adamw only (this run's is sgd; give "
+         "--optimizer adam or adamw too)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"prog",           "--compress",     "none",           (char *)bad[i].a,
@@ -871,13 +876,13 @@ static void test_adam_variant_flags(void **state)
     cfg.adam_freeze_after = 0;
     cfg.adam_moments = 7;
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_EUSAGE);
-    assert_string_equal(err, "--adam-moments 7: not one of dense|lazy");
+    assert_string_equal(err, "--adam-moments 7: not one of auto|dense|lazy");
 }
 
-/* --adam-moments not given: the codec's default (pc_config_adam_moments), lazy for topk
- * stepped by Adam or AdamW on the servers, dense for the other codecs and placements; a
- * given value wins; the parameter groups' optimizer (a cfg whose --optimizer is sgd) gets
- * the same rule. */
+/* --adam-moments auto (the default): the codec's choice (pc_config_adam_moments), lazy for
+ * topk stepped by Adam or AdamW on the servers, dense for the other codecs and placements;
+ * dense or lazy given wins; the parameter groups' optimizer (a cfg whose --optimizer is sgd)
+ * gets the same rule. */
 static void test_adam_moments_default(void **state)
 {
     (void)state;
@@ -892,6 +897,11 @@ static void test_adam_moments_default(void **state)
     assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_LAZY);
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--adam-moments", "dense"), PC_OK);
     assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam", "--adam-moments", "auto"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_LAZY);
+    /* auto with sgd: the default, no refusal; nothing resolved (no moments) */
+    assert_int_equal(CHECK(&cfg, err, "--adam-moments", "auto"), PC_OK);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_AUTO);
     char *dense[][4] = {
         {"--compress", "dgc:ratio=0.001", "--optimizer", "adamw"},
         {"--compress", "powersgd:rank=4", "--optimizer", "adamw"},
@@ -907,14 +917,16 @@ static void test_adam_moments_default(void **state)
     assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
     /* The groups' optimizer on a run whose flags say sgd. */
     assert_int_equal(CHECK(&cfg, err, "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
-    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_DENSE);
+    assert_int_equal(cfg.adam_moments, PC_ADAM_MOMENTS_AUTO);
     assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_ADAMW), PC_ADAM_MOMENTS_LAZY);
     assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_ADAM), PC_ADAM_MOMENTS_LAZY);
     assert_int_equal(pc_config_adam_moments(&cfg, PC_OPTIM_SGD), PC_ADAM_MOMENTS_DENSE);
     assert_string_equal(pc_config_adam_moments_name(PC_ADAM_MOMENTS_LAZY), "lazy");
     assert_string_equal(pc_config_adam_moments_name(PC_ADAM_MOMENTS_DENSE), "dense");
+    assert_string_equal(pc_config_adam_moments_name(PC_ADAM_MOMENTS_AUTO), "auto");
     assert_string_equal(pc_config_adam_moments_name(9), "?");
-    /* Set by hand without the parser: lazy stays lazy. */
+    /* Set by hand without the parser: lazy stays lazy (and a zeroed cfg's 0 is auto). */
+    assert_int_equal(PC_ADAM_MOMENTS_AUTO, 0);
     pc_config_defaults(&cfg);
     cfg.optimizer = PC_OPTIM_ADAMW;
     snprintf(cfg.compress, sizeof(cfg.compress), "dgc:ratio=0.001");
