@@ -1064,6 +1064,16 @@ static void set_u32(uint8_t *p, uint32_t v)
     pc_wire_put_u32(p, v);
 }
 
+/* A malformed copy of message m (chunk 2 of n elements) in b: stmt mutates it, then the
+ * codec c must refuse len_ bytes of it with a message holding needle (test_malformed_sparse,
+ * test_index_bitmap). */
+#define MUT(stmt, len_, what, needle)                                                              \
+    do {                                                                                           \
+        memcpy(b, m.buf, m.len);                                                                   \
+        stmt;                                                                                      \
+        expect_reject(c, b, (len_), 2, n, what, needle);                                           \
+    } while (0)
+
 static void test_malformed_sparse(void **state)
 {
     (void)state;
@@ -1077,12 +1087,6 @@ static void test_malformed_sparse(void **state)
         msg_t m = compress(c, st, g, 5);
         uint8_t *b = malloc(m.len + 8);
         const size_t H = PC_WIRE_HEADER_BYTES;
-#define MUT(stmt, len_, what, needle)                                                              \
-    do {                                                                                           \
-        memcpy(b, m.buf, m.len);                                                                   \
-        stmt;                                                                                      \
-        expect_reject(c, b, (len_), 2, n, what, needle);                                           \
-    } while (0)
         MUT((void)0, m.len - 1, "truncated", "payload");
         MUT(b[m.len] = 0, m.len + 1, "oversized", "payload");
         MUT(set_u32(b + 28, (uint32_t)(m.len - H - 1)), m.len - 1, "truncated consistently",
@@ -1110,7 +1114,6 @@ static void test_malformed_sparse(void **state)
                 b[H + 4] = 0xff, m.len, "overlong varint", "varint");
             MUT(b[H] = 0xe8; b[H + 1] = 0x07, m.len, "first index 1000", NULL);
         }
-#undef MUT
         free(b);
         free(m.buf);
         pc_codec_state_destroy(st);
@@ -1196,19 +1199,12 @@ static void test_index_bitmap(void **state)
     size_t first = 0; /* the byte of the first set bit */
     while (!m.buf[H + first])
         first++;
-#define MUT(stmt, len_, what, needle)                                                              \
-    do {                                                                                           \
-        memcpy(b, m.buf, m.len);                                                                   \
-        stmt;                                                                                      \
-        expect_reject(c, b, (len_), 2, n, what, needle);                                           \
-    } while (0)
     MUT(b[H + first] &= (uint8_t)(b[H + first] - 1), m.len, "a bit cleared",
         "bits set for 501 entries");
     MUT(b[H + 125] |= 0x80, m.len, "a bit past n", "bits set past n = 1001");
     MUT(set_u32(b + 28, 100), H + 100, "payload inside the bitmap",
         "ends inside its 126-byte index bitmap");
     MUT(b[6] |= PC_WIRE_F_DELTA, m.len, "bitmap and delta", "sends 0x0000 (with 0x0008");
-#undef MUT
     pc_codec_state_destroy(st);
     pc_codec_destroy(c);
     /* randomk sends no indices: the flag is refused. */
@@ -1225,6 +1221,8 @@ static void test_index_bitmap(void **state)
     pc_codec_state_destroy(st);
     pc_codec_destroy(c);
 }
+
+#undef MUT
 
 static void test_malformed_quantised(void **state)
 {
