@@ -184,10 +184,9 @@ class Reporter:
                            if k not in _IMPL_KEYS and not (k == "maximize" and not v) and
                            isinstance(v, (bool, int, float, tuple, list)))
             _say(f"group {i}: {len(g['params'])} tensors, {hp}")
-        if type(inner).__name__ in ("Adam", "AdamW") and who == "the servers step":
-            # the servers' Adam variant (no torch here: the class's name): pc.init's
-            # --adam-moments, else the codec's default, which DistributedOptimizer wrote into
-            # the configuration; --adam-freeze-after
+        if c.get("optimizer", "sgd") != "sgd" and who == "the servers step":
+            # the servers' Adam variant: the optimizer and moments DistributedOptimizer wrote
+            # into the configuration (auto: the codec's choice), --adam-freeze-after
             _say(f"adam moments {c.get('adam-moments')}, v frozen after "
                  f"{c.get('adam-freeze-after')} steps (0: never), every group")
 

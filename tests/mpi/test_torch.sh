@@ -485,6 +485,7 @@ if job moments-default 3 "$cases" "${mom[@]}" &&
     job moments-lazy 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments lazy &&
     job moments-dense 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments dense &&
     grep -qx "adam moments: lazy" "$tmp/moments-default.out" &&
+    grep -q "^pipecompress: adam moments lazy, " "$tmp/moments-default.out" &&
     d=$(grep -m1 '^digest: ' "$tmp/moments-default.out") && [ -n "$d" ] &&
     [ "$d" = "$(grep -m1 '^digest: ' "$tmp/moments-lazy.out")" ] &&
     [ "$d" != "$(grep -m1 '^digest: ' "$tmp/moments-dense.out")" ]; then
