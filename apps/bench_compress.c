@@ -161,7 +161,21 @@ typedef struct row {
     double t_comp, t_dec;
     size_t bytes;
     double comp_bytes, dec_bytes; /* the least memory traffic (cpu_codecs_tab), in bytes */
+    const char *index;            /* index_form of its last message */
 } row_t;
+
+/* How the message msg[0..len) carries its indices: "bitmap" (n bits), "delta" (LEB128
+ * gaps), "u32" (a list), or "-" for a codec that sends none (the dense, quantising and
+ * low-rank codecs; randomk, whose receiver regenerates them). A static string. */
+static const char *index_form(const uint8_t *msg, size_t len)
+{
+    pc_wire_header_t h;
+    if (len == 0 || pc_wire_header_read(msg, len, &h, NULL, 0) != PC_OK)
+        return "-";
+    if (h.codec != PC_CODEC_TOPK && h.codec != PC_CODEC_DGC && h.codec != PC_CODEC_THRESHOLD)
+        return "-";
+    return (h.flags & PC_WIRE_F_BITMAP) ? "bitmap" : (h.flags & PC_WIRE_F_DELTA) ? "delta" : "u32";
+}
 
 /* ---- --device cuda ------------------------------------------------------------------- */
 
@@ -210,6 +224,7 @@ typedef struct cuda_row {
     double ratio, t_comp, t_dec, must_bytes; /* must_bytes > 0: a bandwidth-bound codec */
     double t_copy; /* the copy of a message of this size to pinned host memory, alone */
     size_t bytes;
+    const char *index; /* index_form of its last message */
 } cuda_row_t;
 
 static int cuda_fail(const char *what, const char *detail)
@@ -292,8 +307,8 @@ static int cuda_baselines(cuda_bench_t *b, int si)
         samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
     }
     b->t_read[si] = pc_time_median(samples, (size_t)reps);
-    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n", "[baseline] read 4n bytes", n, "-",
-           b->t_read[si], "-", "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-");
+    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s %6s\n", "[baseline] read 4n bytes", n,
+           "-", b->t_read[si], "-", "-", (double)n / b->t_read[si] * 1e-3, (size_t)0, "-", "-");
     for (int r = 0; r < reps; r++) {
         int64_t t0 = pc_time_ns();
         if (pc_cuda__baseline_copy(b->base, b->x_dev, n) != PC_OK)
@@ -301,9 +316,9 @@ static int cuda_baselines(cuda_bench_t *b, int si)
         samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
     }
     b->t_copyk[si] = pc_time_median(samples, (size_t)reps);
-    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s\n",
+    printf("%-44s %10zu %7s %10.3f %10s %10s %9.0f %12zu %8s %6s\n",
            "[baseline] copy kernel (4n read, 4n written)", n, "-", b->t_copyk[si], "-", "-",
-           (double)n / b->t_copyk[si] * 1e-3, (size_t)0, "-");
+           (double)n / b->t_copyk[si] * 1e-3, (size_t)0, "-", "-");
     for (int ri = 0; ri < b->nratios && !b->o->no_sort; ri++) {
         size_t k = (size_t)ceil(b->ratios[ri] * (double)n);
         for (int r = 0; r < reps; r++) {
@@ -313,9 +328,9 @@ static int cuda_baselines(cuda_bench_t *b, int si)
             samples[r] = (double)(pc_time_ns() - t0) * 1e-6;
         }
         b->t_sort[si][ri] = pc_time_median(samples, (size_t)reps);
-        printf("%-44s %10zu %7g %10.3f %10s %10s %9.0f %12s %8s\n", "[baseline] top-k by CUB sort",
-               n, b->ratios[ri], b->t_sort[si][ri], "-", "-", (double)n / b->t_sort[si][ri] * 1e-3,
-               "-", "-");
+        printf("%-44s %10zu %7g %10.3f %10s %10s %9.0f %12s %8s %6s\n",
+               "[baseline] top-k by CUB sort", n, b->ratios[ri], b->t_sort[si][ri], "-", "-",
+               (double)n / b->t_sort[si][ri] * 1e-3, "-", "-", "-");
     }
     return 0;
 }
@@ -371,6 +386,7 @@ static int cuda_codec_row(cuda_bench_t *b, const char *text, size_t n, double ra
     row->n = n;
     row->ratio = ratio;
     row->bytes = fold_only ? 0 : len;
+    row->index = fold_only ? "-" : index_form(msg, len);
     /* Bytes a bandwidth-bound codec must move at least on the device: the fold reads g and
      * v and writes v; fp16 (ef=off) reads v and writes the message; qsgd and terngrad read
      * v twice (the norm or the maximum comes before the first code) and write the message. */
@@ -382,9 +398,9 @@ static int cuda_codec_row(cuda_bench_t *b, const char *text, size_t n, double ra
         row->must_bytes = 8.0 * (double)n + (double)len;
     char rbuf[16];
     snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
-    printf("%-44.44s %10zu %7s %10.3f %10.3f %10.3f %9.0f %12zu %8.1f\n", row->spec, n, rbuf,
+    printf("%-44.44s %10zu %7s %10.3f %10.3f %10.3f %9.0f %12zu %8.1f %6s\n", row->spec, n, rbuf,
            row->t_comp, row->t_copy, row->t_dec, (double)n / row->t_comp * 1e-3, row->bytes,
-           row->bytes ? 4.0 * (double)n / (double)row->bytes : 0.0);
+           row->bytes ? 4.0 * (double)n / (double)row->bytes : 0.0, row->index);
     pc_devcodec_host_free(c, msg);
     pc_devcodec_state_destroy(st);
     pc_devcodec_destroy(c);
@@ -481,9 +497,9 @@ static int cuda_json(const cuda_bench_t *b, FILE *json)
         fprintf(json,
                 "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
                 "\"copy_ms\": %.4f, \"decompress_ms\": %.4f, \"bytes\": %zu, "
-                "\"must_bytes\": %.0f}%s\n",
+                "\"index\": \"%s\", \"must_bytes\": %.0f}%s\n",
                 row->spec, row->n, row->ratio, row->t_comp, row->t_copy, row->t_dec, row->bytes,
-                row->must_bytes, i + 1 < b->nrows ? "," : "");
+                row->index, row->must_bytes, i + 1 < b->nrows ? "," : "");
     }
     fprintf(json, "  ]\n}\n");
     if (fclose(json) != 0)
@@ -509,8 +525,8 @@ static int bench_compress_cuda(const opts_t *o, const double *sizes, int nsizes,
                "(median);\ntimes on the host clock, each call waited for (compress includes the "
                "copy of the message to pinned host memory)\n\n",
                b.name, o->reps);
-        printf("%-44s %10s %7s %10s %10s %10s %9s %12s %8s\n", "codec", "n", "ratio", "comp ms",
-               "copy ms", "decomp ms", "Melem/s", "bytes", "x less");
+        printf("%-44s %10s %7s %10s %10s %10s %9s %12s %8s %6s\n", "codec", "n", "ratio", "comp ms",
+               "copy ms", "decomp ms", "Melem/s", "bytes", "x less", "index");
     }
     for (int si = 0; si < nsizes && rc == 0; si++) {
         if ((rc = cuda_baselines(&b, si)) == 0)
@@ -584,13 +600,13 @@ static void cpu_baselines(cpu_bench_t *b, int si)
         }
         b->t_sort[si] = pc_time_median(b->samples, (size_t)sreps);
     }
-    printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s %8.2f %8.2f %8s %8s\n",
+    printf("%-44s %10zu %7s %10.2f %10s %9.0f %12zu %8s %8.2f %8.2f %8s %8s %6s\n",
            "[baseline] read 4n bytes", n, "-", b->t_read[si], "-", (double)n / b->t_read[si] * 1e-3,
-           (size_t)0, "-", 4.0, 1.0, "-", "-");
+           (size_t)0, "-", 4.0, 1.0, "-", "-", "-");
     if (!b->o->no_sort)
-        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s %8s %8s %8s %8s\n",
+        printf("%-44s %10zu %7s %10.2f %10s %9.0f %12s %8s %8s %8s %8s %8s %6s\n",
                "[baseline] top-k by qsort", n, "-", b->t_sort[si], "-",
-               (double)n / b->t_sort[si] * 1e-3, "-", "-", "-", "-", "-", "-");
+               (double)n / b->t_sort[si] * 1e-3, "-", "-", "-", "-", "-", "-", "-");
 }
 
 /* The CPU table's codecs: bench_codecs, in its order, and fp16 with error feedback beside
@@ -692,13 +708,14 @@ static int cpu_codec_row(cpu_bench_t *b, const cpu_codec_t *tc, const char *spec
     row->bytes = len;
     row->comp_bytes = tc->comp * (double)n + tc->comp_entry * h.entries + (double)len;
     row->dec_bytes = tc->dec * (double)n + tc->dec_entry * h.entries + 2.0 * (double)len;
+    row->index = index_form(msg, len);
     char rbuf[16];
     snprintf(rbuf, sizeof(rbuf), ratio < 0 ? "-" : "%g", ratio);
-    printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f %8.2f %8.2f %8.2f %8.2f\n",
+    printf("%-44.44s %10zu %7s %10.2f %10.2f %9.0f %12zu %8.1f %8.2f %8.2f %8.2f %8.2f %6s\n",
            spec_text, n, rbuf, row->t_comp, row->t_dec, (double)n / row->t_comp * 1e-3, len,
            4.0 * (double)n / (double)len, row->comp_bytes / (double)n,
            row->t_comp / (row->comp_bytes * ms_per_byte), row->dec_bytes / (double)n,
-           row->t_dec / (row->dec_bytes * ms_per_byte));
+           row->t_dec / (row->dec_bytes * ms_per_byte), row->index);
     free(msg);
     pc_codec_state_destroy(st);
     pc_codec_destroy(c);
@@ -773,17 +790,18 @@ static int cpu_json(const cpu_bench_t *b, FILE *json)
         while ((size_t)b->sizes[si] != row->n)
             si++;
         double ms_per_byte = b->t_read[si] / (4.0 * (double)row->n);
-        fprintf(json,
-                "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
-                "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, "
-                "\"vs_read\": %.4f, \"sort_vs\": %.4f, \"bytes_per_elem\": %.4f, "
-                "\"vs_bound\": %.4f, \"decompress_bytes_per_elem\": %.4f, "
-                "\"decompress_vs_bound\": %.4f}%s\n",
-                row->spec, row->n, row->ratio, row->t_comp, row->t_dec,
-                (double)row->n / row->t_comp * 1e3, row->bytes, row->t_comp / b->t_read[si],
-                o->no_sort ? 0.0 : b->t_sort[si] / row->t_comp, row->comp_bytes / (double)row->n,
-                row->t_comp / (row->comp_bytes * ms_per_byte), row->dec_bytes / (double)row->n,
-                row->t_dec / (row->dec_bytes * ms_per_byte), i + 1 < b->nrows ? "," : "");
+        fprintf(
+            json,
+            "    {\"spec\": \"%s\", \"n\": %zu, \"ratio\": %g, \"compress_ms\": %.4f, "
+            "\"decompress_ms\": %.4f, \"elements_per_s\": %.0f, \"bytes\": %zu, \"index\": \"%s\", "
+            "\"vs_read\": %.4f, \"sort_vs\": %.4f, \"bytes_per_elem\": %.4f, "
+            "\"vs_bound\": %.4f, \"decompress_bytes_per_elem\": %.4f, "
+            "\"decompress_vs_bound\": %.4f}%s\n",
+            row->spec, row->n, row->ratio, row->t_comp, row->t_dec,
+            (double)row->n / row->t_comp * 1e3, row->bytes, row->index, row->t_comp / b->t_read[si],
+            o->no_sort ? 0.0 : b->t_sort[si] / row->t_comp, row->comp_bytes / (double)row->n,
+            row->t_comp / (row->comp_bytes * ms_per_byte), row->dec_bytes / (double)row->n,
+            row->t_dec / (row->dec_bytes * ms_per_byte), i + 1 < b->nrows ? "," : "");
     }
     fprintf(json, "  ]\n}\n");
     if (fclose(json) != 0) {
@@ -826,9 +844,9 @@ static int bench_compress_cpu(const opts_t *o, const double *sizes, int nsizes,
                "its time over\nthose bytes at the read baseline's speed (dec: the same for "
                "decode-add)\n\n",
                o->reps);
-        printf("%-44s %10s %7s %10s %10s %9s %12s %8s %8s %8s %8s %8s\n", "codec", "n", "ratio",
+        printf("%-44s %10s %7s %10s %10s %9s %12s %8s %8s %8s %8s %8s %6s\n", "codec", "n", "ratio",
                "comp ms", "decomp ms", "Melem/s", "bytes", "x less", "B/elem", "x bound", "dec B/e",
-               "dec x bd");
+               "dec x bd", "index");
     }
     for (int si = 0; si < nsizes && rc == 0; si++) {
         cpu_baselines(&b, si);

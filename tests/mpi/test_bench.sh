@@ -17,7 +17,7 @@ else
     bad "pc-bench spsc"; tail -5 "$tmp/spsc.out"
 fi
 
-if "$bench" compress --sizes 100000 --ratios 0.01 --reps 1 --matrices none --json "$tmp/c.json" >"$tmp/c.out" 2>&1 &&
+if "$bench" compress --sizes 100000 --ratios 0.5,0.01 --reps 1 --matrices none --json "$tmp/c.json" >"$tmp/c.out" 2>&1 &&
     grep -qE 'faster than sort \(target >= 10: (met|NOT met)\)' "$tmp/c.out" &&
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/c.json"; then
     ok "pc-bench compress: $(grep -m1 -o 'n=100000 .*' "$tmp/c.out")"
@@ -26,17 +26,32 @@ else
 fi
 # Each codec's least memory traffic and its times over it: four positive columns after
 # "x less" in the table (fp16 with error feedback among the rows), and in the JSON.
-if grep -qE '^codec .* x less +B/elem +x bound +dec B/e +dec x bd$' "$tmp/c.out" &&
-    [ "$(grep -cE '^(none|fp16|fp16:ef=on|topk:ratio=0.01,ef=off) .*( +[0-9]+\.[0-9]+){4}$' "$tmp/c.out")" = 4 ] &&
-    ! grep -E '^[a-z].*100000 ' "$tmp/c.out" | awk '{for (i = NF - 3; i <= NF; i++) if (!($i > 0)) bad = 1} END {exit !bad}' &&
+if grep -qE '^codec .* x less +B/elem +x bound +dec B/e +dec x bd +index$' "$tmp/c.out" &&
+    [ "$(grep -cE '^(none|fp16|fp16:ef=on|topk:ratio=0.01,ef=off) .*( +[0-9]+\.[0-9]+){4} +[-a-z0-9]+$' "$tmp/c.out")" = 4 ] &&
+    ! grep -E '^[a-z].*100000 ' "$tmp/c.out" | awk '{for (i = NF - 4; i < NF; i++) if (!($i > 0)) bad = 1} END {exit !bad}' &&
     python3 -c 'import json,sys
 d = json.load(open(sys.argv[1]))
 keys = ("bytes_per_elem", "vs_bound", "decompress_bytes_per_elem", "decompress_vs_bound")
-assert len(d["codecs"]) == 12 and all(r[k] > 0 for r in d["codecs"] for k in keys), d["codecs"]
+assert len(d["codecs"]) == 18 and all(r[k] > 0 for r in d["codecs"] for k in keys), d["codecs"]
 assert any(r["spec"] == "fp16:ef=on" and r["bytes_per_elem"] > 14 for r in d["codecs"])' "$tmp/c.json"; then
     ok "pc-bench compress: memory bounds: $(grep -m1 '^fp16:ef=on ' "$tmp/c.out" | tr -s ' ')"
 else
     bad "pc-bench compress: the memory-bound columns"; grep -E '^(codec|fp16)' "$tmp/c.out"
+fi
+# How each message carried its indices (the last column, and "index" in the JSON): half of
+# 100000 entries as a bitmap (12.5 KB against 200 KB as a list), 1 % as a u32 list or delta
+# varints, "-" for codecs that send none (randomk's receiver regenerates them).
+forms=$(awk '$1 ~ /^(topk:ratio=0.5,ef=off|topk:ratio=0.01,ef=off|topk:ratio=0.01,index=delta,values=fp16|threshold:tau=.*|randomk:ratio=0.5|qsgd:levels=16)$/ {print $1, $NF}' "$tmp/c.out" | sed 's/tau=[0-9.e-]*/tau/' | tr '\n' ' ')
+want="qsgd:levels=16 - topk:ratio=0.5,ef=off bitmap topk:ratio=0.01,ef=off u32 topk:ratio=0.01,index=delta,values=fp16 delta randomk:ratio=0.5 - threshold:tau bitmap threshold:tau u32 "
+if [ "$forms" = "$want" ] &&
+    python3 -c 'import json,sys
+d = {(r["spec"], r["n"]): r for r in json.load(open(sys.argv[1]))["codecs"]}
+assert d[("topk:ratio=0.5,ef=off", 100000)]["index"] == "bitmap", d
+assert d[("topk:ratio=0.01", 100000)]["index"] == "u32", d
+assert d[("none", 100000)]["index"] == "-", d' "$tmp/c.json"; then
+    ok "pc-bench compress: index forms: $forms"
+else
+    bad "pc-bench compress: index forms '$forms', want '$want'"
 fi
 
 # The compressor pool (--threads N): ResNet-50's chunks dealt to 2 threads beside 1, a row
