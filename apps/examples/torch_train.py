@@ -388,13 +388,16 @@ def check_arch_flags(args):
                         "python3-torchvision)")
 
 
-def ddp_flags(rest):
+def ddp_flags(rest, optimizer):
     """The PipeCompress flags the DDP baseline understands, with the runtime's defaults
-    (torch_flags' --optimizer, --update, --lr-warmup and --clip-grad-norm are read apart)."""
+    for --optimizer OPTIMIZER (torch_flags' --optimizer, --update, --lr-warmup and
+    --clip-grad-norm are read apart): with adamw, as pc.init's check fills them in, --lr
+    0.001 and --weight-decay 0.01 (torch.optim.AdamW's) where they were not given."""
+    adamw = optimizer == "adamw"
     ap = Parser(prog="torch_train.py --backend ddp")
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.001 if adamw else 0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=0.01 if adamw else 0.0)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--lr-schedule", choices=["constant", "cosine", "step"], default="cosine")
@@ -939,7 +942,7 @@ def seeded_powersgd_hook(model, qs, hook):
 def train_ddp(args, rest, images, labels, run_length, t):
     import torch.distributed as dist
 
-    f = ddp_flags(rest)
+    f = ddp_flags(rest, t.optimizer)
     env = os.environ
     rank, world, local = ddp_place(args)
     # The test set before the rendezvous: a file missing there ends rank 0 (one line) while
@@ -1157,7 +1160,7 @@ def train_replay(args, rest):
     else:
         import torch.distributed as dist
 
-        f = ddp_flags(rest)
+        f = ddp_flags(rest, "sgd")  # replay runs no optimizer (--optimizer adamw refused)
         rank, W, local = ddp_place(args)
         seed, total = f.seed, f.iters or 50
         model = tr.ReplayModel(trace, K, seed, rank)

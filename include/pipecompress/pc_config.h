@@ -219,11 +219,19 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
  * start_powerSGD_iter default, the same convention. */
 #define PC_CONFIG_ADAM_WARMUP 1000
 
+/* --lr's default (SGD's), and what --optimizer adam or adamw gets when --lr was not given
+ * (torch.optim.Adam's and AdamW's default); --optimizer adamw's --weight-decay when not
+ * given (torch.optim.AdamW's default; SGD's and Adam's is 0). pc_config_check fills them in. */
+#define PC_CONFIG_SGD_LR             0.05
+#define PC_CONFIG_ADAM_LR            0.001
+#define PC_CONFIG_ADAMW_WEIGHT_DECAY 0.01
+
 /* Give the codec the Adam default warm-up where --compress left warmup at its default:
  * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec has a warm-up
  * (dgc, topk: density; powersgd: dense iterations) and the spec did not give warmup=
- * (warmup=0 given keeps the codec without one). Returns 1 when it changed cfg->compress, 0 when
- * not, PC_EUSAGE when the spec does not parse or would not fit. Not thread-safe on cfg. */
+ * (warmup=0 given keeps the codec without one). Returns 1 when it
+ * changed cfg->compress, 0 when not, PC_EUSAGE when the spec does not parse or would not fit. Not
+ * thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
 /* The servers' Adam moments (PC_ADAM_MOMENTS_DENSE or _LAZY) for a step of optimizer kind
@@ -254,7 +262,9 @@ const char *pc_config_adam_moments_name(int moments);
  * --adam-moments or --adam-freeze-after with --optimizer sgd, and
  * --adam-moments lazy with --mode allreduce or --update workers (no sparse aggregate is
  * stepped there). Fills in: with adam or adamw,
- * --momentum 0 (SGD's default 0.9 does not apply) and, with adam or adamw in --mode ps,
+ * --momentum 0 (SGD's default 0.9 does not apply), --lr PC_CONFIG_ADAM_LR where --lr was not
+ * given and is SGD's default, and with adamw --weight-decay PC_CONFIG_ADAMW_WEIGHT_DECAY where
+ * it was not given and is 0 (torch's defaults); with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
  * (pc_config_codec_momentum_off) and warmup=PC_CONFIG_ADAM_WARMUP where a sparsifier's
  * warm-up was (pc_config_codec_adam_warmup), and --adam-moments auto resolved to the

@@ -137,6 +137,10 @@ static int check_eps(const void *value, char *err, size_t errlen)
 /* Servers: at least one; 4096 is far beyond any node count we would split off. */
 #define MAX_SERVERS 4096
 
+/* A macro's value as a string literal, for the help texts. */
+#define CONFIG_STR_(x) #x
+#define CONFIG_STR(x)  CONFIG_STR_(x)
+
 static const pc_flags_t config_opts[] = {
     {.name = "servers",
      .short_name = 's',
@@ -249,7 +253,9 @@ static const pc_flags_t config_opts[] = {
      .min = 0,
      .max = 1e6,
      .metavar = "RATE",
-     .help = "learning rate"},
+     .help =
+         "learning rate (adam, adamw: " CONFIG_STR(PC_CONFIG_ADAM_LR) " when not given, torch's "
+                                                                      "default)"},
     {.name = "momentum",
      .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(pc_config_t, momentum),
@@ -268,7 +274,8 @@ static const pc_flags_t config_opts[] = {
      .min = 0,
      .max = 1,
      .metavar = "WD",
-     .help = "L2 weight decay (adamw: the decoupled decay p = p * (1 - lr * WD))"},
+     .help = "L2 weight decay (adamw: the decoupled decay p = p * (1 - lr * WD), " CONFIG_STR(
+         PC_CONFIG_ADAMW_WEIGHT_DECAY) " when not given, torch's default)"},
     {.name = "lr-schedule",
      .type = PC_FLAGS_CHOICE,
      .offset = offsetof(pc_config_t, lr_schedule),
@@ -583,6 +590,13 @@ static int check_adam(pc_config_t *cfg, const pc_codec_spec_t *spec, char *err, 
                             "gradient (--betas B1,B2); drop it",
                             cfg->nesterov ? "--nesterov" : "--momentum", kind);
     cfg->momentum = 0;
+    /* torch's defaults where the flag was left at SGD's (a value set by hand to anything
+     * else stays; idempotent, as the new values are not SGD's). */
+    if (!pc_config_given(cfg, "lr") && cfg->lr == PC_CONFIG_SGD_LR)
+        cfg->lr = PC_CONFIG_ADAM_LR;
+    if (cfg->optimizer == PC_OPTIM_ADAMW && !pc_config_given(cfg, "weight-decay") &&
+        cfg->weight_decay == 0)
+        cfg->weight_decay = PC_CONFIG_ADAMW_WEIGHT_DECAY;
     double wm = pc_codec_worker_momentum(spec);
     if (cfg->mode == PC_MODE_PS && wm > 0)
         return pc_error_fmt(PC_EUSAGE, err, errlen,
@@ -829,7 +843,7 @@ void pc_config_defaults(pc_config_t *cfg)
     cfg->seed = 42;
     cfg->timeout = 300;
     cfg->iters = 0;
-    cfg->lr = 0.05;
+    cfg->lr = PC_CONFIG_SGD_LR;
     cfg->momentum = 0.9;
     cfg->nesterov = 0;
     cfg->weight_decay = 0;

@@ -540,6 +540,26 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
     assert_int_equal(CHECK(&cfg, err, "--mode", "allreduce", "--optimizer", "adam"), PC_OK);
     assert_int_equal(cfg.optimizer, PC_OPTIM_ADAM);
+    /* torch's defaults where --lr and --weight-decay were not given: lr 0.001 for adam and
+     * adamw, weight decay 0.01 for adamw only (SGD's lr 0.05 diverged a new user's AdamW);
+     * given values, and a value set by hand that is not SGD's default, stay. */
+    assert_true(cfg.lr == 0.001 && cfg.weight_decay == 0);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none"), PC_OK);
+    assert_true(cfg.lr == 0.05 && cfg.weight_decay == 0);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--optimizer", "adamw"), PC_OK);
+    assert_true(cfg.lr == 0.001 && cfg.weight_decay == 0.01);
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
+    assert_true(cfg.lr == 0.001 && cfg.weight_decay == 0.01);
+    assert_int_equal(CHECK(&cfg, err, "--compress", "none", "--optimizer", "adamw", "--lr", "0.05",
+                           "--weight-decay", "0"),
+                     PC_OK);
+    assert_true(cfg.lr == 0.05 && cfg.weight_decay == 0);
+    pc_config_defaults(&cfg);
+    cfg.optimizer = PC_OPTIM_ADAMW;
+    cfg.lr = 0.02;
+    cfg.weight_decay = 0.1;
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK);
+    assert_true(cfg.lr == 0.02 && cfg.weight_decay == 0.1);
     /* A codec without momentum correction is fine; the sparsifiers' default correction is
      * turned off (written into --compress, so that the printed configuration shows it);
      * one given in the spec is refused. A sparsifier's density warm-up left at its
