@@ -84,6 +84,9 @@ typedef struct pc_codec_spec {
     int warmup;               /* dgc, topk: compress calls of exponentially decreasing density
                                  (ratio^((t+1)/W) for call t < W); powersgd: iterations
                                  sent dense; 0 = off */
+    int dense;                /* dgc, topk: the first `dense` compress calls send every entry
+                                 (a dense warm-up, 1-bit Adam's), warmup's calls then follow;
+                                 0 = off */
     double tau;               /* threshold: |v| >= tau is sent, > 0 */
     int levels;               /* qsgd: s, 1..PC_CODEC_MAX_LEVELS */
     bool ef;                  /* error feedback */
@@ -96,6 +99,7 @@ typedef struct pc_codec_spec {
                             min_compression_rate), >= 1 */
     bool momentum_given; /* the text set momentum= (else momentum is the codec's default) */
     bool warmup_given;   /* the text set warmup= (else warmup is the codec's default, 0) */
+    bool dense_given;    /* the text set dense= */
 } pc_codec_spec_t;
 
 /* Parse a spec: NAME[:KEY=VALUE[,KEY=VALUE...]]. Keys: ratio, sample, momentum, clip,

@@ -228,8 +228,8 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
 
 /* Give the codec the Adam default warm-up where --compress left warmup at its default:
  * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec has a warm-up
- * (dgc, topk: density; powersgd: dense iterations) and the spec did not give warmup=
- * (warmup=0 given keeps the codec without one). Returns 1 when it
+ * (dgc, topk: density; powersgd: dense iterations) and the spec did not give warmup= or dense=
+ * (warmup=0 given keeps the codec without one; dense=N is a warm-up of its own). Returns 1 when it
  * changed cfg->compress, 0 when not, PC_EUSAGE when the spec does not parse or would not fit. Not
  * thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);

@@ -322,11 +322,15 @@ static void momentum_mask(pc_codec_state_t *st, const uint32_t *idx, size_t k)
 
 /* ---- topk ---------------------------------------------------------------------------- */
 
-/* The density of compress call `step` (0-based) under a density warm-up (dgc's and topk's
- * warmup=W): ratio^((step + 1) / W) for the first W calls, exponentially down to ratio (as
- * in DGC's 25 %, 6.25 %, ... schedule), then ratio. Pure. */
+/* The density of compress call `step` (0-based): 1 for the first `dense` calls (dgc's and
+ * topk's dense=D), then under a density warm-up (warmup=W) ratio^((t + 1) / W) for call
+ * t = step - D < W, exponentially down to ratio (as in DGC's 25 %, 6.25 %, ... schedule),
+ * then ratio. Pure. */
 static double warm_density(const pc_codec_spec_t *s, uint64_t step)
 {
+    if (step < (uint64_t)s->dense)
+        return 1.0;
+    step -= (uint64_t)s->dense;
     if (s->warmup > 0 && step < (uint64_t)s->warmup && s->ratio > 0)
         return pow(s->ratio, (double)(step + 1) / (double)s->warmup);
     return s->ratio;
@@ -378,8 +382,9 @@ static int topk_validate(const pc_codec_t *c, const pc_wire_header_t *h, const u
                                 h->entries, k);
         return pc_error_fmt(PC_EFORMAT, err, errlen,
                             "chunk %u: topk message with %u entries, expected %zu to %zu "
-                            "(warmup=%d)",
-                            h->chunk, h->entries, k, hi, c->spec.warmup);
+                            "(%s=%d)",
+                            h->chunk, h->entries, k, hi, c->spec.dense ? "dense" : "warmup",
+                            c->spec.dense ? c->spec.dense : c->spec.warmup);
     }
     return validate_indexed(c, h, payload, err, errlen);
 }

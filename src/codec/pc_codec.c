@@ -31,6 +31,7 @@ enum {
     K_INDEX = 1 << 9,
     K_RANK = 1 << 10,
     K_GAIN = 1 << 11,
+    K_DENSE = 1 << 12,
 };
 
 typedef struct codec_info {
@@ -46,11 +47,13 @@ static const codec_info_t codecs[PC_CODEC_COUNT] = {
     [PC_CODEC_NONE] = {"none", &pc_codec_ops_none, 0, false},
     [PC_CODEC_FP16] = {"fp16", &pc_codec_ops_fp16, K_EF, false},
     [PC_CODEC_TOPK] = {"topk", &pc_codec_ops_topk,
-                       K_RATIO | K_MOMENTUM | K_WARMUP | K_EF | K_VALUES | K_INDEX, true, K_WARMUP},
+                       K_RATIO | K_MOMENTUM | K_WARMUP | K_DENSE | K_EF | K_VALUES | K_INDEX, true,
+                       K_WARMUP | K_DENSE},
     /* DGC accumulates by construction: its residual is not optional. */
     [PC_CODEC_DGC] = {"dgc", &pc_codec_ops_dgc,
-                      K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_VALUES | K_INDEX,
-                      true},
+                      K_RATIO | K_SAMPLE | K_MOMENTUM | K_CLIP | K_WARMUP | K_DENSE | K_VALUES |
+                          K_INDEX,
+                      true, K_DENSE},
     [PC_CODEC_RANDOMK] = {"randomk", &pc_codec_ops_randomk, K_RATIO | K_MOMENTUM | K_EF | K_VALUES,
                           true},
     [PC_CODEC_THRESHOLD] = {"threshold", &pc_codec_ops_threshold, K_TAU | K_EF | K_VALUES | K_INDEX,
@@ -66,9 +69,19 @@ static const struct {
     const char *name;
     unsigned bit;
 } key_names[] = {
-    {"ratio", K_RATIO},   {"sample", K_SAMPLE}, {"momentum", K_MOMENTUM}, {"clip", K_CLIP},
-    {"warmup", K_WARMUP}, {"tau", K_TAU},       {"levels", K_LEVELS},     {"ef", K_EF},
-    {"values", K_VALUES}, {"index", K_INDEX},   {"rank", K_RANK},         {"min-rank-gain", K_GAIN},
+    {"ratio", K_RATIO},
+    {"sample", K_SAMPLE},
+    {"momentum", K_MOMENTUM},
+    {"clip", K_CLIP},
+    {"warmup", K_WARMUP},
+    {"dense", K_DENSE},
+    {"tau", K_TAU},
+    {"levels", K_LEVELS},
+    {"ef", K_EF},
+    {"values", K_VALUES},
+    {"index", K_INDEX},
+    {"rank", K_RANK},
+    {"min-rank-gain", K_GAIN},
 };
 #define NKEYS (sizeof(key_names) / sizeof(key_names[0]))
 
@@ -149,12 +162,33 @@ static bool parse_int(const char *v, long *out)
     return true;
 }
 
+/* Apply one integer key=value (warmup, dense, levels, rank) to s, within its range. */
+static int set_int_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const char *key,
+                       const char *val, char *err, size_t errlen)
+{
+    long l, lo = 0, hi = 1000000000;
+    int *dst = &s->warmup;
+    if (!parse_int(val, &l))
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key, val);
+    if (bit == K_DENSE) {
+        dst = &s->dense;
+    } else if (bit == K_LEVELS) {
+        lo = 1, hi = PC_CODEC_MAX_LEVELS, dst = &s->levels;
+    } else if (bit == K_RANK) {
+        lo = 1, hi = PC_LOWRANK_MAX_RANK, dst = &s->rank;
+    }
+    if (l < lo || l > hi)
+        return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is out of range [%ld, %ld]", codec,
+                            key, val, lo, hi);
+    *dst = (int)l;
+    return PC_OK;
+}
+
 /* Apply one key=value to s. */
 static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const char *key,
                    const char *val, char *err, size_t errlen)
 {
     double d;
-    long l;
     switch (bit) {
     case K_RATIO:
     case K_SAMPLE:
@@ -197,27 +231,10 @@ static int set_key(pc_codec_spec_t *s, const char *codec, unsigned bit, const ch
             s->tau = d;
         return PC_OK;
     case K_WARMUP:
+    case K_DENSE:
     case K_LEVELS:
     case K_RANK:
-        if (!parse_int(val, &l))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: %s=%s is not an integer", codec, key,
-                                val);
-        if (bit == K_WARMUP && (l < 0 || l > 1000000000))
-            return pc_error_fmt(PC_EUSAGE, err, errlen,
-                                "%s: warmup=%s is out of range [0, 1000000000]", codec, val);
-        if (bit == K_LEVELS && (l < 1 || l > PC_CODEC_MAX_LEVELS))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: levels=%s is out of range [1, %d]",
-                                codec, val, PC_CODEC_MAX_LEVELS);
-        if (bit == K_RANK && (l < 1 || l > PC_LOWRANK_MAX_RANK))
-            return pc_error_fmt(PC_EUSAGE, err, errlen, "%s: rank=%s is out of range [1, %d]",
-                                codec, val, PC_LOWRANK_MAX_RANK);
-        if (bit == K_WARMUP)
-            s->warmup = (int)l;
-        else if (bit == K_RANK)
-            s->rank = (int)l;
-        else
-            s->levels = (int)l;
-        return PC_OK;
+        return set_int_key(s, codec, bit, key, val, err, errlen);
     case K_EF:
         if (strcmp(val, "on") == 0)
             s->ef = true;
@@ -328,6 +345,7 @@ int pc_codec_spec_parse(const char *text, pc_codec_spec_t *out, char *err, size_
     }
     s.momentum_given = (seen & K_MOMENTUM) != 0;
     s.warmup_given = (seen & K_WARMUP) != 0;
+    s.dense_given = (seen & K_DENSE) != 0;
     *out = s;
     return PC_OK;
 }
@@ -341,6 +359,8 @@ void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
     unsigned keys = codecs[s->id].keys;
     if ((codecs[s->id].quiet & K_WARMUP) && s->warmup == 0)
         keys &= ~(unsigned)K_WARMUP;
+    if ((codecs[s->id].quiet & K_DENSE) && s->dense == 0)
+        keys &= ~(unsigned)K_DENSE;
     size_t pos = 0;
     int w = snprintf(buf, len, "%s", codecs[s->id].name);
     char sep = ':';
@@ -362,6 +382,8 @@ void pc_codec_spec_format(const pc_codec_spec_t *s, char *buf, size_t len)
         ADD("%cclip=%g", sep, s->clip);
     if (keys & K_RANK)
         ADD("%crank=%d", sep, s->rank);
+    if (keys & K_DENSE)
+        ADD("%cdense=%d", sep, s->dense);
     if (keys & K_WARMUP)
         ADD("%cwarmup=%d", sep, s->warmup);
     if (keys & K_TAU)
@@ -387,7 +409,8 @@ int pc_codec_create(const pc_codec_spec_t *spec, pc_codec_t **out)
         return PC_EINVAL;
     if (!(spec->ratio >= 0 && spec->ratio <= 1) || !(spec->sample > 0 && spec->sample <= 1) ||
         spec->levels < 1 || spec->levels > PC_CODEC_MAX_LEVELS || !(spec->tau > 0) ||
-        !(spec->momentum >= 0 && spec->momentum < 1) || !(spec->clip >= 0) || spec->warmup < 0)
+        !(spec->momentum >= 0 && spec->momentum < 1) || !(spec->clip >= 0) || spec->warmup < 0 ||
+        spec->dense < 0)
         return PC_EINVAL;
     if (spec->id == PC_CODEC_POWERSGD &&
         (spec->rank < 1 || spec->rank > PC_LOWRANK_MAX_RANK || !(spec->min_gain >= 1)))

@@ -516,7 +516,7 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg)
     pc_codec_spec_t spec;
     if (pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK)
         return PC_EUSAGE;
-    if (spec.warmup_given ||
+    if (spec.warmup_given || spec.dense_given ||
         (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC && spec.id != PC_CODEC_POWERSGD))
         return 0;
     size_t len = strlen(cfg->compress);

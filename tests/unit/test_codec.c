@@ -139,6 +139,17 @@ static void test_spec_parsing(void **state)
     assert_int_equal(pc_codec_spec_parse("topk:ratio=0.01,warmup=30", &s, err, sizeof(err)), PC_OK);
     pc_codec_spec_format(&s, buf, sizeof(buf));
     assert_string_equal(buf, "topk:ratio=0.01,momentum=0.9,warmup=30,ef=on,values=fp32,index=u32");
+    /* dense= likewise (topk and dgc), before warmup; given, even as 0. */
+    assert_int_equal(pc_codec_spec_parse("dgc:ratio=0.001,warmup=5,dense=20", &s, err, sizeof(err)),
+                     PC_OK);
+    assert_true(s.dense == 20 && s.dense_given && s.warmup == 5);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "dgc:ratio=0.001,sample=0.01,momentum=0.9,clip=0,dense=20,warmup=5,"
+                             "values=fp32,index=u32");
+    assert_int_equal(pc_codec_spec_parse("topk:dense=0", &s, err, sizeof(err)), PC_OK);
+    assert_true(s.dense == 0 && s.dense_given);
+    pc_codec_spec_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "topk:ratio=0.01,momentum=0.9,ef=on,values=fp32,index=u32");
     assert_int_equal(pc_codec_spec_parse("qsgd:levels=16", &s, err, sizeof(err)), PC_OK);
     assert_true(s.levels == 16 && !s.ef); /* unbiased: no error feedback by default */
     assert_int_equal(pc_codec_spec_parse("efsign", &s, err, sizeof(err)), PC_OK);
@@ -155,12 +166,10 @@ static void test_spec_parsing(void **state)
     expect_spec_error("", "empty compressor spec");
     expect_spec_error(NULL, "empty compressor spec");
     expect_spec_error("topk:", "topk: ':' must be followed by options (key=value,...)");
-    expect_spec_error(
-        "topk:ratoi=0.1",
-        "topk: unknown option 'ratoi' (topk takes: ratio, momentum, warmup, ef, values, index)");
-    expect_spec_error(
-        "topk:levels=4",
-        "topk: unknown option 'levels' (topk takes: ratio, momentum, warmup, ef, values, index)");
+    expect_spec_error("topk:ratoi=0.1", "topk: unknown option 'ratoi' (topk takes: ratio, "
+                                        "momentum, warmup, dense, ef, values, index)");
+    expect_spec_error("topk:levels=4", "topk: unknown option 'levels' (topk takes: ratio, "
+                                       "momentum, warmup, dense, ef, values, index)");
     expect_spec_error("threshold:momentum=0.9",
                       "threshold: unknown option 'momentum' (threshold takes: tau, ef, values, "
                       "index)");
@@ -173,7 +182,7 @@ static void test_spec_parsing(void **state)
     expect_spec_error("topk:momentum=1", "topk: momentum=1 is out of range [0, 1)");
     expect_spec_error("none:ef=on", "none: unknown option 'ef' (none takes: no options)");
     expect_spec_error("dgc:ef=off", "dgc: unknown option 'ef' (dgc takes: ratio, sample, "
-                                    "momentum, clip, warmup, values, index)");
+                                    "momentum, clip, warmup, dense, values, index)");
     expect_spec_error("topk:ratio=1.5",
                       "topk: ratio=1.5 is out of range (0, 1] (0 would send nothing)");
     expect_spec_error("topk:ratio=-0.1",
@@ -197,6 +206,11 @@ static void test_spec_parsing(void **state)
     expect_spec_error("dgc:momentum=1", "dgc: momentum=1 is out of range [0, 1)");
     expect_spec_error("dgc:clip=-1", "dgc: clip=-1 must be >= 0 (0 = off)");
     expect_spec_error("dgc:warmup=2.5", "dgc: warmup=2.5 is not an integer");
+    expect_spec_error("dgc:dense=-1", "dgc: dense=-1 is out of range [0, 1000000000]");
+    expect_spec_error("topk:dense=x", "topk: dense=x is not an integer");
+    expect_spec_error("powersgd:dense=10",
+                      "powersgd: unknown option 'dense' (powersgd takes: warmup, ef, rank, "
+                      "min-rank-gain)");
     expect_spec_error("threshold:tau=0", "threshold: tau=0 must be > 0");
     expect_spec_error("qsgd:levels=0", "qsgd: levels=0 is out of range [1, 127]");
     expect_spec_error("qsgd:levels=128", "qsgd: levels=128 is out of range [1, 127]");
@@ -757,37 +771,43 @@ static void test_dgc_warmup_and_clip(void **state)
     free(g);
 }
 
-/* The density DGC uses at a step (the codec's schedule, written out as the reference). */
-static size_t dgc_k_ref(double ratio, int warmup, uint64_t step, size_t n)
+/* The density DGC uses at a step (the codec's schedule, written out as the reference):
+ * every entry for the first `dense` steps, then the warm-up's, then ratio. */
+static size_t dgc_k_ref(double ratio, int dense, int warmup, uint64_t step, size_t n)
 {
+    if (step < (uint64_t)dense)
+        return n;
+    step -= (uint64_t)dense;
     double d =
         warmup > 0 && step < (uint64_t)warmup ? pow(ratio, (double)(step + 1) / warmup) : ratio;
     double k = ceil(d * (double)n);
     return k >= (double)n ? n : (size_t)k;
 }
 
-/* topk:warmup=W: call t of the first W sends exactly dgc's warm-up k (its reference above),
- * then ceil(ratio * n); every message within max_bytes, decoded, and sent + new residual
- * == folded residual bit for bit; a receiver with the warm-up takes any count from the
- * steady k to the densest call's and refuses one outside, naming the range. */
+/* topk:dense=D,warmup=W: the first D calls send every entry, call t of the next W exactly
+ * dgc's warm-up k (its reference above), then ceil(ratio * n); every message within
+ * max_bytes, decoded, and sent + new residual == folded residual bit for bit; a receiver
+ * with the warm-up takes any count from the steady k to the densest call's and refuses one
+ * outside, naming the range. */
 static void test_topk_warmup(void **state)
 {
     (void)state;
-    const int warmups[] = {0, 1, 3, 20};
+    const int warmups[] = {0, 1, 3, 20}, denses[] = {0, 2};
     const char *ratios[] = {"0.01", "0.25", "1"};
     const size_t sizes[] = {1, 31, 4096};
     float *g = malloc(sizeof(float) * 4096), *before = malloc(sizeof(float) * 4096);
-    for (size_t wi = 0; wi < sizeof(warmups) / sizeof(warmups[0]); wi++)
+    for (size_t wi = 0; wi < sizeof(warmups) / sizeof(warmups[0]) * 2; wi++)
         for (size_t ri = 0; ri < sizeof(ratios) / sizeof(ratios[0]); ri++) {
+            int warmup = warmups[wi / 2], dense = denses[wi % 2];
             char spec[128];
-            snprintf(spec, sizeof(spec), "topk:ratio=%s,momentum=0,warmup=%d", ratios[ri],
-                     warmups[wi]);
+            snprintf(spec, sizeof(spec), "topk:ratio=%s,momentum=0,dense=%d,warmup=%d", ratios[ri],
+                     dense, warmup);
             pc_codec_t *c = make(spec, 5);
             for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
                 size_t n = sizes[si];
                 pc_codec_state_t *st;
                 assert_int_equal(pc_codec_state_create(c, 7, n, &st), PC_OK);
-                for (int it = 0; it < warmups[wi] + 2; it++) {
+                for (int it = 0; it < dense + warmup + 2; it++) {
                     heavy(g, n, 400 + (uint64_t)it);
                     assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
                     memcpy(before, pc_codec_state_residual(st), sizeof(float) * n);
@@ -800,7 +820,7 @@ static void test_topk_warmup(void **state)
                     char err[256];
                     assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)),
                                      PC_OK);
-                    size_t k = dgc_k_ref(atof(ratios[ri]), warmups[wi], (uint64_t)it, n);
+                    size_t k = dgc_k_ref(atof(ratios[ri]), dense, warmup, (uint64_t)it, n);
                     if (h.entries != k)
                         fail_msg("%s n=%zu step %d: %u entries, k = %zu", spec, n, it, h.entries,
                                  k);
@@ -851,6 +871,33 @@ static void test_topk_warmup(void **state)
         pc_codec_destroy(c);
     }
     pc_codec_destroy(recv);
+    /* A receiver with dense=2 takes a message of every entry and still refuses fewer than the
+     * steady k, naming its dense phase. */
+    recv = make("topk:ratio=0.01,dense=2", 5);
+    const char *dsenders[] = {"topk:ratio=1", "topk:ratio=0.005"};
+    for (int i = 0; i < 2; i++) {
+        pc_codec_t *c = make(dsenders[i], 5);
+        pc_codec_state_t *st;
+        assert_int_equal(pc_codec_state_create(c, 7, 4096, &st), PC_OK);
+        heavy(g, 4096, 78);
+        msg_t m = compress(c, st, g, 0);
+        float *d = calloc(4096, sizeof(float));
+        char err[256] = "";
+        pc_codec_expect_t want = {.chunk = 7, .n = 4096, .iteration = 0};
+        int rc = pc_codec_decode_add(recv, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
+        if (i == 0)
+            assert_int_equal(rc, PC_OK);
+        else {
+            assert_int_equal(rc, PC_EFORMAT);
+            assert_string_equal(err, "chunk 7: topk message with 21 entries, expected 41 to "
+                                     "4096 (dense=2)");
+        }
+        free(d);
+        free(m.buf);
+        pc_codec_state_destroy(st);
+        pc_codec_destroy(c);
+    }
+    pc_codec_destroy(recv);
     free(g);
     free(before);
 }
@@ -871,9 +918,10 @@ static void dgc_input(float *g, size_t n, int kind, uint64_t seed)
 }
 
 /* Every warm-up length and density, density 1 included (warm-up's first steps select
- * nearly everything): each message decodes (indices strictly increasing, in range), holds a
- * count within [0.8k, 1.3k] or exactly k, and sent + new residual == folded residual bit
- * for bit. The warm-up of 20 at ratio 0.01 once sent a count of n with no index list. */
+ * nearly everything), every other warm-up after dense=3 (every entry): each message decodes
+ * (indices strictly increasing, in range), holds a count within [0.8k, 1.3k] or exactly k, and sent
+ * + new residual == folded residual bit for bit. The warm-up of 20 at ratio 0.01 once sent a count
+ * of n with no index list. */
 static void test_dgc_warmup_every_density(void **state)
 {
     (void)state;
@@ -885,14 +933,16 @@ static void test_dgc_warmup_every_density(void **state)
     for (size_t wi = 0; wi < sizeof(warmups) / sizeof(warmups[0]); wi++)
         for (size_t ri = 0; ri < sizeof(ratios) / sizeof(ratios[0]); ri++) {
             char spec[128];
-            snprintf(spec, sizeof(spec), "dgc:ratio=%s,warmup=%d", ratios[ri], warmups[wi]);
+            int dense = wi % 2 ? 3 : 0;
+            snprintf(spec, sizeof(spec), "dgc:ratio=%s,warmup=%d,dense=%d", ratios[ri], warmups[wi],
+                     dense);
             pc_codec_t *c = make(spec, 5);
             for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
                 for (int kind = 0; kind < 4; kind++) {
                     size_t n = sizes[si];
                     pc_codec_state_t *st;
                     assert_int_equal(pc_codec_state_create(c, 7, n, &st), PC_OK);
-                    int steps = warmups[wi] + 2;
+                    int steps = dense + warmups[wi] + 2;
                     for (int it = 0; it < steps; it++) {
                         dgc_input(g, n, kind, 300 + (uint64_t)it);
                         assert_int_equal(pc_codec_fold(c, st, g), PC_OK);
@@ -909,7 +959,7 @@ static void test_dgc_warmup_every_density(void **state)
                         char err[256];
                         assert_int_equal(pc_wire_header_read(m.buf, m.len, &h, err, sizeof(err)),
                                          PC_OK);
-                        size_t k = dgc_k_ref(atof(ratios[ri]), warmups[wi], (uint64_t)it, n);
+                        size_t k = dgc_k_ref(atof(ratios[ri]), dense, warmups[wi], (uint64_t)it, n);
                         size_t lo = (size_t)ceil(0.8 * (double)k),
                                hi = (size_t)floor(1.3 * (double)k);
                         if (!(h.entries == k ||

@@ -579,6 +579,9 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc:warmup=50"),
                      PC_OK);
     assert_string_equal(cfg.compress, "dgc:warmup=50,momentum=0");
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc:dense=300"),
+                     PC_OK);
+    assert_string_equal(cfg.compress, "dgc:dense=300,momentum=0"); /* dense=: its own warm-up */
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "powersgd:rank=2"),
                      PC_OK);
     assert_string_equal(cfg.compress, "powersgd:rank=2,warmup=1000"); /* dense iterations */
