@@ -44,6 +44,8 @@
 #                   step linear in the aggregate, as error feedback assumes)
 #   CODEC-wams      the density warm-up, then AMSGrad's max (COMP-AMS's server step: v
 #                   never shrinks, so an entry's late, accumulated arrival moves it less)
+#   CODEC-dfreeze   1-bit Adam's recipe as published: the first N iterations dense (dense=N:
+#                   every entry travels), then the ratio at once with v frozen after N
 # for CODEC topk (topk:ratio=0.01,momentum=0) and dgc (dgc:ratio=0.001,momentum=0); and
 #   psgd4-dense     PowerSGD rank 4 (powersgd:rank=4,warmup=10, torch's hook's example
 #                   start), Adam's dense moments (the matrices' gradient P^ Q^T is dense)
@@ -127,6 +129,8 @@ ADAM_TOPK="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=0 --pipeline o
 ADAM_DGC="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=0 --pipeline on"
 ADAM_TOPK_W="--mode ps --compress topk:ratio=0.01,momentum=0,warmup=@FREEZE@ --pipeline on"
 ADAM_DGC_W="--mode ps --compress dgc:ratio=0.001,momentum=0,warmup=@FREEZE@ --pipeline on"
+ADAM_TOPK_D="--mode ps --compress topk:ratio=0.01,momentum=0,dense=@FREEZE@ --pipeline on"
+ADAM_DGC_D="--mode ps --compress dgc:ratio=0.001,momentum=0,dense=@FREEZE@ --pipeline on"
 ADAM_PSGD4="--mode ps --compress powersgd:rank=4,warmup=10 --pipeline on"
 ADAM_TABLE="ddp|2|DDP + AdamW fp32|--backend ddp $ADAM
 ps-none|3|ps, none, AdamW|--mode ps --compress none --pipeline on $ADAM
@@ -139,6 +143,7 @@ topk-wdense|3|topk 1%, density warm-up|$ADAM_TOPK_W $ADAM
 topk-wlazy|3|topk 1%, warm-up, lazy moments|$ADAM_TOPK_W $ADAM --adam-moments lazy
 topk-wfreeze|3|topk 1%, warm-up, v frozen|$ADAM_TOPK_W $ADAM --adam-freeze-after @FREEZE@
 topk-wams|3|topk 1%, warm-up, AMSGrad|$ADAM_TOPK_W $ADAM --amsgrad
+topk-dfreeze|3|topk 1%, dense N, v frozen|$ADAM_TOPK_D $ADAM --adam-freeze-after @FREEZE@
 dgc-dense|3|dgc 0.1%, Adam dense|$ADAM_DGC $ADAM
 dgc-ams|3|dgc 0.1%, AMSGrad|$ADAM_DGC $ADAM --amsgrad
 dgc-lazy|3|dgc 0.1%, lazy moments|$ADAM_DGC $ADAM --adam-moments lazy
@@ -147,6 +152,7 @@ dgc-wdense|3|dgc 0.1%, density warm-up|$ADAM_DGC_W $ADAM
 dgc-wlazy|3|dgc 0.1%, warm-up, lazy moments|$ADAM_DGC_W $ADAM --adam-moments lazy
 dgc-wfreeze|3|dgc 0.1%, warm-up, v frozen|$ADAM_DGC_W $ADAM --adam-freeze-after @FREEZE@
 dgc-wams|3|dgc 0.1%, warm-up, AMSGrad|$ADAM_DGC_W $ADAM --amsgrad
+dgc-dfreeze|3|dgc 0.1%, dense N, v frozen|$ADAM_DGC_D $ADAM --adam-freeze-after @FREEZE@
 psgd4-dense|3|PowerSGD rank 4, Adam dense|$ADAM_PSGD4 $ADAM
 psgd4-freeze|3|PowerSGD rank 4, v frozen|$ADAM_PSGD4 $ADAM --adam-freeze-after @FREEZE@
 psgd4-wdense|3|PowerSGD rank 4, dense for N|--mode ps --compress powersgd:rank=4,warmup=@FREEZE@ --pipeline on $ADAM
@@ -290,7 +296,7 @@ ddp = fin("ddp")
 print("final test accuracy %% (AdamW; v frozen and density warm-up over %s iterations); "
       "DDP + AdamW %s, "
       "ps none %s" % (sys.argv[2], cell(ddp).strip(), cell(fin("ps-none")).strip()))
-cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze", "wams")
+cols = ("dense", "ams", "lazy", "freeze", "wdense", "wlazy", "wfreeze", "wams", "dfreeze")
 print("%-8s %s   %s" % ("codec", " ".join("%7s" % c for c in cols),
                          " ".join("%7s" % ("d " + c) for c in cols)))
 for codec in ("topk", "dgc", "psgd4"):  # psgd4's wdense: dense for the first N
