@@ -204,6 +204,26 @@ for args in "--workers 0" "--workers 4,x" "--codecs ;" "--codecs bogus" "--codec
     fi
 done
 
+# scripts/bench/adam_arrivals.py, the model of Adam's step on an entry that arrives every P
+# iterations (doc/tuning.md): uncompressed (P = 1) is 1 in every mode; dense and lazy moments
+# move a 0.1 % entry far less, a v frozen after a dense warm-up as far (a constant gradient).
+arr="$PC_SRCDIR/scripts/bench/adam_arrivals.py"
+if out=$(python3 "$arr" --iters 4000 --frozen-after 500 2>&1) &&
+    awk '$1 == 1 {one = ($3 == "1.000" && $4 == "1.000" && $5 == "1.000")}
+         $1 == 1000 {far = ($3 < 0.1 && $4 < $3 && $5 > 0.99 && $5 < 1.01)}
+         END {exit !(one && far)}' <<<"$out"; then
+    ok "adam_arrivals.py: P = 1000: $(awk '$1 == 1000' <<<"$out" | tr -s ' ')"
+else
+    bad "adam_arrivals.py"; echo "$out"
+fi
+out=$(python3 "$arr" --frozen-after 0 2>&1)
+rc=$?
+if [ $rc = 2 ] && [ "$out" = "adam_arrivals.py: --frozen-after 0: must be above 0 and below half of --iters (20000)" ]; then
+    ok "adam_arrivals.py --frozen-after 0: refused (2): $out"
+else
+    bad "adam_arrivals.py --frozen-after 0: status $rc"; echo "$out" | tail -2
+fi
+
 out=$("$bench" spsc --reps 0 2>&1)
 rc=$?
 [ $rc = 2 ] && grep -q -- '--reps' <<<"$out" && ok "pc-bench spsc --reps 0: usage error naming the flag" \
