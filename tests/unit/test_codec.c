@@ -784,6 +784,33 @@ static size_t dgc_k_ref(double ratio, int dense, int warmup, uint64_t step, size
     return k >= (double)n ? n : (size_t)k;
 }
 
+/* A receiver of spec recv_spec given a sender's (send_spec) first message of a 4096-element
+ * chunk: taken when want_err is NULL, else refused with exactly want_err. */
+static void expect_received(const char *recv_spec, const char *send_spec, const char *want_err)
+{
+    pc_codec_t *recv = make(recv_spec, 5), *c = make(send_spec, 5);
+    pc_codec_state_t *st;
+    assert_int_equal(pc_codec_state_create(c, 7, 4096, &st), PC_OK);
+    float *g = malloc(sizeof(float) * 4096), *d = calloc(4096, sizeof(float));
+    heavy(g, 4096, 77);
+    msg_t m = compress(c, st, g, 0);
+    char err[256] = "";
+    pc_codec_expect_t want = {.chunk = 7, .n = 4096, .iteration = 0};
+    int rc = pc_codec_decode_add(recv, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
+    if (!want_err)
+        assert_int_equal(rc, PC_OK);
+    else {
+        assert_int_equal(rc, PC_EFORMAT);
+        assert_string_equal(err, want_err);
+    }
+    free(g);
+    free(d);
+    free(m.buf);
+    pc_codec_state_destroy(st);
+    pc_codec_destroy(c);
+    pc_codec_destroy(recv);
+}
+
 /* topk:dense=D,warmup=W: the first D calls send every entry, call t of the next W exactly
  * dgc's warm-up k (its reference above), then ceil(ratio * n); every message within
  * max_bytes, decoded, and sent + new residual == folded residual bit for bit; a receiver
@@ -845,59 +872,15 @@ static void test_topk_warmup(void **state)
             pc_codec_destroy(c);
         }
     /* The receiver's range at n = 4096: 41 (steady) to ceil(0.01^(1/3) * 4096) = 883. */
-    pc_codec_t *recv = make("topk:ratio=0.01,warmup=3", 5);
-    const char *senders[] = {"topk:ratio=0.01", "topk:ratio=0.2", "topk:ratio=0.25"};
-    const bool taken[] = {true, true, false};
-    for (int i = 0; i < 3; i++) {
-        pc_codec_t *c = make(senders[i], 5);
-        pc_codec_state_t *st;
-        assert_int_equal(pc_codec_state_create(c, 7, 4096, &st), PC_OK);
-        heavy(g, 4096, 77);
-        msg_t m = compress(c, st, g, 0);
-        float *d = calloc(4096, sizeof(float));
-        char err[256] = "";
-        pc_codec_expect_t want = {.chunk = 7, .n = 4096, .iteration = 0};
-        int rc = pc_codec_decode_add(recv, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
-        if (taken[i])
-            assert_int_equal(rc, PC_OK);
-        else {
-            assert_int_equal(rc, PC_EFORMAT);
-            assert_string_equal(err, "chunk 7: topk message with 1024 entries, expected 41 to "
-                                     "883 (warmup=3)");
-        }
-        free(d);
-        free(m.buf);
-        pc_codec_state_destroy(st);
-        pc_codec_destroy(c);
-    }
-    pc_codec_destroy(recv);
-    /* A receiver with dense=2 takes a message of every entry and still refuses fewer than the
-     * steady k, naming its dense phase. */
-    recv = make("topk:ratio=0.01,dense=2", 5);
-    const char *dsenders[] = {"topk:ratio=1", "topk:ratio=0.005"};
-    for (int i = 0; i < 2; i++) {
-        pc_codec_t *c = make(dsenders[i], 5);
-        pc_codec_state_t *st;
-        assert_int_equal(pc_codec_state_create(c, 7, 4096, &st), PC_OK);
-        heavy(g, 4096, 78);
-        msg_t m = compress(c, st, g, 0);
-        float *d = calloc(4096, sizeof(float));
-        char err[256] = "";
-        pc_codec_expect_t want = {.chunk = 7, .n = 4096, .iteration = 0};
-        int rc = pc_codec_decode_add(recv, m.buf, m.len, &want, 1.0f, d, NULL, err, sizeof(err));
-        if (i == 0)
-            assert_int_equal(rc, PC_OK);
-        else {
-            assert_int_equal(rc, PC_EFORMAT);
-            assert_string_equal(err, "chunk 7: topk message with 21 entries, expected 41 to "
-                                     "4096 (dense=2)");
-        }
-        free(d);
-        free(m.buf);
-        pc_codec_state_destroy(st);
-        pc_codec_destroy(c);
-    }
-    pc_codec_destroy(recv);
+    expect_received("topk:ratio=0.01,warmup=3", "topk:ratio=0.01", NULL);
+    expect_received("topk:ratio=0.01,warmup=3", "topk:ratio=0.2", NULL);
+    expect_received("topk:ratio=0.01,warmup=3", "topk:ratio=0.25",
+                    "chunk 7: topk message with 1024 entries, expected 41 to 883 (warmup=3)");
+    /* With dense=2 every entry is taken, and fewer than the steady k still refused, naming
+     * the dense phase. */
+    expect_received("topk:ratio=0.01,dense=2", "topk:ratio=1", NULL);
+    expect_received("topk:ratio=0.01,dense=2", "topk:ratio=0.005",
+                    "chunk 7: topk message with 21 entries, expected 41 to 4096 (dense=2)");
     free(g);
     free(before);
 }
