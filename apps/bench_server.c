@@ -293,9 +293,11 @@ static int check_config(const opts_t *o, const char *text, int W, pc_config_t *c
 }
 
 /* check_config on the spec as given (its refusals quote it), then for a steady state's
- * messages: Adam's default warm-up (pc_config_codec_adam_warmup: warmup=1000 where a
- * sparsifier's spec gives none) would make them its first, nearly dense ones, so such a
- * spec runs with warmup=0. */
+ * messages: Adam's default warm-up (pc_config_codec_adam_warmup: top-k's warmup=1000,
+ * DGC's dense=1000 where a sparsifier's spec gives neither) would make them its first,
+ * (nearly) dense ones, so such a spec runs with warmup=0 (DGC's v, frozen after its dense
+ * warm-up by default, is then only read: this times the dense moments' step, one store
+ * more per entry). */
 static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t *cfg)
 {
     char err[512], steady[sizeof(cfg->compress)];
@@ -316,7 +318,7 @@ static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t
                 spec_text);
         return BENCH_EXIT_USAGE;
     }
-    if (o->optimizer == PC_OPTIM_SGD || spec.warmup_given ||
+    if (o->optimizer == PC_OPTIM_SGD || spec.warmup_given || spec.dense_given ||
         (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC))
         return 0;
     snprintf(steady, sizeof(steady), "%s%swarmup=0", spec_text, strchr(spec_text, ':') ? "," : ":");

@@ -211,12 +211,12 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * cfg. */
 int pc_config_codec_momentum_off(pc_config_t *cfg);
 
-/* The warm-up a codec gets by default when the servers run Adam or AdamW: a sparsifier's
- * first PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from nearly
- * dense to the ratio, PowerSGD sends its matrices dense for as many iterations, so that
- * Adam's moments are learnt while nearly every entry travels (doc/tuning.md, "With Adam
- * or AdamW on the servers", has the measurements). 1000 is torch's powerSGD_hook's
- * start_powerSGD_iter default, the same convention. */
+/* The warm-up a codec gets by default when the servers run Adam or AdamW: top-k's first
+ * PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from nearly dense to
+ * the ratio, DGC and PowerSGD send every entry for as many iterations (DGC's v then frozen:
+ * pc_config_adam_freeze_after), so that Adam's moments are learnt while nearly every entry
+ * travels (doc/tuning.md, "With Adam or AdamW on the servers", has the measurements). 1000 is
+ * torch's powerSGD_hook's start_powerSGD_iter default, the same convention. */
 #define PC_CONFIG_ADAM_WARMUP 1000
 
 /* --lr's default (SGD's), and what --optimizer adam or adamw gets when --lr was not given
@@ -227,11 +227,11 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
 #define PC_CONFIG_ADAMW_WEIGHT_DECAY 0.01
 
 /* Give the codec the Adam default warm-up where --compress left warmup at its default:
- * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress when the codec has a warm-up
- * (dgc, topk: density; powersgd: dense iterations) and the spec did not give warmup= or dense=
- * (warmup=0 given keeps the codec without one; dense=N is a warm-up of its own). Returns 1 when it
- * changed cfg->compress, 0 when not, PC_EUSAGE when the spec does not parse or would not fit. Not
- * thread-safe on cfg. */
+ * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress for topk (density) and powersgd
+ * (dense iterations), dense=PC_CONFIG_ADAM_WARMUP for dgc, when the spec did not give warmup= or
+ * dense= (warmup=0 given keeps the codec without one; dense=N is a warm-up of its own). Returns 1
+ * when it changed cfg->compress, 0 when not, PC_EUSAGE when the spec does not parse or would not
+ * fit. Not thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
 /* The servers' Adam moments (PC_ADAM_MOMENTS_DENSE or _LAZY) for a step of optimizer kind
@@ -243,6 +243,15 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg);
  * Adam or AdamW on the servers", has the measurements). Pure; thread-safe on a cfg no one
  * writes. */
 int pc_config_adam_moments(const pc_config_t *cfg, int kind);
+
+/* The step after which the servers' Adam freezes v: --adam-freeze-after where given (or set
+ * above 0 in a cfg filled by hand), else D for a topk or dgc spec with a dense warm-up
+ * (dense=D) stepped on the servers (--mode ps, --update servers), 1-bit Adam's recipe:
+ * v learnt while every entry travels, then fixed, so that an entry's late, accumulated
+ * arrival moves it as far as its iterations would have (scripts/bench/adam_arrivals.py);
+ * 0 (never) otherwise. DGC's Adam default is dense=1000 then v frozen (doc/tuning.md has
+ * the measurements). Pure; thread-safe on a cfg no one writes. */
+int64_t pc_config_adam_freeze_after(const pc_config_t *cfg);
 
 /* "auto", "dense" or "lazy" for a pc_config_adam_moments_t ("?" for another value). Pure. */
 const char *pc_config_adam_moments_name(int moments);

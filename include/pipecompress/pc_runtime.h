@@ -294,9 +294,9 @@ int pc_worker_warm_codec(pc_worker_t *w);
 
 /* The --compress spec this worker runs: the configuration's, with momentum=0 added where
  * pc_worker_set_optimizer or pc_worker_set_user_step turned the codec's default momentum
- * correction off, and warmup=1000 where pc_worker_warm_codec (or set_optimizer's Adam)
- * gave a sparsifier its default warm-up. Borrowed from w, valid until the next of those calls or
- * pc_worker_destroy. Backprop thread. */
+ * correction off, and warmup=1000 (dgc: dense=1000) where pc_worker_warm_codec (or
+ * set_optimizer's Adam) gave a sparsifier its default warm-up. Borrowed from w, valid until the
+ * next of those calls or pc_worker_destroy. Backprop thread. */
 const char *pc_worker_compress(const pc_worker_t *w);
 
 /* The Adam moments the servers step this run's chunks with ("dense" or "lazy"; "dense"
@@ -305,6 +305,11 @@ const char *pc_worker_compress(const pc_worker_t *w);
  * (pc_config_adam_moments, the rule the servers apply). A static string. Backprop thread
  * (reads the configuration that pc_worker_set_optimizer writes). */
 const char *pc_worker_adam_moments(const pc_worker_t *w);
+
+/* The step after which the servers' Adam freezes v for this run's chunks (0: never):
+ * --adam-freeze-after where given, else the codec's default (pc_config_adam_freeze_after,
+ * the rule the servers apply: DGC's default dense warm-up's length). Backprop thread. */
+int64_t pc_worker_adam_freeze_after(const pc_worker_t *w);
 
 /* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),
  * chosen by the workers instead of the flags' --update (the binding's

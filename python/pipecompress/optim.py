@@ -227,7 +227,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     "adamw" given there too: adam_moments="lazy" (only the entries that arrived step, as
     torch.optim.SparseAdam), "dense" or "auto" (the default: lazy for top-k, else dense;
     pc.config()["adam-moments"] says which) and adam_freeze_after=N (v frozen after N steps, 1-bit
-    Adam's), for every group (refused with update="workers"). The groups' current
+    Adam's; not given: after a dense warm-up, DGC's default dense=1000, else never;
+    pc.config()["adam-freeze-after"] says which), for every group (refused with update="workers"). The groups' current
     learning rates (whatever a torch.optim.lr_scheduler or the script wrote into
     param_groups) go to the servers before the iteration's first gradient leaves, and
     step() refuses a change since; step() ends the iteration (pc.iteration_end()). The
@@ -359,6 +360,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         s.config["optimizer"] = _KIND_NAMES[kind]
         if kind != 0:
             s.config["adam-moments"] = s.lib.pc_worker_adam_moments(s.w).decode()
+            s.config["adam-freeze-after"] = str(s.lib.pc_worker_adam_freeze_after(s.w))
 
     def _init_workers(self, a, s, optimizer, cls, runtime):
         """update="workers": check, choose the placement when pc.init got no --update

@@ -406,7 +406,8 @@ static const pc_flags_t config_opts[] = {
      .max = 1e12,
      .metavar = "N",
      .help = "adam, adamw: after N steps of each tensor, freeze v and its bias correction "
-             "(m keeps moving): 1-bit Adam's warm-up, then a frozen variance (0: never)"},
+             "(m keeps moving): 1-bit Adam's warm-up, then a frozen variance (0: never; not "
+             "given: D for a topk or dgc spec's dense=D on the servers, dgc's Adam default)"},
     {.name = "clip-grad-norm",
      .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(pc_config_t, clip_grad_norm),
@@ -489,6 +490,17 @@ int pc_config_codec_momentum_off(pc_config_t *cfg)
     return 1;
 }
 
+int64_t pc_config_adam_freeze_after(const pc_config_t *cfg)
+{
+    pc_codec_spec_t spec;
+    if (pc_config_given(cfg, "adam-freeze-after") || cfg->adam_freeze_after != 0 ||
+        cfg->mode != PC_MODE_PS || cfg->update != PC_UPDATE_SERVERS ||
+        pc_codec_spec_parse(cfg->compress, &spec, NULL, 0) != PC_OK ||
+        (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC))
+        return cfg->adam_freeze_after;
+    return spec.dense;
+}
+
 int pc_config_adam_moments(const pc_config_t *cfg, int kind)
 {
     if (cfg->adam_moments != PC_ADAM_MOMENTS_AUTO)
@@ -520,8 +532,9 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg)
         (spec.id != PC_CODEC_TOPK && spec.id != PC_CODEC_DGC && spec.id != PC_CODEC_POWERSGD))
         return 0;
     size_t len = strlen(cfg->compress);
-    int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%swarmup=%d",
-                     strchr(cfg->compress, ':') ? "," : ":", PC_CONFIG_ADAM_WARMUP);
+    int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%s%s=%d",
+                     strchr(cfg->compress, ':') ? "," : ":",
+                     spec.id == PC_CODEC_DGC ? "dense" : "warmup", PC_CONFIG_ADAM_WARMUP);
     if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
         cfg->compress[len] = '\0';
         return PC_EUSAGE;
@@ -678,8 +691,10 @@ static int check_optimizer(pc_config_t *cfg, pc_codec_spec_t *spec, char *err, s
         return rc;
     if (cfg->mode == PC_MODE_PS && adam && pc_config_codec_adam_warmup(cfg) == 1)
         pc_codec_spec_parse(cfg->compress, spec, NULL, 0);
-    if (adam) /* auto: the codec's default moments */
+    if (adam) { /* auto: the codec's default moments; a dense warm-up's frozen v */
         cfg->adam_moments = pc_config_adam_moments(cfg, cfg->optimizer);
+        cfg->adam_freeze_after = pc_config_adam_freeze_after(cfg);
+    }
     return PC_OK;
 }
 

@@ -302,9 +302,10 @@ static int chunk_setup(server_t *s, schunk_t *k, uint32_t c, uint32_t n, uint32_
         pc_rt__groups_get(groups, k->group, &base);
         k->optim = pc_rt__chunk_optim_from(rt, &base, n);
         /* --adam-moments, --adam-freeze-after: the run's (pc.init's flags), not a group's;
-         * the moments the codec's default for the groups' optimizer where not given */
+         * where not given, the codec's defaults for the groups' optimizer (the spec as
+         * server_first left it: a warm-up the workers gave included) */
         k->optim.lazy = pc_config_adam_moments(&rt->cfg, base.kind) == PC_ADAM_MOMENTS_LAZY;
-        k->optim.freeze_after = rt->optim.freeze_after;
+        k->optim.freeze_after = pc_config_adam_freeze_after(&rt->cfg);
     }
     int rc = lowrank_setup(s, k, rows, err, errlen);
     if (rc != PC_OK)
@@ -465,7 +466,7 @@ static int server_first(server_t *s, uint8_t **lay, int *len, int *tag, char *er
                             "server r%d: worker r0 gave the codec a warm-up of %d iterations, but "
                             "this server's --compress %s takes none or gives its own",
                             rt->rank, warmup, rt->cfg.compress);
-    pc_rt__spec_update(rt); /* warmup=1000 added: the one value the parser accepts */
+    pc_rt__spec_update(rt); /* warmup= or dense=1000 added: the one value the parser accepts */
     pc_codec_destroy(s->codec);
     pc_codec_destroy(s->codec_dense);
     s->codec = s->codec_dense = NULL;

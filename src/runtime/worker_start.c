@@ -215,6 +215,11 @@ const char *pc_worker_compress(const pc_worker_t *w)
     return w->rt->cfg.compress;
 }
 
+int64_t pc_worker_adam_freeze_after(const pc_worker_t *w)
+{
+    return pc_config_adam_freeze_after(&w->rt->cfg);
+}
+
 const char *pc_worker_adam_moments(const pc_worker_t *w)
 {
     const pc_runtime_t *rt = w->rt;
@@ -664,7 +669,7 @@ static int ps_share_initial(pc_worker_t *w, uint64_t resume, wthread_t *me)
     free(cg);
     uint8_t upd[PC_RT_UPDATE_BYTES], warm[PC_RT_WARMUP_BYTES];
     pc_rt__update_encode(upd, rt->cfg.update);
-    pc_rt__warmup_encode(warm, rt->spec.warmup);
+    pc_rt__warmup_encode(warm, rt->spec.warmup ? rt->spec.warmup : rt->spec.dense); /* dgc's */
     for (int s = 0; s < rt->nservers && rc == PC_OK; s++) {
         int server = pc_rt__server_rank(rt, s);
         if (w->warm_set) /* first of all: the server makes its codec by it */

@@ -453,21 +453,28 @@ refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='work
 # Left at its default, the correction is turned off by the wrapper (the optimizer steps as
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
 # with dgc; each trains, and pc.config() says momentum=0. With Adam(W) on the servers a
-# sparsifier left without a density warm-up gets the default one (warmup=1000), and so
-# does it with Adadelta on the workers ("adaptive"), not with SGD there; PowerSGD under
-# AdamW gets its 1000 dense iterations ("servers-psgd"). Those compress their one chunk
+# sparsifier left without a warm-up gets the default one (top-k warmup=1000, DGC dense=1000),
+# and so does it with Adadelta on the workers ("adaptive"), not with SGD there; PowerSGD
+# under AdamW gets its 1000 dense iterations ("servers-psgd"); DGC under AdamW on the
+# servers ("servers-dgc") also a v frozen after those 1000 (the console's Adam line says
+# so). Those compress their one chunk
 # (--compress-min-bytes 0): the servers, whose flags have no warm-up, take it from worker 0
 # (TAG_WARMUP) or would refuse the warm-up's larger messages. SGD's chunk is under
 # --compress-min-bytes: worker 0 warns that the codec compresses nothing.
 for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0 \
-    adaptive:dgc:ratio=0.1,momentum=0,warmup=1000 servers-psgd:powersgd:rank=1,warmup=1000; do
+    adaptive:dgc:ratio=0.1,momentum=0,dense=1000 servers-psgd:powersgd:rank=1,warmup=1000 \
+    servers-dgc:dgc:ratio=0.1,momentum=0,dense=1000; do
     place=${u%%:*} want=${u#*:}
     codec=(--compress-min-bytes 0)
     [ "$place" = adaptive ] && codec+=(--compress dgc:ratio=0.1)
     [ "$place" = servers-psgd ] && codec+=(--compress powersgd:rank=1)
+    [ "$place" = servers-dgc ] && codec+=(--compress dgc:ratio=0.1)
     [ "$place" = workers ] && codec=(--compress dgc:ratio=0.1)
-    if job "default-$place" 3 "$cases" "codec-default-${place%-psgd}" "$tmp/x" "${codec[@]}" --iters 3 &&
+    case=${place%-psgd}
+    if job "default-$place" 3 "$cases" "codec-default-${case%-dgc}" "$tmp/x" "${codec[@]}" --iters 3 &&
         grep -qx "codec: $want" "$tmp/default-$place.out" &&
+        { [ "$place" != servers-dgc ] ||
+            grep -q "^pipecompress: adam moments dense, v frozen after 1000 steps" "$tmp/default-$place.out"; } &&
         { [ "$place" != workers ] ||
             grep -q "warn: --compress $want compresses nothing here: every one of the 1 chunks is under --compress-min-bytes 65536 " "$tmp/default-$place.out"; }; then
         ok "the codec's default momentum correction off (and the warm-up but with SGD), $place: codec $want"
@@ -492,6 +499,21 @@ if job moments-default 3 "$cases" "${mom[@]}" &&
     ok "AdamW on the servers with top-k: lazy moments by default (the parameters of --adam-moments lazy, not dense's)"
 else
     bad "top-k's default Adam moments:"; tail -n 5 "$tmp"/moments-*.out
+fi
+# A dense warm-up's frozen v left to the codec: the servers apply the rule themselves for
+# the groups' AdamW (pc.init without --optimizer), v frozen after dense=2's 2 steps: the
+# parameters of --adam-freeze-after 2 given, not those of 0 (never).
+frz=(codec-default-servers "$tmp/x" --compress "dgc:ratio=0.1,dense=2" --compress-min-bytes 0 --iters 5)
+if job freeze-default 3 "$cases" "${frz[@]}" &&
+    job freeze-given 3 "$cases" "${frz[@]}" --optimizer adamw --adam-freeze-after 2 &&
+    job freeze-never 3 "$cases" "${frz[@]}" --optimizer adamw --adam-freeze-after 0 &&
+    grep -q "^pipecompress: adam moments dense, v frozen after 2 steps" "$tmp/freeze-default.out" &&
+    d=$(grep -m1 '^digest: ' "$tmp/freeze-default.out") && [ -n "$d" ] &&
+    [ "$d" = "$(grep -m1 '^digest: ' "$tmp/freeze-given.out")" ] &&
+    [ "$d" != "$(grep -m1 '^digest: ' "$tmp/freeze-never.out")" ]; then
+    ok "AdamW on the servers with dgc:dense=2: v frozen after 2 steps by default (the parameters of --adam-freeze-after 2, not 0's)"
+else
+    bad "a dense warm-up's default frozen v:"; tail -n 5 "$tmp"/freeze-*.out
 fi
 # A group's lr set between backward and step(): its rates went with the first gradient
 # (the rates to 6 significant digits, not torch's 17).

@@ -572,7 +572,31 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
     assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc"), PC_OK);
-    assert_string_equal(cfg.compress, "dgc:momentum=0,warmup=1000");
+    /* DGC's Adam default: every entry for the first 1000 iterations, then v frozen (1-bit
+     * Adam's recipe); top-k's density warm-up freezes nothing. */
+    assert_string_equal(cfg.compress, "dgc:momentum=0,dense=1000");
+    assert_true(cfg.adam_freeze_after == 1000);
+    assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
+    assert_true(cfg.adam_freeze_after == 1000);
+    assert_string_equal(cfg.compress, "dgc:momentum=0,dense=1000");
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc", "--adam-freeze-after", "0"),
+        PC_OK);
+    assert_true(cfg.adam_freeze_after == 0); /* given: never */
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc", "--adam-freeze-after", "300"),
+        PC_OK);
+    assert_true(cfg.adam_freeze_after == 300);
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:dense=50"),
+                     PC_OK);
+    assert_true(cfg.adam_freeze_after == 50); /* a dense warm-up given: the same rule */
+    assert_int_equal(
+        CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc", "--update", "workers"),
+        PC_OK);
+    assert_string_equal(cfg.compress, "dgc:momentum=0,dense=1000");
+    assert_true(cfg.adam_freeze_after == 0); /* the workers' step on the mean: no frozen v */
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw"), PC_OK);
+    assert_true(cfg.adam_freeze_after == 0);
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:warmup=0,momentum=0"), PC_OK);
     assert_string_equal(cfg.compress, "topk:warmup=0,momentum=0");
