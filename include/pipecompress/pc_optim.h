@@ -23,7 +23,9 @@
  * Two variants for an error-compensated compressed aggregate (issue 47, item 3):
  * - freeze_after N > 0 (1-bit Adam's warm-up, then a frozen variance): from step N + 1 on,
  *   v keeps its value of step N and the bias correction of v stays 1 - b2^N; m, the
- *   parameters (and amsgrad's max, then constant) keep stepping with 1 - b1^t.
+ *   parameters (and amsgrad's max, then constant) keep stepping with 1 - b1^t. An entry
+ *   whose v is still 0 (its gradient 0 at every step so far) goes on moving v instead,
+ *   until it is not 0, rather than step lr * m / eps at its first nonzero gradient.
  * - lazy (pc_optim_adam_lazy, the server's sparse path): only the entries that arrived
  *   step (m, v, vmax and the parameter, weight decay included); every other entry keeps its
  *   bits. The step count t is the tensor's, counted at every step whatever arrived, as

@@ -220,7 +220,7 @@ typedef struct adam_k {
     float eps;      /* denom.add_(eps) */
     float neg_step; /* -(lr / (1 - b1 ** step)): addcdiv_'s value */
     bool adamw, amsgrad;
-    bool freeze; /* past cfg->freeze_after: v kept as it is, bc2_sqrt that step's */
+    bool freeze; /* past cfg->freeze_after: v kept as it is (where not 0), bc2_sqrt that step's */
 } adam_k_t;
 
 /* The scalars of step number `steps` (1-based) at rate lr. Pure. */
@@ -263,7 +263,10 @@ static inline float adam_one(const adam_k_t *k, float p, float *m, float *v, flo
     float pi = k->adamw ? p * k->decay : p;
     float gi = k->wd != 0.0f ? torch_madd(g, k->wd, pi) : g;
     float mi = torch_madd(*m * k->b1, k->omb1, gi);
-    float vi = k->freeze ? *v : torch_madd(*v * k->b2, k->omb2 * gi, gi);
+    /* Frozen: v keeps its bits, but an entry with no history yet (v still 0: its gradient
+     * was 0 at every step so far) goes on learning it, else its first nonzero gradient
+     * would step lr * m / eps. */
+    float vi = k->freeze && *v != 0.0f ? *v : torch_madd(*v * k->b2, k->omb2 * gi, gi);
     *m = mi;
     *v = vi;
     if (vmax) { /* torch.maximum: a NaN v wins, as there */

@@ -157,7 +157,7 @@ static void dref_step(dref_t *d, const pc_optim_cfg_t *c, double lr, int t, doub
         g += c->weight_decay * d->p;
     d->m = c->beta1 * d->m + (1.0 - c->beta1) * g;
     bool frozen = c->freeze_after > 0 && t > c->freeze_after; /* v and its correction kept */
-    if (!frozen)
+    if (!frozen || d->v == 0) /* an entry without history learns v (pc_optim.c's adam_one) */
         d->v = c->beta2 * d->v + (1.0 - c->beta2) * g * g;
     double v = d->v;
     if (c->amsgrad) {
@@ -181,7 +181,7 @@ static void fref_step(float *p, float *m, float *v, float *vmax, const pc_optim_
         g = fmaf((float)c->weight_decay, *p, g);
     *m = fmaf((float)(1.0 - c->beta1), g, *m * (float)c->beta1);
     bool frozen = c->freeze_after > 0 && t > c->freeze_after;
-    if (!frozen)
+    if (!frozen || *v == 0.0f)
         *v = fmaf((float)(1.0 - c->beta2) * g, g, *v * (float)c->beta2);
     float vv = *v;
     if (c->amsgrad) {
@@ -588,6 +588,40 @@ static void test_adam_freeze(void **state)
     pc_optim_state_free(&su);
 }
 
+/* An entry whose gradient was 0 through the freeze (v = 0: a sparsifier's entry that never
+ * arrived, a unit dead until then) learns v from its first nonzero gradient instead of
+ * stepping lr * m / eps (which a dense=20 DGC run turned into NaN): every step bitwise the
+ * longhand float32 reference, and the late entry moves by at most a few learning rates. */
+static void test_adam_freeze_late_entry(void **state)
+{
+    (void)state;
+    enum { N = 2, STEPS = 30, FREEZE = 10, LATE = 16 };
+    const double lr = 1e-2;
+    pc_optim_cfg_t c = {.kind = PC_OPTIM_ADAMW,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-8,
+                        .weight_decay = 0.01,
+                        .freeze_after = FREEZE};
+    pc_optim_state_t st;
+    assert_int_equal(pc_optim_state_alloc(&c, N, &st), PC_OK);
+    float p[N] = {0.5f, -0.25f}, rp[N] = {0.5f, -0.25f}, rm[N] = {0}, rv[N] = {0}, g[N];
+    for (int t = 1; t <= STEPS; t++) {
+        g[0] = grad_at(1, t);
+        g[1] = t < LATE ? 0.0f : 0.3f;
+        float before = p[1];
+        st.steps++;
+        pc_optim_step(&c, lr, p, &st, g, N, NULL);
+        for (int i = 0; i < N; i++)
+            fref_step(&rp[i], &rm[i], &rv[i], NULL, &c, lr, t, g[i]);
+        assert_memory_equal(p, rp, sizeof(p));
+        assert_memory_equal(st.v, rv, sizeof(rv));
+        assert_true(isfinite(p[1]) && fabsf(p[1] - before) < 5 * (float)lr);
+    }
+    assert_true(st.v[1] > 0 && p[1] < -0.25f - 2 * (float)lr); /* it moved, within bounds */
+    pc_optim_state_free(&st);
+}
+
 /* A resumed run is bitwise the unbroken one with each option: the state the servers'
  * checkpoints store (the parameters, pc_optim_state_arrays' arrays, steps; pc_server.c's
  * server_checkpoint and server_load) carried into a freshly allocated state halfway. */
@@ -724,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_adam_lazy_sparseadam),
         cmocka_unit_test(test_adam_lazy_bitwise),
         cmocka_unit_test(test_adam_freeze),
+        cmocka_unit_test(test_adam_freeze_late_entry),
         cmocka_unit_test(test_adam_variants_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
