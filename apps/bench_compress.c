@@ -842,7 +842,8 @@ static int bench_compress_cpu(const opts_t *o, const double *sizes, int nsizes,
         printf("pc-bench compress: heavy-tailed float gradients, %d reps (median), one core;\n"
                "B/elem: the least bytes a compress moves per element, message included; x bound: "
                "its time over\nthose bytes at the read baseline's speed (dec: the same for "
-               "decode-add)\n\n",
+               "decode-add); index: how the message carried\nits indices (u32 list, delta "
+               "varints, bitmap of n bits, - none)\n\n",
                o->reps);
         printf("%-44s %10s %7s %10s %10s %9s %12s %8s %8s %8s %8s %8s %6s\n", "codec", "n", "ratio",
                "comp ms", "decomp ms", "Melem/s", "bytes", "x less", "B/elem", "x bound", "dec B/e",

@@ -324,8 +324,8 @@ def choosing():
 
 def config():
     """The effective configuration: {flag name: value as pc-train prints it}. After
-    pc.DistributedOptimizer its "compress", "update", "optimizer" and "adam-moments" are
-    what runs; with a wrapper the learning rates, weight decay, momentum and betas are its
+    pc.DistributedOptimizer its "compress", "update", "optimizer", "adam-moments" and
+    "adam-freeze-after" are what runs; with a wrapper the learning rates, weight decay, momentum and betas are its
     param_groups' (rank 0's configuration lines print them), not these flags'."""
     return dict(_job().config)
 
