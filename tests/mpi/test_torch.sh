@@ -482,6 +482,13 @@ for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,mo
         bad "codec-default-$place:"; tail -n 15 "$tmp/default-$place.out"
     fi
 done
+# digest_as A B C: job A's first digest line is there, is job B's, and is not job C's.
+digest_as() {
+    local d
+    d=$(grep -m1 '^digest: ' "$tmp/$1.out") && [ -n "$d" ] &&
+        [ "$d" = "$(grep -m1 '^digest: ' "$tmp/$2.out")" ] &&
+        [ "$d" != "$(grep -m1 '^digest: ' "$tmp/$3.out")" ]
+}
 # The servers' Adam moments left to the codec: top-k's default is lazy (only the entries
 # that arrived step), for the groups' AdamW as for pc.init's --optimizer adamw: the same
 # parameters as --adam-moments lazy given, not those of dense. Without the warm-up (whose
@@ -493,9 +500,7 @@ if job moments-default 3 "$cases" "${mom[@]}" &&
     job moments-dense 3 "$cases" "${mom[@]}" --optimizer adamw --adam-moments dense &&
     grep -qx "adam moments: lazy" "$tmp/moments-default.out" &&
     grep -q "^pipecompress: adam moments lazy, " "$tmp/moments-default.out" &&
-    d=$(grep -m1 '^digest: ' "$tmp/moments-default.out") && [ -n "$d" ] &&
-    [ "$d" = "$(grep -m1 '^digest: ' "$tmp/moments-lazy.out")" ] &&
-    [ "$d" != "$(grep -m1 '^digest: ' "$tmp/moments-dense.out")" ]; then
+    digest_as moments-default moments-lazy moments-dense; then
     ok "AdamW on the servers with top-k: lazy moments by default (the parameters of --adam-moments lazy, not dense's)"
 else
     bad "top-k's default Adam moments:"; tail -n 5 "$tmp"/moments-*.out
@@ -508,9 +513,7 @@ if job freeze-default 3 "$cases" "${frz[@]}" &&
     job freeze-given 3 "$cases" "${frz[@]}" --optimizer adamw --adam-freeze-after 2 &&
     job freeze-never 3 "$cases" "${frz[@]}" --optimizer adamw --adam-freeze-after 0 &&
     grep -q "^pipecompress: adam moments dense, v frozen after 2 steps" "$tmp/freeze-default.out" &&
-    d=$(grep -m1 '^digest: ' "$tmp/freeze-default.out") && [ -n "$d" ] &&
-    [ "$d" = "$(grep -m1 '^digest: ' "$tmp/freeze-given.out")" ] &&
-    [ "$d" != "$(grep -m1 '^digest: ' "$tmp/freeze-never.out")" ]; then
+    digest_as freeze-default freeze-given freeze-never; then
     ok "AdamW on the servers with dgc:dense=2: v frozen after 2 steps by default (the parameters of --adam-freeze-after 2, not 0's)"
 else
     bad "a dense warm-up's default frozen v:"; tail -n 5 "$tmp"/freeze-*.out
