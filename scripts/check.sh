@@ -17,7 +17,8 @@
 # Before the builds, the static checks: the include graph and the calls against
 # doc/design.md's layers (scripts/lint/check-layers.py, scripts/lint/check-calls.py), every
 # MPI call checked (scripts/lint/check-mpi-calls.sh), no function over 100 lines but the
-# documented exceptions (scripts/lint/check-length.py) and the formatting
+# documented exceptions (scripts/lint/check-length.py), no pipeline into a reader that
+# stops early (scripts/lint/check-pipes.sh) and the formatting
 # (scripts/lint/format.sh --check); tests/system/test_lint.sh plants a fault for each.
 # A test that cannot run here (no GPU, not root, no clang) counts as skipped, never as
 # passed: the closing line is "check: N passed, N failed, N skipped", after the list of
@@ -104,7 +105,7 @@ report_times() {
     )"
     [ "${#TIMES[@]}" = 0 ] && return 0
     echo "== the longest tests (seconds):"
-    printf '%s\n' "${TIMES[@]}" | sort -rn | head -n 8 | awk '{ printf "%6d s  %s\n", $1, $2 }'
+    printf '%s\n' "${TIMES[@]}" | sort -rn | awk 'NR <= 8 { printf "%6d s  %s\n", $1, $2 }'
 }
 
 # skipped NAME REASON: count a test that did not run, and keep why.
@@ -115,7 +116,7 @@ skipped() {
 # skip_reason LOG: the "skipped: REASON" line a skipping test printed, else its last line.
 skip_reason() {
     local r
-    r=$(sed -n 's/^skipped: //p' "$1" 2>/dev/null | head -n 1)
+    r=$(awk 'sub(/^skipped: /, "") { print; exit }' "$1" 2>/dev/null)
     [ -n "$r" ] || r=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1)
     echo "${r:-no reason given}"
 }
@@ -179,6 +180,7 @@ lint "layers (scripts/lint/check-layers.py)" /usr/bin/python3 "$PC_TOP/scripts/l
 lint "calls (scripts/lint/check-calls.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-calls.py" "$PC_TOP"
 lint "function length (scripts/lint/check-length.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-length.py" "$PC_TOP"
 lint "scripts/lint/check-mpi-calls.sh (every MPI call's return code checked)" "$PC_TOP/scripts/lint/check-mpi-calls.sh" "$PC_TOP"
+lint "scripts/lint/check-pipes.sh (no pipe into head or grep -q under pipefail)" "$PC_TOP/scripts/lint/check-pipes.sh" "$PC_TOP"
 lint "formatting (scripts/lint/format.sh --check)" "$PC_TOP/scripts/lint/format.sh" --check
 lint "one home per figure (scripts/lint/check-figures.py)" /usr/bin/python3 "$PC_TOP/scripts/lint/check-figures.py" "$PC_TOP"
 pc_say "commit messages (scripts/lint/check-commits.sh; a warning, never a failure)"

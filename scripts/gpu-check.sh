@@ -71,7 +71,7 @@ fail() { say "FAILED: $*"; exit 1; }
 run() { "$@" >>"$log" 2>&1; } # a step's output goes to the log only
 
 command -v nvidia-smi >/dev/null 2>&1 || fail "no NVIDIA GPU here (no nvidia-smi): run this on the GPU machine"
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>>"$log" | head -1)
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>>"$log" | sed -n 1p)
 [ -n "$gpu" ] || fail "nvidia-smi lists no GPU"
 say "GPU: $gpu"
 arch=${PC_GPU_ARCH:-$(echo "$gpu" | awk -F', ' '{print $4}' | tr -d '.')}
@@ -95,7 +95,7 @@ if have_deps && [ -z "${PC_GPU_USE_BUNDLE:-}" ]; then
 elif [ -d "$PC_TOP/.gpu/debs" ]; then
     deps=$(mktemp -d "${TMPDIR:-/tmp}/pc-gpu-deps.XXXXXX") || fail "mktemp"
     pc_gpu_deps "$PC_TOP/.gpu/debs" "$deps" >>"$log" 2>&1 || fail "unpacking .gpu/debs (see gpu-check.log)"
-    have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib jansson 2>&1 | head -3)"
+    have_deps || fail "the bundle in .gpu/debs lacks something: $(pkg-config --exists hwloc cmocka openblas zlib jansson 2>&1 | sed -n 1,3p)"
     say "libraries: from .gpu/debs, unpacked into $deps ($(ls "$PC_TOP"/.gpu/debs | wc -l) packages)"
 else
     fail "mpicc, hwloc, cmocka, openblas, zlib or jansson missing and no .gpu/debs: run scripts/gpu-bundle.sh on a Debian machine and carry .gpu"
@@ -260,7 +260,7 @@ write_summary "(benchmark not run yet)"
 # 384 (the shipped trace's 320 does not fit an 80 GB GPU with this script's unfused
 # attention; make-trace.py published --batch 32 gives the published trace at 32). A model
 # that fails is reported, not a failure of the check: these are measurements.
-gpu_tag=$(echo "$gpu" | awk -F', ' '{print tolower($1)}' | grep -o -E 'a100|h100|h200|l40s|a10g?|v100|t4' | head -1)
+gpu_tag=$(echo "$gpu" | awk -F', ' '{print tolower($1)}' | grep -o -E 'a100|h100|h200|l40s|a10g?|v100|t4' | sed -n 1p)
 mkdir -p "$out/traces"
 : >"$out/traces.txt"
 for spec in resnet50:256:224 vgg16:256:224 bert-base:32:384; do

@@ -110,7 +110,7 @@ pc_die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 pc_missing() {
     local p
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || printf ' %s' "$p"
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || printf ' %s' "$p"
     done
 }
 
@@ -123,7 +123,7 @@ pc_setup() {
     fi
     local missing="" p
     for p in $PC_PACKAGES "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null \
             || missing="$missing $p"
     done
     [ -z "$missing" ] && return 0

@@ -75,7 +75,7 @@ load() {
 }
 node_field() { # node_field NODE FIELD#: a field of NODE's line (NODE: name, index or address)
     local line
-    line=$(awk -v n="$1" '$1 == n || $2 == n || ("#" NR - 1) == "#" n' "$dir/nodes" | head -n 1)
+    line=$(awk -v n="$1" '$1 == n || $2 == n || ("#" NR - 1) == "#" n' "$dir/nodes" | sed -n 1p)
     [ -n "$line" ] || die "no node '$1' in $dir (nodes: $(awk '{printf "%s ", $1}' "$dir/nodes"))"
     echo "$line" | awk -v f="$2" '{print $f}'
 }
@@ -205,7 +205,7 @@ cmd_up() {
     sub=""
     for i in $(seq 0 255); do
         b=$(( (0x${id:0:2} + i) % 200 + 40 ))
-        if ! ip -4 -o addr show | grep -q " 10\.77\.$b\."; then sub=10.77.$b; break; fi
+        if ! ip -4 -o addr show | grep " 10\.77\.$b\." >/dev/null; then sub=10.77.$b; break; fi
     done
     [ -n "$sub" ] || die "no free 10.77.X.0/24 subnet"
     local br=pcb$id
@@ -273,7 +273,7 @@ write_agent() {
 while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1
 shift
-line=\$(awk -v h="\$host" '\$1 == h || \$2 == h' "$dir/nodes" | head -n 1)
+line=\$(awk -v h="\$host" '\$1 == h || \$2 == h' "$dir/nodes" | sed -n 1p)
 if [ -z "\$line" ]; then
     echo "pc-cluster agent: no node '\$host' in $dir/nodes" >&2
     exit 1

@@ -62,7 +62,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
     # The ports are fixed (common.conf): a cluster already running here would answer for
     # ours, and take its jobs.
-    if SLURM_CONF=$dir/slurm.conf timeout 20 scontrol ping 2>/dev/null | grep -q " is UP"; then
+    if SLURM_CONF=$dir/slurm.conf timeout 20 scontrol ping 2>/dev/null | grep " is UP" >/dev/null; then
         die "a slurmctld already answers on this machine's Slurm port (another local cluster?): stop it first"
     fi
     install -d -o munge -g munge -m 0755 /run/munge

@@ -324,7 +324,7 @@ if [ -d "$tmp/a/runs" ] && /usr/bin/python3 "$report" "$tmp/a/runs" "$tmp/r/new"
     [ -z "$(find "$tmp/r/new" -name '*.tmp*')" ]; then
     ok "torch_accuracy_report.py: a new output folder is made, the table the same"
 else
-    bad "torch_accuracy_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
+    bad "torch_accuracy_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | sed -n 1,10p
 fi
 # --mode auto's accuracy run on the chart only where the speed run's auto chose the same:
 # a copy of top-k's run named auto, once with the speed run's shm choice and once with
@@ -353,7 +353,7 @@ if /usr/bin/python3 "$ddp_report" "$tmp/b/runs" "$tmp/r/ddp" >/dev/null &&
     cmp -s "$tmp/b/summary.txt" "$tmp/r/ddp/summary.txt" && [ -z "$(find "$tmp/r/ddp" -name '*.tmp')" ]; then
     ok "torch_ddp_report.py: a new output folder is made, the summary the same"
 else
-    bad "torch_ddp_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | head
+    bad "torch_ddp_report.py into a new folder"; ls -R "$tmp/r" 2>&1 | sed -n 1,10p
 fi
 # Runs of two seeds in one folder: refused, one line (a table would mix them).
 cp -r "$tmp/a/runs" "$tmp/mix"

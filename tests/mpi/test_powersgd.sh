@@ -167,7 +167,7 @@ refuse() { # WANT FLAGS...
     elif grep -qF "$want" <<<"$out"; then
         ok "refused: $* ($want)"
     else
-        bad "refused without '$want': $*"; echo "$out" | head -n 3
+        bad "refused without '$want': $*"; echo "$out" | sed -n 1,3p
     fi
 }
 refuse "powersgd: rank=9 is out of range [1, 8]" --compress powersgd:rank=9

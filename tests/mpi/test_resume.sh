@@ -102,7 +102,7 @@ rc=$?
 if [ $rc -ne 0 ] && [ "$(grep -c "holds checkpoints of another job (iteration [0-9]*: a different configuration ('[^']* optimizer=adamw+amsgrad'; this job '[^' ]* [^' ]* min-bytes=0 seed=[0-9]*')" <<<"$out")" = 1 ]; then
     ok "adamw's checkpoint resumed with sgd: refused in one line (status $rc)"
 else
-    bad "adamw's checkpoint resumed with sgd: status $rc"; grep -i checkpoint <<<"$out" | head -5
+    bad "adamw's checkpoint resumed with sgd: status $rc"; grep -i checkpoint <<<"$out" | sed -n 1,5p
 fi
 out=$("$run" -t 120 -np 3 "$train" "${common[@]}" --mode allreduce --compress none \
     --optimizer adamw --checkpoint-dir "$tmp/allreduce-ck" --resume 2>&1)
@@ -110,7 +110,7 @@ rc=$?
 if [ $rc -ne 0 ] && [ "$(grep -c "holds checkpoints of another job (iteration [0-9]*: a different configuration ('allreduce none min-bytes=[0-9]* seed=[0-9]*'; this job 'allreduce none min-bytes=[0-9]* seed=[0-9]* optimizer=adamw')" <<<"$out")" = 1 ]; then
     ok "sgd's checkpoint resumed with adamw: refused in one line (status $rc)"
 else
-    bad "sgd's checkpoint resumed with adamw: status $rc"; grep -i checkpoint <<<"$out" | head -5
+    bad "sgd's checkpoint resumed with adamw: status $rc"; grep -i checkpoint <<<"$out" | sed -n 1,5p
 fi
 
 # --update workers: the workers checkpoint the parameters and the optimizer's state, the
@@ -149,7 +149,7 @@ if [ -e "$newest" ] && [ -e "$ck/ckpt-000000000100/MANIFEST" ]; then
         cmp -s "$tmp/c-ref.pcm" "$tmp/c-res.pcm"; then
         ok "corrupted newest checkpoint: reported, resumed from the previous one, identical model"
     else
-        bad "corrupted checkpoint handling"; grep -i 'checkpoint' "$tmp/c-res.log" | head -5
+        bad "corrupted checkpoint handling"; grep -i 'checkpoint' "$tmp/c-res.log" | sed -n 1,5p
     fi
 else
     bad "corrupt: expected checkpoints 100 and 150 (keep 2), got: $(ls "$ck")"
@@ -167,7 +167,7 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
     [ "$(find "$ck" -type f | sort | xargs cksum)" = "$before" ]; then
     ok "--resume into another world size's checkpoints: refused once (status $rc), nothing deleted"
 else
-    bad "world-size mismatch: status $rc"; grep -i checkpoint <<<"$out" | head -5; ls "$ck"
+    bad "world-size mismatch: status $rc"; grep -i checkpoint <<<"$out" | sed -n 1,5p; ls "$ck"
 fi
 out=$("$run" -t 120 -np 4 "$train" "${short[@]}" --checkpoint-dir "$ck" --iters 120 --checkpoint-every 50 2>&1)
 rc=$?
@@ -184,7 +184,7 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q 'another job (iteration 20: a different model or chunk plan' <<<"$out"; then
     ok "a checkpoint of another model: refused with its reason"
 else
-    bad "model mismatch not reported (status $rc)"; grep -i checkpoint <<<"$out" | head -5
+    bad "model mismatch not reported (status $rc)"; grep -i checkpoint <<<"$out" | sed -n 1,5p
 fi
 
 # Bad flags: a checkpoint directory that cannot be created fails with one line.

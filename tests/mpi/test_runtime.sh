@@ -273,7 +273,7 @@ breakdown "allreduce inline" --mode allreduce --compress none --pipeline off
 for kind in magic index truncated chunk; do
     out=$("$run" -t 60 -np 2 "$mpi" hostile "$kind" --compress topk:ratio=0.1 --compress-min-bytes 0 2>&1); rc=$?
     if [ "$rc" != 0 ] && grep -q "rejected message from worker r0" <<<"$out"; then
-        ok "malformed message ($kind) rejected: $(grep -o 'rejected message from worker r0: .*' <<<"$out" | head -1)"
+        ok "malformed message ($kind) rejected: $(grep -o 'rejected message from worker r0: .*' <<<"$out" | sed -n 1p)"
     else
         bad "malformed message ($kind) not rejected cleanly (rc $rc)"; echo "$out" | tail -3
     fi
@@ -306,7 +306,7 @@ wait "$job"; rc=$?
 took=$(( $(date +%s) - start ))
 [ -n "$server" ] && kill -KILL "$server" 2>/dev/null
 if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q 'timed out after 3 s waiting for' "$tmp/hang.log"; then
-    ok "hung server: $(grep -o 'timed out after 3 s waiting for[^(]*' "$tmp/hang.log" | head -1)(${took}s)"
+    ok "hung server: $(grep -o 'timed out after 3 s waiting for[^(]*' "$tmp/hang.log" | sed -n 1p)(${took}s)"
 else
     bad "hung server: rc $rc after ${took}s"; tail -5 "$tmp/hang.log"
 fi

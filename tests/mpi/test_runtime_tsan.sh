@@ -22,7 +22,7 @@ for np in 2 3; do
     if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && [ -e "$tmp/ck$np/ckpt-000000000028/MANIFEST" ]; then
         ok "pipelined runtime with checkpoints, np $np ${pool[*]}: no data race"
     else
-        bad "np $np (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
+        bad "np $np (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | sed -n 1,60p
     fi
 done
 # The device-tensor path (--device emulate: mirrors, copies, events, the device codec on
@@ -32,7 +32,7 @@ out=$("$run" -t 300 -np 3 "$ex" --iters 30 --hidden 64 --compress topk:ratio=0.0
 if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && [ -e "$tmp/ckdev/ckpt-000000000028/MANIFEST" ]; then
     ok "device tensors (--device emulate), pipelined with checkpoints: no data race"
 else
-    bad "--device emulate (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
+    bad "--device emulate (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | sed -n 1,60p
 fi
 # Gradients as views with a not_before (pc_worker_grad_ready_view: the compressor thread
 # reads each tensor's view and time from its descriptor, and sleeps), under --dilate 2 (its
@@ -47,7 +47,7 @@ for args in "-np 3 view --compress none --momentum 0 --lr 0.5 --pull dense --dil
     if [ "$rc" = 0 ] && ! grep -q "ThreadSanitizer" <<<"$out" && grep -q "parameters hash" <<<"$out"; then
         ok "test_runtime_mpi $flags: no data race"
     else
-        bad "test_runtime_mpi $flags (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | head -60
+        bad "test_runtime_mpi $flags (rc $rc)"; grep -A30 "WARNING: ThreadSanitizer" <<<"$out" | sed -n 1,60p
     fi
 done
 pc_done

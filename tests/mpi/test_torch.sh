@@ -82,7 +82,7 @@ if grep -qx 'pipecompress: received --lr-schedule cosine' "$f" &&
     grep -qx 'pipecompress: iteration 1 | loss [0-9.]* | [0-9]* samples/s | lr 0.05' "$f"; then
     ok "rank 0 prints the flags received, the configuration and a progress line an iteration ($(grep -m1 '^pipecompress: iteration 6' "$f"))"
 else
-    bad "the binding's configuration and progress lines:"; grep '^pipecompress' "$f" | head -n 12
+    bad "the binding's configuration and progress lines:"; grep '^pipecompress' "$f" | sed -n 1,12p
 fi
 
 # The servers' Adam and AdamW against torch.optim's, bitwise after every iteration.
@@ -160,7 +160,7 @@ if grep -qx 'pipecompress: optimizer AdamW (pc.DistributedOptimizer; the servers
     grep -qE '^pipecompress: group 1: 2 tensors, .*weight_decay 0(,|$)' "$tmp/groups-wrap.out"; then
     ok "the configuration names the wrapped optimizer and each group's hyperparameters"
 else
-    bad "the wrapper's configuration lines:"; grep '^pipecompress' "$tmp/groups-wrap.out" | head
+    bad "the wrapper's configuration lines:"; grep '^pipecompress' "$tmp/groups-wrap.out" | sed -n 1,10p
 fi
 while IFS= read -r want; do
     if grep -qxF "refused: $want" "$tmp/groups-wrap.out"; then
@@ -266,7 +266,7 @@ if job ck1 3 "$cases" zoo "$tmp/resumed" --iters 5 --compress topk:ratio=0.1 \
     cmp -s "$tmp/topk/hash-r0.txt" "$tmp/resumed/hash-r0.txt"; then
     ok "checkpoint at 5, resume to 10: the parameters of every iteration bitwise those of an uninterrupted run"
 else
-    bad "resume:"; tail -n 5 "$tmp/ck1.out" "$tmp/ck2.out"; diff "$tmp/topk/hash-r0.txt" "$tmp/resumed/hash-r0.txt" | head -5
+    bad "resume:"; tail -n 5 "$tmp/ck1.out" "$tmp/ck2.out"; diff "$tmp/topk/hash-r0.txt" "$tmp/resumed/hash-r0.txt" | sed -n 1,5p
 fi
 
 example="$PC_SRCDIR/apps/examples/torch_train.py"
@@ -327,7 +327,7 @@ if job ex-straight 3 "$example" "${exflags[@]}" --iters 8 --loss-log "$tmp/loss-
     ok "torch_train.py --arch cnn (dropout): checkpoint at 4, resume to 8: the same 8 losses bitwise"
 else
     bad "torch_train.py --arch cnn resume:"; tail -n 3 "$tmp/ex-res.out"
-    diff "$tmp/loss-straight.txt" "$tmp/loss-resumed.txt" | head -5
+    diff "$tmp/loss-straight.txt" "$tmp/loss-resumed.txt" | sed -n 1,5p
 fi
 
 # The example's torch optimizer (issue 47): --optimizer adamw (timm's no-decay group,
@@ -385,7 +385,7 @@ if job ex-adadelta-ddp 2 "$example" "${adadelta[@]}" --backend ddp --ddp-port "$
     ok "torch_train.py --optimizer adadelta --lr-schedule step: 8 losses through the workers bitwise DDP's"
 else
     bad "torch_train.py --optimizer adadelta against DDP:"
-    paste "$tmp/loss-ad-ddp.txt" "$tmp/loss-ad-workers.txt" 2>/dev/null | head -8
+    paste "$tmp/loss-ad-ddp.txt" "$tmp/loss-ad-workers.txt" 2>/dev/null | sed -n 1,8p
     tail -n 5 "$tmp"/ex-adadelta-*.out
 fi
 

@@ -159,7 +159,7 @@ fi
 "$run" -t 120 -np 3 "$py" "$example" --iters 2 "${common[@]}" --mode auto --compress topk \
     >"$tmp/usage.out" 2>"$tmp/usage.err"
 rc=$?
-msg=$(grep -v '^--\|^$\|mpirun\|Exit code\|Process name\|Primary job\|non-zero\|aborted\|terminated\|^ ' "$tmp/usage.err" | head -n 3)
+msg=$(grep -v '^--\|^$\|mpirun\|Exit code\|Process name\|Primary job\|non-zero\|aborted\|terminated\|^ ' "$tmp/usage.err" | sed -n 1,3p)
 if [ "$rc" = 2 ] && [ "$(wc -l <<<"$msg")" = 1 ] && grep -q -- '--compress' <<<"$msg"; then
     ok "--mode auto --compress topk through the binding: status 2, $msg"
 else

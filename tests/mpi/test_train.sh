@@ -62,7 +62,7 @@ expect_usage() { # EXPECTED-TEXT FLAGS...
     out=$("$run" -t 60 -np 3 "$train" --data synthetic "$@" 2>&1)
     rc=$?
     if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then
-        ok "$* -> status 2: $(grep -F -- "$want" <<<"$out" | head -1)"
+        ok "$* -> status 2: $(grep -F -- "$want" <<<"$out" | sed -n 1p)"
     else
         bad "$*: status $rc, wanted 2 and '$want'"; tail -3 <<<"$out"
     fi
@@ -99,7 +99,7 @@ if "$run" -t 120 -np 3 "$train" "${common[@]}" --lr-schedule cosine >"$tmp/cos.l
     grep -q '^  dropout  *= 0$' "$tmp/cos.log"; then
     ok "--lr-schedule cosine with --epochs 2: 186 iterations (the mlp's dropout printed as 0)"
 else
-    bad "--lr-schedule cosine with --epochs"; grep -E 'iters|done|pc-train' "$tmp/cos.log" | head -3
+    bad "--lr-schedule cosine with --epochs"; grep -E 'iters|done|pc-train' "$tmp/cos.log" | sed -n 1,3p
 fi
 
 # --mode allreduce on one rank sends nothing, and says so.
@@ -241,7 +241,7 @@ if grep -q '93 iterations per epoch, 10 in all (--iters 10 ends the run inside e
     grep -Eq '^epoch 1/1 iter 10/10 ' "$tmp/len.log" && ! grep -q '^epoch 1/3' "$tmp/len.log"; then
     ok "--iters 10 of 93 per epoch: 'epoch 1/1', and the header says the run ends inside epoch 1"
 else
-    bad "the run's length"; grep -E 'in all|^epoch' "$tmp/len.log" | head -4
+    bad "the run's length"; grep -E 'in all|^epoch' "$tmp/len.log" | sed -n 1,4p
 fi
 # An --iters beyond the run only shortens nothing: said in the header.
 "$run" -t 120 -np 3 "$train" --data synthetic --synthetic-samples 640 --batch 32 --epochs 1 --iters 45 \

@@ -22,7 +22,7 @@ for pipe in on off pool; do
         ok "destroy without finish, ${flags[*]}: clean"
     else
         bad "destroy without finish, ${flags[*]} (rc $rc)"
-        grep -E -A30 'Sanitizer|test_runtime_mpi' <<<"$out" | head -60
+        grep -E -A30 'Sanitizer|test_runtime_mpi' <<<"$out" | sed -n 1,60p
     fi
 done
 pc_done

@@ -136,8 +136,8 @@ while IFS=$'\t' read -r where cmd; do
     sbatch*)
         [ -n "${SLURM_CONF:-}" ] || { bad "$where: sbatch without a cluster (SLURM_CONF)"; continue; }
         c=$(short_iters "$cmd")
-        nodes=$(grep -oE -- '--nodes=[0-9]+' <<<"$c" | head -1 | cut -d= -f2)
-        per=$(grep -oE -- '--ntasks-per-node=[0-9]+' <<<"$c" | head -1 | cut -d= -f2)
+        nodes=$(grep -oE -- '--nodes=[0-9]+' <<<"$c" | sed -n 1p | cut -d= -f2)
+        per=$(grep -oE -- '--ntasks-per-node=[0-9]+' <<<"$c" | sed -n 1p | cut -d= -f2)
         c=$(sed -E 's/ --nodes=[0-9]+//; s/ --ntasks-per-node=[0-9]+//' <<<"$c")
         fold=""
         if [[ $c == *multinode* ]]; then # the script's own default: 2 nodes x 2 tasks x 2 CPUs
@@ -179,7 +179,7 @@ done <"$tmp/commands"
 # The README's DGC command (with --momentum left to its default) trains: a stricter check
 # than "it ran", since its failure was a silent divergence.
 if [ $only_sbatch = 0 ]; then
-    dgc=$(grep -n -- '--compress dgc:ratio=0.001' "$tmp/commands" | head -1 | cut -f2)
+    dgc=$(grep -n -- '--compress dgc:ratio=0.001' "$tmp/commands" | sed -n 1p | cut -f2)
     dgc=${dgc%%  #*}
     t0=$SECONDS
     if [ -n "$dgc" ] && (cd "$work" && timeout 600 bash -c "$dgc") </dev/null >"$tmp/dgc.log" 2>&1 &&

@@ -20,7 +20,7 @@ if [ "$n" -ge 20 ] && [ -x "$tmp/b/autotools/configure" ] && [ -f "$tmp/b/autoto
     grep -q '^made by scripts/gpu-bundle.sh' "$tmp/b/MANIFEST"; then
     ok "gpu-bundle.sh: $n packages, configure, $(du -sh "$tmp/b" | cut -f1)"
 else
-    bad "gpu-bundle.sh: $n packages"; ls -R "$tmp/b" | head -20
+    bad "gpu-bundle.sh: $n packages"; ls -R "$tmp/b" | sed -n 1,20p
 fi
 cat >"$tmp/t.c" <<'C'
 #include <cblas.h>

@@ -24,7 +24,7 @@ if ! make -C "$PC_BUILDDIR" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1
     bad "make install"; tail -5 "$tmp/install.log"; exit 1
 fi
 prefix=$(sed -n 's/^prefix=//p' "$PC_BUILDDIR/pipecompress.pc")
-pcdir=$(dirname "$(find "$tmp/root" -name pipecompress.pc | head -1)")
+pcdir=$(dirname "$(find "$tmp/root" -name pipecompress.pc | sed -n 1p)")
 pc() { PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" "$@"; }
 libdir=$(pc --variable=libdir pipecompress)
 incdir=$(pc --variable=includedir pipecompress)
@@ -97,7 +97,7 @@ fi
 # The Python package: installed where the configured interpreter imports from under the
 # prefix, with _installed.py naming the installed library; importable from the staging
 # directory, and it loads the staged library (PIPECOMPRESS_LIB stands in for the prefix).
-pydir=$(find "$tmp/root" -path '*/pipecompress/_installed.py' -printf '%h\n' | head -1)
+pydir=$(find "$tmp/root" -path '*/pipecompress/_installed.py' -printf '%h\n' | sed -n 1p)
 py=$(sed -n 's/^PC_PYTHON = //p' "$PC_BUILDDIR/Makefile")
 if [ -n "$pydir" ] && grep -qx "LIBRARY = \"$prefix/lib/libpipecompress.so.0\"" "$pydir/_installed.py" &&
     [ -e "$pydir/__init__.py" ] && [ -e "$pydir/_lib.py" ] && [ -e "$pydir/data.py" ] &&

@@ -17,6 +17,8 @@
 #   scripts/lint/check-figures.py    a figure of doc/results/ quoted in README.md; a
 #                                    figure in two documents; a coincidence listed
 #                                    without its reason; a stale coincidence
+#   scripts/lint/check-pipes.sh      a pipe into head, into grep -q (a comment and a
+#                                    reader of a file pass)
 #   scripts/lint/check-commits.sh    (a warning, status 0) a subject over 72 characters;
 #                                    no blank line after the subject; in a scratch repo
 # Needs only python3 and perl; the copy holds src/, include/, cuda/, apps/, python/,
@@ -64,7 +66,7 @@ planted() {
     check "$2"
     local rc=$?
     if [ $rc = 1 ] && grep -qE "$3" "$tmp/out"; then
-        ok "$1: $2 fails: $(grep -E "$3" "$tmp/out" | head -1 | cut -c1-200)"
+        ok "$1: $2 fails: $(grep -E "$3" "$tmp/out" | sed -n 1p | cut -c1-200)"
     else
         bad "$1: $2 status $rc, no line matching '$3'"; cat "$tmp/out"
     fi
@@ -173,6 +175,43 @@ if [ $? = 1 ] && grep -q '^scripts/lint/figures-coincident.txt: 1.28x is now sta
     ok "figures: a stale coincidence fails: $out"
 else
     bad "figures: a stale entry of figures-coincident.txt was not caught"; echo "$out"
+fi
+
+# check-pipes.sh: the tree passes; a copy with `| head -n 3` planted in a test and
+# `| grep -q` in .ci/run fails, naming both lines; `|| grep -q PATTERN FILE` and a comment
+# pass.
+mkdir -p "$tmp/p/.ci"
+cp -r "$src/scripts" "$src/tests" "$tmp/p/"
+printf '#!/usr/bin/env bash\nset -euo pipefail\nexec bash scripts/check.sh\n' >"$tmp/p/.ci/run"
+if out=$(bash "$src/scripts/lint/check-pipes.sh" "$tmp/p" 2>&1) &&
+    grep -q '^check-pipes: [0-9]* shell scripts, no pipeline' <<<"$out"; then
+    ok "pipes: the tree passes: $out"
+else
+    bad "pipes: the tree fails"; echo "$out"
+fi
+# The planted lines are built from $h and $q so that this file does not hold them.
+h=head q='grep -q'
+{
+    echo "# a comment: ls | $h -n 1"
+    echo 'true || grep -q x /dev/null'
+    echo "n=\$(ls | $h -n 3)"
+} >>"$tmp/p/tests/mpi/test_train.sh"
+echo "ps -e | $q mpirun && echo running" >>"$tmp/p/.ci/run"
+out=$(bash "$src/scripts/lint/check-pipes.sh" "$tmp/p" 2>&1)
+rc=$?
+if [ $rc = 1 ] && [ "$(grep -c '^tests/mpi/test_train.sh:\|^\.ci/run:' <<<"$out")" = 2 ] &&
+    grep -qF ":n=\$(ls | $h -n 3)" <<<"$out" &&
+    grep -qF ".ci/run:4:ps -e | $q mpirun" <<<"$out" && grep -q 'SIGPIPE (status 141)' <<<"$out"; then
+    ok "pipes: a pipe into head and into grep -q fail, the comment and the file reader pass"
+else
+    bad "pipes: planted pipelines: status $rc"; echo "$out"
+fi
+out=$(bash "$src/scripts/lint/check-pipes.sh" "$tmp/none" 2>&1)
+rc=$?
+if [ $rc = 1 ] && grep -q "no such folder" <<<"$out"; then
+    ok "pipes: a wrong top refused: $out"
+else
+    bad "pipes: a wrong top: status $rc: $out"
 fi
 
 # check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
