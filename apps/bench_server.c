@@ -293,11 +293,11 @@ static int check_config(const opts_t *o, const char *text, int W, pc_config_t *c
 }
 
 /* check_config on the spec as given (its refusals quote it), then for a steady state's
- * messages: Adam's default warm-up (pc_config_codec_adam_warmup: top-k's warmup=1000,
- * DGC's dense=1000 where a sparsifier's spec gives neither) would make them its first,
- * (nearly) dense ones, so such a spec runs with warmup=0 (DGC's v, frozen after its dense
- * warm-up by default, is then only read: this times the dense moments' step, one store
- * more per entry). */
+ * messages: Adam's default warm-up (pc_config_codec_adam_warmup: dense=1000 where a
+ * sparsifier's spec gives neither warmup= nor dense=) would make them its first, dense
+ * ones, so such a spec runs with warmup=0 (top-k's and DGC's v, frozen after that warm-up
+ * in a run, moves here: this times the step with v moving, one store per entry more than a
+ * frozen v's). */
 static int run_config(const opts_t *o, const char *spec_text, int W, pc_config_t *cfg)
 {
     char err[512], steady[sizeof(cfg->compress)];

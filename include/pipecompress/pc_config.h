@@ -211,12 +211,12 @@ void pc_config_set_given(pc_config_t *cfg, const char *name, int given);
  * cfg. */
 int pc_config_codec_momentum_off(pc_config_t *cfg);
 
-/* The warm-up a codec gets by default when the servers run Adam or AdamW: top-k's first
- * PC_CONFIG_ADAM_WARMUP compress calls (iterations) fall exponentially from nearly dense to
- * the ratio, DGC and PowerSGD send every entry for as many iterations (DGC's v then frozen:
- * pc_config_adam_freeze_after), so that Adam's moments are learnt while nearly every entry
- * travels (doc/tuning.md, "With Adam or AdamW on the servers", has the measurements). 1000 is
- * torch's powerSGD_hook's start_powerSGD_iter default, the same convention. */
+/* The warm-up a codec gets by default when the servers run Adam or AdamW: top-k, DGC and
+ * PowerSGD send every entry for their first PC_CONFIG_ADAM_WARMUP compress calls
+ * (iterations), top-k's and DGC's v then frozen (pc_config_adam_freeze_after; 1-bit Adam's
+ * recipe), so that Adam's moments are learnt while every entry travels (doc/tuning.md, "With
+ * Adam or AdamW on the servers", has the measurements). 1000 is torch's powerSGD_hook's
+ * start_powerSGD_iter default, the same convention. */
 #define PC_CONFIG_ADAM_WARMUP 1000
 
 /* --lr's default (SGD's), and what --optimizer adam or adamw gets when --lr was not given
@@ -226,12 +226,12 @@ int pc_config_codec_momentum_off(pc_config_t *cfg);
 #define PC_CONFIG_ADAM_LR            0.001
 #define PC_CONFIG_ADAMW_WEIGHT_DECAY 0.01
 
-/* Give the codec the Adam default warm-up where --compress left warmup at its default:
- * appends warmup=PC_CONFIG_ADAM_WARMUP to cfg->compress for topk (density) and powersgd
- * (dense iterations), dense=PC_CONFIG_ADAM_WARMUP for dgc, when the spec did not give warmup= or
- * dense= (warmup=0 given keeps the codec without one; dense=N is a warm-up of its own). Returns 1
- * when it changed cfg->compress, 0 when not, PC_EUSAGE when the spec does not parse or would not
- * fit. Not thread-safe on cfg. */
+/* Give the codec the Adam default warm-up where --compress left it at its default: appends
+ * dense=PC_CONFIG_ADAM_WARMUP to cfg->compress for topk and dgc, warmup=PC_CONFIG_ADAM_WARMUP
+ * for powersgd (its dense iterations), when the spec did not give warmup= or dense= (warmup=0
+ * given keeps the codec without one; warmup=N, a density warm-up, and dense=N are warm-ups of
+ * their own). Returns 1 when it changed cfg->compress, 0 when not, PC_EUSAGE when the spec does
+ * not parse or would not fit. Not thread-safe on cfg. */
 int pc_config_codec_adam_warmup(pc_config_t *cfg);
 
 /* The servers' Adam moments (PC_ADAM_MOMENTS_DENSE or _LAZY) for a step of optimizer kind
@@ -239,7 +239,8 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg);
  * --adam-moments dense or lazy as set, and for auto the codec's default: lazy for topk
  * with adam or adamw stepped on the servers (--mode ps, --update servers), dense
  * otherwise. Top-k's lazy moments kept the ViT within half a point of uncompressed AdamW
- * where its dense ones did not; DGC's and the dense codecs' are dense (doc/tuning.md, "With
+ * where its dense ones did not (after a density warm-up; after its default dense one v is
+ * frozen and only m is lazy); DGC's and the dense codecs' are dense (doc/tuning.md, "With
  * Adam or AdamW on the servers", has the measurements). Pure; thread-safe on a cfg no one
  * writes. */
 int pc_config_adam_moments(const pc_config_t *cfg, int kind);
@@ -249,8 +250,8 @@ int pc_config_adam_moments(const pc_config_t *cfg, int kind);
  * (dense=D) stepped on the servers (--mode ps, --update servers), 1-bit Adam's recipe:
  * v learnt while every entry travels, then fixed, so that an entry's late, accumulated
  * arrival moves it as far as its iterations would have (scripts/bench/adam_arrivals.py);
- * 0 (never) otherwise. DGC's Adam default is dense=1000 then v frozen (doc/tuning.md has
- * the measurements). Pure; thread-safe on a cfg no one writes. */
+ * 0 (never) otherwise. Top-k's and DGC's Adam default is dense=1000 then v frozen
+ * (doc/tuning.md has the measurements). Pure; thread-safe on a cfg no one writes. */
 int64_t pc_config_adam_freeze_after(const pc_config_t *cfg);
 
 /* "auto", "dense" or "lazy" for a pc_config_adam_moments_t ("?" for another value). Pure. */
@@ -275,11 +276,12 @@ const char *pc_config_adam_moments_name(int moments);
  * given and is SGD's default, and with adamw --weight-decay PC_CONFIG_ADAMW_WEIGHT_DECAY where
  * it was not given and is 0 (torch's defaults); with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
- * (pc_config_codec_momentum_off) and warmup=PC_CONFIG_ADAM_WARMUP where a sparsifier's
- * warm-up was (pc_config_codec_adam_warmup), and --adam-moments auto resolved to the
- * codec's default (pc_config_adam_moments: lazy for topk); with such a codec (momentum
- * correction on the workers, as in the DGC paper; the default of dgc, topk and randomk)
- * the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none and
+ * (pc_config_codec_momentum_off) and the codec's Adam warm-up (dense=PC_CONFIG_ADAM_WARMUP
+ * for topk and dgc, warmup= for powersgd) where it gave none (pc_config_codec_adam_warmup), and
+ * --adam-moments auto resolved to the codec's default (pc_config_adam_moments: lazy for topk); with
+ * such a codec (momentum correction on the workers, as in the DGC paper; the default of dgc, topk
+ * and randomk) the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none
+ * and
  * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).
  * Which flags were given comes from cfg->given (pc_config_group); a cfg not parsed that
  * way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a one-line

@@ -280,22 +280,22 @@ int pc_worker_param_wait(pc_worker_t *w, int tensor);
  * momentum=0). Backprop thread. */
 int pc_worker_set_user_step(pc_worker_t *w, bool user);
 
-/* Give the codec the default density warm-up for a step that normalises each entry by
- * its own history (Adam, Adadelta, RMSprop, ...: error feedback's late sums mislead it):
- * warmup=PC_CONFIG_ADAM_WARMUP (pc_config.h) is added to the spec where the codec is topk,
- * dgc or powersgd and the spec gave no warmup= (pc_config_codec_adam_warmup); other codecs, and a
- * spec that gave one, stay as they are. pc_worker_set_optimizer does it itself for Adam
- * and AdamW groups; a binding calls this for the caller's own optimizer on the workers
- * (pc_worker_set_user_step) when it is not plain SGD. The servers, whose flags lack it,
- * learn it from worker 0 at the start (doc/wire-format.md, tag 11). Before
- * pc_worker_start (the codec states are made there): PC_ESTATE after. Returns PC_OK
- * whether or not the spec changed. Backprop thread. */
+/* Give the codec the default warm-up for a step that normalises each entry by its own
+ * history (Adam, Adadelta, RMSprop, ...: error feedback's late sums mislead it): its first
+ * PC_CONFIG_ADAM_WARMUP iterations (pc_config.h) dense, dense= added to the spec where the
+ * codec is topk or dgc, warmup= for powersgd, where the spec gave neither key
+ * (pc_config_codec_adam_warmup); other codecs, and a spec that gave one, stay as they are.
+ * pc_worker_set_optimizer does it itself for Adam and AdamW groups; a binding calls this for the
+ * caller's own optimizer on the workers (pc_worker_set_user_step) when it is not plain SGD. The
+ * servers, whose flags lack it, learn it from worker 0 at the start (doc/wire-format.md, tag 11).
+ * Before pc_worker_start (the codec states are made there): PC_ESTATE after. Returns PC_OK whether
+ * or not the spec changed. Backprop thread. */
 int pc_worker_warm_codec(pc_worker_t *w);
 
 /* The --compress spec this worker runs: the configuration's, with momentum=0 added where
  * pc_worker_set_optimizer or pc_worker_set_user_step turned the codec's default momentum
- * correction off, and warmup=1000 (dgc: dense=1000) where pc_worker_warm_codec (or
- * set_optimizer's Adam) gave a sparsifier its default warm-up. Borrowed from w, valid until the
+ * correction off, and dense=1000 (powersgd: warmup=1000) where pc_worker_warm_codec (or
+ * set_optimizer's Adam) gave the codec its default warm-up. Borrowed from w, valid until the
  * next of those calls or pc_worker_destroy. Backprop thread. */
 const char *pc_worker_compress(const pc_worker_t *w);
 
@@ -308,7 +308,8 @@ const char *pc_worker_adam_moments(const pc_worker_t *w);
 
 /* The step after which the servers' Adam freezes v for this run's chunks (0: never):
  * --adam-freeze-after where given, else the codec's default (pc_config_adam_freeze_after,
- * the rule the servers apply: DGC's default dense warm-up's length). Backprop thread. */
+ * the rule the servers apply: top-k's and DGC's default dense warm-up's length). Backprop
+ * thread. */
 int64_t pc_worker_adam_freeze_after(const pc_worker_t *w);
 
 /* Where the step runs (a pc_config_update_t: PC_UPDATE_SERVERS or PC_UPDATE_WORKERS),

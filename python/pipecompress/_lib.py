@@ -103,13 +103,13 @@ def _load():
         # update="workers" without --update given to pc.init: the wrapper chooses.
         "pc_worker_set_update": (c_int, [c_void_p, c_int]),
         # the codec the worker runs: momentum=0 added where the wrapper turned the codec's
-        # default momentum correction off, warmup=1000 (dgc: dense=1000) where it gave the
-        # default warm-up; the servers' v frozen after dgc's dense=1000.
+        # default momentum correction off, dense=1000 (powersgd: warmup=1000) where it gave
+        # the default warm-up; the servers' v frozen after top-k's and dgc's dense=1000.
         "pc_worker_compress": (c_char_p, [c_void_p]),
         "pc_worker_adam_moments": (c_char_p, [c_void_p]),
         "pc_worker_adam_freeze_after": (c_int64, [c_void_p]),
         # update="workers" with an optimizer other than SGD: the sparsifiers' default
-        # warm-up (top-k warmup=1000, dgc dense=1000), before the start.
+        # warm-up (top-k and dgc dense=1000), before the start.
         "pc_worker_warm_codec": (c_int, [c_void_p]),
         "pc_worker_grad_wait": (c_int, [c_void_p, c_int]),
         "pc_worker_grad_ready": (c_int, [c_void_p, c_int]),

@@ -227,7 +227,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     "adamw" given there too: adam_moments="lazy" (only the entries that arrived step, as
     torch.optim.SparseAdam), "dense" or "auto" (the default: lazy for top-k, else dense;
     pc.config()["adam-moments"] says which) and adam_freeze_after=N (v frozen after N steps, 1-bit
-    Adam's; not given: after a dense warm-up, DGC's default dense=1000, else never;
+    Adam's; not given: after a dense warm-up, top-k's and DGC's default dense=1000, else never;
     pc.config()["adam-freeze-after"] says which), for every group (refused with update="workers"). The groups' current
     learning rates (whatever a torch.optim.lr_scheduler or the script wrote into
     param_groups) go to the servers before the iteration's first gradient leaves, and
@@ -388,7 +388,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if s.lib.pc_worker_set_user_step(s.w, True) != 0:
             s.fail("DistributedOptimizer")
         # Every optimizer but SGD normalises or scales each entry by its own history, which
-        # error feedback's late sums mislead: a sparsifier's default density warm-up (before
+        # error feedback's late sums mislead: a sparsifier's default dense warm-up (before
         # the start only: after it the codec keeps what it started with).
         if not a.started and not isinstance(optimizer, torch.optim.SGD):
             if s.lib.pc_worker_warm_codec(s.w) != 0:

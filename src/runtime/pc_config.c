@@ -534,7 +534,7 @@ int pc_config_codec_adam_warmup(pc_config_t *cfg)
     size_t len = strlen(cfg->compress);
     int n = snprintf(cfg->compress + len, sizeof(cfg->compress) - len, "%s%s=%d",
                      strchr(cfg->compress, ':') ? "," : ":",
-                     spec.id == PC_CODEC_DGC ? "dense" : "warmup", PC_CONFIG_ADAM_WARMUP);
+                     spec.id == PC_CODEC_POWERSGD ? "warmup" : "dense", PC_CONFIG_ADAM_WARMUP);
     if (n < 0 || (size_t)n >= sizeof(cfg->compress) - len) {
         cfg->compress[len] = '\0';
         return PC_EUSAGE;

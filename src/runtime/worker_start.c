@@ -192,9 +192,9 @@ static void momentum_default_off(pc_worker_t *w)
         pc_rt__spec_update(rt);
 }
 
-/* A codec left without a warm-up gets the default one (warmup=PC_CONFIG_ADAM_WARMUP
- * in rt's spec and configuration, pc_config_codec_adam_warmup), as pc-train's --optimizer
- * adamw does. Before pc_worker_start, as momentum_default_off: no other thread reads
+/* A codec left without a warm-up gets the default one (dense=PC_CONFIG_ADAM_WARMUP, or
+ * powersgd's warmup=, in rt's spec and configuration, pc_config_codec_adam_warmup), as pc-train's
+ * --optimizer adamw does. Before pc_worker_start, as momentum_default_off: no other thread reads
  * rt->spec or rt->cfg.compress yet. */
 int pc_worker_warm_codec(pc_worker_t *w)
 {

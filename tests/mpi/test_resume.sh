@@ -115,10 +115,11 @@ fi
 
 # --update workers: the workers checkpoint the parameters and the optimizer's state, the
 # servers nothing but their header. The newest checkpoint removed, --resume from the one
-# before it ends bitwise where the run that wrote them ended.
+# before it ends bitwise where the run that wrote them ended. (warmup=0: AdamW's default
+# would send every entry for 1000 iterations, and the codec's residual would stay 0.)
 ck="$tmp/upd-ck"
 upd=(--data synthetic --synthetic-samples 3000 --batch 16 --iters 40 --lr 0.003 --log-level warn
-    --update workers --compress topk:ratio=0.01,momentum=0 --compress-min-bytes 0
+    --update workers --compress topk:ratio=0.01,momentum=0,warmup=0 --compress-min-bytes 0
     --optimizer adamw --weight-decay 0.01 --checkpoint-dir "$ck" --checkpoint-every 20)
 "$run" -t 120 -np 3 "$train" "${upd[@]}" --save-model "$tmp/u-ref.pcm" >"$tmp/u-ref.log" 2>&1 ||
     bad "update workers: first run failed"

@@ -154,8 +154,9 @@ upd() { # NAME PIPELINE FLAGS...
 upd "sgd momentum 0.9, none" on --compress none --momentum 0.9 --weight-decay 0.001
 upd "topk (error feedback, momentum correction)" off --compress topk:ratio=0.01
 # Dense moments given: top-k's default on the servers is lazy, which a step on the workers
-# (on the dense mean) cannot be.
-upd "adamw, topk (error feedback)" on --compress topk:ratio=0.01,momentum=0 --optimizer adamw \
+# (on the dense mean) cannot be; warmup=0: AdamW's default dense=1000 (v frozen after it on
+# the servers only) would leave these 10 iterations uncompressed.
+upd "adamw, topk (error feedback)" on --compress topk:ratio=0.01,momentum=0,warmup=0 --optimizer adamw \
     --adam-moments dense --lr 0.003 --weight-decay 0.01
 if out=$("$run" -t 60 -np 5 "$mpi" exact --servers 2 --chunk-bytes 256 --update workers \
          --compress none --momentum 0 --lr 0.5 2>&1) && grep -q 'match bit for bit' <<<"$out"; then

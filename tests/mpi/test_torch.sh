@@ -453,15 +453,15 @@ refuse workers-powersgd 3 x "^torch_cases.py: DistributedOptimizer\(update='work
 # Left at its default, the correction is turned off by the wrapper (the optimizer steps as
 # written): AdamW on the servers with the default codec, SGD with momentum on the workers
 # with dgc; each trains, and pc.config() says momentum=0. With Adam(W) on the servers a
-# sparsifier left without a warm-up gets the default one (top-k warmup=1000, DGC dense=1000),
-# and so does it with Adadelta on the workers ("adaptive"), not with SGD there; PowerSGD
-# under AdamW gets its 1000 dense iterations ("servers-psgd"); DGC under AdamW on the
-# servers ("servers-dgc") also a v frozen after those 1000 (the console's Adam line says
-# so). Those compress their one chunk
-# (--compress-min-bytes 0): the servers, whose flags have no warm-up, take it from worker 0
-# (TAG_WARMUP) or would refuse the warm-up's larger messages. SGD's chunk is under
+# sparsifier left without a warm-up gets the default one (top-k and DGC dense=1000), and so
+# does it with Adadelta on the workers ("adaptive"), not with SGD there; PowerSGD under
+# AdamW gets its 1000 dense iterations ("servers-psgd"); top-k and DGC under AdamW on the
+# servers ("servers", "servers-dgc") also a v frozen after those 1000 (the console's Adam
+# line says so, with top-k's lazy moments and DGC's dense ones). Those compress their one
+# chunk (--compress-min-bytes 0): the servers, whose flags have no warm-up, take it from
+# worker 0 (TAG_WARMUP) or would refuse the warm-up's larger messages. SGD's chunk is under
 # --compress-min-bytes: worker 0 warns that the codec compresses nothing.
-for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,momentum=0 \
+for u in servers:topk:ratio=0.01,momentum=0,dense=1000 workers:dgc:ratio=0.1,momentum=0 \
     adaptive:dgc:ratio=0.1,momentum=0,dense=1000 servers-psgd:powersgd:rank=1,warmup=1000 \
     servers-dgc:dgc:ratio=0.1,momentum=0,dense=1000; do
     place=${u%%:*} want=${u#*:}
@@ -475,6 +475,8 @@ for u in servers:topk:ratio=0.01,momentum=0,warmup=1000 workers:dgc:ratio=0.1,mo
         grep -qx "codec: $want" "$tmp/default-$place.out" &&
         { [ "$place" != servers-dgc ] ||
             grep -q "^pipecompress: adam moments dense, v frozen after 1000 steps" "$tmp/default-$place.out"; } &&
+        { [ "$place" != servers ] ||
+            grep -q "^pipecompress: adam moments lazy, v frozen after 1000 steps" "$tmp/default-$place.out"; } &&
         { [ "$place" != workers ] ||
             grep -q "warn: --compress $want compresses nothing here: every one of the 1 chunks is under --compress-min-bytes 65536 " "$tmp/default-$place.out"; }; then
         ok "the codec's default momentum correction off (and the warm-up but with SGD), $place: codec $want"

@@ -562,18 +562,19 @@ static void test_optimizer_flags(void **state)
     assert_true(cfg.lr == 0.02 && cfg.weight_decay == 0.1);
     /* A codec without momentum correction is fine; the sparsifiers' default correction is
      * turned off (written into --compress, so that the printed configuration shows it);
-     * one given in the spec is refused. A sparsifier's density warm-up left at its
-     * default (none) becomes PC_CONFIG_ADAM_WARMUP's; one given, 0 too, stays. */
+     * one given in the spec is refused. A sparsifier's warm-up left at its default (none)
+     * becomes PC_CONFIG_ADAM_WARMUP dense iterations; one given, 0 too, stays. */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adam", "--compress", "topk:ratio=0.01,momentum=0"), PC_OK);
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,dense=1000");
+    assert_true(cfg.adam_freeze_after == 1000);
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adam"), PC_OK);
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,dense=1000");
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
-    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,warmup=1000");
+    assert_string_equal(cfg.compress, "topk:ratio=0.01,momentum=0,dense=1000");
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc"), PC_OK);
-    /* DGC's Adam default: every entry for the first 1000 iterations, then v frozen (1-bit
-     * Adam's recipe); top-k's density warm-up freezes nothing. */
+    /* Top-k's and DGC's Adam default: every entry for the first 1000 iterations, then v
+     * frozen (1-bit Adam's recipe); a density warm-up given freezes nothing. */
     assert_string_equal(cfg.compress, "dgc:momentum=0,dense=1000");
     assert_true(cfg.adam_freeze_after == 1000);
     assert_int_equal(pc_config_check(&cfg, 3, err, sizeof(err)), PC_OK); /* idempotent */
@@ -590,13 +591,20 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:dense=50"),
                      PC_OK);
     assert_true(cfg.adam_freeze_after == 50); /* a dense warm-up given: the same rule */
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:warmup=1000"),
+                     PC_OK);
+    assert_string_equal(cfg.compress, "topk:warmup=1000,momentum=0");
+    assert_true(cfg.adam_freeze_after == 0); /* a density warm-up: v never frozen */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "dgc", "--update", "workers"),
         PC_OK);
     assert_string_equal(cfg.compress, "dgc:momentum=0,dense=1000");
     assert_true(cfg.adam_freeze_after == 0); /* the workers' step on the mean: no frozen v */
     assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw"), PC_OK);
-    assert_true(cfg.adam_freeze_after == 0);
+    assert_true(cfg.adam_freeze_after == 1000); /* the default codec, top-k: the same */
+    assert_non_null(strstr(cfg.compress, ",dense=1000"));
+    assert_int_equal(CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "none"), PC_OK);
+    assert_true(cfg.adam_freeze_after == 0); /* nothing compressed: v never frozen */
     assert_int_equal(
         CHECK(&cfg, err, "--optimizer", "adamw", "--compress", "topk:warmup=0,momentum=0"), PC_OK);
     assert_string_equal(cfg.compress, "topk:warmup=0,momentum=0");
@@ -637,7 +645,8 @@ static void test_optimizer_flags(void **state)
     assert_int_equal(
         CHECK(&cfg, err, "--update", "workers", "--optimizer", "adamw", "--compress", "topk"),
         PC_OK);
-    assert_string_equal(cfg.compress, "topk:momentum=0,warmup=1000");
+    assert_string_equal(cfg.compress, "topk:momentum=0,dense=1000");
+    assert_true(cfg.adam_freeze_after == 0); /* the workers' step: no frozen v */
     /* No room left for the key: refused, not cut. */
     {
         pc_config_t full;
