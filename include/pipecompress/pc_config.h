@@ -277,12 +277,12 @@ const char *pc_config_adam_moments_name(int moments);
  * it was not given and is 0 (torch's defaults); with adam or adamw in --mode ps,
  * momentum=0 in --compress where the codec's correction was left at its default
  * (pc_config_codec_momentum_off) and the codec's Adam warm-up (dense=PC_CONFIG_ADAM_WARMUP
- * for topk and dgc, warmup= for powersgd) where it gave none (pc_config_codec_adam_warmup), and
- * --adam-moments auto resolved to the codec's default (pc_config_adam_moments: lazy for topk); with
- * such a codec (momentum correction on the workers, as in the DGC paper; the default of dgc, topk
- * and randomk) the servers' --momentum is 0 unless given; with --mode allreduce, --compress is none
- * and
- * --servers 0. --mode auto is refused: pc_auto_choose resolves it first (pc_auto.h).
+ * for topk and dgc, warmup= for powersgd) where it gave none (pc_config_codec_adam_warmup),
+ * and --adam-moments auto resolved to the codec's default (pc_config_adam_moments: lazy for
+ * topk); with such a codec (momentum correction on the workers, as in the DGC paper; the
+ * default of dgc, topk and randomk) the servers' --momentum is 0 unless given; with --mode
+ * allreduce, --compress is none and --servers 0. --mode auto is refused: pc_auto_choose
+ * resolves it first (pc_auto.h).
  * Which flags were given comes from cfg->given (pc_config_group); a cfg not parsed that
  * way counts as all defaults. Idempotent. Returns PC_OK or PC_EUSAGE with a one-line
  * message naming the flag (cfg may then be partly filled). Thread-safe on distinct cfgs.
