@@ -177,9 +177,10 @@ else
     bad "figures: a stale entry of figures-coincident.txt was not caught"; echo "$out"
 fi
 
-# check-pipes.sh: the tree passes; a copy with `| head -n 3` planted in a test and
-# `| grep -q` in .ci/run fails, naming both lines; `|| grep -q PATTERN FILE` and a comment
-# pass.
+# check-pipes.sh: the tree passes; a copy with `| head -n 3` planted in a test, a pipe
+# continued onto `grep -m1` (after a backslash and after a trailing pipe) and `| grep -q`
+# in .ci/run fails, naming the four lines; `|| grep -q PATTERN FILE` (continued too) and a
+# comment pass; an unknown flag is refused (status 2).
 mkdir -p "$tmp/p/.ci"
 cp -r "$src/scripts" "$src/tests" "$tmp/p/"
 printf '#!/usr/bin/env bash\nset -euo pipefail\nexec bash scripts/check.sh\n' >"$tmp/p/.ci/run"
@@ -195,14 +196,19 @@ h=head q='grep -q'
     echo "# a comment: ls | $h -n 1"
     echo 'true || grep -q x /dev/null'
     echo "n=\$(ls | $h -n 3)"
+    echo 'true ||'
+    echo '    grep -q x /dev/null'
+    printf 'ls | \\\n    grep -m1 x\n'
+    printf 'ls |\n    grep -m1 y\n'
 } >>"$tmp/p/tests/mpi/test_train.sh"
 echo "ps -e | $q mpirun && echo running" >>"$tmp/p/.ci/run"
 out=$(bash "$src/scripts/lint/check-pipes.sh" "$tmp/p" 2>&1)
 rc=$?
-if [ $rc = 1 ] && [ "$(grep -c '^tests/mpi/test_train.sh:\|^\.ci/run:' <<<"$out")" = 2 ] &&
-    grep -qF ":n=\$(ls | $h -n 3)" <<<"$out" &&
+if [ $rc = 1 ] && [ "$(grep -c '^tests/mpi/test_train.sh:\|^\.ci/run:' <<<"$out")" = 4 ] &&
+    grep -qF ":n=\$(ls | $h -n 3)" <<<"$out" && grep -qE ':ls \| +grep -m1 x$' <<<"$out" &&
+    grep -qE ':ls \| +grep -m1 y$' <<<"$out" &&
     grep -qF ".ci/run:4:ps -e | $q mpirun" <<<"$out" && grep -q 'SIGPIPE (status 141)' <<<"$out"; then
-    ok "pipes: a pipe into head and into grep -q fail, the comment and the file reader pass"
+    ok "pipes: a pipe into head, grep -q and (continued) grep -m1 fail, the comment and the file readers pass"
 else
     bad "pipes: planted pipelines: status $rc"; echo "$out"
 fi
@@ -212,6 +218,13 @@ if [ $rc = 1 ] && grep -q "no such folder" <<<"$out"; then
     ok "pipes: a wrong top refused: $out"
 else
     bad "pipes: a wrong top: status $rc: $out"
+fi
+out=$(bash "$src/scripts/lint/check-pipes.sh" --top "$tmp/p" 2>&1)
+rc=$?
+if [ $rc = 2 ] && grep -q "unknown flag '--top'" <<<"$out"; then
+    ok "pipes: an unknown flag refused: $out"
+else
+    bad "pipes: an unknown flag: status $rc: $out"
 fi
 
 # check-commits.sh, in a scratch repository: quiet on a good message; a warning (status 0)
