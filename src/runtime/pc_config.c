@@ -407,7 +407,8 @@ static const pc_flags_t config_opts[] = {
      .metavar = "N",
      .help = "adam, adamw: after N steps of each tensor, freeze v and its bias correction "
              "(m keeps moving): 1-bit Adam's warm-up, then a frozen variance (0: never; not "
-             "given: D for a topk or dgc spec's dense=D on the servers, dgc's Adam default)"},
+             "given: D for a topk or dgc spec's dense=D on the servers, 1000 for their Adam "
+             "default)"},
     {.name = "clip-grad-norm",
      .type = PC_FLAGS_DOUBLE,
      .offset = offsetof(pc_config_t, clip_grad_norm),
