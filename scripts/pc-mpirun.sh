@@ -8,11 +8,11 @@
 #   would otherwise busy-poll);
 # - --bind-to none: PipeCompress binds its own threads (pc_topo);
 # - single node: shared memory between ranks, control channel on loopback;
-# - Open MPI's session directory in a folder of this job's own (removed at the end), unless
-#   OMPI_MCA_orte_tmpdir_base is set: jobs started at once on one machine otherwise share
-#   /tmp/ompi.HOST.UID, which one job's end removes while another creates its own in it,
-#   and the other fails to start with "orte_session_dir failed" (open-mpi/ompi#8510; the
-#   full check hit it running two test suites side by side);
+# - Open MPI's session directory in a folder of this job's own (removed at the end), inside
+#   OMPI_MCA_orte_tmpdir_base where that is set, else $TMPDIR or /tmp: jobs started at once
+#   on one machine otherwise share /tmp/ompi.HOST.UID, which one job's end removes while
+#   another creates its own in it, and the other fails to start with "orte_session_dir
+#   failed" (open-mpi/ompi#8510; the full check hit it running two test suites side by side);
 # - a stop (SIGINT from Ctrl-C, SIGTERM, SIGHUP) goes to the ranks themselves, not to
 #   mpirun: they stop together at an iteration boundary (pc-train writes its final
 #   checkpoint) and exit 128 + N, and so does this script. Signalled directly, mpirun
@@ -48,12 +48,10 @@ export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo}
 # to a file read once the job has ended. tee ignores the stop signals: the ranks' last
 # lines must still get through after a Ctrl-C (a dead reader would break mpirun's pipe).
 errlog=$(mktemp "${TMPDIR:-/tmp}/pc-mpirun.XXXXXX") || exit 1
-session=
-trap 'rm -f "$errlog"; [ -z "$session" ] || rm -rf "$session"' EXIT
-if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
-    session=$(mktemp -d "${TMPDIR:-/tmp}/pc-mpirun-session.XXXXXX") || exit 1
-    export OMPI_MCA_orte_tmpdir_base=$session
-fi
+trap 'rm -f "$errlog"' EXIT
+session=$(mktemp -d "${OMPI_MCA_orte_tmpdir_base:-${TMPDIR:-/tmp}}/pc-mpirun-session.XXXXXX") || exit 1
+trap 'rm -f "$errlog"; rm -rf "$session"' EXIT
+export OMPI_MCA_orte_tmpdir_base=$session
 exec 3> >(trap '' INT TERM HUP; exec tee -a "$errlog" >&2)
 tee_pid=$!
 start=$SECONDS

@@ -5,6 +5,16 @@
 # counted in fails); pc_done ends the test with the count, exiting 0 when nothing failed
 # and 1 otherwise. pc_skip (below) ends a test that cannot run here.
 fails=0
+# Open MPI's session directories: a folder per test (named after it, reused by its next
+# run, open to every user as /tmp is), so that the jobs of two tests run side by side never
+# share /tmp/ompi.HOST.UID, which one job's end can remove while another creates its own
+# in it ("orte_session_dir failed", open-mpi/ompi#8510). pc-mpirun.sh makes each job's own
+# folder inside it.
+if [ -z "${OMPI_MCA_orte_tmpdir_base:-}" ]; then
+    OMPI_MCA_orte_tmpdir_base="${TMPDIR:-/tmp}/pc-test-ompi.$(basename "$0" .sh)"
+    { [ -d "$OMPI_MCA_orte_tmpdir_base" ] || mkdir -m 1777 "$OMPI_MCA_orte_tmpdir_base"; } &&
+        export OMPI_MCA_orte_tmpdir_base
+fi
 ok() { echo "ok: $*"; }
 bad() {
     echo "FAIL: $*"

@@ -11,9 +11,9 @@
 # For a test write `grep PATTERN >/dev/null`; for grep -m1, `grep PATTERN | sed -n 1p`.
 # A reader of a file (grep -q PATTERN FILE) is not a pipeline and is fine. Comment lines
 # are skipped; a line continued with a backslash or ending in a pipe is read with the lines
-# it continues onto (reported at its first). Lists each offending line as FILE:LINE: TEXT and exits 1 if there
-# is any; prints how many files it read otherwise. TOP: the source tree's top (default:
-# this script's).
+# it continues onto (reported at its first). Lists each offending line as FILE:LINE: TEXT
+# and exits 1 if there is any; prints how many files it read otherwise. TOP: the source
+# tree's top (default: this script's).
 # Run by scripts/check.sh before the builds; tests/system/test_lint.sh plants one.
 set -euo pipefail
 case ${1:-} in
